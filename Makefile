@@ -1,0 +1,50 @@
+# wai-dispatch: every target sets itself up in .venv on a fresh machine.
+PY      ?= python3.11
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help demo test lint typecheck unit bench fuzz tools clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.base: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e .
+	@touch $@
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[test,tools]'
+	$(BIN)/pip install -q --no-deps 'compressai==1.2.8'
+	@touch $@ $(VENV)/.base
+
+demo: $(VENV)/.base ## install and decode the bundled sample envelopes (writes out/)
+	$(BIN)/wai-dispatch demo -o out
+
+tools: $(STAMP) ## install the tools extra (torch CPU, CompressAI, coremltools)
+
+lint: $(STAMP) ## ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP) ## mypy --strict on the pure core
+	$(BIN)/mypy --strict dispatch
+
+unit: $(STAMP) ## the test suite only
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck unit ## install, then lint, typecheck and run the whole suite
+
+bench: $(STAMP) ## benchmarks, each printed beside its anchor
+	$(BIN)/python -m tools.bench all
+
+fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
+	WAI_FUZZ_EXAMPLES=100000 $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis out

@@ -1,0 +1,1 @@
+"""The ``wai-dispatch`` command line."""

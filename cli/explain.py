@@ -1,0 +1,46 @@
+"""``wai-dispatch explain``: what §2 and §3 say of a decode, against an offer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from dispatch import REFERENCE_OFFER, REGISTRY, Pin, admit, demand, parse_offer
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("explain", help="the tier a decode needs and which offered paths §3 admits")
+    p.add_argument("--capability", default="wai.neural.bmshj2018", choices=sorted(REGISTRY))
+    p.add_argument("--intent", default=None, help="the envelope's intent (e.g. replicate)")
+    p.add_argument("--pin-tier", default=None, help="the tier token of the pin over the set")
+    p.add_argument(
+        "--offer",
+        nargs="+",
+        metavar="UNIT/BACKEND/ARITH",
+        help="paths in order (default: the reference offer)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cap = REGISTRY[args.capability]
+    offer = parse_offer(args.offer) if args.offer else REFERENCE_OFFER
+    pins = [Pin(cap.name, "", args.pin_tier)] if args.pin_tier is not None else []
+    needed = demand(cap, intent=args.intent, pins=pins)
+    rows = [
+        {
+            "path": path.to_json(),
+            "admitted": (code := admit(path, needed, cap)) is None,
+            "reason": None if code is None else str(code),
+        }
+        for path in offer
+    ]
+    if args.json:
+        print(json.dumps({"capability": cap.name, "needed": str(needed), "paths": rows}))
+        return 0
+    print(f"{cap.name} ({cap.registry_class}, registered {cap.registered_tier}) needs {needed}")
+    for path, row in zip(offer, rows, strict=True):
+        verdict = "admitted by §3" if row["admitted"] else f"refused: {row['reason']}"
+        print(f"  {path!s:28} {verdict}")
+    return 0

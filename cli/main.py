@@ -1,0 +1,50 @@
+"""``wai-dispatch``: one sub-command per module in ``cli/``; each module has ``add(sub)``.
+
+Every typed error (:class:`dispatch.WaiError`) ends the command with its code and a one-line
+message on stderr and exit status 2; nothing prints a traceback for a user's mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+
+from dispatch.errors import WaiError
+
+# Modules that define sub-commands, in the order `--help` lists them.
+COMMANDS = ("cli.explain",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wai-dispatch",
+        description="Decode learned-codec envelopes on the unit the WAI Neural Dispatch rules "
+        "choose, and report the choice (wai-neural-dispatch/1).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(name).add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.func(args)
+    except WaiError as exc:
+        if getattr(args, "json", False):
+            print(json.dumps({"error": exc.to_json()}), file=sys.stderr)
+        else:
+            print(f"wai-dispatch: error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The conformance corpus: dispatch vectors (``dispatch/``), bundled sets and sample envelopes."""

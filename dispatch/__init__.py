@@ -1,0 +1,64 @@
+"""wai-dispatch's pure core: the WAI Neural Dispatch rules (§2–§5) as values and functions.
+
+No I/O and nothing heavier than the standard library: ``import dispatch`` never loads a
+runtime. The adapters that answer §4's device questions live in ``paths/``.
+"""
+
+from __future__ import annotations
+
+from dispatch.adapter import Adapter, BackendFailed, ScriptedAdapter
+from dispatch.errors import InvalidOffer, InvalidReport, UnknownCapability, UnknownToken, WaiError
+from dispatch.paths import (
+    CPU_ONNX_RUNTIME,
+    CPU_WAI_OPS,
+    NPU_MODEL_RUNTIME,
+    REFERENCE_OFFER,
+    Offer,
+    Path,
+    parse_offer,
+)
+from dispatch.registry import BMSHJ2018, INT_SYNTH, REGISTRY, Capability, Registry
+from dispatch.report import KIND, Placement, Ran, Refusal, Report
+from dispatch.rules import Decision, Pin, admit, choose, demand, held_tier
+from dispatch.tokens import Arithmetic, Backend, Code, Intent, RegistryClass, Tier, Unit
+
+__all__ = [
+    "BMSHJ2018",
+    "CPU_ONNX_RUNTIME",
+    "CPU_WAI_OPS",
+    "INT_SYNTH",
+    "KIND",
+    "NPU_MODEL_RUNTIME",
+    "REFERENCE_OFFER",
+    "REGISTRY",
+    "Adapter",
+    "Arithmetic",
+    "Backend",
+    "BackendFailed",
+    "Capability",
+    "Code",
+    "Decision",
+    "Intent",
+    "InvalidOffer",
+    "InvalidReport",
+    "Offer",
+    "Path",
+    "Pin",
+    "Placement",
+    "Ran",
+    "Refusal",
+    "Registry",
+    "RegistryClass",
+    "Report",
+    "ScriptedAdapter",
+    "Tier",
+    "Unit",
+    "UnknownCapability",
+    "UnknownToken",
+    "WaiError",
+    "admit",
+    "choose",
+    "demand",
+    "held_tier",
+    "parse_offer",
+]

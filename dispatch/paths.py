@@ -1,0 +1,85 @@
+"""Paths and offers (§1, §4): a path is a unit, a backend and an arithmetic; an offer is the
+ordered tuple of paths a sink tries. Offers are data: read one with :func:`parse_offer`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from dispatch.errors import InvalidOffer, UnknownToken
+from dispatch.tokens import Arithmetic, Backend, Unit, parse
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Path:
+    unit: Unit
+    backend: Backend
+    arithmetic: Arithmetic
+
+    def __str__(self) -> str:
+        return f"{self.unit}/{self.backend}/{self.arithmetic}"
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "unit": str(self.unit),
+            "backend": str(self.backend),
+            "arithmetic": str(self.arithmetic),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object, *, where: str = "path") -> Path:
+        if not isinstance(obj, Mapping):
+            raise UnknownToken(f"{where}: a path is an object {{unit, backend, arithmetic}}")
+        return cls(
+            parse(Unit, obj.get("unit"), where=where),
+            parse(Backend, obj.get("backend"), where=where),
+            parse(Arithmetic, obj.get("arithmetic"), where=where),
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> Path:
+        """Read ``unit/backend/arithmetic``, e.g. ``cpu/onnx-runtime/float``."""
+        parts = text.split("/")
+        if len(parts) != 3:
+            raise InvalidOffer(f"path {text!r} is not unit/backend/arithmetic")
+        return cls(
+            parse(Unit, parts[0], where=text),
+            parse(Backend, parts[1], where=text),
+            parse(Arithmetic, parts[2], where=text),
+        )
+
+
+Offer = tuple[Path, ...]
+
+
+def parse_offer(items: Iterable[str | Mapping[str, object] | Path]) -> Offer:
+    """An offer from strings, JSON objects or paths. Empty and repeated paths are refused:
+    a report names each offered path once (§5)."""
+    paths: list[Path] = []
+    for item in items:
+        if isinstance(item, Path):
+            path = item
+        elif isinstance(item, str):
+            path = Path.parse(item)
+        else:
+            path = Path.from_json(item, where="offer")
+        if path in paths:
+            raise InvalidOffer(f"path {path} is offered twice")
+        paths.append(path)
+    if not paths:
+        raise InvalidOffer("an offer names at least one path")
+    return tuple(paths)
+
+
+NPU_MODEL_RUNTIME = Path(Unit.NPU, Backend.MODEL_RUNTIME, Arithmetic.FLOAT)
+CPU_ONNX_RUNTIME = Path(Unit.CPU, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
+GPU_ONNX_RUNTIME = Path(Unit.GPU, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
+CPU_WAI_OPS = Path(Unit.CPU, Backend.WAI_OPS, Arithmetic.INTEGER)
+GPU_WGSL = Path(Unit.GPU, Backend.WGSL, Arithmetic.INTEGER)
+NPU_WEBNN = Path(Unit.NPU, Backend.WEBNN, Arithmetic.FLOAT)
+GPU_WEBNN = Path(Unit.GPU, Backend.WEBNN, Arithmetic.FLOAT)
+CPU_WEBNN = Path(Unit.CPU, Backend.WEBNN, Arithmetic.FLOAT)
+
+#: The reference sink's offer (§4, §6.1): the neural processor through the model runtime,
+#: then ONNX Runtime on the CPU, then the integer interpreter.
+REFERENCE_OFFER: Offer = (NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME, CPU_WAI_OPS)
