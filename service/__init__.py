@@ -1,1 +1,1 @@
-"""The decoder service: FastAPI app, report store, auth, limits, metrics, dashboard (later issues)."""
+"""The decoder service: FastAPI app, report store, auth, limits, metrics, dashboard."""

@@ -1,1 +1,2 @@
-"""Tools: set writers, training of the bundled demo weights, CompressAI import, benchmarks. They need the tools extra."""
+"""Tools: set writers, training of the demo weights, CompressAI import, benchmarks.
+They need the tools extra (`make tools`)."""
