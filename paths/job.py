@@ -1,0 +1,40 @@
+"""What a path adapter is asked to run: the latent of one decode and the parameter set it
+reads. ``dispatch.choose`` passes it through untouched (the core never looks inside)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class SetFiles(Protocol):
+    """The verified bytes of an opened parameter set (``codec.sets.LoadedSet`` satisfies it).
+
+    ``read`` returns exactly the bytes that were checked against the manifest (and the pin);
+    an adapter never re-reads a set file from disk.
+    """
+
+    @property
+    def digest(self) -> str: ...
+
+    @property
+    def facts(self) -> Mapping[str, Any]: ...
+
+    def has(self, name: str) -> bool: ...
+
+    def read(self, name: str) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class SynthesisJob:
+    """Run the synthesis of ``set_files`` on ``latent`` (float32, 1×C×h×w)."""
+
+    set_files: SetFiles
+    latent: np.ndarray
+
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.latent.shape)
