@@ -1,0 +1,129 @@
+"""One decode, end to end: envelope → §2 demand → entropy stage (§6.3) → §4 choose over the
+offer → RGB8. The CLI and the HTTP service both decode through :func:`decode_envelope`."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+import numpy as np
+
+from codec import payload as payload_codec
+from codec.envelope import Envelope
+from codec.errors import CodecError, Limits
+from codec.sets import LoadedSet, SetStore
+from codec.tables import EntropyTables
+from dispatch import (
+    REGISTRY,
+    Adapter,
+    Offer,
+    Path,
+    Registry,
+    Report,
+    WaiError,
+    choose,
+    demand,
+)
+from paths.job import SynthesisJob
+
+
+class NoPath(WaiError):
+    """Every offered path was refused for every decode the envelope allows (§4)."""
+
+    code = "dispatch_no_path"
+
+    def __init__(self, message: str, reports: list[Report], parts: list[PartResult]) -> None:
+        super().__init__(message)
+        self.reports = reports
+        self.parts = parts
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """The entropy stage's result for one decode part, kept whether or not a path ran."""
+
+    capability: str
+    set_digest: str
+    symbols_digest: str
+    latent_shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """The picture (RGB8, H×W×3), the report of every decode tried (primary first) and the
+    entropy-stage facts of the decode that produced the picture."""
+
+    rgb: np.ndarray
+    reports: list[Report]
+    part: PartResult
+    failures: Mapping[Path, BaseException] = field(default_factory=dict)
+
+    def png(self) -> bytes:
+        return to_png(self.rgb)
+
+
+def to_rgb8(x_hat: np.ndarray) -> np.ndarray:
+    """The synthesis output (1×3×H×W float) as RGB8 (H×W×3): clamp to [0, 1], multiply by 255
+    in float32, round half to even, cast (docs/decoding.md)."""
+    x = np.asarray(x_hat, dtype=np.float32)
+    if x.ndim != 4 or x.shape[0] != 1 or x.shape[1] != 3:
+        raise ValueError(f"synthesis output has shape {x.shape}, not 1×3×H×W")
+    scaled = np.clip(x[0], np.float32(0.0), np.float32(1.0)) * np.float32(255.0)
+    return np.ascontiguousarray(np.rint(scaled).astype(np.uint8).transpose(1, 2, 0))
+
+
+def to_png(rgb: np.ndarray) -> bytes:
+    from PIL import Image  # lazy: only a decode that writes a picture needs Pillow
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb, mode="RGB").save(buf, format="PNG", optimize=False)
+    return buf.getvalue()
+
+
+def entropy_stage(
+    set_files: LoadedSet, payload: bytes, *, limits: Limits
+) -> tuple[np.ndarray, str, np.ndarray]:
+    """§6.3 on the CPU, integer and table reads only: symbols, their digest, the latent."""
+    facts = set_files.facts
+    tables_name = facts.get("tables")
+    if not isinstance(tables_name, str) or not set_files.has(tables_name):
+        raise CodecError(
+            f"set {set_files.digest[:16]}… names no entropy tables file", code="set_no_tables"
+        )
+    tables = EntropyTables.from_json(set_files.read(tables_name))
+    symbols = payload_codec.decode(payload, tables, limits=limits)
+    return symbols, payload_codec.symbols_digest(symbols), payload_codec.latent(symbols, tables)
+
+
+def decode_envelope(
+    envelope: Envelope,
+    *,
+    store: SetStore,
+    offer: Offer,
+    adapters: Mapping[Path, Adapter],
+    limits: Limits | None = None,
+    registry: Registry = REGISTRY,
+) -> DecodeResult:
+    """Decode the primary; when no path runs it, the fallback (§4). Raises :class:`NoPath`
+    with every report when neither decodes, and a typed error for bad input."""
+    limits = limits or Limits()
+    pins = envelope.dispatch_pins()
+    reports: list[Report] = []
+    parts: list[PartResult] = []
+    failures: dict[Path, BaseException] = {}
+    for part in envelope.parts():
+        capability = registry[part.capability]
+        needed = demand(capability, intent=envelope.intent, pins=pins)
+        digest = part.set or store.default_for(capability.name).digest
+        set_files = store.open(digest, pin=part.pin)
+        _, digest_hex, latent = entropy_stage(set_files, part.payload, limits=limits)
+        # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
+        # when no path runs the networks.
+        decision = choose(capability, needed, offer, adapters, SynthesisJob(set_files, latent))
+        reports.append(decision.report)
+        failures.update(decision.failures)
+        parts.append(PartResult(capability.name, set_files.digest, digest_hex, latent.shape))
+        if decision.report.ran is not None:
+            return DecodeResult(to_rgb8(decision.output), reports, parts[-1], failures)
+    tried = ", ".join(r.capability for r in reports)
+    raise NoPath(f"no offered path decodes this envelope ({tried})", reports, parts)
