@@ -1,0 +1,438 @@
+"""The platform's model runtime on the neural processor: Core ML, path ``npu/model-runtime/float``
+(§6.1). Runs only on macOS 14.4 or later; everywhere else the unit is absent (§4).
+
+The adapter never touches coremltools directly: it asks a :class:`CoreMLRuntime`. The default,
+:class:`NativeCoreML`, drives coremltools' native runtime; tests inject a
+:class:`ScriptedCoreML` (a plan and outputs chosen in advance), so that everything but the
+runtime itself — §4's questions, the package the set's bytes are placed in, reading the compute
+plan into a placement (§5) — is tested on Linux too.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path as FsPath
+from typing import Any, Protocol
+
+import numpy as np
+
+from dispatch import NPU_MODEL_RUNTIME, BackendFailed, Path, Placement
+from paths.job import SetFiles, SynthesisJob
+
+#: §6.1: the two files a set holds a program for the runtime in, when its facts name none.
+SPEC_FILE = "decoder.mlmodel"
+WEIGHTS_FILE = "decoder.weight.bin"
+#: The facts key under ``programs`` that describes the runtime's program.
+FACTS_KEY = "model-runtime"
+
+#: ``MLComputePlan`` (the per-operation device the runtime prefers, §5) exists from macOS 14.4.
+MIN_MACOS = (14, 4)
+
+# What the compute plan's preferred device is called (coremltools' class names, or a unit
+# token), and the unit it counts for (§5).
+_DEVICE_UNITS = {
+    "MLNeuralEngineComputeDevice": "npu",
+    "MLGPUComputeDevice": "gpu",
+    "MLCPUComputeDevice": "cpu",
+    "npu": "npu",
+    "gpu": "gpu",
+    "cpu": "cpu",
+}
+
+
+def placement_from_plan(operations: Iterable[tuple[str, str | None]]) -> Placement:
+    """Count a compute plan's operations per unit (§5): ``(operator name, preferred device)``
+    pairs, the device as coremltools names its class (or a unit token), ``None`` where the plan
+    names none. ``const`` operations are constants and left out (§5)."""
+    counts = {"npu": 0, "gpu": 0, "cpu": 0, "unknown": 0}
+    for operator, device in operations:
+        if operator == "const":
+            continue
+        counts[_DEVICE_UNITS.get(device or "", "unknown")] += 1
+    return Placement(**counts)
+
+
+# --- the set's program -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramFiles:
+    """Where a set keeps its program for the runtime, from its facts (§6.1)."""
+
+    spec: str = SPEC_FILE
+    weights: str = WEIGHTS_FILE
+    input: str = "latent"
+    output: str = "x_hat"
+    latent_shape: tuple[int, ...] | None = None
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any]) -> ProgramFiles:
+        programs = facts.get("programs")
+        entry = programs.get(FACTS_KEY) if isinstance(programs, Mapping) else None
+        if not isinstance(entry, Mapping):
+            return cls()
+        shape = entry.get("latent_shape")
+        return cls(
+            spec=str(entry.get("file", SPEC_FILE)),
+            weights=str(entry.get("weights", WEIGHTS_FILE)),
+            input=str(entry.get("input", "latent")),
+            output=str(entry.get("output", "x_hat")),
+            latent_shape=tuple(int(d) for d in shape) if isinstance(shape, list) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramInput:
+    """The program's one input as its specification states it (§6.1: it fixes the latent)."""
+
+    name: str
+    shape: tuple[int, ...]
+    float16: bool
+
+
+def read_program_input(spec_bytes: bytes, name: str | None = None) -> ProgramInput:
+    """Parse the specification protobuf (coremltools' ``Model_pb2``) for its input ``name``,
+    or its only input. Raises :class:`ValueError` for bytes that are not such a program."""
+    from coremltools.proto import Model_pb2  # heavy: imports coremltools
+
+    spec = Model_pb2.Model()
+    try:
+        spec.ParseFromString(spec_bytes)
+    except Exception as exc:  # protobuf's DecodeError, whatever its module
+        raise ValueError(f"the program's specification does not parse: {exc}") from exc
+    inputs = list(spec.description.input)
+    chosen = [i for i in inputs if i.name == name] if name else inputs
+    if len(chosen) != 1:
+        names = [i.name for i in inputs]
+        raise ValueError(f"the program has inputs {names}, not one input {name or ''}".strip())
+    feature = chosen[0]
+    array = feature.type.multiArrayType
+    if not feature.type.HasField("multiArrayType") or not array.shape:
+        raise ValueError(f"the program's input {feature.name!r} has no fixed array shape")
+    return ProgramInput(
+        feature.name,
+        tuple(int(d) for d in array.shape),
+        array.dataType == Model_pb2.ArrayFeatureType.FLOAT16,
+    )
+
+
+def program_shape(set_files: SetFiles) -> tuple[int, ...] | None:
+    """The latent shape the set's program takes: from its specification, else from the set's
+    facts (``latent_shape``) where coremltools cannot be imported; ``None`` if neither says."""
+    files = ProgramFiles.from_facts(set_files.facts)
+    if not set_files.has(files.spec):
+        return files.latent_shape
+    try:
+        return read_program_input(set_files.read(files.spec), files.input).shape
+    except ImportError:
+        return files.latent_shape
+
+
+# --- the package the sink places the set's bytes in (§6.1) ----------------------------------
+
+
+def write_package(
+    directory: str | FsPath, spec_bytes: bytes, weight_bytes: bytes, name: str = "decoder"
+) -> FsPath:
+    """Write ``<directory>/<name>.mlpackage`` holding exactly these bytes, laid out as
+    coremltools saves a package (the specification, and the weight file where the program's
+    ``@model_path/weights/weight.bin`` references resolve), and return its path."""
+    package = FsPath(directory) / f"{name}.mlpackage"
+    data = package / "Data" / "com.apple.CoreML"
+    (data / "weights").mkdir(parents=True)
+    (data / "model.mlmodel").write_bytes(spec_bytes)
+    (data / "weights" / "weight.bin").write_bytes(weight_bytes)
+    spec_id, weights_id = str(uuid.uuid4()).upper(), str(uuid.uuid4()).upper()
+    manifest = {
+        "fileFormatVersion": "1.0.0",
+        "itemInfoEntries": {
+            spec_id: {
+                "author": "com.apple.CoreML",
+                "description": "CoreML Model Specification",
+                "name": "model.mlmodel",
+                "path": "com.apple.CoreML/model.mlmodel",
+            },
+            weights_id: {
+                "author": "com.apple.CoreML",
+                "description": "CoreML Model Weights",
+                "name": "weights",
+                "path": "com.apple.CoreML/weights",
+            },
+        },
+        "rootModelIdentifier": spec_id,
+    }
+    (package / "Manifest.json").write_text(json.dumps(manifest, indent=4) + "\n")
+    return package
+
+
+# --- the runtime ------------------------------------------------------------------------------
+
+
+class CoreMLRuntime(Protocol):
+    """What the adapter asks of Core ML. Every method but :meth:`absent_reason` may raise;
+    the adapter turns that into :class:`~dispatch.BackendFailed`."""
+
+    def absent_reason(self) -> str | None:
+        """``None`` when the runtime is there, else why not, for a person."""
+        ...
+
+    def compile(self, package: str) -> str:
+        """Compile a ``.mlpackage``; the path of the compiled ``.mlmodelc``."""
+        ...
+
+    def load(self, compiled: str) -> Any:
+        """Load the compiled model for the CPU and the neural processor."""
+        ...
+
+    def plan(self, compiled: str) -> Iterable[tuple[str, str | None]]:
+        """The compute plan for the CPU and the neural processor: each operation of the main
+        function, nested blocks included, with its preferred device (or ``None``)."""
+        ...
+
+    def predict(self, model: Any, inputs: Mapping[str, np.ndarray]) -> Mapping[str, Any]: ...
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def coreml_absent_reason(
+    system: str,
+    mac_version: str,
+    importer: Callable[[str], object] = import_module,
+) -> str | None:
+    """Why Core ML cannot run here, or ``None``. Pure but for ``importer``, so that each
+    reason is testable on any machine. The platform is asked first: on Linux nothing heavy
+    is imported."""
+    if system != "Darwin":
+        return f"Core ML needs macOS {'.'.join(map(str, MIN_MACOS))} or later; this is {system}"
+    if _version(mac_version) < MIN_MACOS:
+        return (
+            f"Core ML's compute plan needs macOS {'.'.join(map(str, MIN_MACOS))} or later; "
+            f"this is macOS {mac_version or 'of an unknown version'}"
+        )
+    try:
+        importer("coremltools")
+    except ImportError:
+        return "coremltools is not installed"
+    try:
+        native = importer("coremltools.libcoremlpython")
+    except ImportError as exc:
+        return f"coremltools has no native runtime (libcoremlpython: {exc})"
+    if not hasattr(native, "_MLModelProxy"):
+        return "coremltools' native runtime has no _MLModelProxy"
+    return None
+
+
+class NativeCoreML:
+    """Core ML through coremltools 8/9 (``compile_model``, ``CompiledMLModel``,
+    ``MLComputePlan``), for the CPU and the neural processor (``ComputeUnit.CPU_AND_NE``)."""
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._checked = False
+
+    def absent_reason(self) -> str | None:
+        if not self._checked:
+            system = platform.system() or sys.platform
+            self._reason = coreml_absent_reason(system, platform.mac_ver()[0])
+            self._checked = True
+        return self._reason
+
+    def compile(self, package: str) -> str:
+        from coremltools.models.utils import compile_model
+
+        destination = package.removesuffix(".mlpackage") + ".mlmodelc"
+        # With a destination, compile_model moves the compiled model there and returns None.
+        compile_model(package, destination)
+        return destination
+
+    def load(self, compiled: str) -> Any:
+        import coremltools as ct
+        from coremltools.models import CompiledMLModel
+
+        return CompiledMLModel(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
+
+    def plan(self, compiled: str) -> list[tuple[str, str | None]]:
+        import coremltools as ct
+        from coremltools.models.compute_plan import MLComputePlan
+
+        plan = MLComputePlan.load_from_path(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
+        program = plan.model_structure.program
+        if program is None:
+            raise ValueError("the compiled model is not an ML Program")
+        main = program.functions["main"]
+        rows: list[tuple[str, str | None]] = []
+        for op in _operations(main.block):
+            usage = plan.get_compute_device_usage_for_mlprogram_operation(op)
+            device = None if usage is None else usage.preferred_compute_device
+            rows.append((op.operator_name, None if device is None else type(device).__name__))
+        return rows
+
+    def predict(self, model: Any, inputs: Mapping[str, np.ndarray]) -> Mapping[str, Any]:
+        result: Mapping[str, Any] = model.predict(dict(inputs))
+        return result
+
+
+def _operations(block: Any) -> Iterator[Any]:
+    """Every operation of a block, and of the blocks nested in its operations (loops,
+    conditionals), in program order."""
+    for op in block.operations:
+        yield op
+        for inner in op.blocks:
+            yield from _operations(inner)
+
+
+@dataclass
+class ScriptedCoreML:
+    """A runtime whose plan and output are chosen in advance (tests, and any machine without
+    Core ML). ``plan_rows`` is the compute plan; ``output`` what ``predict`` returns (default:
+    zeros of ``output_shape``); ``fails`` names a step that raises. ``packages`` keeps what
+    :meth:`compile` was given, read back from disk, so tests can check the package."""
+
+    plan_rows: list[tuple[str, str | None]] = field(default_factory=list)
+    output: np.ndarray | None = None
+    output_shape: tuple[int, ...] = (1, 3, 256, 256)
+    fails: str | None = None
+    reason: str | None = None
+    calls: list[str] = field(default_factory=list)
+    packages: list[dict[str, bytes]] = field(default_factory=list)
+
+    def absent_reason(self) -> str | None:
+        return self.reason
+
+    def _step(self, name: str) -> None:
+        self.calls.append(name)
+        if self.fails == name:
+            raise RuntimeError(f"scripted Core ML failure in {name}")
+
+    def compile(self, package: str) -> str:
+        self._step("compile")
+        root = FsPath(package)
+        self.packages.append(
+            {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        )
+        return package.removesuffix(".mlpackage") + ".mlmodelc"
+
+    def load(self, compiled: str) -> Any:
+        self._step("load")
+        return compiled
+
+    def plan(self, compiled: str) -> list[tuple[str, str | None]]:
+        self._step("plan")
+        return list(self.plan_rows)
+
+    def predict(self, model: Any, inputs: Mapping[str, np.ndarray]) -> Mapping[str, Any]:
+        self._step("predict")
+        out = self.output if self.output is not None else np.zeros(self.output_shape, np.float16)
+        return {"x_hat": out}
+
+
+# --- the adapter ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Compiled:
+    """One set's program, compiled and loaded, with its placement (cached per set digest)."""
+
+    tmp: tempfile.TemporaryDirectory[str]
+    model: Any
+    placement: Placement
+    files: ProgramFiles
+    program_input: ProgramInput | None
+
+
+class CoreMLAdapter:
+    """§4's answers for ``npu/model-runtime/float`` (§6.1). ``runtime`` defaults to the
+    native one; inject a :class:`ScriptedCoreML` to test without macOS."""
+
+    def __init__(self, runtime: CoreMLRuntime | None = None) -> None:
+        self._runtime: CoreMLRuntime = runtime if runtime is not None else NativeCoreML()
+        self._cache: dict[str, _Compiled] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        return NPU_MODEL_RUNTIME
+
+    @property
+    def absent_reason(self) -> str | None:
+        """Why the unit is absent (``wai-dispatch paths``), or ``None`` when it is there."""
+        return self._runtime.absent_reason()
+
+    def unit_present(self) -> bool:
+        return self._runtime.absent_reason() is None
+
+    def program_present(self, job: SynthesisJob) -> bool:
+        files = ProgramFiles.from_facts(job.set_files.facts)
+        return job.set_files.has(files.spec) and job.set_files.has(files.weights)
+
+    def takes_shape(self, job: SynthesisJob) -> bool:
+        """§6.1: the program's one input fixes the latent's shape."""
+        try:
+            shape = program_shape(job.set_files)
+        except ValueError as exc:  # a program the runtime could not load either
+            raise BackendFailed(f"Core ML: {exc}") from exc
+        return shape is not None and shape == job.latent_shape
+
+    def plan(self, job: SynthesisJob) -> Placement:
+        return self._compiled(job.set_files).placement
+
+    def run(self, job: SynthesisJob) -> np.ndarray:
+        compiled = self._compiled(job.set_files)
+        name = compiled.files.input
+        float16 = compiled.program_input is not None and compiled.program_input.float16
+        latent = np.ascontiguousarray(job.latent, dtype=np.float16 if float16 else np.float32)
+        try:
+            outputs = self._runtime.predict(compiled.model, {name: latent})
+            x_hat = outputs[compiled.files.output]
+        except Exception as exc:
+            raise BackendFailed(f"Core ML failed the prediction: {exc}") from exc
+        return np.asarray(x_hat, dtype=np.float32)
+
+    def close(self) -> None:
+        """Remove every package and compiled model this adapter wrote."""
+        with self._lock:
+            for entry in self._cache.values():
+                entry.tmp.cleanup()
+            self._cache.clear()
+
+    def _compiled(self, set_files: SetFiles) -> _Compiled:
+        # A set's digest addresses its bytes, so one compile per digest serves every decode.
+        with self._lock:
+            entry = self._cache.get(set_files.digest)
+            if entry is None:
+                entry = self._compile(set_files)
+                self._cache[set_files.digest] = entry
+            return entry
+
+    def _compile(self, set_files: SetFiles) -> _Compiled:
+        files = ProgramFiles.from_facts(set_files.facts)
+        # §6.1: the bytes read from the set (those a pin verified), never re-read from disk.
+        spec_bytes, weight_bytes = set_files.read(files.spec), set_files.read(files.weights)
+        try:
+            program_input: ProgramInput | None = read_program_input(spec_bytes, files.input)
+        except (ImportError, ValueError):
+            program_input = None  # the runtime says what is wrong, if anything, below
+        tmp = tempfile.TemporaryDirectory(prefix="wai-coreml-")
+        step = "placing the set's program in a package"
+        try:
+            package = write_package(tmp.name, spec_bytes, weight_bytes)
+            step = "compiling the program"
+            compiled = self._runtime.compile(str(package))
+            step = "loading the program for the CPU and the neural processor"
+            model = self._runtime.load(compiled)
+            step = "reading the compute plan"
+            placement = placement_from_plan(self._runtime.plan(compiled))
+        except Exception as exc:  # §4: the backend's error refuses the path, cause kept
+            tmp.cleanup()
+            raise BackendFailed(f"Core ML failed {step}: {exc}") from exc
+        return _Compiled(tmp, model, placement, files, program_input)
