@@ -1,0 +1,113 @@
+"""The machine's adapters: one per path this build has code for, each built once, and what
+``wai-dispatch paths`` says of an offer (§4: a path with no adapter is ``dispatch_unit_absent``).
+
+A path gains an adapter by one entry in :data:`BUILDERS`: the path, and a function that builds
+its adapter (importing its runtime lazily, inside the adapter). The integer interpreter
+(``cpu/wai-ops/integer``) and the WGSL kernels (``gpu/wgsl/integer``) have no entry in this
+build, so they are reported absent with :data:`NO_ADAPTER`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
+
+from dispatch import CPU_ONNX_RUNTIME, NPU_MODEL_RUNTIME, REFERENCE_OFFER, Adapter, Unit
+from dispatch.paths import GPU_ONNX_RUNTIME, Offer, Path, parse_offer
+
+#: The reason a path with no adapter in :data:`BUILDERS` is absent.
+NO_ADAPTER = "no adapter in this build"
+#: The environment variable that replaces the reference offer: ``unit/backend/arithmetic``
+#: paths, comma-separated, in the order tried (§4).
+OFFER_ENV = "WAI_OFFER"
+
+
+def _coreml() -> Adapter:
+    from paths.coreml import CoreMLAdapter
+
+    return CoreMLAdapter()
+
+
+def _onnx(unit: Unit) -> Callable[[], Adapter]:
+    def build() -> Adapter:
+        from paths.onnx import OnnxRuntimeAdapter
+
+        adapter: Adapter = OnnxRuntimeAdapter(unit=unit)
+        return adapter
+
+    return build
+
+
+#: Path → the function that builds its adapter. Order is irrelevant: the offer orders paths.
+BUILDERS: Mapping[Path, Callable[[], Adapter]] = {
+    NPU_MODEL_RUNTIME: _coreml,
+    CPU_ONNX_RUNTIME: _onnx(Unit.CPU),
+    GPU_ONNX_RUNTIME: _onnx(Unit.GPU),
+}
+
+
+class PathStatus(NamedTuple):
+    """One offered path as this machine has it: present, or absent with the reason."""
+
+    path: Path
+    present: bool
+    reason: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path.to_json(), "present": self.present, "reason": self.reason}
+
+
+@functools.cache
+def _built() -> tuple[dict[Path, Adapter], dict[Path, str]]:
+    adapters: dict[Path, Adapter] = {}
+    failures: dict[Path, str] = {}
+    for path, build in BUILDERS.items():
+        try:
+            adapters[path] = build()
+        except ImportError as exc:
+            # The adapter's module, or a module it needs at import, is missing: the backend
+            # is absent (§4), and `paths` says which module.
+            failures[path] = f"adapter cannot be imported ({exc})"
+    return adapters, failures
+
+
+def known_adapters() -> dict[Path, Adapter]:
+    """Every adapter this build has, by path, built once per process. An adapter whose unit
+    is absent is still here: it answers ``unit_present()`` with ``False`` (§4)."""
+    return dict(_built()[0])
+
+
+def default_offer() -> Offer:
+    """The offer this sink tries: :envvar:`WAI_OFFER` when set, else the reference offer
+    (§4, §6.1: the neural processor, then ONNX Runtime on the CPU, then the integer
+    interpreter). A malformed variable raises :class:`dispatch.InvalidOffer`."""
+    text = os.environ.get(OFFER_ENV, "").strip()
+    if not text:
+        return REFERENCE_OFFER
+    return parse_offer(part.strip() for part in text.split(",") if part.strip())
+
+
+def probe(offer: Iterable[Path] | None = None) -> list[PathStatus]:
+    """Each offered path, in order, present or absent with the reason (``wai-dispatch
+    paths``). Asks only ``unit_present()``; no set is opened."""
+    adapters, failures = _built()
+    rows: list[PathStatus] = []
+    for path in parse_offer(default_offer() if offer is None else offer):
+        adapter = adapters.get(path)
+        if adapter is None:
+            rows.append(PathStatus(path, False, failures.get(path, NO_ADAPTER)))
+        elif adapter.unit_present():
+            rows.append(PathStatus(path, True, None))
+        else:
+            rows.append(PathStatus(path, False, absent_reason(adapter)))
+    return rows
+
+
+def absent_reason(adapter: Adapter) -> str:
+    """The adapter's own words for why its unit is absent, or §7's phrase."""
+    reason = getattr(adapter, "absent_reason", None)
+    if callable(reason):  # a method on some adapters, a property on others
+        reason = reason()
+    return str(reason) if reason else "the device has no such unit, or the backend is absent"
