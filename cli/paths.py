@@ -32,7 +32,8 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     which.add_argument(
         "--set",
         metavar="DIGEST",
-        help="a set in the store (default: the store's default set for wai.neural.bmshj2018)",
+        help="a set in the store, by digest or a prefix of one (default: the store's "
+        "default set for --capability)",
     )
     which.add_argument("--set-dir", type=FsPath, metavar="DIR", help="a set directory")
     q.add_argument(
@@ -163,11 +164,11 @@ def _open_set(args: argparse.Namespace) -> Any:
             ) from None
         digest = sets.Manifest.from_bytes(manifest_bytes).digest
         return sets.load(directory, digest)
-    from codec.config import data_dir
+    from codec.config import sets_dir
 
-    store = sets.SetStore((args.data_dir or data_dir()) / "sets")  # type: ignore[attr-defined]
-    sets.ensure_bundled(store)  # type: ignore[attr-defined]
-    digest = args.set or store.default_for(args.capability).digest
+    store = sets.SetStore(sets_dir(args.data_dir))
+    sets.ensure_bundled(store)
+    digest = store.resolve(args.set) if args.set else store.default_for(args.capability).digest
     return store.open(digest)
 
 

@@ -1,0 +1,256 @@
+"""``wai-dispatch paths`` and ``wai-dispatch plan`` through :func:`cli.main.main`, and the
+registry behind them: what this machine really has (Core ML absent off macOS, ONNX Runtime
+on the CPU where it imports), and a plan read from an injected Core ML runtime."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path as FsPath
+
+import pytest
+
+from cli.main import main
+from dispatch import CPU_ONNX_RUNTIME, CPU_WAI_OPS, NPU_MODEL_RUNTIME, REFERENCE_OFFER
+from dispatch.paths import GPU_ONNX_RUNTIME
+from paths import registry
+from paths.coreml import CoreMLAdapter, ScriptedCoreML
+
+OFF_MACOS = pytest.mark.skipif(sys.platform == "darwin", reason="checks the absence off macOS")
+HAS_ORT = importlib.util.find_spec("onnxruntime") is not None
+SHAPE = [1, 192, 16, 16]
+FACTS = {
+    "programs": {
+        "model-runtime": {
+            "file": "decoder.mlmodel",
+            "weights": "decoder.weight.bin",
+            "input": "latent",
+            "output": "x_hat",
+            "latent_shape": SHAPE,
+            "operations": 21,
+        }
+    }
+}
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def set_dir(tmp_path: FsPath) -> FsPath:
+    """A bmshj2018 set holding a Core ML program (a specification with the fixed input)."""
+    from codec.sets import write_manifest
+
+    model_pb2 = pytest.importorskip("coremltools.proto.Model_pb2")
+    spec = model_pb2.Model()
+    spec.specificationVersion = 8
+    feature = spec.description.input.add()
+    feature.name = "latent"
+    feature.type.multiArrayType.shape.extend(SHAPE)
+    feature.type.multiArrayType.dataType = model_pb2.ArrayFeatureType.FLOAT16
+    root = tmp_path / "set"
+    root.mkdir()
+    (root / "decoder.mlmodel").write_bytes(spec.SerializeToString())
+    (root / "decoder.weight.bin").write_bytes(b"\x00\x01" * 512)
+    (root / "wai-usage.json").write_text('{"licence": "test"}')
+    write_manifest(
+        root, name="bmshj2018-test", capability="wai.neural.bmshj2018", version="1", facts=FACTS
+    )
+    return root
+
+
+@pytest.fixture
+def scripted_npu(monkeypatch: pytest.MonkeyPatch) -> ScriptedCoreML:
+    """The registry's adapters, with Core ML driven by a scripted runtime."""
+    runtime = ScriptedCoreML()
+    adapters = {**registry.known_adapters(), NPU_MODEL_RUNTIME: CoreMLAdapter(runtime)}
+    monkeypatch.setattr(registry, "known_adapters", lambda: dict(adapters))
+    return runtime
+
+
+# --- the registry -------------------------------------------------------------------------------
+
+
+def test_known_adapters_are_built_once() -> None:
+    first, second = registry.known_adapters(), registry.known_adapters()
+    assert {NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME, GPU_ONNX_RUNTIME} <= set(first)
+    assert CPU_WAI_OPS not in first
+    assert all(first[p] is second[p] for p in first)
+    assert all(adapter.path == path for path, adapter in first.items())
+
+
+def test_default_offer_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(registry.OFFER_ENV, raising=False)
+    assert registry.default_offer() == REFERENCE_OFFER
+    monkeypatch.setenv(registry.OFFER_ENV, " cpu/onnx-runtime/float , npu/model-runtime/float")
+    assert registry.default_offer() == (CPU_ONNX_RUNTIME, NPU_MODEL_RUNTIME)
+
+
+@OFF_MACOS
+def test_probe_says_why_each_path_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(registry.OFFER_ENV, raising=False)
+    rows = {row.path: row for row in registry.probe()}
+    assert list(rows) == list(REFERENCE_OFFER)
+    npu = rows[NPU_MODEL_RUNTIME]
+    assert npu.present is False and "macOS 14.4" in str(npu.reason)
+    assert rows[CPU_WAI_OPS] == (CPU_WAI_OPS, False, registry.NO_ADAPTER)
+    assert rows[CPU_ONNX_RUNTIME].present is HAS_ORT
+
+
+# --- wai-dispatch paths -------------------------------------------------------------------------
+
+
+@OFF_MACOS
+def test_paths_text(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(registry.OFFER_ENV, raising=False)
+    status, out, _ = cli(capsys, "paths")
+    assert status == 0
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines] == [str(p) for p in REFERENCE_OFFER]
+    assert "absent" in lines[0] and "Core ML needs macOS 14.4 or later; this is Linux" in lines[0]
+    assert ("present" in lines[1]) is HAS_ORT
+    assert "absent" in lines[2] and "no adapter in this build" in lines[2]
+
+
+@OFF_MACOS
+def test_paths_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(registry.OFFER_ENV, "gpu/wgsl/integer,cpu/onnx-runtime/float")
+    status, out, _ = cli(capsys, "paths", "--json")
+    assert status == 0
+    obj = json.loads(out)
+    assert obj["offer"] == ["gpu/wgsl/integer", "cpu/onnx-runtime/float"]
+    wgsl, onnx = obj["paths"]
+    assert wgsl == {
+        "path": {"unit": "gpu", "backend": "wgsl", "arithmetic": "integer"},
+        "present": False,
+        "reason": "no adapter in this build",
+    }
+    assert onnx["present"] is HAS_ORT and (onnx["reason"] is None) is HAS_ORT
+
+    status, out, _ = cli(capsys, "paths", "--json", "--offer", "npu/model-runtime/float")
+    (npu,) = json.loads(out)["paths"]
+    assert npu["present"] is False and "macOS" in npu["reason"]
+
+
+def test_paths_refuses_a_malformed_offer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(registry.OFFER_ENV, "npu/model-runtime/float,npu/model-runtime/float")
+    status, _, err = cli(capsys, "paths")
+    assert status == 2 and "invalid_offer" in err
+    status, _, err = cli(capsys, "paths", "--offer", "npu/wai-ops/integer")
+    assert status == 2 and "invalid_offer" in err
+
+
+# --- wai-dispatch plan --------------------------------------------------------------------------
+
+
+@OFF_MACOS
+def test_plan_on_linux_is_unit_absent(capsys: pytest.CaptureFixture[str], set_dir: FsPath) -> None:
+    status, out, _ = cli(capsys, "plan", "--set-dir", str(set_dir), "--json")
+    assert status == 1
+    obj = json.loads(out)
+    assert obj["path"] == NPU_MODEL_RUNTIME.to_json()
+    assert obj["capability"] == "wai.neural.bmshj2018"
+    assert obj["latent_shape"] == SHAPE
+    assert obj["placement"] is None
+    assert obj["refused"]["reason"] == "dispatch_unit_absent"
+    assert "macOS 14.4" in obj["refused"]["message"]
+
+
+def test_plan_reads_the_placement(
+    capsys: pytest.CaptureFixture[str], set_dir: FsPath, scripted_npu: ScriptedCoreML
+) -> None:
+    scripted_npu.plan_rows = [("const", None)] * 10 + [("conv", "MLNeuralEngineComputeDevice")] * 21
+    status, out, _ = cli(capsys, "plan", "--set-dir", str(set_dir), "--json")
+    assert status == 0
+    obj = json.loads(out)
+    assert obj["placement"] == {"npu": 21, "gpu": 0, "cpu": 0, "unknown": 0}
+    assert obj["refused"] is None
+    assert "predict" not in scripted_npu.calls  # a plan, not a decode
+
+    status, out, _ = cli(capsys, "plan", "--set-dir", str(set_dir))
+    assert status == 0 and "npu=21" in out and "latent 1×192×16×16" in out
+
+
+def test_plan_not_placed(
+    capsys: pytest.CaptureFixture[str], set_dir: FsPath, scripted_npu: ScriptedCoreML
+) -> None:
+    scripted_npu.plan_rows = [("conv", "MLCPUComputeDevice")] * 21
+    status, out, _ = cli(capsys, "plan", "--set-dir", str(set_dir), "--json")
+    obj = json.loads(out)
+    assert status == 1
+    assert obj["refused"]["reason"] == "dispatch_not_placed"
+    assert obj["placement"] == {"npu": 0, "gpu": 0, "cpu": 21, "unknown": 0}
+
+
+def test_plan_shape_mismatch_and_backend_failure(
+    capsys: pytest.CaptureFixture[str], set_dir: FsPath, scripted_npu: ScriptedCoreML
+) -> None:
+    argv = ("plan", "--set-dir", str(set_dir), "--json")
+    status, out, _ = cli(capsys, *argv, "--latent-shape", "1,192,32,48")
+    assert status == 1 and json.loads(out)["refused"]["reason"] == "dispatch_shape_mismatch"
+    scripted_npu.fails = "compile"
+    status, out, _ = cli(capsys, *argv)
+    refused = json.loads(out)["refused"]
+    assert status == 1 and refused["reason"] == "dispatch_backend_failed"
+    assert "compil" in refused["message"]
+
+
+def test_plan_applies_section_3_first(capsys: pytest.CaptureFixture[str], set_dir: FsPath) -> None:
+    status, out, _ = cli(capsys, "plan", "--set-dir", str(set_dir), "--path", str(CPU_WAI_OPS))
+    assert status == 1 and "dispatch_arithmetic_mismatch" in out
+
+
+@pytest.mark.skipif(not HAS_ORT, reason="onnxruntime is not installed")
+def test_plan_onnx_without_its_program(capsys: pytest.CaptureFixture[str], set_dir: FsPath) -> None:
+    # The set holds only the Core ML program; the latent shape comes from the set's facts.
+    argv = ("plan", "--set-dir", str(set_dir), "--path", str(CPU_ONNX_RUNTIME), "--json")
+    status, out, _ = cli(capsys, *argv)
+    obj = json.loads(out)
+    assert status == 1 and obj["latent_shape"] == SHAPE
+    assert obj["refused"]["reason"] == "dispatch_program_absent"
+
+
+def test_plan_from_the_store(
+    capsys: pytest.CaptureFixture[str],
+    set_dir: FsPath,
+    tmp_path: FsPath,
+    scripted_npu: ScriptedCoreML,
+) -> None:
+    from codec.sets import SetStore
+
+    data = tmp_path / "data"
+    installed = SetStore(data / "sets").install(set_dir)
+    scripted_npu.plan_rows = [("conv", "MLNeuralEngineComputeDevice")] * 15 + [
+        ("mul", "MLGPUComputeDevice")
+    ] * 6
+    argv = ("plan", "--data-dir", str(data), "--json")
+    status, out, _ = cli(capsys, *argv, "--set", installed.digest[:12])
+    obj = json.loads(out)
+    assert status == 0 and obj["set"] == installed.digest
+    assert obj["placement"] == {"npu": 15, "gpu": 6, "cpu": 0, "unknown": 0}
+
+
+def test_plan_errors_are_typed(capsys: pytest.CaptureFixture[str], tmp_path: FsPath) -> None:
+    status, _, err = cli(capsys, "plan", "--set-dir", str(tmp_path))
+    assert status == 2 and "set_file_missing" in err
+    status, _, err = cli(capsys, "plan", "--data-dir", str(tmp_path), "--set", "zz")
+    assert status == 2 and "set_digest_invalid" in err
+
+
+def test_plan_without_a_latent_shape_asks_for_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: FsPath
+) -> None:
+    from codec.sets import write_manifest
+
+    root = tmp_path / "bare"
+    root.mkdir()
+    (root / "wai-usage.json").write_text("{}")
+    write_manifest(root, name="bare", capability="wai.neural.bmshj2018", version="1", facts={})
+    status, _, err = cli(capsys, "plan", "--set-dir", str(root), "--path", "cpu/onnx-runtime/float")
+    assert status == 2 and "--latent-shape" in err
