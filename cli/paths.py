@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
-import numpy as np
-
 from dispatch import NPU_MODEL_RUNTIME, REGISTRY, Code, Path, Placement, admit, parse_offer
 
 
@@ -121,6 +119,8 @@ def run_plan(args: argparse.Namespace) -> int:
 def ask(path: Path, set_files: Any, shape: tuple[int, ...]) -> PlanAnswer:
     """§3 against the set's capability at its registered tier, then §4's device questions and
     the plan (§5), as :func:`dispatch.choose` asks them, without running the networks."""
+    import numpy as np
+
     from paths import registry
     from paths.job import SynthesisJob
 
