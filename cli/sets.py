@@ -1,0 +1,116 @@
+"""``wai-dispatch sets``: list, install, verify and remove the parameter sets in the local store,
+and choose a capability's default set (docs/sets.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON")
+    common.add_argument(
+        "--data-dir", type=Path, help="the data directory (default: WAI_DATA_DIR or XDG's)"
+    )
+    p = sub.add_parser("sets", help="the parameter sets in the local store")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    v = verbs.add_parser("list", parents=[common], help="installed sets (bundled ones first)")
+    v.set_defaults(func=run_list)
+
+    v = verbs.add_parser("install", parents=[common], help="install a set folder or archive")
+    v.add_argument("source", type=Path, help="a set folder, or a .tar, .tar.gz or .zip of one")
+    v.set_defaults(func=run_install)
+
+    v = verbs.add_parser("verify", parents=[common], help="re-hash every file of a set")
+    v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
+    v.set_defaults(func=run_verify)
+
+    v = verbs.add_parser("remove", parents=[common], help="remove a set from the store")
+    v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
+    v.set_defaults(func=run_remove)
+
+    v = verbs.add_parser(
+        "default", parents=[common], help="the set a capability decodes with when unnamed"
+    )
+    v.add_argument("capability")
+    v.add_argument("digest", nargs="?", help="make this set the default (omit to show it)")
+    v.set_defaults(func=run_default)
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from codec.config import sets_dir
+    from codec.sets import SetStore
+
+    return SetStore(sets_dir(args.data_dir))
+
+
+def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False) if args.json else text)
+
+
+def _row(entry: Any, default: bool) -> dict[str, Any]:
+    return {**entry.to_json(), "default": default}
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from codec.sets import SetError, ensure_bundled
+
+    store = _store(args)
+    ensure_bundled(store)
+    rows = []
+    for entry in store.list():
+        try:
+            is_default = store.default_for(entry.capability).digest == entry.digest
+        except SetError:  # several sets of the capability and none chosen
+            is_default = False
+        rows.append(_row(entry, is_default))
+    lines = [
+        f"{r['digest'][:16]}  {r['name']:24} {r['capability']:28} v{r['version']:8} "
+        f"{r['files']:3} files {r['bytes']:>12,} B{'  (default)' if r['default'] else ''}"
+        for r in rows
+    ]
+    _emit(args, rows, "\n".join(lines) if lines else f"no sets installed in {store.root}")
+    return 0
+
+
+def run_install(args: argparse.Namespace) -> int:
+    store = _store(args)
+    entry = store.install(args.source)
+    _emit(args, entry.to_json(), f"installed {entry.name} {entry.digest}")
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    store = _store(args)
+    result = store.verify(store.resolve(args.digest))
+    if result.ok:
+        text = f"{result.digest}: every file matches its manifest"
+    else:
+        text = "\n".join(
+            [f"{result.digest}: {len(result.problems)} problem(s)"]
+            + [f"  {p.code}: {p.message}" for p in result.problems]
+        )
+    _emit(args, result.to_json(), text)
+    return 0 if result.ok else 1
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    store = _store(args)
+    digest = store.resolve(args.digest)
+    store.remove(digest)
+    _emit(args, {"removed": digest}, f"removed {digest}")
+    return 0
+
+
+def run_default(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if args.digest is not None:
+        entry = store.set_default(args.capability, store.resolve(args.digest))
+    else:
+        entry = store.default_for(args.capability)
+    _emit(args, _row(entry, True), f"{args.capability}: {entry.name} {entry.digest}")
+    return 0
