@@ -28,6 +28,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -550,6 +551,7 @@ class SetStore:
                 if self._present(digest):
                     return self.get(digest)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._sweep()
         tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".install-"))
         try:
             staged = stage(source, tmp / "set", self.limits)
@@ -698,6 +700,18 @@ class SetStore:
         return dict(self._defaults())
 
     # -- internals
+
+    def _sweep(self, max_age_s: float = 3600.0) -> None:
+        # An install or removal killed midway (power loss, SIGKILL) leaves its dot-folder;
+        # one untouched for an hour is no live operation's.
+        cutoff = time.time() - max_age_s
+        for prefix in (".install-", ".remove-"):
+            for leftover in self.root.glob(prefix + "*"):
+                try:
+                    if leftover.lstat().st_mtime < cutoff:
+                        shutil.rmtree(leftover, ignore_errors=True)
+                except OSError:
+                    continue
 
     def _present(self, digest: str) -> bool:
         return (self.root / digest / MANIFEST_NAME).is_file()

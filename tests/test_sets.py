@@ -333,6 +333,16 @@ def test_failed_install_into_a_used_store_leaves_it_as_it_was(
     assert store_entries(store) == before == [first.digest]
 
 
+def test_leftovers_of_a_killed_install_are_swept(source: Path, store: SetStore) -> None:
+    store.root.mkdir(parents=True)
+    old, recent = store.root / ".install-old", store.root / ".install-recent"
+    (old / "set").mkdir(parents=True)
+    recent.mkdir()
+    os.utime(old, (0, 0))
+    installed = store.install(source)
+    assert store_entries(store) == sorted([".install-recent", installed.digest])
+
+
 # --- opening a set for a decode -------------------------------------------------------------
 
 
