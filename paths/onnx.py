@@ -1,0 +1,331 @@
+"""The ONNX Runtime path (``cpu/onnx-runtime/float``, and ``gpu`` where a CUDA build exists):
+§4's answers for a parameter set's ``onnx-runtime`` program, its placement (§5) and its run.
+
+``import paths.onnx`` is light: onnxruntime (and onnx, for the rewrite) load on first use.
+
+The set's manifest facts name the program::
+
+    "programs": {"onnx-runtime": {"file": "decoder.onnx", "weights": "decoder.weights",
+                                  "input": "latent", "output": "x_hat"}}
+
+The model's initializers are ONNX external data in the ``weights`` file; both files are read
+from the set's verified bytes (:meth:`SetFiles.read`), never from disk.
+
+Errors: anything the backend raises (a model that does not parse, a session that does not
+build, a run that fails) becomes :class:`dispatch.BackendFailed` with the backend's
+exception as ``__cause__`` (§4: ``dispatch_backend_failed``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dispatch.adapter import BackendFailed
+from dispatch.paths import Path
+from dispatch.report import Placement
+from dispatch.tokens import Arithmetic, Backend, Unit
+from paths.job import SetFiles, SynthesisJob
+
+__all__ = [
+    "PROGRAM_KEY",
+    "OnnxRuntimeAdapter",
+    "configure_thread_pool",
+    "placement_from_trace",
+    "shared_session_options",
+]
+
+#: The key of this backend's program in a set's ``programs`` fact.
+PROGRAM_KEY = "onnx-runtime"
+
+_PROVIDERS = {Unit.CPU: "CPUExecutionProvider", Unit.GPU: "CUDAExecutionProvider"}
+_UNIT_OF_PROVIDER = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "gpu"}
+
+_pool_lock = threading.Lock()
+_pool_threads: int | None = None
+
+
+def configure_thread_pool(intra_op_threads: int | None = None) -> int:
+    """Create ONNX Runtime's process-wide thread pool, once; return its intra-op size.
+
+    Every session this module builds runs on that one pool (``use_per_session_threads =
+    False``): per-session pools spin and steal each other's cores, which doubled small
+    decodes in a measurement (docs/onnx-path.md). ``None`` sizes it to the CPUs this
+    process may use. Call it before the first decode to choose the size; later calls
+    return the size already chosen.
+    """
+    global _pool_threads
+    with _pool_lock:
+        if _pool_threads is not None:
+            return _pool_threads
+        import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+
+        threads = intra_op_threads or len(os.sched_getaffinity(0))
+        try:
+            ort.set_global_thread_pool_sizes(threads, 1)
+        except Exception as exc:  # pools already created by someone else in this process
+            if "already been created" not in str(exc):
+                raise
+        _pool_threads = threads
+        return threads
+
+
+def shared_session_options() -> Any:
+    """``onnxruntime.SessionOptions`` on the process-wide pool, optimisation level ALL.
+
+    Once the global pool exists, ONNX Runtime refuses any session in the process that asks
+    for its own threads ("use_per_session_threads must be false when using a global thread
+    pool"): other code that builds sessions beside this adapter starts from these options.
+    """
+    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+
+    configure_thread_pool()
+    so = ort.SessionOptions()
+    so.use_per_session_threads = False
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return so
+
+
+def placement_from_trace(events: Sequence[Mapping[str, Any]]) -> Placement:
+    """§5 placement from an ONNX Runtime profiling trace: each node that ran is counted once,
+    on the unit of the execution provider that ran it; ``Constant`` nodes are left out."""
+    seen: dict[str, str] = {}
+    for event in events:
+        if event.get("cat") != "Node" or not str(event.get("name", "")).endswith("_kernel_time"):
+            continue
+        args = event.get("args") or {}
+        if args.get("op_name") == "Constant":
+            continue
+        key = str(args.get("node_index", event["name"]))
+        seen.setdefault(key, _UNIT_OF_PROVIDER.get(str(args.get("provider")), "unknown"))
+    counts = {"cpu": 0, "gpu": 0, "unknown": 0}
+    for unit in seen.values():
+        counts[unit] += 1
+    return Placement(**counts)
+
+
+@dataclass(frozen=True)
+class _Program:
+    """A set's program, built: the session that runs, and its placement."""
+
+    session: Any  # onnxruntime.InferenceSession
+    input_name: str
+    output_name: str
+    input_shape: tuple[int | None, ...]  # None: a dynamic dimension
+    placement: Placement
+    rewritten: int  # transposed convolutions rewritten as sub-pixel convolutions
+
+
+class OnnxRuntimeAdapter:
+    """§4's answers and the run for ``<unit>/onnx-runtime/float``.
+
+    The placement (§5) is ONNX Runtime's own statement: a session built from the very graph
+    that runs (after the sub-pixel rewrite, when on) with the same options is run once with
+    profiling on, and each node of its trace is counted on the unit of the execution
+    provider that ran it. That is the optimised graph ONNX Runtime executes (its fusions and
+    layout reorders included), not the graph in the set.
+
+    ``rewrite`` replaces each exact-splittable strided ConvTranspose (bmshj2018's k5 s2 p2
+    op1) by a regular Conv and a DepthToSpace before the session is built
+    (:mod:`paths.onnx_rewrite`); it needs the ``onnx`` package and is skipped without it.
+    Sessions are cached per set digest, at most ``cache_size`` of them, least recently used
+    out first; the adapter is safe to share between threads.
+    """
+
+    def __init__(self, unit: Unit = Unit.CPU, *, rewrite: bool = True, cache_size: int = 4):
+        if unit not in _PROVIDERS:
+            raise ValueError(f"ONNX Runtime runs on cpu or gpu, not {unit!r}")
+        if cache_size < 1:
+            raise ValueError(f"cache_size must be >= 1, not {cache_size}")
+        self._unit = unit
+        self._rewrite = rewrite
+        self._cache_size = cache_size
+        self._cache: OrderedDict[str, _Program] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        return Path(self._unit, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
+
+    @property
+    def absent_reason(self) -> str | None:
+        """Why the unit or the backend is absent, in words; ``None`` when present."""
+        try:
+            import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+        except ImportError as exc:
+            return f"onnxruntime is not installed ({exc})"
+        provider = _PROVIDERS[self._unit]
+        available = ort.get_available_providers()
+        if provider not in available:
+            return (
+                f"this onnxruntime {ort.__version__} build has no {provider} "
+                f"(it has {', '.join(available)})"
+            )
+        return None
+
+    # §4, in order -------------------------------------------------------------------------
+
+    def unit_present(self) -> bool:
+        return self.absent_reason is None
+
+    def program_present(self, job: SynthesisJob) -> bool:
+        spec = _program_spec(job.set_files)
+        if spec is None:
+            return False
+        weights = spec.get("weights")
+        return job.set_files.has(spec["file"]) and (
+            weights is None or job.set_files.has(str(weights))
+        )
+
+    def takes_shape(self, job: SynthesisJob) -> bool:
+        latent = job.latent
+        if not isinstance(latent, np.ndarray) or latent.dtype != np.float32 or latent.ndim != 4:
+            return False
+        if min(latent.shape) <= 0:
+            return False
+        program = self._program(job)
+        if len(program.input_shape) != 4:
+            return False
+        return all(
+            d is None or d == n for d, n in zip(program.input_shape, latent.shape, strict=True)
+        )
+
+    def plan(self, job: SynthesisJob) -> Placement:
+        return self._program(job).placement
+
+    def run(self, job: SynthesisJob) -> np.ndarray:
+        program = self._program(job)
+        try:
+            (out,) = program.session.run([program.output_name], {program.input_name: job.latent})
+        except Exception as exc:
+            raise BackendFailed(f"onnx-runtime: the synthesis failed: {exc}") from exc
+        return np.asarray(out, dtype=np.float32)
+
+    # the sessions ---------------------------------------------------------------------------
+
+    def session(self, job: SynthesisJob) -> Any:
+        """The ``onnxruntime.InferenceSession`` that runs this job's set (cached)."""
+        return self._program(job).session
+
+    def rewritten(self, job: SynthesisJob) -> int:
+        """How many transposed convolutions the running graph has rewritten."""
+        return self._program(job).rewritten
+
+    def _program(self, job: SynthesisJob) -> _Program:
+        digest = job.set_files.digest
+        with self._lock:  # one build at a time; runs never hold the lock
+            program = self._cache.get(digest)
+            if program is not None:
+                self._cache.move_to_end(digest)
+                return program
+            try:
+                program = self._build(job)
+            except BackendFailed:
+                raise
+            except Exception as exc:
+                raise BackendFailed(f"onnx-runtime: the program does not load: {exc}") from exc
+            self._cache[digest] = program
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+            return program
+
+    def _build(self, job: SynthesisJob) -> _Program:
+        import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+
+        files = job.set_files
+        spec = _program_spec(files)
+        if spec is None:
+            raise BackendFailed(f"the set has no {PROGRAM_KEY} program")
+        model = files.read(spec["file"])
+        external: dict[str, bytes] = {}
+        if spec.get("weights") is not None:
+            external[str(spec["weights"])] = files.read(str(spec["weights"]))
+        model, rewritten = self._rewritten(model, external)
+        providers = [_PROVIDERS[self._unit]]
+
+        def options() -> Any:
+            so = shared_session_options()
+            if external:
+                names = list(external)
+                buffers = [external[n] for n in names]
+                so.add_external_initializers_from_files_in_memory(
+                    names, buffers, [len(b) for b in buffers]
+                )
+            return so
+
+        session = ort.InferenceSession(model, options(), providers=providers)
+        inp = _named(session.get_inputs(), spec.get("input"))
+        out = _named(session.get_outputs(), spec.get("output"))
+        shape = tuple(d if isinstance(d, int) and d > 0 else None for d in inp.shape)
+        placement = _profiled_placement(ort, model, options(), providers, inp.name, shape, job)
+        return _Program(session, inp.name, out.name, shape, placement, rewritten)
+
+    def _rewritten(self, model: bytes, external: Mapping[str, bytes]) -> tuple[bytes, int]:
+        if not self._rewrite:
+            return model, 0
+        try:
+            import onnx
+
+            from paths.onnx_rewrite import rewrite_model
+        except ImportError:  # the rewrite is a speed-up; without onnx the plain graph runs
+            return model, 0
+        proto = onnx.load_from_string(model)
+        count = rewrite_model(proto, external)
+        return (proto.SerializeToString(), count) if count else (model, 0)
+
+
+def _program_spec(files: SetFiles) -> Mapping[str, Any] | None:
+    programs = files.facts.get("programs")
+    spec = programs.get(PROGRAM_KEY) if isinstance(programs, Mapping) else None
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("file"), str):
+        return None
+    return spec
+
+
+def _named(args: Sequence[Any], name: object) -> Any:
+    """The session's input or output called ``name`` (the only one when the set names none)."""
+    if name is None and len(args) == 1:
+        return args[0]
+    for arg in args:
+        if arg.name == name:
+            return arg
+    raise BackendFailed(f"onnx-runtime: the program has no {name!r} among {[a.name for a in args]}")
+
+
+def _profiled_placement(
+    ort: Any,
+    model: bytes,
+    so: Any,
+    providers: list[str],
+    input_name: str,
+    shape: tuple[int | None, ...],
+    job: SynthesisJob,
+) -> Placement:
+    """Build a twin session with profiling on, run it once on a small input, and read the
+    placement from its trace (§5). The trace lives in a temporary directory, removed after."""
+    latent_shape = tuple(int(n) for n in getattr(job.latent, "shape", ()))
+    dims = []
+    for i, d in enumerate(shape):
+        if d is not None:
+            dims.append(d)
+        elif i == 1 and len(latent_shape) > 1:  # channels: the job's
+            dims.append(latent_shape[1])
+        else:
+            dims.append(1 if i == 0 else 2)
+    with tempfile.TemporaryDirectory(prefix="wai-ort-profile-") as tmp:
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tmp, "plan")
+        session = ort.InferenceSession(model, so, providers=providers)
+        session.run(None, {input_name: np.zeros(dims, dtype=np.float32)})
+        trace = session.end_profiling()
+        with open(trace, encoding="utf-8") as f:
+            events = json.load(f)
+    return placement_from_trace(events)

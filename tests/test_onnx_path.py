@@ -1,0 +1,327 @@
+"""The ONNX Runtime path on real ONNX Runtime sessions: §4's answers, the placement (§5), the
+run, the sub-pixel rewrite's exactness, and the path inside ``dispatch.choose``."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from dispatch import (  # noqa: E402
+    BMSHJ2018,
+    CPU_ONNX_RUNTIME,
+    CPU_WAI_OPS,
+    NPU_MODEL_RUNTIME,
+    REFERENCE_OFFER,
+    BackendFailed,
+    Code,
+    Placement,
+    Unit,
+    choose,
+    demand,
+)
+from paths.job import SynthesisJob  # noqa: E402
+from paths.onnx import (  # noqa: E402
+    OnnxRuntimeAdapter,
+    placement_from_trace,
+    shared_session_options,
+)
+from paths.onnx_rewrite import phase_split_weights, phases, rewrite_model  # noqa: E402
+from tools.bench_onnx import MemorySet, memory_set, random_layers  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def the_set() -> MemorySet:
+    return memory_set(random_layers(seed=0))
+
+
+@pytest.fixture(scope="module")
+def adapter() -> OnnxRuntimeAdapter:
+    return OnnxRuntimeAdapter()
+
+
+@pytest.fixture(scope="module")
+def plain_adapter() -> OnnxRuntimeAdapter:
+    return OnnxRuntimeAdapter(rewrite=False)
+
+
+def latent(h: int = 5, w: int = 7, c: int = 192, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.round(rng.normal(0, 2.0, (1, c, h, w))).astype(np.float32)
+
+
+# --- §4's questions ------------------------------------------------------------------------
+
+
+def test_unit_present_on_cpu(adapter: OnnxRuntimeAdapter) -> None:
+    assert adapter.path == CPU_ONNX_RUNTIME
+    assert adapter.unit_present()
+    assert adapter.absent_reason is None
+
+
+@pytest.mark.skipif(
+    "CUDAExecutionProvider" in ort.get_available_providers(), reason="this build has CUDA"
+)
+def test_gpu_absent_without_cuda_says_why() -> None:
+    gpu = OnnxRuntimeAdapter(Unit.GPU)
+    assert not gpu.unit_present()
+    assert "CUDAExecutionProvider" in (gpu.absent_reason or "")
+
+
+def test_npu_is_not_an_onnx_runtime_unit() -> None:
+    with pytest.raises(ValueError, match="cpu or gpu"):
+        OnnxRuntimeAdapter(Unit.NPU)
+
+
+def test_program_absent(adapter: OnnxRuntimeAdapter, the_set: MemorySet) -> None:
+    assert adapter.program_present(SynthesisJob(the_set, latent()))
+    no_file = MemorySet({"decoder.weights": the_set.read("decoder.weights")}, the_set.facts, "x")
+    assert not adapter.program_present(SynthesisJob(no_file, latent()))
+    no_fact = MemorySet(the_set.files, {}, "y")
+    assert not adapter.program_present(SynthesisJob(no_fact, latent()))
+
+
+def test_takes_shape(adapter: OnnxRuntimeAdapter, the_set: MemorySet) -> None:
+    assert adapter.takes_shape(SynthesisJob(the_set, latent()))
+    assert not adapter.takes_shape(SynthesisJob(the_set, latent(c=100)))  # channels
+    assert not adapter.takes_shape(SynthesisJob(the_set, latent().astype(np.float64)))
+    assert not adapter.takes_shape(SynthesisJob(the_set, latent()[0]))  # 3-D
+    assert not adapter.takes_shape(SynthesisJob(the_set, np.zeros((1, 192, 0, 4), np.float32)))
+
+
+def _session_node_count(model: bytes, weights: bytes) -> int:
+    """Nodes of the graph ONNX Runtime runs (optimised as the adapter's sessions are)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        so = shared_session_options()
+        so.add_external_initializers_from_files_in_memory(
+            ["decoder.weights"], [weights], [len(weights)]
+        )
+        so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+        ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        saved = onnx.load(so.optimized_model_filepath, load_external_data=False)
+    return sum(1 for n in saved.graph.node if n.op_type != "Constant")
+
+
+@pytest.mark.parametrize("rewrite", [True, False])
+def test_plan_counts_the_running_graph_all_on_cpu(the_set: MemorySet, rewrite: bool) -> None:
+    ad = OnnxRuntimeAdapter(rewrite=rewrite)
+    job = SynthesisJob(the_set, latent())
+    plan = ad.plan(job)
+    model, weights = the_set.read("decoder.onnx"), the_set.read("decoder.weights")
+    if rewrite:
+        proto = onnx.load_from_string(model)
+        assert rewrite_model(proto, {"decoder.weights": weights}) == 4
+        model = proto.SerializeToString()
+    assert ad.rewritten(job) == (4 if rewrite else 0)
+    assert plan == Placement(cpu=_session_node_count(model, weights))
+    assert plan.cpu >= (20 if rewrite else 16)  # the set's nodes, at least (§5)
+
+
+def test_placement_from_trace() -> None:
+    def node(name: str, index: int, op: str, provider: str) -> dict[str, object]:
+        args = {"node_index": str(index), "op_name": op, "provider": provider}
+        return {"cat": "Node", "name": f"{name}_kernel_time", "args": args}
+
+    events = [
+        {"cat": "Session", "name": "model_run", "args": {}},
+        node("a", 0, "Conv", "CPUExecutionProvider"),
+        node("a", 0, "Conv", "CPUExecutionProvider"),  # a second run of the same node
+        node("b", 1, "Conv", "CUDAExecutionProvider"),
+        node("c", 2, "Constant", "CPUExecutionProvider"),
+        node("d", 3, "Relu", "SomeOtherExecutionProvider"),
+        {"cat": "Node", "name": "a_fence_before", "args": {"op_name": "Conv"}},
+    ]
+    assert placement_from_trace(events) == Placement(cpu=1, gpu=1, unknown=1)
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+def test_run_equals_the_plain_session(
+    adapter: OnnxRuntimeAdapter, plain_adapter: OnnxRuntimeAdapter, the_set: MemorySet
+) -> None:
+    for h, w in ((16, 16), (3, 5)):
+        job = SynthesisJob(the_set, latent(h, w))
+        out = adapter.run(job)
+        ref = plain_adapter.run(job)
+        assert out.dtype == np.float32 and out.shape == (1, 3, 16 * h, 16 * w)
+        assert np.abs(ref).max() > 0.1  # a picture, not zeros
+        assert np.abs(out - ref).max() < 1e-4
+
+
+def test_session_cache(the_set: MemorySet) -> None:
+    ad = OnnxRuntimeAdapter(cache_size=1)
+    first = ad.session(SynthesisJob(the_set, latent()))
+    assert ad.session(SynthesisJob(the_set, latent(2, 3))) is first  # same digest: a hit
+    other = replace(the_set, digest="another")
+    assert ad.session(SynthesisJob(other, latent())) is not first
+    assert ad.session(SynthesisJob(the_set, latent())) is not first  # evicted (LRU of 1)
+
+
+# --- the rewrite ---------------------------------------------------------------------------
+
+
+def conv_transpose_ref(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray, s: int, p: tuple[int, int], op: int
+) -> np.ndarray:
+    """float64 ConvTranspose2d, straight from its definition: o = s·i - p_begin + k."""
+    n, _, h, wd = x.shape
+    cout, k = w.shape[1], w.shape[2]
+    full = np.zeros((n, cout, (h - 1) * s + k, (wd - 1) * s + k))
+    for ky in range(k):
+        for kx in range(k):
+            full[:, :, ky : ky + s * h : s, kx : kx + s * wd : s] += np.einsum(
+                "nchw,cd->ndhw", x, w[:, :, ky, kx]
+            )
+    ho, wo = (h - 1) * s - p[0] - p[1] + k + op, (wd - 1) * s - p[0] - p[1] + k + op
+    full = np.pad(full, ((0, 0), (0, 0), (0, op), (0, op)))
+    return full[:, :, p[0] : p[0] + ho, p[0] : p[0] + wo] + b[None, :, None, None]
+
+
+def conv_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray, pads: tuple[int, ...]) -> np.ndarray:
+    """float64 correlation, ONNX Conv pads (y_begin, x_begin, y_end, x_end), stride 1."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    kh, kw = w.shape[2:]
+    ho, wo = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    out = np.zeros((x.shape[0], w.shape[0], ho, wo))
+    for ky in range(kh):
+        for kx in range(kw):
+            out += np.einsum("nchw,dc->ndhw", xp[:, :, ky : ky + ho, kx : kx + wo], w[:, :, ky, kx])
+    return out + b[None, :, None, None]
+
+
+def depth_to_space_dcr(x: np.ndarray, s: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    y = x.reshape(n, s, s, c // (s * s), h, w).transpose(0, 3, 4, 1, 5, 2)
+    return y.reshape(n, c // (s * s), h * s, w * s)
+
+
+# (kernel, stride, pad, output_padding): bmshj2018's layer, and other exact splits
+SPLITS = [(5, 2, 2, 1), (3, 2, 1, 1), (4, 2, 1, 0), (6, 3, 2, 1)]
+
+
+@pytest.mark.parametrize(("k", "s", "p", "op"), SPLITS)
+def test_phase_split_is_exact_in_float64(k: int, s: int, p: int, op: int) -> None:
+    rng = np.random.default_rng(k * 10 + s)
+    x = rng.normal(size=(1, 6, 5, 4))
+    w, b = rng.normal(size=(6, 5, k, k)), rng.normal(size=5)
+    ref = conv_transpose_ref(x, w, b, s, (p, p), op)
+    py = phases(k, s, p, p, op)
+    nw, nb = phase_split_weights(w, b, py, py)
+    assert nb is not None
+    out = depth_to_space_dcr(conv_ref(x, nw, nb, (py.pad_begin,) * 2 + (py.pad_end,) * 2), s)
+    assert out.shape == ref.shape == (1, 5, 5 * s, 4 * s)
+    assert np.abs(out - ref).max() < 1e-12
+
+
+def _one_conv_transpose(w: np.ndarray, b: np.ndarray, s: int, p: int, op: int) -> bytes:
+    node = helper.make_node(
+        "ConvTranspose",
+        ["x", "w", "b"],
+        ["y"],
+        kernel_shape=list(w.shape[2:]),
+        strides=[s, s],
+        pads=[p] * 4,
+        output_padding=[op, op],
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, w.shape[0], "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize(("k", "s", "p", "op"), SPLITS)
+def test_rewritten_session_matches_float64_conv_transpose(k: int, s: int, p: int, op: int) -> None:
+    rng = np.random.default_rng(k)
+    cin, cout = 24, 40
+    w = (rng.normal(size=(cin, cout, k, k)) / np.sqrt(cin * k * k / (s * s))).astype(np.float32)
+    b = rng.normal(size=cout).astype(np.float32)
+    proto = onnx.load_from_string(_one_conv_transpose(w, b, s, p, op))
+    assert rewrite_model(proto, {}) == 1
+    assert [n.op_type for n in proto.graph.node] == ["Conv", "DepthToSpace"]
+    session = ort.InferenceSession(
+        proto.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+    )
+    x = np.round(rng.normal(0, 2, (1, cin, 9, 11))).astype(np.float32)
+    ref = conv_transpose_ref(x.astype(np.float64), w.astype(np.float64), b, s, (p, p), op)
+    out = session.run(None, {"x": x})[0]
+    assert out.shape == ref.shape
+    assert np.abs(out - ref).max() < 1e-4 * max(1.0, np.abs(ref).max())
+
+
+def test_rewrite_leaves_inexact_splits_alone() -> None:
+    w = np.zeros((4, 4, 5, 5), np.float32)
+    b = np.zeros(4, np.float32)
+    proto = onnx.load_from_string(_one_conv_transpose(w, b, 2, 2, 0))  # output 2h - 1
+    assert rewrite_model(proto, {}) == 0
+    assert [n.op_type for n in proto.graph.node] == ["ConvTranspose"]
+
+
+# --- inside dispatch.choose ----------------------------------------------------------------
+
+
+def test_choose_runs_the_cpu_path(adapter: OnnxRuntimeAdapter, the_set: MemorySet) -> None:
+    job = SynthesisJob(the_set, latent(4, 6))
+    decision = choose(
+        BMSHJ2018, demand(BMSHJ2018), REFERENCE_OFFER, {CPU_ONNX_RUNTIME: adapter}, job
+    )
+    report = decision.report
+    assert decision.ran == CPU_ONNX_RUNTIME
+    assert [(r.path, r.reason) for r in report.refused] == [(NPU_MODEL_RUNTIME, Code.UNIT_ABSENT)]
+    assert report.ran is not None and report.ran.placement == adapter.plan(job)
+    assert decision.output.shape == (1, 3, 64, 96)
+    report.validate()
+
+
+def test_choose_broken_program_is_backend_failed(the_set: MemorySet) -> None:
+    broken = MemorySet(
+        {**the_set.files, "decoder.onnx": b"\x00garbage, not a model"}, the_set.facts, "broken"
+    )
+    job = SynthesisJob(broken, latent())
+    decision = choose(
+        BMSHJ2018,
+        demand(BMSHJ2018),
+        REFERENCE_OFFER,
+        {CPU_ONNX_RUNTIME: OnnxRuntimeAdapter()},
+        job,
+    )
+    assert decision.ran is None
+    assert [(r.path, r.reason) for r in decision.report.refused] == [
+        (NPU_MODEL_RUNTIME, Code.UNIT_ABSENT),
+        (CPU_ONNX_RUNTIME, Code.BACKEND_FAILED),
+        (CPU_WAI_OPS, Code.ARITHMETIC_MISMATCH),  # §3: bmshj2018's networks are float
+    ]
+    failure = decision.failures[CPU_ONNX_RUNTIME]
+    assert isinstance(failure, BackendFailed) and failure.__cause__ is not None
+
+
+# --- against CompressAI ----------------------------------------------------------------------
+
+
+@pytest.mark.tools
+def test_compressai_g_s_equals_the_onnx_program() -> None:
+    torch = pytest.importorskip("torch")
+    from tools._compressai import factorized_prior
+    from tools.bench_onnx import g_s_layers
+
+    torch.manual_seed(0)
+    g_s = factorized_prior(128, 192).g_s.eval()
+    the_set = memory_set(g_s_layers(g_s))
+    x = latent(6, 5)
+    out = OnnxRuntimeAdapter().run(SynthesisJob(the_set, x))
+    with torch.inference_mode():
+        ref = g_s(torch.from_numpy(x)).numpy()
+    assert np.abs(out - ref).max() < 1e-4 * max(1.0, float(np.abs(ref).max()))
