@@ -54,7 +54,8 @@ Offer = tuple[Path, ...]
 
 def parse_offer(items: Iterable[str | Mapping[str, object] | Path]) -> Offer:
     """An offer from strings, JSON objects or paths. Empty and repeated paths are refused:
-    a report names each offered path once (§5)."""
+    a report names each offered path once (§5). So is an integer path naming ``npu``: no
+    integer path names the neural processor in this revision (§3)."""
     paths: list[Path] = []
     for item in items:
         if isinstance(item, Path):
@@ -65,6 +66,8 @@ def parse_offer(items: Iterable[str | Mapping[str, object] | Path]) -> Offer:
             path = Path.from_json(item, where="offer")
         if path in paths:
             raise InvalidOffer(f"path {path} is offered twice")
+        if path.unit is Unit.NPU and path.arithmetic is Arithmetic.INTEGER:
+            raise InvalidOffer(f"path {path}: no integer path names npu in this revision (§3)")
         paths.append(path)
     if not paths:
         raise InvalidOffer("an offer names at least one path")

@@ -53,6 +53,13 @@ class Registry(Mapping[str, Capability]):
                 f"capability {name!r} is not registered; known: {known}"
             ) from None
 
+    # Mapping's own get() and ``in`` catch only KeyError, and UnknownCapability is not one.
+    def get(self, name: str, default: Capability | None = None) -> Capability | None:  # type: ignore[override]
+        return self._table.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._table)
 

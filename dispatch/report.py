@@ -126,6 +126,9 @@ class Report:
         offered = [r.path for r in self.refused] + ([self.ran.path] if self.ran else [])
         if len(set(offered)) != len(offered):
             raise InvalidReport("a path appears more than once in the report")
+        for path in offered:
+            if path.unit is Unit.NPU and path.arithmetic is Arithmetic.INTEGER:
+                raise InvalidReport(f"{path}: no integer path names npu in this revision (§3)")
         cap = registry.get(self.capability)
         if cap is not None and self.needed < cap.registered_tier:
             raise InvalidReport(
@@ -180,8 +183,6 @@ def _check_ran(ran: Ran, needed: Tier, registered: Tier | None) -> None:
                 f"float path {path} claims {ran.tier}, above the registered tier {registered} (§3)"
             )
     else:
-        if path.unit is Unit.NPU:
-            raise InvalidReport("no integer path names npu in this revision (§3)")
         if registered is not None and registered is not Tier.DECODE_EQUIVALENCE:
             raise InvalidReport(
                 f"integer path {path} ran a capability whose networks are not integer (§3)"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.adapter import Adapter
-from dispatch.paths import Offer, Path
+from dispatch.paths import Offer, Path, parse_offer
 from dispatch.registry import Capability
 from dispatch.report import Ran, Refusal, Report
 from dispatch.tokens import Arithmetic, Code, Intent, Tier
@@ -89,8 +89,11 @@ def choose(
 
     A path with no adapter is ``dispatch_unit_absent`` (the backend is absent). An adapter
     that raises while answering or running refuses its path with ``dispatch_backend_failed``
-    (the backend failed; the exception is kept in :attr:`Decision.failures`).
+    (the backend failed; the exception is kept in :attr:`Decision.failures`). The offer is
+    checked as :func:`~dispatch.paths.parse_offer` checks it (:class:`InvalidOffer`), so that
+    every report ``choose`` gives validates.
     """
+    offer = parse_offer(offer)
     refused: list[Refusal] = []
     failures: dict[Path, BaseException] = {}
     for path in offer:
