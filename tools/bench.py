@@ -1,0 +1,32 @@
+"""``python -m tools.bench [all|entropy|onnx|decode]``: run the benchmarks, each printing its
+figures beside the anchor it is compared to, measured in the same run."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+BENCHES = {
+    "entropy": "tools.bench_entropy",  # rANS decode vs CompressAI's C++ rANS
+    "onnx": "tools.bench_onnx",  # synthesis vs torch and vs this machine's GEMM rate
+    "decode": "tools.bench_decode",  # payload → RGB8 vs CompressAI's net.decompress()
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    names = list(argv if argv is not None else sys.argv[1:]) or ["all"]
+    if names == ["all"]:
+        names = list(BENCHES)
+    status = 0
+    for name in names:
+        if name not in BENCHES:
+            print(f"unknown benchmark {name!r}; known: all, {', '.join(BENCHES)}")
+            return 2
+        print(f"\n=== {name} ({BENCHES[name]}) ===", flush=True)
+        status |= importlib.import_module(BENCHES[name]).main([])
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
