@@ -1,0 +1,686 @@
+"""Write a ``wai.neural.bmshj2018`` parameter set (spec §6.1) from a CompressAI bmshj2018-factorized
+model: the plain synthesis for ONNX Runtime, its WebNN form (§6.2), the Core ML program, the
+entropy tables, the usage statement and one payload.  docs/bmshj2018-set.md describes each file.
+
+Run: ``python -m tools.wai_bmshj2018_npu_set --out DIR [--quality 3] [--seed 20261109]
+[--checkpoint FILE | --pretrained] [--licence SPDX] [--force]``.  Without ``--checkpoint`` or
+``--pretrained`` the weights are the bundled demo checkpoint.  Exit status 2 when the set is
+refused (a plain synthesis that is not bit-identical to CompressAI's ``g_s``, a check that does
+not hold, bad arguments); the output directory is then left as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "CAPABILITY",
+    "DEFAULT_SEED",
+    "DEMO_CHECKPOINT",
+    "PlainInverseGDN",
+    "PlainSynthesis",
+    "SetWriterError",
+    "SynthesisMismatch",
+    "main",
+    "payload_picture",
+    "plain_synthesis",
+    "write_set",
+]
+
+CAPABILITY = "wai.neural.bmshj2018"
+DEFAULT_SEED = 20261109
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_CHECKPOINT = REPO_ROOT / "conformance" / "weights" / "bmshj2018-demo-q3.pt"
+DEMO_QUALITY = 3
+SET_VERSION = "1"
+UPSAMPLING = 16
+PICTURE_SIZE = 256  # the payload's picture, and the Core ML program's fixed input (its latent)
+CHECK_IMAGES = ("astronaut", "chelsea", "coffee")
+CHECK_SEED = 1802  # the random check latents: fixed, independent of the payload's seed
+ONNX_OPSET = 17
+ONNX_OPS = frozenset({"ConvTranspose", "Conv", "Mul", "Sqrt"})
+WEIGHTS_ALIGNMENT = 64
+TOLERANCE = 1e-3  # max abs, float32 runtimes against torch on pictures in [0, 1]
+
+COMPRESSAI_ATTRIBUTION = (
+    "bmshj2018-factorized (J. Ballé, D. Minnen, S. Singh, S. J. Hwang, N. Johnston, 'Variational "
+    "image compression with a scale hyperprior', ICLR 2018) as implemented by CompressAI, "
+    "Copyright (c) 2021-2024 InterDigital Communications, Inc., BSD-3-Clause-Clear"
+)
+
+
+class SetWriterError(Exception):
+    """The set is refused; the message says why.  ``main`` exits with status 2."""
+
+
+class SynthesisMismatch(SetWriterError):
+    """The plain synthesis is not bit-identical to CompressAI's ``g_s`` (§6.1)."""
+
+
+# -- the model -----------------------------------------------------------------------------------
+
+
+def _architecture(quality: int) -> tuple[int, int]:
+    """CompressAI's (N, M) of bmshj2018_factorized at ``quality``."""
+    if not 1 <= quality <= 8:
+        raise SetWriterError(f"quality {quality}: bmshj2018-factorized has qualities 1 to 8")
+    return (128, 192) if quality <= 5 else (192, 320)
+
+
+def _blake3_file(path: Path) -> str:
+    import blake3
+
+    return blake3.blake3(path.read_bytes()).hexdigest()
+
+
+def load_model(
+    *, checkpoint: str | os.PathLike[str] | None, pretrained: bool, quality: int
+) -> tuple[Any, dict[str, Any]]:
+    """The model in eval mode after ``update(force=True)``, and where its weights came from."""
+
+    from tools._compressai import factorized_prior, import_compressai
+
+    n, m = _architecture(quality)
+    if pretrained:
+        if checkpoint is not None:
+            raise SetWriterError("give --checkpoint or --pretrained, not both")
+        import_compressai()
+        from compressai.zoo import bmshj2018_factorized
+
+        model = bmshj2018_factorized(quality, metric="mse", pretrained=True)
+        origin = {
+            "kind": "pretrained",
+            "source": f"compressai.zoo.bmshj2018_factorized(quality={quality}, metric='mse', "
+            "pretrained=True)",
+        }
+    else:
+        path = Path(checkpoint) if checkpoint is not None else DEMO_CHECKPOINT
+        if not path.is_file():
+            raise SetWriterError(f"checkpoint {path} not found (or give --pretrained)")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise SetWriterError(f"checkpoint {path}: cannot be read: {exc}") from exc
+        if isinstance(state, dict) and "state_dict" in state:
+            state = state["state_dict"]
+        state = {
+            k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v
+            for k, v in state.items()
+        }
+        model = factorized_prior(n, m)
+        try:
+            model.load_state_dict(state)
+        except (RuntimeError, KeyError) as exc:
+            raise SetWriterError(
+                f"checkpoint {path}: not a FactorizedPrior({n}, {m}) state dict "
+                f"(quality {quality}): {exc}"
+            ) from exc
+        digest = _blake3_file(path)
+        demo = DEMO_CHECKPOINT.is_file() and digest == _blake3_file(DEMO_CHECKPOINT)
+        origin = {"kind": "demo" if demo else "checkpoint", "file": path.name, "blake3": digest}
+    model = model.eval()
+    model.update(force=True)
+    return model, origin
+
+
+class PlainInverseGDN(nn.Module):
+    """Inverse GDN with β and γ as values: ``x * sqrt(conv1x1(x * x, γ) + β)``."""
+
+    def __init__(self, beta: torch.Tensor, gamma: torch.Tensor) -> None:
+        super().__init__()
+        channels = beta.shape[0]
+        self.gamma = nn.Parameter(gamma.detach().reshape(channels, channels, 1, 1).clone())
+        self.beta = nn.Parameter(beta.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The same kernels, in the same order, as compressai.layers.GDN(inverse=True).
+        return x * torch.sqrt(F.conv2d(x * x, self.gamma, self.beta))
+
+
+class PlainSynthesis(nn.Module):
+    """``g_s`` as four transposed convolutions and three plain inverse GDNs."""
+
+    def __init__(self, g_s: nn.Sequential) -> None:
+        super().__init__()
+        layers = list(g_s)
+        if len(layers) != 7:
+            raise SetWriterError(f"g_s has {len(layers)} layers, bmshj2018's has 7")
+        for i in range(4):
+            deconv = layers[2 * i]
+            if not isinstance(deconv, nn.ConvTranspose2d):
+                raise SetWriterError(f"g_s[{2 * i}] is {type(deconv).__name__}")
+            copy = nn.ConvTranspose2d(
+                deconv.in_channels,
+                deconv.out_channels,
+                deconv.kernel_size,
+                stride=deconv.stride,
+                padding=deconv.padding,
+                output_padding=deconv.output_padding,
+            )
+            copy.load_state_dict(deconv.state_dict())
+            setattr(self, f"deconv{i + 1}", copy)
+            if i < 3:
+                gdn = layers[2 * i + 1]
+                if not getattr(gdn, "inverse", False):
+                    raise SetWriterError(f"g_s[{2 * i + 1}] is not an inverse GDN")
+                beta = gdn.beta_reparam(gdn.beta)
+                gamma = gdn.gamma_reparam(gdn.gamma)
+                setattr(self, f"igdn{i + 1}", PlainInverseGDN(beta, gamma))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.igdn1(self.deconv1(x))
+        x = self.igdn2(self.deconv2(x))
+        x = self.igdn3(self.deconv3(x))
+        return self.deconv4(x)
+
+    def layers(self) -> list[dict[str, Any]]:
+        """The layers as weight references (for the WebNN form)."""
+        out: list[dict[str, Any]] = []
+        for i in range(1, 5):
+            d = getattr(self, f"deconv{i}")
+            out.append(
+                {
+                    "kind": "deconv",
+                    "weight": f"deconv{i}.weight",
+                    "bias": f"deconv{i}.bias",
+                    "stride": d.stride[0],
+                    "padding": d.padding[0],
+                    "output_padding": d.output_padding[0],
+                }
+            )
+            if i < 4:
+                out.append({"kind": "igdn", "gamma": f"igdn{i}.gamma", "beta": f"igdn{i}.beta"})
+        return out
+
+
+def plain_synthesis(model: Any) -> Any:
+    """The plain synthesis of ``model.g_s`` (eval mode, no gradients)."""
+    with torch.no_grad():
+        plain = PlainSynthesis(model.g_s)
+    plain.eval().requires_grad_(False)
+    return plain
+
+
+# -- pictures, symbols and check latents --------------------------------------------------------
+
+
+def _held_out_images() -> tuple[str, ...]:
+    from tools.train_bmshj2018 import HELD_OUT_IMAGES
+
+    return tuple(HELD_OUT_IMAGES)
+
+
+def _load_image(name: str) -> npt.NDArray[np.uint8]:
+    from tools.train_bmshj2018 import load_image
+
+    return np.ascontiguousarray(load_image(name))
+
+
+def payload_picture(seed: int) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
+    """The payload's picture: a 256x256 crop of one of the pictures the demo weights were not
+    trained on, image and offset drawn by ``numpy.random.default_rng(seed)``."""
+    images = _held_out_images()
+    rng = np.random.default_rng(seed)
+    name = images[int(rng.integers(len(images)))]
+    image = _load_image(name)
+    top = int(rng.integers(0, image.shape[0] - PICTURE_SIZE + 1))
+    left = int(rng.integers(0, image.shape[1] - PICTURE_SIZE + 1))
+    crop = image[top : top + PICTURE_SIZE, left : left + PICTURE_SIZE]
+    source = {
+        "image": f"skimage.data.{name}",
+        "top": top,
+        "left": left,
+        "height": PICTURE_SIZE,
+        "width": PICTURE_SIZE,
+        "draw": "numpy.random.default_rng(seed): image index, then top, then left",
+    }
+    return np.ascontiguousarray(crop), source
+
+
+def _to_tensor(picture: npt.NDArray[np.uint8]) -> Any:
+
+    return torch.from_numpy(picture).permute(2, 0, 1)[None].float().div(255.0)
+
+
+def encode_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, float]:
+    """The symbols of ``g_a(picture)``, as CompressAI's ``EntropyBottleneck.compress`` computes
+    them (``round(y - median)``, int32), and the smallest distance of ``y - median`` from a
+    rounding boundary (how far the encoder's float arithmetic is from flipping a symbol)."""
+
+    eb = model.entropy_bottleneck
+    with torch.no_grad():
+        y = model.g_a(_to_tensor(picture))
+        medians = eb._get_medians().detach()
+        medians = eb._extend_ndims(medians, 2).expand(y.size(0), *([-1] * 3))
+        symbols = eb.quantize(y, "symbols", medians)
+        # Cross-check against CompressAI's own coder: the latent it decodes is symbol + median.
+        strings = eb.compress(y)
+        decoded = eb.decompress(strings, y.shape[2:])
+    if not torch.equal(decoded, symbols.float() + medians):
+        raise SetWriterError("CompressAI's compress/decompress disagrees with round(y - median)")
+    frac = (y - medians).double()
+    margin = float((frac - torch.floor(frac) - 0.5).abs().min())
+    return symbols.to(torch.int32), margin
+
+
+def check_latents(model: Any, seed: int = CHECK_SEED) -> list[Any]:
+    """Latents with real spread: CompressAI's quantized latents (symbol + median) of crops of
+    natural pictures, then integer symbols drawn per channel with those latents' spread (and a
+    heavier tail), on a square and a non-square shape."""
+
+    eb = model.entropy_bottleneck
+    medians = eb._get_medians().detach().reshape(1, -1, 1, 1)
+    latents, symbols = [], []
+    for name in CHECK_IMAGES:
+        image = _load_image(name)
+        top, left = (image.shape[0] - PICTURE_SIZE) // 2, (image.shape[1] - PICTURE_SIZE) // 2
+        s, _ = encode_symbols(model, image[top : top + PICTURE_SIZE, left : left + PICTURE_SIZE])
+        symbols.append(s)
+        latents.append(s.float() + medians)
+    spread = torch.cat(symbols, dim=0).float().std(dim=(0, 2, 3)).numpy()
+    rng = np.random.default_rng(seed)
+    for shape, scale in (((16, 16), 1.0), ((12, 20), 3.0)):
+        draw = rng.normal(size=(1, spread.size, *shape)) * (scale * spread + 0.5)[:, None, None]
+        s = torch.from_numpy(np.rint(draw).astype(np.int32))
+        latents.append(s.float() + medians)
+    return latents
+
+
+def check_plain_synthesis(model: Any, plain: Any, latents: Sequence[Any]) -> None:
+    """Refuse (§6.1) a plain synthesis that differs from ``g_s`` by any amount on any latent."""
+
+    with torch.no_grad():
+        for i, latent in enumerate(latents):
+            ref, out = model.g_s(latent), plain(latent)
+            if not torch.equal(ref, out):
+                diff = (ref - out).abs()
+                raise SynthesisMismatch(
+                    f"the plain synthesis differs from CompressAI's g_s on check latent {i} "
+                    f"(shape {tuple(latent.shape)}): {int((diff > 0).sum())} of {diff.numel()} "
+                    f"values, max abs {float(diff.max()):.3g}; the set is not written"
+                )
+
+
+# -- the shared weights, ONNX --------------------------------------------------------------------
+
+
+def weights_blob(plain: Any) -> tuple[bytes, dict[str, Any]]:
+    """``decoder.weights`` (float32 LE tensors, headerless, 64-byte aligned offsets from 0) and
+    its ``wg-weights-manifest`` version 1."""
+    blob = bytearray()
+    tensors: dict[str, Any] = {}
+    for ref, value in plain.state_dict().items():
+        data = value.detach().cpu().numpy().astype("<f4", copy=False).tobytes()
+        blob.extend(b"\0" * (-len(blob) % WEIGHTS_ALIGNMENT))
+        tensors[ref] = {
+            "dataType": "float32",
+            "shape": list(value.shape),
+            "byteOffset": len(blob),
+            "byteLength": len(data),
+            "layout": "row-major",
+        }
+        blob.extend(data)
+    manifest = {
+        "format": "wg-weights-manifest",
+        "version": 1,
+        "endianness": "little",
+        "tensors": tensors,
+    }
+    return bytes(blob), manifest
+
+
+def _json_bytes(doc: Any) -> bytes:
+    return (json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode()
+
+
+def export_onnx(plain: Any, manifest: dict[str, Any], blob: bytes, channels: int) -> bytes:
+    """``decoder.onnx``: the plain synthesis (opset 17, dynamic latent height and width), its
+    initializers stored as external data in ``decoder.weights`` at the manifest's offsets."""
+    import io
+    import warnings
+
+    import onnx
+    from onnx import numpy_helper
+
+    buffer = io.BytesIO()
+    example = torch.zeros(1, channels, 4, 4)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            plain,
+            (example,),
+            buffer,
+            input_names=["latent"],
+            output_names=["x_hat"],
+            opset_version=ONNX_OPSET,
+            dynamic_axes={
+                "latent": {2: "latent_height", 3: "latent_width"},
+                "x_hat": {2: "picture_height", 3: "picture_width"},
+            },
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    model = onnx.load_from_string(buffer.getvalue())
+    names = {init.name for init in model.graph.initializer}
+    if names != set(manifest["tensors"]):
+        raise SetWriterError(
+            f"the ONNX export's initializers {sorted(names)} are not the synthesis's weights"
+        )
+    for init in model.graph.initializer:
+        entry = manifest["tensors"][init.name]
+        start, length = entry["byteOffset"], entry["byteLength"]
+        data = numpy_helper.to_array(init).astype("<f4").tobytes()
+        if data != blob[start : start + length]:
+            raise SetWriterError(f"ONNX initializer {init.name}: bytes differ from the weights")
+        init.ClearField("raw_data")
+        init.ClearField("float_data")
+        init.data_location = onnx.TensorProto.EXTERNAL
+        del init.external_data[:]
+        for key, value in (("location", "decoder.weights"), ("offset", start), ("length", length)):
+            entry_proto = init.external_data.add()
+            entry_proto.key, entry_proto.value = key, str(value)
+    ops = [node.op_type for node in model.graph.node]
+    if not set(ops) <= ONNX_OPS:
+        raise SetWriterError(f"the ONNX export holds operations {sorted(set(ops) - ONNX_OPS)}")
+    return model.SerializeToString()
+
+
+def onnx_session(onnx_bytes: bytes, blob: bytes) -> Any:
+    """An ONNX Runtime session over the in-memory ``decoder.onnx`` and ``decoder.weights``."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.add_external_initializers_from_files_in_memory(
+        ["decoder.weights"], [np.frombuffer(blob, dtype=np.uint8)], [len(blob)]
+    )
+    return ort.InferenceSession(onnx_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def _max_abs(a: Any, b: Any) -> float:
+    return float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))))
+
+
+# -- the set -------------------------------------------------------------------------------------
+
+
+def _usage(
+    origin: dict[str, Any], *, name: str, quality: int, licence: str | None
+) -> dict[str, Any]:
+    if origin["kind"] == "pretrained":
+        weights = {
+            "origin": "CompressAI's pretrained bmshj2018-factorized weights (MSE)",
+            "source": origin["source"],
+            "licence": licence or "BSD-3-Clause-Clear",
+        }
+        attribution = "Weights and model: " + COMPRESSAI_ATTRIBUTION
+    else:
+        demo = origin["kind"] == "demo"
+        weights = {
+            "origin": "wai-dispatch demo weights, trained by tools/train_bmshj2018.py"
+            if demo
+            else "a CompressAI bmshj2018-factorized checkpoint",
+            "checkpoint": origin["file"],
+            "blake3": origin["blake3"],
+            "licence": licence or ("Apache-2.0" if demo else "NOASSERTION"),
+        }
+        attribution = (
+            (
+                "Weights: the wai-dispatch authors"
+                if demo
+                else "Weights: as stated by the checkpoint's publisher"
+            )
+            + ". Model: "
+            + COMPRESSAI_ATTRIBUTION
+        )
+    return {
+        "format": "wai-usage/1",
+        "set": name,
+        "capability": CAPABILITY,
+        "quality": quality,
+        "weights": weights,
+        "attribution": attribution,
+        "usage": (
+            "The networks of this set decode wai.neural.bmshj2018 payloads coded against its "
+            "tables; they may be used, copied and redistributed under the weights' licence, "
+            "with this statement kept beside them."
+        ),
+    }
+
+
+def _install(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Rename the finished set into place (the old one, with --force, removed after)."""
+    if out.exists():
+        if not overwrite and any(out.iterdir()):
+            raise SetWriterError(f"{out} exists and is not empty (pass --force to replace it)")
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        try:
+            tmp.rename(out)
+        except BaseException:
+            old.rename(out)
+            raise
+        shutil.rmtree(old)
+    else:
+        tmp.rename(out)
+
+
+def write_set(
+    out_dir: str | os.PathLike[str],
+    *,
+    checkpoint: str | os.PathLike[str] | None = None,
+    pretrained: bool = False,
+    quality: int = DEMO_QUALITY,
+    seed: int = DEFAULT_SEED,
+    licence: str | None = None,
+    name: str | None = None,
+    overwrite: bool = False,
+    log: Callable[[str], None] | None = None,
+    _perturb: Callable[[Any], None] | None = None,
+) -> Path:
+    """Write the set into ``out_dir`` (built in a temporary sibling, renamed into place at the
+    end: a refusal or failure leaves ``out_dir`` as it was).  ``_perturb``, for tests only, is
+    applied to the plain synthesis before the bit-identity check."""
+
+    from codec import payload as codec_payload
+    from codec.sets import write_manifest
+    from codec.tables import EntropyTables
+    from tools import coreml_program, webnn_form
+
+    say = log or (lambda _msg: None)
+    out = Path(out_dir).resolve()
+    if out.exists() and not overwrite and any(out.iterdir()):
+        raise SetWriterError(f"{out} exists and is not empty (pass --force to replace it)")
+    model, origin = load_model(checkpoint=checkpoint, pretrained=pretrained, quality=quality)
+    n, m = _architecture(quality)
+    if name is None:
+        name = f"bmshj2018-demo-q{quality}" if origin["kind"] == "demo" else f"bmshj2018-q{quality}"
+
+    # The plain synthesis, bit-identical to g_s or refused (§6.1).
+    plain = plain_synthesis(model)
+    if _perturb is not None:
+        with torch.no_grad():
+            _perturb(plain)
+    check_plain_synthesis(model, plain, check_latents(model))
+    say("plain synthesis: bit-identical to g_s on the check latents")
+
+    # Tables, and the payload of a picture drawn from the seed.
+    eb = model.entropy_bottleneck
+    tables = EntropyTables.from_compressai(
+        eb._quantized_cdf, eb._cdf_length, eb._offset, eb._get_medians().detach().reshape(-1)
+    )
+    picture, source = payload_picture(seed)
+    symbols_t, margin = encode_symbols(model, picture)
+    symbols = symbols_t.numpy()
+    payload_bytes = codec_payload.encode(symbols, tables)
+    if not np.array_equal(codec_payload.decode(payload_bytes, tables), symbols):
+        raise SetWriterError("the payload does not decode to its symbols")
+    latent = codec_payload.latent(symbols, tables)
+    medians = eb._get_medians().detach().reshape(1, -1, 1, 1)
+    if not torch.equal(torch.from_numpy(latent), symbols_t.float() + medians):
+        raise SetWriterError("codec.payload.latent differs from CompressAI's dequantize")
+    say(f"payload: {source['image']} at ({source['top']}, {source['left']}); margin {margin:.2e}")
+
+    with torch.no_grad():
+        reference = plain(torch.from_numpy(latent)).numpy()
+        small = torch.from_numpy(latent[:, :, 3:6, 2:7].copy())
+        reference_small = plain(small).numpy()
+
+    # The shared weights and decoder.onnx, checked against torch in ONNX Runtime.
+    blob, manifest = weights_blob(plain)
+    onnx_bytes = export_onnx(plain, manifest, blob, m)
+    session = onnx_session(onnx_bytes, blob)
+    for lat, ref in ((latent, reference), (small.numpy(), reference_small)):
+        got = session.run(["x_hat"], {"latent": lat})[0]
+        if got.shape != ref.shape or _max_abs(got, ref) > TOLERANCE:
+            raise SetWriterError(f"decoder.onnx differs from torch on a latent {lat.shape}")
+    import onnx
+
+    onnx_ops = [node.op_type for node in onnx.load_from_string(onnx_bytes).graph.node]
+    say(f"decoder.onnx: {len(onnx_ops)} nodes, matches torch in ONNX Runtime")
+
+    # The WebNN form, evaluated in NumPy against torch.
+    graph = webnn_form.synthesis_graph(plain.layers(), manifest)
+    consts = webnn_form.load_weights(graph, manifest, blob)
+    for lat, ref in ((latent, reference), (small.numpy(), reference_small)):
+        got = webnn_form.evaluate(graph, consts, {"latent": lat})["x_hat"]
+        if got.shape != ref.shape or _max_abs(got, ref) > TOLERANCE:
+            raise SetWriterError(f"the WebNN form differs from torch on a latent {lat.shape}")
+    say(f"decoder.webnn.json: {len(graph['nodes'])} nodes, matches torch in NumPy")
+
+    # The Core ML program, float16, input fixed at the latent of a 256 x 256 picture.
+    coreml_shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
+    try:
+        mlmodel, weight_bin, operations = coreml_program.program_files(plain, coreml_shape)
+    except coreml_program.CoreMLProgramError as exc:
+        raise SetWriterError(str(exc)) from exc
+    say(f"decoder.mlmodel: {operations} operations, byte-stable over two conversions")
+
+    files: dict[str, bytes] = {
+        "decoder.onnx": onnx_bytes,
+        "decoder.weights": blob,
+        "decoder.manifest.json": _json_bytes(manifest),
+        "decoder.webnn": webnn_form.to_text(graph).encode(),
+        "decoder.webnn.json": webnn_form.to_json(graph),
+        "decoder.mlmodel": mlmodel,
+        "decoder.weight.bin": weight_bin,
+        f"cdfs_q{quality}.json": tables.to_json(),
+        "wai-usage.json": _json_bytes(_usage(origin, name=name, quality=quality, licence=licence)),
+        "payload.bin": payload_bytes,
+        "payload.json": _json_bytes(
+            {
+                "symbols_digest": codec_payload.symbols_digest(symbols),
+                "latent_shape": list(symbols.shape),
+                "picture_shape": [1, 3, PICTURE_SIZE, PICTURE_SIZE],
+                "seed": seed,
+                "source": source,
+            }
+        ),
+    }
+    facts = {
+        "quality": quality,
+        "N": n,
+        "M": m,
+        "latent_channels": m,
+        "upsampling": UPSAMPLING,
+        "tables": f"cdfs_q{quality}.json",
+        "payload": "payload.bin",
+        "payload_info": "payload.json",
+        "weights_origin": origin["kind"],
+        "programs": {
+            "onnx-runtime": {
+                "file": "decoder.onnx",
+                "weights": "decoder.weights",
+                "input": "latent",
+                "output": "x_hat",
+                "operations": len(onnx_ops),
+            },
+            "model-runtime": {
+                "file": "decoder.mlmodel",
+                "weights": "decoder.weight.bin",
+                "input": "latent",
+                "output": "x_hat",
+                "latent_shape": coreml_shape,
+                "operations": operations,
+                "precision": "float16",
+                "input_dtype": "float32",
+                "output_dtype": "float16",
+            },
+            "webnn": {
+                "file": "decoder.webnn.json",
+                "text": "decoder.webnn",
+                "weights": "decoder.weights",
+                "manifest": "decoder.manifest.json",
+            },
+        },
+    }
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        for file_name, data in files.items():
+            (tmp / file_name).write_bytes(data)
+        manifest_doc = write_manifest(
+            tmp, name=name, capability=CAPABILITY, version=SET_VERSION, facts=facts
+        )
+        _install(tmp, out, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    say(f"set {name}: {manifest_doc.digest} in {out}")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.wai_bmshj2018_npu_set",
+        description="Write a wai.neural.bmshj2018 parameter set (spec §6.1).",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="the set's directory")
+    parser.add_argument("--quality", type=int, default=DEMO_QUALITY)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="draws the payload picture")
+    weights = parser.add_mutually_exclusive_group()
+    weights.add_argument("--checkpoint", type=Path, help="a CompressAI state dict (fp16 or fp32)")
+    weights.add_argument(
+        "--pretrained", action="store_true", help="CompressAI's zoo weights (needs the network)"
+    )
+    parser.add_argument("--licence", help="the weights' SPDX licence, for wai-usage.json")
+    parser.add_argument("--name", help="the set's name (default bmshj2018[-demo]-q<quality>)")
+    parser.add_argument("--force", action="store_true", help="replace an existing set")
+    args = parser.parse_args(argv)
+    try:
+        write_set(
+            args.out,
+            checkpoint=args.checkpoint,
+            pretrained=args.pretrained,
+            quality=args.quality,
+            seed=args.seed,
+            licence=args.licence,
+            name=args.name,
+            overwrite=args.force,
+            log=lambda msg: print(msg, file=sys.stderr),
+        )
+    except SetWriterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
