@@ -19,6 +19,7 @@ import binascii
 import io
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
@@ -448,7 +449,7 @@ def _validate(obj: Any, form: str, limits: Limits) -> Envelope:
 def _translate(exc: ValidationError) -> EnvelopeError:
     """The first error, with its location, as a typed error (pydantic's never leaks)."""
     err = exc.errors(include_url=False, include_input=False)[0]
-    where = ".".join(str(p) for p in err["loc"]) or "envelope"
+    where = ".".join(_show(p) for p in err["loc"]) or "envelope"
     cls = _CUSTOM.get(err["type"], EnvelopeError)
     if err["type"] == "extra_forbidden":
         return cls(f"{where}: not a member of wai-envelope/1")
@@ -457,6 +458,13 @@ def _translate(exc: ValidationError) -> EnvelopeError:
     if err["type"] == "string_pattern_mismatch" and err["loc"][-1] == "set":
         return cls(f"{where}: not a BLAKE3 digest (64 lowercase hex digits)")
     return cls(f"{where}: {_one_line(err['msg'])}")
+
+
+def _show(part: str | int) -> str:
+    """A location part as it can be printed on one line: a member name read from the input
+    may hold anything, newlines included."""
+    text = str(part)
+    return text if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", text) else repr(text)[:66]
 
 
 def _kind(value: Any) -> str:

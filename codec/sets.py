@@ -295,12 +295,12 @@ def _walk(root: Path) -> list[str]:
                     continue
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                    raise SetUnsafeEntry(f"{rel}: a link or special file cannot be in a set")
+                    raise SetUnsafeEntry(f"{rel!r}: a link or special file cannot be in a set")
                 if stat.S_ISDIR(mode):
                     stack.append(rel)
                     continue
                 if not is_safe_name(rel):
-                    raise SetFileUnexpected(f"{rel}: not an allowed file name in a set")
+                    raise SetFileUnexpected(f"{rel!r}: not an allowed file name in a set")
                 out.append(rel)
     return sorted(out)
 

@@ -93,12 +93,12 @@ def _stage_directory(source: Path, staged: Staged, budget: _Budget) -> None:
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if stat.S_ISLNK(mode):
-                    raise SetUnsafeEntry(f"{rel}: a link cannot be in a set")
+                    raise SetUnsafeEntry(f"{rel!r}: a link cannot be in a set")
                 if stat.S_ISDIR(mode):
                     stack.append(rel)
                     continue
                 if not stat.S_ISREG(mode):
-                    raise SetUnsafeEntry(f"{rel}: a device, pipe or socket cannot be in a set")
+                    raise SetUnsafeEntry(f"{rel!r}: a device, pipe or socket cannot be in a set")
                 if rel == MANIFEST_NAME:
                     with _open_regular(source / rel) as fh:
                         staged.manifest_bytes = fh.read(budget.limits.max_manifest_bytes + 1)
@@ -159,7 +159,7 @@ def _strip_prefix(raw: Staged) -> Staged:
     }
     for name in files:
         if not NAME_RE.fullmatch(name):
-            raise SetFileUnexpected(f"{name}: not an allowed file name in a set")
+            raise SetFileUnexpected(f"{name[:80]!r}: not an allowed file name in a set")
     return Staged(raw.directory / prefix if prefix else raw.directory, files, manifest_bytes)
 
 
@@ -172,16 +172,16 @@ def _tar_members(source: Path, budget: _Budget) -> Iterator[tuple[str, int, IO[b
                 raise SetTooLarge(f"more than {budget.limits.max_archive_members} entries")
             name = _member_name(member.name)
             if member.issym() or member.islnk():
-                raise SetUnsafeEntry(f"{member.name}: a link cannot be in a set")
+                raise SetUnsafeEntry(f"{member.name!r}: a link cannot be in a set")
             if member.isdir():
                 continue
             if not member.isfile():
-                raise SetUnsafeEntry(f"{member.name}: a device or pipe cannot be in a set")
+                raise SetUnsafeEntry(f"{member.name!r}: a device or pipe cannot be in a set")
             if name is None:
                 raise SetUnsafeEntry(f"{member.name!r}: not a file name")
             stream = tf.extractfile(member)
             if stream is None:
-                raise SetArchiveInvalid(f"{member.name}: cannot be read")
+                raise SetArchiveInvalid(f"{member.name!r}: cannot be read")
             yield name, member.size, stream
 
 
@@ -194,11 +194,11 @@ def _zip_members(source: Path, budget: _Budget) -> Iterator[tuple[str, int, IO[b
             name = _member_name(info.filename)
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
-                raise SetUnsafeEntry(f"{info.filename}: a link cannot be in a set")
+                raise SetUnsafeEntry(f"{info.filename!r}: a link cannot be in a set")
             if info.is_dir() or stat.S_ISDIR(mode):
                 continue
             if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
-                raise SetUnsafeEntry(f"{info.filename}: a device or pipe cannot be in a set")
+                raise SetUnsafeEntry(f"{info.filename!r}: a device or pipe cannot be in a set")
             if name is None:
                 raise SetUnsafeEntry(f"{info.filename!r}: not a file name")
             yield name, info.file_size, zf.open(info)
@@ -233,7 +233,7 @@ def _check_name(name: str, *, archive: bool = False) -> None:
             NAME_RE.fullmatch(tail) or tail == MANIFEST_NAME
         )
     if not ok:
-        raise SetFileUnexpected(f"{name[:80]}: not an allowed file name in a set")
+        raise SetFileUnexpected(f"{name[:80]!r}: not an allowed file name in a set")
 
 
 def _copy(src: IO[bytes], target: Path, name: str, budget: _Budget) -> tuple[str, int]:

@@ -195,6 +195,8 @@ BAD_JSON: list[tuple[str, bytes, str]] = [
     ("set-short", jbytes(minimal_obj(set="abc")), "envelope_invalid"),
     ("set-upper", jbytes(minimal_obj(set="A" * 64)), "envelope_invalid"),
     ("unknown-field", jbytes(minimal_obj(extra=1)), "envelope_unknown_field"),
+    # found by the long fuzz run: a member name holding a newline made a two-line message
+    ("unknown-field-newline", jbytes(minimal_obj(**{"\n": ""})), "envelope_unknown_field"),
     ("pins-object", jbytes(minimal_obj(pins={})), "envelope_invalid"),
     ("pin-no-set", jbytes(minimal_obj(pins=[{"capability": "c"}])), "envelope_invalid"),
     (
