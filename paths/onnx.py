@@ -134,19 +134,30 @@ class OnnxRuntimeAdapter:
     layout reorders included), not the graph in the set.
 
     ``rewrite`` replaces each exact-splittable strided ConvTranspose (bmshj2018's k5 s2 p2
-    op1) by a regular Conv and a DepthToSpace before the session is built
+    op1) by a regular Conv and an interleave of its phases (``glue``: ``"shuffle"``, a 0/1
+    grouped ConvTranspose, or ``"depth-to-space"``) before the session is built
     (:mod:`paths.onnx_rewrite`); it needs the ``onnx`` package and is skipped without it.
     Sessions are cached per set digest, at most ``cache_size`` of them, least recently used
     out first; the adapter is safe to share between threads.
     """
 
-    def __init__(self, unit: Unit = Unit.CPU, *, rewrite: bool = True, cache_size: int = 4):
+    def __init__(
+        self,
+        unit: Unit = Unit.CPU,
+        *,
+        rewrite: bool = True,
+        glue: str = "shuffle",
+        cache_size: int = 4,
+    ):
         if unit not in _PROVIDERS:
             raise ValueError(f"ONNX Runtime runs on cpu or gpu, not {unit!r}")
+        if glue not in ("shuffle", "depth-to-space"):
+            raise ValueError(f"glue is 'shuffle' or 'depth-to-space', not {glue!r}")
         if cache_size < 1:
             raise ValueError(f"cache_size must be >= 1, not {cache_size}")
         self._unit = unit
         self._rewrite = rewrite
+        self._glue = glue
         self._cache_size = cache_size
         self._cache: OrderedDict[str, _Program] = OrderedDict()
         self._lock = threading.Lock()
@@ -199,6 +210,8 @@ class OnnxRuntimeAdapter:
         )
 
     def plan(self, job: SynthesisJob) -> Placement:
+        """ONNX Runtime's statement of where each node of the session that runs (the
+        rewritten, optimised graph) ran, read from a profiled twin session; cached."""
         return self._program(job).placement
 
     def run(self, job: SynthesisJob) -> np.ndarray:
@@ -278,7 +291,7 @@ class OnnxRuntimeAdapter:
         except ImportError:  # the rewrite is a speed-up; without onnx the plain graph runs
             return model, 0
         proto = onnx.load_from_string(model)
-        count = rewrite_model(proto, external)
+        count = rewrite_model(proto, external, self._glue)
         return (proto.SerializeToString(), count) if count else (model, 0)
 
 

@@ -4,10 +4,10 @@ A ``ConvTranspose`` with stride ``s`` whose output is exactly ``s`` times its in
 (``k + output_padding - pad_begin - pad_end == s`` per axis, as bmshj2018's k5 s2 p2 op1
 layers are) computes, for each of the ``s×s`` output phases, a regular correlation of the
 input with a subset of the kernel's taps. All phases become one ``Conv`` with ``s·s·Cout``
-output channels, followed by ``DepthToSpace(blocksize=s, mode="DCR")``. The new weights
-are the old ones rearranged (no arithmetic), so the rewrite is exact up to the order of
-summation; ONNX Runtime runs the regular convolution much closer to the GEMM roof
-(docs/onnx-path.md).
+output channels, followed by an interleave of the phases into the picture (a 0/1 grouped
+``ConvTranspose``, or ``DepthToSpace``). The new weights are the old ones rearranged (no
+arithmetic), so the rewrite is exact up to the order of summation; ONNX Runtime runs the
+regular convolution much closer to the GEMM roof (docs/onnx-path.md).
 
 Needs the ``onnx`` package; :mod:`paths.onnx` imports this module only when it rewrites.
 """
@@ -22,7 +22,15 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["Phases", "initializer_array", "phase_split_weights", "phases", "rewrite_model"]
+__all__ = [
+    "GLUES",
+    "Phases",
+    "initializer_array",
+    "phase_split_weights",
+    "phases",
+    "rewrite_model",
+    "shuffle_weights",
+]
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,7 @@ def phases(kernel: int, stride: int, pad_begin: int, pad_end: int, output_paddin
 
 
 def phase_split_weights(
-    weight: np.ndarray, bias: np.ndarray | None, py: Phases, px: Phases
+    weight: np.ndarray, bias: np.ndarray | None, py: Phases, px: Phases, mode: str = "DCR"
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """ConvTranspose weights ``[Cin, Cout, kh, kw]`` as the regular Conv's
     ``[s·s·Cout, Cin, KH, KW]``, channels ordered ``(phase_y, phase_x, Cout)`` for
@@ -83,8 +91,12 @@ def phase_split_weights(
                 for jx, tx in enumerate(px.taps[rx]):
                     if ty >= 0 and tx >= 0:
                         out[ry, rx, :, :, jy, jx] = w[:, :, ty, tx]
-    new_bias = None if bias is None else np.tile(bias, sy * sx)
-    return out.reshape(sy * sx * cout, cin, py.size, px.size), new_bias
+    if mode == "CRD":  # channels ordered (Cout, phase_y, phase_x)
+        out = out.transpose(2, 0, 1, 3, 4, 5)
+        new_bias = None if bias is None else np.repeat(bias, sy * sx)
+    else:
+        new_bias = None if bias is None else np.tile(bias, sy * sx)
+    return np.ascontiguousarray(out).reshape(sy * sx * cout, cin, py.size, px.size), new_bias
 
 
 def initializer_array(tensor: TensorProto, files: Mapping[str, bytes]) -> np.ndarray:
@@ -132,10 +144,36 @@ def _split_of(node: onnx.NodeProto, weight_shape: tuple[int, ...]) -> tuple[Phas
     return py, px
 
 
-def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes]) -> int:
+#: How the phases are interleaved into the picture (see :func:`rewrite_model`).
+GLUES = ("shuffle", "depth-to-space")
+
+
+def shuffle_weights(channels: int, s: int) -> np.ndarray:
+    """The weights of a grouped ``ConvTranspose`` (kernel = stride = ``s``, ``channels``
+    groups) that moves input channel ``c·s² + by·s + bx`` to pixel ``(by, bx)`` of each
+    ``s×s`` block of output channel ``c``: ``DepthToSpace`` in mode ``CRD``."""
+    w = np.zeros((channels, s, s, 1, s, s), dtype=np.float32)
+    for by in range(s):
+        for bx in range(s):
+            w[:, by, bx, 0, by, bx] = 1.0
+    return w.reshape(channels * s * s, 1, s, s)
+
+
+def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str = "shuffle") -> int:
     """Rewrite, in place, every ConvTranspose of ``model`` that has an exact sub-pixel split
     and constant weights; return how many were rewritten. The replaced weights are dropped
-    where nothing else reads them; the new ones are stored inline."""
+    where nothing else reads them; the new ones are stored inline.
+
+    ``glue`` interleaves the phases: ``"depth-to-space"`` with ``DepthToSpace`` (mode DCR);
+    ``"shuffle"`` (the default) with a grouped ``ConvTranspose`` whose kernel equals its
+    stride and whose weights are 0 and 1 (:func:`shuffle_weights`). Each output is then
+    ``1·x + 0·y + …``, exactly ``x`` for finite values; ONNX Runtime runs it about 2.5× faster
+    than its ``DepthToSpace`` (docs/onnx-path.md). A non-finite phase value spreads over its
+    ``s×s`` block where ``DepthToSpace`` would keep it in one pixel.
+    """
+    if glue not in GLUES:
+        raise ValueError(f"glue is one of {GLUES}, not {glue!r}")
+    mode = "CRD" if glue == "shuffle" else "DCR"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 11:  # DepthToSpace's ``mode`` (DCR) needs opset 11
         return 0
@@ -161,7 +199,7 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes]) -> int:
         py, px = split
         weight = initializer_array(inits[weight_name], files)
         bias = initializer_array(inits[bias_name], files) if bias_name else None
-        new_w, new_b = phase_split_weights(weight, bias, py, px)
+        new_w, new_b = phase_split_weights(weight, bias, py, px, mode)
         stem = f"{node.name or f'ConvTranspose_{index}'}.subpixel"
         added.append(numpy_helper.from_array(np.ascontiguousarray(new_w), f"{stem}.w"))
         conv_inputs = [node.input[0], f"{stem}.w"]
@@ -180,16 +218,29 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes]) -> int:
                 strides=[1, 1],
             )
         )
-        nodes.append(
-            helper.make_node(
+        s = len(py.taps)
+        if glue == "shuffle":
+            cout = new_w.shape[0] // (s * s)
+            added.append(numpy_helper.from_array(shuffle_weights(cout, s), f"{stem}.shuffle"))
+            glue_node = helper.make_node(
+                "ConvTranspose",
+                [f"{stem}.phases", f"{stem}.shuffle"],
+                [node.output[0]],
+                name=f"{stem}.shuffle",
+                group=cout,
+                kernel_shape=[s, s],
+                strides=[s, s],
+            )
+        else:
+            glue_node = helper.make_node(
                 "DepthToSpace",
                 [f"{stem}.phases"],
                 [node.output[0]],
                 name=f"{stem}.d2s",
-                blocksize=len(py.taps),
-                mode="DCR",
+                blocksize=s,
+                mode=mode,
             )
-        )
+        nodes.append(glue_node)
         count += 1
     if count == 0:
         return 0
