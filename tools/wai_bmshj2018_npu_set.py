@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,6 @@ def load_model(
     *, checkpoint: str | os.PathLike[str] | None, pretrained: bool, quality: int
 ) -> tuple[Any, dict[str, Any]]:
     """The model in eval mode after ``update(force=True)``, and where its weights came from."""
-
     from tools._compressai import factorized_prior, import_compressai
 
     n, m = _architecture(quality)
@@ -276,32 +275,30 @@ def encode_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, flo
     return symbols.to(torch.int32), margin
 
 
-def check_latents(model: Any, seed: int = CHECK_SEED) -> list[Any]:
+def check_latents(model: Any, seed: int = CHECK_SEED) -> Iterator[Any]:
     """Latents with real spread: CompressAI's quantized latents (symbol + median) of crops of
     natural pictures, then integer symbols drawn per channel with those latents' spread (and a
-    heavier tail), on a square and a non-square shape."""
-
+    heavier tail), on a square and a non-square shape.  Yielded one by one, so a refusal comes
+    at the first latent that differs."""
     eb = model.entropy_bottleneck
     medians = eb._get_medians().detach().reshape(1, -1, 1, 1)
-    latents, symbols = [], []
+    symbols = []
     for name in CHECK_IMAGES:
         image = _load_image(name)
         top, left = (image.shape[0] - PICTURE_SIZE) // 2, (image.shape[1] - PICTURE_SIZE) // 2
         s, _ = encode_symbols(model, image[top : top + PICTURE_SIZE, left : left + PICTURE_SIZE])
         symbols.append(s)
-        latents.append(s.float() + medians)
+        yield s.float() + medians
     spread = torch.cat(symbols, dim=0).float().std(dim=(0, 2, 3)).numpy()
     rng = np.random.default_rng(seed)
     for shape, scale in (((16, 16), 1.0), ((12, 20), 3.0)):
         draw = rng.normal(size=(1, spread.size, *shape)) * (scale * spread + 0.5)[:, None, None]
         s = torch.from_numpy(np.rint(draw).astype(np.int32))
-        latents.append(s.float() + medians)
-    return latents
+        yield s.float() + medians
 
 
-def check_plain_synthesis(model: Any, plain: Any, latents: Sequence[Any]) -> None:
+def check_plain_synthesis(model: Any, plain: Any, latents: Iterable[Any]) -> None:
     """Refuse (§6.1) a plain synthesis that differs from ``g_s`` by any amount on any latent."""
-
     with torch.no_grad():
         for i, latent in enumerate(latents):
             ref, out = model.g_s(latent), plain(latent)
