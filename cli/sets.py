@@ -18,7 +18,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sets", help="the parameter sets in the local store")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    v = verbs.add_parser("list", parents=[common], help="installed sets (bundled ones first)")
+    v = verbs.add_parser(
+        "list", parents=[common], help="installed sets (bundled sets installed first)"
+    )
     v.set_defaults(func=run_list)
 
     v = verbs.add_parser("install", parents=[common], help="install a set folder or archive")
