@@ -58,9 +58,9 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
 
     Every session this module builds runs on that one pool (``use_per_session_threads =
     False``): per-session pools spin and steal each other's cores, which doubled small
-    decodes in a measurement (docs/onnx-path.md). ``None`` sizes it to the CPUs this
-    process may use. Call it before the first decode to choose the size; later calls
-    return the size already chosen.
+    decodes in a measurement (docs/onnx-path.md). The size is ``intra_op_threads``, else
+    ``$WAI_ORT_THREADS``, else the CPUs this process may use. Call it before the first
+    decode to choose the size; later calls return the size already chosen.
     """
     global _pool_threads
     with _pool_lock:
@@ -68,7 +68,7 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
             return _pool_threads
         import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
 
-        threads = intra_op_threads or len(os.sched_getaffinity(0))
+        threads = intra_op_threads or _env_threads() or len(os.sched_getaffinity(0))
         try:
             ort.set_global_thread_pool_sizes(threads, 1)
         except Exception as exc:  # pools already created by someone else in this process
@@ -76,6 +76,15 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
                 raise
         _pool_threads = threads
         return threads
+
+
+def _env_threads() -> int | None:
+    text = os.environ.get("WAI_ORT_THREADS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"WAI_ORT_THREADS is a count of threads >= 1, not {text!r}")
+    return int(text)
 
 
 def shared_session_options() -> Any:

@@ -359,3 +359,15 @@ def test_runs_from_many_threads_agree(adapter: OnnxRuntimeAdapter, the_set: Memo
     with ThreadPoolExecutor(4) as pool:
         outs = list(pool.map(lambda _: adapter.run(job), range(8)))
     assert all(np.array_equal(o, expected) for o in outs)
+
+
+def test_thread_count_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from paths.onnx import _env_threads
+
+    monkeypatch.setenv("WAI_ORT_THREADS", "1")
+    assert _env_threads() == 1
+    monkeypatch.setenv("WAI_ORT_THREADS", "")
+    assert _env_threads() is None
+    monkeypatch.setenv("WAI_ORT_THREADS", "two")
+    with pytest.raises(ValueError, match="WAI_ORT_THREADS"):
+        _env_threads()
