@@ -49,6 +49,8 @@ PROGRAM_KEY = "onnx-runtime"
 _PROVIDERS = {Unit.CPU: "CPUExecutionProvider", Unit.GPU: "CUDAExecutionProvider"}
 _UNIT_OF_PROVIDER = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "gpu"}
 
+_NOT_OPERATIONS = frozenset({"Constant", "MemcpyToHost", "MemcpyFromHost"})
+
 _pool_lock = threading.Lock()
 _pool_threads: int | None = None
 
@@ -105,13 +107,15 @@ def shared_session_options() -> Any:
 
 def placement_from_trace(events: Sequence[Mapping[str, Any]]) -> Placement:
     """§5 placement from an ONNX Runtime profiling trace: each node that ran is counted once,
-    on the unit of the execution provider that ran it; ``Constant`` nodes are left out."""
+    on the unit of the execution provider that ran it. ``Constant`` nodes are left out, and
+    so are the copies between host and device ONNX Runtime inserts (``MemcpyToHost``,
+    ``MemcpyFromHost``): they move the program's data but are none of its operations."""
     seen: dict[str, str] = {}
     for event in events:
         if event.get("cat") != "Node" or not str(event.get("name", "")).endswith("_kernel_time"):
             continue
         args = event.get("args") or {}
-        if args.get("op_name") == "Constant":
+        if args.get("op_name") in _NOT_OPERATIONS:
             continue
         key = str(args.get("node_index", event["name"]))
         seen.setdefault(key, _UNIT_OF_PROVIDER.get(str(args.get("provider")), "unknown"))

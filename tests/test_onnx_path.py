@@ -143,6 +143,7 @@ def test_placement_from_trace() -> None:
         node("b", 1, "Conv", "CUDAExecutionProvider"),
         node("c", 2, "Constant", "CPUExecutionProvider"),
         node("d", 3, "Relu", "SomeOtherExecutionProvider"),
+        node("e", 4, "MemcpyToHost", "CUDAExecutionProvider"),
         {"cat": "Node", "name": "a_fence_before", "args": {"op_name": "Conv"}},
     ]
     assert placement_from_trace(events) == Placement(cpu=1, gpu=1, unknown=1)
