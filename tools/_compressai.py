@@ -1,0 +1,59 @@
+"""Import CompressAI beside the CPU-only torch wheel.
+
+CompressAI 1.2.8 imports ``torchvision.transforms`` when it starts
+(``compressai/registry/transforms.py`` builds its ``TRANSFORMS`` registry from
+the upper-case names of that module).  The torchvision wheel that PyPI serves
+is built against a CUDA torch and does not import beside the CPU torch wheel
+our tools use, and none of our tools needs a torchvision transform.  So, when
+``torchvision`` cannot be imported, :func:`import_compressai` places a minimal
+empty stub ``torchvision`` / ``torchvision.transforms`` in ``sys.modules``
+before importing CompressAI.  The stub exports no names, so CompressAI's
+registry simply holds no torchvision transforms; the models, entropy models
+and entropy coders are unaffected.  A working torchvision, where installed, is
+always preferred.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
+
+__all__ = ["factorized_prior", "import_compressai"]
+
+
+def _install_torchvision_stub() -> None:
+    """Put an empty ``torchvision`` package with a ``transforms`` module in ``sys.modules``."""
+    package = types.ModuleType("torchvision")
+    package.__doc__ = "Stub inserted by tools._compressai: torchvision is unavailable."
+    package.__path__ = []  # mark it as a package so ``import torchvision.transforms`` resolves
+    transforms = types.ModuleType("torchvision.transforms")
+    transforms.__doc__ = "Empty stub: CompressAI's transform registry gets no torchvision names."
+    package.transforms = transforms  # type: ignore[attr-defined]
+    sys.modules["torchvision"] = package
+    sys.modules["torchvision.transforms"] = transforms
+
+
+def import_compressai() -> types.ModuleType:
+    """Return the ``compressai`` module, stubbing ``torchvision`` first if it will not import."""
+    if "compressai" in sys.modules:
+        return sys.modules["compressai"]
+    try:
+        importlib.import_module("torchvision.transforms")
+    except Exception:  # ImportError, or a broken CUDA build failing with OSError/RuntimeError
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        _install_torchvision_stub()
+    return importlib.import_module("compressai")
+
+
+def factorized_prior(N: int = 128, M: int = 192) -> Any:
+    """Return an untrained ``compressai.models.FactorizedPrior(N, M)`` (bmshj2018-factorized).
+
+    N=128, M=192 is CompressAI's ``bmshj2018_factorized`` architecture for qualities 1-5.
+    """
+    import_compressai()
+    from compressai.models import FactorizedPrior  # type: ignore[import-untyped]
+
+    return FactorizedPrior(N, M)
