@@ -1,0 +1,398 @@
+"""The payload of the entropy stage (§6.3): header, rANS stream and escape section; payload to
+symbols, their digest, and the latent. Every byte is described in docs/payload.md.
+
+Errors (each a :class:`codec.errors.CodecError` with a stable ``code``)::
+
+    PayloadError               payload_invalid (base)
+    ├── PayloadFormatError     payload_magic, payload_version, payload_header_invalid
+    ├── PayloadLengthError     payload_truncated, payload_trailing
+    ├── PayloadLimitError      payload_too_large, payload_shape_over_limits
+    ├── PayloadStreamError     payload_stream_invalid, payload_escape_invalid
+    └── PayloadTablesMismatch  payload_tables_mismatch
+    SymbolsError               symbols_invalid (bad input to encode, symbols_digest, latent)
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+import blake3
+import numpy as np
+import numpy.typing as npt
+
+from codec.errors import CodecError, Limits
+from codec.tables import EntropyTables
+
+__all__ = [
+    "HEADER_SIZE",
+    "MAGIC",
+    "VERSION",
+    "Header",
+    "PayloadError",
+    "PayloadFormatError",
+    "PayloadLengthError",
+    "PayloadLimitError",
+    "PayloadStreamError",
+    "PayloadTablesMismatch",
+    "SymbolsError",
+    "decode",
+    "encode",
+    "latent",
+    "read_header",
+    "symbols_digest",
+]
+
+_DEFAULT_LIMITS: Final = Limits()
+MAGIC = b"WAIP"
+VERSION = 1
+# magic, version, flags, channels, height, width, stream_words, escape_count, escape_bytes
+_HEADER = struct.Struct("<4sBBHHHIII")
+HEADER_SIZE = _HEADER.size  # 24
+_MAX_VARINT_BYTES = 5  # 7 * 5 = 35 bits hold every escape of an int32 symbol
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+# Symbols decoded per call at most: a whole channel of a default-limits latent (256 x 256).
+_CHUNK = 1 << 16
+_STATE_FLOOR = 1 << 24
+
+
+class PayloadError(CodecError):
+    code = "payload_invalid"
+
+
+class PayloadFormatError(PayloadError):
+    """Not a payload of this format: magic, version, reserved bits, zero dimensions."""
+
+    code = "payload_header_invalid"
+
+
+class PayloadLengthError(PayloadError):
+    """Fewer or more bytes than the header declares."""
+
+    code = "payload_truncated"
+
+
+class PayloadLimitError(PayloadError):
+    """Bytes or a shape over :class:`Limits`, refused before anything is allocated."""
+
+    code = "payload_too_large"
+
+
+class PayloadStreamError(PayloadError):
+    """The stream does not decode to exactly the header's symbols, or a bad escape section."""
+
+    code = "payload_stream_invalid"
+
+
+class PayloadTablesMismatch(PayloadError):
+    code = "payload_tables_mismatch"
+
+
+class SymbolsError(CodecError):
+    code = "symbols_invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The payload's fixed 24-byte header (docs/payload.md)."""
+
+    version: int
+    channels: int
+    height: int
+    width: int
+    stream_words: int
+    escape_count: int
+    escape_bytes: int
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (1, self.channels, self.height, self.width)
+
+    @property
+    def symbols(self) -> int:
+        return self.channels * self.height * self.width
+
+    @property
+    def total_bytes(self) -> int:
+        return HEADER_SIZE + 4 * self.stream_words + self.escape_bytes
+
+
+def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
+    """Parse and check the header against ``limits`` and the payload's length; allocates nothing
+    that depends on the header."""
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise PayloadFormatError(f"payload must be bytes, not {type(payload).__name__}")
+    size = len(payload)
+    if size > limits.max_payload_bytes:
+        raise PayloadLimitError(
+            f"payload of {size} bytes exceeds the limit of {limits.max_payload_bytes}"
+        )
+    if size < 4 or bytes(payload[:4]) != MAGIC:
+        # A short prefix of the magic is a truncated payload, anything else is not ours.
+        if size < 4 and bytes(payload) == MAGIC[:size]:
+            raise PayloadLengthError(f"payload of {size} bytes is shorter than its header")
+        raise PayloadFormatError("payload: bad magic (expected b'WAIP')", code="payload_magic")
+    if size >= 5 and payload[4] != VERSION:
+        raise PayloadFormatError(
+            f"payload: version {payload[4]} is not supported (only {VERSION})",
+            code="payload_version",
+        )
+    if size < HEADER_SIZE:
+        raise PayloadLengthError(
+            f"payload of {size} bytes is shorter than its {HEADER_SIZE}-byte header"
+        )
+    _, version, flags, channels, height, width, words, esc_count, esc_bytes = _HEADER.unpack_from(
+        payload
+    )
+    header = Header(version, channels, height, width, words, esc_count, esc_bytes)
+    if flags != 0:
+        raise PayloadFormatError(f"payload: reserved flags byte is {flags:#04x}, must be 0")
+    if channels == 0 or height == 0 or width == 0:
+        raise PayloadFormatError(f"payload: empty latent shape {header.shape}")
+    if (
+        channels > limits.max_channels
+        or height > limits.max_latent_height
+        or width > limits.max_latent_width
+        or header.symbols > limits.max_symbols
+    ):
+        raise PayloadLimitError(
+            f"payload: latent shape {header.shape} exceeds the limits "
+            f"({limits.max_channels} channels, {limits.max_latent_height} x "
+            f"{limits.max_latent_width}, {limits.max_symbols} symbols)",
+            code="payload_shape_over_limits",
+        )
+    # Each escape is one to five bytes (docs/payload.md); a header claiming otherwise lies.
+    if esc_count > header.symbols or not esc_count <= esc_bytes <= _MAX_VARINT_BYTES * esc_count:
+        raise PayloadFormatError(
+            f"payload: {esc_count} escapes in {esc_bytes} bytes for {header.symbols} symbols"
+        )
+    if header.total_bytes > size:
+        raise PayloadLengthError(
+            f"payload: header declares {header.total_bytes} bytes, {size} present"
+        )
+    if header.total_bytes < size:
+        raise PayloadLengthError(
+            f"payload: {size - header.total_bytes} trailing bytes after the declared "
+            f"{header.total_bytes}",
+            code="payload_trailing",
+        )
+    return header
+
+
+# -- symbols -----------------------------------------------------------------------------------
+
+
+def _check_symbols(symbols: Any) -> npt.NDArray[np.int32]:
+    if not isinstance(symbols, np.ndarray):
+        raise SymbolsError(f"symbols must be a numpy array, not {type(symbols).__name__}")
+    if symbols.ndim != 4 or symbols.shape[0] != 1 or 0 in symbols.shape:
+        raise SymbolsError(f"symbols must have shape (1, C, H, W), not {symbols.shape}")
+    if not np.issubdtype(symbols.dtype, np.integer):
+        raise SymbolsError(f"symbols must be integers, not {symbols.dtype}")
+    if symbols.dtype != np.int32:
+        if symbols.size and (int(symbols.min()) < _INT32_MIN or int(symbols.max()) > _INT32_MAX):
+            raise SymbolsError("symbols must fit in int32")
+        symbols = symbols.astype(np.int32)
+    return np.ascontiguousarray(symbols)
+
+
+def symbols_digest(symbols: np.ndarray[Any, Any]) -> str:
+    """BLAKE3 (hex) of the symbols, each as int32 little-endian, in payload order C, H, W (§6.3)."""
+    s = _check_symbols(symbols)
+    return blake3.blake3(s.astype("<i4", copy=False).tobytes()).hexdigest()
+
+
+def latent(symbols: np.ndarray[Any, Any], tables: EntropyTables) -> npt.NDArray[np.float32]:
+    """Each symbol plus its channel's median, in float32 (§6.3; CompressAI's ``dequantize``)."""
+    s = _check_symbols(symbols)
+    if s.shape[1] != tables.channels:
+        raise PayloadTablesMismatch(
+            f"symbols have {s.shape[1]} channels, the tables {tables.channels}"
+        )
+    out = s.astype(np.float32)
+    out += tables.medians[None, :, None, None]
+    return out
+
+
+# -- coding --------------------------------------------------------------------------------------
+
+# The stream's bottom (decoded last) holds the latent's height and width, each uniform over 2^16
+# (16 bits): it binds the header's shape to the stream, and an exhausted coder, which decodes 0
+# forever, can never produce it (docs/payload.md, "End of stream").
+_shape_model_cache: list[Any] = []
+
+
+def _shape_model() -> Any:
+    if not _shape_model_cache:
+        import constriction  # type: ignore[import-untyped, unused-ignore]
+
+        _shape_model_cache.append(constriction.stream.model.Uniform(1 << 16))
+    return _shape_model_cache[0]
+
+
+def _layout(tables: EntropyTables) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per channel: the offset and the escape index ``L - 2`` (CompressAI's ``max_value``)."""
+    return tables.offsets.astype(np.int64), tables.cdf_lengths.astype(np.int64) - 2
+
+
+def encode(symbols: np.ndarray[Any, Any], tables: EntropyTables) -> bytes:
+    """Code symbols of shape (1, C, H, W) against the tables; the payload bytes."""
+    import constriction  # type: ignore[import-untyped, unused-ignore]
+
+    s = _check_symbols(symbols)
+    _, channels, height, width = s.shape
+    if channels != tables.channels:
+        raise PayloadTablesMismatch(
+            f"symbols have {channels} channels, the tables {tables.channels}"
+        )
+    if channels > 0xFFFF or height > 0xFFFF or width > 0xFFFF:
+        raise SymbolsError(f"symbols of shape {s.shape}: each dimension must be below 65536")
+    offsets, escape = _layout(tables)
+    index = s.reshape(channels, height * width).astype(np.int64) - offsets[:, None]
+    low = index < 0
+    high = index >= escape[:, None]
+    # CompressAI's escape mapping (rans_interface.cpp): below -> odd, at or above -> even;
+    # a bijection from the out-of-support values onto 0, 1, 2, ...
+    raw = np.where(low, -2 * index - 1, 2 * (index - escape[:, None]))[low | high]
+    index = np.where(low | high, escape[:, None], index).astype(np.int32)
+
+    models = tables.models()
+    coder = constriction.stream.stack.AnsCoder()
+    coder.encode_reverse(np.array([height, width], dtype=np.int32), _shape_model())
+    for c in range(channels - 1, -1, -1):
+        coder.encode_reverse(index[c], models[c])
+    words: bytes = coder.get_compressed().astype("<u4", copy=False).tobytes()
+    escapes = _write_varints(raw.astype(np.uint64))
+    header = _HEADER.pack(
+        MAGIC, VERSION, 0, channels, height, width, len(words) // 4, int(raw.size), len(escapes)
+    )
+    return header + words + escapes
+
+
+def decode(
+    payload: bytes, tables: EntropyTables, *, limits: Limits = _DEFAULT_LIMITS
+) -> npt.NDArray[np.int32]:
+    """Payload bytes to symbols of shape (1, C, H, W), int32. Raises only PayloadError."""
+    header = read_header(payload, limits=limits)
+    if header.channels != tables.channels:
+        raise PayloadTablesMismatch(
+            f"payload has {header.channels} channels, the tables {tables.channels}"
+        )
+    try:
+        return _decode(payload, header, tables)
+    except CodecError:
+        raise
+    except Exception as exc:  # constriction and numpy failures become a typed error
+        raise PayloadStreamError(f"payload: the stream does not decode: {exc}") from exc
+
+
+def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArray[np.int32]:
+    import constriction  # type: ignore[import-untyped, unused-ignore]
+
+    count = header.height * header.width
+    words = np.frombuffer(payload, dtype="<u4", count=header.stream_words, offset=HEADER_SIZE)
+    if header.stream_words and words[-1] == 0:
+        # constriction refuses a stream ending in a zero word; the encoder never writes one.
+        raise PayloadStreamError("payload: the rANS stream ends in a zero word")
+    models = tables.models()
+    coder = constriction.stream.stack.AnsCoder(words.astype(np.uint32))
+    # Memory and time follow what the stream really holds, not what the header claims. Until the
+    # shape at its bottom is decoded, a valid stream's state is at least 2^24 (the shape alone
+    # puts it there and every symbol coded on top keeps it there), so an exhausted stream whose
+    # state fell below (a small state decodes index 0 forever) stops at the next chunk.
+    parts = []
+    decode_, pos = coder.decode, coder.pos  # bound once: this loop runs C times per payload
+    for c, model in enumerate(models):
+        for start in range(0, count, _CHUNK):
+            words_left, state = pos()
+            if words_left == 0 and state < _STATE_FLOOR:
+                raise PayloadStreamError(
+                    f"payload: the rANS stream ends within channel {c} of {header.channels}"
+                )
+            parts.append(decode_(model, min(_CHUNK, count - start)))
+    index: npt.NDArray[np.int32] = np.concatenate(parts).reshape(header.channels, count)
+    # Decoding from an exhausted coder yields index 0 forever and stays "empty", so an empty
+    # coder alone cannot tell a stream that ended early; the shape at the bottom (never 0) can,
+    # and it also refuses a header that reshapes the same count of symbols.
+    shape = coder.decode(_shape_model(), 2)
+    if shape[0] != header.height or shape[1] != header.width or not coder.is_empty():
+        raise PayloadStreamError(
+            f"payload: the rANS stream does not hold exactly {header.symbols} symbols"
+        )
+    escape = tables.cdf_lengths - 2  # int32, like index: no widening of the C x H x W compare
+    is_escape = index == escape[:, None]
+    # Stays int32: every index's value, up to offset + L - 2, fits (checked with the tables).
+    symbols: npt.NDArray[np.int32] = index + tables.offsets[:, None]
+    if header.escape_count == 0:
+        if is_escape.any():
+            raise PayloadStreamError(
+                "payload: the stream holds escapes, the header none", code="payload_escape_invalid"
+            )
+        return symbols.reshape(header.shape)
+    where = np.flatnonzero(is_escape)
+    if where.size != header.escape_count:
+        raise PayloadStreamError(
+            f"payload: the stream holds {where.size} escapes, the header {header.escape_count}",
+            code="payload_escape_invalid",
+        )
+    start = HEADER_SIZE + 4 * header.stream_words
+    raw = _read_varints(payload[start : start + header.escape_bytes], where.size)
+    channel = where // count
+    value = (
+        np.where(
+            raw & 1 == 1,
+            -((raw + 1) >> 1).astype(np.int64),
+            (raw >> 1).astype(np.int64) + escape[channel],
+        )
+        + tables.offsets[channel]
+    )
+    if int(value.min()) < _INT32_MIN or int(value.max()) > _INT32_MAX:
+        raise PayloadStreamError(
+            "payload: an escaped symbol is outside int32", code="payload_escape_invalid"
+        )
+    symbols.reshape(-1)[where] = value.astype(np.int32)
+    return symbols.reshape(header.shape)
+
+
+def _write_varints(values: npt.NDArray[np.uint64]) -> bytes:
+    """LEB128: 7 bits a byte, least significant first, high bit set on all but the last."""
+    if values.size == 0:
+        return b""
+    nbytes = np.ones(values.shape, dtype=np.int64)
+    for k in range(1, _MAX_VARINT_BYTES):
+        nbytes += values >= np.uint64(1 << (7 * k))
+    ends = np.cumsum(nbytes)
+    out = np.empty(int(ends[-1]), dtype=np.uint8)
+    starts = ends - nbytes
+    for k in range(_MAX_VARINT_BYTES):
+        has = nbytes > k
+        chunk = (values[has] >> np.uint64(7 * k)) & np.uint64(0x7F)
+        more = (nbytes[has] > k + 1).astype(np.uint64) << np.uint64(7)
+        out[starts[has] + k] = (chunk | more).astype(np.uint8)
+    return out.tobytes()
+
+
+def _read_varints(data: bytes, count: int) -> npt.NDArray[np.uint64]:
+    """Exactly ``count`` minimal LEB128 values filling ``data``; else payload_escape_invalid."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    last = np.flatnonzero(b < 0x80)
+    if last.size != count or last[-1] != b.size - 1:
+        raise PayloadStreamError(
+            f"payload: the escape section does not hold exactly {count} values",
+            code="payload_escape_invalid",
+        )
+    starts = np.concatenate(([0], last[:-1] + 1))
+    lengths = last - starts + 1
+    # Minimal form only (a final 0x00 after a continuation is padding), so that a symbol array
+    # has exactly one payload.
+    if int(lengths.max()) > _MAX_VARINT_BYTES or bool(np.any((lengths > 1) & (b[last] == 0))):
+        raise PayloadStreamError(
+            "payload: an escape value is not a minimal varint of at most 5 bytes",
+            code="payload_escape_invalid",
+        )
+    group = np.repeat(np.arange(count), lengths)
+    position = np.arange(b.size) - starts[group]
+    parts = (b & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
+    return np.add.reduceat(parts, starts).astype(np.uint64)
