@@ -67,7 +67,7 @@ class EntropyTables:
     medians: np.ndarray[Any, Any]
     precision: int = 16
     # Built on first use by codec.payload: one constriction model per channel (see ``models``).
-    _models: list[Any] = field(default_factory=list, init=False, repr=False, compare=False)
+    _models: tuple[Any, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.precision != 16:
@@ -223,12 +223,14 @@ class EntropyTables:
         """The table's frequencies over the channel's real support (``L - 1`` symbols)."""
         return np.diff(self.cdfs[channel].astype(np.int64))
 
-    def models(self) -> list[Any]:
+    def models(self) -> tuple[Any, ...]:
         """One ``constriction`` Categorical per channel, each checked to reproduce the 16-bit
         table exactly at the coder's 24-bit precision. Built once, then cached."""
         if not self._models:
-            built = [_build_model(self.frequencies(c), c) for c in range(self.channels)]
-            self._models.extend(built)
+            built = tuple(_build_model(self.frequencies(c), c) for c in range(self.channels))
+            # One atomic assignment: threads racing here each build the same models, and no
+            # reader ever sees a partial list.
+            object.__setattr__(self, "_models", built)
         return self._models
 
 

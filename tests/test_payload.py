@@ -394,3 +394,17 @@ def test_bad_symbols(small: EntropyTables, symbols: object) -> None:
 def test_encode_refuses_other_channel_counts(small: EntropyTables) -> None:
     with pytest.raises(PayloadTablesMismatch):
         encode(np.zeros((1, 4, 1, 1), dtype=np.int32), small)
+
+
+def test_first_decodes_from_many_threads_agree() -> None:
+    # The models are built lazily on first use; threads racing to build them must each decode
+    # with exactly one model per channel.
+    from concurrent.futures import ThreadPoolExecutor
+
+    fresh = laplacian_tables(32, seed=21)
+    symbols = _latent_like(np.random.default_rng(2), (1, 32, 4, 4), 3.0)
+    payload = encode(symbols, laplacian_tables(32, seed=21))
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: decode(payload, fresh), range(16)))
+    assert len(fresh.models()) == 32
+    assert all(np.array_equal(r, symbols) for r in results)
