@@ -408,3 +408,11 @@ def test_first_decodes_from_many_threads_agree() -> None:
         results = list(pool.map(lambda _: decode(payload, fresh), range(16)))
     assert len(fresh.models()) == 32
     assert all(np.array_equal(r, symbols) for r in results)
+
+
+def test_the_shape_model_is_16_raw_bits() -> None:
+    # docs/payload.md: H and W are each uniform over 2^16, frequency 2^8 of 2^24 per value.
+    from codec.payload import _shape_model
+    from codec.tables import _verify_model
+
+    _verify_model(_shape_model(), np.ones(1 << 16, dtype=np.int64), -1)
