@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dispatch.errors import WaiError
 
 # Modules that define sub-commands, in the order `--help` lists them.
-COMMANDS = ("cli.explain", "cli.paths", "cli.sets")
+COMMANDS = ("cli.decode", "cli.verify", "cli.paths", "cli.sets", "cli.tools", "cli.explain")
 
 
 def build_parser() -> argparse.ArgumentParser:

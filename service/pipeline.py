@@ -4,8 +4,11 @@ offer → RGB8. The CLI and the HTTP service both decode through :func:`decode_e
 from __future__ import annotations
 
 import io
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from codec import payload as payload_codec
@@ -90,9 +93,29 @@ def entropy_stage(
         raise CodecError(
             f"set {set_files.digest[:16]}… names no entropy tables file", code="set_no_tables"
         )
-    tables = EntropyTables.from_json(set_files.read(tables_name))
+    tables = _tables(set_files.digest, tables_name, set_files.read(tables_name))
     symbols = payload_codec.decode(payload, tables, limits=limits)
     return symbols, payload_codec.symbols_digest(symbols), payload_codec.latent(symbols, tables)
+
+
+_TABLES: OrderedDict[tuple[str, str], EntropyTables] = OrderedDict()
+_TABLES_LOCK = threading.Lock()
+
+
+def _tables(digest: str, name: str, data: bytes) -> EntropyTables:
+    """Parsed tables and their constriction models, kept per set digest: a set is content-
+    addressed, so its tables never change, and parsing 192 channels costs ~15 ms."""
+    key = (digest, name)
+    with _TABLES_LOCK:
+        if key in _TABLES:
+            _TABLES.move_to_end(key)
+            return _TABLES[key]
+    tables = EntropyTables.from_json(data)
+    with _TABLES_LOCK:
+        _TABLES[key] = tables
+        while len(_TABLES) > 16:
+            _TABLES.popitem(last=False)
+    return tables
 
 
 def decode_envelope(

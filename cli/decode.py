@@ -1,0 +1,165 @@
+"""``wai-dispatch decode`` and ``wai-dispatch demo``: decode envelopes through the dispatch
+rules and print the ``wai-neural-dispatch/1`` report of every decode tried."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path as FsPath
+from typing import Any
+
+from dispatch import Adapter, Code, Offer, Path, Report, parse_offer
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("decode", help="decode an envelope (JSON or CBOR) to a PNG")
+    p.add_argument("envelope", type=FsPath, help="envelope file, JSON or CBOR")
+    p.add_argument("-o", "--output", type=FsPath, help="PNG to write")
+    _common(p)
+    p.set_defaults(func=run_decode)
+
+    d = sub.add_parser("demo", help="decode the bundled sample envelopes with the bundled sets")
+    d.add_argument("-o", "--out-dir", type=FsPath, default=FsPath("out"))
+    _common(d)
+    d.set_defaults(func=run_demo)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--offer",
+        nargs="+",
+        metavar="UNIT/BACKEND/ARITH",
+        help="paths in order (default: WAI_OFFER or the reference offer)",
+    )
+    p.add_argument("--data-dir", type=FsPath, help="where the set store lives (WAI_DATA_DIR)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+class Context:
+    """The store, offer and adapters one command decodes with."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from codec.config import sets_dir
+        from codec.sets import SetStore, ensure_bundled
+        from paths.registry import default_offer, known_adapters
+
+        self.store = SetStore(sets_dir(args.data_dir))
+        ensure_bundled(self.store)
+        self.offer: Offer = parse_offer(args.offer) if args.offer else default_offer()
+        self.adapters: Mapping[Path, Adapter] = known_adapters()
+
+    def absent_reason(self, path: Path) -> str:
+        from paths.registry import NO_ADAPTER, absent_reason
+
+        adapter = self.adapters.get(path)
+        return NO_ADAPTER if adapter is None else absent_reason(adapter)
+
+
+def decode_file(ctx: Context, envelope_path: FsPath) -> dict[str, Any]:
+    """Decode one envelope file; the result as JSON-able data (PNG bytes under ``png``)."""
+    from codec.envelope import parse
+    from service.pipeline import NoPath, decode_envelope
+
+    envelope = parse(_read(envelope_path))
+    try:
+        result = decode_envelope(envelope, store=ctx.store, offer=ctx.offer, adapters=ctx.adapters)
+    except NoPath as exc:
+        return {
+            "envelope": str(envelope_path),
+            "decoded": False,
+            "error": exc.to_json(),
+            "reports": [r.to_json() for r in exc.reports],
+            "symbols_digest": exc.parts[-1].symbols_digest if exc.parts else None,
+        }
+    height, width = result.rgb.shape[:2]
+    return {
+        "envelope": str(envelope_path),
+        "decoded": True,
+        "reports": [r.to_json() for r in result.reports],
+        "set": result.part.set_digest,
+        "symbols_digest": result.part.symbols_digest,
+        "picture": {"width": width, "height": height},
+        "png": result.png(),
+    }
+
+
+def _read(path: FsPath) -> bytes:
+    from codec.errors import CodecError
+
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CodecError(f"cannot read {path}: {exc.strerror}", code="file_unreadable") from None
+
+
+def run_decode(args: argparse.Namespace) -> int:
+    ctx = Context(args)
+    outcome = decode_file(ctx, args.envelope)
+    png = outcome.pop("png", None)
+    if png is not None and args.output is not None:
+        args.output.write_bytes(png)
+        outcome["output"] = str(args.output)
+    _print(ctx, [outcome], as_json=args.json)
+    return 0 if outcome["decoded"] else 1
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from conformance import envelopes_dir
+
+    ctx = Context(args)
+    outcomes = []
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    for path in sorted(envelopes_dir().glob("*.json")):
+        outcome = decode_file(ctx, path)
+        png = outcome.pop("png", None)
+        if png is not None:
+            target = args.out_dir / f"{path.stem}.png"
+            target.write_bytes(png)
+            outcome["output"] = str(target)
+        outcomes.append(outcome)
+    _print(ctx, outcomes, as_json=args.json)
+    return 0
+
+
+def _print(ctx: Context, outcomes: list[dict[str, Any]], *, as_json: bool) -> None:
+    if as_json:
+        json.dump(outcomes if len(outcomes) > 1 else outcomes[0], sys.stdout, indent=2)
+        print()
+        return
+    for outcome in outcomes:
+        print(f"{outcome['envelope']}")
+        for report_json in outcome["reports"]:
+            print(_describe(ctx, Report.from_json(report_json)))
+        if outcome["decoded"]:
+            pic = outcome["picture"]
+            where = f" → {outcome['output']}" if "output" in outcome else ""
+            print(f"  picture  {pic['width']}×{pic['height']} RGB8{where}")
+        else:
+            print(f"  no path  {outcome['error']['message']}")
+        if outcome.get("symbols_digest"):
+            print(f"  symbols  blake3 {outcome['symbols_digest']}")
+        print()
+
+
+def _describe(ctx: Context, report: Report) -> str:
+    lines = [f"  {report.capability}: needs {report.needed}"]
+    if report.ran is not None:
+        placement = report.ran.placement
+        where = (
+            "no plan stated"
+            if placement is None
+            else " ".join(f"{unit}={count}" for unit, count in placement.to_json().items() if count)
+        )
+        lines.append(
+            f"    ran      {report.ran.path!s:26} tier {report.ran.tier}, placement {where}"
+        )
+    for refusal in report.refused:
+        why = refusal.reason.meaning
+        if refusal.reason is Code.UNIT_ABSENT:
+            why = ctx.absent_reason(refusal.path)
+        lines.append(f"    refused  {refusal.path!s:26} {refusal.reason}: {why}")
+    if report.ran is None:
+        lines.append("    ran      none")
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""A reader of CompressAI's own rANS strings (``RansEncoder.encode_with_indexes``), written from
+its format: 64-bit rANS state, 32-bit words, 16-bit tables, and a 4-bit bypass code for the
+escape bin. ``wai-dispatch import-compressai`` uses it, so an import needs no CompressAI."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+import numpy as np
+
+from codec.errors import CodecError
+from codec.tables import EntropyTables
+
+_RANS_L = 1 << 31  # lower bound of the normalised state interval
+_MASK64 = (1 << 64) - 1
+_BYPASS_BITS = 4
+_MAX_BYPASS = (1 << _BYPASS_BITS) - 1
+
+
+class CompressAIStreamError(CodecError):
+    code = "compressai_stream_invalid"
+
+
+def decode_string(data: bytes, tables: EntropyTables, shape: tuple[int, int, int]) -> np.ndarray:
+    """Symbols (int32, C×H×W, CompressAI's order: channel, row, column) of one string.
+
+    Each symbol is CompressAI's: the table value plus the channel's offset, with escaped
+    values carried exactly by the bypass code.
+    """
+    channels, height, width = shape
+    if channels != tables.channels:
+        raise CompressAIStreamError(
+            f"the string codes {channels} channels, the set's tables have {tables.channels}"
+        )
+    if len(data) % 4 or len(data) < 8:
+        raise CompressAIStreamError(
+            f"a rANS string is whole 32-bit words, at least two; got {len(data)} bytes"
+        )
+    words = np.frombuffer(data, dtype="<u4").tolist()
+    pos = 2
+    state = words[0] | (words[1] << 32)
+    precision = tables.precision
+    mask = (1 << precision) - 1
+    out = np.empty((channels, height * width), dtype=np.int32)
+
+    def refill(x: int) -> int:
+        nonlocal pos
+        if x < _RANS_L:
+            if pos >= len(words):
+                raise CompressAIStreamError("the rANS string ends before its symbols do")
+            x = ((x << 32) | words[pos]) & _MASK64
+            pos += 1
+        return x
+
+    def get_bits(n: int) -> int:
+        nonlocal state
+        value = state & ((1 << n) - 1)
+        state = refill(state >> n)
+        return value
+
+    for c in range(channels):
+        cdf = tables.cdfs[c].tolist()
+        max_value = int(tables.cdf_lengths[c]) - 2
+        offset = int(tables.offsets[c])
+        row = out[c]
+        for i in range(height * width):
+            cum = state & mask
+            s = _search(cdf, cum)
+            start, freq = cdf[s], cdf[s + 1] - cdf[s]
+            state = refill(freq * (state >> precision) + (state & mask) - start)
+            value = s
+            if value == max_value:  # the escape bin: the value follows in 4-bit groups
+                chunk = get_bits(_BYPASS_BITS)
+                count = chunk
+                while chunk == _MAX_BYPASS:
+                    chunk = get_bits(_BYPASS_BITS)
+                    count += chunk
+                    if count > 16:
+                        raise CompressAIStreamError("a bypass value longer than 64 bits")
+                raw = 0
+                for j in range(count):
+                    raw |= get_bits(_BYPASS_BITS) << (j * _BYPASS_BITS)
+                value = -(raw >> 1) - 1 if raw & 1 else (raw >> 1) + max_value
+            row[i] = value + offset
+    if state != _RANS_L or pos != len(words):
+        raise CompressAIStreamError("the rANS string does not end where its symbols do")
+    return out.reshape(channels, height, width)
+
+
+def _search(cdf: list[int], cum: int) -> int:
+    """The bin whose interval holds ``cum``: the last index with ``cdf[s] <= cum``."""
+    lo, hi = 0, len(cdf) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if cdf[mid] <= cum:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+# --- the file `wai-dispatch import-compressai` reads ----------------------------------------
+
+COMPRESSED_FORMAT = "compressai-compress/1"
+
+
+def dump_compressed(
+    strings: list[list[bytes]], shape: tuple[int, int], *, model: str, quality: int
+) -> bytes:
+    """What CompressAI's ``net.compress(x)`` returned (``out["strings"]``, ``out["shape"]``)
+    as a JSON file (docs/interop.md): strings base64-encoded, one list per latent."""
+    return json.dumps(
+        {
+            "format": COMPRESSED_FORMAT,
+            "model": model,
+            "quality": quality,
+            "shape": [int(shape[0]), int(shape[1])],
+            "strings": [[base64.b64encode(s).decode("ascii") for s in group] for group in strings],
+        },
+        indent=1,
+    ).encode("utf-8")
+
+
+def load_compressed(data: bytes) -> tuple[bytes, tuple[int, int], dict[str, Any]]:
+    """The one rANS string of a batch-1 factorized-prior bitstream, its latent height and
+    width, and the file's other members."""
+    try:
+        obj = json.loads(data)
+        if not isinstance(obj, dict) or obj.get("format") != COMPRESSED_FORMAT:
+            raise ValueError(f"not a {COMPRESSED_FORMAT} file")
+        strings, shape = obj["strings"], obj["shape"]
+        if (
+            not isinstance(strings, list)
+            or len(strings) != 1
+            or not isinstance(strings[0], list)
+            or len(strings[0]) != 1
+        ):
+            raise ValueError("expected one latent with one string (a factorized prior, batch 1)")
+        if (
+            not isinstance(shape, list)
+            or len(shape) != 2
+            or not all(isinstance(v, int) and 0 < v <= 4096 for v in shape)
+        ):
+            raise ValueError("shape is [height, width] of the latent")
+        string = base64.b64decode(strings[0][0], validate=True)
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise CompressAIStreamError(f"compressed file: {exc}") from None
+    meta = {k: v for k, v in obj.items() if k not in ("strings", "shape")}
+    return string, (shape[0], shape[1]), meta
