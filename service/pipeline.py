@@ -14,7 +14,7 @@ import numpy as np
 from codec import payload as payload_codec
 from codec.envelope import Envelope
 from codec.errors import CodecError, Limits
-from codec.sets import LoadedSet, SetStore
+from codec.sets import LoadedSet, SetNotInstalled, SetStore
 from codec.tables import EntropyTables
 from dispatch import (
     REGISTRY,
@@ -134,11 +134,20 @@ def decode_envelope(
     reports: list[Report] = []
     parts: list[PartResult] = []
     failures: dict[Path, BaseException] = {}
+    missing: list[str] = []
     for part in envelope.parts():
         capability = registry[part.capability]
         needed = demand(capability, intent=envelope.intent, pins=pins)
-        digest = part.set or store.default_for(capability.name).digest
-        set_files = store.open(digest, pin=part.pin)
+        try:
+            digest = part.set or store.default_for(capability.name).digest
+            set_files = store.open(digest, pin=part.pin)
+        except SetNotInstalled as exc:
+            # No set, so no program for any backend (§4.2): the report says so path by path,
+            # and the fallback, if any, is tried.
+            decision = choose(capability, needed, offer, _without_program(offer, adapters))
+            reports.append(decision.report)
+            missing.append(exc.message)
+            continue
         _, digest_hex, latent = entropy_stage(set_files, part.payload, limits=limits)
         # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
         # when no path runs the networks.
@@ -149,4 +158,33 @@ def decode_envelope(
         if decision.report.ran is not None:
             return DecodeResult(to_rgb8(decision.output), reports, parts[-1], failures)
     tried = ", ".join(r.capability for r in reports)
-    raise NoPath(f"no offered path decodes this envelope ({tried})", reports, parts)
+    why = "".join(f"; {m}" for m in missing)
+    raise NoPath(f"no offered path decodes this envelope ({tried}){why}", reports, parts)
+
+
+@dataclass(frozen=True)
+class _NoProgram:
+    """A path's adapter for a decode whose parameter set is not installed: the unit is as the
+    real adapter says, and there is no program for the backend."""
+
+    path: Path
+    inner: Adapter | None
+
+    def unit_present(self) -> bool:
+        return self.inner is not None and self.inner.unit_present()
+
+    def program_present(self, job: object) -> bool:
+        return False
+
+    def takes_shape(self, job: object) -> bool:
+        raise AssertionError("not asked: program_present is False")
+
+    def plan(self, job: object) -> None:
+        raise AssertionError("not asked: program_present is False")
+
+    def run(self, job: object) -> None:
+        raise AssertionError("not asked: program_present is False")
+
+
+def _without_program(offer: Offer, adapters: Mapping[Path, Adapter]) -> dict[Path, Adapter]:
+    return {path: _NoProgram(path, adapters.get(path)) for path in offer}
