@@ -111,11 +111,13 @@ def run_demo(args: argparse.Namespace) -> int:
     ctx = Context(args)
     outcomes = []
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    for path in sorted(envelopes_dir().glob("*.json")):
+    samples = [p for p in envelopes_dir().iterdir() if p.suffix in (".json", ".cbor")]
+    for path in sorted(samples, key=lambda p: (p.suffix != ".json", p.name)):
         outcome = decode_file(ctx, path)
         png = outcome.pop("png", None)
         if png is not None:
-            target = args.out_dir / f"{path.stem}.png"
+            suffix = "" if path.suffix == ".json" else "-from-cbor"
+            target = args.out_dir / f"{path.stem}{suffix}.png"
             target.write_bytes(png)
             outcome["output"] = str(target)
         outcomes.append(outcome)
