@@ -1,0 +1,140 @@
+"""``python -m tools.bench_decode``: the whole decode, payload bytes → RGB8, on the ONNX Runtime
+CPU path, beside CompressAI's own ``net.decompress()`` (torch on the CPU, same thread count),
+in the same run, at 256×256 and 768×512; and the peak memory of a 768×512 decode."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set
+
+SIZES = ((256, 256), (512, 768))  # (height, width)
+
+
+def _picture(height: int, width: int) -> np.ndarray:
+    """A natural picture of the size asked (scikit-image's astronaut, resized)."""
+    import skimage.data
+    from PIL import Image
+
+    img = Image.fromarray(skimage.data.astronaut()).resize((width, height), Image.LANCZOS)
+    return np.asarray(img)
+
+
+def _model(checkpoint: str | None) -> Any:
+    from conformance import weights_dir
+    from tools.wai_bmshj2018_npu_set import load_model
+
+    path = checkpoint or str(weights_dir() / "bmshj2018-demo-q3.pt")
+    return load_model(checkpoint=path, pretrained=False, quality=3)[0]
+
+
+def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
+    import torch
+
+    from codec import payload
+    from codec.tables import EntropyTables
+    from paths.job import SynthesisJob
+    from paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
+    from service.pipeline import to_rgb8
+
+    torch.set_num_threads(threads)
+    configure_thread_pool(threads)
+    net = _model(checkpoint)
+    eb = net.entropy_bottleneck
+    tables = EntropyTables.from_compressai(
+        eb._quantized_cdf, eb._cdf_length, eb._offset, eb.quantiles[:, 0, 1]
+    )
+    set_files = memory_set(g_s_layers(net.g_s))
+    adapter = OnnxRuntimeAdapter()
+    rows = []
+    for height, width in SIZES:
+        x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
+        with torch.no_grad():
+            out = net.compress(x.float())
+            y = net.g_a(x.float())
+        symbols = torch.round(y - eb._get_medians()).to(torch.int32).numpy()
+        body = payload.encode(symbols, tables)
+
+        def ours(body: bytes = body) -> np.ndarray:
+            latent = payload.latent(payload.decode(body, tables), tables)
+            return to_rgb8(adapter.run(SynthesisJob(set_files, latent)))
+
+        def theirs(out: dict[str, Any] = out) -> Any:
+            with torch.no_grad():
+                return net.decompress(out["strings"], out["shape"])["x_hat"]
+
+        best = best_of_interleaved({"ours": ours, "compressai": theirs}, repeats)
+        rows.append({
+            "picture": f"{width}×{height}", "ours_ms": best["ours"] * 1e3,
+            "compressai_ms": best["compressai"] * 1e3,
+            "ratio": best["ours"] / best["compressai"],
+            "payload_bytes": len(body), "compressai_bytes": len(out["strings"][0][0]),
+        })
+    return {"threads": threads, "repeats": repeats, "rows": rows}
+
+
+def _peak_worker(checkpoint: str | None) -> dict[str, Any]:
+    """One 768×512 decode in a fresh process; its peak resident memory (VmHWM)."""
+    from codec import payload
+    from codec.tables import laplacian_tables
+    from paths.job import SynthesisJob
+    from paths.onnx import OnnxRuntimeAdapter
+    from service.pipeline import to_rgb8
+    from tools.bench_onnx import random_layers
+
+    def hwm() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
+
+    set_files = memory_set(random_layers())
+    tables = laplacian_tables(192, seed=0)
+    symbols = np.zeros((1, 192, 32, 48), np.int32)
+    body = payload.encode(symbols, tables)
+    before = hwm()
+    latent = payload.latent(payload.decode(body, tables), tables)
+    to_rgb8(OnnxRuntimeAdapter().run(SynthesisJob(set_files, latent)))
+    return {"before_kib": before, "peak_kib": hwm()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_decode", description=__doc__)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--checkpoint", help="a CompressAI state dict (default: the demo one)")
+    parser.add_argument("--peak-worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.peak_worker:
+        print(json.dumps(_peak_worker(args.checkpoint)))
+        return 0
+    result = run(args.threads, args.repeats, args.checkpoint)
+    load = os.getloadavg()[0]
+    print(f"decode payload → RGB8, bmshj2018-factorized q3 (demo weights), {args.threads} "
+          f"threads, best of {args.repeats}, interleaved; load average {load:.2f} on "
+          f"{os.cpu_count()} CPUs")
+    print(f"{'picture':>9} | {'ours (ORT cpu)':>15} | {'CompressAI':>12} | {'ratio':>6} | goal")
+    goals = {"256×256": 1.0, "768×512": 0.7}
+    for r in result["rows"]:
+        goal = goals[r["picture"]]
+        met = "met" if r["ratio"] <= goal else "NOT met"
+        print(f"{r['picture']:>9} | {r['ours_ms']:12.1f} ms | {r['compressai_ms']:9.1f} ms | "
+              f"{r['ratio']:6.2f} | ≤ {goal} {met}")
+    peak = subprocess.run(
+        [sys.executable, "-m", "tools.bench_decode", "--peak-worker"],
+        check=True, capture_output=True, text=True,
+    )
+    mem = json.loads(peak.stdout.strip().splitlines()[-1])
+    print(f"peak memory of one 768×512 decode in a fresh process: {mem['peak_kib'] / 1024:.0f} "
+          f"MiB VmHWM (after imports: {mem['before_kib'] / 1024:.0f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
