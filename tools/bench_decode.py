@@ -72,12 +72,16 @@ def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
                 return net.decompress(out["strings"], out["shape"])["x_hat"]
 
         best = best_of_interleaved({"ours": ours, "compressai": theirs}, repeats)
-        rows.append({
-            "picture": f"{width}×{height}", "ours_ms": best["ours"] * 1e3,
-            "compressai_ms": best["compressai"] * 1e3,
-            "ratio": best["ours"] / best["compressai"],
-            "payload_bytes": len(body), "compressai_bytes": len(out["strings"][0][0]),
-        })
+        rows.append(
+            {
+                "picture": f"{width}×{height}",
+                "ours_ms": best["ours"] * 1e3,
+                "compressai_ms": best["compressai"] * 1e3,
+                "ratio": best["ours"] / best["compressai"],
+                "payload_bytes": len(body),
+                "compressai_bytes": len(out["strings"][0][0]),
+            }
+        )
     return {"threads": threads, "repeats": repeats, "rows": rows}
 
 
@@ -116,23 +120,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     result = run(args.threads, args.repeats, args.checkpoint)
     load = os.getloadavg()[0]
-    print(f"decode payload → RGB8, bmshj2018-factorized q3 (demo weights), {args.threads} "
-          f"threads, best of {args.repeats}, interleaved; load average {load:.2f} on "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"decode payload → RGB8, bmshj2018-factorized q3 (demo weights), {args.threads} "
+        f"threads, best of {args.repeats}, interleaved; load average {load:.2f} on "
+        f"{os.cpu_count()} CPUs"
+    )
     print(f"{'picture':>9} | {'ours (ORT cpu)':>15} | {'CompressAI':>12} | {'ratio':>6} | goal")
     goals = {"256×256": 1.0, "768×512": 0.7}
     for r in result["rows"]:
         goal = goals[r["picture"]]
         met = "met" if r["ratio"] <= goal else "NOT met"
-        print(f"{r['picture']:>9} | {r['ours_ms']:12.1f} ms | {r['compressai_ms']:9.1f} ms | "
-              f"{r['ratio']:6.2f} | ≤ {goal} {met}")
+        print(
+            f"{r['picture']:>9} | {r['ours_ms']:12.1f} ms | {r['compressai_ms']:9.1f} ms | "
+            f"{r['ratio']:6.2f} | ≤ {goal} {met}"
+        )
     peak = subprocess.run(
         [sys.executable, "-m", "tools.bench_decode", "--peak-worker"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     mem = json.loads(peak.stdout.strip().splitlines()[-1])
-    print(f"peak memory of one 768×512 decode in a fresh process: {mem['peak_kib'] / 1024:.0f} "
-          f"MiB VmHWM (after imports: {mem['before_kib'] / 1024:.0f} MiB)")
+    print(
+        f"peak memory of one 768×512 decode in a fresh process: {mem['peak_kib'] / 1024:.0f} "
+        f"MiB VmHWM (after imports: {mem['before_kib'] / 1024:.0f} MiB)"
+    )
     return 0
 
 
