@@ -112,7 +112,9 @@ def run_demo(args: argparse.Namespace) -> int:
     outcomes = []
     args.out_dir.mkdir(parents=True, exist_ok=True)
     samples = [p for p in envelopes_dir().iterdir() if p.suffix in (".json", ".cbor")]
-    for path in sorted(samples, key=lambda p: (p.suffix != ".json", p.name)):
+    # The samples that decode first (JSON, then CBOR), then those that show a refusal.
+    order = sorted(samples, key=lambda p: ("replicate" in p.stem, p.suffix != ".json", p.name))
+    for path in order:
         outcome = decode_file(ctx, path)
         png = outcome.pop("png", None)
         if png is not None:
@@ -147,21 +149,21 @@ def _print(ctx: Context, outcomes: list[dict[str, Any]], *, as_json: bool) -> No
 
 def _describe(ctx: Context, report: Report) -> str:
     lines = [f"  {report.capability}: needs {report.needed}"]
-    if report.ran is not None:
-        placement = report.ran.placement
-        where = (
-            "no plan stated"
-            if placement is None
-            else " ".join(f"{unit}={count}" for unit, count in placement.to_json().items() if count)
-        )
-        lines.append(
-            f"    ran      {report.ran.path!s:26} tier {report.ran.tier}, placement {where}"
-        )
-    for refusal in report.refused:
+    for refusal in report.refused:  # in the order offered (§5), before the path that ran
         why = refusal.reason.meaning
         if refusal.reason is Code.UNIT_ABSENT:
             why = ctx.absent_reason(refusal.path)
         lines.append(f"    refused  {refusal.path!s:26} {refusal.reason}: {why}")
     if report.ran is None:
         lines.append("    ran      none")
+    else:
+        placement = report.ran.placement
+        where = (
+            "none stated"
+            if placement is None
+            else " ".join(f"{unit}={n}" for unit, n in placement.to_json().items() if n)
+        )
+        lines.append(
+            f"    ran      {report.ran.path!s:26} tier {report.ran.tier}, placement {where}"
+        )
     return "\n".join(lines)

@@ -396,10 +396,14 @@ def export_onnx(plain: Any, manifest: dict[str, Any], blob: bytes, channels: int
 
 
 def onnx_session(onnx_bytes: bytes, blob: bytes) -> Any:
-    """An ONNX Runtime session over the in-memory ``decoder.onnx`` and ``decoder.weights``."""
+    """An ONNX Runtime session over the in-memory ``decoder.onnx`` and ``decoder.weights``,
+    on the process-wide thread pool the ONNX Runtime path uses (a session with its own pool is
+    refused once that pool exists)."""
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
+    from paths.onnx import shared_session_options
+
+    options = shared_session_options()
     options.log_severity_level = 3
     options.add_external_initializers_from_files_in_memory(
         ["decoder.weights"], [np.frombuffer(blob, dtype=np.uint8)], [len(blob)]
