@@ -776,11 +776,16 @@ def bundled_dir() -> Path:
 
 def ensure_bundled(store: SetStore, directory: Path | None = None) -> list[InstalledSet]:
     """Install every bundled set the store lacks (cheap when all are there: one manifest read
-    and hash each); the bundled sets, installed."""
+    and hash each); the bundled sets, installed. A bundled set becomes its capability's
+    default when none is chosen yet, so an envelope that names no set decodes on a fresh
+    install even after an operator adds sets of their own (docs/sets.md)."""
     root = bundled_dir() if directory is None else directory
     if not root.is_dir():
         return []
     out = []
     for candidate in sorted(p for p in root.iterdir() if (p / MANIFEST_NAME).is_file()):
-        out.append(store.install(candidate))
+        installed = store.install(candidate)
+        if installed.capability not in store.defaults():
+            store.set_default(installed.capability, installed.digest)
+        out.append(installed)
     return out

@@ -171,7 +171,9 @@ def test_cli_decode_writes_the_png_and_prints_the_report(
     data = tmp_path / "data"
     assert main(["sets", "install", str(tiny_set[0]), "--data-dir", str(data)]) == 0
     envelope = tmp_path / "e.cbor"
-    envelope.write_bytes(_envelope(tiny_set).to_cbor())
+    digest = SetStore(data / "sets").list()
+    tiny = next(s.digest for s in digest if s.name == "tiny")
+    envelope.write_bytes(_envelope(tiny_set, set=tiny).to_cbor())
     capsys.readouterr()
     out = tmp_path / "x.png"
     assert main(["decode", str(envelope), "-o", str(out), "--data-dir", str(data), "--json"]) == 0

@@ -473,13 +473,17 @@ def test_cli_install_verify_remove(
     digest = json.loads(capsys.readouterr().out)["digest"]
     assert main(["sets", "list", "--json", "--data-dir", dd]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert any(r["digest"] == digest and r["default"] for r in rows)
+    # A bundled set of the capability is its default; else the one set installed is.
+    bundled_default = any(r["default"] and r["digest"] != digest for r in rows)
+    assert any(r["digest"] == digest and r["default"] != bundled_default for r in rows)
     assert main(["sets", "verify", digest[:10], "--data-dir", dd]) == 0
     assert "every file matches" in capsys.readouterr().out
     (tmp_path / "data" / "sets" / digest / "decoder.onnx").write_bytes(b"x")
     assert main(["sets", "verify", digest, "--json", "--data-dir", dd]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] is False and out["problems"][0]["file"] == "decoder.onnx"
+    assert main(["sets", "default", CAP, digest, "--data-dir", dd]) == 0
+    capsys.readouterr()
     assert main(["sets", "default", CAP, "--data-dir", dd]) == 0
     assert digest in capsys.readouterr().out
     assert main(["sets", "remove", digest, "--data-dir", dd]) == 0
