@@ -221,7 +221,10 @@ def test_cli_verify_checks_symbols_and_psnr(
     data = tmp_path / "data"
     SetStore(data / "sets").install(tiny_set[0])
     assert main(["verify", "--data-dir", str(data), "--json"]) == 0
-    (result,) = [r for r in json.loads(capsys.readouterr().out)["sets"] if r["name"] == "tiny"]
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["ok"] is True  # the bundled set's payload too (§6.4)
+    assert {r["name"] for r in shown["sets"]} >= {"tiny", "bmshj2018-demo-q3"}
+    (result,) = [r for r in shown["sets"] if r["name"] == "tiny"]
     checks = {c["path"] if "path" in c else c["check"]: c for c in result["checks"]}
     assert checks["symbols_digest"]["ok"] is True
     assert checks["cpu/onnx-runtime/float"]["ok"] is True
