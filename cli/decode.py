@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path as FsPath
@@ -133,7 +134,8 @@ def _print(ctx: Context, outcomes: list[dict[str, Any]], *, as_json: bool) -> No
         print()
         return
     for outcome in outcomes:
-        print(f"{outcome['envelope']}")
+        shown = os.path.relpath(outcome["envelope"])
+        print(shown if not shown.startswith("..") else outcome["envelope"])
         for report_json in outcome["reports"]:
             print(_describe(ctx, Report.from_json(report_json)))
         if outcome["decoded"]:
