@@ -184,7 +184,9 @@ def _latent_shape(args: argparse.Namespace, set_files: Any, path: Path) -> tuple
             raise CodecError(
                 f"--latent-shape {args.latent_shape!r} is not N,C,H,W", code="invalid_argument"
             ) from None
-    if path == NPU_MODEL_RUNTIME:
+    if path == NPU_MODEL_RUNTIME and _unit_present(path):
+        # Reading the program's input needs coremltools (which pulls in torch): only worth it
+        # where Core ML can run; elsewhere the path is refused before its shape is asked.
         from paths.coreml import program_shape
 
         try:
@@ -200,6 +202,13 @@ def _latent_shape(args: argparse.Namespace, set_files: Any, path: Path) -> tuple
             code="invalid_argument",
         )
     return shape
+
+
+def _unit_present(path: Path) -> bool:
+    from paths.registry import known_adapters
+
+    adapter = known_adapters().get(path)
+    return adapter is not None and adapter.unit_present()
 
 
 def _facts_shape(facts: Mapping[str, Any]) -> tuple[int, ...] | None:
