@@ -48,7 +48,7 @@ def verify_set(store: Any, digest: str, adapters: Any) -> dict[str, Any]:
     if not isinstance(payload_name, str) or not set_files.has(payload_name):
         out["skipped"] = "the set carries no payload"
         return out
-    expected = json.loads(set_files.read(facts.get("payload_facts", "payload.json")))
+    expected = json.loads(set_files.read(facts.get("payload_info", "payload.json")))
     _, digest_hex, latent = entropy_stage(set_files, set_files.read(payload_name), limits=Limits())
     out["checks"].append(
         {

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from codec import strictjson
 from codec.errors import CodecError
 from codec.tables import EntropyTables
 
@@ -128,7 +129,7 @@ def load_compressed(data: bytes) -> tuple[bytes, tuple[int, int], dict[str, Any]
     """The one rANS string of a batch-1 factorized-prior bitstream, its latent height and
     width, and the file's other members."""
     try:
-        obj = json.loads(data)
+        obj = strictjson.loads(data.decode("utf-8"))
         if not isinstance(obj, dict) or obj.get("format") != COMPRESSED_FORMAT:
             raise ValueError(f"not a {COMPRESSED_FORMAT} file")
         strings, shape = obj["strings"], obj["shape"]

@@ -40,6 +40,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from codec import strictjson
 from codec.errors import CodecError, Limits
 from dispatch.rules import Pin
 
@@ -368,8 +369,8 @@ def parse_json(data: bytes | str, *, limits: Limits = _DEFAULT_LIMITS) -> Envelo
     _check_size(len(raw), limits)
     try:
         text = raw.decode("utf-8")
-        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-    except _Malformed as exc:
+        obj = strictjson.loads(text)
+    except strictjson.StrictJSONError as exc:
         raise EnvelopeMalformed(f"not JSON: {exc}") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, int size
         raise EnvelopeMalformed(f"not JSON: {_one_line(exc)}") from None
@@ -394,23 +395,6 @@ def parse_cbor(data: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Envelope:
     if stream.tell() != len(raw):
         raise EnvelopeMalformed(f"not CBOR: {len(raw) - stream.tell()} bytes after the envelope")
     return _validate(_plain_cbor(obj), "cbor", limits)
-
-
-class _Malformed(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Malformed(f"duplicate key {key[:40]!r}")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise _Malformed(f"{name} is not a JSON number")
 
 
 def _plain_cbor(value: Any) -> Any:

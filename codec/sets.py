@@ -47,6 +47,7 @@ from pydantic import (
     model_validator,
 )
 
+from codec import strictjson
 from codec.errors import CodecError
 from dispatch.rules import Pin
 
@@ -170,11 +171,7 @@ class Manifest(BaseModel):
     @classmethod
     def from_bytes(cls, data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
         try:
-            obj = json.loads(
-                data.decode("utf-8"),
-                object_pairs_hook=_no_duplicates,
-                parse_constant=_no_constant,
-            )
+            obj = strictjson.loads(data.decode("utf-8"))
         except (ValueError, RecursionError) as exc:
             raise ManifestInvalid(f"{where}: not JSON: {_one_line(exc)}") from None
         if not isinstance(obj, dict):
@@ -228,19 +225,6 @@ def _check_json_value(value: Any, depth: int) -> None:
             _check_json_value(item, depth + 1)
     elif not (value is None or isinstance(value, bool | int | float | str)):
         raise ValueError(f"facts hold a {type(value).__name__}, not a JSON value")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key[:40]!r}")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _one_line(exc: object) -> str:
