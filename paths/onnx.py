@@ -147,8 +147,9 @@ class OnnxRuntimeAdapter:
     layout reorders included), not the graph in the set.
 
     ``rewrite`` replaces each exact-splittable strided ConvTranspose (bmshj2018's k5 s2 p2
-    op1) by a regular Conv and an interleave of its phases (``glue``: ``"shuffle"``, a 0/1
-    grouped ConvTranspose, or ``"depth-to-space"``) before the session is built
+    op1) by regular Convs and an interleave of their phases (``glue``: ``"split"``, one Conv
+    per phase with only its taps and a 0/1 grouped ConvTranspose; ``"shuffle"``, one Conv
+    for all phases and the same ConvTranspose; or ``"depth-to-space"``) before the session is built
     (:mod:`paths.onnx_rewrite`); it needs the ``onnx`` package and is skipped without it.
     Sessions are cached per set digest, at most ``cache_size`` of them, least recently used
     out first; the adapter is safe to share between threads.
@@ -159,13 +160,13 @@ class OnnxRuntimeAdapter:
         unit: Unit = Unit.CPU,
         *,
         rewrite: bool = True,
-        glue: str = "shuffle",
+        glue: str = "split",
         cache_size: int = 4,
     ):
         if unit not in _PROVIDERS:
             raise ValueError(f"ONNX Runtime runs on cpu or gpu, not {unit!r}")
-        if glue not in ("shuffle", "depth-to-space"):
-            raise ValueError(f"glue is 'shuffle' or 'depth-to-space', not {glue!r}")
+        if glue not in ("split", "shuffle", "depth-to-space"):
+            raise ValueError(f"glue is 'split', 'shuffle' or 'depth-to-space', not {glue!r}")
         if cache_size < 1:
             raise ValueError(f"cache_size must be >= 1, not {cache_size}")
         self._unit = unit

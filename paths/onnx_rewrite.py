@@ -3,9 +3,10 @@
 A ``ConvTranspose`` with stride ``s`` whose output is exactly ``s`` times its input
 (``k + output_padding - pad_begin - pad_end == s`` per axis, as bmshj2018's k5 s2 p2 op1
 layers are) computes, for each of the ``s×s`` output phases, a regular correlation of the
-input with a subset of the kernel's taps. All phases become one ``Conv`` with ``s·s·Cout``
-output channels, followed by an interleave of the phases into the picture (a 0/1 grouped
-``ConvTranspose``, or ``DepthToSpace``). The new weights are the old ones rearranged (no
+input with a subset of the kernel's taps. Each phase becomes its own ``Conv`` with only its
+taps (the default, ``"split"``), or all phases one ``Conv`` with ``s·s·Cout`` output channels,
+followed by an interleave of the phases into the picture (a 0/1 grouped ``ConvTranspose``, or
+``DepthToSpace``). The new weights are the old ones rearranged (no
 arithmetic), so the rewrite is exact up to the order of summation; ONNX Runtime runs the
 regular convolution much closer to the GEMM roof (docs/onnx-path.md).
 
@@ -24,9 +25,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 __all__ = [
     "GLUES",
+    "SPLIT_MIN_CHANNELS",
     "Phases",
     "initializer_array",
     "phase_split_weights",
+    "phase_weights",
+    "phase_window",
     "phases",
     "rewrite_model",
     "shuffle_weights",
@@ -144,8 +148,45 @@ def _split_of(node: onnx.NodeProto, weight_shape: tuple[int, ...]) -> tuple[Phas
     return py, px
 
 
-#: How the phases are interleaved into the picture (see :func:`rewrite_model`).
-GLUES = ("shuffle", "depth-to-space")
+#: How the phases are computed and interleaved into the picture (see :func:`rewrite_model`).
+GLUES = ("split", "shuffle", "depth-to-space")
+
+#: ``"split"`` gives each phase its own ``Conv`` only where ``Cout`` is at least this: ONNX
+#: Runtime's NCHWc convolution pads output channels to its block (16 with AVX-512), so a
+#: layer with few output channels (bmshj2018's last, 3) is cheaper as one merged ``Conv``.
+SPLIT_MIN_CHANNELS = 16
+
+
+def phase_window(p: Phases, r: int) -> tuple[int, int] | None:
+    """The window positions ``[j0, j1]`` that hold phase ``r``'s taps, or ``None`` when its
+    own ``Conv`` would need negative padding (or it has no tap)."""
+    js = [j for j, t in enumerate(p.taps[r]) if t >= 0]
+    if not js or js != list(range(js[0], js[-1] + 1)):
+        return None
+    j0, j1 = js[0], js[-1]
+    if p.pad_begin - j0 < 0 or p.pad_end - (p.size - 1 - j1) < 0:
+        return None
+    return j0, j1
+
+
+def phase_weights(
+    weight: np.ndarray, py: Phases, px: Phases, ry: int, rx: int
+) -> tuple[np.ndarray, list[int]] | None:
+    """Phase ``(ry, rx)`` alone: its own ``Conv`` weights ``[Cout, Cin, kh_r, kw_r]`` (only
+    the taps it uses, no zeros) and its ONNX pads ``(y_begin, x_begin, y_end, x_end)``; ``None``
+    when :func:`phase_window` has none."""
+    wy, wx = phase_window(py, ry), phase_window(px, rx)
+    if wy is None or wx is None:
+        return None
+    (y0, y1), (x0, x1) = wy, wx
+    w = weight.transpose(1, 0, 2, 3)  # [Cout, Cin, kh, kw]
+    out = np.empty((w.shape[0], w.shape[1], y1 - y0 + 1, x1 - x0 + 1), dtype=weight.dtype)
+    for jy in range(y0, y1 + 1):
+        for jx in range(x0, x1 + 1):
+            out[:, :, jy - y0, jx - x0] = w[:, :, py.taps[ry][jy], px.taps[rx][jx]]
+    pads = [py.pad_begin - y0, px.pad_begin - x0]
+    pads += [py.pad_end - (py.size - 1 - y1), px.pad_end - (px.size - 1 - x1)]
+    return out, pads
 
 
 def shuffle_weights(channels: int, s: int) -> np.ndarray:
@@ -159,21 +200,27 @@ def shuffle_weights(channels: int, s: int) -> np.ndarray:
     return w.reshape(channels * s * s, 1, s, s)
 
 
-def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str = "shuffle") -> int:
+def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str = "split") -> int:
     """Rewrite, in place, every ConvTranspose of ``model`` that has an exact sub-pixel split
     and constant weights; return how many were rewritten. The replaced weights are dropped
     where nothing else reads them; the new ones are stored inline.
 
-    ``glue`` interleaves the phases: ``"depth-to-space"`` with ``DepthToSpace`` (mode DCR);
-    ``"shuffle"`` (the default) with a grouped ``ConvTranspose`` whose kernel equals its
-    stride and whose weights are 0 and 1 (:func:`shuffle_weights`). Each output is then
-    ``1·x + 0·y + …``, exactly ``x`` for finite values; ONNX Runtime runs it about 2.5× faster
-    than its ``DepthToSpace`` (docs/onnx-path.md). A non-finite phase value spreads over its
-    ``s×s`` block where ``DepthToSpace`` would keep it in one pixel.
+    ``glue`` says how the phases are computed and interleaved: ``"depth-to-space"``, one
+    ``Conv`` for all phases and ``DepthToSpace`` (mode DCR); ``"shuffle"``, one ``Conv`` (mode
+    CRD) and a grouped ``ConvTranspose`` whose kernel equals its stride and whose weights
+    are 0 and 1 (:func:`shuffle_weights`). Each output is then ``1·x + 0·y + …``, exactly
+    ``x`` for finite values; ONNX Runtime runs it about 2.5× faster than its
+    ``DepthToSpace`` (docs/onnx-path.md). A non-finite phase value spreads over its ``s×s``
+    block where ``DepthToSpace`` would keep it in one pixel. ``"split"`` (the default): one
+    ``Conv`` per phase with only that phase's taps (:func:`phase_weights`; the merged
+    ``Conv`` multiplies 11 zero taps of 36 for k5 s2), their outputs joined in CRD order
+    (``Reshape`` to ``[N, Cout, 1, H·W]``, ``Concat`` on axis 2, ``Reshape`` to
+    ``[N, s²·Cout, H, W]``), then the same shuffle; where ``Cout`` is under
+    :data:`SPLIT_MIN_CHANNELS` or a phase has no window of its own, the ``"shuffle"`` form.
     """
     if glue not in GLUES:
         raise ValueError(f"glue is one of {GLUES}, not {glue!r}")
-    mode = "CRD" if glue == "shuffle" else "DCR"
+    mode = "DCR" if glue == "depth-to-space" else "CRD"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 11:  # DepthToSpace's ``mode`` (DCR) needs opset 11
         return 0
@@ -199,14 +246,20 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str 
         py, px = split
         weight = initializer_array(inits[weight_name], files)
         bias = initializer_array(inits[bias_name], files) if bias_name else None
-        new_w, new_b = phase_split_weights(weight, bias, py, px, mode)
         stem = f"{node.name or f'ConvTranspose_{index}'}.subpixel"
+        replaced.update(n for n in (weight_name, bias_name) if n)
+        if glue == "split" and weight.shape[1] >= SPLIT_MIN_CHANNELS:
+            split_nodes = _split_phases(node, stem, weight, bias, py, px, added)
+            if split_nodes is not None:
+                nodes += split_nodes
+                count += 1
+                continue
+        new_w, new_b = phase_split_weights(weight, bias, py, px, mode)
         added.append(numpy_helper.from_array(np.ascontiguousarray(new_w), f"{stem}.w"))
         conv_inputs = [node.input[0], f"{stem}.w"]
         if new_b is not None:
             added.append(numpy_helper.from_array(np.ascontiguousarray(new_b), f"{stem}.b"))
             conv_inputs.append(f"{stem}.b")
-        replaced.update(n for n in (weight_name, bias_name) if n)
         nodes.append(
             helper.make_node(
                 "Conv",
@@ -219,18 +272,8 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str 
             )
         )
         s = len(py.taps)
-        if glue == "shuffle":
-            cout = new_w.shape[0] // (s * s)
-            added.append(numpy_helper.from_array(shuffle_weights(cout, s), f"{stem}.shuffle"))
-            glue_node = helper.make_node(
-                "ConvTranspose",
-                [f"{stem}.phases", f"{stem}.shuffle"],
-                [node.output[0]],
-                name=f"{stem}.shuffle",
-                group=cout,
-                kernel_shape=[s, s],
-                strides=[s, s],
-            )
+        if glue != "depth-to-space":
+            glue_node = _shuffle(node, stem, new_w.shape[0] // (s * s), s, added)
         else:
             glue_node = helper.make_node(
                 "DepthToSpace",
@@ -251,3 +294,85 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str 
     del graph.initializer[:]
     graph.initializer.extend(kept + added)
     return count
+
+
+def _shuffle(
+    node: onnx.NodeProto, stem: str, cout: int, s: int, added: list[TensorProto]
+) -> onnx.NodeProto:
+    """The grouped 0/1 ``ConvTranspose`` that interleaves ``{stem}.phases`` (CRD order) into
+    the ConvTranspose's output."""
+    added.append(numpy_helper.from_array(shuffle_weights(cout, s), f"{stem}.shuffle"))
+    return helper.make_node(
+        "ConvTranspose",
+        [f"{stem}.phases", f"{stem}.shuffle"],
+        [node.output[0]],
+        name=f"{stem}.shuffle",
+        group=cout,
+        kernel_shape=[s, s],
+        strides=[s, s],
+    )
+
+
+def _split_phases(
+    node: onnx.NodeProto,
+    stem: str,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    py: Phases,
+    px: Phases,
+    added: list[TensorProto],
+) -> list[onnx.NodeProto] | None:
+    """The ``"split"`` form of one ConvTranspose (see :func:`rewrite_model`), or ``None``
+    when a phase has no window of its own (nothing is added then)."""
+    s = len(py.taps)
+    per_phase = [phase_weights(weight, py, px, ry, rx) for ry in range(s) for rx in range(s)]
+    if any(p is None for p in per_phase):
+        return None
+    cout = weight.shape[1]
+    new: list[TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+    flat = f"{stem}.flat_shape"
+    new.append(numpy_helper.from_array(np.array([0, cout, 1, -1], np.int64), flat))
+    if bias is not None:
+        new.append(numpy_helper.from_array(np.ascontiguousarray(bias), f"{stem}.b"))
+    flats = []
+    for index, phase in enumerate(per_phase):
+        assert phase is not None
+        w, pads = phase
+        name = f"{stem}.phase{index}"
+        new.append(numpy_helper.from_array(np.ascontiguousarray(w), f"{name}.w"))
+        inputs = [node.input[0], f"{name}.w"] + ([f"{stem}.b"] if bias is not None else [])
+        nodes += [
+            helper.make_node(
+                "Conv",
+                inputs,
+                [f"{name}.out"],
+                name=f"{name}.conv",
+                kernel_shape=list(w.shape[2:]),
+                pads=pads,
+                strides=[1, 1],
+            ),
+            helper.make_node(
+                "Reshape", [f"{name}.out", flat], [f"{name}.flat"], name=f"{name}.flat"
+            ),
+        ]
+        flats.append(f"{name}.flat")
+    new.append(numpy_helper.from_array(np.array([1, s * s, 1, 1], np.int64), f"{stem}.scale"))
+    nodes += [
+        helper.make_node("Concat", flats, [f"{stem}.joined"], name=f"{stem}.join", axis=2),
+        helper.make_node(
+            "Shape", [f"{stem}.phase0.out"], [f"{stem}.shape0"], name=f"{stem}.shape0"
+        ),
+        helper.make_node(
+            "Mul", [f"{stem}.shape0", f"{stem}.scale"], [f"{stem}.shape"], name=f"{stem}.shape"
+        ),
+        helper.make_node(
+            "Reshape",
+            [f"{stem}.joined", f"{stem}.shape"],
+            [f"{stem}.phases"],
+            name=f"{stem}.phases",
+        ),
+    ]
+    added += new
+    nodes.append(_shuffle(node, stem, cout, s, added))
+    return nodes

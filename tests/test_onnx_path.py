@@ -36,7 +36,9 @@ from paths.onnx import (  # noqa: E402
     shared_session_options,
 )
 from paths.onnx_rewrite import (  # noqa: E402
+    SPLIT_MIN_CHANNELS,
     phase_split_weights,
+    phase_weights,
     phases,
     rewrite_model,
     shuffle_weights,
@@ -227,6 +229,18 @@ def test_phase_split_is_exact_in_float64(k: int, s: int, p: int, op: int) -> Non
     out = depth_to_space_dcr(conv_ref(x, nw, nb, (py.pad_begin,) * 2 + (py.pad_end,) * 2), s)
     assert out.shape == ref.shape == (1, 5, 5 * s, 4 * s)
     assert np.abs(out - ref).max() < 1e-12
+    # each phase alone ("split"): its own taps and pads, interleaved in CRD order
+    split = np.zeros_like(ref)
+    for ry in range(s):
+        for rx in range(s):
+            phase = phase_weights(w, py, py, ry, rx)
+            assert phase is not None
+            pw, pads = phase
+            assert pw.shape[2] * pw.shape[3] == sum(t >= 0 for t in py.taps[ry]) * sum(
+                t >= 0 for t in py.taps[rx]
+            )  # no zero taps
+            split[:, :, ry::s, rx::s] = conv_ref(x, pw, b, tuple(pads))
+    assert np.abs(split - ref).max() < 1e-12
 
 
 def _one_conv_transpose(w: np.ndarray, b: np.ndarray, s: int, p: int, op: int) -> bytes:
@@ -249,19 +263,30 @@ def _one_conv_transpose(w: np.ndarray, b: np.ndarray, s: int, p: int, op: int) -
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-@pytest.mark.parametrize("glue", ["shuffle", "depth-to-space"])
+@pytest.mark.parametrize(
+    ("glue", "cout"), [("split", 40), ("split", 3), ("shuffle", 40), ("depth-to-space", 40)]
+)
 @pytest.mark.parametrize(("k", "s", "p", "op"), SPLITS)
 def test_rewritten_session_matches_float64_conv_transpose(
-    k: int, s: int, p: int, op: int, glue: str
+    k: int, s: int, p: int, op: int, glue: str, cout: int
 ) -> None:
     rng = np.random.default_rng(k)
-    cin, cout = 24, 40
+    cin = 24
     w = (rng.normal(size=(cin, cout, k, k)) / np.sqrt(cin * k * k / (s * s))).astype(np.float32)
     b = rng.normal(size=cout).astype(np.float32)
     proto = onnx.load_from_string(_one_conv_transpose(w, b, s, p, op))
     assert rewrite_model(proto, {}, glue) == 1
-    glue_op = "ConvTranspose" if glue == "shuffle" else "DepthToSpace"
-    assert [n.op_type for n in proto.graph.node] == ["Conv", glue_op]
+    ops = [n.op_type for n in proto.graph.node]
+    if glue == "split" and cout >= SPLIT_MIN_CHANNELS:  # one Conv per phase, joined
+        assert ops == ["Conv", "Reshape"] * (s * s) + [
+            "Concat",
+            "Shape",
+            "Mul",
+            "Reshape",
+            "ConvTranspose",
+        ]
+    else:  # one Conv for all phases (few output channels: the merged form)
+        assert ops == ["Conv", "DepthToSpace" if glue == "depth-to-space" else "ConvTranspose"]
     session = ort.InferenceSession(
         proto.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
     )
@@ -276,6 +301,13 @@ def test_glues_agree_bit_for_bit(the_set: MemorySet) -> None:
     job = SynthesisJob(the_set, latent(6, 4))
     shuffled = OnnxRuntimeAdapter(glue="shuffle").run(job)
     assert np.array_equal(shuffled, OnnxRuntimeAdapter(glue="depth-to-space").run(job))
+
+
+def test_split_phases_agree_with_the_merged_conv(the_set: MemorySet) -> None:
+    job = SynthesisJob(the_set, latent(6, 4))
+    merged = OnnxRuntimeAdapter(glue="shuffle").run(job)
+    split = OnnxRuntimeAdapter(glue="split").run(job)
+    assert np.abs(split - merged).max() < 1e-5
 
 
 def test_shuffle_weights_are_depth_to_space_crd() -> None:
