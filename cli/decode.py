@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path as FsPath
 from typing import Any
 
+from cli.options import add_offer
 from dispatch import Adapter, Code, Offer, Path, Report, parse_offer
 
 
@@ -28,12 +29,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--offer",
-        nargs="+",
-        metavar="UNIT/BACKEND/ARITH",
-        help="paths in order (default: WAI_OFFER or the reference offer)",
-    )
+    add_offer(p)
     p.add_argument("--data-dir", type=FsPath, help="where the set store lives (WAI_DATA_DIR)")
     p.add_argument("--json", action="store_true", help="print JSON")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from cli.options import add_offer
 from dispatch import REFERENCE_OFFER, REGISTRY, Pin, admit, demand, parse_offer
 
 
@@ -13,12 +14,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--capability", default="wai.neural.bmshj2018", choices=sorted(REGISTRY))
     p.add_argument("--intent", default=None, help="the envelope's intent (e.g. replicate)")
     p.add_argument("--pin-tier", default=None, help="the tier token of the pin over the set")
-    p.add_argument(
-        "--offer",
-        nargs="+",
-        metavar="UNIT/BACKEND/ARITH",
-        help="paths in order (default: the reference offer)",
-    )
+    add_offer(p, help="paths in order (default: the reference offer)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

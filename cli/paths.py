@@ -11,17 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
+from cli.options import add_offer
 from dispatch import NPU_MODEL_RUNTIME, REGISTRY, Code, Path, Placement, admit, parse_offer
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("paths", help="each offered path: present, or absent and why")
-    p.add_argument(
-        "--offer",
-        nargs="+",
-        metavar="UNIT/BACKEND/ARITH",
-        help="paths in order (default: WAI_OFFER or the reference offer)",
-    )
+    add_offer(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_paths)
 
