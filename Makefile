@@ -3,6 +3,11 @@ PY      ?= python3.11
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+# The editable install maps wai_dispatch.* onto the root folders with a meta path finder, and
+# setuptools then prints an information-only note that folders named like the package may
+# shadow it. Our one import root is wai_dispatch (it has no generic top-level names to
+# shadow), so that note is filtered by its text; real warnings still show.
+PIP_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e
 
 .DEFAULT_GOAL := help
 .PHONY: help demo test lint typecheck unit bench fuzz tools clean
@@ -15,11 +20,11 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(VENV)/.base: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e .
+	$(PIP_EDITABLE) .
 	@touch $@
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test,tools]'
+	$(PIP_EDITABLE) '.[test,tools]'
 	$(BIN)/pip install -q --no-deps 'compressai==1.2.8'
 	@touch $@ $(VENV)/.base
 
@@ -41,7 +46,7 @@ unit: $(STAMP) ## the test suite only
 test: lint typecheck unit ## install, then lint, typecheck and run the whole suite
 
 bench: $(STAMP) ## benchmarks, each printed beside its anchor
-	$(BIN)/python -m tools.bench all
+	$(BIN)/python -m wai_dispatch.tools.bench all
 
 fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
 	WAI_FUZZ_EXAMPLES=100000 $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests

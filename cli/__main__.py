@@ -1,5 +1,5 @@
 import sys
 
-from cli.main import main
+from wai_dispatch.cli.main import main
 
 sys.exit(main())

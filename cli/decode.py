@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path as FsPath
 from typing import Any
 
-from cli.options import add_offer
-from dispatch import Adapter, Code, Offer, Path, Report, parse_offer
+from wai_dispatch.cli.options import add_offer
+from wai_dispatch.dispatch import Adapter, Code, Offer, Path, Report, parse_offer
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,9 +38,9 @@ class Context:
     """The store, offer and adapters one command decodes with."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from codec.config import sets_dir
-        from codec.sets import SetStore, ensure_bundled
-        from paths.registry import default_offer, known_adapters
+        from wai_dispatch.codec.config import sets_dir
+        from wai_dispatch.codec.sets import SetStore, ensure_bundled
+        from wai_dispatch.paths.registry import default_offer, known_adapters
 
         self.store = SetStore(sets_dir(args.data_dir))
         ensure_bundled(self.store)
@@ -48,7 +48,7 @@ class Context:
         self.adapters: Mapping[Path, Adapter] = known_adapters()
 
     def absent_reason(self, path: Path) -> str:
-        from paths.registry import NO_ADAPTER, absent_reason
+        from wai_dispatch.paths.registry import NO_ADAPTER, absent_reason
 
         adapter = self.adapters.get(path)
         return NO_ADAPTER if adapter is None else absent_reason(adapter)
@@ -56,8 +56,8 @@ class Context:
 
 def decode_file(ctx: Context, envelope_path: FsPath) -> dict[str, Any]:
     """Decode one envelope file; the result as JSON-able data (PNG bytes under ``png``)."""
-    from codec.envelope import parse
-    from service.pipeline import NoPath, decode_envelope
+    from wai_dispatch.codec.envelope import parse
+    from wai_dispatch.service.pipeline import NoPath, decode_envelope
 
     envelope = parse(_read(envelope_path))
     try:
@@ -83,7 +83,7 @@ def decode_file(ctx: Context, envelope_path: FsPath) -> dict[str, Any]:
 
 
 def _read(path: FsPath) -> bytes:
-    from codec.errors import CodecError
+    from wai_dispatch.codec.errors import CodecError
 
     try:
         return path.read_bytes()
@@ -103,7 +103,7 @@ def run_decode(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from conformance import envelopes_dir
+    from wai_dispatch.conformance import envelopes_dir
 
     ctx = Context(args)
     outcomes = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from cli.options import add_offer
-from dispatch import REFERENCE_OFFER, REGISTRY, Pin, admit, demand, parse_offer
+from wai_dispatch.cli.options import add_offer
+from wai_dispatch.dispatch import REFERENCE_OFFER, REGISTRY, Pin, admit, demand, parse_offer
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

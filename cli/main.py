@@ -13,10 +13,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dispatch.errors import WaiError
+from wai_dispatch.dispatch.errors import WaiError
 
 # Modules that define sub-commands, in the order `--help` lists them.
-COMMANDS = ("cli.decode", "cli.verify", "cli.paths", "cli.sets", "cli.tools", "cli.explain")
+COMMANDS = tuple(
+    f"wai_dispatch.cli.{name}" for name in ("decode", "verify", "paths", "sets", "tools", "explain")
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,8 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
-from cli.options import add_offer
-from dispatch import NPU_MODEL_RUNTIME, REGISTRY, Code, Path, Placement, admit, parse_offer
+from wai_dispatch.cli.options import add_offer
+from wai_dispatch.dispatch import (
+    NPU_MODEL_RUNTIME,
+    REGISTRY,
+    Code,
+    Path,
+    Placement,
+    admit,
+    parse_offer,
+)
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,7 +63,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_paths(args: argparse.Namespace) -> int:
-    from paths import registry
+    from wai_dispatch.paths import registry
 
     offer = parse_offer(args.offer) if args.offer else registry.default_offer()
     rows = registry.probe(offer)
@@ -116,9 +124,8 @@ def ask(path: Path, set_files: Any, shape: tuple[int, ...]) -> PlanAnswer:
     """§3 against the set's capability at its registered tier, then §4's device questions and
     the plan (§5), as :func:`dispatch.choose` asks them, without running the networks."""
     import numpy as np
-
-    from paths import registry
-    from paths.job import SynthesisJob
+    from wai_dispatch.paths import registry
+    from wai_dispatch.paths.job import SynthesisJob
 
     capability = REGISTRY.get(getattr(set_files, "capability", "") or "")
     if capability is not None:
@@ -146,7 +153,7 @@ def ask(path: Path, set_files: Any, shape: tuple[int, ...]) -> PlanAnswer:
 
 
 def _open_set(args: argparse.Namespace) -> Any:
-    from codec import sets
+    from wai_dispatch.codec import sets
 
     if args.set_dir is not None:
         # A directory outside the store: its set.json names the digest its files are checked
@@ -160,7 +167,7 @@ def _open_set(args: argparse.Namespace) -> Any:
             ) from None
         digest = sets.Manifest.from_bytes(manifest_bytes).digest
         return sets.load(directory, digest)
-    from codec.config import sets_dir
+    from wai_dispatch.codec.config import sets_dir
 
     store = sets.SetStore(sets_dir(args.data_dir))
     sets.ensure_bundled(store)
@@ -171,7 +178,7 @@ def _open_set(args: argparse.Namespace) -> Any:
 def _latent_shape(args: argparse.Namespace, set_files: Any, path: Path) -> tuple[int, ...]:
     """``--latent-shape``, else the program's fixed input (Core ML, §6.1), else a
     ``latent_shape`` the set's facts state."""
-    from codec.errors import CodecError
+    from wai_dispatch.codec.errors import CodecError
 
     if args.latent_shape:
         try:
@@ -183,7 +190,7 @@ def _latent_shape(args: argparse.Namespace, set_files: Any, path: Path) -> tuple
     if path == NPU_MODEL_RUNTIME and _unit_present(path):
         # Reading the program's input needs coremltools (which pulls in torch): only worth it
         # where Core ML can run; elsewhere the path is refused before its shape is asked.
-        from paths.coreml import program_shape
+        from wai_dispatch.paths.coreml import program_shape
 
         try:
             shape = program_shape(set_files)
@@ -201,7 +208,7 @@ def _latent_shape(args: argparse.Namespace, set_files: Any, path: Path) -> tuple
 
 
 def _unit_present(path: Path) -> bool:
-    from paths.registry import known_adapters
+    from wai_dispatch.paths.registry import known_adapters
 
     adapter = known_adapters().get(path)
     return adapter is not None and adapter.unit_present()

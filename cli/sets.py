@@ -44,8 +44,8 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from codec.config import sets_dir
-    from codec.sets import SetStore
+    from wai_dispatch.codec.config import sets_dir
+    from wai_dispatch.codec.sets import SetStore
 
     return SetStore(sets_dir(args.data_dir))
 
@@ -59,7 +59,7 @@ def _row(entry: Any, default: bool) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from codec.sets import SetError, ensure_bundled
+    from wai_dispatch.codec.sets import SetError, ensure_bundled
 
     store = _store(args)
     ensure_bundled(store)

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path as FsPath
 
-from codec.errors import CodecError
+from wai_dispatch.codec.errors import CodecError
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,9 +43,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def import_compressai(data: bytes, set_files: object) -> tuple[bytes, str, tuple[int, ...]]:
     """Our payload for CompressAI's bitstream, its symbols digest and the latent shape."""
-    from codec import payload
-    from codec.compressai_rans import decode_string, load_compressed
-    from codec.tables import EntropyTables
+    from wai_dispatch.codec import payload
+    from wai_dispatch.codec.compressai_rans import decode_string, load_compressed
+    from wai_dispatch.codec.tables import EntropyTables
 
     string, (height, width), _ = load_compressed(data)
     facts = set_files.facts  # type: ignore[attr-defined]
@@ -55,9 +55,9 @@ def import_compressai(data: bytes, set_files: object) -> tuple[bytes, str, tuple
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from codec.config import sets_dir
-    from codec.envelope import Envelope
-    from codec.sets import SetStore, ensure_bundled
+    from wai_dispatch.codec.config import sets_dir
+    from wai_dispatch.codec.envelope import Envelope
+    from wai_dispatch.codec.sets import SetStore, ensure_bundled
 
     store = SetStore(sets_dir(args.data_dir))
     ensure_bundled(store)
@@ -97,7 +97,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 def run_make_set(args: argparse.Namespace) -> int:
     try:
-        from tools import wai_bmshj2018_npu_set as writer
+        from wai_dispatch.tools import wai_bmshj2018_npu_set as writer
     except ImportError as exc:
         raise CodecError(
             f"make-set needs the tools extra (`make tools`): {exc}", code="tools_missing"

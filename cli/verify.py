@@ -15,8 +15,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 import numpy as np
-
-from dispatch import CPU_ONNX_RUNTIME, REGISTRY, Arithmetic, Code, admit, choose
+from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, REGISTRY, Arithmetic, Code, admit, choose
 
 #: §6.4's bound for a float path at tier `none`: PSNR of RGB8 against the CPU reference.
 PSNR_BOUND_DB = 40.0
@@ -36,9 +35,9 @@ def psnr_rgb8(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def verify_set(store: Any, digest: str, adapters: Any) -> dict[str, Any]:
-    from codec.errors import Limits
-    from paths.job import SynthesisJob
-    from service.pipeline import entropy_stage, to_rgb8
+    from wai_dispatch.codec.errors import Limits
+    from wai_dispatch.paths.job import SynthesisJob
+    from wai_dispatch.service.pipeline import entropy_stage, to_rgb8
 
     set_files = store.open(digest)
     facts = set_files.facts
@@ -77,7 +76,7 @@ def verify_set(store: Any, digest: str, adapters: Any) -> dict[str, Any]:
     candidates = [(str(path), path, adapter) for path, adapter in adapters.items()]
     # Our ONNX Runtime path runs a rewritten graph (docs/onnx-path.md); the program exactly as
     # the set ships it is checked against the same bound.
-    from paths.onnx import OnnxRuntimeAdapter
+    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 
     candidates.append(
         (f"{CPU_ONNX_RUNTIME} (as exported)", CPU_ONNX_RUNTIME, OnnxRuntimeAdapter(rewrite=False))
@@ -108,9 +107,9 @@ def verify_set(store: Any, digest: str, adapters: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codec.config import sets_dir
-    from codec.sets import SetStore, ensure_bundled
-    from paths.registry import known_adapters
+    from wai_dispatch.codec.config import sets_dir
+    from wai_dispatch.codec.sets import SetStore, ensure_bundled
+    from wai_dispatch.paths.registry import known_adapters
 
     store = SetStore(sets_dir(args.data_dir))
     ensure_bundled(store)

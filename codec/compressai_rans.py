@@ -10,10 +10,9 @@ import json
 from typing import Any
 
 import numpy as np
-
-from codec import strictjson
-from codec.errors import CodecError
-from codec.tables import EntropyTables
+from wai_dispatch.codec import strictjson
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.tables import EntropyTables
 
 _RANS_L = 1 << 31  # lower bound of the normalised state interval
 _MASK64 = (1 << 64) - 1

@@ -39,10 +39,9 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
-
-from codec import strictjson
-from codec.errors import CodecError, Limits
-from dispatch.rules import Pin
+from wai_dispatch.codec import strictjson
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.dispatch.rules import Pin
 
 FORMAT: Final = "wai-envelope/1"
 DIGEST_PATTERN: Final = r"^[0-9a-f]{64}$"

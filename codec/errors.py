@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dispatch.errors import WaiError
+from wai_dispatch.dispatch.errors import WaiError
 
 
 class CodecError(WaiError, ValueError):

@@ -21,9 +21,8 @@ from typing import Any, Final
 import blake3
 import numpy as np
 import numpy.typing as npt
-
-from codec.errors import CodecError, Limits
-from codec.tables import EntropyTables
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.tables import EntropyTables
 
 __all__ = [
     "HEADER_SIZE",

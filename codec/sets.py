@@ -46,10 +46,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-from codec import strictjson
-from codec.errors import CodecError
-from dispatch.rules import Pin
+from wai_dispatch.codec import strictjson
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.rules import Pin
 
 SET_FORMAT: Final = "wai-set/1"
 MANIFEST_NAME: Final = "set.json"
@@ -523,7 +522,7 @@ class SetStore:
     def install(self, source: str | os.PathLike[str]) -> InstalledSet:
         """Install from a set folder or a .tar/.tar.gz/.zip archive of one; every file checked
         against the manifest first. Installing an installed set returns it unchanged."""
-        from codec.store import stage  # codec.store imports this module
+        from wai_dispatch.codec.store import stage  # codec.store imports this module
 
         source = Path(source)
         if source.is_dir():  # cheap when already installed: the manifest alone gives the digest
@@ -753,7 +752,7 @@ def _fsync_dir(path: Path) -> None:
 
 def bundled_dir() -> Path:
     """Where the project's bundled sets live: ``conformance/sets/<name>/``."""
-    import conformance  # lazy: the corpus package is data, and only this needs it
+    from wai_dispatch import conformance  # lazy: the corpus package is data
 
     return Path(conformance.__file__).resolve().parent / "sets"
 

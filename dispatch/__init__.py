@@ -6,9 +6,9 @@ runtime. The adapters that answer §4's device questions live in ``paths/``.
 
 from __future__ import annotations
 
-from dispatch.adapter import Adapter, BackendFailed, ScriptedAdapter
-from dispatch.errors import InvalidOffer, InvalidReport, UnknownCapability, UnknownToken, WaiError
-from dispatch.paths import (
+from .adapter import Adapter, BackendFailed, ScriptedAdapter
+from .errors import InvalidOffer, InvalidReport, UnknownCapability, UnknownToken, WaiError
+from .paths import (
     CPU_ONNX_RUNTIME,
     CPU_WAI_OPS,
     NPU_MODEL_RUNTIME,
@@ -17,10 +17,10 @@ from dispatch.paths import (
     Path,
     parse_offer,
 )
-from dispatch.registry import BMSHJ2018, INT_SYNTH, REGISTRY, Capability, Registry
-from dispatch.report import KIND, Placement, Ran, Refusal, Report
-from dispatch.rules import Decision, Pin, admit, choose, demand, held_tier
-from dispatch.tokens import Arithmetic, Backend, Code, Intent, RegistryClass, Tier, Unit
+from .registry import BMSHJ2018, INT_SYNTH, REGISTRY, Capability, Registry
+from .report import KIND, Placement, Ran, Refusal, Report
+from .rules import Decision, Pin, admit, choose, demand, held_tier
+from .tokens import Arithmetic, Backend, Code, Intent, RegistryClass, Tier, Unit
 
 __all__ = [
     "BMSHJ2018",

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from dispatch.paths import Path
-from dispatch.report import Placement
+from .paths import Path
+from .report import Placement
 
 
 class BackendFailed(Exception):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dispatch.errors import InvalidOffer, UnknownToken
-from dispatch.tokens import Arithmetic, Backend, Unit, parse
+from .errors import InvalidOffer, UnknownToken
+from .tokens import Arithmetic, Backend, Unit, parse
 
 
 @dataclass(frozen=True, slots=True, order=True)

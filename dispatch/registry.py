@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from dispatch.errors import UnknownCapability
-from dispatch.tokens import Arithmetic, RegistryClass, Tier
+from .errors import UnknownCapability
+from .tokens import Arithmetic, RegistryClass, Tier
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.errors import InvalidReport, WaiError
-from dispatch.paths import Path
-from dispatch.registry import REGISTRY, Registry
-from dispatch.tokens import Arithmetic, Code, Tier, Unit, parse
+from .errors import InvalidReport, WaiError
+from .paths import Path
+from .registry import REGISTRY, Registry
+from .tokens import Arithmetic, Code, Tier, Unit, parse
 
 KIND = "wai-neural-dispatch/1"
 _PLACEMENT_KEYS = ("npu", "gpu", "cpu", "unknown")

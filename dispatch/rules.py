@@ -7,11 +7,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatch.adapter import Adapter
-from dispatch.paths import Offer, Path, parse_offer
-from dispatch.registry import Capability
-from dispatch.report import Ran, Refusal, Report
-from dispatch.tokens import Arithmetic, Code, Intent, Tier
+from .adapter import Adapter
+from .paths import Offer, Path, parse_offer
+from .registry import Capability
+from .report import Ran, Refusal, Report
+from .tokens import Arithmetic, Code, Intent, Tier
 
 
 @dataclass(frozen=True, slots=True)

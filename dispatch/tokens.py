@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import TypeVar
 
-from dispatch.errors import UnknownToken
+from .errors import UnknownToken
 
 
 class Unit(enum.StrEnum):

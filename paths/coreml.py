@@ -23,9 +23,8 @@ from pathlib import Path as FsPath
 from typing import Any, Protocol
 
 import numpy as np
-
-from dispatch import NPU_MODEL_RUNTIME, BackendFailed, Path, Placement
-from paths.job import SetFiles, SynthesisJob
+from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, BackendFailed, Path, Placement
+from wai_dispatch.paths.job import SetFiles, SynthesisJob
 
 #: §6.1: the two files a set holds a program for the runtime in, when its facts name none.
 SPEC_FILE = "decoder.mlmodel"

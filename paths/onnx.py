@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from dispatch.adapter import BackendFailed
-from dispatch.paths import Path
-from dispatch.report import Placement
-from dispatch.tokens import Arithmetic, Backend, Unit
-from paths.job import SetFiles, SynthesisJob
+from wai_dispatch.dispatch.adapter import BackendFailed
+from wai_dispatch.dispatch.paths import Path
+from wai_dispatch.dispatch.report import Placement
+from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
+from wai_dispatch.paths.job import SetFiles, SynthesisJob
 
 __all__ = [
     "PROGRAM_KEY",
@@ -300,8 +299,7 @@ class OnnxRuntimeAdapter:
             return model, 0
         try:
             import onnx
-
-            from paths.onnx_rewrite import rewrite_model
+            from wai_dispatch.paths.onnx_rewrite import rewrite_model
         except ImportError:  # the rewrite is a speed-up; without onnx the plain graph runs
             return model, 0
         proto = onnx.load_from_string(model)

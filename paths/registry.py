@@ -14,8 +14,14 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
-from dispatch import CPU_ONNX_RUNTIME, NPU_MODEL_RUNTIME, REFERENCE_OFFER, Adapter, Unit
-from dispatch.paths import GPU_ONNX_RUNTIME, Offer, Path, parse_offer
+from wai_dispatch.dispatch import (
+    CPU_ONNX_RUNTIME,
+    NPU_MODEL_RUNTIME,
+    REFERENCE_OFFER,
+    Adapter,
+    Unit,
+)
+from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, Offer, Path, parse_offer
 
 #: The reason a path with no adapter in :data:`BUILDERS` is absent.
 NO_ADAPTER = "no adapter in this build"
@@ -25,14 +31,14 @@ OFFER_ENV = "WAI_OFFER"
 
 
 def _coreml() -> Adapter:
-    from paths.coreml import CoreMLAdapter
+    from wai_dispatch.paths.coreml import CoreMLAdapter
 
     return CoreMLAdapter()
 
 
 def _onnx(unit: Unit) -> Callable[[], Adapter]:
     def build() -> Adapter:
-        from paths.onnx import OnnxRuntimeAdapter
+        from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 
         adapter: Adapter = OnnxRuntimeAdapter(unit=unit)
         return adapter

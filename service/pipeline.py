@@ -10,13 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from codec import payload as payload_codec
-from codec.envelope import Envelope
-from codec.errors import CodecError, Limits
-from codec.sets import LoadedSet, SetNotInstalled, SetStore
-from codec.tables import EntropyTables
-from dispatch import (
+from wai_dispatch.codec import payload as payload_codec
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.sets import LoadedSet, SetNotInstalled, SetStore
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
     Offer,
@@ -27,7 +26,7 @@ from dispatch import (
     choose,
     demand,
 )
-from paths.job import SynthesisJob
+from wai_dispatch.paths.job import SynthesisJob
 
 
 class NoPath(WaiError):

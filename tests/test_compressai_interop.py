@@ -9,15 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cli.main import main
-from codec.compressai_rans import (
+from wai_dispatch.cli.main import main
+from wai_dispatch.codec.compressai_rans import (
     CompressAIStreamError,
     decode_string,
     dump_compressed,
     load_compressed,
 )
-from codec.tables import laplacian_tables
+from wai_dispatch.codec.tables import laplacian_tables
 
 
 def test_load_compressed_refuses_what_is_not_one_string() -> None:
@@ -51,7 +50,7 @@ def test_decode_string_refuses_torn_streams() -> None:
 @pytest.fixture(scope="module")
 def compressai_eb():  # type: ignore[no-untyped-def]
     torch = pytest.importorskip("torch", reason="needs the tools extra (torch)")
-    from tools._compressai import import_compressai
+    from wai_dispatch.tools._compressai import import_compressai
 
     compressai = import_compressai()
     torch.manual_seed(7)
@@ -65,7 +64,7 @@ def compressai_eb():  # type: ignore[no-untyped-def]
 @pytest.mark.tools
 def test_reads_compressai_strings_exactly_including_escapes(compressai_eb) -> None:  # type: ignore[no-untyped-def]
     torch, eb = compressai_eb
-    from codec.tables import EntropyTables
+    from wai_dispatch.codec.tables import EntropyTables
 
     tables = EntropyTables.from_compressai(
         eb._quantized_cdf, eb._cdf_length, eb._offset, eb.quantiles[:, 0, 1]
@@ -88,8 +87,8 @@ HELD_OUT = ("chelsea", "coffee")  # tools/train_bmshj2018.py holds these out of 
 @pytest.fixture(scope="module")
 def demo_net():  # type: ignore[no-untyped-def]
     pytest.importorskip("torch", reason="needs the tools extra (torch)")
-    from conformance import weights_dir
-    from tools.wai_bmshj2018_npu_set import load_model
+    from wai_dispatch.conformance import weights_dir
+    from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model
 
     checkpoint = weights_dir() / "bmshj2018-demo-q3.pt"
     return load_model(checkpoint=checkpoint, pretrained=False, quality=3)[0]
@@ -102,12 +101,11 @@ def test_import_compressai_matches_net_decompress(
 ) -> None:  # type: ignore[no-untyped-def]
     import skimage.data
     import torch
-
-    from codec.config import sets_dir
-    from codec.envelope import parse
-    from codec.sets import SetStore, ensure_bundled
-    from paths.registry import known_adapters
-    from service.pipeline import decode_envelope
+    from wai_dispatch.codec.config import sets_dir
+    from wai_dispatch.codec.envelope import parse
+    from wai_dispatch.codec.sets import SetStore, ensure_bundled
+    from wai_dispatch.paths.registry import known_adapters
+    from wai_dispatch.service.pipeline import decode_envelope
 
     net = demo_net
     picture = getattr(skimage.data, image)()
@@ -144,7 +142,7 @@ def test_import_compressai_matches_net_decompress(
     store = SetStore(sets_dir(data))
     ensure_bundled(store)
     envelope = parse(envelope_path.read_bytes())
-    from dispatch import REFERENCE_OFFER
+    from wai_dispatch.dispatch import REFERENCE_OFFER
 
     result = decode_envelope(
         envelope, store=store, offer=REFERENCE_OFFER, adapters=known_adapters()
@@ -153,8 +151,8 @@ def test_import_compressai_matches_net_decompress(
     assert str(result.reports[0].ran.path) == "cpu/onnx-runtime/float"
 
     # The same symbols: our latent is CompressAI's, exactly.
-    from codec import payload
-    from codec.tables import EntropyTables
+    from wai_dispatch.codec import payload
+    from wai_dispatch.codec.tables import EntropyTables
 
     set_files = store.open(result.part.set_digest)
     tables = EntropyTables.from_json(set_files.read(set_files.facts["tables"]))

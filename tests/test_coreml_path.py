@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from dispatch import (
+from wai_dispatch.dispatch import (
     BMSHJ2018,
     CPU_ONNX_RUNTIME,
     NPU_MODEL_RUNTIME,
@@ -25,7 +24,7 @@ from dispatch import (
     Tier,
     choose,
 )
-from paths.coreml import (
+from wai_dispatch.paths.coreml import (
     CoreMLAdapter,
     ScriptedCoreML,
     coreml_absent_reason,
@@ -33,7 +32,7 @@ from paths.coreml import (
     program_shape,
     write_package,
 )
-from paths.job import SynthesisJob
+from wai_dispatch.paths.job import SynthesisJob
 
 SHAPE = (1, 192, 16, 16)
 FACTS = {

@@ -11,18 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-
-from cli.main import main
-from codec.sets import Manifest
-from conformance import envelopes_dir, sets_dir
-from dispatch import Report
-from tools.sample_envelopes import sample_envelopes
+from wai_dispatch.cli.main import main
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.conformance import envelopes_dir, sets_dir
+from wai_dispatch.dispatch import Report
+from wai_dispatch.tools.sample_envelopes import sample_envelopes
 
 SET = sets_dir() / "bmshj2018-demo-q3"
 
 
 def test_sample_envelopes_are_what_the_tool_writes() -> None:
-    """Regenerate with `python -m tools.sample_envelopes` after the bundled set changes."""
+    """Regenerate with `python -m wai_dispatch.tools.sample_envelopes` after the bundled set
+    changes."""
     for name, data in sample_envelopes(SET).items():
         assert (envelopes_dir() / name).read_bytes() == data, name
 

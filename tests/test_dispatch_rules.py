@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from dispatch import (
+from wai_dispatch.dispatch import (
     BMSHJ2018,
     CPU_ONNX_RUNTIME,
     CPU_WAI_OPS,
@@ -37,7 +36,7 @@ from dispatch import (
     held_tier,
     parse_offer,
 )
-from dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, NPU_WEBNN
 
 ENTROPY = Capability(
     "wai.neural.entropy_exact", RegistryClass.NEURAL_ENTROPY_EXACT, Arithmetic.FLOAT

@@ -12,12 +12,11 @@ from typing import Any
 import cbor2
 import jsonschema
 import pytest
-
-from codec import envelope as env
-from codec.envelope import Envelope, parse, parse_cbor, parse_json
-from codec.errors import CodecError, Limits
-from dispatch import BMSHJ2018, INT_SYNTH, Capability, Pin, demand
-from dispatch.tokens import Arithmetic, RegistryClass, Tier
+from wai_dispatch.codec import envelope as env
+from wai_dispatch.codec.envelope import Envelope, parse, parse_cbor, parse_json
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.dispatch import BMSHJ2018, INT_SYNTH, Capability, Pin, demand
+from wai_dispatch.dispatch.tokens import Arithmetic, RegistryClass, Tier
 
 A = "a" * 64
 B = "b" * 64

@@ -13,9 +13,8 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from codec.envelope import Envelope, parse, parse_cbor, parse_json
-from codec.errors import CodecError, Limits
+from wai_dispatch.codec.envelope import Envelope, parse, parse_cbor, parse_json
+from wai_dispatch.codec.errors import CodecError, Limits
 
 LIMITS = Limits(max_envelope_bytes=1 << 16, max_payload_bytes=1 << 12)
 BOUNDED = settings(

@@ -1,4 +1,5 @@
-"""``import dispatch`` stays pure: no runtime, no numpy (STYLE: heavy runtimes import lazily)."""
+"""``import wai_dispatch.dispatch`` stays pure: no runtime, no numpy (STYLE: heavy runtimes
+import lazily)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ print(",".join(loaded))
 @pytest.mark.parametrize(
     "stmt",
     [
-        "import dispatch",
-        "from dispatch import demand, admit, choose",
-        "import dispatch.rules, dispatch.report, dispatch.adapter, dispatch.paths",
+        "import wai_dispatch.dispatch",
+        "from wai_dispatch.dispatch import demand, admit, choose",
+        "import wai_dispatch.dispatch.rules, wai_dispatch.dispatch.report, "
+        "wai_dispatch.dispatch.adapter, wai_dispatch.dispatch.paths",
     ],
 )
 def test_import_dispatch_loads_no_heavy_module(stmt: str) -> None:
@@ -41,10 +43,10 @@ def test_import_dispatch_loads_no_heavy_module(stmt: str) -> None:
 def test_dispatch_imports_only_the_standard_library() -> None:
     """The core's modules import nothing outside the standard library and dispatch itself."""
     code = (
-        "import sys; before = set(sys.modules); import dispatch; "
+        "import sys; before = set(sys.modules); import wai_dispatch.dispatch; "
         "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
         "std = set(sys.stdlib_module_names); "
-        "print(','.join(sorted(m for m in new if m not in std and m != 'dispatch')))"
+        "print(','.join(sorted(m for m in new if m not in std and m != 'wai_dispatch')))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

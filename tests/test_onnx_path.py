@@ -15,8 +15,7 @@ onnx = pytest.importorskip("onnx")
 
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from dispatch import (  # noqa: E402
+from wai_dispatch.dispatch import (  # noqa: E402
     BMSHJ2018,
     CPU_ONNX_RUNTIME,
     CPU_WAI_OPS,
@@ -29,13 +28,13 @@ from dispatch import (  # noqa: E402
     choose,
     demand,
 )
-from paths.job import SynthesisJob  # noqa: E402
-from paths.onnx import (  # noqa: E402
+from wai_dispatch.paths.job import SynthesisJob  # noqa: E402
+from wai_dispatch.paths.onnx import (  # noqa: E402
     OnnxRuntimeAdapter,
     placement_from_trace,
     shared_session_options,
 )
-from paths.onnx_rewrite import (  # noqa: E402
+from wai_dispatch.paths.onnx_rewrite import (  # noqa: E402
     SPLIT_MIN_CHANNELS,
     phase_split_weights,
     phase_weights,
@@ -43,7 +42,7 @@ from paths.onnx_rewrite import (  # noqa: E402
     rewrite_model,
     shuffle_weights,
 )
-from tools.bench_onnx import MemorySet, memory_set, random_layers  # noqa: E402
+from wai_dispatch.tools.bench_onnx import MemorySet, memory_set, random_layers  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -371,8 +370,8 @@ def test_choose_broken_program_is_backend_failed(the_set: MemorySet) -> None:
 @pytest.mark.tools
 def test_compressai_g_s_equals_the_onnx_program() -> None:
     torch = pytest.importorskip("torch")
-    from tools._compressai import factorized_prior
-    from tools.bench_onnx import g_s_layers
+    from wai_dispatch.tools._compressai import factorized_prior
+    from wai_dispatch.tools.bench_onnx import g_s_layers
 
     torch.manual_seed(0)
     g_s = factorized_prior(128, 192).g_s.eval()
@@ -395,7 +394,7 @@ def test_runs_from_many_threads_agree(adapter: OnnxRuntimeAdapter, the_set: Memo
 
 
 def test_thread_count_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from paths.onnx import _env_threads
+    from wai_dispatch.paths.onnx import _env_threads
 
     monkeypatch.setenv("WAI_ORT_THREADS", "1")
     assert _env_threads() == 1

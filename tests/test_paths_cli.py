@@ -10,12 +10,11 @@ import sys
 from pathlib import Path as FsPath
 
 import pytest
-
-from cli.main import main
-from dispatch import CPU_ONNX_RUNTIME, CPU_WAI_OPS, NPU_MODEL_RUNTIME, REFERENCE_OFFER
-from dispatch.paths import GPU_ONNX_RUNTIME
-from paths import registry
-from paths.coreml import CoreMLAdapter, ScriptedCoreML
+from wai_dispatch.cli.main import main
+from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, CPU_WAI_OPS, NPU_MODEL_RUNTIME, REFERENCE_OFFER
+from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME
+from wai_dispatch.paths import registry
+from wai_dispatch.paths.coreml import CoreMLAdapter, ScriptedCoreML
 
 OFF_MACOS = pytest.mark.skipif(sys.platform == "darwin", reason="checks the absence off macOS")
 HAS_ORT = importlib.util.find_spec("onnxruntime") is not None
@@ -43,7 +42,7 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def set_dir(tmp_path: FsPath) -> FsPath:
     """A bmshj2018 set holding a Core ML program (a specification with the fixed input)."""
-    from codec.sets import write_manifest
+    from wai_dispatch.codec.sets import write_manifest
 
     model_pb2 = pytest.importorskip("coremltools.proto.Model_pb2")
     spec = model_pb2.Model()
@@ -222,7 +221,7 @@ def test_plan_from_the_store(
     tmp_path: FsPath,
     scripted_npu: ScriptedCoreML,
 ) -> None:
-    from codec.sets import SetStore
+    from wai_dispatch.codec.sets import SetStore
 
     data = tmp_path / "data"
     installed = SetStore(data / "sets").install(set_dir)
@@ -246,7 +245,7 @@ def test_plan_errors_are_typed(capsys: pytest.CaptureFixture[str], tmp_path: FsP
 def test_plan_without_a_latent_shape_asks_for_one(
     capsys: pytest.CaptureFixture[str], tmp_path: FsPath
 ) -> None:
-    from codec.sets import write_manifest
+    from wai_dispatch.codec.sets import write_manifest
 
     root = tmp_path / "bare"
     root.mkdir()

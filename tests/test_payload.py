@@ -11,9 +11,8 @@ from pathlib import Path
 import blake3
 import numpy as np
 import pytest
-
-from codec.errors import CodecError, Limits
-from codec.payload import (
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.payload import (
     HEADER_SIZE,
     PayloadError,
     PayloadFormatError,
@@ -28,7 +27,7 @@ from codec.payload import (
     read_header,
     symbols_digest,
 )
-from codec.tables import EntropyTables, laplacian_tables
+from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
 
 GOLDEN = Path(__file__).parent / "golden" / "payload"
 REGEN = os.environ.get("WAI_REGEN_GOLDEN") == "1"
@@ -412,7 +411,7 @@ def test_first_decodes_from_many_threads_agree() -> None:
 
 def test_the_shape_model_is_16_raw_bits() -> None:
     # docs/payload.md: H and W are each uniform over 2^16, frequency 2^8 of 2^24 per value.
-    from codec.payload import _shape_model
-    from codec.tables import _verify_model
+    from wai_dispatch.codec.payload import _shape_model
+    from wai_dispatch.codec.tables import _verify_model
 
     _verify_model(_shape_model(), np.ones(1 << 16, dtype=np.int64), -1)

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from codec.errors import CodecError, Limits
-from codec.payload import HEADER_SIZE, decode, encode, read_header
-from codec.tables import laplacian_tables
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.payload import HEADER_SIZE, decode, encode, read_header
+from wai_dispatch.codec.tables import laplacian_tables
 
 TABLES = laplacian_tables(3, seed=7)
 # Small limits keep a lying header cheap; the decoder's checks are the same at any size.

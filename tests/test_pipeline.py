@@ -11,16 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-
-from cli.main import main
-from codec import payload
-from codec.envelope import Envelope, EnvelopePin, Fallback
-from codec.sets import SetStore, write_manifest
-from codec.tables import laplacian_tables
-from dispatch import REFERENCE_OFFER, Code, Report, Tier, WaiError
-from paths.registry import known_adapters
-from service.pipeline import NoPath, decode_envelope, to_rgb8
-from tools.bench_onnx import onnx_program_facts, random_layers, synthesis_files
+from wai_dispatch.cli.main import main
+from wai_dispatch.codec import payload
+from wai_dispatch.codec.envelope import Envelope, EnvelopePin, Fallback
+from wai_dispatch.codec.sets import SetStore, write_manifest
+from wai_dispatch.codec.tables import laplacian_tables
+from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier, WaiError
+from wai_dispatch.paths.registry import known_adapters
+from wai_dispatch.service.pipeline import NoPath, decode_envelope, to_rgb8
+from wai_dispatch.tools.bench_onnx import onnx_program_facts, random_layers, synthesis_files
 
 CHANNELS = 8
 LINUX = sys.platform != "darwin"

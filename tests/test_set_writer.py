@@ -15,18 +15,17 @@ pytestmark = pytest.mark.tools
 
 try:
     import torch
-
-    from tools._compressai import import_compressai
+    from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()
 except Exception as exc:  # ImportError, or a broken torch build
     pytest.skip(f"torch and CompressAI are not importable: {exc}", allow_module_level=True)
 
-from codec import payload as codec_payload  # noqa: E402
-from codec.sets import Manifest  # noqa: E402
-from codec.tables import EntropyTables  # noqa: E402
-from tools import coreml_program, webnn_form  # noqa: E402
-from tools import wai_bmshj2018_npu_set as writer  # noqa: E402
+from wai_dispatch.codec import payload as codec_payload  # noqa: E402
+from wai_dispatch.codec.sets import Manifest  # noqa: E402
+from wai_dispatch.codec.tables import EntropyTables  # noqa: E402
+from wai_dispatch.tools import coreml_program, webnn_form  # noqa: E402
+from wai_dispatch.tools import wai_bmshj2018_npu_set as writer  # noqa: E402
 
 BUNDLED = Path(__file__).resolve().parent.parent / "conformance" / "sets" / "bmshj2018-demo-q3"
 

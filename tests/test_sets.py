@@ -12,11 +12,10 @@ from pathlib import Path
 
 import blake3
 import pytest
-
-from cli.main import main
-from codec import sets as sets_mod
-from codec.config import data_dir, sets_dir
-from codec.sets import (
+from wai_dispatch.cli.main import main
+from wai_dispatch.codec import sets as sets_mod
+from wai_dispatch.codec.config import data_dir, sets_dir
+from wai_dispatch.codec.sets import (
     LoadedSet,
     Manifest,
     SetLimits,
@@ -25,7 +24,7 @@ from codec.sets import (
     ensure_bundled,
     write_manifest,
 )
-from dispatch import Pin
+from wai_dispatch.dispatch import Pin
 
 CAP = "wai.neural.bmshj2018"
 FILES = {

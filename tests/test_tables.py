@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from codec.errors import CodecError, Limits
-from codec.tables import EntropyTables, TablesError, _verify_model, laplacian_tables
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.tables import EntropyTables, TablesError, _verify_model, laplacian_tables
 
 
 def _doc(tables: EntropyTables) -> dict[str, Any]:
@@ -159,8 +158,7 @@ def test_the_exactness_check_can_fail() -> None:
 )
 def test_from_compressai_entropy_bottleneck() -> None:
     import torch
-
-    from tools._compressai import import_compressai
+    from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()
     from compressai.entropy_models import EntropyBottleneck

@@ -1,6 +1,6 @@
-"""``python -m tools.bench_decode``: the whole decode, payload bytes → RGB8, on the ONNX Runtime
-CPU path, beside CompressAI's own ``net.decompress()`` (torch on the CPU, same thread count),
-in the same run, at 256×256 and 768×512; and the peak memory of a 768×512 decode."""
+"""``python -m wai_dispatch.tools.bench_decode``: the whole decode, payload bytes → RGB8, on the
+ONNX Runtime CPU path, beside CompressAI's own ``net.decompress()`` (torch on the CPU, same
+thread count), in the same run, at 256×256 and 768×512; and the peak memory of a 768×512 decode."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set
+from wai_dispatch.tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set
 
 SIZES = ((256, 256), (512, 768))  # (height, width)
 
@@ -29,8 +28,8 @@ def _picture(height: int, width: int) -> np.ndarray:
 
 
 def _model(checkpoint: str | None) -> Any:
-    from conformance import weights_dir
-    from tools.wai_bmshj2018_npu_set import load_model
+    from wai_dispatch.conformance import weights_dir
+    from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model
 
     path = checkpoint or str(weights_dir() / "bmshj2018-demo-q3.pt")
     return load_model(checkpoint=path, pretrained=False, quality=3)[0]
@@ -38,12 +37,11 @@ def _model(checkpoint: str | None) -> Any:
 
 def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
     import torch
-
-    from codec import payload
-    from codec.tables import EntropyTables
-    from paths.job import SynthesisJob
-    from paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
-    from service.pipeline import to_rgb8
+    from wai_dispatch.codec import payload
+    from wai_dispatch.codec.tables import EntropyTables
+    from wai_dispatch.paths.job import SynthesisJob
+    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
+    from wai_dispatch.service.pipeline import to_rgb8
 
     torch.set_num_threads(threads)
     configure_thread_pool(threads)
@@ -87,12 +85,12 @@ def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
 
 def _peak_worker(checkpoint: str | None) -> dict[str, Any]:
     """One 768×512 decode in a fresh process; its peak resident memory (VmHWM)."""
-    from codec import payload
-    from codec.tables import laplacian_tables
-    from paths.job import SynthesisJob
-    from paths.onnx import OnnxRuntimeAdapter
-    from service.pipeline import to_rgb8
-    from tools.bench_onnx import random_layers
+    from wai_dispatch.codec import payload
+    from wai_dispatch.codec.tables import laplacian_tables
+    from wai_dispatch.paths.job import SynthesisJob
+    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+    from wai_dispatch.service.pipeline import to_rgb8
+    from wai_dispatch.tools.bench_onnx import random_layers
 
     def hwm() -> int:
         with open("/proc/self/status") as f:
@@ -109,7 +107,9 @@ def _peak_worker(checkpoint: str | None) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.bench_decode", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m wai_dispatch.tools.bench_decode", description=__doc__
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--checkpoint", help="a CompressAI state dict (default: the demo one)")
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['ratio']:6.2f} | ≤ {goal} {met}"
         )
     peak = subprocess.run(
-        [sys.executable, "-m", "tools.bench_decode", "--peak-worker"],
+        [sys.executable, "-m", "wai_dispatch.tools.bench_decode", "--peak-worker"],
         check=True,
         capture_output=True,
         text=True,

@@ -1,7 +1,7 @@
 """Benchmark of the entropy stage (§6.3): decode of a 1 × 192 × 16 × 16 latent (49,152 symbols),
 ours (constriction) against CompressAI's C++ rANS on the same tables and symbols.
 
-    python -m tools.bench_entropy [--repeats 200] [--tables laplacian|compressai]
+    python -m wai_dispatch.tools.bench_entropy [--repeats 200] [--tables laplacian|compressai]
 
 Best-of-N wall time (time.perf_counter). Goal: our decode at most 0.6 × CompressAI's.
 """
@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-from codec.payload import decode, encode, latent, symbols_digest
-from codec.tables import EntropyTables, laplacian_tables
+from wai_dispatch.codec.payload import decode, encode, latent, symbols_digest
+from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
 
 SHAPE = (1, 192, 16, 16)
 
@@ -34,8 +33,7 @@ def _compressai_tables() -> tuple[EntropyTables, Any]:
     """FactorizedPrior(128, 192)'s entropy bottleneck after update, with its quantiles spread so
     that channels differ (untrained, every channel would hold the same table)."""
     import torch
-
-    from tools._compressai import import_compressai
+    from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()
     from compressai.models import FactorizedPrior  # type: ignore[import-untyped]
@@ -53,7 +51,9 @@ def _compressai_tables() -> tuple[EntropyTables, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.bench_entropy", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m wai_dispatch.tools.bench_entropy", description=__doc__
+    )
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--tables", choices=["laplacian", "compressai"], default="laplacian")
     parser.add_argument("--seed", type=int, default=0)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     theirs_decode = theirs_encode = None
     note = ""
     try:
-        from tools._compressai import import_compressai
+        from wai_dispatch.tools._compressai import import_compressai
 
         import_compressai()
         from compressai.ans import RansDecoder, RansEncoder  # type: ignore[import-untyped]

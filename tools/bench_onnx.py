@@ -1,7 +1,8 @@
 """Benchmark the ONNX Runtime path: the bmshj2018 synthesis, plain export against the sub-pixel
 rewrite against torch, as a fraction of this machine's float32 GEMM rate.
 
-    python -m tools.bench_onnx [--repeats N] [--threads 2] [--sweep] [--random | --set DIR]
+    python -m wai_dispatch.tools.bench_onnx [--repeats N] [--threads 2] [--sweep]
+        [--random | --set DIR]
 
 It also holds the small fixture the tests use: :func:`synthesis_files` writes a synthesis
 (a list of layers) as the set writer's format does (``decoder.onnx`` with its initializers as
@@ -268,7 +269,7 @@ def gemm_rate(threads: int, repeats: int, *, clean_env: bool) -> dict[str, Any]:
     if clean_env:
         for key in _BLAS_ENV:
             env.pop(key, None)
-    argv = [sys.executable, "-m", "tools.bench_onnx", "--worker", "gemm"]
+    argv = [sys.executable, "-m", "wai_dispatch.tools.bench_onnx", "--worker", "gemm"]
     argv += ["--threads", str(threads), "--repeats", str(repeats)]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -293,8 +294,7 @@ def _ort_session(model: bytes, weights: bytes, *, pool: str = "global", spin: bo
 
 def _rewritten(model: bytes, weights: bytes) -> bytes:
     import onnx
-
-    from paths.onnx_rewrite import rewrite_model
+    from wai_dispatch.paths.onnx_rewrite import rewrite_model
 
     proto = onnx.load_from_string(model)
     rewrite_model(proto, {"decoder.weights": weights})
@@ -346,8 +346,8 @@ def _rss_worker(set_dir: str) -> dict[str, Any]:
     """
     import resource
 
-    from paths.job import SynthesisJob
-    from paths.onnx import OnnxRuntimeAdapter
+    from wai_dispatch.paths.job import SynthesisJob
+    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 
     def hwm_mib() -> float:
         with open("/proc/self/status") as f:
@@ -368,7 +368,7 @@ def _rss_worker(set_dir: str) -> dict[str, Any]:
 
 def _worker_json(argv: list[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "tools.bench_onnx", "--worker", *argv],
+        [sys.executable, "-m", "wai_dispatch.tools.bench_onnx", "--worker", *argv],
         env=None if env is None else dict(env),
         capture_output=True,
         text=True,
@@ -380,7 +380,7 @@ def _worker_json(argv: list[str], env: Mapping[str, str] | None = None) -> dict[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.bench_onnx", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_onnx", description=__doc__)
     p.add_argument("--repeats", type=int, default=7, help="best of N (default 7)")
     p.add_argument("--threads", type=int, default=2, help="threads for every runtime (2)")
     p.add_argument("--sweep", action="store_true", help="also compare thread configurations")
@@ -416,8 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = "random weights (random_layers)"
     else:
         import torch
-
-        from tools._compressai import factorized_prior
+        from wai_dispatch.tools._compressai import factorized_prior
 
         torch.manual_seed(0)
         torch.set_num_threads(args.threads)

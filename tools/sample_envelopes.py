@@ -1,5 +1,5 @@
-"""``python -m tools.sample_envelopes``: write the sample envelopes `wai-dispatch demo` decodes,
-from each bundled set's payload (conformance/envelopes/, docs/decoding.md)."""
+"""``python -m wai_dispatch.tools.sample_envelopes``: write the sample envelopes `wai-dispatch
+demo` decodes, from each bundled set's payload (conformance/envelopes/, docs/decoding.md)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from codec.envelope import Envelope
-from codec.sets import Manifest
-from conformance import envelopes_dir, sets_dir
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.conformance import envelopes_dir, sets_dir
 
 
 def sample_envelopes(set_dir: Path) -> dict[str, bytes]:
@@ -29,7 +29,7 @@ def sample_envelopes(set_dir: Path) -> dict[str, bytes]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.sample_envelopes")
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.sample_envelopes")
     parser.add_argument("--out", type=Path, default=envelopes_dir())
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,8 @@ it self-consistent the model's floating parameters and buffers are rounded to fl
 (float16 -> float32).  The script reloads the file it wrote and reports the numbers of that
 loaded model, checking that its bitstreams are identical.  A BLAKE3 sidecar is written beside it.
 
-Run: ``python -m tools.train_bmshj2018 --out DIR [--minutes M] [--seed S] [--lmbda L]``.
+Run: ``python -m wai_dispatch.tools.train_bmshj2018 --out DIR [--minutes M] [--seed S]
+[--lmbda L]``.
 """
 
 from __future__ import annotations
@@ -51,8 +52,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-from tools._compressai import factorized_prior
+from wai_dispatch.tools._compressai import factorized_prior
 
 TRAIN_IMAGES = (
     "astronaut",
@@ -242,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         log_file.flush()
 
     arguments = argv if argv is not None else sys.argv[1:]
-    command = "python -m tools.train_bmshj2018 " + " ".join(shlex.quote(a) for a in arguments)
+    command = "python -m wai_dispatch.tools.train_bmshj2018 " + " ".join(
+        shlex.quote(a) for a in arguments
+    )
     log(
         "start",
         command=command,

@@ -2,7 +2,7 @@
 model: the plain synthesis for ONNX Runtime, its WebNN form (§6.2), the Core ML program, the
 entropy tables, the usage statement and one payload.  docs/bmshj2018-set.md describes each file.
 
-Run: ``python -m tools.wai_bmshj2018_npu_set --out DIR [--quality 3] [--seed 20261109]
+Run: ``python -m wai_dispatch.tools.wai_bmshj2018_npu_set --out DIR [--quality 3] [--seed 20261109]
 [--checkpoint FILE | --pretrained] [--licence SPDX] [--force]``.  Without ``--checkpoint`` or
 ``--pretrained`` the weights are the bundled demo checkpoint.  Exit status 2 when the set is
 refused (a plain synthesis that is not bit-identical to CompressAI's ``g_s``, a check that does
@@ -90,7 +90,7 @@ def load_model(
     *, checkpoint: str | os.PathLike[str] | None, pretrained: bool, quality: int
 ) -> tuple[Any, dict[str, Any]]:
     """The model in eval mode after ``update(force=True)``, and where its weights came from."""
-    from tools._compressai import factorized_prior, import_compressai
+    from wai_dispatch.tools._compressai import factorized_prior, import_compressai
 
     n, m = _architecture(quality)
     if pretrained:
@@ -217,13 +217,13 @@ def plain_synthesis(model: Any) -> Any:
 
 
 def _held_out_images() -> tuple[str, ...]:
-    from tools.train_bmshj2018 import HELD_OUT_IMAGES
+    from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES
 
     return tuple(HELD_OUT_IMAGES)
 
 
 def _load_image(name: str) -> npt.NDArray[np.uint8]:
-    from tools.train_bmshj2018 import load_image
+    from wai_dispatch.tools.train_bmshj2018 import load_image
 
     return np.ascontiguousarray(load_image(name))
 
@@ -400,8 +400,7 @@ def onnx_session(onnx_bytes: bytes, blob: bytes) -> Any:
     on the process-wide thread pool the ONNX Runtime path uses (a session with its own pool is
     refused once that pool exists)."""
     import onnxruntime as ort
-
-    from paths.onnx import shared_session_options
+    from wai_dispatch.paths.onnx import shared_session_options
 
     options = shared_session_options()
     options.log_severity_level = 3
@@ -496,10 +495,10 @@ def write_set(
     end: a refusal or failure leaves ``out_dir`` as it was).  ``_perturb``, for tests only, is
     applied to the plain synthesis before the bit-identity check."""
 
-    from codec import payload as codec_payload
-    from codec.sets import write_manifest
-    from codec.tables import EntropyTables
-    from tools import coreml_program, webnn_form
+    from wai_dispatch.codec import payload as codec_payload
+    from wai_dispatch.codec.sets import write_manifest
+    from wai_dispatch.codec.tables import EntropyTables
+    from wai_dispatch.tools import coreml_program, webnn_form
 
     say = log or (lambda _msg: None)
     out = Path(out_dir).resolve()
@@ -650,7 +649,7 @@ def write_set(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.wai_bmshj2018_npu_set",
+        prog="python -m wai_dispatch.tools.wai_bmshj2018_npu_set",
         description="Write a wai.neural.bmshj2018 parameter set (spec §6.1).",
     )
     parser.add_argument("--out", required=True, type=Path, help="the set's directory")
