@@ -124,6 +124,7 @@ def ask(path: Path, set_files: Any, shape: tuple[int, ...]) -> PlanAnswer:
     """§3 against the set's capability at its registered tier, then §4's device questions and
     the plan (§5), as :func:`dispatch.choose` asks them, without running the networks."""
     import numpy as np
+
     from wai_dispatch.paths import registry
     from wai_dispatch.paths.job import SynthesisJob
 

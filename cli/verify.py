@@ -15,6 +15,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 import numpy as np
+
 from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, REGISTRY, Arithmetic, Code, admit, choose
 
 #: §6.4's bound for a float path at tier `none`: PSNR of RGB8 against the CPU reference.

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import numpy as np
+
 from wai_dispatch.codec import strictjson
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import EntropyTables

@@ -39,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
 from wai_dispatch.codec import strictjson
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.dispatch.rules import Pin

@@ -21,6 +21,7 @@ from typing import Any, Final
 import blake3
 import numpy as np
 import numpy.typing as npt
+
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.tables import EntropyTables
 

@@ -46,6 +46,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
 from wai_dispatch.codec import strictjson
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch.rules import Pin

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 import blake3
+
 from wai_dispatch.codec.sets import (
     MANIFEST_NAME,
     NAME_RE,

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+
 from wai_dispatch.codec.errors import CodecError, Limits
 
 __all__ = ["FORMAT", "EntropyTables", "TablesError", "laplacian_tables"]

@@ -7,6 +7,7 @@ runtime. The adapters that answer §4's device questions live in ``paths/``.
 from __future__ import annotations
 
 from .adapter import Adapter, BackendFailed, ScriptedAdapter
+from .codes import ErrorCode
 from .errors import InvalidOffer, InvalidReport, UnknownCapability, UnknownToken, WaiError
 from .paths import (
     CPU_ONNX_RUNTIME,
@@ -38,6 +39,7 @@ __all__ = [
     "Capability",
     "Code",
     "Decision",
+    "ErrorCode",
     "Intent",
     "InvalidOffer",
     "InvalidReport",

@@ -1,22 +1,42 @@
-"""The error tree of wai-dispatch. Every error a client can cause carries a stable ``code``.
+"""The error tree of wai-dispatch. Every error a client can cause carries a stable ``code``,
+a member of :class:`dispatch.codes.ErrorCode` (the one registry of codes; docs/errors.md lists it).
 
     WaiError                 base: ``code`` (stable token) and a one-line message
     ├── UnknownToken         a token the vocabulary does not know (``unknown_token``)
     ├── InvalidReport        a report that is malformed or contradicts itself (``invalid_report``)
     ├── InvalidOffer         an offer that is malformed (``invalid_offer``)
-    └── UnknownCapability    a capability the registry does not hold (``unknown_capability``)
+    ├── UnknownCapability    a capability the registry does not hold (``unknown_capability``)
+    ├── NoPath               no offered path ran any decode the envelope allows
+    │                        (``decode_no_path``; service/, carries the reports)
+    └── CodecError           bad input to the data layer (codec/errors.py: envelopes, payloads,
+                             tables, sets and the store, each with codes of its own)
 
-Other packages (``codec``, ``paths``, ``service``) subclass :class:`WaiError` with codes of their
-own; the service maps every ``WaiError`` to a 4xx answer carrying the code.
+    BackendFailed            not a WaiError: what an adapter raises when its backend fails;
+                             ``choose`` turns it into the §7 refusal ``dispatch_backend_failed``
+                             with the backend's own exception kept as ``__cause__``
+                             (dispatch/adapter.py)
+
+The service maps every ``WaiError`` to a 4xx answer carrying the code; the CLI prints it on one
+line and exits 2. A subclass's ``code`` must be registered: defining one that is not raises at
+import, so an unregistered code never reaches a user.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from .codes import ErrorCode, is_code
 
 
 class WaiError(Exception):
     """Base of every typed error. ``code`` is stable; the message is one line for a person."""
 
-    code: str = "wai_error"
+    code: str = ErrorCode.WAI_ERROR
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not is_code(cls.code):
+            raise TypeError(f"{cls.__name__}.code {cls.code!r} is not in dispatch.codes.ErrorCode")
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -32,16 +52,16 @@ class WaiError(Exception):
 
 
 class UnknownToken(WaiError, ValueError):
-    code = "unknown_token"
+    code = ErrorCode.UNKNOWN_TOKEN
 
 
 class InvalidReport(WaiError, ValueError):
-    code = "invalid_report"
+    code = ErrorCode.INVALID_REPORT
 
 
 class InvalidOffer(WaiError, ValueError):
-    code = "invalid_offer"
+    code = ErrorCode.INVALID_OFFER
 
 
 class UnknownCapability(WaiError, LookupError):
-    code = "unknown_capability"
+    code = ErrorCode.UNKNOWN_CAPABILITY

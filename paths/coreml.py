@@ -23,6 +23,7 @@ from pathlib import Path as FsPath
 from typing import Any, Protocol
 
 import numpy as np
+
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, BackendFailed, Path, Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 

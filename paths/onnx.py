@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import Path
 from wai_dispatch.dispatch.report import Placement
@@ -299,6 +300,7 @@ class OnnxRuntimeAdapter:
             return model, 0
         try:
             import onnx
+
             from wai_dispatch.paths.onnx_rewrite import rewrite_model
         except ImportError:  # the rewrite is a speed-up; without onnx the plain graph runs
             return model, 0

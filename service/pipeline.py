@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from wai_dispatch.codec import payload as payload_codec
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.errors import CodecError, Limits
@@ -32,7 +33,7 @@ from wai_dispatch.paths.job import SynthesisJob
 class NoPath(WaiError):
     """Every offered path was refused for every decode the envelope allows (§4)."""
 
-    code = "dispatch_no_path"
+    code = "decode_no_path"
 
     def __init__(self, message: str, reports: list[Report], parts: list[PartResult]) -> None:
         super().__init__(message)

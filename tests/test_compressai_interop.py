@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec.compressai_rans import (
     CompressAIStreamError,
@@ -101,6 +102,7 @@ def test_import_compressai_matches_net_decompress(
 ) -> None:  # type: ignore[no-untyped-def]
     import skimage.data
     import torch
+
     from wai_dispatch.codec.config import sets_dir
     from wai_dispatch.codec.envelope import parse
     from wai_dispatch.codec.sets import SetStore, ensure_bundled

@@ -12,6 +12,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 import pytest
+
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from wai_dispatch.dispatch import (
     BMSHJ2018,
     CPU_ONNX_RUNTIME,

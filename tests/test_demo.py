@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.conformance import envelopes_dir, sets_dir

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+
 from wai_dispatch.dispatch import (
     BMSHJ2018,
     CPU_ONNX_RUNTIME,

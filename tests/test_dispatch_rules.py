@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from wai_dispatch.dispatch import (
     BMSHJ2018,
     CPU_ONNX_RUNTIME,

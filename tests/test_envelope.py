@@ -12,6 +12,7 @@ from typing import Any
 import cbor2
 import jsonschema
 import pytest
+
 from wai_dispatch.codec import envelope as env
 from wai_dispatch.codec.envelope import Envelope, parse, parse_cbor, parse_json
 from wai_dispatch.codec.errors import CodecError, Limits

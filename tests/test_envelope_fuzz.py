@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from wai_dispatch.codec.envelope import Envelope, parse, parse_cbor, parse_json
 from wai_dispatch.codec.errors import CodecError, Limits
 

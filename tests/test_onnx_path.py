@@ -15,6 +15,7 @@ onnx = pytest.importorskip("onnx")
 
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
 from wai_dispatch.dispatch import (  # noqa: E402
     BMSHJ2018,
     CPU_ONNX_RUNTIME,

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path as FsPath
 
 import pytest
+
 from wai_dispatch.cli.main import main
 from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, CPU_WAI_OPS, NPU_MODEL_RUNTIME, REFERENCE_OFFER
 from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME

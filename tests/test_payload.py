@@ -11,6 +11,7 @@ from pathlib import Path
 import blake3
 import numpy as np
 import pytest
+
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.payload import (
     HEADER_SIZE,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.payload import HEADER_SIZE, decode, encode, read_header
 from wai_dispatch.codec.tables import laplacian_tables

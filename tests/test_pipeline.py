@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec import payload
 from wai_dispatch.codec.envelope import Envelope, EnvelopePin, Fallback

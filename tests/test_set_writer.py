@@ -15,6 +15,7 @@ pytestmark = pytest.mark.tools
 
 try:
     import torch
+
     from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()

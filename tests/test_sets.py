@@ -12,6 +12,7 @@ from pathlib import Path
 
 import blake3
 import pytest
+
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec import sets as sets_mod
 from wai_dispatch.codec.config import data_dir, sets_dir

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.tables import EntropyTables, TablesError, _verify_model, laplacian_tables
 
@@ -158,6 +159,7 @@ def test_the_exactness_check_can_fail() -> None:
 )
 def test_from_compressai_entropy_bottleneck() -> None:
     import torch
+
     from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from wai_dispatch.tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set
 
 SIZES = ((256, 256), (512, 768))  # (height, width)
@@ -37,6 +38,7 @@ def _model(checkpoint: str | None) -> Any:
 
 def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
     import torch
+
     from wai_dispatch.codec import payload
     from wai_dispatch.codec.tables import EntropyTables
     from wai_dispatch.paths.job import SynthesisJob

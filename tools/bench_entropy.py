@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from wai_dispatch.codec.payload import decode, encode, latent, symbols_digest
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
 
@@ -33,6 +34,7 @@ def _compressai_tables() -> tuple[EntropyTables, Any]:
     """FactorizedPrior(128, 192)'s entropy bottleneck after update, with its quantiles spread so
     that channels differ (untrained, every channel would hold the same table)."""
     import torch
+
     from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()

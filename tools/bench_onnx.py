@@ -294,6 +294,7 @@ def _ort_session(model: bytes, weights: bytes, *, pool: str = "global", spin: bo
 
 def _rewritten(model: bytes, weights: bytes) -> bytes:
     import onnx
+
     from wai_dispatch.paths.onnx_rewrite import rewrite_model
 
     proto = onnx.load_from_string(model)
@@ -416,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = "random weights (random_layers)"
     else:
         import torch
+
         from wai_dispatch.tools._compressai import factorized_prior
 
         torch.manual_seed(0)

@@ -52,6 +52,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from wai_dispatch.tools._compressai import factorized_prior
 
 TRAIN_IMAGES = (

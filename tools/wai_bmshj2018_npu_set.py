@@ -400,6 +400,7 @@ def onnx_session(onnx_bytes: bytes, blob: bytes) -> Any:
     on the process-wide thread pool the ONNX Runtime path uses (a session with its own pool is
     refused once that pool exists)."""
     import onnxruntime as ort
+
     from wai_dispatch.paths.onnx import shared_session_options
 
     options = shared_session_options()

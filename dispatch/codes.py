@@ -1,0 +1,134 @@
+"""Every stable error code of wai-dispatch, with its meaning: the one enumeration that
+``docs/errors.md`` lists (a test holds the two equal) and every raise site draws from.
+
+These are *errors* (a client's or user's mistake, or a decode that cannot happen), distinct
+from the seven §7 refusal codes (:class:`dispatch.tokens.Code`), which are reasons inside a
+report. No error code starts with ``dispatch_``: a dashboard that counts the spec's refusal
+codes must never count an error among them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.StrEnum):
+    """A stable error code; ``code.meaning`` says what it means in one line."""
+
+    meaning: str
+
+    def __new__(cls, value: str, meaning: str) -> ErrorCode:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+    # the error tree's bases (dispatch/errors.py, codec/errors.py)
+    WAI_ERROR = "wai_error", "an error with no more specific code"
+    CODEC_ERROR = "codec_error", "bad input to the data layer with no more specific code"
+    # dispatch: the pure core
+    UNKNOWN_TOKEN = (
+        "unknown_token",
+        ("a unit, backend, arithmetic, tier or code token the vocabulary does not know"),
+    )
+    INVALID_OFFER = (
+        "invalid_offer",
+        ("an offer that is empty, repeats a path, or names an integer path on npu"),
+    )
+    INVALID_REPORT = (
+        "invalid_report",
+        ("a report that is malformed or contradicts §2–§5 (the message says which rule)"),
+    )
+    UNKNOWN_CAPABILITY = "unknown_capability", "a capability the registry does not hold"
+    # the decode as a whole
+    DECODE_NO_PATH = (
+        "decode_no_path",
+        ("every offered path refused every decode the envelope allows (§4); the reports say why"),
+    )
+    # envelopes
+    ENVELOPE_MALFORMED = (
+        "envelope_malformed",
+        ("not JSON, not CBOR, bad base64, duplicate keys or trailing bytes"),
+    )
+    ENVELOPE_INVALID = (
+        "envelope_invalid",
+        ("a member of the wrong type or missing (the message gives its location)"),
+    )
+    ENVELOPE_UNKNOWN_FIELD = "envelope_unknown_field", "a member wai-envelope/1 does not define"
+    ENVELOPE_FORMAT_UNSUPPORTED = (
+        "envelope_format_unsupported",
+        ("a format other than wai-envelope/1"),
+    )
+    ENVELOPE_DUPLICATE_PIN = "envelope_duplicate_pin", "two pins over one capability"
+    ENVELOPE_PIN_CONFLICT = "envelope_pin_conflict", "a part's set differs from its pin's set"
+    ENVELOPE_TOO_LARGE = (
+        "envelope_too_large",
+        ("an envelope or its payload over Limits.max_envelope_bytes / max_payload_bytes"),
+    )
+    # payloads (WAIP/1) and the entropy stage
+    PAYLOAD_INVALID = "payload_invalid", "a payload with no more specific code"
+    PAYLOAD_MAGIC = "payload_magic", "the first four bytes are not WAIP"
+    PAYLOAD_VERSION = "payload_version", "a payload version other than 1"
+    PAYLOAD_HEADER_INVALID = "payload_header_invalid", "bad flags or header fields"
+    PAYLOAD_TRUNCATED = "payload_truncated", "fewer bytes than the header announces"
+    PAYLOAD_TRAILING = "payload_trailing", "more bytes than the header announces"
+    PAYLOAD_TOO_LARGE = "payload_too_large", "a payload over Limits.max_payload_bytes"
+    PAYLOAD_SHAPE_OVER_LIMITS = (
+        "payload_shape_over_limits",
+        ("a latent shape over Limits, refused before anything is allocated"),
+    )
+    PAYLOAD_STREAM_INVALID = (
+        "payload_stream_invalid",
+        ("a rANS stream that does not decode to exactly the header's symbols"),
+    )
+    PAYLOAD_ESCAPE_INVALID = (
+        "payload_escape_invalid",
+        ("an escape section that does not decode to exactly the escaped symbols"),
+    )
+    PAYLOAD_TABLES_MISMATCH = (
+        "payload_tables_mismatch",
+        ("the header's channel count is not the tables'"),
+    )
+    SYMBOLS_INVALID = "symbols_invalid", "symbols handed to the encoder of the wrong shape or type"
+    TABLES_INVALID = "tables_invalid", "an entropy table that fails validation (names the channel)"
+    TABLES_UNSUPPORTED = "tables_unsupported", "an entropy table format this build cannot read"
+    COMPRESSAI_STREAM_INVALID = (
+        "compressai_stream_invalid",
+        ("a CompressAI bitstream file or rANS string that does not read"),
+    )
+    # parameter sets and the store
+    SET_INVALID = "set_invalid", "a parameter set with no more specific code"
+    SET_MANIFEST_INVALID = "set_manifest_invalid", "a set.json that does not validate"
+    SET_FILE_MISMATCH = (
+        "set_file_mismatch",
+        ("a set file whose bytes differ from the manifest (names the file)"),
+    )
+    SET_FILE_MISSING = "set_file_missing", "a file the manifest lists is missing (names the file)"
+    SET_FILE_UNEXPECTED = (
+        "set_file_unexpected",
+        ("a file the manifest does not list (names the file)"),
+    )
+    SET_UNSAFE_ENTRY = (
+        "set_unsafe_entry",
+        ("an install refused: path traversal, a link, a device or another non-regular file"),
+    )
+    SET_TOO_LARGE = "set_too_large", "an install over the store's size limits"
+    SET_ARCHIVE_INVALID = "set_archive_invalid", "an archive that does not read"
+    SET_DIGEST_INVALID = "set_digest_invalid", "a set digest that is not 64 hex digits"
+    SET_NOT_INSTALLED = "set_not_installed", "a set digest that is not in the store"
+    SET_AMBIGUOUS = "set_ambiguous", "a default set that is not unique"
+    SET_NO_TABLES = "set_no_tables", "a set whose manifest names no entropy tables file"
+    SET_CAPABILITY_MISMATCH = (
+        "set_capability_mismatch",
+        ("a set of another capability than the one the decode or command names"),
+    )
+    PIN_MISMATCH = "pin_mismatch", "the set's digest is not the pin's"
+    # the command line
+    INVALID_ARGUMENT = "invalid_argument", "a command-line argument that is malformed"
+    FILE_UNREADABLE = "file_unreadable", "a file named on the command line cannot be read"
+    TOOLS_MISSING = "tools_missing", "a command that needs the tools extra, without it"
+
+
+def is_code(value: str) -> bool:
+    """Whether ``value`` is a registered error code."""
+    return value in ErrorCode._value2member_map_
