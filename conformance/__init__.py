@@ -1,27 +1,42 @@
 """The conformance corpus: dispatch vectors, bundled parameter sets, sample envelopes and the
-demo weights, located relative to this package so an installed copy finds them too."""
+demo weights, found with :mod:`importlib.resources`, so the same code works from the wheel and
+from an editable install.
+
+The demo weights (``weights/``) are not in the wheel: only the set writer (``tools`` extra, run
+from a checkout) reads them, and :func:`weights_dir` says so when they are missing.
+"""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
+
+def _folder(name: str) -> Path:
+    # The package is always a plain folder (the wheel is installed unzipped; an editable
+    # install maps it onto the checkout), so its resources are real paths.
+    return Path(str(files(__name__).joinpath(name)))
 
 
 def dispatch_vectors_dir() -> Path:
-    return ROOT / "dispatch"
+    return _folder("dispatch")
 
 
 def sets_dir() -> Path:
     """Bundled parameter sets, one directory each (installed into the store on first use)."""
-    return ROOT / "sets"
+    return _folder("sets")
 
 
 def envelopes_dir() -> Path:
     """Sample envelopes for the bundled sets (``wai-dispatch demo`` decodes them)."""
-    return ROOT / "envelopes"
+    return _folder("envelopes")
 
 
 def weights_dir() -> Path:
-    """The checkpoints the bundled sets were written from."""
-    return ROOT / "weights"
+    """The checkpoints the bundled sets were written from (a checkout only: not in the wheel)."""
+    path = _folder("weights")
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"{path}: the demo weights ship with a checkout of wai-dispatch, not with the wheel"
+        )
+    return path
