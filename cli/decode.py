@@ -7,12 +7,14 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path as FsPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wai_dispatch.cli.options import add_offer
-from wai_dispatch.dispatch import Adapter, Code, Offer, Path, Report, parse_offer
+from wai_dispatch.cli.options import add_data_dir, add_offer, decoder
+from wai_dispatch.dispatch import Code, Report
+
+if TYPE_CHECKING:
+    from wai_dispatch.service.decoder import Decoder
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,54 +32,34 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     add_offer(p)
-    p.add_argument("--data-dir", type=FsPath, help="where the set store lives (WAI_DATA_DIR)")
+    add_data_dir(p)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-class Context:
-    """The store, offer and adapters one command decodes with."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        from wai_dispatch.codec.config import sets_dir
-        from wai_dispatch.codec.sets import SetStore, ensure_bundled
-        from wai_dispatch.paths.registry import default_offer, known_adapters
-
-        self.store = SetStore(sets_dir(args.data_dir))
-        ensure_bundled(self.store)
-        self.offer: Offer = parse_offer(args.offer) if args.offer else default_offer()
-        self.adapters: Mapping[Path, Adapter] = known_adapters()
-
-    def absent_reason(self, path: Path) -> str:
-        from wai_dispatch.paths.registry import NO_ADAPTER, absent_reason
-
-        adapter = self.adapters.get(path)
-        return NO_ADAPTER if adapter is None else absent_reason(adapter)
-
-
-def decode_file(ctx: Context, envelope_path: FsPath) -> dict[str, Any]:
+def decode_file(ctx: Decoder, envelope_path: FsPath) -> dict[str, Any]:
     """Decode one envelope file; the result as JSON-able data (PNG bytes under ``png``)."""
-    from wai_dispatch.codec.envelope import parse
-    from wai_dispatch.service.pipeline import NoPath, decode_envelope
+    from wai_dispatch.service.results import NoPath
 
-    envelope = parse(_read(envelope_path))
     try:
-        result = decode_envelope(envelope, store=ctx.store, offer=ctx.offer, adapters=ctx.adapters)
+        result = ctx.decode(_read(envelope_path))
     except NoPath as exc:
         return {
             "envelope": str(envelope_path),
             "decoded": False,
             "error": exc.to_json(),
             "reports": [r.to_json() for r in exc.reports],
+            "undecodable": [u.to_json() for u in exc.undecodable],
             "symbols_digest": exc.parts[-1].symbols_digest if exc.parts else None,
         }
-    height, width = result.rgb.shape[:2]
     return {
         "envelope": str(envelope_path),
         "decoded": True,
         "reports": [r.to_json() for r in result.reports],
-        "set": result.part.set_digest,
-        "symbols_digest": result.part.symbols_digest,
-        "picture": {"width": width, "height": height},
+        "undecodable": [u.to_json() for u in result.undecodable],
+        "set": result.set_digest,
+        "symbols_digest": result.symbols_digest,
+        "picture": {"width": result.width, "height": result.height},
+        "rgb_digest": result.rgb_digest,
         "png": result.png(),
     }
 
@@ -92,7 +74,7 @@ def _read(path: FsPath) -> bytes:
 
 
 def run_decode(args: argparse.Namespace) -> int:
-    ctx = Context(args)
+    ctx = decoder(args)
     outcome = decode_file(ctx, args.envelope)
     png = outcome.pop("png", None)
     if png is not None and args.output is not None:
@@ -105,7 +87,7 @@ def run_decode(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     from wai_dispatch.conformance import envelopes_dir
 
-    ctx = Context(args)
+    ctx = decoder(args)
     outcomes = []
     args.out_dir.mkdir(parents=True, exist_ok=True)
     samples = [p for p in envelopes_dir().iterdir() if p.suffix in (".json", ".cbor")]
@@ -124,7 +106,7 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(ctx: Context, outcomes: list[dict[str, Any]], *, as_json: bool) -> None:
+def _print(ctx: Decoder, outcomes: list[dict[str, Any]], *, as_json: bool) -> None:
     if as_json:
         json.dump(outcomes if len(outcomes) > 1 else outcomes[0], sys.stdout, indent=2)
         print()
@@ -132,6 +114,8 @@ def _print(ctx: Context, outcomes: list[dict[str, Any]], *, as_json: bool) -> No
     for outcome in outcomes:
         shown = os.path.relpath(outcome["envelope"])
         print(shown if not shown.startswith("..") else outcome["envelope"])
+        for skipped in outcome.get("undecodable", []):
+            print(f"  {skipped['capability']}: not decodable here: {skipped['code']}")
         for report_json in outcome["reports"]:
             print(_describe(ctx, Report.from_json(report_json)))
         if outcome["decoded"]:
@@ -145,7 +129,7 @@ def _print(ctx: Context, outcomes: list[dict[str, Any]], *, as_json: bool) -> No
         print()
 
 
-def _describe(ctx: Context, report: Report) -> str:
+def _describe(ctx: Decoder, report: Report) -> str:
     lines = [f"  {report.capability}: needs {report.needed}"]
     for refusal in report.refused:  # in the order offered (§5), before the path that ran
         why = refusal.reason.meaning

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
+
+from wai_dispatch.cli.options import add_data_dir, decoder
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON")
-    common.add_argument(
-        "--data-dir", type=Path, help="the data directory (default: WAI_DATA_DIR or XDG's)"
-    )
+    add_data_dir(common)
     p = sub.add_parser("sets", help="the parameter sets in the local store")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
@@ -44,10 +45,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from wai_dispatch.codec.config import sets_dir
-    from wai_dispatch.codec.sets import SetStore
-
-    return SetStore(sets_dir(args.data_dir))
+    return decoder(args, bundled=False).store
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
@@ -59,20 +57,42 @@ def _row(entry: Any, default: bool) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from wai_dispatch.codec.sets import SetError, ensure_bundled
+    from wai_dispatch.codec.sets import SetError
 
-    store = _store(args)
-    ensure_bundled(store)
+    ctx = decoder(args)  # installs (or repairs) the bundled sets first
+    store = ctx.store
     rows = []
     for entry in store.list():
         try:
             is_default = store.default_for(entry.capability).digest == entry.digest
         except SetError:  # several sets of the capability and none chosen
             is_default = False
-        rows.append(_row(entry, is_default))
+        rows.append({**_row(entry, is_default), "damaged": None})
+    damaged = store.damaged()
+    for digest, problem in sorted(damaged.items()):
+        rows.append(
+            {
+                "digest": digest,
+                "name": None,
+                "capability": None,
+                "version": None,
+                "files": None,
+                "bytes": None,
+                "path": str(store.root / digest),
+                "default": False,
+                "damaged": {"code": problem.code, "message": problem.message},
+            }
+        )
+    for folder, problem in sorted(ctx.bundled.problems.items()):
+        print(
+            f"wai-dispatch: bundled set {folder} not installed: {problem.code}: {problem.message}",
+            file=sys.stderr,
+        )
     lines = [
         f"{r['digest'][:16]}  {r['name']:24} {r['capability']:28} v{r['version']:8} "
         f"{r['files']:3} files {r['bytes']:>12,} B{'  (default)' if r['default'] else ''}"
+        if r["damaged"] is None
+        else f"{r['digest'][:16]}  damaged: {r['damaged']['code']}: {r['damaged']['message']}"
         for r in rows
     ]
     _emit(args, rows, "\n".join(lines) if lines else f"no sets installed in {store.root}")

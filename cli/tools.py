@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path as FsPath
 
+from wai_dispatch.cli.options import add_data_dir, decoder
 from wai_dispatch.codec.errors import CodecError
 
 
@@ -23,7 +24,11 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="digest (or prefix) of the matching set "
         "(default: the store's default set of the capability)",
     )
-    p.add_argument("--capability", default="wai.neural.bmshj2018")
+    p.add_argument(
+        "--capability",
+        default=None,
+        help="the capability (default: the one of the file's model, wai.neural.bmshj2018)",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -31,7 +36,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         required=True,
         help="envelope to write; .cbor for the binary form, else JSON",
     )
-    p.add_argument("--data-dir", type=FsPath, help="where the set store lives (WAI_DATA_DIR)")
+    add_data_dir(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_import)
 
@@ -41,56 +46,35 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.set_defaults(func=run_make_set)
 
 
-def import_compressai(data: bytes, set_files: object) -> tuple[bytes, str, tuple[int, ...]]:
-    """Our payload for CompressAI's bitstream, its symbols digest and the latent shape."""
-    from wai_dispatch.codec import payload
-    from wai_dispatch.codec.compressai_rans import decode_string, load_compressed
-    from wai_dispatch.codec.tables import EntropyTables
-
-    string, (height, width), _ = load_compressed(data)
-    facts = set_files.facts  # type: ignore[attr-defined]
-    tables = EntropyTables.from_json(set_files.read(facts["tables"]))  # type: ignore[attr-defined]
-    symbols = decode_string(string, tables, (tables.channels, height, width))[None]
-    return payload.encode(symbols, tables), payload.symbols_digest(symbols), symbols.shape
-
-
 def run_import(args: argparse.Namespace) -> int:
-    from wai_dispatch.codec.config import sets_dir
-    from wai_dispatch.codec.envelope import Envelope
-    from wai_dispatch.codec.sets import SetStore, ensure_bundled
-
-    store = SetStore(sets_dir(args.data_dir))
-    ensure_bundled(store)
-    digest = (
-        store.resolve(args.set_digest)
-        if args.set_digest
-        else store.default_for(args.capability).digest
-    )
-    set_files = store.open(digest)
     try:
         data = args.input.read_bytes()
     except OSError as exc:
         raise CodecError(
             f"cannot read {args.input}: {exc.strerror}", code="file_unreadable"
         ) from None
-    body, digest_hex, shape = import_compressai(data, set_files)
-    envelope = Envelope(capability=set_files.capability, payload=body, set=digest)
+    result = decoder(args).import_compressai(
+        data, set_digest=args.set_digest, capability=args.capability
+    )
+    envelope = result.envelope
     cbor = args.output.suffix == ".cbor"
     args.output.write_bytes(envelope.to_cbor() if cbor else envelope.to_json())
+    shape = result.latent_shape
     summary = {
         "envelope": str(args.output),
-        "set": digest,
-        "capability": envelope.capability,
+        "set": result.set_digest,
+        "capability": result.capability,
         "latent_shape": list(shape),
-        "symbols_digest": digest_hex,
-        "payload_bytes": len(body),
+        "symbols_digest": result.symbols_digest,
+        "payload_bytes": result.payload_bytes,
     }
     if args.json:
         print(json.dumps(summary))
     else:
         print(
-            f"wrote {args.output}: {envelope.capability}, latent {'×'.join(map(str, shape))}, "
-            f"{len(body)} payload bytes, symbols blake3 {digest_hex[:16]}…"
+            f"wrote {args.output}: {result.capability}, latent {'×'.join(map(str, shape))}, "
+            f"{result.payload_bytes} payload bytes, symbols blake3 {result.symbols_digest[:16]}…, "
+            f"set {result.set_name} {result.set_digest[:16]}…"
         )
     return 0
 

@@ -5,12 +5,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from wai_dispatch.codec.errors import CodecError
+
+
+class DataDirInvalid(CodecError):
+    """A data directory that is empty, a file, or cannot be created or read."""
+
+    code = "data_dir_invalid"
+
 
 def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """``override``, else ``$WAI_DATA_DIR``, else ``$XDG_DATA_HOME/wai-dispatch``, else
-    ``~/.local/share/wai-dispatch`` (the XDG base directory default)."""
-    if override:
-        return Path(override).expanduser()
+    ``~/.local/share/wai-dispatch`` (the XDG base directory default). An empty ``override``
+    (``--data-dir ""``) is :class:`DataDirInvalid`, never the working directory."""
+    if override is not None:
+        text = os.fspath(override)
+        if not str(text).strip():
+            raise DataDirInvalid("the data directory is empty: give a folder")
+        return Path(text).expanduser()
     env = os.environ.get("WAI_DATA_DIR")
     if env:
         return Path(env).expanduser()
@@ -24,3 +36,19 @@ def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
 def sets_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """The set store's root: ``<data_dir>/sets`` (docs/sets.md)."""
     return data_dir(override) / "sets"
+
+
+def ready_sets_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """:func:`sets_dir`, created when absent; a file in the way, or a folder that cannot be
+    created or read, is :class:`DataDirInvalid` (one line, the path and why)."""
+    root = sets_dir(override)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        os.listdir(root)
+    except (FileExistsError, NotADirectoryError):
+        raise DataDirInvalid(f"data directory {root.parent}: a file is in the way") from None
+    except OSError as exc:
+        raise DataDirInvalid(
+            f"data directory {root.parent}: cannot be created or read ({exc.strerror or exc})"
+        ) from None
+    return root

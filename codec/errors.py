@@ -32,3 +32,35 @@ class Limits:
     max_symbols: int = 192 * 256 * 256
     max_payload_bytes: int = 64 * 1024 * 1024
     max_envelope_bytes: int = 96 * 1024 * 1024
+
+
+class ShapeOverLimits(CodecError):
+    """A latent shape over :class:`Limits`, refused before anything is allocated."""
+
+    code = "payload_shape_over_limits"
+
+
+def check_latent_shape(shape: tuple[int, ...], limits: Limits, *, what: str = "latent") -> None:
+    """Refuse a latent shape (N×C×H×W, or C×H×W) over ``limits`` before anything of that size
+    is allocated: the payload reader, the CompressAI import and a plan all ask this."""
+    dims = tuple(shape)
+    if len(dims) == 4:
+        dims = dims[1:] if dims[0] == 1 else (dims[0] * dims[1], *dims[2:])
+    if len(dims) != 3:
+        raise CodecError(f"{what} shape {tuple(shape)} is not N×C×H×W", code="invalid_argument")
+    channels, height, width = dims
+    if min(dims) <= 0:
+        raise CodecError(
+            f"{what} shape {tuple(shape)} has a dimension under 1", code="invalid_argument"
+        )
+    if (
+        channels > limits.max_channels
+        or height > limits.max_latent_height
+        or width > limits.max_latent_width
+        or channels * height * width > limits.max_symbols
+    ):
+        raise ShapeOverLimits(
+            f"{what} shape {tuple(shape)} exceeds the limits ({limits.max_channels} channels, "
+            f"{limits.max_latent_height} x {limits.max_latent_width}, "
+            f"{limits.max_symbols} symbols)"
+        )

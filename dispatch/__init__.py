@@ -20,7 +20,7 @@ from .paths import (
 )
 from .registry import BMSHJ2018, INT_SYNTH, REGISTRY, Capability, Registry
 from .report import KIND, Placement, Ran, Refusal, Report
-from .rules import Decision, Pin, admit, choose, demand, held_tier
+from .rules import Answer, Decision, Pin, admit, ask_path, choose, demand, held_tier
 from .tokens import Arithmetic, Backend, Code, Intent, RegistryClass, Tier, Unit
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "REFERENCE_OFFER",
     "REGISTRY",
     "Adapter",
+    "Answer",
     "Arithmetic",
     "Backend",
     "BackendFailed",
@@ -59,6 +60,7 @@ __all__ = [
     "UnknownToken",
     "WaiError",
     "admit",
+    "ask_path",
     "choose",
     "demand",
     "held_tier",

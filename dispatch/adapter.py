@@ -32,6 +32,11 @@ class Adapter(Protocol):
         """Is the unit there, and the backend with it? (``dispatch_unit_absent``)"""
         ...
 
+    def absent_reason(self) -> str | None:
+        """Why the unit or its backend is absent, in the adapter's own words for a person;
+        ``None`` when it is present. Never raises."""
+        ...
+
     def program_present(self, job: Any) -> bool:
         """Does the parameter set hold a program for this backend? (``dispatch_program_absent``)"""
         ...
@@ -63,11 +68,15 @@ class ScriptedAdapter:
     placement: Placement | None = None
     fails: bool = False
     output: Any = None
+    reason: str = "scripted: the unit is absent"
     calls: list[str] = field(default_factory=list)
 
     def unit_present(self) -> bool:
         self.calls.append("unit_present")
         return self.unit
+
+    def absent_reason(self) -> str | None:
+        return None if self.unit else self.reason
 
     def program_present(self, job: Any) -> bool:
         self.calls.append("program_present")

@@ -122,7 +122,15 @@ class ErrorCode(enum.StrEnum):
         "set_capability_mismatch",
         ("a set of another capability than the one the decode or command names"),
     )
+    SET_FACTS_MISMATCH = (
+        "set_facts_mismatch",
+        ("a set whose model or quality is not the one the input was coded with"),
+    )
     PIN_MISMATCH = "pin_mismatch", "the set's digest is not the pin's"
+    DATA_DIR_INVALID = (
+        "data_dir_invalid",
+        ("a data directory that is empty, a file, or cannot be created or read"),
+    )
     # the command line
     INVALID_ARGUMENT = "invalid_argument", "a command-line argument that is malformed"
     FILE_UNREADABLE = "file_unreadable", "a file named on the command line cannot be read"

@@ -10,7 +10,7 @@ from typing import Any
 from .adapter import Adapter
 from .paths import Offer, Path, parse_offer
 from .registry import Capability
-from .report import Ran, Refusal, Report
+from .report import Placement, Ran, Refusal, Report
 from .tokens import Arithmetic, Code, Intent, Tier
 
 
@@ -97,39 +97,68 @@ def choose(
     refused: list[Refusal] = []
     failures: dict[Path, BaseException] = {}
     for path in offer:
-        code = admit(path, needed, capability)  # §4.1: a path §3 refuses is not tried
-        if code is not None:
-            refused.append(Refusal(path, code))
-            continue
-        adapter = adapters.get(path)
-        if adapter is None:
-            refused.append(Refusal(path, Code.UNIT_ABSENT))
-            continue
-        try:
-            code, placement = _ask(adapter, path, job)
-            if code is None:
+        answer = ask_path(path, needed, capability, adapters.get(path), job)
+        if answer.code is None:
+            adapter = adapters[path]
+            try:
                 output = adapter.run(job)  # §4.3
-        except Exception as exc:  # the boundary: any backend error refuses the path (§4.3)
-            failures[path] = exc
-            refused.append(Refusal(path, Code.BACKEND_FAILED))
+            except Exception as exc:  # the boundary: any backend error refuses the path (§4.3)
+                answer = Answer(Code.BACKEND_FAILED, error=exc)
+        if answer.error is not None:
+            failures[path] = answer.error
+        if answer.code is not None:
+            refused.append(Refusal(path, answer.code))
             continue
-        if code is not None:
-            refused.append(Refusal(path, code))
-            continue
-        ran = Ran(path, held_tier(path, capability), placement)
+        ran = Ran(path, held_tier(path, capability), answer.placement)
         return Decision(Report(capability.name, needed, ran, tuple(refused)), output, failures)
     return Decision(Report(capability.name, needed, None, tuple(refused)), None, failures)
 
 
-def _ask(adapter: Adapter, path: Path, job: Any) -> tuple[Code | None, Any]:
-    """§4.2's questions in order; the first 'no' is the refusal."""
-    if not adapter.unit_present():
-        return Code.UNIT_ABSENT, None
-    if not adapter.program_present(job):
-        return Code.PROGRAM_ABSENT, None
-    if not adapter.takes_shape(job):
-        return Code.SHAPE_MISMATCH, None
-    placement = adapter.plan(job)
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What :func:`ask_path` found for one path before running it: the refusal code (``None``:
+    the path runs), the backend's placement (§5), and the exception of a backend that failed
+    while answering (``code`` is then ``dispatch_backend_failed``)."""
+
+    code: Code | None = None
+    placement: Placement | None = None
+    error: BaseException | None = None
+
+
+def ask_path(
+    path: Path,
+    needed: Tier | None,
+    capability: Capability | None,
+    adapter: Adapter | None,
+    job: Any = None,
+) -> Answer:
+    """§3, then §4.2's device questions in order, then the plan (§5): the one place they are
+    asked, by :func:`choose` before it runs a path and by a plan shown without decoding.
+
+    §3's refusal first (a path §3 refuses is not asked anything, §4.1); no adapter is
+    ``dispatch_unit_absent``; then ``unit_present``, ``program_present``, ``takes_shape`` and
+    ``plan``, the first 'no' being the refusal; a plan that puts nothing on the path's unit is
+    ``dispatch_not_placed``. An adapter that raises refuses its path with
+    ``dispatch_backend_failed``, the exception kept in :attr:`Answer.error`. Without a
+    ``capability`` (one the registry does not hold, for a plan shown without decoding) §3 is
+    not applied.
+    """
+    if capability is not None and needed is not None:
+        code = admit(path, needed, capability)
+        if code is not None:
+            return Answer(code)
+    if adapter is None:
+        return Answer(Code.UNIT_ABSENT)
+    try:
+        if not adapter.unit_present():
+            return Answer(Code.UNIT_ABSENT)
+        if not adapter.program_present(job):
+            return Answer(Code.PROGRAM_ABSENT)
+        if not adapter.takes_shape(job):
+            return Answer(Code.SHAPE_MISMATCH)
+        placement = adapter.plan(job)
+    except Exception as exc:  # the boundary: any backend error refuses the path (§4.3)
+        return Answer(Code.BACKEND_FAILED, error=exc)
     if placement is not None and placement.on(path.unit) == 0:  # §5
-        return Code.NOT_PLACED, None
-    return None, placement
+        return Answer(Code.NOT_PLACED, placement)
+    return Answer(None, placement)

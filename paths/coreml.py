@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, BackendFailed, Path, Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 
@@ -74,18 +75,16 @@ class ProgramFiles:
     latent_shape: tuple[int, ...] | None = None
 
     @classmethod
-    def from_facts(cls, facts: Mapping[str, Any]) -> ProgramFiles:
-        programs = facts.get("programs")
-        entry = programs.get(FACTS_KEY) if isinstance(programs, Mapping) else None
-        if not isinstance(entry, Mapping):
+    def from_facts(cls, facts: SetFacts) -> ProgramFiles:
+        entry = facts.program(FACTS_KEY)
+        if entry is None:
             return cls()
-        shape = entry.get("latent_shape")
         return cls(
-            spec=str(entry.get("file", SPEC_FILE)),
-            weights=str(entry.get("weights", WEIGHTS_FILE)),
-            input=str(entry.get("input", "latent")),
-            output=str(entry.get("output", "x_hat")),
-            latent_shape=tuple(int(d) for d in shape) if isinstance(shape, list) else None,
+            spec=entry.file or SPEC_FILE,
+            weights=entry.weights or WEIGHTS_FILE,
+            input=entry.input or "latent",
+            output=entry.output or "x_hat",
+            latent_shape=entry.shape(),
         )
 
 
@@ -363,7 +362,6 @@ class CoreMLAdapter:
     def path(self) -> Path:
         return NPU_MODEL_RUNTIME
 
-    @property
     def absent_reason(self) -> str | None:
         """Why the unit is absent (``wai-dispatch paths``), or ``None`` when it is there."""
         return self._runtime.absent_reason()

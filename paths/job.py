@@ -3,15 +3,17 @@ reads. ``dispatch.choose`` passes it through untouched (the core never looks ins
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from wai_dispatch.codec.sets.facts import SetFacts
+
 
 class SetFiles(Protocol):
-    """The verified bytes of an opened parameter set (``codec.sets.LoadedSet`` satisfies it).
+    """The verified bytes of an opened parameter set and its typed facts
+    (``codec.sets.LoadedSet`` satisfies it; ``LoadedSet.from_files`` builds one in memory).
 
     ``read`` returns exactly the bytes that were checked against the manifest (and the pin);
     an adapter never re-reads a set file from disk.
@@ -21,7 +23,7 @@ class SetFiles(Protocol):
     def digest(self) -> str: ...
 
     @property
-    def facts(self) -> Mapping[str, Any]: ...
+    def facts(self) -> SetFacts: ...
 
     def has(self, name: str) -> bool: ...
 

@@ -25,7 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -180,7 +180,6 @@ class OnnxRuntimeAdapter:
     def path(self) -> Path:
         return Path(self._unit, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
 
-    @property
     def absent_reason(self) -> str | None:
         """Why the unit or the backend is absent, in words; ``None`` when present."""
         try:
@@ -199,15 +198,14 @@ class OnnxRuntimeAdapter:
     # §4, in order -------------------------------------------------------------------------
 
     def unit_present(self) -> bool:
-        return self.absent_reason is None
+        return self.absent_reason() is None
 
     def program_present(self, job: SynthesisJob) -> bool:
         spec = _program_spec(job.set_files)
         if spec is None:
             return False
-        weights = spec.get("weights")
-        return job.set_files.has(spec["file"]) and (
-            weights is None or job.set_files.has(str(weights))
+        return job.set_files.has(spec.file) and (
+            spec.weights is None or job.set_files.has(spec.weights)
         )
 
     def takes_shape(self, job: SynthesisJob) -> bool:
@@ -271,10 +269,10 @@ class OnnxRuntimeAdapter:
         spec = _program_spec(files)
         if spec is None:
             raise BackendFailed(f"the set has no {PROGRAM_KEY} program")
-        model = files.read(spec["file"])
+        model = files.read(spec.file)
         external: dict[str, bytes] = {}
-        if spec.get("weights") is not None:
-            external[str(spec["weights"])] = files.read(str(spec["weights"]))
+        if spec.weights is not None:
+            external[spec.weights] = files.read(spec.weights)
         model, rewritten = self._rewritten(model, external)
         providers = [_PROVIDERS[self._unit]]
 
@@ -289,8 +287,8 @@ class OnnxRuntimeAdapter:
             return so
 
         session = ort.InferenceSession(model, options(), providers=providers)
-        inp = _named(session.get_inputs(), spec.get("input"))
-        out = _named(session.get_outputs(), spec.get("output"))
+        inp = _named(session.get_inputs(), spec.input)
+        out = _named(session.get_outputs(), spec.output)
         shape = tuple(d if isinstance(d, int) and d > 0 else None for d in inp.shape)
         placement = _profiled_placement(ort, model, options(), providers, inp.name, shape, job)
         return _Program(session, inp.name, out.name, shape, placement, rewritten)
@@ -309,12 +307,20 @@ class OnnxRuntimeAdapter:
         return (proto.SerializeToString(), count) if count else (model, 0)
 
 
-def _program_spec(files: SetFiles) -> Mapping[str, Any] | None:
-    programs = files.facts.get("programs")
-    spec = programs.get(PROGRAM_KEY) if isinstance(programs, Mapping) else None
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("file"), str):
+def _program_spec(files: SetFiles) -> _Spec | None:
+    spec = files.facts.program(PROGRAM_KEY)
+    if spec is None or spec.file is None:
         return None
-    return spec
+    return _Spec(spec.file, spec.weights, spec.input, spec.output)
+
+
+class _Spec(NamedTuple):
+    """The set's ONNX program: its file, its external weights, its input and output names."""
+
+    file: str
+    weights: str | None
+    input: str | None
+    output: str | None
 
 
 def _named(args: Sequence[Any], name: object) -> Any:

@@ -95,10 +95,14 @@ def default_offer() -> Offer:
     return parse_offer(part.strip() for part in text.split(",") if part.strip())
 
 
-def probe(offer: Iterable[Path] | None = None) -> list[PathStatus]:
+def probe(
+    offer: Iterable[Path] | None = None, adapters: Mapping[Path, Adapter] | None = None
+) -> list[PathStatus]:
     """Each offered path, in order, present or absent with the reason (``wai-dispatch
-    paths``). Asks only ``unit_present()``; no set is opened."""
-    adapters, failures = _built()
+    paths``), as ``adapters`` (default: :func:`known_adapters`) answer. Asks only
+    ``unit_present()``; no set is opened."""
+    built, failures = _built()
+    adapters = built if adapters is None else adapters
     rows: list[PathStatus] = []
     for path in parse_offer(default_offer() if offer is None else offer):
         adapter = adapters.get(path)
@@ -111,9 +115,9 @@ def probe(offer: Iterable[Path] | None = None) -> list[PathStatus]:
     return rows
 
 
-def absent_reason(adapter: Adapter) -> str:
-    """The adapter's own words for why its unit is absent, or §7's phrase."""
-    reason = getattr(adapter, "absent_reason", None)
-    if callable(reason):  # a method on some adapters, a property on others
-        reason = reason()
-    return str(reason) if reason else "the device has no such unit, or the backend is absent"
+def absent_reason(adapter: Adapter | None) -> str:
+    """The adapter's own words for why its unit is absent (:meth:`Adapter.absent_reason`),
+    :data:`NO_ADAPTER` without an adapter, else §7's phrase."""
+    if adapter is None:
+        return NO_ADAPTER
+    return adapter.absent_reason() or "the device has no such unit, or the backend is absent"

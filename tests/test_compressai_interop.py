@@ -103,11 +103,8 @@ def test_import_compressai_matches_net_decompress(
     import skimage.data
     import torch
 
-    from wai_dispatch.codec.config import sets_dir
     from wai_dispatch.codec.envelope import parse
-    from wai_dispatch.codec.sets import SetStore, ensure_bundled
-    from wai_dispatch.paths.registry import known_adapters
-    from wai_dispatch.service.pipeline import decode_envelope
+    from wai_dispatch.service.decoder import Decoder
 
     net = demo_net
     picture = getattr(skimage.data, image)()
@@ -141,14 +138,11 @@ def test_import_compressai_matches_net_decompress(
     )
     summary = json.loads(capsys.readouterr().out)
 
-    store = SetStore(sets_dir(data))
-    ensure_bundled(store)
-    envelope = parse(envelope_path.read_bytes())
     from wai_dispatch.dispatch import REFERENCE_OFFER
 
-    result = decode_envelope(
-        envelope, store=store, offer=REFERENCE_OFFER, adapters=known_adapters()
-    )
+    decoder = Decoder.open(data, REFERENCE_OFFER)
+    envelope = parse(envelope_path.read_bytes())
+    result = decoder.decode(envelope)
     assert result.reports[0].ran is not None
     assert str(result.reports[0].ran.path) == "cpu/onnx-runtime/float"
 
@@ -156,8 +150,8 @@ def test_import_compressai_matches_net_decompress(
     from wai_dispatch.codec import payload
     from wai_dispatch.codec.tables import EntropyTables
 
-    set_files = store.open(result.part.set_digest)
-    tables = EntropyTables.from_json(set_files.read(set_files.facts["tables"]))
+    set_files = decoder.open_set(result.set_digest)
+    tables = EntropyTables.from_json(set_files.read(str(set_files.facts.tables)))
     symbols = payload.decode(envelope.payload, tables)
     with torch.no_grad():
         y_hat = net.entropy_bottleneck.decompress(out["strings"][0], out["shape"]).numpy()

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any
 
 import numpy as np
 import pytest
 
+from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch import (
     BMSHJ2018,
     CPU_ONNX_RUNTIME,
@@ -68,28 +68,16 @@ def spec_bytes(shape: tuple[int, ...] = SHAPE) -> bytes:
     return data
 
 
-@dataclass
-class FakeSet:
-    """An opened set: verified bytes by name (what ``codec.sets.LoadedSet`` gives)."""
-
-    files: dict[str, bytes]
-    facts: Mapping[str, Any] = field(default_factory=lambda: FACTS)
-    digest: str = "b3-" + "ab" * 32
-    reads: list[str] = field(default_factory=list)
-
-    def has(self, name: str) -> bool:
-        return name in self.files
-
-    def read(self, name: str) -> bytes:
-        self.reads.append(name)
-        return self.files[name]
+def a_set(files: dict[str, bytes], facts: Mapping[str, Any] = FACTS) -> LoadedSet:
+    """An opened set held in memory (the one in-memory set of the tests)."""
+    return LoadedSet.from_files(files, facts=facts)
 
 
-def full_set(**kw: Any) -> FakeSet:
-    return FakeSet({"decoder.mlmodel": spec_bytes(), "decoder.weight.bin": WEIGHTS}, **kw)
+def full_set(**kw: Any) -> LoadedSet:
+    return a_set({"decoder.mlmodel": spec_bytes(), "decoder.weight.bin": WEIGHTS}, **kw)
 
 
-def job(set_files: FakeSet, shape: tuple[int, ...] = SHAPE) -> SynthesisJob:
+def job(set_files: LoadedSet, shape: tuple[int, ...] = SHAPE) -> SynthesisJob:
     return SynthesisJob(set_files, np.zeros(shape, np.float32))
 
 
@@ -106,8 +94,8 @@ def test_unit_absent_off_macos_with_the_reason() -> None:
     adapter = CoreMLAdapter()
     assert adapter.path == NPU_MODEL_RUNTIME
     assert adapter.unit_present() is False
-    assert adapter.absent_reason is not None
-    assert "macOS 14.4" in adapter.absent_reason
+    reason = adapter.absent_reason()
+    assert reason is not None and "macOS 14.4" in reason
 
 
 def test_each_absent_reason() -> None:
@@ -195,7 +183,9 @@ def test_compiled_once_per_set_digest() -> None:
         adapter.plan(job(one))
         adapter.run(job(one))
     assert runtime.calls.count("compile") == 1 and runtime.calls.count("predict") == 3
-    adapter.plan(job(full_set(digest="b3-" + "cd" * 32)))
+    other = a_set({**one.files, "decoder.weight.bin": WEIGHTS[::-1]})  # another digest
+    assert other.digest != one.digest
+    adapter.plan(job(other))
     assert runtime.calls.count("compile") == 2
     adapter.close()
 
@@ -225,22 +215,22 @@ def test_shape_is_read_from_the_program_not_the_facts() -> None:
 
 def test_shape_falls_back_to_the_facts_without_a_specification() -> None:
     facts = json.loads(json.dumps(FACTS))
-    files = FakeSet({"decoder.weight.bin": WEIGHTS}, facts=facts)
+    files = a_set({"decoder.weight.bin": WEIGHTS}, facts=facts)
     assert program_shape(files) == SHAPE
 
 
 def test_a_corrupt_specification_is_a_backend_failure() -> None:
     pytest.importorskip("coremltools.proto.Model_pb2")
     adapter = CoreMLAdapter(ScriptedCoreML())
-    broken = FakeSet({"decoder.mlmodel": b"\xff\x00not protobuf", "decoder.weight.bin": WEIGHTS})
+    broken = a_set({"decoder.mlmodel": b"\xff\x00not protobuf", "decoder.weight.bin": WEIGHTS})
     with pytest.raises(BackendFailed):
         adapter.takes_shape(job(broken))
 
 
 @pytest.mark.parametrize("missing", ["decoder.mlmodel", "decoder.weight.bin"])
 def test_program_absent(missing: str) -> None:
-    files = full_set()
-    del files.files[missing]
+    whole = {"decoder.mlmodel": spec_bytes(), "decoder.weight.bin": WEIGHTS}
+    files = a_set({n: d for n, d in whole.items() if n != missing})
     adapter = CoreMLAdapter(ScriptedCoreML(ops(21, "npu")))
     assert adapter.program_present(job(files)) is False
     decision = choose(
@@ -251,7 +241,7 @@ def test_program_absent(missing: str) -> None:
 
 def test_program_files_follow_the_facts() -> None:
     facts = {"programs": {"model-runtime": {"file": "a.mlmodel", "weights": "a.bin"}}}
-    files = FakeSet({"a.mlmodel": b"", "a.bin": b""}, facts=facts)
+    files = a_set({"a.mlmodel": b"", "a.bin": b""}, facts=facts)
     assert CoreMLAdapter(ScriptedCoreML()).program_present(job(files)) is True
 
 
@@ -292,15 +282,23 @@ def test_package_layout(tmp_path: FsPath) -> None:
     assert all(e["author"] == "com.apple.CoreML" for e in entries.values())
 
 
-def test_the_runtime_gets_exactly_the_set_bytes() -> None:
+def test_the_runtime_gets_exactly_the_set_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = ScriptedCoreML(ops(21, "npu"))
     files = full_set()
+    reads: list[str] = []
+    read = LoadedSet.read
+
+    def recorded(self: LoadedSet, name: str) -> bytes:
+        reads.append(name)
+        return read(self, name)
+
+    monkeypatch.setattr(LoadedSet, "read", recorded)
     CoreMLAdapter(runtime).plan(job(files))
     (package,) = runtime.packages
     assert package["Data/com.apple.CoreML/model.mlmodel"] == files.files["decoder.mlmodel"]
     assert package["Data/com.apple.CoreML/weights/weight.bin"] == WEIGHTS
     assert "Manifest.json" in package
-    assert sorted(files.reads) == ["decoder.mlmodel", "decoder.weight.bin"]
+    assert sorted(reads) == ["decoder.mlmodel", "decoder.weight.bin"]
 
 
 def test_close_removes_the_package() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ onnx = pytest.importorskip("onnx")
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from wai_dispatch.codec.sets import LoadedSet  # noqa: E402
 from wai_dispatch.dispatch import (  # noqa: E402
     BMSHJ2018,
     CPU_ONNX_RUNTIME,
@@ -43,11 +43,11 @@ from wai_dispatch.paths.onnx_rewrite import (  # noqa: E402
     rewrite_model,
     shuffle_weights,
 )
-from wai_dispatch.tools.bench_onnx import MemorySet, memory_set, random_layers  # noqa: E402
+from wai_dispatch.tools.bench_onnx import memory_set, random_layers  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def the_set() -> MemorySet:
+def the_set() -> LoadedSet:
     return memory_set(random_layers(seed=0))
 
 
@@ -72,7 +72,7 @@ def latent(h: int = 5, w: int = 7, c: int = 192, seed: int = 1) -> np.ndarray:
 def test_unit_present_on_cpu(adapter: OnnxRuntimeAdapter) -> None:
     assert adapter.path == CPU_ONNX_RUNTIME
     assert adapter.unit_present()
-    assert adapter.absent_reason is None
+    assert adapter.absent_reason() is None
 
 
 @pytest.mark.skipif(
@@ -81,7 +81,7 @@ def test_unit_present_on_cpu(adapter: OnnxRuntimeAdapter) -> None:
 def test_gpu_absent_without_cuda_says_why() -> None:
     gpu = OnnxRuntimeAdapter(Unit.GPU)
     assert not gpu.unit_present()
-    assert "CUDAExecutionProvider" in (gpu.absent_reason or "")
+    assert "CUDAExecutionProvider" in (gpu.absent_reason() or "")
 
 
 def test_npu_is_not_an_onnx_runtime_unit() -> None:
@@ -89,15 +89,17 @@ def test_npu_is_not_an_onnx_runtime_unit() -> None:
         OnnxRuntimeAdapter(Unit.NPU)
 
 
-def test_program_absent(adapter: OnnxRuntimeAdapter, the_set: MemorySet) -> None:
+def test_program_absent(adapter: OnnxRuntimeAdapter, the_set: LoadedSet) -> None:
     assert adapter.program_present(SynthesisJob(the_set, latent()))
-    no_file = MemorySet({"decoder.weights": the_set.read("decoder.weights")}, the_set.facts, "x")
+    no_file = LoadedSet.from_files(
+        {"decoder.weights": the_set.read("decoder.weights")}, facts=the_set.facts
+    )
     assert not adapter.program_present(SynthesisJob(no_file, latent()))
-    no_fact = MemorySet(the_set.files, {}, "y")
+    no_fact = LoadedSet.from_files(the_set.files, facts={})
     assert not adapter.program_present(SynthesisJob(no_fact, latent()))
 
 
-def test_takes_shape(adapter: OnnxRuntimeAdapter, the_set: MemorySet) -> None:
+def test_takes_shape(adapter: OnnxRuntimeAdapter, the_set: LoadedSet) -> None:
     assert adapter.takes_shape(SynthesisJob(the_set, latent()))
     assert not adapter.takes_shape(SynthesisJob(the_set, latent(c=100)))  # channels
     assert not adapter.takes_shape(SynthesisJob(the_set, latent().astype(np.float64)))
@@ -119,7 +121,7 @@ def _session_node_count(model: bytes, weights: bytes) -> int:
 
 
 @pytest.mark.parametrize("rewrite", [True, False])
-def test_plan_counts_the_running_graph_all_on_cpu(the_set: MemorySet, rewrite: bool) -> None:
+def test_plan_counts_the_running_graph_all_on_cpu(the_set: LoadedSet, rewrite: bool) -> None:
     ad = OnnxRuntimeAdapter(rewrite=rewrite)
     job = SynthesisJob(the_set, latent())
     plan = ad.plan(job)
@@ -155,7 +157,7 @@ def test_placement_from_trace() -> None:
 
 
 def test_run_equals_the_plain_session(
-    adapter: OnnxRuntimeAdapter, plain_adapter: OnnxRuntimeAdapter, the_set: MemorySet
+    adapter: OnnxRuntimeAdapter, plain_adapter: OnnxRuntimeAdapter, the_set: LoadedSet
 ) -> None:
     for h, w in ((16, 16), (3, 5)):
         job = SynthesisJob(the_set, latent(h, w))
@@ -166,11 +168,11 @@ def test_run_equals_the_plain_session(
         assert np.abs(out - ref).max() < 1e-4
 
 
-def test_session_cache(the_set: MemorySet) -> None:
+def test_session_cache(the_set: LoadedSet) -> None:
     ad = OnnxRuntimeAdapter(cache_size=1)
     first = ad.session(SynthesisJob(the_set, latent()))
     assert ad.session(SynthesisJob(the_set, latent(2, 3))) is first  # same digest: a hit
-    other = replace(the_set, digest="another")
+    other = LoadedSet.from_files(the_set.files, facts=the_set.facts, name="another")
     assert ad.session(SynthesisJob(other, latent())) is not first
     assert ad.session(SynthesisJob(the_set, latent())) is not first  # evicted (LRU of 1)
 
@@ -297,13 +299,13 @@ def test_rewritten_session_matches_float64_conv_transpose(
     assert np.abs(out - ref).max() < 1e-4 * max(1.0, np.abs(ref).max())
 
 
-def test_glues_agree_bit_for_bit(the_set: MemorySet) -> None:
+def test_glues_agree_bit_for_bit(the_set: LoadedSet) -> None:
     job = SynthesisJob(the_set, latent(6, 4))
     shuffled = OnnxRuntimeAdapter(glue="shuffle").run(job)
     assert np.array_equal(shuffled, OnnxRuntimeAdapter(glue="depth-to-space").run(job))
 
 
-def test_split_phases_agree_with_the_merged_conv(the_set: MemorySet) -> None:
+def test_split_phases_agree_with_the_merged_conv(the_set: LoadedSet) -> None:
     job = SynthesisJob(the_set, latent(6, 4))
     merged = OnnxRuntimeAdapter(glue="shuffle").run(job)
     split = OnnxRuntimeAdapter(glue="split").run(job)
@@ -330,7 +332,7 @@ def test_rewrite_leaves_inexact_splits_alone() -> None:
 # --- inside dispatch.choose ----------------------------------------------------------------
 
 
-def test_choose_runs_the_cpu_path(adapter: OnnxRuntimeAdapter, the_set: MemorySet) -> None:
+def test_choose_runs_the_cpu_path(adapter: OnnxRuntimeAdapter, the_set: LoadedSet) -> None:
     job = SynthesisJob(the_set, latent(4, 6))
     decision = choose(
         BMSHJ2018, demand(BMSHJ2018), REFERENCE_OFFER, {CPU_ONNX_RUNTIME: adapter}, job
@@ -343,9 +345,9 @@ def test_choose_runs_the_cpu_path(adapter: OnnxRuntimeAdapter, the_set: MemorySe
     report.validate()
 
 
-def test_choose_broken_program_is_backend_failed(the_set: MemorySet) -> None:
-    broken = MemorySet(
-        {**the_set.files, "decoder.onnx": b"\x00garbage, not a model"}, the_set.facts, "broken"
+def test_choose_broken_program_is_backend_failed(the_set: LoadedSet) -> None:
+    broken = LoadedSet.from_files(
+        {**the_set.files, "decoder.onnx": b"\x00garbage, not a model"}, facts=the_set.facts
     )
     job = SynthesisJob(broken, latent())
     decision = choose(
@@ -384,7 +386,7 @@ def test_compressai_g_s_equals_the_onnx_program() -> None:
     assert np.abs(out - ref).max() < 1e-4 * max(1.0, float(np.abs(ref).max()))
 
 
-def test_runs_from_many_threads_agree(adapter: OnnxRuntimeAdapter, the_set: MemorySet) -> None:
+def test_runs_from_many_threads_agree(adapter: OnnxRuntimeAdapter, the_set: LoadedSet) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     job = SynthesisJob(the_set, latent(4, 4))

@@ -132,7 +132,7 @@ def test_onnx_program_is_plain(bundled: dict[str, bytes]) -> None:
 
 def test_set_facts_describe_the_files(bundled: dict[str, bytes]) -> None:
     manifest = Manifest.from_bytes(bundled["set.json"])
-    facts = manifest.facts
+    facts = manifest.facts.to_json()
     assert manifest.capability == "wai.neural.bmshj2018"
     assert (facts["quality"], facts["N"], facts["M"], facts["upsampling"]) == (3, 128, 192, 16)
     core_ml = facts["programs"]["model-runtime"]

@@ -119,7 +119,7 @@ def test_install_list_verify_open_remove(source: Path, store: SetStore) -> None:
     assert store.install(source) == installed  # a no-op
     loaded = store.open(digest)
     assert {n: loaded.read(n) for n in loaded.names} == FILES
-    assert loaded.facts["quality"] == 3
+    assert loaded.facts.quality == 3 and loaded.facts.tables == "tables/cdfs_q3.json"
     assert store.default_for(CAP).digest == digest
     assert store.resolve(digest[:8]) == digest
     store.remove(digest)
@@ -363,13 +363,15 @@ def test_open_reads_each_file_once(
 ) -> None:
     installed = store.install(source)
     opened: list[str] = []
-    real = sets_mod._open_regular
+    from wai_dispatch.codec.sets import loaded as loaded_mod
+
+    real = loaded_mod.open_regular
 
     def counting(path: Path) -> object:
-        opened.append(path.name)
+        opened.append(Path(path).name)
         return real(path)
 
-    monkeypatch.setattr(sets_mod, "_open_regular", counting)
+    monkeypatch.setattr(loaded_mod, "open_regular", counting)
     loaded = store.open(installed.digest)
     assert sorted(opened) == sorted(["set.json", *(Path(n).name for n in FILES)])
     for name in FILES:
@@ -436,7 +438,6 @@ def test_ensure_bundled(source: Path, store: SetStore, tmp_path: Path) -> None:
     assert [s.name for s in installed] == ["demo"]
     assert ensure_bundled(store, bundled) == installed  # cheap the second time
     assert ensure_bundled(store, tmp_path / "none") == []
-    assert sets_mod.bundled_dir().name == "sets"
 
 
 # --- config and CLI -------------------------------------------------------------------------
@@ -461,7 +462,10 @@ def test_cli_list_on_an_empty_data_dir(
     monkeypatch.setenv("WAI_DATA_DIR", str(tmp_path / "data"))
     assert main(["sets", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    bundled = {s.name for s in ensure_bundled(SetStore(tmp_path / "data" / "sets"))}
+    from wai_dispatch.conformance import sets_dir as bundled_dir
+
+    store = SetStore(tmp_path / "data" / "sets")
+    bundled = {s.name for s in ensure_bundled(store, Path(bundled_dir()))}
     assert {r["name"] for r in rows} == bundled  # [] until a bundled set exists
 
 

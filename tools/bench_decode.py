@@ -40,10 +40,10 @@ def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
     import torch
 
     from wai_dispatch.codec import payload
+    from wai_dispatch.codec.picture import to_rgb8
     from wai_dispatch.codec.tables import EntropyTables
     from wai_dispatch.paths.job import SynthesisJob
     from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
-    from wai_dispatch.service.pipeline import to_rgb8
 
     torch.set_num_threads(threads)
     configure_thread_pool(threads)
@@ -88,10 +88,10 @@ def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
 def _peak_worker(checkpoint: str | None) -> dict[str, Any]:
     """One 768×512 decode in a fresh process; its peak resident memory (VmHWM)."""
     from wai_dispatch.codec import payload
+    from wai_dispatch.codec.picture import to_rgb8
     from wai_dispatch.codec.tables import laplacian_tables
     from wai_dispatch.paths.job import SynthesisJob
     from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
-    from wai_dispatch.service.pipeline import to_rgb8
     from wai_dispatch.tools.bench_onnx import random_layers
 
     def hwm() -> int:

@@ -6,13 +6,12 @@ rewrite against torch, as a fraction of this machine's float32 GEMM rate.
 
 It also holds the small fixture the tests use: :func:`synthesis_files` writes a synthesis
 (a list of layers) as the set writer's format does (``decoder.onnx`` with its initializers as
-external data in ``decoder.weights``), and :class:`MemorySet` is an in-memory parameter set.
+external data in ``decoder.weights``), and :func:`memory_set` holds it in memory as a set.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -20,11 +19,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
+
+from wai_dispatch.codec.sets import LoadedSet
 
 # (kind, a, b): ("deconv", weight [Cin, Cout, 5, 5], bias [Cout]) or
 # ("igdn", gamma [C, C], beta [C]) with GDN's reparameterised values.
@@ -35,21 +35,6 @@ _BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 # --- the fixture -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MemorySet:
-    """A parameter set held in memory (satisfies :class:`paths.job.SetFiles`)."""
-
-    files: Mapping[str, bytes]
-    facts: Mapping[str, Any] = field(default_factory=dict)
-    digest: str = ""
-
-    def has(self, name: str) -> bool:
-        return name in self.files
-
-    def read(self, name: str) -> bytes:
-        return self.files[name]
 
 
 def onnx_program_facts() -> dict[str, Any]:
@@ -133,11 +118,10 @@ def synthesis_files(layers: Sequence[Layer]) -> tuple[bytes, bytes]:
     return model.SerializeToString(), bytes(weights)
 
 
-def memory_set(layers: Sequence[Layer]) -> MemorySet:
+def memory_set(layers: Sequence[Layer]) -> LoadedSet:
     model, weights = synthesis_files(layers)
-    digest = hashlib.sha256(model + weights).hexdigest()
     files = {"decoder.onnx": model, "decoder.weights": weights}
-    return MemorySet(files, onnx_program_facts(), digest)
+    return LoadedSet.from_files(files, facts=onnx_program_facts())
 
 
 def random_layers(m: int = 192, n: int = 128, seed: int = 0) -> list[Layer]:
@@ -356,8 +340,8 @@ def _rss_worker(set_dir: str) -> dict[str, Any]:
         return int(line.split()[1]) / 1024
 
     files = _read_dir(set_dir)
-    digest = hashlib.sha256(files["decoder.onnx"] + files["decoder.weights"]).hexdigest()
-    job = SynthesisJob(MemorySet(files, onnx_program_facts(), digest), _latent(192, SIZES[1]))
+    set_files = LoadedSet.from_files(files, facts=onnx_program_facts())
+    job = SynthesisJob(set_files, _latent(192, SIZES[1]))
     before = hwm_mib()
     OnnxRuntimeAdapter().run(job)
     return {

@@ -17,7 +17,7 @@ def sample_envelopes(set_dir: Path) -> dict[str, bytes]:
     """File name → bytes: the set's payload as it decodes (JSON and CBOR forms), and the same
     payload sent with ``intent: replicate``, which §3 refuses on every float path."""
     manifest = Manifest.from_bytes((set_dir / "set.json").read_bytes())
-    body = (set_dir / manifest.facts["payload"]).read_bytes()
+    body = (set_dir / str(manifest.facts.payload_file)).read_bytes()
     plain = Envelope(capability=manifest.capability, payload=body, set=manifest.digest)
     replicate = plain.model_copy(update={"intent": "replicate"})
     stem = manifest.name

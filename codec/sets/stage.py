@@ -1,8 +1,9 @@
 """Staging a parameter set for the store: its files copied from a directory or a .tar, .tar.gz
 or .zip archive into a temporary directory, every name, type and size checked on the way.
 
-Nothing here decides what a set is: :meth:`codec.sets.SetStore.install` stages, then checks the
-staged files against the manifest, then renames the directory into place (docs/sets.md).
+Nothing here decides what a set is: :meth:`codec.sets.store.SetStore.install` stages, then
+checks the staged files against the manifest, then renames the directory into place
+(docs/sets.md).
 """
 
 from __future__ import annotations
@@ -19,19 +20,35 @@ from typing import IO
 
 import blake3
 
-from wai_dispatch.codec.sets import (
-    MANIFEST_NAME,
-    NAME_RE,
+from wai_dispatch.codec.files import NotRegularFile, open_regular
+from wai_dispatch.codec.sets.errors import (
     SetArchiveInvalid,
     SetFileMissing,
     SetFileUnexpected,
-    SetLimits,
     SetTooLarge,
     SetUnsafeEntry,
-    _open_regular,
 )
+from wai_dispatch.codec.sets.manifest import MANIFEST_NAME, NAME_RE
 
 _CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SetLimits:
+    """What installing or opening one set may read: per file, in all, and in an archive."""
+
+    max_file_bytes: int = 1 << 30
+    max_total_bytes: int = 4 << 30
+    max_files: int = 1024
+    max_archive_members: int = 4096
+    max_manifest_bytes: int = 1 << 20
+
+
+def _open_regular(path: Path) -> IO[bytes]:
+    try:
+        return open_regular(path)
+    except NotRegularFile as exc:
+        raise SetUnsafeEntry(f"{path.name}: {exc.strerror}") from None
 
 
 @dataclass

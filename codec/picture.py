@@ -1,0 +1,32 @@
+"""The decoded picture: the synthesis output as RGB8 (docs/decoding.md), its BLAKE3 digest,
+and its PNG."""
+
+from __future__ import annotations
+
+import io
+
+import blake3
+import numpy as np
+
+
+def to_rgb8(x_hat: np.ndarray) -> np.ndarray:
+    """The synthesis output (1×3×H×W float) as RGB8 (H×W×3): clamp to [0, 1], multiply by 255
+    in float32, round half to even, cast (docs/decoding.md)."""
+    x = np.asarray(x_hat, dtype=np.float32)
+    if x.ndim != 4 or x.shape[0] != 1 or x.shape[1] != 3:
+        raise ValueError(f"synthesis output has shape {x.shape}, not 1×3×H×W")
+    scaled = np.clip(x[0], np.float32(0.0), np.float32(1.0)) * np.float32(255.0)
+    return np.ascontiguousarray(np.rint(scaled).astype(np.uint8).transpose(1, 2, 0))
+
+
+def rgb_digest(rgb: np.ndarray) -> str:
+    """BLAKE3 (hex) of the RGB8 samples, row by row, R G B per pixel (H×W×3, C order)."""
+    return blake3.blake3(np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()).hexdigest()
+
+
+def to_png(rgb: np.ndarray) -> bytes:
+    from PIL import Image  # lazy: only a decode that writes a picture needs Pillow
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb, mode="RGB").save(buf, format="PNG", optimize=False)
+    return buf.getvalue()

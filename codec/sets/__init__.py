@@ -1,0 +1,79 @@
+"""Parameter sets (``wai-set/1``, docs/sets.md), one concept per module:
+
+- :mod:`.errors`: the typed errors (``set_*`` codes);
+- :mod:`.facts`: what a set states of itself (``facts``), a typed model;
+- :mod:`.manifest`: ``set.json``, its digest, file names, the manifest writer;
+- :mod:`.loaded`: a set opened for a decode, every byte verified once and kept;
+- :mod:`.stage`: copying a folder or an archive safely into the store's staging area;
+- :mod:`.store`: the local store (install, list, verify, remove, defaults);
+- :mod:`.bundled`: installing the sets a build ships with.
+
+The names most callers need are re-exported here.
+"""
+
+from wai_dispatch.codec.sets.bundled import BundledResult, ensure_bundled, install_bundled
+from wai_dispatch.codec.sets.errors import (
+    ManifestInvalid,
+    PinMismatch,
+    SetAmbiguous,
+    SetArchiveInvalid,
+    SetCapabilityMismatch,
+    SetDigestInvalid,
+    SetError,
+    SetFileMismatch,
+    SetFileMissing,
+    SetFileUnexpected,
+    SetNoTables,
+    SetNotInstalled,
+    SetTooLarge,
+    SetUnsafeEntry,
+)
+from wai_dispatch.codec.sets.facts import ProgramFacts, SetFacts
+from wai_dispatch.codec.sets.loaded import LoadedSet, load
+from wai_dispatch.codec.sets.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    canonical_json,
+    check_digest,
+    hash_bytes,
+    hash_file,
+    write_manifest,
+)
+from wai_dispatch.codec.sets.stage import SetLimits
+from wai_dispatch.codec.sets.store import InstalledSet, Problem, SetStore, Verification
+
+__all__ = [
+    "MANIFEST_NAME",
+    "BundledResult",
+    "InstalledSet",
+    "LoadedSet",
+    "Manifest",
+    "ManifestInvalid",
+    "PinMismatch",
+    "Problem",
+    "ProgramFacts",
+    "SetAmbiguous",
+    "SetArchiveInvalid",
+    "SetCapabilityMismatch",
+    "SetDigestInvalid",
+    "SetError",
+    "SetFacts",
+    "SetFileMismatch",
+    "SetFileMissing",
+    "SetFileUnexpected",
+    "SetLimits",
+    "SetNoTables",
+    "SetNotInstalled",
+    "SetStore",
+    "SetTooLarge",
+    "SetUnsafeEntry",
+    "Verification",
+    "canonical_json",
+    "check_digest",
+    "ensure_bundled",
+    "hash_bytes",
+    "hash_file",
+    "install_bundled",
+    "load",
+    "write_manifest",
+]

@@ -1,0 +1,402 @@
+"""The one object that decodes: a :class:`Decoder` assembles a set store, an offer and this
+machine's adapters once, and every command (the CLI's and the HTTP service's) goes through it:
+:meth:`~Decoder.decode` (an envelope, or a bare payload), :meth:`~Decoder.plan`,
+:meth:`~Decoder.paths`, :meth:`~Decoder.verify` (§6.4) and :meth:`~Decoder.import_compressai`.
+
+Opened sets and their parsed entropy tables are kept, keyed by set digest: a decode re-hashes
+no set file unless one changed on disk since it was verified (one ``lstat`` per file tells),
+and always reads the bytes that were verified, never the disk. ``decode`` may be called from
+several threads at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from wai_dispatch.codec.config import ready_sets_dir, sets_dir
+from wai_dispatch.codec.entropy import entropy_stage, tables_of
+from wai_dispatch.codec.envelope import Envelope, Part, parse
+from wai_dispatch.codec.errors import Limits, check_latent_shape
+from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.sets import (
+    LoadedSet,
+    Manifest,
+    SetCapabilityMismatch,
+    SetFileMissing,
+    SetNotInstalled,
+    SetStore,
+    install_bundled,
+    load,
+)
+from wai_dispatch.codec.sets.bundled import BundledResult
+from wai_dispatch.codec.sets.loaded import check_pin, read_exact
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.dispatch import (
+    NPU_MODEL_RUNTIME,
+    REGISTRY,
+    Adapter,
+    Code,
+    Offer,
+    Path,
+    Pin,
+    Registry,
+    ask_path,
+    choose,
+    demand,
+    parse_offer,
+)
+from wai_dispatch.dispatch.errors import UnknownCapability
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.service.results import (
+    DecodeResult,
+    ImportResult,
+    NoPath,
+    PartResult,
+    PlanResult,
+    Undecodable,
+    VerifyResult,
+)
+
+if TYPE_CHECKING:
+    from wai_dispatch.paths.registry import PathStatus
+
+#: How many opened sets a decoder keeps (each holds its files' bytes: ~10 MB for bmshj2018).
+MAX_OPEN_SETS = 8
+
+
+@dataclass(frozen=True)
+class OpenedSet:
+    """A set verified once and kept: its bytes and its parsed entropy tables (when it names
+    them), so later decodes with it hash and parse nothing."""
+
+    files: LoadedSet
+    tables: EntropyTables | None
+
+
+class Decoder:
+    """A store, an offer and adapters, assembled once (:meth:`open`), for every decode."""
+
+    def __init__(
+        self,
+        store: SetStore,
+        offer: Offer,
+        adapters: Mapping[Path, Adapter],
+        *,
+        limits: Limits | None = None,
+        registry: Registry = REGISTRY,
+        bundled: BundledResult | None = None,
+    ) -> None:
+        self.store = store
+        self.offer = parse_offer(offer)
+        self.adapters = dict(adapters)
+        self.limits = limits or Limits()
+        self.registry = registry
+        self.bundled = bundled or BundledResult()
+        self._sets: OrderedDict[str, OpenedSet] = OrderedDict()
+        self._lock = threading.Lock()
+        self._opening: dict[str, threading.Lock] = {}
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str] | None = None,
+        offer: Iterable[Path | str] | None = None,
+        limits: Limits | None = None,
+        *,
+        adapters: Mapping[Path, Adapter] | None = None,
+        bundled: bool = True,
+        ready: bool = True,
+    ) -> Decoder:
+        """The decoder of this machine: the store under ``data_dir`` (else ``WAI_DATA_DIR``
+        or XDG's), with the bundled sets installed (a damaged one is repaired, or reported
+        in :attr:`bundled`, never raised), ``offer`` (else ``WAI_OFFER`` or the reference
+        offer) and the machine's adapters. ``ready``: the store's folder is created, and a
+        data directory that cannot be is ``data_dir_invalid`` now rather than later."""
+        from wai_dispatch.paths.registry import default_offer, known_adapters
+
+        store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
+        chosen = default_offer() if offer is None else parse_offer(offer)
+        found = install_bundled(store, _bundled_dir()) if bundled else None
+        return cls(
+            store,
+            chosen,
+            known_adapters() if adapters is None else adapters,
+            limits=limits,
+            bundled=found,
+        )
+
+    # -- decoding
+
+    def decode(self, envelope: bytes | Envelope) -> DecodeResult:
+        """Decode the primary; when no path runs it (or this sink does not know its
+        capability), the fallback (§4). Raises :class:`NoPath` with every report when
+        neither decodes, and a typed error for bad input."""
+        if not isinstance(envelope, Envelope):
+            envelope = parse(bytes(envelope), limits=self.limits)
+        return self._decode_parts(envelope.parts(), envelope.intent, envelope.dispatch_pins())
+
+    def decode_payload(
+        self, payload: bytes, *, capability: str, set_digest: str | None = None
+    ) -> DecodeResult:
+        """Decode a bare payload of ``capability`` with the set ``set_digest`` (default: the
+        store's default set of the capability), no intent and no pin."""
+        part = Part("primary", capability, bytes(payload), set_digest, None)
+        return self._decode_parts([part], None, [])
+
+    def _decode_parts(self, parts: list[Part], intent: str | None, pins: list[Pin]) -> DecodeResult:
+        reports = []
+        done: list[PartResult] = []
+        failures: dict[Path, BaseException] = {}
+        missing: list[str] = []
+        undecodable: list[Undecodable] = []
+        for part in parts:
+            capability = self.registry.get(part.capability)
+            if capability is None:
+                # Not a capability this sink knows: it cannot decode it on any path, which is
+                # exactly when the fallback is there (SPEC §4).
+                err = UnknownCapability(f"this sink does not know capability {part.capability}")
+                undecodable.append(Undecodable(part.capability, err.code, err.message))
+                continue
+            needed = demand(capability, intent=intent, pins=pins)
+            try:
+                opened = self._opened(part.set, part.capability, part.pin)
+            except SetNotInstalled as exc:
+                # No set, so no program for any backend (§4.2): the report says so path by
+                # path, and the fallback, if any, is tried.
+                decision = choose(capability, needed, self.offer, self._without_program())
+                reports.append(decision.report)
+                missing.append(exc.message)
+                continue
+            if opened.tables is None:
+                tables_of(opened.files)  # raises set_no_tables
+            assert opened.tables is not None
+            stage = entropy_stage(part.payload, opened.tables, limits=self.limits)
+            # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
+            # when no path runs the networks.
+            job = SynthesisJob(opened.files, stage.latent)
+            decision = choose(capability, needed, self.offer, self.adapters, job)
+            reports.append(decision.report)
+            failures.update(decision.failures)
+            done.append(
+                PartResult(
+                    capability.name, opened.files.digest, stage.symbols_digest, stage.latent_shape
+                )
+            )
+            if decision.report.ran is not None:
+                rgb = to_rgb8(decision.output)
+                return DecodeResult(rgb, reports, done[-1], failures, undecodable)
+        if not reports and undecodable:
+            raise UnknownCapability(undecodable[0].message)
+        tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])
+        why = "".join(f"; {m}" for m in missing + [u.message for u in undecodable])
+        raise NoPath(
+            f"no offered path decodes this envelope ({tried}){why}", reports, done, undecodable
+        )
+
+    # -- sets, kept by digest
+
+    def open_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
+        """The installed set ``digest`` (or a unique prefix), verified once and kept."""
+        return self._open(self.store.resolve(digest), pin).files
+
+    def _opened(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
+        digest = given or self.store.default_for(capability).digest
+        opened = self._open(digest, pin)
+        if opened.files.capability != capability:
+            raise SetCapabilityMismatch(
+                f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
+            )
+        return opened
+
+    def _open(self, digest: str, pin: Pin | None) -> OpenedSet:
+        with self._lock:
+            opened = self._sets.get(digest)
+            gate = self._opening.setdefault(digest, threading.Lock())
+        if opened is None or not opened.files.unchanged():
+            with gate:  # one thread hashes a set; the others wait for it
+                with self._lock:
+                    opened = self._sets.get(digest)
+                if opened is None or not opened.files.unchanged():
+                    files = self.store.open(digest)  # every byte read once and verified
+                    tables = tables_of(files) if files.facts.tables is not None else None
+                    opened = OpenedSet(files, tables)
+            with self._lock:
+                self._sets[digest] = opened
+                self._sets.move_to_end(digest)
+                while len(self._sets) > MAX_OPEN_SETS:
+                    self._sets.popitem(last=False)
+        else:
+            with self._lock:
+                self._sets.move_to_end(digest)
+        check_pin(opened.files.manifest, pin)  # §2: a pinned decode uses exactly these bytes
+        return opened
+
+    def forget(self, digest: str | None = None) -> None:
+        """Drop a kept set (every kept set without ``digest``): the next use re-verifies it."""
+        with self._lock:
+            if digest is None:
+                self._sets.clear()
+            else:
+                self._sets.pop(digest, None)
+
+    def _without_program(self) -> dict[Path, Adapter]:
+        return {path: _NoProgram(path, self.adapters.get(path)) for path in self.offer}
+
+    # -- what the machine has
+
+    def paths(self, offer: Iterable[Path | str] | None = None) -> list[PathStatus]:
+        """Each offered path (default: this decoder's offer), present or absent and why."""
+        from wai_dispatch.paths.registry import probe
+
+        return probe(self.offer if offer is None else parse_offer(offer), self.adapters)
+
+    def absent_reason(self, path: Path) -> str:
+        """Why ``path``'s unit is absent here, in its adapter's words."""
+        from wai_dispatch.paths.registry import absent_reason
+
+        return absent_reason(self.adapters.get(path))
+
+    def plan(
+        self,
+        path: Path | str,
+        *,
+        set_digest: str | None = None,
+        set_dir: str | os.PathLike[str] | None = None,
+        capability: str = "wai.neural.bmshj2018",
+        latent_shape: tuple[int, ...] | None = None,
+    ) -> PlanResult:
+        """§3 against the set's capability at its registered tier, then §4's device questions
+        and the plan (§5), asked as :func:`dispatch.choose` asks them, without running the
+        networks. The set: ``set_dir`` (a folder outside the store), else ``set_digest``,
+        else the store's default set of ``capability``. Every shape is checked against the
+        limits before anything of its size is allocated."""
+        path = path if isinstance(path, Path) else Path.parse(path)
+        if set_dir is not None:
+            files = _load_dir(FsPath(set_dir))
+        elif set_digest is not None:
+            files = self.open_set(set_digest)
+        else:
+            files = self.open_set(self.store.default_for(capability).digest)
+        shape = latent_shape if latent_shape is not None else self._stated_shape(files, path)
+        check_latent_shape(shape, self.limits, what="--latent-shape")
+        cap = self.registry.get(files.capability)
+        job = SynthesisJob(files, np.zeros(shape, np.float32))
+        adapter = self.adapters.get(path)
+        answer = ask_path(path, None if cap is None else cap.registered_tier, cap, adapter, job)
+        reason: str | None = None
+        if answer.code is not None:
+            if answer.error is not None:
+                reason = str(answer.error) or type(answer.error).__name__
+            elif answer.code is Code.UNIT_ABSENT:
+                reason = self.absent_reason(path)
+            elif answer.code is Code.NOT_PLACED and answer.placement is not None:
+                counts = " ".join(f"{k}={v}" for k, v in answer.placement.to_json().items())
+                reason = f"{answer.code.meaning} ({counts})"
+            else:
+                reason = answer.code.meaning
+        return PlanResult(
+            files.digest,
+            files.capability,
+            path,
+            tuple(shape),
+            answer.placement,
+            answer.code,
+            reason,
+        )
+
+    def _stated_shape(self, files: LoadedSet, path: Path) -> tuple[int, ...]:
+        """The program's fixed input (Core ML, §6.1) where its unit is here, else a latent
+        shape the set's facts state."""
+        from wai_dispatch.codec.errors import CodecError
+
+        adapter = self.adapters.get(path)
+        if path == NPU_MODEL_RUNTIME and adapter is not None and adapter.unit_present():
+            # Reading the program's input needs coremltools (which pulls in torch): only worth
+            # it where Core ML can run; elsewhere the path is refused before its shape is asked.
+            from wai_dispatch.paths.coreml import program_shape
+
+            try:
+                shape = program_shape(files)
+            except ValueError:
+                shape = None  # the adapter says what is wrong with the program
+            if shape is not None:
+                return shape
+        stated = files.facts.stated_shape()
+        if stated is None:
+            raise CodecError(
+                f"set {files.digest[:16]}… states no latent shape: give --latent-shape N,C,H,W",
+                code="invalid_argument",
+            )
+        return stated
+
+    # -- §6.4 and the CompressAI import (service/checks.py, service/compressai.py)
+
+    def verify(self) -> VerifyResult:
+        """§6.4 agreement on every installed set; damaged sets and sets of a capability this
+        build does not know are reported, and the others checked."""
+        from wai_dispatch.service.checks import verify_store
+
+        return verify_store(self)
+
+    def import_compressai(
+        self, data: bytes, *, set_digest: str | None = None, capability: str | None = None
+    ) -> ImportResult:
+        """CompressAI's own bitstream file (docs/interop.md) as an envelope for a set whose
+        model and quality are the file's."""
+        from wai_dispatch.service.compressai import import_compressai
+
+        return import_compressai(self, data, set_digest=set_digest, capability=capability)
+
+
+def _load_dir(directory: FsPath) -> LoadedSet:
+    """A set folder outside the store: its set.json names the digest its files are checked
+    against, as the store checks an installed set."""
+    from wai_dispatch.codec.sets import MANIFEST_NAME
+
+    data = read_exact(directory / MANIFEST_NAME, 1 << 20)
+    if data is None:
+        raise SetFileMissing(f"{directory / MANIFEST_NAME}: cannot be read (no such file)")
+    return load(directory, Manifest.from_bytes(data).digest)
+
+
+def _bundled_dir() -> FsPath | None:
+    try:
+        from wai_dispatch.conformance import sets_dir as bundled_sets
+    except ImportError:  # a build without the corpus
+        return None
+    return FsPath(bundled_sets())
+
+
+@dataclass(frozen=True)
+class _NoProgram:
+    """A path's adapter for a decode whose parameter set is not installed: the unit is as the
+    real adapter says, and there is no program for the backend."""
+
+    path: Path
+    inner: Adapter | None
+
+    def unit_present(self) -> bool:
+        return self.inner is not None and self.inner.unit_present()
+
+    def absent_reason(self) -> str | None:
+        return None if self.inner is None else self.inner.absent_reason()
+
+    def program_present(self, job: object) -> bool:
+        return False
+
+    def takes_shape(self, job: object) -> bool:
+        raise AssertionError("not asked: program_present is False")
+
+    def plan(self, job: object) -> None:
+        raise AssertionError("not asked: program_present is False")
+
+    def run(self, job: object) -> None:
+        raise AssertionError("not asked: program_present is False")
