@@ -19,36 +19,28 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from wai_dispatch.codec.config import ready_sets_dir, sets_dir
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part, parse
-from wai_dispatch.codec.errors import Limits, check_latent_shape
+from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     LoadedSet,
-    Manifest,
     SetCapabilityMismatch,
-    SetFileMissing,
     SetNotInstalled,
     SetStore,
     install_bundled,
-    load,
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
-from wai_dispatch.codec.sets.loaded import check_pin, read_exact
+from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.dispatch import (
-    NPU_MODEL_RUNTIME,
     REGISTRY,
     Adapter,
-    Code,
     Offer,
     Path,
     Pin,
     Registry,
-    ask_path,
     choose,
     demand,
     parse_offer,
@@ -175,10 +167,8 @@ class Decoder:
                 reports.append(decision.report)
                 missing.append(exc.message)
                 continue
-            if opened.tables is None:
-                tables_of(opened.files)  # raises set_no_tables
-            assert opened.tables is not None
-            stage = entropy_stage(part.payload, opened.tables, limits=self.limits)
+            tables = opened.tables or tables_of(opened.files)  # the latter raises why not
+            stage = entropy_stage(part.payload, tables, limits=self.limits)
             # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
             # when no path runs the networks.
             job = SynthesisJob(opened.files, stage.latent)
@@ -226,7 +216,10 @@ class Decoder:
                     opened = self._sets.get(digest)
                 if opened is None or not opened.files.unchanged():
                     files = self.store.open(digest)  # every byte read once and verified
-                    tables = tables_of(files) if files.facts.tables is not None else None
+                    try:  # parsed once here; a decode that needs bad tables says why
+                        tables = tables_of(files)
+                    except CodecError:
+                        tables = None
                     opened = OpenedSet(files, tables)
             with self._lock:
                 self._sets[digest] = opened
@@ -275,67 +268,19 @@ class Decoder:
     ) -> PlanResult:
         """§3 against the set's capability at its registered tier, then §4's device questions
         and the plan (§5), asked as :func:`dispatch.choose` asks them, without running the
-        networks. The set: ``set_dir`` (a folder outside the store), else ``set_digest``,
-        else the store's default set of ``capability``. Every shape is checked against the
-        limits before anything of its size is allocated."""
-        path = path if isinstance(path, Path) else Path.parse(path)
-        if set_dir is not None:
-            files = _load_dir(FsPath(set_dir))
-        elif set_digest is not None:
-            files = self.open_set(set_digest)
-        else:
-            files = self.open_set(self.store.default_for(capability).digest)
-        shape = latent_shape if latent_shape is not None else self._stated_shape(files, path)
-        check_latent_shape(shape, self.limits, what="--latent-shape")
-        cap = self.registry.get(files.capability)
-        job = SynthesisJob(files, np.zeros(shape, np.float32))
-        adapter = self.adapters.get(path)
-        answer = ask_path(path, None if cap is None else cap.registered_tier, cap, adapter, job)
-        reason: str | None = None
-        if answer.code is not None:
-            if answer.error is not None:
-                reason = str(answer.error) or type(answer.error).__name__
-            elif answer.code is Code.UNIT_ABSENT:
-                reason = self.absent_reason(path)
-            elif answer.code is Code.NOT_PLACED and answer.placement is not None:
-                counts = " ".join(f"{k}={v}" for k, v in answer.placement.to_json().items())
-                reason = f"{answer.code.meaning} ({counts})"
-            else:
-                reason = answer.code.meaning
-        return PlanResult(
-            files.digest,
-            files.capability,
-            path,
-            tuple(shape),
-            answer.placement,
-            answer.code,
-            reason,
+        networks (service/plan.py). The set: ``set_dir`` (a folder outside the store), else
+        ``set_digest``, else the store's default set of ``capability``. Every shape is checked
+        against the limits before anything of its size is allocated."""
+        from wai_dispatch.service.plan import plan
+
+        return plan(
+            self,
+            path if isinstance(path, Path) else Path.parse(path),
+            set_digest=set_digest,
+            set_dir=set_dir,
+            capability=capability,
+            latent_shape=latent_shape,
         )
-
-    def _stated_shape(self, files: LoadedSet, path: Path) -> tuple[int, ...]:
-        """The program's fixed input (Core ML, §6.1) where its unit is here, else a latent
-        shape the set's facts state."""
-        from wai_dispatch.codec.errors import CodecError
-
-        adapter = self.adapters.get(path)
-        if path == NPU_MODEL_RUNTIME and adapter is not None and adapter.unit_present():
-            # Reading the program's input needs coremltools (which pulls in torch): only worth
-            # it where Core ML can run; elsewhere the path is refused before its shape is asked.
-            from wai_dispatch.paths.coreml import program_shape
-
-            try:
-                shape = program_shape(files)
-            except ValueError:
-                shape = None  # the adapter says what is wrong with the program
-            if shape is not None:
-                return shape
-        stated = files.facts.stated_shape()
-        if stated is None:
-            raise CodecError(
-                f"set {files.digest[:16]}… states no latent shape: give --latent-shape N,C,H,W",
-                code="invalid_argument",
-            )
-        return stated
 
     # -- §6.4 and the CompressAI import (service/checks.py, service/compressai.py)
 
@@ -354,17 +299,6 @@ class Decoder:
         from wai_dispatch.service.compressai import import_compressai
 
         return import_compressai(self, data, set_digest=set_digest, capability=capability)
-
-
-def _load_dir(directory: FsPath) -> LoadedSet:
-    """A set folder outside the store: its set.json names the digest its files are checked
-    against, as the store checks an installed set."""
-    from wai_dispatch.codec.sets import MANIFEST_NAME
-
-    data = read_exact(directory / MANIFEST_NAME, 1 << 20)
-    if data is None:
-        raise SetFileMissing(f"{directory / MANIFEST_NAME}: cannot be read (no such file)")
-    return load(directory, Manifest.from_bytes(data).digest)
 
 
 def _bundled_dir() -> FsPath | None:
