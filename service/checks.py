@@ -74,8 +74,8 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     except (ValueError, KeyError, RecursionError, WaiError) as exc:
         code = getattr(exc, "code", "set_invalid")
         message = " ".join(str(exc).split())[:200]
-        row = {"check": "payload", "ok": False, "reason": f"{code}: {message}"}
-        return SetCheck(digest, name, checks=[row])
+        failed = {"check": "payload", "ok": False, "reason": f"{code}: {message}"}
+        return SetCheck(digest, name, checks=[failed])
     checks.append(
         {
             "check": "symbols_digest",

@@ -325,3 +325,22 @@ def test_import_bounds_the_shape_before_allocating(
     big = compressed(tmp_path, shape=(4096, 4096))
     status, _, err = cli(capsys, "import-compressai", big, *args)
     assert status == 2 and "error: payload_shape_over_limits:" in err
+
+
+@pytest.mark.parametrize("info", [b"not json", b"[]", b'{"latent_shape": [1]}'])
+def test_verify_reports_a_set_whose_payload_info_does_not_read(
+    info: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = custom_set(tmp_path)
+    (source / "payload.json").write_bytes(info)
+    doc = json.loads((source / "set.json").read_bytes())
+    (source / "set.json").unlink()
+    write_manifest(source, name="custom", capability=CAP, version="1", facts=doc["facts"])
+    data = tmp_path / "data"
+    digest = install(capsys, data, source)
+    status, out, err = cli(capsys, "verify", "--data-dir", data, "--json")
+    assert status == 1 and "Traceback" not in err
+    sets = {s["set"]: s for s in json.loads(out)["sets"]}
+    assert sets[digest]["checks"][0]["check"] == "payload"
+    assert sets[digest]["checks"][0]["ok"] is False
+    assert sets[bundled_digest()]["checks"][0]["ok"] is True

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from wai_dispatch.codec.files import NotRegularFile, open_regular
 from wai_dispatch.codec.sets.errors import (
     PinMismatch,
     SetFileMismatch,
@@ -21,6 +20,7 @@ from wai_dispatch.codec.sets.errors import (
 )
 from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.codec.sets.manifest import MANIFEST_NAME, Manifest, hash_bytes
+from wai_dispatch.codec.sets.regular import NotRegularFile, open_regular
 from wai_dispatch.dispatch.rules import Pin
 
 

@@ -25,7 +25,6 @@ from pydantic import (
 )
 
 from wai_dispatch.codec import strictjson
-from wai_dispatch.codec.files import NotRegularFile, atomic_write, open_regular
 from wai_dispatch.codec.sets.errors import (
     ManifestInvalid,
     SetDigestInvalid,
@@ -35,6 +34,7 @@ from wai_dispatch.codec.sets.errors import (
     one_line,
 )
 from wai_dispatch.codec.sets.facts import SetFacts
+from wai_dispatch.codec.sets.regular import NotRegularFile, atomic_write, open_regular
 
 SET_FORMAT: Final = "wai-set/1"
 MANIFEST_NAME: Final = "set.json"

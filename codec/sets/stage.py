@@ -20,7 +20,6 @@ from typing import IO
 
 import blake3
 
-from wai_dispatch.codec.files import NotRegularFile, open_regular
 from wai_dispatch.codec.sets.errors import (
     SetArchiveInvalid,
     SetFileMissing,
@@ -29,6 +28,7 @@ from wai_dispatch.codec.sets.errors import (
     SetUnsafeEntry,
 )
 from wai_dispatch.codec.sets.manifest import MANIFEST_NAME, NAME_RE
+from wai_dispatch.codec.sets.regular import NotRegularFile, open_regular
 
 _CHUNK = 1 << 20
 

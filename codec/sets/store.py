@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from wai_dispatch.codec.files import NotRegularFile, atomic_write, fsync_dir
 from wai_dispatch.codec.sets.errors import (
     SetAmbiguous,
     SetCapabilityMismatch,
@@ -40,6 +39,7 @@ from wai_dispatch.codec.sets.manifest import (
     hash_file,
     walk,
 )
+from wai_dispatch.codec.sets.regular import NotRegularFile, atomic_write, fsync_dir
 from wai_dispatch.codec.sets.stage import SetLimits, stage
 from wai_dispatch.dispatch.rules import Pin
 

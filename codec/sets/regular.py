@@ -1,10 +1,11 @@
-"""Opening files that must be regular: a FIFO, a device or a link put where a file belongs is
-refused before anything blocks on it or reads through it, and a file is read up to a bound.
+"""Opening the store's files only when they are regular: a FIFO, a device or a link put where
+a set file belongs is refused before anything blocks on it or reads through it; writing the
+store's own files atomically.
 
-The store (:mod:`codec.sets`) opens every set file through :func:`open_regular`; a command that
-reads a file a user names can use :func:`read_regular`. Both raise :class:`NotRegularFile` (an
-:class:`OSError`) for anything that is not a plain file, so callers that already turn
-``OSError`` into their own typed error need nothing more.
+Every set file is opened through :func:`open_regular`, which raises :class:`NotRegularFile` (an
+:class:`OSError`) for anything that is not a plain file; the store turns it into
+``set_unsafe_entry`` (tampering). Files a user names on the command line are read by the CLI's
+own file handling, not here.
 """
 
 from __future__ import annotations
@@ -67,13 +68,6 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
-
-
-def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
-    """At most ``limit + 1`` bytes of the regular file ``path`` (so a caller sees a file over
-    ``limit`` without reading it all)."""
-    with open_regular(path) as fh:
-        return bytes(fh.read(limit + 1))
 
 
 def atomic_write(path: Path, data: bytes) -> None:
