@@ -94,7 +94,7 @@ class Decoder:
         self.bundled = bundled or BundledResult()
         self._sets: OrderedDict[str, OpenedSet] = OrderedDict()
         self._lock = threading.Lock()
-        self._opening: dict[str, threading.Lock] = {}
+        self._opening = threading.Lock()
 
     @classmethod
     def open(
@@ -209,9 +209,8 @@ class Decoder:
     def _open(self, digest: str, pin: Pin | None) -> OpenedSet:
         with self._lock:
             opened = self._sets.get(digest)
-            gate = self._opening.setdefault(digest, threading.Lock())
         if opened is None or not opened.files.unchanged():
-            with gate:  # one thread hashes a set; the others wait for it
+            with self._opening:  # one thread hashes a set; the others wait and reuse it
                 with self._lock:
                     opened = self._sets.get(digest)
                 if opened is None or not opened.files.unchanged():
@@ -221,13 +220,12 @@ class Decoder:
                     except CodecError:
                         tables = None
                     opened = OpenedSet(files, tables)
-            with self._lock:
-                self._sets[digest] = opened
-                self._sets.move_to_end(digest)
-                while len(self._sets) > MAX_OPEN_SETS:
-                    self._sets.popitem(last=False)
-        else:
-            with self._lock:
+                    with self._lock:
+                        self._sets[digest] = opened
+                        while len(self._sets) > MAX_OPEN_SETS:
+                            self._sets.popitem(last=False)
+        with self._lock:
+            if digest in self._sets:
                 self._sets.move_to_end(digest)
         check_pin(opened.files.manifest, pin)  # §2: a pinned decode uses exactly these bytes
         return opened

@@ -39,7 +39,7 @@ def plan(
     else:
         files = decoder.open_set(decoder.store.default_for(capability).digest)
     shape = latent_shape if latent_shape is not None else _stated_shape(decoder, files, path)
-    check_latent_shape(shape, decoder.limits, what="--latent-shape")
+    check_latent_shape(shape, decoder.limits, what="the latent")
     cap = decoder.registry.get(files.capability)
     job = SynthesisJob(files, np.zeros(shape, np.float32))
     adapter = decoder.adapters.get(path)
