@@ -17,7 +17,8 @@ from wai_dispatch.dispatch.errors import WaiError
 
 # Modules that define sub-commands, in the order `--help` lists them.
 COMMANDS = tuple(
-    f"wai_dispatch.cli.{name}" for name in ("decode", "verify", "paths", "sets", "tools", "explain")
+    f"wai_dispatch.cli.{name}"
+    for name in ("decode", "verify", "paths", "sets", "serve", "tools", "explain")
 )
 
 

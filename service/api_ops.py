@@ -1,0 +1,40 @@
+"""``/healthz`` (the process answers), ``/readyz`` (the store answers or the spool takes
+reports, and sets are installed) and ``/metrics`` (Prometheus text)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", summary="The process answers")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="Ready to decode: store up or spooling, sets installed")
+async def readyz(request: Request) -> JSONResponse:
+    service = request.app.state.service
+    up = await run_in_threadpool(service.store.ping)
+    spooling = service.recorder.spool.size() < service.settings.spool_max_bytes
+    sets = len(await run_in_threadpool(service.engine.store.list))
+    body: dict[str, Any] = {
+        "store": "up" if up else ("spooling" if spooling else "down"),
+        "spool_bytes": service.recorder.pending_bytes(),
+        "sets": sets,
+    }
+    ready = (up or spooling) and sets > 0
+    body["status"] = "ready" if ready else "not ready"
+    return JSONResponse(body, 200 if ready else 503)
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    registry = request.app.state.service.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,1 @@
+"""The report store's schema revisions, oldest first."""

@@ -1,0 +1,86 @@
+"""The report store's tables (SQLAlchemy 2). Alembic migrations (service/migrations/) create
+them; this module is their one description, read by queries and by the migration check.
+
+``reports``: one row per dispatch report (a decode has one, or two when its fallback was tried),
+with the columns an operator filters and aggregates on indexed. ``report_refusals``: one row per
+refused path of a report, so SQL counts refusals by code. ``tokens``: bearer tokens, hashed.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class ReportRow(Base):
+    __tablename__ = "reports"
+
+    seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    id: Mapped[str] = mapped_column(String(36), unique=True)  # the report id; replays dedupe
+    request_id: Mapped[str] = mapped_column(String(36), index=True)
+    created_ms: Mapped[int] = mapped_column(BigInteger, index=True)  # Unix time, milliseconds
+    sink: Mapped[str] = mapped_column(String(128), index=True)
+    role: Mapped[str] = mapped_column(String(16))  # primary | fallback
+    capability: Mapped[str] = mapped_column(String(128), index=True)
+    set_digest: Mapped[str | None] = mapped_column(String(64), index=True)
+    symbols_digest: Mapped[str | None] = mapped_column(String(64))
+    rgb_digest: Mapped[str | None] = mapped_column(String(64))
+    needed: Mapped[str] = mapped_column(String(32))
+    path_ran: Mapped[str | None] = mapped_column(String(64), index=True)  # unit/backend/arith
+    tier: Mapped[str | None] = mapped_column(String(32), index=True)  # the tier that ran
+    outcome: Mapped[str] = mapped_column(String(16), index=True)  # decoded | refused
+    duration_ms: Mapped[float] = mapped_column(Float)
+    placement_npu: Mapped[int] = mapped_column(Integer, default=0)
+    placement_gpu: Mapped[int] = mapped_column(Integer, default=0)
+    placement_cpu: Mapped[int] = mapped_column(Integer, default=0)
+    placement_unknown: Mapped[int] = mapped_column(Integer, default=0)
+    report: Mapped[str] = mapped_column(Text)  # the wai-neural-dispatch/1 JSON, as emitted
+
+
+class RefusalRow(Base):
+    __tablename__ = "report_refusals"
+
+    report_seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"),
+        ForeignKey("reports.seq", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String(64))
+    code: Mapped[str] = mapped_column(String(64), index=True)
+
+
+Index("ix_reports_sink_seq", ReportRow.sink, ReportRow.seq)
+
+
+class TokenRow(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)  # the sink, for a sink
+    role: Mapped[str] = mapped_column(String(16))
+    hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 of the secret
+    created_ms: Mapped[int] = mapped_column(BigInteger)
+    revoked_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
