@@ -119,7 +119,7 @@ def summary(store: ReportStore, filters: Filters, *, bucket_s: int) -> dict[str,
         total = conn.execute(select(func.count()).select_from(ReportRow.__table__).where(*where))
         by_path = conn.execute(
             select(R.path_ran, R.tier, n).where(*where).group_by(R.path_ran, R.tier)
-            .order_by(n.desc(), R.path_ran, R.tier)
+            .order_by(n.desc(), func.coalesce(R.path_ran, ""), func.coalesce(R.tier, ""))
         ).all()  # fmt: skip
         refusals = conn.execute(
             select(F.code, n)
