@@ -21,6 +21,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("decode", help="decode an envelope (JSON or CBOR) to a PNG")
     p.add_argument("envelope", type=FsPath, help="envelope file, JSON or CBOR")
     p.add_argument("-o", "--output", type=FsPath, help="PNG to write")
+    p.add_argument("--url", help="post to the service at URL instead of decoding here")
+    p.add_argument("--token", help="bearer token for --url (default: WAI_TOKEN, WAI_TOKEN_FILE)")
+    p.add_argument("--retries", type=int, default=5, help="retries of a 429 for --url")
     _common(p)
     p.set_defaults(func=run_decode)
 
@@ -75,7 +78,13 @@ def _read(path: FsPath) -> bytes:
 
 def run_decode(args: argparse.Namespace) -> int:
     ctx = decoder(args)
-    outcome = decode_file(ctx, args.envelope)
+    if args.url:
+        from wai_dispatch.cli.remote import decode_remote, token_from_env
+
+        token = args.token or token_from_env()
+        outcome = decode_remote(args.url, args.envelope, token, args.retries)
+    else:
+        outcome = decode_file(ctx, args.envelope)
     png = outcome.pop("png", None)
     if png is not None and args.output is not None:
         args.output.write_bytes(png)
