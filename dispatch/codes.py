@@ -131,6 +131,70 @@ class ErrorCode(enum.StrEnum):
         "data_dir_invalid",
         ("a data directory that is empty, a file, or cannot be created or read"),
     )
+    # the HTTP service (service/) and its client (cli/remote.py)
+    SERVICE_ERROR = "service_error", "an error of the HTTP service with no more specific code"
+    SETTINGS_INVALID = (
+        "settings_invalid",
+        "a setting (environment, WAI_CONFIG file or flag) that does not validate",
+    )
+    REQUEST_INVALID = (
+        "request_invalid",
+        "a query or path parameter that does not validate (names it)",
+    )
+    NOT_FOUND = "not_found", "no such route"
+    METHOD_NOT_ALLOWED = "method_not_allowed", "the route does not take that method"
+    HTTP_ERROR = "http_error", "another HTTP-level refusal of the request"
+    INTERNAL_ERROR = (
+        "internal_error",
+        "a fault of the service, not the client's (500; logged with the request id)",
+    )
+    BODY_TOO_LARGE = (
+        "body_too_large",
+        "a request body over max_body_bytes (or the set archive limit)",
+    )
+    CONTENT_TYPE_UNSUPPORTED = (
+        "content_type_unsupported",
+        "a body that is not application/json or application/cbor (or a set archive type)",
+    )
+    NOT_ACCEPTABLE = (
+        "not_acceptable",
+        "an Accept header that allows neither application/json nor image/png",
+    )
+    LATENT_OVER_LIMIT = (
+        "latent_over_limit",
+        "a payload header whose latent (C×H×W) is over max_latent_elements",
+    )
+    DECODE_MEMORY_OVER_BUDGET = (
+        "decode_memory_over_budget",
+        "a decode whose memory estimate (from its payload header) is over memory_budget_bytes",
+    )
+    DECODE_TIME_OVER_LIMIT = (
+        "decode_time_over_limit",
+        "a decode whose time estimate (from its payload header) is over decode_timeout_s",
+    )
+    QUEUE_FULL = (
+        "queue_full",
+        "as many decodes running and queued as allowed: retry after Retry-After (429)",
+    )
+    MEMORY_BUSY = (
+        "memory_busy",
+        "decodes already admitted hold the memory budget: retry after Retry-After (429)",
+    )
+    DECODE_TIMEOUT = "decode_timeout", "a decode that ran past decode_timeout_s (504)"
+    REPORT_SPOOL_FULL = (
+        "report_spool_full",
+        "the store is down and the spool is at spool_max_bytes: decodes wait (503)",
+    )
+    TOKEN_MISSING = "token_missing", "no Authorization: Bearer token (401)"
+    TOKEN_UNKNOWN = "token_unknown", "a bearer token that is not a live token (401)"
+    ROLE_FORBIDDEN = "role_forbidden", "a token whose role is below the route's (403)"
+    TOKEN_INVALID = "token_invalid", "a token name or role that is not valid"
+    TOKEN_NOT_FOUND = "token_not_found", "no live token with that name or id"
+    REPORT_NOT_FOUND = "report_not_found", "no stored report with that id (or not this sink's)"
+    CURSOR_INVALID = "cursor_invalid", "a paging cursor this service did not give"
+    REMOTE_ERROR = "remote_error", "the service refused a decode --url without a more specific code"
+    REMOTE_UNREACHABLE = "remote_unreachable", "decode --url could not reach the service"
+    REMOTE_INVALID = "remote_invalid", "the service answered decode --url without JSON"
     # the command line
     INVALID_ARGUMENT = "invalid_argument", "a command-line argument that is malformed"
     FILE_UNREADABLE = "file_unreadable", "a file named on the command line cannot be read"

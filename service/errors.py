@@ -47,7 +47,7 @@ STATUS: dict[str, int] = {
     "set_digest_invalid": 422,
     "set_ambiguous": 409,
     "set_": 422,
-    "dispatch_no_path": 422,
+    "decode_no_path": 422,
     # the limits
     "latent_over_limit": 413,
     "decode_memory_over_budget": 413,

@@ -85,7 +85,7 @@ def test_no_path_is_422_with_reports_and_symbols(live: Live, cli_results: dict[s
     assert r.status_code == 422
     body = r.json()
     want = cli_results[REPLICATE.name]
-    assert body["error"]["code"] == "dispatch_no_path"
+    assert body["error"]["code"] == "decode_no_path"
     assert body["reports"] == want["reports"]
     assert body["symbols_digest"] == want["symbols_digest"]
     assert [x["reason"] for x in body["reports"][0]["refused"]] == [
@@ -133,7 +133,7 @@ BAD = [
      "envelope_unknown_field"),
     ("unknown-capability", _sample(capability="wai.neural.nope"), "application/json", "sink",
      422, "unknown_capability"),
-    ("unknown-set", _sample(set="0" * 64), "application/json", "sink", 422, "dispatch_no_path"),
+    ("unknown-set", _sample(set="0" * 64), "application/json", "sink", 422, "decode_no_path"),
     ("oversize-body", b" " * (MAX_BODY + 1), "application/json", "sink", 413, "body_too_large"),
     ("content-type", b"x", "text/plain", "sink", 415, "content_type_unsupported"),
     ("no-token", SAMPLE_JSON.read_bytes(), "application/json", None, 401, "token_missing"),
