@@ -84,6 +84,7 @@ def run_revoke(args: argparse.Namespace) -> int:
 
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
+
     from wai_dispatch.conformance import envelopes_dir
     from wai_dispatch.service.store import ReportStore
     from wai_dispatch.service.tokens import ADMIN_TOKEN_FILE, ensure_admin

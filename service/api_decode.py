@@ -15,6 +15,7 @@ import blake3
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
+
 from wai_dispatch.codec import envelope as envelope_codec
 from wai_dispatch.service.admission import estimate
 from wai_dispatch.service.app import Service, error_body

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
+
 from wai_dispatch.service.auth import require
 from wai_dispatch.service.queries import Filters, get_report, list_reports, summary
 from wai_dispatch.service.tokens import Principal, Role

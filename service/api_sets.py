@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
+
 from wai_dispatch.service.api_decode import read_body
 from wai_dispatch.service.auth import require
 from wai_dispatch.service.errors import ServiceError

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.admission import Admission

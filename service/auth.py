@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
 from wai_dispatch.service.errors import ServiceError
 from wai_dispatch.service.tokens import Principal, Role
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Select, and_, exists, func, select
 from sqlalchemy.sql.elements import ColumnElement
+
 from wai_dispatch.service.errors import ServiceError
 from wai_dispatch.service.models import RefusalRow, ReportRow
 from wai_dispatch.service.records import public
@@ -49,7 +50,8 @@ class Filters:
         if self.path is not None:
             out.append(R.path_ran.is_(None) if self.path == "none" else R.path_ran == self.path)
         if self.reason is not None:
-            out.append(exists().where(and_(F.report_seq == R.seq, F.code == self.reason)))
+            rf = RefusalRow.__table__.alias("rf")  # its own alias: the summary joins F too
+            out.append(exists().where(and_(rf.c.report_seq == R.seq, rf.c.code == self.reason)))
         if self.since_ms is not None:
             out.append(R.created_ms >= self.since_ms)
         if self.until_ms is not None:

@@ -14,6 +14,7 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
 from wai_dispatch.codec.config import data_dir as default_data_dir
 from wai_dispatch.dispatch.errors import WaiError
 

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
+
 from wai_dispatch.service.models import RefusalRow, ReportRow
 
 MIGRATIONS = Path(__file__).with_name("migrations")

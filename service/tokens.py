@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
+
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.models import TokenRow
 from wai_dispatch.service.store import ReportStore, StoreDown

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+
 from wai_dispatch.conformance import envelopes_dir
 
 PORTS = range(18100, 18200)
@@ -64,6 +65,7 @@ def serve(data_dir: Path, **settings: Any) -> Iterator[Live]:
     """Start the app on uvicorn in a thread; tokens created first (sink-a, sink-b, operator;
     the admin token is the one the first start writes)."""
     import uvicorn
+
     from wai_dispatch.service import tokens
     from wai_dispatch.service.app import create_app
     from wai_dispatch.service.settings import load

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from _svc import REPLICATE, SAMPLE_CBOR, SAMPLE_JSON, free_port, serve
+
 from wai_dispatch.cli.main import main
 from wai_dispatch.cli.remote import post
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _svc import pg_available, pg_database
+
 from wai_dispatch.service import tokens
 from wai_dispatch.service.queries import Filters, get_report, list_reports, summary
 from wai_dispatch.service.store import ReportStore
@@ -77,6 +78,7 @@ DATA = [
 def test_migrations_agree_with_the_models(store: ReportStore) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
+
     from wai_dispatch.service.models import Base
 
     store.migrate()  # a second run is a no-op
@@ -147,6 +149,8 @@ def test_summary_is_computed_in_the_database(store: ReportStore) -> None:
         ],
     }  # fmt: skip
     assert summary(store, Filters(sink="b"), bucket_s=3600)["reports"] == 2
+    tier = summary(store, Filters(reason="dispatch_tier_refused"), bucket_s=60)
+    assert (tier["reports"], tier["refusals"]) == (1, {"dispatch_tier_refused": 2})
 
 
 def test_tokens_hashed_roles_and_first_admin(store: ReportStore, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from wai_dispatch.service.cache import ProgramCache
 from wai_dispatch.service.errors import http_status
 from wai_dispatch.service.settings import SettingsInvalid, load

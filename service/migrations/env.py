@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+
 from wai_dispatch.service.models import Base
 
 connection = context.config.attributes["connection"]
