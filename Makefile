@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 PIP_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test lint typecheck unit bench fuzz tools clean
+.PHONY: help serve demo test lint typecheck unit bench fuzz tools clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(PIP_EDITABLE) '.[test,tools]'
 	$(BIN)/pip install -q --no-deps 'compressai==1.2.8'
 	@touch $@ $(VENV)/.base
+
+serve: $(VENV)/.base ## install and start the HTTP service on its defaults (SQLite, bundled sets)
+	$(BIN)/wai-dispatch serve
 
 demo: $(VENV)/.base ## install and decode the bundled sample envelopes (writes out/)
 	$(BIN)/wai-dispatch demo -o out

@@ -3,9 +3,14 @@ tokens, sample envelopes, and throwaway PostgreSQL databases on the shared serve
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import pwd
+import shutil
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -101,29 +106,103 @@ def serve(data_dir: Path, **settings: Any) -> Iterator[Live]:
             _taken.discard(port)
 
 
+def pg_bin(name: str) -> str | None:
+    """A PostgreSQL program: on the PATH, else in Debian's /usr/lib/postgresql/*/bin."""
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
+    return str(candidates[-1]) if candidates else None
+
+
+class Cluster:
+    """A throwaway PostgreSQL cluster on a loopback port (run as ``postgres`` under root)."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.dir = root / "pgdata"
+        self.port = port
+        self.log = root / "pg.log"
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+            pw = pwd.getpwnam("postgres")
+            os.chown(root, pw.pw_uid, pw.pw_gid)
+        self._run("initdb", "-D", str(self.dir), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+
+    def _run(self, name: str, *args: str) -> None:
+        program = pg_bin(name)
+        assert program is not None, f"{name} not found"
+        subprocess.run([*self.as_user, program, *args], check=True, capture_output=True,
+                       timeout=120)  # fmt: skip
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
+        self._run("pg_ctl", "-D", str(self.dir), "-l", str(self.log), "-o", opts, "-w", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.dir), "-m", mode, "-w", "stop")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+
+@contextlib.contextmanager
+def private_cluster() -> Iterator[Cluster]:
+    root = Path(tempfile.mkdtemp(prefix="wai-pg-"))
+    os.chmod(root, 0o755)
+    cluster = Cluster(root, free_port())
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        with contextlib.suppress(Exception):
+            cluster.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+_shared: list[Any] = []
+
+
+def pg_admin_url() -> str | None:
+    """The shared server on 127.0.0.1:5432 when it answers; else a private cluster started
+    once for this test session (where initdb exists); else ``None``."""
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
+            return PG_ADMIN
+    except OSError:
+        pass
+    if pg_bin("initdb") is None or pg_bin("pg_ctl") is None:
+        return None
+    if not _shared:
+        manager = private_cluster()
+        cluster = manager.__enter__()
+        atexit.register(manager.__exit__, None, None, None)
+        _shared.append(cluster)
+    return "postgresql+psycopg://" + _shared[0].url.split("://", 1)[1]
+
+
+def pg_available() -> bool:
+    return pg_admin_url() is not None
+
+
 @contextlib.contextmanager
 def pg_database() -> Iterator[str]:
-    """A fresh database on the shared PostgreSQL, dropped afterwards; yields its URL."""
+    """A fresh database on PostgreSQL (:func:`pg_admin_url`), dropped afterwards; its URL."""
     from sqlalchemy import create_engine, text
 
+    admin_url = pg_admin_url()
+    assert admin_url is not None
     name = f"wai_svc_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+        yield admin_url.rsplit("/", 1)[0].replace("+psycopg", "") + f"/{name}"
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
-
-
-def pg_available() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def envelope_of_latent(store_root: Path, height: int, width: int, **extra: Any) -> bytes:

@@ -4,11 +4,6 @@ the store is back, and every acknowledged report is in the store exactly once.""
 
 from __future__ import annotations
 
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -16,56 +11,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _svc import SAMPLE_JSON, free_port, serve
+from _svc import SAMPLE_JSON, Cluster, pg_bin, private_cluster, serve
 from sqlalchemy import create_engine, text
 
-PG_BIN = shutil.which("pg_ctl")
 pytestmark = pytest.mark.skipif(
-    PG_BIN is None or shutil.which("initdb") is None, reason="initdb/pg_ctl not on PATH"
+    pg_bin("initdb") is None or pg_bin("pg_ctl") is None, reason="no initdb/pg_ctl"
 )
-
-
-class Cluster:
-    """A throwaway PostgreSQL cluster on a loopback port (run as ``postgres`` under root)."""
-
-    def __init__(self, root: Path, port: int) -> None:
-        self.dir = root / "pgdata"
-        self.port = port
-        self.log = root / "pg.log"
-        self.as_user: list[str] = []
-        if os.geteuid() == 0:
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-            pw = pwd.getpwnam("postgres")
-            os.chown(root, pw.pw_uid, pw.pw_gid)
-        self._run("initdb", "-D", str(self.dir), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-
-    def _run(self, *cmd: str) -> None:
-        subprocess.run([*self.as_user, *cmd], check=True, capture_output=True, timeout=120)
-
-    def start(self) -> None:
-        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=on"
-        self._run("pg_ctl", "-D", str(self.dir), "-l", str(self.log), "-o", opts, "-w", "start")
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.dir), "-m", "fast", "-w", "stop")
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    root = Path(tempfile.mkdtemp(prefix="wai-pg-"))
-    os.chmod(root, 0o755)
-    c = Cluster(root, free_port())
-    c.start()
-    try:
-        yield c
-    finally:
-        subprocess.run([*c.as_user, "pg_ctl", "-D", str(c.dir), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)  # fmt: skip
-        shutil.rmtree(root, ignore_errors=True)
+    with private_cluster() as running:
+        yield running
 
 
 def test_store_outage_under_load_loses_nothing(cluster: Cluster, tmp_path: Path) -> None:

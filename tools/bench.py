@@ -1,5 +1,5 @@
-"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode]``: run the benchmarks, each
-printing its figures beside the anchor it is compared to, measured in the same run."""
+"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service]``: run the benchmarks,
+each printing its figures beside the anchor it is compared to, measured in the same run."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ BENCHES = {
     "entropy": "wai_dispatch.tools.bench_entropy",  # rANS decode vs CompressAI's C++ rANS
     "onnx": "wai_dispatch.tools.bench_onnx",  # synthesis vs torch and vs this machine's GEMM rate
     "decode": "wai_dispatch.tools.bench_decode",  # payload → RGB8 vs CompressAI's net.decompress()
+    "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
 }
 
 

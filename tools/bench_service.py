@@ -1,0 +1,278 @@
+"""``python -m wai_dispatch.tools.bench_service``: the HTTP service beside in-process decodes, in
+one run, with the 256×256 sample: decodes per second over HTTP at concurrency 1, 2 and 8 (a
+real ``wai-dispatch serve`` process on a loopback port) against the same decodes called in a
+loop in this process; p50/p99 latency; the server's resident memory; the per-request overhead
+of CBOR vs JSON and raw PNG vs base64; and a decode's peak memory by picture size (the figures
+the admission estimate in service/admission.py rests on)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PORT = 18190
+_MEMORY_SCRIPT = """
+import sys, time, numpy as np
+from pathlib import Path
+from wai_dispatch.codec import payload as P
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.service.engine import open_engine
+def envelope(h):
+    z = np.zeros((1, t.channels, h, h), dtype=np.int32)
+    return Envelope(capability=entry.capability, set=entry.digest, payload=P.encode(z, t))
+def hwm():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("VmHWM", "VmRSS")):
+            yield int(line.split()[1]) // 1024
+engine = open_engine(sys.argv[1])
+entry = engine.sets()[0]
+files = engine.store.open(entry.digest)
+t = EntropyTables.from_json(files.read(files.facts["tables"]))
+big = envelope(int(sys.argv[2]))
+engine.decode(envelope(4))  # the session is built and warm
+Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+rss = dict(zip(("VmHWM", "VmRSS"), hwm()))["VmRSS"]
+t0 = time.perf_counter()
+engine.decode(big)
+took = time.perf_counter() - t0
+print(rss, max(hwm()), took)
+"""
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def in_process(engine: Any, body: bytes, n: int, threads: int = 1) -> dict[str, float]:
+    """Parse, decode and PNG-encode the envelope ``n`` times in this process: in a loop, or
+    from ``threads`` threads at once (the service's decode pool without HTTP)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wai_dispatch.codec.envelope import parse
+
+    times: list[float] = []
+
+    def one(_: int) -> None:
+        t = time.perf_counter()
+        engine.decode(parse(body)).png()
+        times.append(time.perf_counter() - t)
+
+    start = time.perf_counter()
+    if threads == 1:
+        for i in range(n):
+            one(i)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, range(n)))
+    total = time.perf_counter() - start
+    return {"per_s": n / total, "p50_ms": _pct(times, 0.5) * 1e3, "p99_ms": _pct(times, 0.99) * 1e3}
+
+
+def over_http(url: str, token: str, body: bytes, n: int, concurrency: int, **kind: str) -> Any:
+    import httpx
+
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": kind.get("ctype", "application/json"),
+        "Accept": kind.get("accept", "application/json"),
+    }
+    times: list[float] = []
+    statuses: list[int] = []
+    lock = threading.Lock()
+    per_worker = max(1, n // concurrency)
+
+    def worker() -> None:
+        with httpx.Client(base_url=url, timeout=120) as c:
+            for _ in range(per_worker):
+                t = time.perf_counter()
+                r = c.post("/v1/decode", content=body, headers=headers)
+                with lock:
+                    times.append(time.perf_counter() - t)
+                    statuses.append(r.status_code)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    start = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    total = time.perf_counter() - start
+    ok = sum(1 for s in statuses if s == 200)
+    return {
+        "per_s": ok / total,
+        "p50_ms": _pct(times, 0.5) * 1e3,
+        "p99_ms": _pct(times, 0.99) * 1e3,
+        "mean_ms": statistics.fmean(times) * 1e3,
+        "non_200": len(statuses) - ok,
+    }
+
+
+def _rss(pid: int) -> dict[str, int]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) // 1024
+    return fields
+
+
+def _serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "WAI_DATA_DIR": str(data_dir), "WAI_QUEUE": "64",
+           "WAI_LOG_LEVEL": "WARNING"}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wai_dispatch", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the service did not start")
+
+
+def memory_by_size(data_dir: Path) -> list[tuple[int, float, float, float]]:
+    """(picture side, MB the decode added over the warm process's resident set, peak MB,
+    seconds) for square pictures, each decode in a fresh process whose session is already
+    built (its peak reset just before the decode)."""
+    rows = []
+    for latent in (16, 32, 48, 64):
+        out = subprocess.run(
+            [sys.executable, "-c", _MEMORY_SCRIPT, str(data_dir), str(latent)],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        base, peak, secs = float(out[0]), float(out[1]), float(out[2])
+        rows.append((latent * 16, peak - base, peak, secs))
+    return rows
+
+
+def _median_rows(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per key, the round with the median throughput (the machine is shared: rounds are
+    interleaved so that a busy spell hits every configuration alike)."""
+    out = {}
+    for key in rounds[0]:
+        ordered = sorted((r[key] for r in rounds), key=lambda row: row["per_s"])
+        out[key] = ordered[len(ordered) // 2]
+    return out
+
+
+def _best_us(fn: Any, repeat: int = 200) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best * 1e6
+
+
+def overheads(engine: Any, body: bytes, cbor: bytes, url: str) -> dict[str, float]:
+    """The per-request costs that differ between the forms, each timed on its own (best of
+    200): parsing the envelope as JSON or CBOR, the answer as JSON with base64 PNG or raw, and
+    an HTTP round trip to /healthz (the HTTP stack alone)."""
+    import base64
+    import json
+
+    import httpx
+
+    from wai_dispatch.codec.envelope import parse_cbor, parse_json
+
+    png = engine.decode(parse_json(body)).png()
+    answer = {"png": png, "reports": [{"kind": "wai-neural-dispatch/1"}], "set": "0" * 64}
+
+    def as_json() -> bytes:
+        return json.dumps({**answer, "png": base64.b64encode(png).decode()}).encode()
+
+    with httpx.Client(base_url=url) as c:
+        health = _best_us(lambda: c.get("/healthz"))
+    return {
+        "parse JSON envelope": _best_us(lambda: parse_json(body)),
+        "parse CBOR envelope": _best_us(lambda: parse_cbor(cbor)),
+        "answer JSON, base64 PNG": _best_us(as_json),
+        "answer raw PNG (+ headers)": _best_us(lambda: json.dumps(answer["reports"])),
+        "HTTP round trip, /healthz": health,
+        "png_bytes": float(len(png)),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from wai_dispatch.codec.envelope import parse
+    from wai_dispatch.conformance import envelopes_dir
+    from wai_dispatch.service.engine import open_engine
+
+    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_service")
+    p.add_argument("--requests", type=int, default=24, help="decodes per row and round")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median shown)")
+    p.add_argument("--port", type=int, default=PORT)
+    p.add_argument("--no-memory", action="store_true", help="skip peak memory by picture size")
+    args = p.parse_args(argv)
+    body = (envelopes_dir() / "bmshj2018-demo-q3.json").read_bytes()
+    cbor = (envelopes_dir() / "bmshj2018-demo-q3.cbor").read_bytes()
+    n = args.requests
+    with tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp:
+        data_dir = Path(tmp)
+        engine = open_engine(data_dir)
+        engine.decode(parse(body)).png()  # warm: session built, tables parsed
+        proc = _serve(data_dir, args.port)
+        try:
+            url = f"http://127.0.0.1:{args.port}"
+            token = (data_dir / "admin-token").read_text().strip()
+            over_http(url, token, body, 4, 1)  # warm
+            idle = _rss(proc.pid)
+            rounds = []
+            for _ in range(args.rounds):
+                rounds.append({
+                    "in-process loop": in_process(engine, body, n),
+                    "in-process, 2 threads": in_process(engine, body, n, threads=2),
+                    **{f"HTTP, concurrency {c}": over_http(url, token, body, n, c)
+                       for c in (1, 2, 8)},
+                })  # fmt: skip
+            rows = _median_rows(rounds)
+            costs = overheads(engine, body, cbor, url)
+            loaded = _rss(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        sizes = [] if args.no_memory else memory_by_size(data_dir)
+    anchor = rows["in-process loop"]["per_s"]
+    print(f"256×256 sample; {n} decodes per row, median of {args.rounds} interleaved rounds; "
+          f"{os.cpu_count()} CPUs shared with the client")  # fmt: skip
+    print(f"{'':26} {'decodes/s':>10} {'vs loop':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99/p50':>8}")
+    for name, row in rows.items():
+        extra = f"  ({row['non_200']} not 200)" if row.get("non_200") else ""
+        print(f"{name:26} {row['per_s']:10.2f} {row['per_s'] / anchor:8.0%} "
+              f"{row['p50_ms']:8.1f} {row['p99_ms']:8.1f} "
+              f"{row['p99_ms'] / row['p50_ms']:8.2f}{extra}")  # fmt: skip
+    png_kb = costs.pop("png_bytes") / 1024
+    print(f"\nper-request costs that differ by form (best of 200; the PNG is {png_kb:.0f} KiB):")
+    for name, us in costs.items():
+        print(f"  {name:28} {us:9.0f} µs")
+    print(f"\nserver resident memory: {idle['VmRSS']} MB after warm-up (the 1 bundled set "
+          f"loaded), {loaded['VmRSS']} MB after the runs, peak {loaded['VmHWM']} MB")  # fmt: skip
+    if sizes:
+        print("\none decode's memory by picture size (fresh warm process each; VmHWM reset")
+        print("before the decode; B/pixel: the decode's MB over output pixels):")
+        print(f"  {'picture':>11} {'+decode MB':>10} {'peak MB':>8} {'seconds':>8} {'B/pixel':>8}")
+        for side, extra, peak, secs in sizes:
+            print(f"  {f'{side}×{side}':>11} {extra:10.0f} {peak:8.0f} {secs:8.2f} "
+                  f"{extra * 2**20 / side**2:8.0f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
