@@ -67,9 +67,11 @@ def decode_remote(
             "envelope": str(envelope_path),
             "decoded": True,
             "reports": body["reports"],
+            "undecodable": body.get("undecodable", []),
             "set": body["set"],
             "symbols_digest": body["symbols_digest"],
             "picture": {"width": pic["width"], "height": pic["height"]},
+            "rgb_digest": body["rgb_digest"],
             "request_id": body["request_id"],
             "png": base64.b64decode(body["png"]),
         }
@@ -80,6 +82,7 @@ def decode_remote(
             "decoded": False,
             "error": error,
             "reports": body["reports"],
+            "undecodable": body.get("undecodable", []),
             "symbols_digest": body.get("symbols_digest"),
             "request_id": body.get("request_id"),
         }

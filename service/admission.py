@@ -50,7 +50,7 @@ class Estimate:
 def estimate(envelope: Envelope, engine: Engine) -> Estimate:
     """The cost of decoding ``envelope`` from its payload headers alone (parts decode one at a
     time, so the dearest part is the decode's). A bad header raises its typed error here."""
-    from wai_dispatch.codec.sets import SetError
+    from wai_dispatch.codec.sets import SetCapabilityMismatch
 
     elements = pixels = 0
     for part in envelope.parts():
@@ -61,12 +61,11 @@ def estimate(envelope: Envelope, engine: Engine) -> Estimate:
         installed = engine.set_for(part.capability, part.set)
         if installed is not None:
             if installed.capability != part.capability:
-                raise SetError(
+                raise SetCapabilityMismatch(
                     f"set {installed.digest[:16]}… is {installed.capability}'s, "
-                    f"not {part.capability}'s",
-                    code="set_capability_mismatch",
+                    f"not {part.capability}'s"
                 )
-            up = installed.manifest.facts.get("upsampling")
+            up = (installed.manifest.facts.model_extra or {}).get("upsampling")
             if isinstance(up, int) and 1 <= up <= 64:
                 factor = up
         elements = max(elements, header.symbols)

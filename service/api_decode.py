@@ -11,7 +11,6 @@ import logging
 import time
 from typing import Annotated, Any
 
-import blake3
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
@@ -123,7 +122,7 @@ async def decode(
             return {"no_path": exc, "records": recs}
         part = result.part
         facts = {part.capability: (part.set_digest, part.symbols_digest)}
-        rgb_digest = blake3.blake3(result.rgb.tobytes()).hexdigest()
+        rgb_digest = result.rgb_digest
         recs = _records(result.reports, facts, rgb_digest, t0, rid, principal, envelope)
         _store(service, recs)
         service.metrics.decode_seconds.observe(time.perf_counter() - t0)
@@ -140,7 +139,7 @@ async def decode(
         symbols_digest = exc.parts[-1].symbols_digest if exc.parts else None
         body_obj = error_body(
             request, exc.code, exc.message, reports=reports, report_ids=ids,
-            symbols_digest=symbols_digest,
+            symbols_digest=symbols_digest, undecodable=[u.to_json() for u in exc.undecodable],
         )  # fmt: skip
         log.info("decode", extra={"request_id": rid, "sink": principal.name, "outcome": "no_path"})
         return JSONResponse(body_obj, 422)
@@ -170,6 +169,7 @@ async def decode(
             "symbols_digest": result.part.symbols_digest,
             "reports": reports,
             "report_ids": ids,
+            "undecodable": [u.to_json() for u in result.undecodable],
         }
     )
 

@@ -62,7 +62,7 @@ async def one_set(
     request: Request, digest: Digest, _: Annotated[Principal, Depends(require(Role.sink))]
 ) -> dict[str, Any]:
     entry = await run_in_threadpool(request.app.state.service.engine.store.get, digest)
-    return {**entry.to_json(), "facts": entry.manifest.facts}
+    return {**entry.to_json(), "facts": entry.manifest.facts.to_json()}
 
 
 @router.post(
@@ -102,7 +102,8 @@ async def install(
 async def remove(
     request: Request, digest: Digest, _: Annotated[Principal, Depends(require(Role.admin))]
 ) -> dict[str, Any]:
-    store = request.app.state.service.engine.store
-    await run_in_threadpool(store.get, digest)  # set_not_installed when absent
-    await run_in_threadpool(store.remove, digest)
+    engine = request.app.state.service.engine
+    await run_in_threadpool(engine.store.get, digest)  # set_not_installed when absent
+    await run_in_threadpool(engine.store.remove, digest)
+    engine.forget(digest)
     return {"removed": digest}

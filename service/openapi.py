@@ -28,6 +28,9 @@ class Decoded(BaseModel):
     symbols_digest: str
     reports: list[dict[str, Any]] = Field(description="wai-neural-dispatch/1, primary first")
     report_ids: list[str]
+    undecodable: list[dict[str, str]] = Field(
+        description="parts this sink cannot decode at all (an unknown capability), skipped"
+    )
 
 
 def _components() -> dict[str, Any]:

@@ -209,14 +209,13 @@ def envelope_of_latent(store_root: Path, height: int, width: int, **extra: Any) 
     """A JSON envelope for the bundled set whose payload codes a zero latent of the shape."""
     from wai_dispatch.codec import payload
     from wai_dispatch.codec.envelope import Envelope
-    from wai_dispatch.codec.sets import SetStore, ensure_bundled
     from wai_dispatch.codec.tables import EntropyTables
+    from wai_dispatch.service.decoder import Decoder
 
-    store = SetStore(store_root)
-    ensure_bundled(store)
+    store = Decoder.open(store_root, adapters={}).store
     entry = store.list()[0]
     files = store.open(entry.digest)
-    tables = EntropyTables.from_json(files.read(files.facts["tables"]))
+    tables = EntropyTables.from_json(files.read(str(files.facts.tables)))
     symbols = np.zeros((1, tables.channels, height, width), dtype=np.int32)
     body = payload.encode(symbols, tables)
     return Envelope(capability=entry.capability, payload=body, set=entry.digest, **extra).to_json()

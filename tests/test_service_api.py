@@ -31,10 +31,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 @pytest.fixture(scope="module")
 def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """What `wai-dispatch decode` gives for each sample (same code path, its own store)."""
-    from wai_dispatch.cli.decode import Context, decode_file
+    from wai_dispatch.cli.decode import decode_file
+    from wai_dispatch.cli.options import decoder
 
-    args = argparse.Namespace(offer=None, data_dir=tmp_path_factory.mktemp("cli"))
-    ctx = Context(args)
+    args = argparse.Namespace(offer=None, data_dir=str(tmp_path_factory.mktemp("cli")))
+    ctx = decoder(args)
     return {p.name: decode_file(ctx, p) for p in (SAMPLE_JSON, SAMPLE_CBOR, REPLICATE)}
 
 
@@ -297,3 +298,33 @@ def test_operations_routes(live: Live) -> None:
         assert "wai_program_cache_hits" in text
         nf = c.get("/v1/nothing")
         assert (nf.status_code, nf.json()["error"]["code"]) == (404, "not_found")
+
+
+def test_fallback_decodes_when_the_primary_has_no_path(live: Live) -> None:
+    """The primary (wai.neural.int_synth, its set not installed) has no path; the fallback
+    decodes: two reports, primary first, both stored, filed as primary and fallback."""
+    sample = json.loads(SAMPLE_JSON.read_bytes())
+    envelope = {
+        "format": "wai-envelope/1",
+        "capability": "wai.neural.int_synth",
+        "payload": sample["payload"],
+        "set": "0" * 64,
+        "fallback": {"capability": sample["capability"], "payload": sample["payload"],
+                     "set": sample["set"]},
+    }  # fmt: skip
+    with live.client() as c:
+        r = c.post("/v1/decode", json=envelope)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [x["capability"] for x in body["reports"]] == [
+            "wai.neural.int_synth",
+            "wai.neural.bmshj2018",
+        ]
+        assert body["reports"][0]["ran"] is None and body["reports"][1]["ran"] is not None
+        stored = [c.get(f"/v1/reports/{i}").json() for i in body["report_ids"]]
+    assert [(s["role"], s["outcome"]) for s in stored] == [
+        ("primary", "refused"),
+        ("fallback", "decoded"),
+    ]
+    assert stored[1]["rgb_digest"] == body["rgb_digest"] and stored[0]["rgb_digest"] is None
+    assert {s["request_id"] for s in stored} == {body["request_id"]}

@@ -37,7 +37,7 @@ def hwm():
 engine = open_engine(sys.argv[1])
 entry = engine.sets()[0]
 files = engine.store.open(entry.digest)
-t = EntropyTables.from_json(files.read(files.facts["tables"]))
+t = EntropyTables.from_json(files.read(str(files.facts.tables)))
 big = envelope(int(sys.argv[2]))
 engine.decode(envelope(4))  # the session is built and warm
 Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
