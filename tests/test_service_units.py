@@ -124,3 +124,21 @@ def test_every_documented_code_has_a_4xx_or_5xx_status() -> None:
     assert http_status("queue_full") == 429
     assert http_status("payload_truncated") == 422
     assert http_status("token_missing") == 401 and http_status("role_forbidden") == 403
+
+
+def test_the_cli_imports_no_web_stack_unless_serving(tmp_path: Path) -> None:
+    """``wai-dispatch`` builds its parser and decodes without FastAPI, uvicorn or SQLAlchemy."""
+    import subprocess
+    import sys
+
+    from wai_dispatch.conformance import envelopes_dir
+
+    code = (
+        "import sys; from wai_dispatch.cli.main import main; "
+        f"main(['decode', {str(envelopes_dir() / 'bmshj2018-demo-q3.json')!r}, '--json', "
+        f"'--data-dir', {str(tmp_path)!r}]); "
+        "heavy = ('fastapi', 'uvicorn', 'sqlalchemy', 'starlette', 'alembic', 'httpx'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "[]"
