@@ -8,11 +8,13 @@ twice (a crash mid-replay, a commit whose answer was lost) is stored once.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ class Spool:
 
     def append(self, records: list[dict[str, Any]]) -> None:
         line = json.dumps(records, separators=(",", ":")).encode() + b"\n"
-        with self._lock:
+        with self._locked():
             if self.size() + len(line) > self.max_bytes:
                 raise SpoolFull(
                     f"the report store is down and the spool holds {self.size()} bytes "
@@ -53,13 +55,25 @@ class Spool:
             os.write(self._fd, line)
             os.fsync(self._fd)
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """This process's threads and the other server processes (``serve --workers N``
+        share the file) one at a time: an append never lands between a replay's last read
+        and its truncation."""
+        with self._lock:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
     def replay(self, insert: Callable[[list[dict[str, Any]]], int]) -> int:
         """Hand every line to ``insert`` in order; truncate when all went in. Raises what
         ``insert`` raises (the file is then kept whole: a later replay starts again)."""
         done = 0
         offset = 0
         while True:
-            with self._lock:
+            with self._locked():
                 size = self.size()
                 if offset >= size:
                     os.ftruncate(self._fd, 0)
