@@ -93,6 +93,10 @@ def run_serve(args: argparse.Namespace) -> int:
     # The workers read their settings from the environment: pass on what the flags chose.
     os.environ["WAI_DATA_DIR"] = str(settings.data_dir)
     os.environ["WAI_HOST"], os.environ["WAI_PORT"] = settings.host, str(settings.port)
+    if args.workers > 1:  # N processes share the CPUs: each ONNX Runtime pool gets its part
+        cpus = len(os.sched_getaffinity(0))
+        os.environ.setdefault("WAI_ORT_THREADS", str(max(1, cpus // args.workers)))
+        os.environ.setdefault("WAI_DECODE_THREADS", str(max(1, cpus // args.workers)))
     store = ReportStore(settings.url)
     store.migrate()
     written = ensure_admin(store, settings.data_dir)
