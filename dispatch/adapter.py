@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .errors import InvalidOffer
 from .paths import Path
 from .report import Placement
 
@@ -100,12 +101,23 @@ class ScriptedAdapter:
     def from_json(cls, path: Path, obj: Mapping[str, Any]) -> ScriptedAdapter:
         """Answers as the conformance vectors write them (conformance/dispatch/README.md)."""
         placement = obj.get("plan")
+        run = obj.get("run", "ok")
+        if run not in ("ok", "fail") or not isinstance(run, str):
+            raise InvalidOffer(f'{path}: run is "ok" or "fail", not {run!r}')
         return cls(
             path,
-            unit=bool(obj.get("unit_present", True)),
-            program=bool(obj.get("program_present", True)),
-            shape=bool(obj.get("takes_shape", True)),
+            unit=_answer(obj, "unit_present", path),
+            program=_answer(obj, "program_present", path),
+            shape=_answer(obj, "takes_shape", path),
             placement=None if placement is None else Placement.from_json(placement),
-            fails=obj.get("run", "ok") == "fail",
+            fails=run == "fail",
             output=obj.get("output"),
         )
+
+
+def _answer(obj: Mapping[str, Any], key: str, path: Path) -> bool:
+    """A scripted yes/no answer: a JSON boolean (the string "false" is not true)."""
+    value = obj.get(key, True)
+    if not isinstance(value, bool):
+        raise InvalidOffer(f"{path}: {key} is true or false, not {value!r}")
+    return value

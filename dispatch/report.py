@@ -14,7 +14,7 @@ from typing import Any
 from .errors import InvalidReport, WaiError
 from .paths import Path
 from .registry import REGISTRY, Registry
-from .tokens import Arithmetic, Code, Tier, Unit, parse
+from .tokens import Arithmetic, Backend, Code, Tier, Unit, parse
 
 KIND = "wai-neural-dispatch/1"
 _PLACEMENT_KEYS = ("npu", "gpu", "cpu", "unknown")
@@ -116,9 +116,11 @@ class Report:
     @classmethod
     def loads(cls, text: str | bytes, *, registry: Registry = REGISTRY) -> Report:
         try:
-            obj = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidReport(f"report is not JSON: {exc}") from None
+            obj = json.loads(text, object_pairs_hook=_no_duplicates)
+        except InvalidReport:
+            raise
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise InvalidReport(f"report is not JSON: {' '.join(str(exc).split())}") from None
         return cls.from_json(obj, registry=registry)
 
     def validate(self, *, registry: Registry = REGISTRY) -> None:
@@ -139,6 +141,13 @@ class Report:
             _check_refusal(refusal, self.needed, cap.networks if cap else None)
         if self.ran is not None:
             _check_ran(self.ran, self.needed, cap.registered_tier if cap else None)
+            if self.ran.path.arithmetic is Arithmetic.INTEGER and any(
+                r.reason is Code.ARITHMETIC_MISMATCH for r in self.refused
+            ):
+                raise InvalidReport(
+                    f"integer path {self.ran.path} ran, so the capability's networks are "
+                    "integer, yet a path is refused with dispatch_arithmetic_mismatch (§3)"
+                )
 
 
 def _check_refusal(refusal: Refusal, needed: Tier, networks: Arithmetic | None) -> None:
@@ -182,11 +191,26 @@ def _check_ran(ran: Ran, needed: Tier, registered: Tier | None) -> None:
             raise InvalidReport(
                 f"float path {path} claims {ran.tier}, above the registered tier {registered} (§3)"
             )
+        # §3: a float path holds the registered tier and runs only a decode needing it.
+        if ran.tier > needed:
+            raise InvalidReport(
+                f"float path {path} claims {ran.tier}, but a float path holds the tier the "
+                f"decode needs ({needed}) (§3)"
+            )
     else:
         if registered is not None and registered is not Tier.DECODE_EQUIVALENCE:
             raise InvalidReport(
                 f"integer path {path} ran a capability whose networks are not integer (§3)"
             )
+        if ran.tier is not Tier.DECODE_EQUIVALENCE and ran.tier >= needed:
+            raise InvalidReport(
+                f"integer path {path} claims {ran.tier}: an integer path runs only a "
+                "decode-equivalence capability and holds decode-equivalence (§3)"
+            )
+    if path.backend is Backend.WEBNN and ran.placement is not None:
+        raise InvalidReport(
+            f"{path} ran with a placement, but WebNN states no placement: it is null (§5)"
+        )
     if ran.tier < needed:
         raise InvalidReport(f"the decode needs {needed} but {path} holds only {ran.tier}")
     if ran.placement is not None and ran.placement.on(path.unit) == 0:
@@ -194,6 +218,16 @@ def _check_ran(ran: Ran, needed: Tier, registered: Tier | None) -> None:
             f"{path} ran with a plan that puts no operation on {path.unit}: that path is "
             "refused with dispatch_not_placed (§5)"
         )
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose members are each written once (last-one-wins would hide one)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise InvalidReport(f"report member {key!r} is written twice")
+        out[key] = value
+    return out
 
 
 _MEMBERS = ("kind", "capability", "needed", "ran", "refused")

@@ -3,6 +3,7 @@ against an oracle written here from the spec's text (derandomized under the ``ci
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -147,6 +148,8 @@ def scenarios(
     for path in offer:
         if draw(st.integers(0, 9)) > 0:  # one path in ten has no adapter
             script[path] = draw(answers)
+            if path.backend is Backend.WEBNN:  # §5: WebNN states no placement
+                script[path] = dataclasses.replace(script[path], placement=None)
     return cap, intent, pins, offer, script
 
 

@@ -397,6 +397,37 @@ CONTRADICTIONS: dict[str, tuple[dict[str, Any], str]] = {
         ),
         "dispatch_not_placed",
     ),
+    # §5: WebNN states no placement; a WebNN run with one contradicts it.
+    "webnn-ran-with-placement": (
+        mutate(ran=ran("npu/webnn/float", "none", NPU_PLAN)),
+        "WebNN states no placement",
+    ),
+    # Checks that need no registry run for a capability the registry does not hold.
+    "unregistered-integer-path-at-none": (
+        mutate(
+            capability="wai.neural.unregistered",
+            needed="none",
+            ran=ran("cpu/wai-ops/integer", "none"),
+        ),
+        "integer path",
+    ),
+    "unregistered-float-tier-not-needed": (
+        mutate(
+            capability="wai.neural.unregistered",
+            needed="none",
+            ran=ran("cpu/onnx-runtime/float", EC),
+        ),
+        "the decode needs",
+    ),
+    "unregistered-integer-ran-beside-arithmetic-mismatch": (
+        mutate(
+            capability="wai.neural.unregistered",
+            needed=DE,
+            ran=ran("cpu/wai-ops/integer", DE),
+            refused=[refused("gpu/wgsl/integer", "dispatch_arithmetic_mismatch")],
+        ),
+        "dispatch_arithmetic_mismatch",
+    ),
     # §2: needed is never below the registered tier.
     "needed-below-registered-int-synth": (
         mutate(capability="wai.neural.int_synth", needed="none", ran=None, refused=[]),
@@ -448,3 +479,27 @@ def test_s5_unregistered_capability_validated_without_registry_rules() -> None:
     obj["needed"] = DE
     with pytest.raises(InvalidReport, match="float path"):
         Report.from_json(obj)
+
+
+def test_s5_loads_refuses_duplicate_keys() -> None:
+    """A report with a member written twice is refused, not read last-one-wins."""
+    text = json.dumps(GOOD)
+    doubled = text.replace('"needed": "none"', '"needed": "decode-equivalence", "needed": "none"')
+    assert doubled != text
+    with pytest.raises(InvalidReport, match="twice"):
+        Report.loads(doubled)
+    nested = text.replace('"tier": "none"', '"tier": "none", "tier": "none"')
+    with pytest.raises(InvalidReport, match="twice"):
+        Report.loads(nested)
+    assert Report.loads(text).to_json() == GOOD
+
+
+@pytest.mark.parametrize("bad", ["false", "true", 0, 1, None, [], "yes"])
+def test_scripted_adapter_from_json_booleans_are_strict(bad: object) -> None:
+    """The string "false" is not true: a scripted answer is a JSON boolean or refused."""
+    with pytest.raises(WaiError, match="unit_present"):
+        ScriptedAdapter.from_json(CPU_ONNX_RUNTIME, {"unit_present": bad})
+    with pytest.raises(WaiError, match="run"):
+        ScriptedAdapter.from_json(CPU_ONNX_RUNTIME, {"run": bad})
+    adapter = ScriptedAdapter.from_json(CPU_ONNX_RUNTIME, {"unit_present": False, "run": "fail"})
+    assert adapter.unit is False and adapter.fails is True
