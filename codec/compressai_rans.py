@@ -19,6 +19,10 @@ _RANS_L = 1 << 31  # lower bound of the normalised state interval
 _MASK64 = (1 << 64) - 1
 _BYPASS_BITS = 4
 _MAX_BYPASS = (1 << _BYPASS_BITS) - 1
+# CompressAI's escaped value is an int32 (``raw_val`` in rans_interface.cpp): 31 bits of
+# magnitude, at most eight 4-bit groups; more is a string read against the wrong tables.
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_MAX_GROUPS = 8
 
 
 class CompressAIStreamError(CodecError):
@@ -79,16 +83,30 @@ def decode_string(data: bytes, tables: EntropyTables, shape: tuple[int, int, int
                 while chunk == _MAX_BYPASS:
                     chunk = get_bits(_BYPASS_BITS)
                     count += chunk
-                    if count > 16:
-                        raise CompressAIStreamError("a bypass value longer than 64 bits")
+                    if count > _MAX_GROUPS:
+                        raise _wider_than_int32()
+                if count > _MAX_GROUPS:
+                    raise _wider_than_int32()
                 raw = 0
                 for j in range(count):
                     raw |= get_bits(_BYPASS_BITS) << (j * _BYPASS_BITS)
+                if raw > _INT32_MAX:
+                    raise _wider_than_int32()
                 value = -(raw >> 1) - 1 if raw & 1 else (raw >> 1) + max_value
-            row[i] = value + offset
+            value += offset
+            if not _INT32_MIN <= value <= _INT32_MAX:
+                raise _wider_than_int32()
+            row[i] = value
     if state != _RANS_L or pos != len(words):
         raise CompressAIStreamError("the rANS string does not end where its symbols do")
     return out.reshape(channels, height, width)
+
+
+def _wider_than_int32() -> CompressAIStreamError:
+    return CompressAIStreamError(
+        "an escaped value does not fit CompressAI's int32: the string was not coded with "
+        "these tables"
+    )
 
 
 def _search(cdf: list[int], cum: int) -> int:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec.compressai_rans import (
@@ -43,6 +45,27 @@ def test_decode_string_refuses_torn_streams() -> None:
     # A state that does not return to its initial value is not a whole stream.
     with pytest.raises(CompressAIStreamError):
         decode_string(b"\xff" * 8, tables, (4, 2, 2))
+
+
+def test_decode_string_refuses_bypass_values_outside_int32() -> None:
+    """CompressAI's bypass values are int32 (at most eight 4-bit groups): a string read against
+    the wrong tables that asks for more is compressai_stream_invalid, not OverflowError."""
+    tables = laplacian_tables(1, seed=0, escape_mass=0.9)
+    wrong = bytes.fromhex("bbe28e863a36aea53166de41f0e0899d651a99c333b138621af5fe757d2649ff")
+    with pytest.raises(CompressAIStreamError, match="int32"):
+        decode_string(wrong, tables, (1, 1, 4))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(data=st.binary(min_size=8, max_size=64).map(lambda b: b[: len(b) // 4 * 4]))
+def test_decode_string_any_bytes_is_symbols_or_typed_error(data: bytes) -> None:
+    """Whatever the bytes, against escape-heavy tables: symbols or compressai_stream_invalid."""
+    tables = laplacian_tables(2, seed=3, escape_mass=0.9)
+    try:
+        out = decode_string(data, tables, (2, 1, 3))
+    except CompressAIStreamError:
+        return
+    assert out.dtype == np.int32 and out.shape == (2, 1, 3)
 
 
 # --- against CompressAI itself (tools extra) ------------------------------------------------

@@ -324,3 +324,18 @@ def test_run_feeds_float16_to_a_float16_program() -> None:
     out = adapter.run(SynthesisJob(full_set(), latent))
     assert seen[0].dtype == np.float16 and np.array_equal(seen[0], latent)
     assert out.dtype == np.float32
+
+
+def test_coremltools_is_a_runtime_dependency_on_macos_only() -> None:
+    """A plain install on a Mac has the Core ML path's runtime; elsewhere it is not pulled in."""
+    import tomllib
+
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+
+    root = FsPath(__file__).resolve().parents[1]
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    (req,) = [Requirement(d) for d in deps if Requirement(d).name == "coremltools"]
+    assert isinstance(req.marker, Marker)
+    assert req.marker.evaluate({"sys_platform": "darwin"})
+    assert not req.marker.evaluate({"sys_platform": "linux"})
