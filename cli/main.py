@@ -12,7 +12,9 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
+from wai_dispatch.codec.config import check_environment
 from wai_dispatch.dispatch.errors import WaiError
 
 # Modules that define sub-commands, in the order `--help` lists them.
@@ -22,8 +24,18 @@ COMMANDS = tuple(
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse whose own errors keep the one-line promise: ``wai-dispatch: error:
+    invalid_argument: …`` first, the usage after it; exit 2. Sub-command parsers are made
+    of this class too (``add_subparsers`` uses the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        line = " ".join(message.split())
+        self.exit(2, f"wai-dispatch: error: invalid_argument: {line}\n{self.format_usage()}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="wai-dispatch",
         description="Decode learned-codec envelopes on the unit the WAI Neural Dispatch rules "
         "choose, and report the choice (wai-neural-dispatch/1).",
@@ -38,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_environment()
         status: int = args.func(args)
     except WaiError as exc:
         if getattr(args, "json", False):

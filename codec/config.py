@@ -1,4 +1,5 @@
-"""Where wai-dispatch keeps its data: the data directory and the set store under it."""
+"""Where wai-dispatch keeps its data (the data directory and the set store under it), and the
+settings it reads from the environment."""
 
 from __future__ import annotations
 
@@ -52,3 +53,30 @@ def ready_sets_dir(override: str | os.PathLike[str] | None = None) -> Path:
             f"data directory {root.parent}: cannot be created or read ({exc.strerror or exc})"
         ) from None
     return root
+
+
+# --- settings read from the environment, checked once at start -------------------------------
+
+#: ONNX Runtime's intra-op thread count (paths/onnx.py); unset: the CPUs this process may use.
+ORT_THREADS_ENV = "WAI_ORT_THREADS"
+
+
+class ConfigInvalid(CodecError):
+    """A setting in the environment that does not parse (``config_invalid``)."""
+
+    code = "config_invalid"
+
+
+def ort_threads() -> int | None:
+    """``$WAI_ORT_THREADS`` as a count of threads >= 1; ``None`` when unset or empty."""
+    text = os.environ.get(ORT_THREADS_ENV, "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ConfigInvalid(f"{ORT_THREADS_ENV} is a count of threads >= 1, not {text[:40]!r}")
+    return int(text)
+
+
+def check_environment() -> None:
+    """Refuse a bad setting before any command runs (the CLI calls it first)."""
+    ort_threads()

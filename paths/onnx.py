@@ -19,6 +19,7 @@ exception as ``__cause__`` (§4: ``dispatch_backend_failed``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -51,6 +52,9 @@ _UNIT_OF_PROVIDER = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "gp
 
 _NOT_OPERATIONS = frozenset({"Constant", "MemcpyToHost", "MemcpyFromHost"})
 
+_ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose … 3 error, 4 fatal
+_log = logging.getLogger(__name__)
+
 _pool_lock = threading.Lock()
 _pool_threads: int | None = None
 
@@ -70,6 +74,7 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
             return _pool_threads
         import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
 
+        _quiet_runtime_log(ort)
         threads = intra_op_threads or _env_threads() or len(os.sched_getaffinity(0))
         try:
             ort.set_global_thread_pool_sizes(threads, 1)
@@ -81,12 +86,16 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
 
 
 def _env_threads() -> int | None:
-    text = os.environ.get("WAI_ORT_THREADS", "").strip()
-    if not text:
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"WAI_ORT_THREADS is a count of threads >= 1, not {text!r}")
-    return int(text)
+    from wai_dispatch.codec.config import ort_threads
+
+    return ort_threads()
+
+
+def _quiet_runtime_log(ort: Any) -> None:
+    """ONNX Runtime writes its own (coloured) log lines to stderr, a failing kernel's among
+    them. Its default logger is kept to fatal errors only: what fails reaches us as the
+    exception, which becomes BackendFailed and is logged through Python's ``logging``."""
+    ort.set_default_logger_severity(_ORT_FATAL)
 
 
 def shared_session_options() -> Any:
@@ -101,6 +110,7 @@ def shared_session_options() -> Any:
     configure_thread_pool()
     so = ort.SessionOptions()
     so.use_per_session_threads = False
+    so.log_severity_level = _ORT_FATAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return so
 
@@ -231,6 +241,7 @@ class OnnxRuntimeAdapter:
         try:
             (out,) = program.session.run([program.output_name], {program.input_name: job.latent})
         except Exception as exc:
+            _log.warning("onnx-runtime: the synthesis failed: %s", exc)
             raise BackendFailed(f"onnx-runtime: the synthesis failed: {exc}") from exc
         return np.asarray(out, dtype=np.float32)
 
@@ -256,6 +267,7 @@ class OnnxRuntimeAdapter:
             except BackendFailed:
                 raise
             except Exception as exc:
+                _log.warning("onnx-runtime: the program does not load: %s", exc)
                 raise BackendFailed(f"onnx-runtime: the program does not load: {exc}") from exc
             self._cache[digest] = program
             while len(self._cache) > self._cache_size:
