@@ -48,6 +48,12 @@ FORMAT: Final = "wai-envelope/1"
 DIGEST_PATTERN: Final = r"^[0-9a-f]{64}$"
 _DEFAULT_LIMITS: Final = Limits()
 _MAX_DEPTH: Final = 32  # nesting inside a pin's kept tokens; the models themselves are shallow
+# Integers CBOR writes without a bignum tag (major types 0 and 1); a kept token outside them
+# would not survive the JSON form on every reader, and a huge one not even Python's int-to-str.
+_INT_MIN: Final = -(1 << 64)
+_INT_MAX: Final = (1 << 64) - 1
+_BIGNUM: Final = "a number outside CBOR's 64-bit integers (a bignum) has no place in wai-envelope/1"
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 class EnvelopeError(CodecError):
@@ -178,7 +184,11 @@ class EnvelopePin(BaseModel):
 def _check_plain(value: Any, depth: int, where: str) -> None:
     if depth > _MAX_DEPTH:
         raise PydanticCustomError("envelope_invalid", "{where}: nested too deep", {"where": where})
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise PydanticCustomError("envelope_invalid", "{where}: " + _BIGNUM, {"where": where})
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -357,8 +367,19 @@ class Part:
 
 
 def parse(data: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Envelope:
-    """Either form: JSON when the first non-whitespace byte is ``{``, else CBOR."""
-    if data.lstrip(b" \t\r\n")[:1] == b"{":
+    """Either form: JSON when the first non-whitespace byte is ``{`` or ``[``, else CBOR (a
+    CBOR envelope starts with a map or tag 55799, never with either). A file that is empty or
+    only whitespace, or starts with a UTF-8 byte-order mark, is refused as what it is."""
+    _check_size(len(data), limits)
+    if data.startswith(_BOM):
+        raise EnvelopeMalformed(
+            "not JSON: the file starts with a UTF-8 byte-order mark; JSON is read without one "
+            "(RFC 8259 §8.1)"
+        )
+    first = bytes(data).lstrip(b" \t\r\n")[:1]
+    if not first:
+        raise EnvelopeMalformed("empty: the file holds no envelope (nothing but whitespace)")
+    if first in (b"{", b"["):
         return parse_json(data, limits=limits)
     return parse_cbor(data, limits=limits)
 
@@ -394,19 +415,41 @@ def parse_cbor(data: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Envelope:
         raise EnvelopeMalformed(f"not CBOR: {_one_line(exc)}") from None
     if stream.tell() != len(raw):
         raise EnvelopeMalformed(f"not CBOR: {len(raw) - stream.tell()} bytes after the envelope")
-    return _validate(_plain_cbor(obj), "cbor", limits)
+    return _validate(_plain_cbor(obj, [len(raw)]), "cbor", limits)
 
 
-def _plain_cbor(value: Any) -> Any:
-    """A frozen map (tag 55799 gives one) as a dict; a map key that is not text refused (the
-    JSON form has no other); other values as decoded, for the models to refuse."""
+def _plain_cbor(
+    value: Any, budget: list[int], depth: int = 0, path: frozenset[int] = frozenset()
+) -> Any:
+    """The decoded item as plain values: a frozen map (tag 55799 gives one) as a dict, a map
+    key that is not text refused (the JSON form has no other), an integer outside CBOR's
+    64-bit ones (a bignum) refused; other values as decoded, for the models to refuse.
+
+    Shared references (tags 28/29) are followed once per use: one that holds itself is a
+    cycle, and uses that expand past ``budget`` items (the bytes read: without references,
+    every item takes at least one) are refused, so a small file cannot expand without bound.
+    """
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise EnvelopeTooLarge("not a wai-envelope/1 CBOR form: shared references expand it")
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise EnvelopeError(_BIGNUM)
+        return value
+    if not isinstance(value, Mapping | list | tuple):
+        return value
+    if id(value) in path:
+        raise EnvelopeMalformed("not a wai-envelope/1 CBOR form: shared references make a cycle")
+    if depth > _MAX_DEPTH + 8:
+        raise EnvelopeMalformed("not a wai-envelope/1 CBOR form: nested too deep")
+    inner = path | {id(value)}
     if isinstance(value, Mapping):
         if not all(isinstance(k, str) for k in value):
             raise EnvelopeMalformed("not a wai-envelope/1 CBOR form: a map key is not text")
-        return {k: _plain_cbor(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain_cbor(v) for v in value]
-    return value
+        return {k: _plain_cbor(v, budget, depth + 1, inner) for k, v in value.items()}
+    return [_plain_cbor(v, budget, depth + 1, inner) for v in value]
 
 
 def _check_size(size: int, limits: Limits) -> None:
@@ -422,7 +465,7 @@ def _validate(obj: Any, form: str, limits: Limits) -> Envelope:
     if "format" not in obj:
         raise EnvelopeError("format: missing (expected 'wai-envelope/1')")
     if obj["format"] != FORMAT:
-        shown = repr(obj["format"])[:60]
+        shown = _safe_repr(obj["format"])
         raise EnvelopeFormat(f"format: {shown} is not supported (expected 'wai-envelope/1')")
     try:
         return Envelope.model_validate(obj, context={"form": form, "limits": limits})
@@ -449,6 +492,14 @@ def _show(part: str | int) -> str:
     may hold anything, newlines included."""
     text = str(part)
     return text if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", text) else repr(text)[:66]
+
+
+def _safe_repr(value: Any) -> str:
+    """A value read from the input, shown short; repr of a huge number would raise."""
+    try:
+        return repr(value)[:60]
+    except ValueError:
+        return f"a {type(value).__name__} too large to show"
 
 
 def _kind(value: Any) -> str:

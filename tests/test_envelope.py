@@ -178,7 +178,7 @@ BAD_JSON: list[tuple[str, bytes, str]] = [
         "envelope_malformed",
     ),
     ("deep", b"{" + b'"a":[' * 100000, "envelope_malformed"),
-    ("array", b"[]", "envelope_malformed"),  # sniffed as CBOR: not '{'
+    ("array", b"[]", "envelope_invalid"),  # JSON, and an envelope is an object
     ("not-object", b" 3", "envelope_malformed"),
     ("no-format", jbytes({"capability": "c", "payload": ""}), "envelope_invalid"),
     ("format-v2", jbytes(minimal_obj(format="wai-envelope/2")), "envelope_format_unsupported"),
@@ -318,6 +318,117 @@ def test_bad_cbor(data: bytes, code: str) -> None:
         parse_cbor(data)
     assert info.value.code == code
     assert "\n" not in info.value.message
+
+
+BIG = 10**5000  # over Python's int-to-str limit (4300 digits)
+MAP_HEAD = bytes.fromhex("a3") + cb("format") + cb("wai-envelope/1") + cb("capability") + cb("c")
+HOSTILE_CBOR: list[tuple[str, bytes, str, str]] = [
+    # tag 28 marks a value shareable, tag 29 refers back to it: a list that holds itself.
+    ("cyclic-shared-ref", bytes.fromhex("d81c81d81d00"), "envelope_malformed", "cycle"),
+    (
+        "cyclic-ref-in-pin",
+        bytes.fromhex("a4")
+        + cb("format")
+        + cb("wai-envelope/1")
+        + cb("capability")
+        + cb("c")
+        + cb("payload")
+        + cb(b"")
+        + cb("pins")
+        + bytes.fromhex("d81c81d81d00"),
+        "envelope_malformed",
+        "cycle",
+    ),
+    ("bignum-format", cb({**CBOR_MIN, "format": BIG}), "envelope_invalid", "64-bit"),
+    ("bignum-capability", cb({**CBOR_MIN, "capability": BIG}), "envelope_invalid", "64-bit"),
+    ("bignum-set", cb({**CBOR_MIN, "set": -BIG}), "envelope_invalid", "64-bit"),
+    (
+        "bignum-pin-token",
+        cb({**CBOR_MIN, "pins": [{"capability": "c", "set": A, "x": BIG}]}),
+        "envelope_invalid",
+        "64-bit",
+    ),
+    (
+        "small-bignum-pin-token",
+        cb({**CBOR_MIN, "pins": [{"capability": "c", "set": A, "x": 2**64}]}),
+        "envelope_invalid",
+        "64-bit",
+    ),
+    ("bignum-in-payload-map", MAP_HEAD + cb("payload") + cb(BIG), "envelope_invalid", "64-bit"),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "code", "words"),
+    [(d, c, w) for _, d, c, w in HOSTILE_CBOR],
+    ids=[i for i, _, _, _ in HOSTILE_CBOR],
+)
+def test_hostile_cbor_is_a_typed_error(data: bytes, code: str, words: str) -> None:
+    """Shared references that make a cycle and bignums where a value belongs: a typed one-line
+    error, never RecursionError or the int-to-str ValueError (here or in to_json)."""
+    with pytest.raises(CodecError) as info:
+        parse(data)
+    assert info.value.code == code
+    assert words in info.value.message
+    assert "\n" not in info.value.message
+
+
+def test_shared_reference_without_a_cycle_still_reads() -> None:
+    """A value shared twice (tag 28/29, no cycle) is the same JSON value in both places."""
+    note = cbor2.CBORTag(28, ["n"])
+    obj = {
+        **CBOR_MIN,
+        "pins": [{"capability": "c", "set": A, "x": note, "y": cbor2.CBORTag(29, 0)}],
+    }
+    envelope = parse(cb(obj))
+    assert envelope.pins[0].to_obj()["y"] == ["n"]
+    assert parse(envelope.to_json()) == envelope
+
+
+def test_kept_integers_within_64_bits_round_trip() -> None:
+    for n in (2**64 - 1, -(2**64)):
+        obj = {**CBOR_MIN, "pins": [{"capability": "c", "set": A, "x": n}]}
+        envelope = parse(cb(obj))
+        assert parse(envelope.to_json()) == envelope == parse(envelope.to_cbor())
+    big = jbytes(minimal_obj(pins=[{"capability": "c", "set": A, "x": 2**64}]))
+    with pytest.raises(CodecError, match="64-bit"):
+        parse(big)
+
+
+@pytest.mark.parametrize(
+    ("data", "code", "words"),
+    [
+        (b"[1, 2]", "envelope_invalid", "an array"),
+        (b"  [\n]", "envelope_invalid", "an array"),
+        (b"\xef\xbb\xbf{}", "envelope_malformed", "byte-order mark"),
+        (b"\xef\xbb\xbf", "envelope_malformed", "byte-order mark"),
+        (b"   \n\t ", "envelope_malformed", "empty"),
+        (b"", "envelope_malformed", "empty"),
+    ],
+    ids=["json-array", "json-array-ws", "bom", "bom-only", "whitespace", "empty"],
+)
+def test_messages_say_what_the_file_is(data: bytes, code: str, words: str) -> None:
+    """A JSON array, a UTF-8 byte-order mark or a blank file is not reported as "not CBOR"."""
+    with pytest.raises(CodecError) as info:
+        parse(data)
+    assert info.value.code == code
+    assert words in info.value.message
+    assert "not CBOR" not in info.value.message
+
+
+def test_bad_base64_code_agrees_with_the_docs() -> None:
+    """docs/errors.md and docs/envelope.md name the code the parser raises for bad base64."""
+    with pytest.raises(CodecError) as info:
+        parse_json(jbytes(minimal_obj(payload="!!!!")))
+    code = info.value.code
+    root = Path(__file__).resolve().parents[1]
+    for doc in ("docs/errors.md", "docs/envelope.md"):
+        rows = [
+            line
+            for line in (root / doc).read_text().splitlines()
+            if "base64" in line and "|" in line
+        ]
+        assert rows and all(f"`{code}`" in row for row in rows), (doc, rows)
 
 
 def test_error_names_the_location() -> None:

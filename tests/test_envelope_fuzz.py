@@ -37,7 +37,7 @@ TOKEN = st.text(min_size=1, max_size=12)
 JSON_LEAF = (
     st.none()
     | st.booleans()
-    | st.integers()
+    | st.integers(-(2**64), 2**64 - 1)  # CBOR's own integers; a bignum is refused (docs)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8)
 )
@@ -168,6 +168,71 @@ def test_mutated_cbor(data: bytes) -> None:
     only_codec_errors(data, parse)
 
 
+# CBOR items built head by head, so tags the encoder never writes appear: shared values and
+# references (28/29, to indexes that may or may not exist, cycles included), bignums (2/3),
+# the self-describe tag (55799), and tags no reader knows.
+def _head(major: int, n: int) -> bytes:
+    if n < 24:
+        return bytes([major << 5 | n])
+    for extra, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if n < 1 << (8 * size):
+            return bytes([major << 5 | extra]) + n.to_bytes(size, "big")
+    raise ValueError(n)
+
+
+CBOR_LEAF = st.one_of(
+    st.integers(0, 2**64 - 1).map(lambda n: _head(0, n)),
+    st.integers(0, 2**64 - 1).map(lambda n: _head(1, n)),
+    st.binary(max_size=8).map(lambda b: _head(2, len(b)) + b),
+    st.text(max_size=8).map(lambda t: _head(3, len(t.encode())) + t.encode()),
+    st.sampled_from(["format", "capability", "payload", "set", "pins", "tier"]).map(
+        lambda t: _head(3, len(t)) + t.encode()
+    ),
+    st.sampled_from([b"\xf4", b"\xf5", b"\xf6", b"\xf7", b"\xfb\x7f\xf8\x00\x00\x00\x00\x00\x00"]),
+    st.integers(0, 6).map(lambda i: _head(6, 29) + _head(0, i)),  # a shared reference
+    st.binary(min_size=1, max_size=16).map(lambda b: _head(6, 2) + _head(2, len(b)) + b),
+    # a bignum over Python's int-to-str limit, and a shared array that holds itself
+    st.just(_head(6, 3) + _head(2, 1800) + b"\x01" * 1800),
+    st.integers(0, 2).map(lambda i: _head(6, 28) + _head(4, 1) + _head(6, 29) + _head(0, i)),
+)
+
+
+def _cbor_tree(inner: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
+    tags = st.sampled_from([28, 28, 29, 2, 3, 55799, 1, 4, 30, 258, 1 << 40])
+    return st.one_of(
+        st.lists(inner, max_size=4).map(lambda xs: _head(4, len(xs)) + b"".join(xs)),
+        st.lists(st.tuples(inner, inner), max_size=3).map(
+            lambda kv: _head(5, len(kv)) + b"".join(k + v for k, v in kv)
+        ),
+        st.tuples(tags, inner).map(lambda tv: _head(6, tv[0]) + tv[1]),
+    )
+
+
+CBOR_ITEM = st.recursive(CBOR_LEAF, _cbor_tree, max_leaves=12)
+
+
+@st.composite
+def cbor_envelopes(draw: st.DrawFn) -> bytes:
+    """An envelope map whose members (or extra ones) are hostile CBOR items."""
+    members = [
+        (b"\x66format", draw(st.just(b"\x6ewai-envelope/1") | CBOR_ITEM)),
+        (b"\x6acapability", draw(st.just(b"\x61c") | CBOR_ITEM)),
+        (b"\x67payload", draw(st.just(b"\x40") | CBOR_ITEM)),
+    ]
+    if draw(st.booleans()):
+        pin = _head(5, 3) + b"\x6acapability\x61c\x63set" + _head(3, 64) + b"a" * 64
+        members.append((b"\x64pins", _head(4, 1) + pin + b"\x61x" + draw(CBOR_ITEM)))
+    body = _head(5, len(members)) + b"".join(k + v for k, v in members)
+    return draw(st.sampled_from([b"", b"\xd9\xd9\xf7", b"\xd8\x1c"])) + body
+
+
+@BOUNDED
+@given(cbor_envelopes() | CBOR_ITEM)
+def test_cbor_tags_and_shared_references(data: bytes) -> None:
+    only_codec_errors(data, parse_cbor)
+    only_codec_errors(data, parse)
+
+
 # --- the long run (`make fuzz`) -------------------------------------------------------------
 
 
@@ -178,6 +243,7 @@ def test_mutated_cbor(data: bytes) -> None:
         st.binary(max_size=512),
         mutated("json"),
         mutated("cbor"),
+        cbor_envelopes(),
     )
 )
 def test_fuzz_long(data: bytes) -> None:
