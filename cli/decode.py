@@ -68,15 +68,19 @@ def decode_file(ctx: Decoder, envelope_path: FsPath) -> dict[str, Any]:
 
 
 def _read(path: FsPath) -> bytes:
-    from wai_dispatch.codec.errors import CodecError
+    from wai_dispatch.codec.envelope import EnvelopeTooLarge
+    from wai_dispatch.codec.errors import Limits
+    from wai_dispatch.codec.files import read_regular
 
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise CodecError(f"cannot read {path}: {exc.strerror}", code="file_unreadable") from None
+    limit = Limits().max_envelope_bytes
+    return read_regular(path, limit=limit, what="envelope", too_large=EnvelopeTooLarge)
 
 
 def run_decode(args: argparse.Namespace) -> int:
+    from wai_dispatch.codec.files import check_output, write_atomic
+
+    if args.output is not None:  # refused before the decode: nothing is done for nothing
+        check_output(args.output, inputs=[args.envelope])
     ctx = decoder(args)
     if args.url:
         from wai_dispatch.cli.remote import decode_remote, token_from_env
@@ -87,18 +91,19 @@ def run_decode(args: argparse.Namespace) -> int:
         outcome = decode_file(ctx, args.envelope)
     png = outcome.pop("png", None)
     if png is not None and args.output is not None:
-        args.output.write_bytes(png)
+        write_atomic(args.output, png, inputs=[args.envelope])
         outcome["output"] = str(args.output)
     _print(ctx, [outcome], as_json=args.json)
     return 0 if outcome["decoded"] else 1
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from wai_dispatch.codec.files import make_folder, write_atomic
     from wai_dispatch.conformance import envelopes_dir
 
+    make_folder(args.out_dir)
     ctx = decoder(args)
     outcomes = []
-    args.out_dir.mkdir(parents=True, exist_ok=True)
     samples = [p for p in envelopes_dir().iterdir() if p.suffix in (".json", ".cbor")]
     # The samples that decode first (JSON, then CBOR), then those that show a refusal.
     order = sorted(samples, key=lambda p: ("replicate" in p.stem, p.suffix != ".json", p.name))
@@ -108,7 +113,7 @@ def run_demo(args: argparse.Namespace) -> int:
         if png is not None:
             suffix = "" if path.suffix == ".json" else "-from-cbor"
             target = args.out_dir / f"{path.stem}{suffix}.png"
-            target.write_bytes(png)
+            write_atomic(target, png, inputs=[path])
             outcome["output"] = str(target)
         outcomes.append(outcome)
     _print(ctx, outcomes, as_json=args.json)

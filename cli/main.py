@@ -53,17 +53,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_environment()
         status: int = args.func(args)
     except WaiError as exc:
-        if getattr(args, "json", False):
-            print(json.dumps({"error": exc.to_json()}), file=sys.stderr)
-        else:
-            print(f"wai-dispatch: error: {exc.code}: {exc.message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+        return _report(exc, args)
     except BrokenPipeError:  # `wai-dispatch … | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # The last net: the system refused something no typed error above names (a full
+        # disk under the data directory, say). One line, never a traceback.
+        where = f": {exc.filename}" if exc.filename else ""
+        error = WaiError(f"{exc.strerror or exc}{where}", code="io_failed")
+        return _report(error, args)
+    except KeyboardInterrupt:
+        return 130
     return status
+
+
+def _report(exc: WaiError, args: argparse.Namespace) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps({"error": exc.to_json()}), file=sys.stderr)
+    else:
+        message = " ".join(exc.message.split())  # the one-line promise, whatever the text
+        print(f"wai-dispatch: error: {exc.code}: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

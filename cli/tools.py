@@ -47,18 +47,19 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    try:
-        data = args.input.read_bytes()
-    except OSError as exc:
-        raise CodecError(
-            f"cannot read {args.input}: {exc.strerror}", code="file_unreadable"
-        ) from None
+    from wai_dispatch.codec.errors import Limits
+    from wai_dispatch.codec.files import check_output, read_regular, write_atomic
+
+    check_output(args.output, inputs=[args.input])
+    data = read_regular(args.input, limit=Limits().max_envelope_bytes, what="CompressAI file")
     result = decoder(args).import_compressai(
         data, set_digest=args.set_digest, capability=args.capability
     )
     envelope = result.envelope
     cbor = args.output.suffix == ".cbor"
-    args.output.write_bytes(envelope.to_cbor() if cbor else envelope.to_json())
+    write_atomic(
+        args.output, envelope.to_cbor() if cbor else envelope.to_json(), inputs=[args.input]
+    )
     shape = result.latent_shape
     summary = {
         "envelope": str(args.output),
