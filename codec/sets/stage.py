@@ -8,12 +8,15 @@ checks the staged files against the manifest, then renames the directory into pl
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import lzma
 import os
 import stat
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -22,12 +25,14 @@ import blake3
 
 from wai_dispatch.codec.sets.errors import (
     SetArchiveInvalid,
+    SetError,
+    SetFileMismatch,
     SetFileMissing,
     SetFileUnexpected,
     SetTooLarge,
     SetUnsafeEntry,
 )
-from wai_dispatch.codec.sets.manifest import MANIFEST_NAME, NAME_RE
+from wai_dispatch.codec.sets.manifest import MANIFEST_NAME, NAME_RE, Manifest
 from wai_dispatch.codec.sets.regular import NotRegularFile, open_regular
 
 _CHUNK = 1 << 20
@@ -66,13 +71,15 @@ class _Budget:
     limits: SetLimits
     files: int = 0
     total: int = 0
+    declared: int = 0  # the sizes an archive's headers state, summed before extracting
 
     def admit(self, name: str, declared: int | None) -> None:
         self.files += 1
         if self.files > self.limits.max_files:
             raise SetTooLarge(f"more than {self.limits.max_files} files")
         if declared is not None:  # an archive states sizes: refuse before extracting
-            self._check(name, declared, self.total + declared)
+            self.declared += declared
+            self._check(name, declared, self.declared)
 
     def _check(self, name: str, size: int, total: int) -> None:
         if size > self.limits.max_file_bytes:
@@ -130,95 +137,152 @@ def _stage_directory(source: Path, staged: Staged, budget: _Budget) -> None:
 
 
 def _stage_archive(source: Path, dest: Path, budget: _Budget) -> Staged:
-    raw = Staged(dest)
+    """Read every member's header first, then the manifest from its member, and check each
+    other member's name and size against it; only then extract (nothing unlisted, and nothing
+    of the wrong size, is ever written: a compressed bomb is refused from its header)."""
     try:
-        if zipfile.is_zipfile(source):
-            members = _zip_members(source, budget)
-        else:
-            members = _tar_members(source, budget)
-        for name, size, stream in members:
-            with stream:
-                _check_name(name, archive=True)
-                if name in raw.files:
-                    raise SetArchiveInvalid(f"{name}: twice in the archive")
-                budget.admit(name, size)
-                raw.files[name] = _copy(stream, dest / name, name, budget)
-    except (tarfile.TarError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error) as exc:
-        raise SetArchiveInvalid(f"{source.name}: not a readable archive ({exc})") from None
-    except (EOFError, NotImplementedError, RuntimeError) as exc:  # truncated, method, password
-        raise SetArchiveInvalid(f"{source.name}: not a readable archive ({exc})") from None
+        with contextlib.ExitStack() as stack:
+            if zipfile.is_zipfile(source):
+                members = _zip_members(stack.enter_context(zipfile.ZipFile(source)), budget)
+            else:
+                members = _tar_members(stack.enter_context(tarfile.open(source, "r:*")), budget)
+            prefix, manifest_bytes = _manifest_member(members, budget)
+            listed = Manifest.from_bytes(manifest_bytes, where=f"{source.name}: {MANIFEST_NAME}")
+            wanted = [m for m in members if m.name != prefix + MANIFEST_NAME]
+            for member in wanted:
+                rel = member.name[len(prefix) :]
+                entry = listed.files.get(rel)
+                if entry is None:
+                    raise SetFileUnexpected(f"{rel[:80]!r} is not in the manifest")
+                if member.size != entry.size:
+                    raise SetFileMismatch(
+                        f"{rel}: {member.size} bytes in the archive; the manifest says {entry.size}"
+                    )
+            files: dict[str, tuple[str, int]] = {}
+            for member in wanted:
+                with member.open() as stream:
+                    files[member.name] = _copy(stream, dest / member.name, member.name, budget)
+    except SetError:
+        raise
     except (NotADirectoryError, FileExistsError, IsADirectoryError) as exc:
         raise SetArchiveInvalid(f"{source.name}: a name is both a file and a folder") from exc
-    except OSError as exc:
-        if isinstance(exc, PermissionError):
-            raise
-        raise SetArchiveInvalid(f"{source.name}: not a readable archive ({exc})") from None
-    return _strip_prefix(raw)
+    except PermissionError:
+        raise
+    except UnicodeDecodeError:
+        raise SetArchiveInvalid(f"{source.name}: a member's name is not UTF-8") from None
+    except (
+        tarfile.TarError,
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        lzma.LZMAError,
+        EOFError,  # truncated
+        NotImplementedError,  # a compression method zipfile does not have
+        RuntimeError,  # encrypted
+        OSError,  # bz2 and gzip say "not a valid stream" this way
+        ValueError,
+    ) as exc:
+        raise SetArchiveInvalid(
+            f"{source.name}: not a readable archive ({_one_line(exc)})"
+        ) from None
+    directory = dest / prefix if prefix else dest
+    return Staged(directory, {n[len(prefix) :]: v for n, v in files.items()}, manifest_bytes)
 
 
-def _strip_prefix(raw: Staged) -> Staged:
-    """A set archived with its folder (``name/set.json``, ``name/...``) is that folder's set."""
-    if MANIFEST_NAME in raw.files:
+@dataclass
+class _Member:
+    """An archive member's header: its name in the archive, its size, and how to read it."""
+
+    name: str
+    size: int
+    open: Callable[[], IO[bytes]]
+
+
+def _manifest_member(members: list[_Member], budget: _Budget) -> tuple[str, bytes]:
+    """The folder prefix of the set in the archive (``""`` or ``name/``) and its set.json's
+    bytes. A set archived with its folder (``name/set.json``, ``name/...``) is that folder's
+    set; every member must lie in that folder."""
+    names = [m.name for m in members]
+    seen: set[str] = set()
+    for name in names:
+        _check_name(name, archive=True)
+        if name in seen:
+            raise SetArchiveInvalid(f"{name}: twice in the archive")
+        seen.add(name)
+    if MANIFEST_NAME in seen:
         prefix = ""
     else:
-        tops = {name.split("/", 1)[0] for name in raw.files}
+        tops = {name.split("/", 1)[0] for name in names}
         prefix = next(iter(tops)) + "/" if len(tops) == 1 else ""
-        if not prefix or prefix + MANIFEST_NAME not in raw.files:
+        if not prefix or prefix + MANIFEST_NAME not in seen:
             raise SetFileMissing(f"no {MANIFEST_NAME} in the archive")
-    manifest_path = raw.directory / prefix / MANIFEST_NAME
-    with _open_regular(manifest_path) as fh:
-        manifest_bytes = fh.read()
-    manifest_path.unlink()
-    files = {
-        name[len(prefix) :]: value
-        for name, value in raw.files.items()
-        if name != prefix + MANIFEST_NAME
-    }
-    for name in files:
-        if not NAME_RE.fullmatch(name):
+    for name in names:
+        if not name.startswith(prefix) or (
+            not NAME_RE.fullmatch(name[len(prefix) :]) and (name != prefix + MANIFEST_NAME)
+        ):
             raise SetFileUnexpected(f"{name[:80]!r}: not an allowed file name in a set")
-    return Staged(raw.directory / prefix if prefix else raw.directory, files, manifest_bytes)
+    (member,) = [m for m in members if m.name == prefix + MANIFEST_NAME]
+    limit = budget.limits.max_manifest_bytes
+    if member.size > limit:
+        raise SetTooLarge(f"{MANIFEST_NAME}: over the limit of {limit} bytes")
+    with member.open() as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise SetTooLarge(f"{MANIFEST_NAME}: over the limit of {limit} bytes")
+    return prefix, bytes(data)
 
 
-def _tar_members(source: Path, budget: _Budget) -> Iterator[tuple[str, int, IO[bytes]]]:
-    with tarfile.open(source, "r:*") as tf:
-        seen = 0
-        for member in tf:
-            seen += 1
-            if seen > budget.limits.max_archive_members:
-                raise SetTooLarge(f"more than {budget.limits.max_archive_members} entries")
-            name = _member_name(member.name)
-            if member.issym() or member.islnk():
-                raise SetUnsafeEntry(f"{member.name!r}: a link cannot be in a set")
-            if member.isdir():
-                continue
-            if not member.isfile():
-                raise SetUnsafeEntry(f"{member.name!r}: a device or pipe cannot be in a set")
-            if name is None:
-                raise SetUnsafeEntry(f"{member.name!r}: not a file name")
-            stream = tf.extractfile(member)
-            if stream is None:
-                raise SetArchiveInvalid(f"{member.name!r}: cannot be read")
-            yield name, member.size, stream
-
-
-def _zip_members(source: Path, budget: _Budget) -> Iterator[tuple[str, int, IO[bytes]]]:
-    with zipfile.ZipFile(source) as zf:
-        infos = zf.infolist()
-        if len(infos) > budget.limits.max_archive_members:
+def _tar_members(tf: tarfile.TarFile, budget: _Budget) -> list[_Member]:
+    out: list[_Member] = []
+    seen = 0
+    for member in tf:
+        seen += 1
+        if seen > budget.limits.max_archive_members:
             raise SetTooLarge(f"more than {budget.limits.max_archive_members} entries")
-        for info in infos:
-            name = _member_name(info.filename)
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                raise SetUnsafeEntry(f"{info.filename!r}: a link cannot be in a set")
-            if info.is_dir() or stat.S_ISDIR(mode):
-                continue
-            if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
-                raise SetUnsafeEntry(f"{info.filename!r}: a device or pipe cannot be in a set")
-            if name is None:
-                raise SetUnsafeEntry(f"{info.filename!r}: not a file name")
-            yield name, info.file_size, zf.open(info)
+        name = _member_name(member.name)
+        if member.issym() or member.islnk():
+            raise SetUnsafeEntry(f"{member.name[:80]!r}: a link cannot be in a set")
+        if member.isdir():
+            continue
+        if not member.isfile():
+            raise SetUnsafeEntry(f"{member.name[:80]!r}: a device or pipe cannot be in a set")
+        if name is None:
+            raise SetUnsafeEntry(f"{member.name[:80]!r}: not a file name")
+        budget.admit(name, member.size)
+        out.append(_Member(name, member.size, functools.partial(_tar_stream, tf, member)))
+    return out
+
+
+def _tar_stream(tf: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    stream = tf.extractfile(member)
+    if stream is None:
+        raise SetArchiveInvalid(f"{member.name[:80]!r}: cannot be read")
+    return stream
+
+
+def _zip_members(zf: zipfile.ZipFile, budget: _Budget) -> list[_Member]:
+    infos = zf.infolist()
+    if len(infos) > budget.limits.max_archive_members:
+        raise SetTooLarge(f"more than {budget.limits.max_archive_members} entries")
+    out: list[_Member] = []
+    for info in infos:
+        name = _member_name(info.filename)
+        mode = info.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise SetUnsafeEntry(f"{info.filename[:80]!r}: a link cannot be in a set")
+        if info.is_dir() or stat.S_ISDIR(mode):
+            continue
+        if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
+            raise SetUnsafeEntry(f"{info.filename[:80]!r}: a device or pipe cannot be in a set")
+        if name is None:
+            raise SetUnsafeEntry(f"{info.filename[:80]!r}: not a file name")
+        budget.admit(name, info.file_size)
+        out.append(_Member(name, info.file_size, functools.partial(zf.open, info)))
+    return out
+
+
+def _one_line(exc: object) -> str:
+    return " ".join(str(exc).split())[:200]
 
 
 def _member_name(raw: str) -> str | None:
@@ -242,7 +306,7 @@ def _member_name(raw: str) -> str | None:
 
 def _check_name(name: str, *, archive: bool = False) -> None:
     # In an archive the set may sit in one folder, so set.json is allowed one level down;
-    # _strip_prefix checks the final names.
+    # _manifest_member checks the final names.
     ok = bool(NAME_RE.fullmatch(name)) or name == MANIFEST_NAME
     if not ok and archive:
         head, _, tail = name.partition("/")
