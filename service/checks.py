@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from wai_dispatch.codec import strictjson
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import SetError
 from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, Arithmetic, Code, admit, choose
@@ -50,6 +51,26 @@ def verify_store(decoder: Decoder) -> VerifyResult:
     return VerifyResult(results)
 
 
+def expected_symbols_digest(set_files: Any) -> str:
+    """The symbols digest the set writer recorded for the set's payload (``payload_info``,
+    default ``payload.json``); ``set_payload_info_invalid`` when it does not read."""
+    name = set_files.facts.payload_info_file
+    where = f"set {set_files.digest[:16]}…: payload_info {name[:80]!r}"
+    if not set_files.has(name):
+        raise CodecError(f"{where} is not a file of the set", code="set_payload_info_invalid")
+    try:
+        info = strictjson.loads(set_files.read(name).decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        why = " ".join(str(exc).split())[:120]
+        raise CodecError(f"{where} is not JSON ({why})", code="set_payload_info_invalid") from None
+    digest = info.get("symbols_digest") if isinstance(info, dict) else None
+    if not isinstance(digest, str):
+        raise CodecError(
+            f"{where} states no symbols_digest (a text member)", code="set_payload_info_invalid"
+        )
+    return digest
+
+
 def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     try:
         set_files = decoder.open_set(digest)
@@ -64,10 +85,7 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
         return SetCheck(digest, name, skipped="the set carries no payload")
     checks: list[dict[str, Any]] = []
     try:
-        info = strictjson.loads(set_files.read(set_files.facts.payload_info_file).decode("utf-8"))
-        expected = info["symbols_digest"] if isinstance(info, dict) else None
-        if not isinstance(expected, str):
-            raise ValueError("no symbols_digest")
+        expected = expected_symbols_digest(set_files)
         stage = entropy_stage(
             set_files.read(payload_name), tables_of(set_files), limits=decoder.limits
         )
