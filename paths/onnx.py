@@ -1,7 +1,8 @@
 """The ONNX Runtime path (``cpu/onnx-runtime/float``, and ``gpu`` where a CUDA build exists):
 §4's answers for a parameter set's ``onnx-runtime`` program, its placement (§5) and its run.
 
-``import paths.onnx`` is light: onnxruntime (and onnx, for the rewrite) load on first use.
+``import paths.onnx`` is light: onnxruntime and onnx (to read the program's operations and
+rewrite it) load on first use.
 
 The set's manifest facts name the program::
 
@@ -41,6 +42,8 @@ __all__ = [
     "OnnxRuntimeAdapter",
     "configure_thread_pool",
     "placement_from_trace",
+    "placement_of_program",
+    "program_operations",
     "shared_session_options",
 ]
 
@@ -51,6 +54,30 @@ _PROVIDERS = {Unit.CPU: "CPUExecutionProvider", Unit.GPU: "CUDAExecutionProvider
 _UNIT_OF_PROVIDER = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "gpu"}
 
 _NOT_OPERATIONS = frozenset({"Constant", "MemcpyToHost", "MemcpyFromHost"})
+#: Runtime nodes that move, copy or re-lay the program's data without computing on it.
+_LAYOUT_OPS = frozenset(
+    {
+        *_NOT_OPERATIONS,
+        "ReorderInput",
+        "ReorderOutput",
+        "Reshape",
+        "Shape",
+        "Concat",
+        "Transpose",
+        "Squeeze",
+        "Unsqueeze",
+        "Flatten",
+        "Identity",
+        "DepthToSpace",
+        "SpaceToDepth",
+        "Expand",
+        "Slice",
+        "Split",
+        "Gather",
+        "Cast",
+    }
+)
+_UNIT_RANK = {"gpu": 2, "cpu": 1, "unknown": 0}
 
 _ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose … 3 error, 4 fatal
 _log = logging.getLogger(__name__)
@@ -116,23 +143,105 @@ def shared_session_options() -> Any:
 
 
 def placement_from_trace(events: Sequence[Mapping[str, Any]]) -> Placement:
-    """§5 placement from an ONNX Runtime profiling trace: each node that ran is counted once,
-    on the unit of the execution provider that ran it. ``Constant`` nodes are left out, and
-    so are the copies between host and device ONNX Runtime inserts (``MemcpyToHost``,
-    ``MemcpyFromHost``): they move the program's data but are none of its operations."""
-    seen: dict[str, str] = {}
+    """The runtime graph's node counts from an ONNX Runtime profiling trace: each node that ran
+    is counted once, on the unit of the execution provider that ran it. ``Constant`` nodes and
+    the host/device copies (``MemcpyToHost``, ``MemcpyFromHost``) are left out. This is *not*
+    §5's placement (that counts the program's operations: :func:`placement_of_program`);
+    ``wai-dispatch plan --json`` shows it beside the placement, as ``runtime_nodes``."""
+    counts = {"cpu": 0, "gpu": 0, "unknown": 0}
+    for node in _trace_nodes(events).values():
+        if node.op not in _NOT_OPERATIONS:
+            counts[node.unit] += 1
+    return Placement(**counts)
+
+
+@dataclass(frozen=True)
+class _RanNode:
+    """One node of the runtime graph as the trace states it."""
+
+    unit: str  # "cpu", "gpu" or "unknown": from the execution provider that ran it
+    op: str
+    micros: int  # kernel time, summed over its runs
+
+
+def _trace_nodes(events: Sequence[Mapping[str, Any]]) -> dict[str, _RanNode]:
+    """The trace's kernel events by runtime node name (a node run twice is one node)."""
+    nodes: dict[str, _RanNode] = {}
+    suffix = "_kernel_time"
     for event in events:
-        if event.get("cat") != "Node" or not str(event.get("name", "")).endswith("_kernel_time"):
+        name = str(event.get("name", ""))
+        if event.get("cat") != "Node" or not name.endswith(suffix):
             continue
         args = event.get("args") or {}
-        if args.get("op_name") in _NOT_OPERATIONS:
-            continue
-        key = str(args.get("node_index", event["name"]))
-        seen.setdefault(key, _UNIT_OF_PROVIDER.get(str(args.get("provider")), "unknown"))
+        node_name = name[: -len(suffix)]
+        unit = _UNIT_OF_PROVIDER.get(str(args.get("provider")), "unknown")
+        micros = int(event.get("dur", 0) or 0)
+        seen = nodes.get(node_name)
+        if seen is not None:
+            micros += seen.micros
+        nodes[node_name] = _RanNode(unit, str(args.get("op_name", "")), micros)
+    return nodes
+
+
+def program_operations(model: Any) -> list[str]:
+    """The names of the program's operations (an ``onnx.ModelProto``'s top-level nodes),
+    constants left out (§5). Nodes the set leaves unnamed, or names given twice, are named
+    here (``<op>_<index>``) so that each operation can be found in the trace."""
+    seen: set[str] = set()
+    for index, node in enumerate(model.graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"{node.op_type}_{index}" if not node.name else f"{node.name}_{index}"
+        seen.add(node.name)
+    return [n.name for n in model.graph.node if n.op_type not in _NOT_OPERATIONS]
+
+
+def placement_of_program(
+    operations: Sequence[str], events: Sequence[Mapping[str, Any]]
+) -> Placement:
+    """§5's placement: each of the program's ``operations`` counted once, on the unit whose
+    execution provider ran the runtime nodes derived from it (docs/onnx-path.md).
+
+    A runtime node derives from the operation whose name is the longest prefix of its own
+    (ONNX Runtime's fusions and layout passes, and our sub-pixel rewrite, name what they make
+    after the node they replace: ``/deconv1/ConvTranspose.subpixel.phase0.conv``,
+    ``/igdn1/Conv_output_0_nchwc``). Nodes derived from no operation (the ``ReorderInput`` /
+    ``ReorderOutput`` layout nodes, copies) are the runtime's, not the program's. An operation
+    whose nodes ran on several units is the unit that ran its arithmetic: the one with the most
+    kernel time in its nodes that compute (not reshapes, layout or copies). An operation with no
+    node of its own in the trace (fused into another or folded away) ran where everything ran
+    when the session used one unit; otherwise it is ``unknown``.
+    """
+    nodes = _trace_nodes(events)
+    longest_first = sorted(set(operations), key=len, reverse=True)
+    derived: dict[str, list[_RanNode]] = {op: [] for op in operations}
+    for name, node in nodes.items():
+        origin = next((op for op in longest_first if _derives(name, op)), None)
+        if origin is not None:
+            derived[origin].append(node)
+    units = {node.unit for node in nodes.values() if node.op not in _NOT_OPERATIONS}
     counts = {"cpu": 0, "gpu": 0, "unknown": 0}
-    for unit in seen.values():
-        counts[unit] += 1
+    for op in operations:
+        counts[_unit_of(derived[op], units)] += 1
     return Placement(**counts)
+
+
+def _derives(node_name: str, operation: str) -> bool:
+    return node_name == operation or (
+        node_name.startswith(operation) and node_name[len(operation)] in "._/"
+    )
+
+
+def _unit_of(nodes: Sequence[_RanNode], session_units: set[str]) -> str:
+    if not nodes:
+        return next(iter(session_units)) if len(session_units) == 1 else "unknown"
+    if len({n.unit for n in nodes}) == 1:
+        return nodes[0].unit
+    arithmetic = [n for n in nodes if n.op not in _LAYOUT_OPS] or list(nodes)
+    time: dict[str, int] = {}
+    for node in arithmetic:
+        time[node.unit] = time.get(node.unit, 0) + node.micros
+    # Most kernel time first; on a tie, the accelerator (where the arithmetic was sent).
+    return max(time, key=lambda unit: (time[unit], _UNIT_RANK[unit]))
 
 
 @dataclass(frozen=True)
@@ -143,24 +252,25 @@ class _Program:
     input_name: str
     output_name: str
     input_shape: tuple[int | None, ...]  # None: a dynamic dimension
-    placement: Placement
+    placement: Placement  # the program's operations (§5)
+    runtime_nodes: Placement  # the nodes of the graph ONNX Runtime ran, for `plan --json`
     rewritten: int  # transposed convolutions rewritten as sub-pixel convolutions
 
 
 class OnnxRuntimeAdapter:
     """§4's answers and the run for ``<unit>/onnx-runtime/float``.
 
-    The placement (§5) is ONNX Runtime's own statement: a session built from the very graph
-    that runs (after the sub-pixel rewrite, when on) with the same options is run once with
-    profiling on, and each node of its trace is counted on the unit of the execution
-    provider that ran it. That is the optimised graph ONNX Runtime executes (its fusions and
-    layout reorders included), not the graph in the set.
+    The placement (§5) counts the operations of the set's program (constants left out), each
+    on the unit whose execution provider ran the nodes derived from it: a session built from
+    the very graph that runs (after the sub-pixel rewrite, when on) with the same options is
+    run once with profiling on, and its trace says which provider ran each runtime node
+    (:func:`placement_of_program`; docs/onnx-path.md).
 
     ``rewrite`` replaces each exact-splittable strided ConvTranspose (bmshj2018's k5 s2 p2
     op1) by regular Convs and an interleave of their phases (``glue``: ``"split"``, one Conv
     per phase with only its taps and a 0/1 grouped ConvTranspose; ``"shuffle"``, one Conv
     for all phases and the same ConvTranspose; or ``"depth-to-space"``) before the session is built
-    (:mod:`paths.onnx_rewrite`); it needs the ``onnx`` package and is skipped without it.
+    (:mod:`paths.onnx_rewrite`).
     Sessions are cached per set digest, at most ``cache_size`` of them, least recently used
     out first; the adapter is safe to share between threads.
     """
@@ -232,9 +342,14 @@ class OnnxRuntimeAdapter:
         )
 
     def plan(self, job: SynthesisJob) -> Placement:
-        """ONNX Runtime's statement of where each node of the session that runs (the
-        rewritten, optimised graph) ran, read from a profiled twin session; cached."""
+        """Where ONNX Runtime ran each of the set's program's operations, read from a
+        profiled twin of the session that runs; cached."""
         return self._program(job).placement
+
+    def runtime_nodes(self, job: SynthesisJob) -> Placement:
+        """The nodes of the graph ONNX Runtime runs (after the rewrite and its own
+        optimisations, layout reorders included), by unit: not §5's placement."""
+        return self._program(job).runtime_nodes
 
     def run(self, job: SynthesisJob) -> np.ndarray:
         program = self._program(job)
@@ -285,7 +400,7 @@ class OnnxRuntimeAdapter:
         external: dict[str, bytes] = {}
         if spec.weights is not None:
             external[spec.weights] = files.read(spec.weights)
-        model, rewritten = self._rewritten(model, external)
+        model, operations, rewritten = self._prepared(model, external)
         providers = [_PROVIDERS[self._unit]]
 
         def options() -> Any:
@@ -302,21 +417,35 @@ class OnnxRuntimeAdapter:
         inp = _named(session.get_inputs(), spec.input)
         out = _named(session.get_outputs(), spec.output)
         shape = tuple(d if isinstance(d, int) and d > 0 else None for d in inp.shape)
-        placement = _profiled_placement(ort, model, options(), providers, inp.name, shape, job)
-        return _Program(session, inp.name, out.name, shape, placement, rewritten)
+        events = _profiled_trace(ort, model, options(), providers, inp.name, shape, job)
+        return _Program(
+            session,
+            inp.name,
+            out.name,
+            shape,
+            placement_of_program(operations, events),
+            placement_from_trace(events),
+            rewritten,
+        )
 
-    def _rewritten(self, model: bytes, external: Mapping[str, bytes]) -> tuple[bytes, int]:
-        if not self._rewrite:
-            return model, 0
-        try:
-            import onnx
+    def _prepared(
+        self, model: bytes, external: Mapping[str, bytes]
+    ) -> tuple[bytes, list[str], int]:
+        """The graph to run (every node named; rewritten when on), the program's operations
+        as the set ships them, and how many ConvTranspose the rewrite replaced."""
+        import onnx
 
-            from wai_dispatch.paths.onnx_rewrite import rewrite_model
-        except ImportError:  # the rewrite is a speed-up; without onnx the plain graph runs
-            return model, 0
         proto = onnx.load_from_string(model)
-        count = rewrite_model(proto, external, self._glue)
-        return (proto.SerializeToString(), count) if count else (model, 0)
+        before = [n.name for n in proto.graph.node]
+        operations = program_operations(proto)
+        renamed = before != [n.name for n in proto.graph.node]
+        count = 0
+        if self._rewrite:
+            from wai_dispatch.paths.onnx_rewrite import rewrite_model
+
+            count = rewrite_model(proto, external, self._glue)
+        changed = renamed or count
+        return (proto.SerializeToString() if changed else model), operations, count
 
 
 def _program_spec(files: SetFiles) -> _Spec | None:
@@ -345,7 +474,7 @@ def _named(args: Sequence[Any], name: object) -> Any:
     raise BackendFailed(f"onnx-runtime: the program has no {name!r} among {[a.name for a in args]}")
 
 
-def _profiled_placement(
+def _profiled_trace(
     ort: Any,
     model: bytes,
     so: Any,
@@ -353,9 +482,9 @@ def _profiled_placement(
     input_name: str,
     shape: tuple[int | None, ...],
     job: SynthesisJob,
-) -> Placement:
-    """Build a twin session with profiling on, run it once on a small input, and read the
-    placement from its trace (§5). The trace lives in a temporary directory, removed after."""
+) -> list[dict[str, Any]]:
+    """Build a twin session with profiling on, run it once on a small input, and return its
+    trace's events (§5). The trace lives in a temporary directory, removed after."""
     latent_shape = tuple(int(n) for n in getattr(job.latent, "shape", ()))
     dims = []
     for i, d in enumerate(shape):
@@ -372,5 +501,5 @@ def _profiled_placement(
         session.run(None, {input_name: np.zeros(dims, dtype=np.float32)})
         trace = session.end_profiling()
         with open(trace, encoding="utf-8") as f:
-            events = json.load(f)
-    return placement_from_trace(events)
+            events: list[dict[str, Any]] = json.load(f)
+    return events

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wai_dispatch.codec.errors import CodecError, check_latent_shape
 from wai_dispatch.codec.sets import MANIFEST_NAME, LoadedSet, Manifest, SetFileMissing, load
 from wai_dispatch.codec.sets.loaded import read_exact
-from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, ask_path
+from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, Placement, ask_path
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.service.results import PlanResult
 
@@ -63,7 +63,21 @@ def plan(
         answer.placement,
         answer.code,
         reason,
+        _runtime_nodes(adapter, job) if answer.placement is not None else None,
     )
+
+
+def _runtime_nodes(adapter: Any, job: SynthesisJob) -> Placement | None:
+    """The runtime graph's node counts where the adapter states them (ONNX Runtime's
+    ``runtime_nodes``), for ``plan --json``; ``None`` elsewhere or when that fails."""
+    nodes = getattr(adapter, "runtime_nodes", None)
+    if not callable(nodes):
+        return None
+    try:
+        counts = nodes(job)
+    except Exception:  # the placement was answered; a statement beside it is optional
+        return None
+    return counts if isinstance(counts, Placement) else None
 
 
 def _stated_shape(decoder: Decoder, files: LoadedSet, path: Path) -> tuple[int, ...]:

@@ -111,13 +111,16 @@ class PlanResult:
     placement: Placement | None = None
     code: Code | None = None
     reason: str | None = None
+    #: The nodes of the graph the backend runs, by unit, where it says (ONNX Runtime): shown
+    #: beside the placement, never in a report (§5 counts the program's operations).
+    runtime_nodes: Placement | None = None
 
     @property
     def ok(self) -> bool:
         return self.code is None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "set": self.set_digest,
             "capability": self.capability,
             "path": self.path.to_json(),
@@ -127,6 +130,9 @@ class PlanResult:
             if self.code is None
             else {"reason": str(self.code), "message": self.reason},
         }
+        if self.runtime_nodes is not None:
+            out["runtime_nodes"] = self.runtime_nodes.to_json()
+        return out
 
 
 @dataclass(frozen=True)

@@ -81,3 +81,22 @@ def test_demo_picture_is_the_coded_picture(demo) -> None:  # type: ignore[no-unt
     crop = image[src["top"] : src["top"] + 256, src["left"] : src["left"] + 256]
     mse = float(np.mean((png.astype(np.float64) - crop.astype(np.float64)) ** 2))
     assert 10 * math.log10(255**2 / mse) >= 27.0
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the documented run is the Linux one")
+def test_documented_linux_report_and_readme_are_what_the_demo_prints(demo) -> None:  # type: ignore[no-untyped-def]
+    """docs/dispatch.md's first example and the README's demo output are this machine's run:
+    the placement counts the set's program's 16 operations (§5)."""
+    import re
+
+    _, outcomes = demo
+    by_name = {Path(str(o["envelope"])).name: o for o in outcomes}
+    report = by_name["bmshj2018-demo-q3.json"]["reports"][0]
+    root = Path(__file__).resolve().parents[1]
+    docs = (root / "docs" / "dispatch.md").read_text()
+    first = re.search(r"```json\n(.*?)```", docs, re.S)
+    assert first is not None and json.loads(first.group(1)) == report
+    readme = (root / "README.md").read_text()
+    counts = " ".join(f"{k}={v}" for k, v in report["ran"]["placement"].items() if v)
+    assert f"ran      cpu/onnx-runtime/float     tier none, placement {counts}" in readme
+    assert counts == "cpu=16"

@@ -254,3 +254,19 @@ def test_plan_without_a_latent_shape_asks_for_one(
     write_manifest(root, name="bare", capability="wai.neural.bmshj2018", version="1", facts={})
     status, _, err = cli(capsys, "plan", "--set-dir", str(root), "--path", "cpu/onnx-runtime/float")
     assert status == 2 and "--latent-shape" in err
+
+
+@pytest.mark.skipif(not HAS_ORT, reason="needs onnxruntime")
+def test_plan_onnx_runtime_counts_the_programs_operations(
+    capsys: pytest.CaptureFixture[str], tmp_path: FsPath
+) -> None:
+    """§5: the bundled set's program has 16 operations, all placed on the CPU; the nodes of
+    the graph ONNX Runtime runs are shown beside it, outside the placement."""
+    argv = ("plan", "--path", "cpu/onnx-runtime/float", "--data-dir", str(tmp_path))
+    status, out, _ = cli(capsys, *argv, "--json")
+    obj = json.loads(out)
+    assert status == 0
+    assert obj["placement"] == {"npu": 0, "gpu": 0, "cpu": 16, "unknown": 0}
+    assert obj["runtime_nodes"]["cpu"] > 16 and set(obj["runtime_nodes"]) == set(obj["placement"])
+    status, out, _ = cli(capsys, *argv)
+    assert status == 0 and "cpu=16" in out and "runtime_nodes" not in out
