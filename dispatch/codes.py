@@ -48,11 +48,17 @@ class ErrorCode(enum.StrEnum):
     # envelopes
     ENVELOPE_MALFORMED = (
         "envelope_malformed",
-        ("not JSON, not CBOR, bad base64, duplicate keys or trailing bytes"),
+        (
+            "not JSON, not CBOR, an empty file, a UTF-8 byte-order mark, duplicate keys, "
+            "trailing bytes, or CBOR shared references that make a cycle"
+        ),
     )
     ENVELOPE_INVALID = (
         "envelope_invalid",
-        ("a member of the wrong type or missing (the message gives its location)"),
+        (
+            "a member of the wrong type or missing (the message gives its location), bad "
+            "base64, or an integer outside CBOR's 64-bit ones (a bignum)"
+        ),
     )
     ENVELOPE_UNKNOWN_FIELD = "envelope_unknown_field", "a member wai-envelope/1 does not define"
     ENVELOPE_FORMAT_UNSUPPORTED = (
@@ -63,7 +69,10 @@ class ErrorCode(enum.StrEnum):
     ENVELOPE_PIN_CONFLICT = "envelope_pin_conflict", "a part's set differs from its pin's set"
     ENVELOPE_TOO_LARGE = (
         "envelope_too_large",
-        ("an envelope or its payload over Limits.max_envelope_bytes / max_payload_bytes"),
+        (
+            "an envelope or its payload over Limits.max_envelope_bytes / max_payload_bytes, "
+            "or CBOR shared references that expand it past the bytes read"
+        ),
     )
     # payloads (WAIP/1) and the entropy stage
     PAYLOAD_INVALID = "payload_invalid", "a payload with no more specific code"
@@ -195,10 +204,64 @@ class ErrorCode(enum.StrEnum):
     REMOTE_ERROR = "remote_error", "the service refused a decode --url without a more specific code"
     REMOTE_UNREACHABLE = "remote_unreachable", "decode --url could not reach the service"
     REMOTE_INVALID = "remote_invalid", "the service answered decode --url without JSON"
+    SET_PAYLOAD_INFO_INVALID = (
+        "set_payload_info_invalid",
+        (
+            "a set whose payload_info file (default payload.json) is missing, not JSON, "
+            "or states no symbols_digest"
+        ),
+    )
     # the command line
-    INVALID_ARGUMENT = "invalid_argument", "a command-line argument that is malformed"
-    FILE_UNREADABLE = "file_unreadable", "a file named on the command line cannot be read"
+    INVALID_ARGUMENT = (
+        "invalid_argument",
+        (
+            "a command-line argument that is malformed, or a command line argparse refuses "
+            "(no command, an unknown flag, a missing value); the usage follows on later lines"
+        ),
+    )
     TOOLS_MISSING = "tools_missing", "a command that needs the tools extra, without it"
+    CONFIG_INVALID = (
+        "config_invalid",
+        (
+            "a setting in the environment that does not parse (WAI_ORT_THREADS not a count "
+            ">= 1), refused before any command runs"
+        ),
+    )
+    IO_FAILED = (
+        "io_failed",
+        (
+            "the system refused an operation no other code names (e.g. a full disk under the "
+            "data directory); one line, never a traceback"
+        ),
+    )
+    # a user's files (codec/files.py)
+    FILE_UNREADABLE = (
+        "file_unreadable",
+        "a file named on the command line cannot be read (missing, no permission)",
+    )
+    FILE_NOT_REGULAR = (
+        "file_not_regular",
+        (
+            "a folder, FIFO, device or socket named where a file belongs (checked before and "
+            "after opening; never read)"
+        ),
+    )
+    FILE_TOO_LARGE = (
+        "file_too_large",
+        "a file over the limit for what it holds, refused from its size before it is read",
+    )
+    FILE_UNWRITABLE = (
+        "file_unwritable",
+        (
+            "an output that cannot be written (its folder is missing, it is a folder or a "
+            "device, a file is in the way, the disk is full, the place is read-only); the "
+            "target is left as it was"
+        ),
+    )
+    OUTPUT_IS_INPUT = (
+        "output_is_input",
+        "an output path that names an input file (the same file, a link or a hard link to it)",
+    )
 
 
 def is_code(value: str) -> bool:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+
 from wai_dispatch.cli.main import main
 
 ERROR_LINE = r"^wai-dispatch: error: [a-z0-9_]+: \S"

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec import files
 from wai_dispatch.codec.files import (

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from wai_dispatch.codec import sets as sets_mod
 from wai_dispatch.codec import store as store_mod
 from wai_dispatch.codec.sets import SetStore, write_manifest
