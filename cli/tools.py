@@ -87,6 +87,10 @@ def run_make_set(args: argparse.Namespace) -> int:
         raise CodecError(
             f"make-set needs the tools extra (`make tools`): {exc}", code="tools_missing"
         ) from None
-    status: int = writer.main(args.rest)
+    from wai_dispatch.cli.main import Parser
+
+    options = writer.build_parser("wai-dispatch make-set bmshj2018", Parser).parse_args(args.rest)
+    out = writer.run(options)  # SetWriterError is a typed error: one line, exit 2
     sys.stdout.flush()
-    return status
+    print(f"wrote {out}")
+    return 0

@@ -220,6 +220,13 @@ class ErrorCode(enum.StrEnum):
         ),
     )
     TOOLS_MISSING = "tools_missing", "a command that needs the tools extra, without it"
+    SET_WRITER_REFUSED = (
+        "set_writer_refused",
+        (
+            "make-set refused the set: a checkpoint that does not read or is not the model, a "
+            "check that does not hold; the output folder is left as it was"
+        ),
+    )
     CONFIG_INVALID = (
         "config_invalid",
         (

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from wai_dispatch.tools._compressai import factorized_prior
+from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
 
 TRAIN_IMAGES = (
     "astronaut",
@@ -192,13 +192,16 @@ def save_checkpoint(net: torch.nn.Module, path: Path) -> str:
     return digest
 
 
-def load_checkpoint(path: Path) -> torch.nn.Module:
-    """Load a float16 checkpoint into FactorizedPrior(128, 192) as float32 and rebuild its CDFs."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    state = {k: (v.float() if v.is_floating_point() else v) for k, v in state.items()}
+def load_checkpoint(path: Path, *, update_quantiles: bool = False) -> torch.nn.Module:
+    """Load a checkpoint into FactorizedPrior(128, 192) as float32 and rebuild its CDFs.
+
+    The checkpoint is read as CompressAI reads one (:func:`checkpoint_state_dict`): a bare
+    state dict, or one under ``network`` / ``state_dict``, with the ``module.`` prefix of a
+    model trained on several GPUs dropped."""
+    state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     net: Any = factorized_prior(128, 192)
     net.load_state_dict(state)
-    net.update(force=True)
+    net.update(force=True, update_quantiles=update_quantiles)
     return cast(torch.nn.Module, net.eval())
 
 

@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from wai_dispatch.codec.errors import CodecError
+
 __all__ = [
     "CAPABILITY",
     "DEFAULT_SEED",
@@ -62,8 +64,10 @@ COMPRESSAI_ATTRIBUTION = (
 )
 
 
-class SetWriterError(Exception):
+class SetWriterError(CodecError):
     """The set is refused; the message says why.  ``main`` exits with status 2."""
+
+    code = "set_writer_refused"
 
 
 class SynthesisMismatch(SetWriterError):
@@ -86,11 +90,26 @@ def _blake3_file(path: Path) -> str:
     return blake3.blake3(path.read_bytes()).hexdigest()
 
 
+#: How the tables were cut, as the set records it: CompressAI's ``update(force=True)`` states
+#: nothing (so the bundled set's bytes stay as they are); ``update_quantiles=True`` is recorded.
+TABLES_UPDATE_FACT: dict[bool, dict[str, Any]] = {False: {}, True: {"update_quantiles": True}}
+
+
 def load_model(
-    *, checkpoint: str | os.PathLike[str] | None, pretrained: bool, quality: int
+    *,
+    checkpoint: str | os.PathLike[str] | None,
+    pretrained: bool,
+    quality: int,
+    update_quantiles: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
-    """The model in eval mode after ``update(force=True)``, and where its weights came from."""
-    from wai_dispatch.tools._compressai import factorized_prior, import_compressai
+    """The model in eval mode after ``update(force=True)`` (with ``update_quantiles``: CompressAI's
+    ``update(force=True, update_quantiles=True)``, which first re-estimates the quantiles the
+    tables are cut from), and where its weights came from."""
+    from wai_dispatch.tools._compressai import (
+        checkpoint_state_dict,
+        factorized_prior,
+        import_compressai,
+    )
 
     n, m = _architecture(quality)
     if pretrained:
@@ -110,29 +129,31 @@ def load_model(
         if not path.is_file():
             raise SetWriterError(f"checkpoint {path} not found (or give --pretrained)")
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:
-            raise SetWriterError(f"checkpoint {path}: cannot be read: {exc}") from exc
-        if isinstance(state, dict) and "state_dict" in state:
-            state = state["state_dict"]
-        state = {
-            k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v
-            for k, v in state.items()
-        }
+            raise SetWriterError(f"checkpoint {path}: cannot be read: {_one_line(exc)}") from exc
+        try:
+            state = checkpoint_state_dict(loaded)
+        except ValueError as exc:
+            raise SetWriterError(f"checkpoint {path}: {exc}") from exc
         model = factorized_prior(n, m)
         try:
             model.load_state_dict(state)
         except (RuntimeError, KeyError) as exc:
             raise SetWriterError(
                 f"checkpoint {path}: not a FactorizedPrior({n}, {m}) state dict "
-                f"(quality {quality}): {exc}"
+                f"(quality {quality}): {_one_line(exc)}"
             ) from exc
         digest = _blake3_file(path)
         demo = DEMO_CHECKPOINT.is_file() and digest == _blake3_file(DEMO_CHECKPOINT)
         origin = {"kind": "demo" if demo else "checkpoint", "file": path.name, "blake3": digest}
     model = model.eval()
-    model.update(force=True)
+    model.update(force=True, update_quantiles=update_quantiles)
     return model, origin
+
+
+def _one_line(exc: object) -> str:
+    return " ".join(str(exc).split())[:400]
 
 
 class PlainInverseGDN(nn.Module):
@@ -489,6 +510,7 @@ def write_set(
     licence: str | None = None,
     name: str | None = None,
     overwrite: bool = False,
+    update_quantiles: bool = False,
     log: Callable[[str], None] | None = None,
     _perturb: Callable[[Any], None] | None = None,
 ) -> Path:
@@ -505,7 +527,12 @@ def write_set(
     out = Path(out_dir).resolve()
     if out.exists() and not overwrite and any(out.iterdir()):
         raise SetWriterError(f"{out} exists and is not empty (pass --force to replace it)")
-    model, origin = load_model(checkpoint=checkpoint, pretrained=pretrained, quality=quality)
+    model, origin = load_model(
+        checkpoint=checkpoint,
+        pretrained=pretrained,
+        quality=quality,
+        update_quantiles=update_quantiles,
+    )
     n, m = _architecture(quality)
     if name is None:
         name = f"bmshj2018-demo-q{quality}" if origin["kind"] == "demo" else f"bmshj2018-q{quality}"
@@ -601,6 +628,7 @@ def write_set(
         "payload": "payload.bin",
         "payload_info": "payload.json",
         "weights_origin": origin["kind"],
+        **TABLES_UPDATE_FACT[update_quantiles],
         "programs": {
             "onnx-runtime": {
                 "file": "decoder.onnx",
@@ -648,9 +676,14 @@ def write_set(
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m wai_dispatch.tools.wai_bmshj2018_npu_set",
+def build_parser(
+    prog: str = "python -m wai_dispatch.tools.wai_bmshj2018_npu_set",
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    """The writer's options; ``wai-dispatch make-set bmshj2018`` parses them with its own
+    parser class (argument errors as one typed line)."""
+    parser = parser_class(
+        prog=prog,
         description="Write a wai.neural.bmshj2018 parameter set (spec §6.1).",
     )
     parser.add_argument("--out", required=True, type=Path, help="the set's directory")
@@ -664,19 +697,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--licence", help="the weights' SPDX licence, for wai-usage.json")
     parser.add_argument("--name", help="the set's name (default bmshj2018[-demo]-q<quality>)")
     parser.add_argument("--force", action="store_true", help="replace an existing set")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--update-quantiles",
+        action="store_true",
+        help="re-estimate the entropy bottleneck's quantiles before cutting the tables "
+        "(CompressAI's update(force=True, update_quantiles=True)); for a checkpoint saved "
+        "before update() whose bitstreams were coded after that call (docs/bmshj2018-set.md)",
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Write the set the parsed options ask for; :class:`SetWriterError` when it is refused."""
+    return write_set(
+        args.out,
+        checkpoint=args.checkpoint,
+        pretrained=args.pretrained,
+        quality=args.quality,
+        seed=args.seed,
+        licence=args.licence,
+        name=args.name,
+        overwrite=args.force,
+        update_quantiles=args.update_quantiles,
+        log=lambda msg: print(msg, file=sys.stderr),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        write_set(
-            args.out,
-            checkpoint=args.checkpoint,
-            pretrained=args.pretrained,
-            quality=args.quality,
-            seed=args.seed,
-            licence=args.licence,
-            name=args.name,
-            overwrite=args.force,
-            log=lambda msg: print(msg, file=sys.stderr),
-        )
+        run(args)
     except SetWriterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
