@@ -167,16 +167,18 @@ def test_plan_set_dir_with_a_fifo_manifest(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 2
-    one_error(done.stderr, "file_not_regular")
+    # the set folder's manifest is a set file: the store's own refusal of a FIFO
+    one_error(done.stderr, "set_unsafe_entry")
+    assert "FIFO" in done.stderr
 
 
 def test_sets_install_a_folder_holding_a_fifo(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
 ) -> None:
-    from wai_dispatch.codec.sets import bundled_dir
+    from wai_dispatch.conformance import sets_dir
 
     folder = tmp_path / "set"
-    shutil.copytree(bundled_dir() / "bmshj2018-demo-q3", folder)
+    shutil.copytree(sets_dir() / "bmshj2018-demo-q3", folder)
     (folder / "decoder.onnx").unlink()
     os.mkfifo(folder / "decoder.onnx")
     status, _, err = cli(capsys, "sets", "install", str(folder), "--data-dir", str(data_dir))
@@ -377,15 +379,17 @@ def test_decode_writes_the_png(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out.png"]
 
 
-def test_a_full_disk_under_the_data_directory_is_one_line(
+def test_an_os_error_no_typed_error_names_is_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What no typed error names (the store's own writes failing) is still one line, exit 2."""
+    """The last net: an OSError nothing turned into a typed error (the store's own writes on a
+    full disk, say) is still one line, io_failed, exit 2, never a traceback."""
+    import wai_dispatch.cli.sets as sets_cli
 
-    def full(*_: object) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    def full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "data"))
 
-    monkeypatch.setattr(os, "fsync", full)
+    monkeypatch.setattr(sets_cli, "decoder", full)
     status, out, err = cli(capsys, "sets", "list", "--data-dir", str(tmp_path / "data"))
     assert status == 2 and out == ""
     one_error(err, "io_failed")

@@ -3,8 +3,10 @@ run, the sub-pixel rewrite's exactness, and the path inside ``dispatch.choose``.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -147,15 +149,18 @@ def test_plan_counts_the_programs_operations_all_on_cpu(
     assert ad.runtime_nodes(job).cpu > 16
 
 
-def test_bundled_set_plan_is_its_sixteen_operations() -> None:
+def test_bundled_set_plan_is_its_sixteen_operations(tmp_path: Path) -> None:
     """The demo set's program: 16 operations, as its facts state; all on the CPU here."""
-    from wai_dispatch.codec.sets import SetStore, ensure_bundled
+    from wai_dispatch.codec.sets import SetStore
+    from wai_dispatch.conformance import sets_dir
 
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SetStore(__import__("pathlib").Path(tmp))
-        (installed,) = ensure_bundled(store)
-        set_files = store.open(installed.digest)
-    stated = set_files.facts["programs"]["onnx-runtime"]["operations"]
+    store = SetStore(tmp_path / "sets")
+    installed = store.install(sets_dir() / "bmshj2018-demo-q3")
+    set_files = store.open(installed.digest)
+    program = set_files.facts.program("onnx-runtime")
+    assert program is not None
+    raw = json.loads((sets_dir() / "bmshj2018-demo-q3" / "set.json").read_bytes())
+    stated = raw["facts"]["programs"]["onnx-runtime"]["operations"]
     job = SynthesisJob(set_files, latent(16, 16))
     assert stated == 16
     assert OnnxRuntimeAdapter().plan(job) == Placement(cpu=stated)

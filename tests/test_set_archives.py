@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from wai_dispatch.codec import sets as sets_mod
-from wai_dispatch.codec import store as store_mod
 from wai_dispatch.codec.sets import SetStore, write_manifest
+from wai_dispatch.codec.sets import stage as store_mod
 
 CAP = "wai.neural.bmshj2018"
 FILES = {
