@@ -20,7 +20,7 @@ from wai_dispatch.dispatch.errors import WaiError
 # Modules that define sub-commands, in the order `--help` lists them.
 COMMANDS = tuple(
     f"wai_dispatch.cli.{name}"
-    for name in ("decode", "verify", "paths", "sets", "serve", "tools", "explain")
+    for name in ("decode", "verify", "paths", "sets", "serve", "tools", "explain", "policy")
 )
 
 

@@ -211,6 +211,20 @@ class ErrorCode(enum.StrEnum):
             "or states no symbols_digest"
         ),
     )
+    # fleet governance: the model policy and run reports (service/governance/)
+    POLICY_MALFORMED = (
+        "policy_malformed",
+        ("a model policy that does not read as YAML or JSON, or is over 1 MiB (gives the line)"),
+    )
+    POLICY_INVALID = (
+        "policy_invalid",
+        ("a model policy that breaks its schema or puts a sink in two classes (gives the line)"),
+    )
+    POLICY_NOT_SET = "policy_not_set", "no model policy is in force, or no such policy version"
+    RUN_REPORT_MALFORMED = (
+        "run_report_malformed",
+        ("a run report that is not JSON or lacks its id, sink or decodes list (names the member)"),
+    )
     # the command line
     INVALID_ARGUMENT = (
         "invalid_argument",

@@ -1,0 +1,117 @@
+"""``wai-dispatch policy``: show, set and check the operator's model policy (docs/policy.md).
+
+``check`` judges a run report offline and exits 0 when it is accepted, 1 when it is refused
+(the verdict lists every reason), 2 for input that does not read (one typed error line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+from pathlib import Path
+from typing import Any
+
+from wai_dispatch.dispatch.errors import WaiError
+
+EXIT_REFUSED = 1
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON")
+    common.add_argument(
+        "--data-dir", type=Path, help="the data directory (default: WAI_DATA_DIR or XDG's)"
+    )
+    p = sub.add_parser("policy", help="the model policy fleet run reports are held to")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    v = verbs.add_parser("show", parents=[common], help="the policy in force, or its history")
+    v.add_argument("--version", type=int, metavar="N", help="show version N instead")
+    v.add_argument("--history", action="store_true", help="list every version: who and when")
+    v.set_defaults(func=run_show)
+
+    v = verbs.add_parser("set", parents=[common], help="validate a policy and keep it in force")
+    v.add_argument("file", type=Path, help="a wai-model-policy/1 file (YAML or JSON)")
+    v.add_argument("--by", help="who sets it (default: the login name)")
+    v.set_defaults(func=run_set)
+
+    v = verbs.add_parser(
+        "check", parents=[common], help="judge a run report offline (exit 0 accepted, 1 refused)"
+    )
+    v.add_argument("run_report", type=Path, metavar="RUNREPORT", help="a wai-run-report/1 file")
+    v.add_argument("--policy", type=Path, metavar="FILE", help="this policy, not the one in force")
+    v.set_defaults(func=run_check)
+
+
+def _history(args: argparse.Namespace) -> Any:
+    from wai_dispatch.codec.config import data_dir
+    from wai_dispatch.service.governance import PolicyHistory
+
+    return PolicyHistory(data_dir(args.data_dir) / "policy")
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise WaiError(f"cannot read {path}: {exc.strerror}", code="file_unreadable") from None
+
+
+def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False) if args.json else text)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    history = _history(args)
+    if args.history:
+        rows = [v.to_json(with_text=False) for v in history.versions()]
+        lines = [f"v{r['version']}  {r['set_ms']}  {r['set_by']}  {r['sha256'][:16]}" for r in rows]
+        _emit(args, rows, "\n".join(lines) if lines else "no model policy has been set")
+        return 0
+    version = history.get(args.version) if args.version else history.current()
+    head = f"# policy v{version.version}, set by {version.set_by} at {version.set_ms} ms\n"
+    _emit(args, version.to_json(), head + version.text.rstrip("\n"))
+    return 0
+
+
+def run_set(args: argparse.Namespace) -> int:
+    from wai_dispatch.service.governance import load_policy
+
+    data = _read(args.file)
+    load_policy(data, source=str(args.file))  # the error names this file and its line
+    version = _history(args).set(data.decode("utf-8"), by=args.by or getpass.getuser())
+    _emit(
+        args,
+        version.to_json(with_text=False),
+        f"policy v{version.version} in force (sha256 {version.sha256[:16]}…)",
+    )
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from wai_dispatch.service.governance import judge, load_policy, loads_run_report
+
+    run = loads_run_report(_read(args.run_report))
+    if args.policy is not None:
+        policy, number = load_policy(_read(args.policy), source=str(args.policy)), None
+    else:
+        current = _history(args).current()
+        policy, number = current.policy(), current.version
+    verdict = judge(run, policy, policy_version=number)
+    _emit(args, verdict.to_json(), _text(verdict))
+    return 0 if verdict.accepted else EXIT_REFUSED
+
+
+def _text(verdict: Any) -> str:
+    cls = verdict.sink_class or "(no class)"
+    word = "accepted" if verdict.accepted else "refused"
+    lines = [f"run report {verdict.run_report} from {verdict.sink} [{cls}]: {word}"]
+    for d in verdict.decodes:
+        if d.accepted:
+            continue
+        for r in d.reasons:
+            lines.append(f"  decode {d.index}: {r.rule}: {r.message}")
+    n = len(verdict.decodes)
+    lines.append(f"{n - sum(not d.accepted for d in verdict.decodes)} of {n} decodes accepted")
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""Read a YAML (or JSON) document into plain Python values and remember, for every value, the
+line and column it was written at, so a schema error can point at the line.
+
+Anchors and aliases are refused (a policy never needs them, and they let a short file expand
+into a huge one); a mapping key written twice is refused; tags other than YAML's own are refused
+by PyYAML's safe loader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+JsonPath = tuple[str | int, ...]
+Marks = dict[JsonPath, tuple[int, int]]  # path → (line, column), both from 1
+
+
+class MarkedError(ValueError):
+    """The text does not read as YAML; ``line`` and ``column`` count from 1 (0 when unknown)."""
+
+    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+def load_marked(text: str) -> tuple[Any, Marks]:
+    """The document's value and the marks of every value in it (``()`` is the root)."""
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            anchor = getattr(event, "anchor", None)
+            if isinstance(event, yaml.AliasEvent) or anchor is not None:
+                mark = event.start_mark
+                raise MarkedError(
+                    "anchors and aliases are not allowed", mark.line + 1, mark.column + 1
+                )
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                raise MarkedError("the document is empty", 1, 1)
+            marks: Marks = {}
+            value = _build(node, (), marks, loader.construct_object)
+        finally:
+            loader.dispose()  # type: ignore[no-untyped-call]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        problem = exc.problem or exc.context or "not YAML"
+        raise MarkedError(problem, line, column) from None
+    except yaml.YAMLError as exc:
+        raise MarkedError(str(exc).splitlines()[0]) from None
+    return value, marks
+
+
+def _build(node: yaml.Node, path: JsonPath, marks: Marks, scalar: Callable[..., Any]) -> Any:
+    marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str):
+                mark = key_node.start_mark
+                raise MarkedError("a mapping key is a string", mark.line + 1, mark.column + 1)
+            if key in out:
+                mark = key_node.start_mark
+                raise MarkedError(
+                    f"the key {key!r} is written twice", mark.line + 1, mark.column + 1
+                )
+            out[key] = _build(value_node, (*path, key), marks, scalar)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, (*path, i), marks, scalar) for i, item in enumerate(node.value)]
+    return scalar(node)
+
+
+def where(marks: Marks, path: JsonPath) -> tuple[int, int]:
+    """The mark of ``path``, else of its nearest ancestor that has one."""
+    while path not in marks and path:
+        path = path[:-1]
+    return marks.get(path, (0, 0))
+
+
+def dotted(path: JsonPath) -> str:
+    """``classes.kiosk.tiers[0]`` for a path; ``(document)`` for the root."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(document)"
