@@ -225,6 +225,19 @@ class ErrorCode(enum.StrEnum):
         "run_report_malformed",
         ("a run report that is not JSON or lacks its id, sink or decodes list (names the member)"),
     )
+    RUN_REPORT_SINK_MISMATCH = (
+        "run_report_sink_mismatch",
+        "a run report whose sink is not the submitting token's name",
+    )
+    RUN_REPORT_CONFLICT = (
+        "run_report_conflict",
+        "a run report id submitted before with another body",
+    )
+    RUN_REPORT_NOT_FOUND = (
+        "run_report_not_found",
+        "no stored run report with that id (or not this sink's)",
+    )
+    POLICY_BUSY = "policy_busy", "the policy kept changing while this one was being set"
     # the command line
     INVALID_ARGUMENT = (
         "invalid_argument",

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
 from wai_dispatch.service.auth import require
+from wai_dispatch.service.governance_store import sinks_of_class
 from wai_dispatch.service.queries import Filters, get_report, list_reports, summary
 from wai_dispatch.service.tokens import Principal, Role
 
@@ -19,6 +20,7 @@ Millis = Annotated[int | None, Query(ge=0, le=2**53, description="Unix time, mil
 
 
 def filters(
+    request: Request,
     principal: Annotated[Principal, Depends(require(Role.sink))],
     capability: Text = None,
     path: Annotated[
@@ -32,12 +34,18 @@ def filters(
     request_id: Annotated[str | None, Query(max_length=36)] = None,
     since_ms: Millis = None,
     until_ms: Millis = None,
+    sink_class: Annotated[
+        str | None, Query(max_length=64, description="the sinks of this class in the policy")
+    ] = None,
 ) -> Filters:
     """The query's filters; a sink's own name replaces any ``sink`` it asks for."""
     if principal.role is Role.sink:
         sink = principal.name
+    sinks = None
+    if sink_class:
+        sinks = sinks_of_class(request.app.state.service.policies, sink_class)
     return Filters(
-        capability, path, reason, tier, sink, set, outcome, request_id, since_ms, until_ms
+        capability, path, reason, tier, sink, set, outcome, request_id, since_ms, until_ms, sinks
     )
 
 

@@ -22,6 +22,7 @@ from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.admission import Admission
 from wai_dispatch.service.engine import Engine, open_engine
 from wai_dispatch.service.errors import ServiceError, http_status
+from wai_dispatch.service.governance_store import PolicyStore
 from wai_dispatch.service.metrics import Metrics
 from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.spool import Recorder, Spool
@@ -42,6 +43,7 @@ class Service:
     tokens: TokenCache
     admission: Admission
     metrics: Metrics
+    policies: PolicyStore
 
     def close(self) -> None:
         self.admission.close()
@@ -78,7 +80,9 @@ def start(settings: Settings) -> Service:
     metrics.bind("spool_bytes", recorder.pending_bytes)
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
     _bind_cache(metrics, engine)
-    return Service(settings, engine, store, recorder, tokens, admission, metrics)
+    return Service(
+        settings, engine, store, recorder, tokens, admission, metrics, PolicyStore(store)
+    )
 
 
 def _bind_cache(metrics: Metrics, engine: Engine) -> None:
@@ -91,7 +95,16 @@ def _bind_cache(metrics: Metrics, engine: Engine) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The application; settings from the environment when not given (uvicorn's factory)."""
-    from wai_dispatch.service import api_decode, api_ops, api_reports, api_sets, jsonlog, openapi
+    from wai_dispatch.service import (
+        api_decode,
+        api_governance,
+        api_ops,
+        api_reports,
+        api_sets,
+        dashboard_app,
+        jsonlog,
+        openapi,
+    )
 
     chosen = settings or settings_mod.load()
     jsonlog.configure(chosen.log_level)
@@ -115,8 +128,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(RequestId)
-    for module in (api_decode, api_reports, api_sets, api_ops):
+    for module in (api_decode, api_reports, api_sets, api_ops, api_governance):
         app.include_router(module.router)
+    dashboard_app.install(app)
     app.add_exception_handler(WaiError, _wai_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

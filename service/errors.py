@@ -64,6 +64,15 @@ STATUS: dict[str, int] = {
     "token_not_found": 404,
     # the API
     "report_not_found": 404,
+    # fleet governance (service/governance_store.py)
+    "policy_malformed": 422,
+    "policy_invalid": 422,
+    "policy_not_set": 404,
+    "run_report_malformed": 422,
+    "run_report_sink_mismatch": 403,
+    "run_report_conflict": 409,
+    "run_report_not_found": 404,
+    "policy_busy": 503,
     "cursor_invalid": 422,
     "request_invalid": 422,
     "not_found": 404,

@@ -2,14 +2,19 @@
 them; this module is their one description, read by queries and by the migration check.
 
 ``reports``: one row per dispatch report (a decode has one, or two when its fallback was tried),
-with the columns an operator filters and aggregates on indexed. ``report_refusals``: one row per
-refused path of a report, so SQL counts refusals by code. ``tokens``: bearer tokens, hashed.
+with the columns an operator filters and aggregates on indexed; ``source`` says whether the
+service decoded it or a fleet sink reported it in a run report (``run_report``, its id).
+``report_refusals``: one row per refused path of a report, so SQL counts refusals by code.
+``tokens``: bearer tokens, hashed.
+``policies``: every version of the model policy, with who set it and when. ``run_reports``: each
+run report a sink submitted, as submitted, with the verdict it got (service/governance_store.py).
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Float,
     ForeignKey,
     Index,
@@ -57,6 +62,10 @@ class ReportRow(Base):
     placement_cpu: Mapped[int] = mapped_column(Integer, default=0)
     placement_unknown: Mapped[int] = mapped_column(Integer, default=0)
     report: Mapped[str] = mapped_column(Text)  # the wai-neural-dispatch/1 JSON, as emitted
+    source: Mapped[str] = mapped_column(  # service | sink (a run report's decode)
+        String(8), default="service", server_default="service"
+    )
+    run_report: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
 class RefusalRow(Base):
@@ -84,3 +93,36 @@ class TokenRow(Base):
     hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 of the secret
     created_ms: Mapped[int] = mapped_column(BigInteger)
     revoked_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class PolicyRow(Base):
+    __tablename__ = "policies"
+
+    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    set_ms: Mapped[int] = mapped_column(BigInteger, index=True)
+    set_by: Mapped[str] = mapped_column(String(128))
+    sha256: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+
+
+class RunReportRow(Base):
+    __tablename__ = "run_reports"
+
+    seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    id: Mapped[str] = mapped_column(String(128), unique=True)  # the sink's id; resubmits dedupe
+    sink: Mapped[str] = mapped_column(String(128), index=True)
+    sink_class: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    received_ms: Mapped[int] = mapped_column(BigInteger, index=True)
+    policy_version: Mapped[int] = mapped_column(Integer)
+    accepted: Mapped[bool] = mapped_column(Boolean)
+    decodes: Mapped[int] = mapped_column(Integer)
+    refused_decodes: Mapped[int] = mapped_column(Integer)
+    body_sha256: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)  # the run report as submitted
+    verdict: Mapped[str] = mapped_column(Text)  # wai-run-verdict/1, every reason
+
+
+Index("ix_run_reports_class_received", RunReportRow.sink_class, RunReportRow.received_ms)
+Index("ix_run_reports_accepted_received", RunReportRow.accepted, RunReportRow.received_ms)

@@ -34,6 +34,7 @@ class Filters:
     request_id: str | None = None
     since_ms: int | None = None
     until_ms: int | None = None
+    sinks: tuple[str, ...] | None = None  # a sink class's sinks (the policy in force)
 
     def where(self) -> list[ColumnElement[bool]]:
         out: list[ColumnElement[bool]] = []
@@ -56,6 +57,8 @@ class Filters:
             out.append(R.created_ms >= self.since_ms)
         if self.until_ms is not None:
             out.append(R.created_ms < self.until_ms)
+        if self.sinks is not None:
+            out.append(R.sink.in_(self.sinks))
         return out
 
 

@@ -73,4 +73,6 @@ def public(row: dict[str, Any]) -> dict[str, Any]:
         "outcome": row["outcome"],
         "duration_ms": row["duration_ms"],
         "report": row["report"],
+        "source": row.get("source", "service"),  # or "sink": from a run report
+        "run_report": row.get("run_report"),
     }

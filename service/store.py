@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -89,32 +89,10 @@ class ReportStore:
     def insert(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Store the records in one transaction; a record whose id is stored is skipped.
         Returns how many were new."""
-        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         new = 0
         try:
             with self.engine.begin() as conn:
-                for rec in records:
-                    row = {k: rec[k] for k in _COLUMNS}
-                    placement = rec.get("placement") or {}
-                    for unit in ("npu", "gpu", "cpu", "unknown"):
-                        row[f"placement_{unit}"] = int(placement.get(unit, 0))
-                    row["report"] = json.dumps(rec["report"], separators=(",", ":"))
-                    stmt = (
-                        insert(ReportRow)
-                        .values(**row)
-                        .on_conflict_do_nothing(index_elements=["id"])
-                        .returning(ReportRow.seq)
-                    )
-                    seq = conn.execute(stmt).scalar()
-                    if seq is None:
-                        continue
-                    new += 1
-                    refusals = [
-                        {"report_seq": seq, "position": i, "path": r["path"], "code": r["code"]}
-                        for i, r in enumerate(rec.get("refusals", ()))
-                    ]
-                    if refusals:
-                        conn.execute(insert(RefusalRow), refusals)
+                new = insert_records(conn, records)
         except SQLAlchemyError as exc:
             raise StoreDown(str(exc).splitlines()[0]) from exc
         return new
@@ -127,3 +105,36 @@ class ReportStore:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def insert_records(conn: Connection, records: Iterable[Mapping[str, Any]]) -> int:
+    """Insert records inside the caller's transaction, skipping an id already stored; returns
+    how many were new. A record may carry ``source`` (``service`` unless said) and
+    ``run_report`` (the run report a sink-reported decode came in)."""
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    new = 0
+    for rec in records:
+        row = {k: rec[k] for k in _COLUMNS}
+        row["source"] = rec.get("source", "service")
+        row["run_report"] = rec.get("run_report")
+        placement = rec.get("placement") or {}
+        for unit in ("npu", "gpu", "cpu", "unknown"):
+            row[f"placement_{unit}"] = int(placement.get(unit, 0))
+        row["report"] = json.dumps(rec["report"], separators=(",", ":"))
+        stmt = (
+            insert(ReportRow)
+            .values(**row)
+            .on_conflict_do_nothing(index_elements=["id"])
+            .returning(ReportRow.seq)
+        )
+        seq = conn.execute(stmt).scalar()
+        if seq is None:
+            continue
+        new += 1
+        refusals = [
+            {"report_seq": seq, "position": i, "path": r["path"], "code": r["code"]}
+            for i, r in enumerate(rec.get("refusals", ()))
+        ]
+        if refusals:
+            conn.execute(insert(RefusalRow), refusals)
+    return new
