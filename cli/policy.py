@@ -1,5 +1,8 @@
 """``wai-dispatch policy``: show, set and check the operator's model policy (docs/policy.md).
 
+``show`` and ``set`` work on the policy kept in the report store (the service's database:
+``WAI_DATABASE_URL``, else ``<data_dir>/reports.db``), as ``tokens`` does; over HTTP the same
+is ``GET``/``PUT /v1/policy`` with an admin token.
 ``check`` judges a run report offline and exits 0 when it is accepted, 1 when it is refused
 (the verdict lists every reason), 2 for input that does not read (one typed error line).
 """
@@ -21,7 +24,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON")
     common.add_argument(
-        "--data-dir", type=Path, help="the data directory (default: WAI_DATA_DIR or XDG's)"
+        "--data-dir", type=Path, help="the data directory, whose report store keeps the policy"
     )
     p = sub.add_parser("policy", help="the model policy fleet run reports are held to")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -45,10 +48,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _history(args: argparse.Namespace) -> Any:
-    from wai_dispatch.codec.config import data_dir
-    from wai_dispatch.service.governance import PolicyHistory
+    """The policy's versions in the report store (migrated first, as ``serve`` would)."""
+    from wai_dispatch.service.governance_store import PolicyStore
+    from wai_dispatch.service.settings import load
+    from wai_dispatch.service.store import ReportStore
 
-    return PolicyHistory(data_dir(args.data_dir) / "policy")
+    store = ReportStore(load(data_dir=args.data_dir).url)
+    store.migrate()
+    return PolicyStore(store)
 
 
 def _read(path: Path) -> bytes:
@@ -80,7 +87,7 @@ def run_set(args: argparse.Namespace) -> int:
 
     data = _read(args.file)
     load_policy(data, source=str(args.file))  # the error names this file and its line
-    version = _history(args).set(data.decode("utf-8"), by=args.by or getpass.getuser())
+    version = _history(args).set(data, by=args.by or getpass.getuser())
     _emit(
         args,
         version.to_json(with_text=False),

@@ -63,7 +63,7 @@ class PolicyStore:
         with self.store.engine.connect() as conn:
             row = conn.execute(query).first()
         if row is None:
-            raise PolicyNotSet("no model policy is set (PUT /v1/policy, admin)")
+            raise PolicyNotSet("no model policy is set (`wai-dispatch policy set`, PUT /v1/policy)")
         return _version(row)
 
     def get(self, version: int) -> PolicyVersion:

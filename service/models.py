@@ -82,6 +82,21 @@ class RefusalRow(Base):
 
 
 Index("ix_reports_sink_seq", ReportRow.sink, ReportRow.seq)
+# The dashboard's summary reads only this index: time first, then what it filters and sums.
+Index(
+    "ix_reports_summary",
+    ReportRow.created_ms,
+    ReportRow.outcome,
+    ReportRow.path_ran,
+    ReportRow.tier,
+    ReportRow.sink,
+    ReportRow.capability,
+    ReportRow.set_digest,
+    ReportRow.placement_npu,
+    ReportRow.placement_gpu,
+    ReportRow.placement_cpu,
+    ReportRow.placement_unknown,
+)
 
 
 class TokenRow(Base):

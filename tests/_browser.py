@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,6 +65,16 @@ def chromium() -> Iterator[Any]:
                 context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def wait_until(page: Any, expression: str, timeout_s: float = 30) -> None:
+    """Poll a JavaScript expression until it is truthy. ``page.wait_for_function`` evaluates
+    strings with ``eval``, which the dashboard's Content-Security-Policy forbids."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout_s} s: {expression}")
+        time.sleep(0.02)
 
 
 def screenshot(page: Any, name: str) -> Path:

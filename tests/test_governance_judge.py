@@ -275,3 +275,18 @@ def test_governance_imports_without_the_web_stack() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_seeded_reports_are_valid_reports() -> None:
+    """tools/seed_reports.py draws only reports the project's validator accepts."""
+    import random
+
+    from wai_dispatch.tools.seed_reports import _report
+
+    rng = random.Random(7)
+    drawn = [_report(rng) for _ in range(400)]
+    for report in drawn:
+        Report.from_json(report)
+    assert {r["ran"]["backend"] if r["ran"] else None for r in drawn} == {
+        "model-runtime", "onnx-runtime", "wai-ops", "wgsl", None
+    }  # fmt: skip

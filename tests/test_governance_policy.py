@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
 
 from wai_dispatch.dispatch.tokens import Tier
 from wai_dispatch.service.governance import (
-    PolicyHistory,
     PolicyInvalid,
     PolicyMalformed,
     PolicyNotSet,
@@ -125,8 +125,17 @@ def test_size_and_encoding_are_bounded() -> None:
         load_policy(b"format: \xff\n")
 
 
+def _policies(tmp_path: Path) -> Any:
+    from wai_dispatch.service.governance_store import PolicyStore
+    from wai_dispatch.service.store import ReportStore
+
+    store = ReportStore(f"sqlite:///{tmp_path / 'reports.db'}")
+    store.migrate()
+    return PolicyStore(store)
+
+
 def test_history_keeps_every_version_with_who_and_when(tmp_path: Path) -> None:
-    history = PolicyHistory(tmp_path / "policy")
+    history = _policies(tmp_path)
     with pytest.raises(PolicyNotSet):
         history.current()
     text = EXAMPLE.read_text()
@@ -138,19 +147,17 @@ def test_history_keeps_every_version_with_who_and_when(tmp_path: Path) -> None:
         (2, "ben", 2000),
     ]
     assert history.current().sha256 == v2.sha256 != v1.sha256
-    assert history.in_force_at(1999).version == 1
-    assert history.in_force_at(2000).version == 2
-    with pytest.raises(PolicyNotSet):
-        history.in_force_at(999)
+    assert history.current().text == text.replace("kiosk-02", "kiosk-03")
     assert "kiosk-02" in history.get(1).policy().classes["kiosk"].sinks
+    with pytest.raises(PolicyNotSet):
+        history.get(3)
     with pytest.raises(PolicyInvalid):
         history.set("format: wai-model-policy/1\nclasses: {}\n", by="eve")
     assert len(history.versions()) == 2  # a bad policy changes nothing
-    assert not [p for p in (tmp_path / "policy").iterdir() if p.name.startswith(".")]
 
 
 def test_concurrent_setters_take_distinct_versions(tmp_path: Path) -> None:
-    history = PolicyHistory(tmp_path / "policy")
+    history = _policies(tmp_path)
     text = EXAMPLE.read_text()
     threads = [
         threading.Thread(target=history.set, args=(text,), kwargs={"by": f"u{i}"}) for i in range(8)

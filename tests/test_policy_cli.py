@@ -70,7 +70,7 @@ def test_check_without_a_policy_in_force(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["policy", "check", str(RUN), "--data-dir", str(tmp_path)]) == 2
-    assert "policy_not_set: no model policy is set in" in capsys.readouterr().err
+    assert "policy_not_set: no model policy is set" in capsys.readouterr().err
 
 
 def test_set_show_and_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,4 +107,5 @@ def test_set_refuses_a_bad_policy_naming_the_file_and_line(
     assert main(["policy", "set", str(bad), "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"wai-dispatch: error: policy_invalid: {bad}:8:13: ")
-    assert not (tmp_path / "policy").exists() or not list((tmp_path / "policy").iterdir())
+    assert main(["policy", "show", "--history", "--json", "--data-dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # nothing was kept

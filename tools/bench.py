@@ -1,5 +1,6 @@
-"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service]``: run the benchmarks,
-each printing its figures beside the anchor it is compared to, measured in the same run."""
+"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard]``: run the
+benchmarks, each printing its figures beside the anchor it is compared to, measured in the same
+run."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ BENCHES = {
     "onnx": "wai_dispatch.tools.bench_onnx",  # synthesis vs torch and vs this machine's GEMM rate
     "decode": "wai_dispatch.tools.bench_decode",  # payload → RGB8 vs CompressAI's net.decompress()
     "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
+    # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
+    "dashboard": "wai_dispatch.tools.bench_dashboard",
 }
 
 

@@ -10,15 +10,13 @@ from wai_dispatch.service.governance.errors import (
     PolicyNotSet,
     RunReportMalformed,
 )
-from wai_dispatch.service.governance.history import PolicyHistory, PolicyVersion
 from wai_dispatch.service.governance.judge import DecodeVerdict, Reason, Rule, Verdict, judge
-from wai_dispatch.service.governance.policy import Policy, SinkClass, load_policy
+from wai_dispatch.service.governance.policy import Policy, PolicyVersion, SinkClass, load_policy
 from wai_dispatch.service.governance.runreport import RunReport, loads_run_report, parse_run_report
 
 __all__ = [
     "DecodeVerdict",
     "Policy",
-    "PolicyHistory",
     "PolicyInvalid",
     "PolicyMalformed",
     "PolicyNotSet",

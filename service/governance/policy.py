@@ -134,3 +134,28 @@ def _brief(err: Any) -> str:
         return "a set is {digest} or {capability, digests}, with 64 lowercase hex digits each"
     message: str = err.message
     return message if len(message) <= 200 else message[:197] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyVersion:
+    """One version of the policy as kept: its number, who set it and when, and its text."""
+
+    version: int
+    set_by: str
+    set_ms: int  # Unix time, milliseconds
+    text: str
+    sha256: str
+
+    def policy(self) -> Policy:
+        return load_policy(self.text, source=f"policy v{self.version}")
+
+    def to_json(self, *, with_text: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": self.version,
+            "set_by": self.set_by,
+            "set_ms": self.set_ms,
+            "sha256": self.sha256,
+        }
+        if with_text:
+            out["text"] = self.text
+        return out

@@ -1,5 +1,6 @@
 """Fleet governance: the model policy's versions, the run reports sinks submit, and the
-``source`` and ``run_report`` of each stored report (a sink-reported decode names its run report).
+``source`` and ``run_report`` of each stored report (a sink-reported decode names its run report);
+the summary's covering index.
 
 Revision ID: 0002
 Revises: 0001
@@ -15,6 +16,10 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
+SUMMARY_COLUMNS = (
+    "created_ms", "outcome", "path_ran", "tier", "sink", "capability", "set_digest",
+    "placement_npu", "placement_gpu", "placement_cpu", "placement_unknown",
+)  # fmt: skip
 _SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
@@ -24,6 +29,8 @@ def upgrade() -> None:
             sa.Column("source", sa.String(8), nullable=False, server_default="service")
         )
         batch.add_column(sa.Column("run_report", sa.String(128), nullable=True))
+    # The dashboard's summary reads only this index (service/queries.py summary()).
+    op.create_index("ix_reports_summary", "reports", list(SUMMARY_COLUMNS))
     op.create_table(
         "policies",
         sa.Column("version", sa.Integer(), autoincrement=False, nullable=False),
@@ -60,6 +67,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("run_reports")
     op.drop_table("policies")
+    op.drop_index("ix_reports_summary", "reports")
     with op.batch_alter_table("reports") as batch:
         batch.drop_column("run_report")
         batch.drop_column("source")
