@@ -69,8 +69,10 @@ def test_the_installed_wheel_decodes_the_sample(wheel: Path, tmp_path: Path) -> 
         text=True,
     ).stdout.strip()
     # borrow this environment's dependencies without its editable install of the checkout
-    deps = sysconfig.get_paths()["purelib"]
-    Path(purelib, "zz_deps.pth").write_text(deps + "\n", encoding="utf-8")
+    # (every site-packages folder on the path: a worktree's venv may chain to another's)
+    here = sysconfig.get_paths()["purelib"]
+    deps = [here, *(p for p in sys.path if p.endswith("site-packages") and p != here)]
+    Path(purelib, "zz_deps.pth").write_text("\n".join(deps) + "\n", encoding="utf-8")
     target = Path(purelib)
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(target)

@@ -92,7 +92,7 @@ def _serve(data_dir: Path, url: str) -> Iterator[tuple[str, str]]:
     from wai_dispatch.service.settings import load
     from wai_dispatch.service.store import ReportStore
 
-    settings = load(data_dir=data_dir, database_url=url, port=PORT, log_level="warning")
+    settings = load(data_dir=data_dir, database_url=url, port=PORT, log_level="error")
     store = ReportStore(settings.url)
     operator = tokens.create(store, "bench-operator", tokens.Role.operator)
     store.dispose()
@@ -130,7 +130,8 @@ def _latency(base: str, token: str, repeat: int) -> list[tuple[str, float, float
         "latest 25 reports": ("/v1/reports", {"limit": 25, "since_ms": now - 86_400_000}),
     }  # fmt: skip
     out = []
-    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as client:
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=base, headers=auth, timeout=300) as client:
         for name, (path, params) in views.items():
             client.get(path, params=params).raise_for_status()  # warm
             times = []
