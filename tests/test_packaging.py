@@ -30,12 +30,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run(
+    built = subprocess.run(
         [*pip, "-w", str(out), str(source)],
         check=True,
         capture_output=True,
+        text=True,
         timeout=300,
     )
+    # a data folder missing from `packages` makes setuptools warn on every install
+    assert "absent from the `packages` configuration" not in built.stderr, built.stderr
     (found,) = out.glob("wai_dispatch-*.whl")
     return found
 
