@@ -1,0 +1,164 @@
+"""The fast engine for a ``wai-ops/1`` program whose every value, intermediate and partial sum
+is proven below 2^24 (:attr:`Program.float32_exact`): the program as one float32 ONNX graph run
+by ONNX Runtime on the CPU, with each stride-2 transposed convolution split into per-phase
+convolutions as the float path does (:mod:`paths.onnx_rewrite`).
+
+Exact: every number the graph computes is an integer of magnitude below 2^24 (or a power-of-two
+scaling of one, taken back by ``Floor``), so each float32 product, sum, scaling and ``Floor`` is
+exact (docs/wai-ops.md, "Why a float engine may compute it exactly"). Requantisation is
+``Floor((x + 2^(s-1)) · 2^-s)``; the inverse GDN's square root is ``Floor(Sqrt(n))`` corrected
+by one where ``r·r > n`` (a correctly rounded square root never falls below ``⌊√n⌋``).
+``tests/test_waiops_engine.py`` holds it to the int64 reference bit for bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from wai_dispatch.codec.errors import Limits
+from wai_dispatch.paths.waiops.program import Operation, Program
+from wai_dispatch.paths.waiops.run import check_input
+
+OPSET = 17
+
+
+def _f32(a: np.ndarray | float) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32)
+
+
+def _per_channel(v: np.ndarray) -> np.ndarray:
+    return _f32(v).reshape(1, -1, 1, 1)
+
+
+class _Graph:
+    def __init__(self) -> None:
+        import onnx.helper  # noqa: F401  (fail early when onnx is absent)
+
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self._n = 0
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(_f32(value), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], out: str | None = None, **attrs: Any) -> str:
+        from onnx import helper
+
+        self._n += 1
+        out = out or f"v{self._n}"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=f"n{self._n}_{op}", **attrs))
+        return out
+
+
+def _requant(g: _Graph, name: str, x: str, shift: np.ndarray, clamp: list[int] | None) -> str:
+    half = np.where(shift > 0, np.exp2(np.maximum(shift - 1, 0)), 0.0)
+    if np.any(half):
+        x = g.node("Add", [x, g.const(f"{name}.half", _per_channel(half))])
+    if np.any(shift):
+        x = g.node("Mul", [x, g.const(f"{name}.scale", _per_channel(np.exp2(-shift)))])
+        x = g.node("Floor", [x])
+    if clamp is None:
+        return x
+    return g.node(
+        "Clip", [x, g.const(f"{name}.lo", _f32(clamp[0])), g.const(f"{name}.hi", _f32(clamp[1]))]
+    )
+
+
+def _op(g: _Graph, op: Operation, names: dict[str, str]) -> str:
+    x = names[op.inputs[0]]
+    p, a, n = op.params, op.attrs, op.name
+    if op.op == "channel_affine":
+        y = g.node("Mul", [x, g.const(f"{n}.scale", _per_channel(p["scale"]))])
+        return g.node("Add", [y, g.const(f"{n}.offset", _per_channel(p["offset"]))])
+    if op.op == "conv2d":
+        k, pad = a["kernel"], a["padding"]
+        return g.node(
+            "Conv",
+            [x, g.const(f"{n}.w", p["weight"]), g.const(f"{n}.b", p["bias"])],
+            kernel_shape=[k, k],
+            pads=[pad] * 4,
+        )
+    if op.op == "conv_transpose2d":
+        k, s, pad, q = a["kernel"], a["stride"], a["padding"], a["output_padding"]
+        return g.node(
+            "ConvTranspose",
+            [x, g.const(f"{n}.w", p["weight"]), g.const(f"{n}.b", p["bias"])],
+            kernel_shape=[k, k],
+            strides=[s, s],
+            pads=[pad] * 4,
+            output_padding=[q, q],
+        )
+    if op.op == "requantize":
+        if np.any(p["multiplier"] != 1):
+            x = g.node("Mul", [x, g.const(f"{n}.m", _per_channel(p["multiplier"]))])
+        return _requant(g, n, x, p["shift"], a["clamp"])
+    if op.op == "igdn":
+        c = p["beta"].shape[0]
+        sq = g.node("Mul", [x, x])
+        q = _requant(g, f"{n}.sq", sq, np.full(c, a["square_shift"]), None)
+        gamma = p["gamma"].reshape(c, c, 1, 1)
+        nsum = g.node("Conv", [q, g.const(f"{n}.gamma", gamma), g.const(f"{n}.beta", p["beta"])])
+        r = g.node("Floor", [g.node("Sqrt", [nsum])])
+        too_big = g.node("Cast", [g.node("Greater", [g.node("Mul", [r, r]), nsum])], to=1)
+        r = g.node("Sub", [r, too_big])
+        return _requant(g, n, g.node("Mul", [x, r]), p["shift"], a["clamp"])
+    y = names[op.inputs[1]]
+    return g.node("Add" if op.op == "add" else "Mul", [x, y])
+
+
+def build_model(program: Program) -> bytes:
+    """The program as a float32 ONNX model (``symbols`` in, the output out), phases split."""
+    import onnx
+    from onnx import TensorProto, helper
+    from wai_dispatch.paths.onnx_rewrite import rewrite_model
+
+    if not program.float32_exact:
+        raise ValueError("the program's bounds reach 2^24: float32 is not exact for it")
+    g = _Graph()
+    names = {program.input_name: "symbols"}
+    for op in program.operations:
+        names[op.output] = _op(g, op, names)
+    g.nodes.append(helper.make_node("Identity", [names[program.output_name]], ["out"], name="out"))
+    graph = helper.make_graph(
+        g.nodes,
+        "wai-ops",
+        [
+            helper.make_tensor_value_info(
+                "symbols", TensorProto.FLOAT, [1, program.input_channels, "h", "w"]
+            )
+        ],
+        [
+            helper.make_tensor_value_info(
+                "out", TensorProto.FLOAT, [1, program.output_channels, None, None]
+            )
+        ],
+        g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    rewrite_model(model, {}, "split")
+    onnx.checker.check_model(model)
+    return bytes(model.SerializeToString())
+
+
+class OnnxEngine:
+    """A float32-exact program compiled once into an ONNX Runtime session on the shared pool."""
+
+    def __init__(self, program: Program) -> None:
+        import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+        from wai_dispatch.paths.onnx import shared_session_options
+
+        self.program = program
+        self.model = build_model(program)
+        self.session = ort.InferenceSession(
+            self.model, shared_session_options(), providers=["CPUExecutionProvider"]
+        )
+
+    def run(self, symbols: np.ndarray, limits: Limits | None = None) -> np.ndarray:
+        """The program on ``symbols`` (int [1, C, h, w]) → int32 [1, C', H, W]."""
+        x = check_input(self.program, symbols, limits).astype(np.float32)
+        (out,) = self.session.run(["out"], {"symbols": x})
+        return np.asarray(out).astype(np.int32)

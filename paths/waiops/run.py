@@ -1,0 +1,36 @@
+"""What every ``wai-ops/1`` interpreter checks of its input before anything runs: the shape
+``[1, C, h, w]`` within the decode's limits, integer values, every value in the declared range."""
+
+from __future__ import annotations
+
+import numpy as np
+from wai_dispatch.codec.errors import Limits
+from wai_dispatch.paths.waiops.errors import InputOutOfRange, ShapeOverLimits
+from wai_dispatch.paths.waiops.program import Program
+
+_DEFAULT_LIMITS = Limits()
+
+
+def check_input(program: Program, symbols: np.ndarray, limits: Limits | None = None) -> np.ndarray:
+    """``symbols`` as int32 [1, C, h, w], or a typed refusal (shape, limits, dtype, range)."""
+    limits = limits or _DEFAULT_LIMITS
+    x = np.asarray(symbols)
+    if x.ndim != 4 or x.shape[0] != 1 or x.shape[1] != program.input_channels:
+        raise ShapeOverLimits(
+            f"wai-ops input has shape {list(x.shape)}, not [1, {program.input_channels}, h, w]"
+        )
+    h, w = int(x.shape[2]), int(x.shape[3])
+    if not (1 <= h <= limits.max_latent_height and 1 <= w <= limits.max_latent_width):
+        raise ShapeOverLimits(
+            f"wai-ops input of {h}×{w} positions is over the limits "
+            f"({limits.max_latent_height}×{limits.max_latent_width})"
+        )
+    if not np.issubdtype(x.dtype, np.integer):
+        raise InputOutOfRange(f"wai-ops input is {x.dtype}, not integers")
+    lo, hi = program.input_range
+    if x.size and (int(x.min()) < lo or int(x.max()) > hi):
+        bad = int(x.min()) if int(x.min()) < lo else int(x.max())
+        raise InputOutOfRange(
+            f"wai-ops input value {bad} is outside the program's declared range [{lo}, {hi}]"
+        )
+    return x.astype(np.int32, copy=False)

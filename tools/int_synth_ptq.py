@@ -1,0 +1,180 @@
+"""Post-training quantisation of the bmshj2018 synthesis into a ``wai-ops/1`` program
+(docs/int-synth-set.md): per-channel activation scales from calibration statistics, per output
+channel weight scales as large as the bound rule allows, power-of-two requantisation, and an
+integer inverse GDN. NumPy only: the float weights come from a set's ``decoder.weights``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+from wai_dispatch.paths.waiops.build import ProgramBuilder
+
+#: Activations between layers: 10-bit signed, [-511, 511] (docs/int-synth-set.md, "Bit widths").
+ACT = 511
+#: The latent enters as symbol·2^4 + round(median·2^4): medians to 1/32.
+LATENT_FRAC = 4
+#: The inverse GDN squares x (|x| ≤ 511, x² < 2^18) and keeps x² / 2^SQUARE_SHIFT.
+SQUARE_SHIFT = 4
+#: Largest accumulator (and IGDN sum) the quantiser aims at: below 2^24 (16 777 216), so that
+#: a float32 engine is exact for the whole program (docs/wai-ops.md), with room for rounding.
+BUDGET = 16_000_000
+WEIGHT_MAX = 32767  # int16 weights
+INT32_MAX = (1 << 31) - 1
+
+
+def _conv_acc_hi(wq: np.ndarray, bq: np.ndarray, amax: np.ndarray) -> np.ndarray:
+    """Per output channel, the largest |partial sum| of a stride-2 transposed convolution whose
+    input channel i lies in [-amax[i], amax[i]] (the bound rule, worst phase; exact ints)."""
+    t = np.abs(wq).astype(np.int64) * amax.astype(np.int64)[:, None, None, None]
+    worst = np.zeros(wq.shape[1], dtype=np.int64)
+    for ry in range(2):
+        for rx in range(2):
+            worst = np.maximum(worst, t[:, :, ry::2, rx::2].sum(axis=(0, 2, 3)))
+    return worst + np.abs(bq.astype(np.int64))
+
+
+def _round_shift(v: int, s: int) -> int:
+    return v if s == 0 else (v + (1 << (s - 1))) >> s
+
+
+def quantise(
+    weights: Mapping[str, np.ndarray],
+    stats: Mapping[str, np.ndarray],
+    medians: np.ndarray,
+    symbol_range: tuple[int, int],
+) -> tuple[ProgramBuilder, dict[str, object]]:
+    """The program and what was chosen per layer (shifts, weight bits) for the set's facts.
+
+    ``weights``: the float synthesis (``deconv{i}.weight`` [Ci, Co, 5, 5], ``.bias``,
+    ``igdn{i}.gamma`` [C, C, 1, 1], ``igdn{i}.beta``); ``stats``: per-channel largest |value|
+    of ``a{i}`` (deconv i's output) and ``y{i}`` (IGDN i's output) over the calibration set."""
+    m = int(medians.shape[0])
+    lo_s, hi_s = symbol_range
+    b = ProgramBuilder("symbols", m, (lo_s, hi_s))
+    offset = np.rint(medians.astype(np.float64) * (1 << LATENT_FRAC)).astype(np.int64)
+    b.add(
+        "channel_affine",
+        "latent",
+        ["symbols"],
+        "t",
+        params={
+            "scale": np.full(m, 1 << LATENT_FRAC, dtype=np.int32),
+            "offset": offset.astype(np.int32),
+        },
+    )
+    s_in = np.full(m, 1.0 / (1 << LATENT_FRAC))
+    amax = np.maximum(
+        np.abs(lo_s * (1 << LATENT_FRAC) + offset), np.abs(hi_s * (1 << LATENT_FRAC) + offset)
+    )
+    value = "t"
+    report: dict[str, object] = {}
+    for i in range(1, 5):
+        w = weights[f"deconv{i}.weight"].astype(np.float64)
+        bias = weights[f"deconv{i}.bias"].astype(np.float64)
+        co = w.shape[1]
+        if i < 4:
+            s_out = np.maximum(stats[f"a{i}"].astype(np.float64), 1e-6) / ACT
+            clamp = [-ACT, ACT]
+        else:
+            s_out = np.full(co, 1.0 / 255.0)
+            clamp = [0, 255]
+        wi = w * s_in[:, None, None, None]  # real weight per unit of the integer input
+        t = np.abs(wi) * amax[:, None, None, None]
+        l1 = np.zeros(co)
+        for ry in range(2):
+            for rx in range(2):
+                l1 = np.maximum(l1, t[:, :, ry::2, rx::2].sum(axis=(0, 2, 3)))
+        l1 = l1 + np.abs(bias)
+        k_max = np.minimum(
+            BUDGET / np.maximum(l1, 1e-30),
+            WEIGHT_MAX / np.maximum(np.abs(wi).max(axis=(0, 2, 3)), 1e-30),
+        )
+        shift = np.clip(np.floor(np.log2(k_max * s_out)), 0, 30).astype(np.int64)
+        while True:
+            k = np.exp2(shift) / s_out
+            wq = np.rint(wi * k[None, :, None, None])
+            bq = np.rint(bias * k)
+            acc = _conv_acc_hi(wq, bq, amax)
+            half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
+            over = (acc + half > INT32_MAX) | (np.abs(wq).max(axis=(0, 2, 3)) > WEIGHT_MAX)
+            if not over.any():
+                break
+            shift = np.where(over, shift - 1, shift)
+        b.add(
+            "conv_transpose2d",
+            f"deconv{i}",
+            [value],
+            f"a{i}",
+            {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1},
+            {"weight": wq.astype(np.int16), "bias": bq.astype(np.int32)},
+        )
+        value = b.add(
+            "requantize",
+            f"deconv{i}.requant",
+            [f"a{i}"],
+            f"x{i}",
+            {"clamp": clamp},
+            {"multiplier": np.ones(co, dtype=np.int32), "shift": shift.astype(np.int32)},
+        )
+        report[f"deconv{i}"] = {
+            "weight_bits": math.ceil(math.log2(float(np.abs(wq).max()) + 1)) + 1,
+            "shift": [int(shift.min()), int(shift.max())],
+            "accumulator_max": int(acc.max()),
+        }
+        if i == 4:
+            break
+        value, s_in = _igdn(b, i, value, weights, stats, s_out, report)
+        amax = np.full(co, ACT, dtype=np.int64)
+    return b, report
+
+
+def _igdn(
+    b: ProgramBuilder,
+    i: int,
+    value: str,
+    weights: Mapping[str, np.ndarray],
+    stats: Mapping[str, np.ndarray],
+    s_x: np.ndarray,
+    report: dict[str, object],
+) -> tuple[str, np.ndarray]:
+    """``y = x·√(β + Σ γ x²)`` with x at scale ``s_x`` (per channel, |x| ≤ ACT), y at the
+    calibrated scale rounded so that ``y = round_shift(x·isqrt(n), shift)`` holds (module doc)."""
+    gamma = weights[f"igdn{i}.gamma"].astype(np.float64).reshape(s_x.size, s_x.size)
+    beta = weights[f"igdn{i}.beta"].astype(np.float64)
+    s_y = np.maximum(stats[f"y{i}"].astype(np.float64), 1e-6) / ACT
+    q_max = _round_shift(ACT * ACT, SQUARE_SHIFT)
+    # n_real = β + Σ γ x²; with q ≈ x_int² / 2^p, x² = q · 2^p · s_x²; n_int = n_real · G.
+    unit = gamma * (s_x[None, :] ** 2) * float(1 << SQUARE_SHIFT)  # per unit of q
+    n_max_real = beta + unit.sum(axis=1) * q_max
+    g_max = BUDGET / n_max_real
+    shift = np.clip(np.floor(np.log2(np.sqrt(g_max) * s_y / s_x)), 0, 30).astype(np.int64)
+    while True:
+        g = (s_x * np.exp2(shift) / s_y) ** 2
+        gq = np.rint(unit * g[:, None]).astype(np.int64)
+        bq = np.rint(beta * g).astype(np.int64)
+        n_hi = bq + gq.sum(axis=1) * q_max
+        over = n_hi > INT32_MAX
+        if not over.any():
+            break
+        shift = np.where(over, shift - 1, shift)
+    y = b.add(
+        "igdn",
+        f"igdn{i}",
+        [value],
+        f"y{i}",
+        {"square_shift": SQUARE_SHIFT, "clamp": [-ACT, ACT]},
+        {
+            "gamma": gq.astype(np.int32),
+            "beta": bq.astype(np.int32),
+            "shift": shift.astype(np.int32),
+        },
+    )
+    report[f"igdn{i}"] = {
+        "shift": [int(shift.min()), int(shift.max())],
+        "sum_max": int(n_hi.max()),
+        "gamma_max": int(gq.max()),
+    }
+    # The output's real scale is exactly s_x·2^shift/√G = s_y up to G's rounding: take it exact.
+    return y, s_x * np.exp2(shift) / np.sqrt(g)

@@ -1,0 +1,274 @@
+"""``python -m wai_dispatch.tools.wai_int_synth_set``: derive a ``wai.neural.int_synth`` set
+(a ``wai-ops/1`` integer synthesis, docs/int-synth-set.md) from a float bmshj2018 set by
+post-training quantisation calibrated on the demo weights' training photographs.
+
+The float set gives the synthesis weights and the entropy tables (kept byte for byte: the latent
+and the bitrate are unchanged) and its payload; the checkpoint (the demo weights by default) gives
+the analysis transform that turns the calibration pictures into latents, and must hold the very
+synthesis the float set holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CAPABILITY = "wai.neural.int_synth"
+SET_VERSION = "1"
+PROGRAM_FILE = "synthesis.wai-ops.json"
+WEIGHTS_FILE = "synthesis.safetensors"
+CALIBRATION_CROP = 256
+CALIBRATION_CROPS = 4  # per training picture
+CALIBRATION_SEED = 8
+
+
+class IntSetError(Exception):
+    """The integer set cannot be written (the message says why)."""
+
+
+def float_weights(set_dir: Path) -> dict[str, np.ndarray]:
+    """The float32 synthesis tensors of a bmshj2018 set (``decoder.weights`` by its manifest)."""
+    manifest = json.loads((set_dir / "decoder.manifest.json").read_bytes())
+    blob = (set_dir / "decoder.weights").read_bytes()
+    out: dict[str, np.ndarray] = {}
+    for name, t in manifest["tensors"].items():
+        if t["dataType"] != "float32":
+            raise IntSetError(f"{name}: {t['dataType']}, not float32")
+        raw = blob[t["byteOffset"] : t["byteOffset"] + t["byteLength"]]
+        out[name] = np.frombuffer(raw, dtype="<f4").reshape(t["shape"]).copy()
+    return out
+
+
+def _torch_synthesis(weights: dict[str, np.ndarray]) -> Callable[[Any], dict[str, Any]]:
+    import torch
+    import torch.nn.functional as F
+
+    w = {k: torch.from_numpy(v) for k, v in weights.items()}
+
+    def run(latent: Any) -> dict[str, Any]:
+        acts: dict[str, Any] = {}
+        x = latent
+        for i in range(1, 5):
+            x = F.conv_transpose2d(
+                x, w[f"deconv{i}.weight"], w[f"deconv{i}.bias"], 2, 2, output_padding=1
+            )
+            acts[f"a{i}"] = x
+            if i < 4:
+                c = x.shape[1]
+                n = F.conv2d(x * x, w[f"igdn{i}.gamma"].reshape(c, c, 1, 1), w[f"igdn{i}.beta"])
+                x = x * torch.sqrt(n)
+                acts[f"y{i}"] = x
+        return acts
+
+    return run
+
+
+def _crops(image: np.ndarray, rng: np.random.Generator, n: int) -> list[np.ndarray]:
+    out = []
+    h, w = image.shape[:2]
+    for _ in range(n):
+        top = int(rng.integers(0, h - CALIBRATION_CROP + 1))
+        left = int(rng.integers(0, w - CALIBRATION_CROP + 1))
+        out.append(image[top : top + CALIBRATION_CROP, left : left + CALIBRATION_CROP])
+    return out
+
+
+def calibrate(
+    model: Any, weights: dict[str, np.ndarray], log: Callable[[str], None]
+) -> tuple[dict[str, np.ndarray], tuple[int, int]]:
+    """Per-channel largest |activation| of each layer over crops of the training pictures, and
+    the range of their symbols."""
+    import torch
+    from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
+    from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols
+
+    rng = np.random.default_rng(CALIBRATION_SEED)
+    synth = _torch_synthesis(weights)
+    medians = model.entropy_bottleneck._get_medians().detach().reshape(1, -1, 1, 1)
+    stats: dict[str, np.ndarray] = {}
+    lo, hi = 0, 0
+    count = 0
+    for name in TRAIN_IMAGES:
+        for crop in _crops(load_image(name), rng, CALIBRATION_CROPS):
+            symbols, _ = encode_symbols(model, np.ascontiguousarray(crop))
+            lo, hi = min(lo, int(symbols.min())), max(hi, int(symbols.max()))
+            with torch.no_grad():
+                acts = synth(symbols.float() + medians)
+            for key, a in acts.items():
+                mx = a.abs().amax(dim=(0, 2, 3)).numpy().astype(np.float64)
+                stats[key] = mx if key not in stats else np.maximum(stats[key], mx)
+            count += 1
+    log(f"calibration: {count} crops of {len(TRAIN_IMAGES)} training pictures, symbols {lo}…{hi}")
+    return stats, (lo, hi)
+
+
+def symbol_range(tables_json: bytes) -> tuple[int, int]:
+    """The program's declared input range: the hull of the tables' supports (every symbol the
+    rANS stream codes without an escape)."""
+    doc = json.loads(tables_json)
+    offsets = np.array(doc["offsets"], dtype=np.int64)
+    lengths = np.array(doc["cdf_lengths"], dtype=np.int64)
+    return int(offsets.min()), int((offsets + lengths - 2).max())
+
+
+def _json_bytes(doc: Any) -> bytes:
+    return (json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode()
+
+
+def write_set(
+    out_dir: str | os.PathLike[str],
+    *,
+    from_set: str | os.PathLike[str],
+    checkpoint: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    overwrite: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """Write the integer set into ``out_dir`` from the float set folder ``from_set``."""
+    from wai_dispatch.codec.sets import Manifest, write_manifest
+    from wai_dispatch.paths.waiops.program import load_program
+    from wai_dispatch.tools import int_synth_ptq
+    from wai_dispatch.tools.wai_bmshj2018_npu_set import (
+        load_model,
+        plain_synthesis,
+        weights_blob,
+    )
+
+    say = log or (lambda _msg: None)
+    src = Path(from_set)
+    out = Path(out_dir).resolve()
+    if out.exists() and not overwrite and any(out.iterdir()):
+        raise IntSetError(f"{out} exists and is not empty (pass --force to replace it)")
+    float_manifest = Manifest.from_bytes((src / "set.json").read_bytes())
+    if float_manifest.capability != "wai.neural.bmshj2018":
+        raise IntSetError(f"{src}: a {float_manifest.capability} set, not wai.neural.bmshj2018")
+    facts = dict(float_manifest.facts)
+    weights = float_weights(src)
+    model, origin = load_model(checkpoint=checkpoint, pretrained=False, quality=facts["quality"])
+    blob, _ = weights_blob(plain_synthesis(model))
+    if blob != (src / "decoder.weights").read_bytes():
+        raise IntSetError("the checkpoint's synthesis is not the float set's (decoder.weights)")
+    tables_name = facts["tables"]
+    tables = (src / tables_name).read_bytes()
+    stats, seen = calibrate(model, weights, say)
+    lo, hi = symbol_range(tables)
+    medians = np.array(json.loads(tables)["medians"], dtype=np.float32)
+    builder, chosen = int_synth_ptq.quantise(weights, stats, medians, (lo, hi))
+    program_json = builder.program_json("x4", 3)
+    weights_bytes = builder.weights()
+    program = load_program(program_json, weights_bytes, rgb8_output=True)
+    say(f"program: {program.operation_count} operations; bound rule holds")
+    name = name or ("int-synth-demo-q3" if origin["kind"] == "demo" else "int-synth")
+    usage = json.loads((src / "wai-usage.json").read_bytes())
+    usage.update(
+        set=name,
+        capability=CAPABILITY,
+        derived_from={"set": float_manifest.digest, "name": float_manifest.name},
+    )
+    files = {
+        PROGRAM_FILE: program_json,
+        WEIGHTS_FILE: weights_bytes,
+        tables_name: tables,
+        "payload.bin": (src / facts["payload"]).read_bytes(),
+        "payload.json": (src / facts["payload_info"]).read_bytes(),
+        "wai-usage.json": _json_bytes(usage),
+    }
+    new_facts = {
+        "quality": facts["quality"],
+        "N": facts["N"],
+        "M": facts["M"],
+        "latent_channels": facts["latent_channels"],
+        "upsampling": facts["upsampling"],
+        "tables": tables_name,
+        "payload": "payload.bin",
+        "payload_info": "payload.json",
+        "weights_origin": facts.get("weights_origin", origin["kind"]),
+        "derived_from": float_manifest.digest,
+        "quantisation": {
+            "activation_bits": 10,
+            "weight_dtype": "int16",
+            "latent_fraction_bits": int_synth_ptq.LATENT_FRAC,
+            "square_shift": int_synth_ptq.SQUARE_SHIFT,
+            "calibration": {
+                "pictures": "tools/train_bmshj2018.py TRAIN_IMAGES",
+                "crops_per_picture": CALIBRATION_CROPS,
+                "crop": CALIBRATION_CROP,
+                "seed": CALIBRATION_SEED,
+                "symbols_seen": list(seen),
+            },
+            "layers": chosen,
+        },
+        "programs": {
+            "wai-ops": {
+                "file": PROGRAM_FILE,
+                "weights": WEIGHTS_FILE,
+                "format": "wai-ops/1",
+                "input": "symbols",
+                "output": "x4",
+                "output_format": "rgb8",
+                "operations": program.operation_count,
+            }
+        },
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        for file_name, data in files.items():
+            (tmp / file_name).write_bytes(data)
+        manifest = write_manifest(
+            tmp, name=name, capability=CAPABILITY, version=SET_VERSION, facts=new_facts
+        )
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    say(f"set {name}: {manifest.digest} in {out}")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from wai_dispatch.conformance import sets_dir
+
+    parser = argparse.ArgumentParser(
+        prog="python -m wai_dispatch.tools.wai_int_synth_set",
+        description="Derive a wai.neural.int_synth set (wai-ops/1) from a float bmshj2018 set.",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="the set's directory")
+    parser.add_argument(
+        "--from-set",
+        type=Path,
+        default=sets_dir() / "bmshj2018-demo-q3",
+        help="a float bmshj2018 set folder (default: the bundled demo set)",
+    )
+    parser.add_argument("--checkpoint", type=Path, help="its CompressAI checkpoint (default: demo)")
+    parser.add_argument("--name", help="the set's name")
+    parser.add_argument("--force", action="store_true", help="replace an existing set")
+    args = parser.parse_args(argv)
+    try:
+        write_set(
+            args.out,
+            from_set=args.from_set,
+            checkpoint=args.checkpoint,
+            name=args.name,
+            overwrite=args.force,
+            log=lambda msg: print(msg, file=sys.stderr),
+        )
+    except IntSetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
