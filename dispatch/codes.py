@@ -238,6 +238,32 @@ class ErrorCode(enum.StrEnum):
         "no stored run report with that id (or not this sink's)",
     )
     POLICY_BUSY = "policy_busy", "the policy kept changing while this one was being set"
+    # wai-ops/1 integer programs (docs/wai-ops.md)
+    WAIOPS_PROGRAM_INVALID = (
+        "waiops_program_invalid",
+        ("a wai-ops program that is not JSON or not a valid wai-ops/1 program"),
+    )
+    WAIOPS_UNKNOWN_OP = "waiops_unknown_op", "an operation wai-ops/1 does not define"
+    WAIOPS_UNKNOWN_ATTRIBUTE = (
+        "waiops_unknown_attribute",
+        ("an attribute or parameter the operation does not define, or one it needs missing"),
+    )
+    WAIOPS_WEIGHTS_MISMATCH = (
+        "waiops_weights_mismatch",
+        ("a weights tensor missing, extra, or of the wrong dtype, shape or values (named)"),
+    )
+    WAIOPS_BOUND_EXCEEDED = (
+        "waiops_bound_exceeded",
+        ("the bound rule broken: names the operation, the quantity and the bound"),
+    )
+    WAIOPS_INPUT_OUT_OF_RANGE = (
+        "waiops_input_out_of_range",
+        ("an input value outside the program's declared range"),
+    )
+    WAIOPS_SHAPE_OVER_LIMITS = (
+        "waiops_shape_over_limits",
+        ("an input shape over the decode's limits, or not [1, C, h, w]"),
+    )
     # the command line
     INVALID_ARGUMENT = (
         "invalid_argument",

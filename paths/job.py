@@ -32,10 +32,13 @@ class SetFiles(Protocol):
 
 @dataclass(frozen=True)
 class SynthesisJob:
-    """Run the synthesis of ``set_files`` on ``latent`` (float32, 1×C×h×w)."""
+    """Run the synthesis of ``set_files`` on ``latent`` (float32, 1×C×h×w). ``symbols`` are
+    the entropy stage's integers (int32, 1×C×h×w) the latent was made from: an integer path
+    (``wai-ops``) reads them instead of the float latent."""
 
     set_files: SetFiles
     latent: np.ndarray
+    symbols: np.ndarray | None = None
 
     @property
     def latent_shape(self) -> tuple[int, ...]:

@@ -3,8 +3,9 @@
 
 A path gains an adapter by one entry in :data:`BUILDERS`: the path, and a function that builds
 its adapter (importing its runtime lazily, inside the adapter). The integer interpreter
-(``cpu/wai-ops/integer``) and the WGSL kernels (``gpu/wgsl/integer``) have no entry in this
-build, so they are reported absent with :data:`NO_ADAPTER`.
+(``cpu/wai-ops/integer``) is :mod:`paths.waiops.adapter`; the WGSL kernels
+(``gpu/wgsl/integer``) have no entry in this build, so they are reported absent with
+:data:`NO_ADAPTER`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import NamedTuple
 
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,
+    CPU_WAI_OPS,
     NPU_MODEL_RUNTIME,
     REFERENCE_OFFER,
     Adapter,
@@ -36,6 +38,13 @@ def _coreml() -> Adapter:
     return CoreMLAdapter()
 
 
+def _wai_ops() -> Adapter:
+    from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+
+    adapter: Adapter = WaiOpsAdapter()
+    return adapter
+
+
 def _onnx(unit: Unit) -> Callable[[], Adapter]:
     def build() -> Adapter:
         from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
@@ -51,6 +60,7 @@ BUILDERS: Mapping[Path, Callable[[], Adapter]] = {
     NPU_MODEL_RUNTIME: _coreml,
     CPU_ONNX_RUNTIME: _onnx(Unit.CPU),
     GPU_ONNX_RUNTIME: _onnx(Unit.GPU),
+    CPU_WAI_OPS: _wai_ops,
 }
 
 

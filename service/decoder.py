@@ -171,7 +171,7 @@ class Decoder:
             stage = entropy_stage(part.payload, tables, limits=self.limits)
             # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
             # when no path runs the networks.
-            job = SynthesisJob(opened.files, stage.latent)
+            job = SynthesisJob(opened.files, stage.latent, stage.symbols)
             decision = choose(capability, needed, self.offer, self.adapters, job)
             reports.append(decision.report)
             failures.update(decision.failures)

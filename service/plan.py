@@ -41,7 +41,7 @@ def plan(
     shape = latent_shape if latent_shape is not None else _stated_shape(decoder, files, path)
     check_latent_shape(shape, decoder.limits, what="the latent")
     cap = decoder.registry.get(files.capability)
-    job = SynthesisJob(files, np.zeros(shape, np.float32))
+    job = SynthesisJob(files, np.zeros(shape, np.float32), np.zeros(shape, np.int32))
     adapter = decoder.adapters.get(path)
     answer = ask_path(path, None if cap is None else cap.registered_tier, cap, adapter, job)
     reason: str | None = None
@@ -95,7 +95,7 @@ def _stated_shape(decoder: Decoder, files: LoadedSet, path: Path) -> tuple[int, 
             shape = None  # the adapter says what is wrong with the program
         if shape is not None:
             return shape
-    stated = files.facts.stated_shape()
+    stated = files.facts.stated_shape() or _payload_shape(files)
     if stated is None:
         raise CodecError(
             f"set {files.digest[:16]}… states no latent shape: give --latent-shape N,C,H,W",
@@ -111,3 +111,20 @@ def _load_dir(directory: FsPath) -> LoadedSet:
     if data is None:
         raise SetFileMissing(f"{directory / MANIFEST_NAME}: cannot be read (no such file)")
     return load(directory, Manifest.from_bytes(data).digest)
+
+
+def _payload_shape(files: LoadedSet) -> tuple[int, ...] | None:
+    """The latent shape of the set's own payload (``payload_info``): a default for a program
+    that takes any shape (the wai-ops interpreter's)."""
+    import json
+
+    name = files.facts.payload_info_file
+    if not files.has(name):
+        return None
+    try:
+        shape = json.loads(files.read(name)).get("latent_shape")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(shape, list) and shape and all(type(d) is int for d in shape):
+        return tuple(shape)
+    return None

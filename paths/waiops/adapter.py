@@ -1,0 +1,156 @@
+"""The integer interpreter's path, ``cpu/wai-ops/integer`` (§3, §4): §4's answers for a set's
+``wai-ops`` program, its placement (§5) and its run.
+
+The set's manifest facts name the program::
+
+    "programs": {"wai-ops": {"file": "synthesis.wai-ops.json",
+                             "weights": "synthesis.safetensors", "format": "wai-ops/1",
+                             "output_format": "rgb8", "operations": 12}}
+
+The program is loaded from the set's verified bytes once per set digest and checked whole —
+format, operations, attributes, weights, the bound rule (docs/wai-ops.md) — before anything
+runs; a program that fails is refused with its typed error (:mod:`paths.waiops.errors`) kept as
+the cause of ``dispatch_backend_failed``. It runs on the float32-exact ONNX Runtime engine when
+the bound rule proves every value below 2^24 and ONNX Runtime is installed, else on the float64
+NumPy engine; both are exact and held to the int64 reference by the tests. The input is the
+decode's symbols (§6.3), not the float latent: the medians enter as integers inside the program.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from wai_dispatch.codec.sets.facts import ProgramFacts
+from wai_dispatch.dispatch.adapter import BackendFailed
+from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
+from wai_dispatch.dispatch.report import Placement
+from wai_dispatch.paths.job import SetFiles, SynthesisJob
+from wai_dispatch.paths.waiops.errors import WaiOpsError
+from wai_dispatch.paths.waiops.program import Program, load_program
+
+#: The key of this backend's program in a set's ``programs`` fact.
+PROGRAM_KEY = "wai-ops"
+
+
+def program_spec(files: SetFiles) -> ProgramFacts | None:
+    """The set's ``wai-ops`` program entry, when it names both files."""
+    spec = files.facts.program(PROGRAM_KEY)
+    if spec is None or spec.file is None or spec.weights is None:
+        return None
+    return spec
+
+
+def load_set_program(files: SetFiles) -> Program:
+    """The set's ``wai-ops/1`` program, validated and bound-checked, or a typed error."""
+    spec = program_spec(files)
+    if spec is None:
+        raise WaiOpsError(f"set {files.digest[:16]}… names no {PROGRAM_KEY} program")
+    assert spec.file is not None and spec.weights is not None
+    return load_program(
+        files.read(spec.file),
+        files.read(spec.weights),
+        rgb8_output=getattr(spec, "output_format", None) == "rgb8",
+    )
+
+
+class _Compiled:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.engine: Any = None
+        self.lock = threading.Lock()
+
+    def runner(self) -> Any:
+        with self.lock:
+            if self.engine is None:
+                self.engine = _engine(self.program)
+            return self.engine
+
+
+def _engine(program: Program) -> Any:
+    if program.float32_exact:
+        try:
+            from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
+
+            return OnnxEngine(program)
+        except ImportError:  # no onnxruntime/onnx: the NumPy engine is exact too
+            pass
+    from wai_dispatch.paths.waiops.engine import Engine
+
+    return Engine(program)
+
+
+class WaiOpsAdapter:
+    """§4's answers and the run for ``cpu/wai-ops/integer``. Programs are cached per set
+    digest (at most ``cache_size``); the adapter is safe to share between threads."""
+
+    def __init__(self, cache_size: int = 4) -> None:
+        self._cache: OrderedDict[str, _Compiled] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        return CPU_WAI_OPS
+
+    @property
+    def absent_reason(self) -> str | None:
+        return None  # NumPy is all it needs: the CPU is always there
+
+    def unit_present(self) -> bool:
+        return True
+
+    def program_present(self, job: SynthesisJob) -> bool:
+        spec = program_spec(job.set_files)
+        return (
+            spec is not None
+            and spec.file is not None
+            and spec.weights is not None
+            and job.set_files.has(spec.file)
+            and job.set_files.has(spec.weights)
+        )
+
+    def takes_shape(self, job: SynthesisJob) -> bool:
+        """Any spatial size (the program has no fixed input shape); the channels must be the
+        program's, and the job must carry its integer symbols."""
+        symbols = getattr(job, "symbols", None)
+        if symbols is None or not isinstance(symbols, np.ndarray) or symbols.ndim != 4:
+            return False
+        if symbols.shape[0] != 1 or min(symbols.shape) <= 0:
+            return False
+        return int(symbols.shape[1]) == self.program(job).input_channels
+
+    def plan(self, job: SynthesisJob) -> Placement:
+        """Every operation of the program on the CPU (§5: counted over the program's
+        operations; it has no constants among them)."""
+        return Placement(cpu=self.program(job).operation_count)
+
+    def run(self, job: SynthesisJob) -> np.ndarray:
+        """The RGB8 picture as the pipeline's float form (value / 255, float32 [1, 3, H, W]):
+        ``to_rgb8`` gives back exactly the program's integers."""
+        compiled = self._compiled(job)
+        try:
+            out = compiled.runner().run(job.symbols)
+        except WaiOpsError:
+            raise
+        except Exception as exc:
+            raise BackendFailed(f"wai-ops: the synthesis failed: {exc}") from exc
+        return out.astype(np.float32) / np.float32(255.0)
+
+    def program(self, job: SynthesisJob) -> Program:
+        return self._compiled(job).program
+
+    def _compiled(self, job: SynthesisJob) -> _Compiled:
+        digest = job.set_files.digest
+        with self._lock:
+            hit = self._cache.get(digest)
+            if hit is not None:
+                self._cache.move_to_end(digest)
+                return hit
+            compiled = _Compiled(load_set_program(job.set_files))
+            self._cache[digest] = compiled
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+            return compiled
