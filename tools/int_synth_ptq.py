@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+
 from wai_dispatch.paths.waiops.build import ProgramBuilder
 
 #: Activations between layers: 10-bit signed, [-511, 511] (docs/int-synth-set.md, "Bit widths").

@@ -24,6 +24,7 @@ def measure(
 ) -> list[dict[str, float]]:
     import torch
     import torch.nn.functional as F
+
     from wai_dispatch.codec import payload as codec_payload
     from wai_dispatch.codec.tables import EntropyTables
     from wai_dispatch.paths.waiops.engine import Engine

@@ -86,6 +86,7 @@ def calibrate(
     """Per-channel largest |activation| of each layer over crops of the training pictures, and
     the range of their symbols."""
     import torch
+
     from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
     from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols
 

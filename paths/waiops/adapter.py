@@ -23,6 +23,7 @@ from collections import OrderedDict
 from typing import Any
 
 import numpy as np
+
 from wai_dispatch.codec.sets.facts import ProgramFacts
 from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path

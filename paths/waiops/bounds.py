@@ -9,6 +9,7 @@ import dataclasses
 import threading
 
 import numpy as np
+
 from wai_dispatch.paths.waiops.errors import BoundExceeded, WaiOpsError
 from wai_dispatch.paths.waiops.program import INT32_MAX, INT32_MIN, Operation, Program
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from wai_dispatch.codec.errors import Limits
 from wai_dispatch.paths.waiops.program import Operation, Program
 from wai_dispatch.paths.waiops.run import check_input

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from wai_dispatch.codec.errors import Limits
 from wai_dispatch.paths.waiops.program import Operation, Program
 from wai_dispatch.paths.waiops.run import check_input
@@ -113,6 +114,7 @@ def build_model(program: Program) -> bytes:
     """The program as a float32 ONNX model (``symbols`` in, the output out), phases split."""
     import onnx
     from onnx import TensorProto, helper
+
     from wai_dispatch.paths.onnx_rewrite import rewrite_model
 
     if not program.float32_exact:
@@ -149,6 +151,7 @@ class OnnxEngine:
 
     def __init__(self, program: Program) -> None:
         import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+
         from wai_dispatch.paths.onnx import shared_session_options
 
         self.program = program

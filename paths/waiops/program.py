@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from wai_dispatch.paths.waiops.errors import (
     UnknownAttribute,
     UnknownOp,

@@ -5,6 +5,7 @@ in NumPy int64, tap by tap, as the page defines it. Slow and obviously right; th
 from __future__ import annotations
 
 import numpy as np
+
 from wai_dispatch.paths.waiops.program import INT32_MAX, INT32_MIN, Operation, Program
 from wai_dispatch.paths.waiops.run import check_input
 

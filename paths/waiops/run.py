@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from wai_dispatch.codec.errors import Limits
 from wai_dispatch.paths.waiops.errors import InputOutOfRange, ShapeOverLimits
 from wai_dispatch.paths.waiops.program import Program
