@@ -26,6 +26,7 @@ def check_input(program: Program, symbols: np.ndarray, limits: Limits | None = N
             f"wai-ops input of {h}×{w} positions is over the limits "
             f"({limits.max_latent_height}×{limits.max_latent_width})"
         )
+    _check_shapes(program, h, w)
     if not np.issubdtype(x.dtype, np.integer):
         raise InputOutOfRange(f"wai-ops input is {x.dtype}, not integers")
     lo, hi = program.input_range
@@ -35,3 +36,25 @@ def check_input(program: Program, symbols: np.ndarray, limits: Limits | None = N
             f"wai-ops input value {bad} is outside the program's declared range [{lo}, {hi}]"
         )
     return x.astype(np.int32, copy=False)
+
+
+def _check_shapes(program: Program, h: int, w: int) -> None:
+    """Every operation's output at least 1 × 1 for this input (a convolution without padding
+    can shrink a small input to nothing)."""
+    sizes = {program.input_name: (h, w)}
+    for op in program.operations:
+        ih, iw = sizes[op.inputs[0]]
+        a = op.attrs
+        if op.op == "conv2d":
+            oh, ow = (
+                ih + 2 * a["padding"] - a["kernel"] + 1,
+                iw + 2 * a["padding"] - a["kernel"] + 1,
+            )
+        elif op.op == "conv_transpose2d":
+            grow = -2 * a["padding"] + a["kernel"] + a["output_padding"]
+            oh, ow = (ih - 1) * a["stride"] + grow, (iw - 1) * a["stride"] + grow
+        else:
+            oh, ow = ih, iw
+        if oh < 1 or ow < 1:
+            raise ShapeOverLimits(f"{op.name}: an input of {h}×{w} positions leaves {oh}×{ow}")
+        sizes[op.output] = (oh, ow)
