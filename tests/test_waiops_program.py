@@ -87,7 +87,7 @@ def test_bad_programs_are_refused_with_their_code(
 def test_weights_of_the_wrong_dtype_shape_or_values_are_refused() -> None:
     b = every_op()
     b.tensors["d1.weight"] = b.tensors["d1.weight"].astype(np.float32)
-    with pytest.raises(WeightsMismatch, match="d1: tensor 'd1.weight' is float32"):
+    with pytest.raises(WeightsMismatch, match=r"d1: tensor .d1\.weight. is float32"):
         _load(b)
     b = every_op()
     b.tensors["d1.bias"] = np.zeros(5, np.int32)
@@ -95,11 +95,11 @@ def test_weights_of_the_wrong_dtype_shape_or_values_are_refused() -> None:
         _load(b)
     b = every_op()
     b.tensors["g1.gamma"][0, 0] = -1
-    with pytest.raises(WeightsMismatch, match="g1.gamma"):
+    with pytest.raises(WeightsMismatch, match=r"g1\.gamma"):
         _load(b)
     b = every_op()
     b.tensors["r1.shift"][0] = 31
-    with pytest.raises(WeightsMismatch, match="r1.shift"):
+    with pytest.raises(WeightsMismatch, match=r"r1\.shift"):
         _load(b)
     b = every_op()
     b.tensors["stray"] = np.zeros(1, np.int32)
@@ -110,7 +110,7 @@ def test_weights_of_the_wrong_dtype_shape_or_values_are_refused() -> None:
         load_program(b.program_json("o", 3), b"not safetensors")
     b = every_op()
     b.tensors.pop("c2.weight")
-    with pytest.raises(WeightsMismatch, match="c2.weight"):
+    with pytest.raises(WeightsMismatch, match=r"c2\.weight"):
         _load(b)
 
 
