@@ -32,6 +32,11 @@ def envelopes_dir() -> Path:
     return _folder("envelopes")
 
 
+def neural_conformance_dir() -> Path:
+    """The integer capability's corpus: payloads and their golden hashes (its README)."""
+    return _folder("neural-conformance")
+
+
 def weights_dir() -> Path:
     """The checkpoints the bundled sets were written from (a checkout only: not in the wheel)."""
     path = _folder("weights")
