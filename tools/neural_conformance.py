@@ -57,7 +57,7 @@ def _pictures() -> list[tuple[str, Callable[[], np.ndarray], str]]:
         (
             "coffee-strip-4096x16",
             strip,
-            "skimage coffee rows 200…215 tiled to 4096 columns: latent 1×256, the width limit's edge",
+            "skimage coffee rows 200…215 tiled 4096 wide: a 1×256 latent (width limit)",
         ),
         (
             "chelsea-16x16",
@@ -103,7 +103,7 @@ def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -
         (
             "extreme-symbols-320x192",
             _extreme_symbols(program.input_channels, lo, hi),
-            f"symbols drawn (seed {SYMBOLS_SEED}) from the declared range's ends {lo}, {hi} and around 0",
+            f"symbols (seed {SYMBOLS_SEED}) at the declared range's ends {lo}, {hi} and near 0",
         )
     )
     out.mkdir(parents=True, exist_ok=True)

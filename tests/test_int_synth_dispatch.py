@@ -1,0 +1,119 @@
+"""wai.neural.int_synth through the decode pipeline (§3, §8): the reference offer refuses the
+neural processor and ONNX Runtime by tier and decodes on cpu/wai-ops/integer at
+decode-equivalence to the corpus hash; the interpreter stays an arithmetic mismatch for
+bmshj2018; a set whose program breaks the bound rule is refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
+from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier
+from wai_dispatch.dispatch.paths import CPU_WAI_OPS
+from wai_dispatch.paths.registry import known_adapters
+from wai_dispatch.paths.waiops.errors import BoundExceeded
+from wai_dispatch.service.pipeline import NoPath, decode_envelope, to_rgb8
+from wai_dispatch.tools.neural_conformance import rgb8_digest
+
+INT_SET = sets_dir() / "int-synth-demo-q3"
+CORPUS = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SetStore:
+    store = SetStore(tmp_path / "sets")
+    store.install(INT_SET)
+    store.install(sets_dir() / "bmshj2018-demo-q3")
+    return store
+
+
+def _envelope(set_dir: Path, **kw: object) -> Envelope:
+    manifest = Manifest.from_bytes((set_dir / "set.json").read_bytes())
+    return Envelope(
+        capability=manifest.capability,
+        payload=(set_dir / "payload.bin").read_bytes(),
+        set=manifest.digest,
+        **kw,
+    )
+
+
+def _decode(store: SetStore, envelope: Envelope):  # type: ignore[no-untyped-def]
+    return decode_envelope(envelope, store=store, offer=REFERENCE_OFFER, adapters=known_adapters())
+
+
+@pytest.mark.parametrize("intent", [None, "replicate"])
+def test_int_synth_runs_on_the_interpreter_at_decode_equivalence(
+    store: SetStore, intent: str | None
+) -> None:
+    result = _decode(store, _envelope(INT_SET, **({"intent": intent} if intent else {})))
+    (report,) = result.reports
+    assert report.needed is Tier.DECODE_EQUIVALENCE
+    assert [(str(r.path), r.reason) for r in report.refused] == [
+        ("npu/model-runtime/float", Code.TIER_REFUSED),
+        ("cpu/onnx-runtime/float", Code.TIER_REFUSED),
+    ]
+    assert report.ran is not None and report.ran.path == CPU_WAI_OPS
+    assert report.ran.tier is Tier.DECODE_EQUIVALENCE
+    assert report.ran.placement is not None and report.ran.placement.to_json() == {
+        "npu": 0,
+        "gpu": 0,
+        "cpu": 12,
+        "unknown": 0,
+    }
+    Report.from_json(report.to_json())
+    coffee = next(p for p in CORPUS["payloads"] if p["name"] == "coffee-256x256")
+    assert result.part.symbols_digest == coffee["symbols_digest"]
+    assert rgb8_digest(result.rgb) == coffee["rgb8_blake3"]
+
+
+def test_the_interpreter_is_an_arithmetic_mismatch_for_bmshj2018(store: SetStore) -> None:
+    with pytest.raises(NoPath) as info:
+        _decode(store, _envelope(sets_dir() / "bmshj2018-demo-q3", intent="replicate"))
+    (report,) = info.value.reports
+    assert (str(report.refused[-1].path), report.refused[-1].reason) == (
+        "cpu/wai-ops/integer",
+        Code.ARITHMETIC_MISMATCH,
+    )
+
+
+def test_the_float_form_of_the_output_gives_back_the_integers() -> None:
+    q = np.arange(256, dtype=np.int32).reshape(1, 1, 16, 16).repeat(3, axis=1)
+    assert np.array_equal(
+        to_rgb8(q.astype(np.float32) / np.float32(255.0)), q[0].transpose(1, 2, 0)
+    )
+
+
+def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
+    tmp_path: Path,
+) -> None:
+    from safetensors.numpy import load, save
+
+    bad = tmp_path / "bad-set"
+    shutil.copytree(INT_SET, bad)
+    (bad / "set.json").unlink()
+    tensors = dict(load((bad / "synthesis.safetensors").read_bytes()))
+    tensors["deconv2.weight"] = (np.sign(tensors["deconv2.weight"]) * 32767).astype(np.int16)
+    (bad / "synthesis.safetensors").write_bytes(save(tensors, metadata={"format": "wai-ops/1"}))
+    facts = dict(Manifest.from_bytes((INT_SET / "set.json").read_bytes()).facts)
+    write_manifest(bad, name="bad", capability="wai.neural.int_synth", version="1", facts=facts)
+    store = SetStore(tmp_path / "sets")
+    store.install(bad)
+    with pytest.raises(NoPath) as info:
+        _decode(store, _envelope(bad))
+    (report,) = info.value.reports
+    assert (str(report.refused[-1].path), report.refused[-1].reason) == (
+        "cpu/wai-ops/integer",
+        Code.BACKEND_FAILED,
+    )
+    # the path's failure is the typed refusal of the program, naming the operation and bound
+    from wai_dispatch.paths.waiops.adapter import load_set_program
+
+    with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):
+        load_set_program(store.open(Manifest.from_bytes((bad / "set.json").read_bytes()).digest))
