@@ -12,6 +12,7 @@ pytestmark = pytest.mark.tools
 
 try:
     import torch  # noqa: F401
+
     from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()
