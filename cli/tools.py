@@ -41,7 +41,12 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run_import)
 
     m = sub.add_parser("make-set", help="write a parameter set (needs the tools extra)")
-    m.add_argument("kind", choices=["bmshj2018"])
+    m.add_argument(
+        "kind",
+        choices=["bmshj2018", "int-synth"],
+        help="bmshj2018: a float set from a CompressAI checkpoint; int-synth: an integer set "
+        "derived from a float set (--from DIGEST)",
+    )
     m.add_argument("rest", nargs=argparse.REMAINDER, help="the writer's own options (--out …)")
     m.set_defaults(func=run_make_set)
 
@@ -82,7 +87,10 @@ def run_import(args: argparse.Namespace) -> int:
 
 def run_make_set(args: argparse.Namespace) -> int:
     try:
-        from wai_dispatch.tools import wai_bmshj2018_npu_set as writer
+        if args.kind == "int-synth":
+            from wai_dispatch.tools import wai_int_synth_set as writer
+        else:
+            from wai_dispatch.tools import wai_bmshj2018_npu_set as writer
     except ImportError as exc:
         raise CodecError(
             f"make-set needs the tools extra (`make tools`): {exc}", code="tools_missing"

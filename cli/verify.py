@@ -46,6 +46,11 @@ def run(args: argparse.Namespace) -> int:
                     f"  {verdict} {c['path']:40} {db} vs the CPU reference "
                     f"(bound {PSNR_BOUND_DB:g} dB)"
                 )
+            elif c["check"] == "program":
+                what = f"{c.get('operations')} operations, bound rule holds"
+                print(f"  {verdict} wai-ops program: {c.get('reason') or what}")
+            elif c["check"] == "corpus":
+                print(f"  {verdict} corpus {c['payload']:28} {str(c.get('got', c.get('reason')))[:16]}…")
             elif c["check"] == "payload":
                 print(f"  {verdict} the set's payload does not decode: {c['reason']}")
             else:

@@ -5,6 +5,10 @@
 2. Every float path that can run here reconstructs RGB8 within 40 dB PSNR of the reference
    sink's decode on the CPU (ONNX Runtime).
 
+An integer set (``wai.neural.int_synth``) is held to more: its wai-ops/1 program loads under
+the bound rule, and every payload of the conformance corpus made for it decodes to the corpus's
+RGB8 hash exactly (``paths/waiops/verify.py``).
+
 A damaged set, and a set of a capability this build does not know, is reported; the others
 are checked all the same.
 """
@@ -102,7 +106,14 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
             "ok": stage.symbols_digest == expected,
         }
     )
-    job = SynthesisJob(set_files, stage.latent)
+    if capability.networks is Arithmetic.INTEGER:
+        from wai_dispatch.conformance import neural_conformance_dir
+        from wai_dispatch.paths.waiops.verify import verify_integer_set
+
+        tables = tables_of(set_files)
+        checks += verify_integer_set(set_files, tables, [neural_conformance_dir()])
+        return SetCheck(digest, name, checks=checks)
+    job = SynthesisJob(set_files, stage.latent, stage.symbols)
     needed = capability.registered_tier
     adapters = decoder.adapters
     reference_adapter = adapters.get(CPU_ONNX_RUNTIME)

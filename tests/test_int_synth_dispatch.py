@@ -117,3 +117,23 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
 
     with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):
         load_set_program(store.open(Manifest.from_bytes((bad / "set.json").read_bytes()).digest))
+
+
+def test_verify_holds_an_integer_set_to_its_corpus_exactly(store: SetStore, tmp_path: Path) -> None:
+    from wai_dispatch.codec.tables import EntropyTables
+    from wai_dispatch.paths.waiops.verify import verify_integer_set
+
+    digest = CORPUS["set"]
+    set_files = store.open(digest)
+    tables = EntropyTables.from_json(set_files.read("cdfs_q3.json"))
+    rows = verify_integer_set(set_files, tables, [neural_conformance_dir()])
+    assert [r["check"] for r in rows] == ["program"] + ["corpus"] * len(CORPUS["payloads"])
+    assert all(r["ok"] for r in rows)
+    # a corpus whose golden hash differs fails, naming the payload
+    changed = tmp_path / "corpus"
+    shutil.copytree(neural_conformance_dir(), changed)
+    doc = json.loads((changed / "corpus.json").read_bytes())
+    doc["payloads"][2]["rgb8_blake3"] = "0" * 64
+    (changed / "corpus.json").write_text(json.dumps(doc))
+    rows = verify_integer_set(set_files, tables, [changed])
+    assert [r["payload"] for r in rows if r["ok"] is False] == [doc["payloads"][2]["name"]]

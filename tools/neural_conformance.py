@@ -13,18 +13,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import blake3
 import numpy as np
+
+from wai_dispatch.paths.waiops.verify import rgb8_digest
 
 CORPUS_FORMAT = "wai-neural-conformance/1"
 SYMBOLS_SEED = 20261130
-
-
-def rgb8_digest(rgb: np.ndarray) -> str:
-    """BLAKE3 of an H×W×3 uint8 picture's bytes, row by row, R G B per pixel."""
-    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-        raise ValueError(f"not an H×W×3 RGB8 picture: {rgb.shape} {rgb.dtype}")
-    return blake3.blake3(np.ascontiguousarray(rgb).tobytes()).hexdigest()
 
 
 def program_rgb8(output: np.ndarray) -> np.ndarray:

@@ -238,6 +238,18 @@ def write_set(
     return out
 
 
+def _set_folder(text: str, data_dir: Path | None) -> Path:
+    """A set folder as given, else the folder of the installed set with that digest."""
+    if Path(text).is_dir():
+        return Path(text)
+    from wai_dispatch.codec.config import sets_dir
+    from wai_dispatch.codec.sets import SetStore, ensure_bundled
+
+    store = SetStore(sets_dir(data_dir))
+    ensure_bundled(store)
+    return store.get(store.resolve(text)).path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from wai_dispatch.conformance import sets_dir
 
@@ -247,11 +259,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", required=True, type=Path, help="the set's directory")
     parser.add_argument(
-        "--from-set",
-        type=Path,
-        default=sets_dir() / "bmshj2018-demo-q3",
-        help="a float bmshj2018 set folder (default: the bundled demo set)",
+        "--from",
+        dest="from_set",
+        default=str(sets_dir() / "bmshj2018-demo-q3"),
+        help="a float bmshj2018 set: its folder, or its digest (or a prefix) in the store "
+        "(default: the bundled demo set)",
     )
+    parser.add_argument("--data-dir", type=Path, help="where the set store lives (WAI_DATA_DIR)")
     parser.add_argument("--checkpoint", type=Path, help="its CompressAI checkpoint (default: demo)")
     parser.add_argument("--name", help="the set's name")
     parser.add_argument("--force", action="store_true", help="replace an existing set")
@@ -259,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         write_set(
             args.out,
-            from_set=args.from_set,
+            from_set=_set_folder(args.from_set, args.data_dir),
             checkpoint=args.checkpoint,
             name=args.name,
             overwrite=args.force,
