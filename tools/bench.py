@@ -15,6 +15,7 @@ BENCHES = {
     "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
+    "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
 }
 
 

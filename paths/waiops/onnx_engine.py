@@ -54,12 +54,15 @@ class _Graph:
         return out
 
 
-def _requant(g: _Graph, name: str, x: str, shift: np.ndarray, clamp: list[int] | None) -> str:
+def _requant(
+    g: _Graph, name: str, x: str, shift: np.ndarray, clamp: list[int] | None, floor: bool = False
+) -> str:
     half = np.where(shift > 0, np.exp2(np.maximum(shift - 1, 0)), 0.0)
     if np.any(half):
         x = g.node("Add", [x, g.const(f"{name}.half", _per_channel(half))])
     if np.any(shift):
         x = g.node("Mul", [x, g.const(f"{name}.scale", _per_channel(np.exp2(-shift)))])
+    if np.any(shift) or floor:
         x = g.node("Floor", [x])
     if clamp is None:
         return x
@@ -68,9 +71,53 @@ def _requant(g: _Graph, name: str, x: str, shift: np.ndarray, clamp: list[int] |
     )
 
 
-def _op(g: _Graph, op: Operation, names: dict[str, str]) -> str:
+def _fused(program: Program) -> dict[str, np.ndarray]:
+    """Convolutions whose only reader is a ``requantize`` with multiplier 1: conv name → that
+    requantize's shifts. Their ``+ 2^(s-1)`` goes into the bias and their ``· 2^-s`` into the
+    weights (exact: a power-of-two scaling of integers below 2^24), leaving ``Floor``."""
+    readers: dict[str, list[Operation]] = {}
+    for op in program.operations:
+        for v in op.inputs:
+            readers.setdefault(v, []).append(op)
+    fused: dict[str, np.ndarray] = {}
+    for op in program.operations:
+        users = readers.get(op.output, [])
+        if (
+            op.op in ("conv2d", "conv_transpose2d")
+            and op.output != program.output_name
+            and len(users) == 1
+            and users[0].op == "requantize"
+            and bool(np.all(users[0].params["multiplier"] == 1))
+            # every partial sum, with the bias and the half in any order, stays below 2^24
+            and program.accumulators[op.name] + (1 << int(users[0].params["shift"].max()))
+            < (1 << 24)
+        ):
+            fused[op.name] = users[0].params["shift"]
+    return fused
+
+
+def _op(
+    g: _Graph,
+    op: Operation,
+    names: dict[str, str],
+    fused: dict[str, np.ndarray],
+    scaled: set[str],
+) -> str:
+    """One operation as ONNX nodes; ``scaled`` are values a fused convolution already rounded
+    and scaled (their requantize is ``Floor`` and ``Clip``)."""
     x = names[op.inputs[0]]
     p, a, n = op.params, op.attrs, op.name
+    if op.name in fused:  # fold the requantize's rounding half and scaling into the weights
+        shift = fused[op.name]
+        scale = np.exp2(-shift.astype(np.float64))
+        half = np.where(shift > 0, np.exp2(np.maximum(shift - 1, 0)), 0.0)
+        axis = 0 if op.op == "conv2d" else 1
+        shape = [1, 1, 1, 1]
+        shape[axis] = -1
+        p = {
+            "weight": p["weight"] * scale.reshape(shape),
+            "bias": (p["bias"] + half) * scale,
+        }
     if op.op == "channel_affine":
         y = g.node("Mul", [x, g.const(f"{n}.scale", _per_channel(p["scale"]))])
         return g.node("Add", [y, g.const(f"{n}.offset", _per_channel(p["offset"]))])
@@ -93,6 +140,8 @@ def _op(g: _Graph, op: Operation, names: dict[str, str]) -> str:
             output_padding=[q, q],
         )
     if op.op == "requantize":
+        if op.inputs[0] in scaled:
+            return _requant(g, n, x, np.zeros_like(p["shift"]), a["clamp"], floor=True)
         if np.any(p["multiplier"] != 1):
             x = g.node("Mul", [x, g.const(f"{n}.m", _per_channel(p["multiplier"]))])
         return _requant(g, n, x, p["shift"], a["clamp"])
@@ -121,8 +170,10 @@ def build_model(program: Program) -> bytes:
         raise ValueError("the program's bounds reach 2^24: float32 is not exact for it")
     g = _Graph()
     names = {program.input_name: "symbols"}
+    fused = _fused(program)
+    scaled = {op.output for op in program.operations if op.name in fused}
     for op in program.operations:
-        names[op.output] = _op(g, op, names)
+        names[op.output] = _op(g, op, names, fused, scaled)
     g.nodes.append(helper.make_node("Identity", [names[program.output_name]], ["out"], name="out"))
     graph = helper.make_graph(
         g.nodes,

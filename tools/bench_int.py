@@ -1,0 +1,196 @@
+"""Benchmark the integer path: the ``wai.neural.int_synth`` synthesis on ``cpu/wai-ops/integer``
+against the ONNX Runtime float decode of the same latent (``cpu/onnx-runtime/float`` on the float
+set it was derived from), at 256×256 and 768×512, with peak memory, and the integer engine's
+GOP/s against this CPU's int8 (ONNX Runtime ``MatMulInteger``) and float32 (NumPy GEMM) peaks
+measured in the same run.
+
+    python -m wai_dispatch.tools.bench_int [--repeats N] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.tools.bench_onnx import MemorySet, best_of, best_of_interleaved, gemm_rate
+
+CASES = (("256x256", "coffee-256x256"), ("768x512", "hubble-768x512"))
+
+
+def _set(folder: Path) -> MemorySet:
+    from wai_dispatch.codec.sets import Manifest
+
+    manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    return MemorySet(files, manifest.facts, manifest.digest)
+
+
+def _inputs(case: str) -> tuple[np.ndarray, np.ndarray]:
+    from wai_dispatch.codec import payload as codec_payload
+    from wai_dispatch.codec.tables import EntropyTables
+    from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+
+    tables = EntropyTables.from_json(
+        (sets_dir() / "int-synth-demo-q3" / "cdfs_q3.json").read_bytes()
+    )
+    symbols = codec_payload.decode((neural_conformance_dir() / f"{case}.waip").read_bytes(), tables)
+    return symbols, codec_payload.latent(symbols, tables)
+
+
+def _jobs(case: str) -> tuple[Any, Any]:
+    from wai_dispatch.conformance import sets_dir
+    from wai_dispatch.paths.job import SynthesisJob
+
+    symbols, latent = _inputs(case)
+    int_job = SynthesisJob(_set(sets_dir() / "int-synth-demo-q3"), latent, symbols)
+    float_job = SynthesisJob(_set(sets_dir() / "bmshj2018-demo-q3"), latent, symbols)
+    return int_job, float_job
+
+
+def program_ops(program: Any, h: int, w: int) -> int:
+    """2 × the multiply-accumulates of the program's convolutions (the IGDN's 1×1 included)
+    for an h × w latent: the same count as the float synthesis's FLOPs."""
+    macs = 0
+    for op in program.operations:
+        if op.op == "conv_transpose2d":
+            ci, co, k, _ = op.params["weight"].shape
+            macs += ci * co * k * k * h * w
+            h, w = h * op.attrs["stride"], w * op.attrs["stride"]
+        elif op.op == "igdn":
+            c = op.params["gamma"].shape[0]
+            macs += c * c * h * w
+    return 2 * macs
+
+
+def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
+    """ONNX Runtime MatMulInteger (uint8 × int8 → int32), n³ MACs: this CPU's int8 GEMM rate."""
+    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])],
+        "int8",
+        [
+            helper.make_tensor_value_info("a", TensorProto.UINT8, [n, n]),
+            helper.make_tensor_value_info("b", TensorProto.INT8, [n, n]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [n, n])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    session = ort.InferenceSession(
+        model.SerializeToString(), so, providers=["CPUExecutionProvider"]
+    )
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 255, (n, n), dtype=np.uint8)
+    b = rng.integers(-127, 127, (n, n), dtype=np.int8)
+    t = best_of(lambda: session.run(None, {"a": a, "b": b}), repeats)
+    return {"gops": 2 * n**3 / t / 1e9, "seconds": t}
+
+
+def _rss_worker(kind: str) -> dict[str, Any]:
+    """VmHWM after one 768×512 decode on one path, in a fresh process."""
+    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+    from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+
+    def hwm_mib() -> float:
+        with open("/proc/self/status") as f:
+            line = next(x for x in f if x.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+
+    int_job, float_job = _jobs(CASES[1][1])
+    before = hwm_mib()
+    if kind == "integer":
+        WaiOpsAdapter().run(int_job)
+    else:
+        OnnxRuntimeAdapter().run(float_job)
+    return {"vmhwm_mib": hwm_mib(), "before_mib": before}
+
+
+def _worker(argv: list[str]) -> dict[str, Any]:
+    """Run a measurement in a fresh process (its own thread pool and memory high-water mark);
+    ``argv`` is the worker's kind and arguments, options after them."""
+    kind = [a for a in argv if not a.startswith("--")]
+    opts = argv[len(kind) :]
+    out = subprocess.run(
+        [sys.executable, "-m", "wai_dispatch.tools.bench_int", *opts, "--worker", *kind],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"worker {argv} failed:\n{out.stderr}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_int")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--worker", nargs="*")
+    args = parser.parse_args(argv)
+    if args.worker:
+        kind = args.worker[0]
+        if kind == "int8":
+            result = _int8_worker(args.threads, args.repeats)
+        else:
+            result = _rss_worker(args.worker[1])
+        print(json.dumps(result))
+        return 0
+
+    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
+    from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+    from wai_dispatch.paths.waiops.engine import Engine
+
+    configure_thread_pool(args.threads)
+    int8 = _worker(["int8", "--threads", str(args.threads), "--repeats", str(args.repeats)])
+    f32 = gemm_rate(args.threads, args.repeats, clean_env=True)
+    print(
+        f"peaks, same run: int8 MatMulInteger 2048² {int8['gops']:.0f} GOP/s; "
+        f"float32 GEMM 2048² {f32['gflops']:.0f} GFLOP/s"
+    )
+    wai, ort_adapter = WaiOpsAdapter(), OnnxRuntimeAdapter()
+    print(
+        f"{'picture':9} {'float (ORT)':>12} {'integer':>12} {'ratio':>6} {'GOP/s':>6} "
+        f"{'of int8':>8} {'of f32':>7} {'int NumPy f64/f32':>18}"
+    )
+    for label, case in CASES:
+        int_job, float_job = _jobs(case)
+        program = wai.program(int_job)
+        numpy_engine = Engine(program)
+        best = best_of_interleaved(
+            {
+                "float": lambda j=float_job: ort_adapter.run(j),
+                "integer": lambda j=int_job: wai.run(j),
+            },
+            args.repeats,
+        )
+        slow = best_of(
+            lambda s=int_job.symbols, e=numpy_engine: e.run(s), max(2, args.repeats // 3)
+        )
+        ops = program_ops(program, *int_job.symbols.shape[2:])
+        rate = ops / best["integer"] / 1e9
+        print(
+            f"{label:9} {best['float'] * 1e3:9.1f} ms {best['integer'] * 1e3:9.1f} ms "
+            f"{best['integer'] / best['float']:6.2f} {rate:6.0f} {rate / int8['gops']:8.0%} "
+            f"{rate / f32['gflops']:7.0%} {slow * 1e3:15.1f} ms"
+        )
+    rss_int, rss_float = _worker(["rss", "integer"]), _worker(["rss", "float"])
+    print(
+        f"peak memory, one 768×512 decode in a fresh process (VmHWM): integer "
+        f"{rss_int['vmhwm_mib']:.0f} MiB, float {rss_float['vmhwm_mib']:.0f} MiB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
