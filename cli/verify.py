@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
                 what = f"{c.get('operations')} operations, bound rule holds"
                 print(f"  {verdict} wai-ops program: {c.get('reason') or what}")
             elif c["check"] == "corpus":
-                print(f"  {verdict} corpus {c['payload']:28} {str(c.get('got', c.get('reason')))[:16]}…")
+                got = str(c.get("got", c.get("reason")))
+                print(f"  {verdict} corpus {c['payload']:28} {got[:16]}…")
             elif c["check"] == "payload":
                 print(f"  {verdict} the set's payload does not decode: {c['reason']}")
             else:

@@ -101,7 +101,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
     tensors = dict(load((bad / "synthesis.safetensors").read_bytes()))
     tensors["deconv2.weight"] = (np.sign(tensors["deconv2.weight"]) * 32767).astype(np.int16)
     (bad / "synthesis.safetensors").write_bytes(save(tensors, metadata={"format": "wai-ops/1"}))
-    facts = dict(Manifest.from_bytes((INT_SET / "set.json").read_bytes()).facts)
+    facts = Manifest.from_bytes((INT_SET / "set.json").read_bytes()).facts.to_json()
     write_manifest(bad, name="bad", capability="wai.neural.int_synth", version="1", facts=facts)
     store = SetStore(tmp_path / "sets")
     store.install(bad)

@@ -29,7 +29,7 @@ SET = sets_dir() / DOC["set_name"]
 def program() -> Program:
     manifest = Manifest.from_bytes((SET / "set.json").read_bytes())
     assert manifest.digest == DOC["set"], "the corpus names another set than the bundled one"
-    spec = manifest.facts["programs"]["wai-ops"]
+    spec = manifest.facts.to_json()["programs"]["wai-ops"]
     return load_program(
         (SET / spec["file"]).read_bytes(), (SET / spec["weights"]).read_bytes(), rgb8_output=True
     )
@@ -38,7 +38,7 @@ def program() -> Program:
 @pytest.fixture(scope="module")
 def tables() -> EntropyTables:
     manifest = Manifest.from_bytes((SET / "set.json").read_bytes())
-    return EntropyTables.from_json((SET / manifest.facts["tables"]).read_bytes())
+    return EntropyTables.from_json((SET / str(manifest.facts.tables)).read_bytes())
 
 
 @pytest.fixture(scope="module")

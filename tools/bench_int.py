@@ -19,17 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.tools.bench_onnx import MemorySet, best_of, best_of_interleaved, gemm_rate
+from wai_dispatch.tools.bench_onnx import best_of, best_of_interleaved, gemm_rate
 
 CASES = (("256x256", "coffee-256x256"), ("768x512", "hubble-768x512"))
 
 
-def _set(folder: Path) -> MemorySet:
-    from wai_dispatch.codec.sets import Manifest
+def _set(folder: Path) -> Any:
+    from wai_dispatch.codec.sets import LoadedSet, Manifest
 
     manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
-    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
-    return MemorySet(files, manifest.facts, manifest.digest)
+    files = {
+        p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != "set.json"
+    }
+    return LoadedSet.from_files(files, facts=manifest.facts, capability=manifest.capability)
 
 
 def _inputs(case: str) -> tuple[np.ndarray, np.ndarray]:

@@ -79,14 +79,16 @@ def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -
     from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols, load_model
 
     manifest = Manifest.from_bytes((set_dir / "set.json").read_bytes())
-    spec = manifest.facts["programs"]["wai-ops"]
+    spec = manifest.facts.to_json()["programs"]["wai-ops"]
     program = load_program(
         (set_dir / spec["file"]).read_bytes(),
         (set_dir / spec["weights"]).read_bytes(),
         rgb8_output=True,
     )
-    tables = EntropyTables.from_json((set_dir / manifest.facts["tables"]).read_bytes())
-    model, _ = load_model(checkpoint=None, pretrained=False, quality=manifest.facts["quality"])
+    tables = EntropyTables.from_json((set_dir / str(manifest.facts.tables)).read_bytes())
+    model, _ = load_model(
+        checkpoint=None, pretrained=False, quality=int(manifest.facts.quality or 3)
+    )
     engine = Engine(program)
     lo, hi = program.input_range
     cases: list[tuple[str, np.ndarray, str]] = []

@@ -150,7 +150,7 @@ def write_set(
     float_manifest = Manifest.from_bytes((src / "set.json").read_bytes())
     if float_manifest.capability != "wai.neural.bmshj2018":
         raise IntSetError(f"{src}: a {float_manifest.capability} set, not wai.neural.bmshj2018")
-    facts = dict(float_manifest.facts)
+    facts = float_manifest.facts.to_json()
     weights = float_weights(src)
     model, origin = load_model(checkpoint=checkpoint, pretrained=False, quality=facts["quality"])
     blob, _ = weights_blob(plain_synthesis(model))

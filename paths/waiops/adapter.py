@@ -96,7 +96,6 @@ class WaiOpsAdapter:
     def path(self) -> Path:
         return CPU_WAI_OPS
 
-    @property
     def absent_reason(self) -> str | None:
         return None  # NumPy is all it needs: the CPU is always there
 
