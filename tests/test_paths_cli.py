@@ -13,7 +13,7 @@ import pytest
 
 from wai_dispatch.cli.main import main
 from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, CPU_WAI_OPS, NPU_MODEL_RUNTIME, REFERENCE_OFFER
-from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME
+from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL
 from wai_dispatch.paths import registry
 from wai_dispatch.paths.coreml import CoreMLAdapter, ScriptedCoreML
 
@@ -77,8 +77,8 @@ def scripted_npu(monkeypatch: pytest.MonkeyPatch) -> ScriptedCoreML:
 
 def test_known_adapters_are_built_once() -> None:
     first, second = registry.known_adapters(), registry.known_adapters()
-    assert {NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME, GPU_ONNX_RUNTIME} <= set(first)
-    assert CPU_WAI_OPS not in first
+    assert {NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME, GPU_ONNX_RUNTIME, CPU_WAI_OPS} <= set(first)
+    assert GPU_WGSL not in first
     assert all(first[p] is second[p] for p in first)
     assert all(adapter.path == path for path, adapter in first.items())
 
@@ -97,7 +97,9 @@ def test_probe_says_why_each_path_is_absent(monkeypatch: pytest.MonkeyPatch) -> 
     assert list(rows) == list(REFERENCE_OFFER)
     npu = rows[NPU_MODEL_RUNTIME]
     assert npu.present is False and "macOS 14.4" in str(npu.reason)
-    assert rows[CPU_WAI_OPS] == (CPU_WAI_OPS, False, registry.NO_ADAPTER)
+    assert rows[CPU_WAI_OPS] == (CPU_WAI_OPS, True, None)
+    (wgsl,) = registry.probe([GPU_WGSL])
+    assert wgsl == (GPU_WGSL, False, registry.NO_ADAPTER)
     assert rows[CPU_ONNX_RUNTIME].present is HAS_ORT
 
 
@@ -113,7 +115,7 @@ def test_paths_text(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monk
     assert [line.split()[0] for line in lines] == [str(p) for p in REFERENCE_OFFER]
     assert "absent" in lines[0] and "Core ML needs macOS 14.4 or later; this is Linux" in lines[0]
     assert ("present" in lines[1]) is HAS_ORT
-    assert "absent" in lines[2] and "no adapter in this build" in lines[2]
+    assert lines[2].split()[1] == "present"
 
 
 @OFF_MACOS

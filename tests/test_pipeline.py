@@ -150,7 +150,7 @@ def test_fallback_runs_when_the_primary_has_no_path(store: SetStore, tiny_set) -
     assert [r.reason for r in primary.refused] == [
         Code.TIER_REFUSED,
         Code.TIER_REFUSED,
-        Code.UNIT_ABSENT,  # no wai-ops adapter yet
+        Code.PROGRAM_ABSENT,  # the interpreter is here; no int_synth set is installed
     ]
     assert fallback.capability == "wai.neural.bmshj2018" and fallback.ran is not None
     assert fallback.needed is Tier.NONE  # §2: the fallback reads no pin or tier of the primary's
