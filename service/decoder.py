@@ -45,7 +45,7 @@ from wai_dispatch.dispatch import (
     demand,
     parse_offer,
 )
-from wai_dispatch.dispatch.errors import UnknownCapability
+from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.service.results import (
     DecodeResult,
@@ -186,7 +186,12 @@ class Decoder:
         if not reports and undecodable:
             raise UnknownCapability(undecodable[0].message)
         tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])
-        why = "".join(f"; {m}" for m in missing + [u.message for u in undecodable])
+        # A path refused because its program is bad input (a wai-ops program that breaks the
+        # bound rule, say) names the error: the report's code alone would hide it.
+        bad = [
+            f"{p}: {e.code}: {e.message}" for p, e in failures.items() if isinstance(e, WaiError)
+        ]
+        why = "".join(f"; {m}" for m in missing + [u.message for u in undecodable] + bad)
         raise NoPath(
             f"no offered path decodes this envelope ({tried}){why}", reports, done, undecodable
         )

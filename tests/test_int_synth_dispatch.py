@@ -112,6 +112,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
         "cpu/wai-ops/integer",
         Code.BACKEND_FAILED,
     )
+    assert "cpu/wai-ops/integer: waiops_bound_exceeded: deconv2: accumulator" in str(info.value)
     # the path's failure is the typed refusal of the program, naming the operation and bound
     from wai_dispatch.paths.waiops.adapter import load_set_program
 
