@@ -163,3 +163,30 @@ def test_reference_transposed_convolution_is_torchs() -> None:
         padding=2,
     )[0].numpy()
     assert np.array_equal(got, want.astype(np.int64))
+
+
+def test_onnx_runtimes_floor_sqrt_is_the_floor_square_root_below_2_24() -> None:
+    """Every n below 2^24: what the float32 engine's Floor(Sqrt(n)) relies on (docs/wai-ops.md);
+    the engine's own start-up check covers the squares and their predecessors."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from wai_dispatch.paths.onnx import shared_session_options
+    from wai_dispatch.paths.waiops.onnx_engine import check_sqrt
+
+    check_sqrt()
+    graph = helper.make_graph(
+        [helper.make_node("Sqrt", ["n"], ["s"]), helper.make_node("Floor", ["s"], ["r"])],
+        "g",
+        [helper.make_tensor_value_info("n", TensorProto.FLOAT, [None])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [None])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    session = ort.InferenceSession(
+        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+    )
+    for start in range(0, 1 << 24, 1 << 22):
+        n = np.arange(start, start + (1 << 22), dtype=np.int64)
+        (got,) = session.run(None, {"n": n.astype(np.float32)})
+        assert np.array_equal(got.astype(np.int64), reference.isqrt(n)), start

@@ -73,10 +73,12 @@ class _Compiled:
 def _engine(program: Program) -> Any:
     if program.float32_exact:
         try:
-            from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
+            from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
 
             return OnnxEngine(program)
         except ImportError:  # no onnxruntime/onnx: the NumPy engine is exact too
+            pass
+        except SqrtNotExact:  # this build's square root is not correctly rounded
             pass
     from wai_dispatch.paths.waiops.engine import Engine
 

@@ -6,8 +6,9 @@ convolutions as the float path does (:mod:`paths.onnx_rewrite`).
 Exact: every number the graph computes is an integer of magnitude below 2^24 (or a power-of-two
 scaling of one, taken back by ``Floor``), so each float32 product, sum, scaling and ``Floor`` is
 exact (docs/wai-ops.md, "Why a float engine may compute it exactly"). Requantisation is
-``Floor((x + 2^(s-1)) · 2^-s)``; the inverse GDN's square root is ``Floor(Sqrt(n))`` corrected
-by one where ``r·r > n`` (a correctly rounded square root never falls below ``⌊√n⌋``).
+``Floor((x + 2^(s-1)) · 2^-s)``; the inverse GDN's square root is ``Floor(Sqrt(n))``, exact for
+``n < 2^24`` when the square root is correctly rounded (docs/wai-ops.md), which
+:func:`check_sqrt` confirms for this build before the engine is used.
 ``tests/test_waiops_engine.py`` holds it to the int64 reference bit for bit."""
 
 from __future__ import annotations
@@ -151,9 +152,9 @@ def _op(
         q = _requant(g, f"{n}.sq", sq, np.full(c, a["square_shift"]), None)
         gamma = p["gamma"].reshape(c, c, 1, 1)
         nsum = g.node("Conv", [q, g.const(f"{n}.gamma", gamma), g.const(f"{n}.beta", p["beta"])])
+        # Exact for n < 2^24 with a correctly rounded square root (docs/wai-ops.md);
+        # OnnxEngine checks this build's Sqrt at every square and its predecessor first.
         r = g.node("Floor", [g.node("Sqrt", [nsum])])
-        too_big = g.node("Cast", [g.node("Greater", [g.node("Mul", [r, r]), nsum])], to=1)
-        r = g.node("Sub", [r, too_big])
         return _requant(g, n, g.node("Mul", [x, r]), p["shift"], a["clamp"])
     y = names[op.inputs[1]]
     return g.node("Add" if op.op == "add" else "Mul", [x, y])
@@ -197,6 +198,45 @@ def build_model(program: Program) -> bytes:
     return bytes(model.SerializeToString())
 
 
+class SqrtNotExact(RuntimeError):
+    """This ONNX Runtime build's ``Floor(Sqrt(n))`` is not the floor square root."""
+
+
+_SQRT_CHECKED: list[bool] = []
+
+
+def check_sqrt() -> None:
+    """``Floor(Sqrt(n))`` in this ONNX Runtime build is ``isqrt(n)`` at every perfect square
+    ``r²`` and every ``r² − 1`` below 2^24 (where a square root that is not correctly rounded
+    would go wrong; between them a monotone square root cannot), checked once per process.
+    Raises :class:`SqrtNotExact` otherwise: the caller uses the NumPy engine instead."""
+    if _SQRT_CHECKED:
+        return
+    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    from onnx import TensorProto, helper
+
+    from wai_dispatch.paths.onnx import shared_session_options
+
+    graph = helper.make_graph(
+        [helper.make_node("Sqrt", ["n"], ["s"]), helper.make_node("Floor", ["s"], ["r"])],
+        "isqrt-check",
+        [helper.make_tensor_value_info("n", TensorProto.FLOAT, [None])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [None])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    session = ort.InferenceSession(
+        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+    )
+    r = np.arange(1, 4097, dtype=np.int64)
+    n = np.concatenate([r * r, r * r - 1])
+    want = np.concatenate([r, r - 1])
+    (got,) = session.run(None, {"n": n.astype(np.float32)})
+    if not np.array_equal(np.asarray(got).astype(np.int64), want):
+        raise SqrtNotExact("ONNX Runtime's Sqrt is not correctly rounded on this build")
+    _SQRT_CHECKED.append(True)
+
+
 class OnnxEngine:
     """A float32-exact program compiled once into an ONNX Runtime session on the shared pool."""
 
@@ -205,6 +245,7 @@ class OnnxEngine:
 
         from wai_dispatch.paths.onnx import shared_session_options
 
+        check_sqrt()
         self.program = program
         self.model = build_model(program)
         self.session = ort.InferenceSession(
