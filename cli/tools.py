@@ -97,7 +97,8 @@ def run_make_set(args: argparse.Namespace) -> int:
         ) from None
     from wai_dispatch.cli.main import Parser
 
-    options = writer.build_parser("wai-dispatch make-set bmshj2018", Parser).parse_args(args.rest)
+    prog = f"wai-dispatch make-set {args.kind}"
+    options = writer.build_parser(prog, Parser).parse_args(args.rest)
     out = writer.run(options)  # SetWriterError is a typed error: one line, exit 2
     sys.stdout.flush()
     print(f"wrote {out}")

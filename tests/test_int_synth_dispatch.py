@@ -138,3 +138,14 @@ def test_verify_holds_an_integer_set_to_its_corpus_exactly(store: SetStore, tmp_
     (changed / "corpus.json").write_text(json.dumps(doc))
     rows = verify_integer_set(set_files, tables, [changed])
     assert [r["payload"] for r in rows if r["ok"] is False] == [doc["payloads"][2]["name"]]
+
+
+def test_make_set_int_synth_refuses_an_unknown_float_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wai_dispatch.cli.main import main
+
+    argv = ["make-set", "int-synth", "--out", str(tmp_path / "out"), "--from", "0000ffff"]
+    assert main([*argv, "--data-dir", str(tmp_path / "data")]) == 2
+    assert "set_not_installed" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec.errors import CodecError
+
 CAPABILITY = "wai.neural.int_synth"
 SET_VERSION = "1"
 PROGRAM_FILE = "synthesis.wai-ops.json"
@@ -29,8 +31,10 @@ CALIBRATION_CROPS = 4  # per training picture
 CALIBRATION_SEED = 8
 
 
-class IntSetError(Exception):
-    """The integer set cannot be written (the message says why)."""
+class IntSetError(CodecError):
+    """The integer set is refused (the message says why): one typed line, exit status 2."""
+
+    code = "set_writer_refused"
 
 
 def float_weights(set_dir: Path) -> dict[str, np.ndarray]:
@@ -242,19 +246,22 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
     """A set folder as given, else the folder of the installed set with that digest."""
     if Path(text).is_dir():
         return Path(text)
-    from wai_dispatch.codec.config import sets_dir
-    from wai_dispatch.codec.sets import SetStore, ensure_bundled
+    from wai_dispatch.service.decoder import Decoder
 
-    store = SetStore(sets_dir(data_dir))
-    ensure_bundled(store)
+    store = Decoder.open(data_dir=data_dir).store  # the bundled sets installed, as every command
     return store.get(store.resolve(text)).path
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser(
+    prog: str = "python -m wai_dispatch.tools.wai_int_synth_set",
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    """The writer's options; ``wai-dispatch make-set int-synth`` parses them with its own
+    parser class (argument errors as one typed line)."""
     from wai_dispatch.conformance import sets_dir
 
-    parser = argparse.ArgumentParser(
-        prog="python -m wai_dispatch.tools.wai_int_synth_set",
+    parser = parser_class(
+        prog=prog,
         description="Derive a wai.neural.int_synth set (wai-ops/1) from a float bmshj2018 set.",
     )
     parser.add_argument("--out", required=True, type=Path, help="the set's directory")
@@ -269,16 +276,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checkpoint", type=Path, help="its CompressAI checkpoint (default: demo)")
     parser.add_argument("--name", help="the set's name")
     parser.add_argument("--force", action="store_true", help="replace an existing set")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Write the set the parsed options ask for; :class:`IntSetError` when it is refused."""
+    return write_set(
+        args.out,
+        from_set=_set_folder(args.from_set, args.data_dir),
+        checkpoint=args.checkpoint,
+        name=args.name,
+        overwrite=args.force,
+        log=lambda msg: print(msg, file=sys.stderr),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        write_set(
-            args.out,
-            from_set=_set_folder(args.from_set, args.data_dir),
-            checkpoint=args.checkpoint,
-            name=args.name,
-            overwrite=args.force,
-            log=lambda msg: print(msg, file=sys.stderr),
-        )
+        run(args)
     except IntSetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
