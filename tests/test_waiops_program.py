@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from waiops_programs import every_op
 
-from tests.waiops_programs import every_op
 from wai_dispatch.paths.waiops import reference
 from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.errors import (
