@@ -100,8 +100,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    store = _store(args)
-    entry = store.install(args.source)
+    entry = decoder(args, bundled=False).install_set(args.source)
     _emit(args, entry.to_json(), f"installed {entry.name} {entry.digest}")
     return 0
 

@@ -86,13 +86,13 @@ async def install(
             code="content_type_unsupported",
         )
     body = await read_body(request, MAX_ARCHIVE_BYTES)
-    store = request.app.state.service.engine.store
+    decoder = request.app.state.service.engine.decoder
 
     def put() -> Any:
         with tempfile.TemporaryDirectory(prefix="wai-upload-") as tmp:
             archive = FsPath(tmp) / f"set{suffix}"
             archive.write_bytes(body)
-            return store.install(archive)
+            return decoder.install_set(archive)  # a set whose programs do not load is refused
 
     entry = await run_in_threadpool(put)
     return entry.to_json()

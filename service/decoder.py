@@ -25,6 +25,7 @@ from wai_dispatch.codec.envelope import Envelope, Part, parse
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
+    InstalledSet,
     LoadedSet,
     SetCapabilityMismatch,
     SetNotInstalled,
@@ -47,6 +48,7 @@ from wai_dispatch.dispatch import (
 )
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.service.results import (
     DecodeResult,
     ImportResult,
@@ -220,6 +222,7 @@ class Decoder:
                     opened = self._sets.get(digest)
                 if opened is None or not opened.files.unchanged():
                     files = self.store.open(digest)  # every byte read once and verified
+                    check_programs(files)  # a broken program is refused as the set loads
                     try:  # parsed once here; a decode that needs bad tables says why
                         tables = tables_of(files)
                     except CodecError:
@@ -234,6 +237,20 @@ class Decoder:
                 self._sets.move_to_end(digest)
         check_pin(opened.files.manifest, pin)  # §2: a pinned decode uses exactly these bytes
         return opened
+
+    def install_set(self, source: str | os.PathLike[str]) -> InstalledSet:
+        """Install a set (folder or archive) into the store, refusing one whose programs do
+        not load (e.g. a ``wai-ops/1`` program that breaks the bound rule): nothing stays."""
+        existed = {entry.digest for entry in self.store.list()}
+        entry = self.store.install(source)
+        try:
+            check_programs(self.store.open(entry.digest))
+        except WaiError:
+            if entry.digest not in existed:
+                self.store.remove(entry.digest)
+            raise
+        self.forget(entry.digest)
+        return entry
 
     def forget(self, digest: str | None = None) -> None:
         """Drop a kept set (every kept set without ``digest``): the next use re-verifies it."""

@@ -103,21 +103,21 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
     (bad / "synthesis.safetensors").write_bytes(save(tensors, metadata={"format": "wai-ops/1"}))
     facts = Manifest.from_bytes((INT_SET / "set.json").read_bytes()).facts.to_json()
     write_manifest(bad, name="bad", capability="wai.neural.int_synth", version="1", facts=facts)
+    # refused as the set loads, before any path is asked: the operation and the bound named
+    from wai_dispatch.service.decoder import Decoder
+
+    decoder = Decoder.open(data_dir=tmp_path / "data", bundled=False)
+    with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):
+        decoder.install_set(bad)
+    assert decoder.store.list() == []  # nothing stays installed
+    # a store that holds it anyway (installed without the check): a decode is refused with the
+    # same typed error, and no path is tried
     store = SetStore(tmp_path / "sets")
     store.install(bad)
-    with pytest.raises(NoPath) as info:
+    with pytest.raises(BoundExceeded) as info:
         _decode(store, _envelope(bad))
-    (report,) = info.value.reports
-    assert (str(report.refused[-1].path), report.refused[-1].reason) == (
-        "cpu/wai-ops/integer",
-        Code.BACKEND_FAILED,
-    )
-    assert "cpu/wai-ops/integer: waiops_bound_exceeded: deconv2: accumulator" in str(info.value)
-    # the path's failure is the typed refusal of the program, naming the operation and bound
-    from wai_dispatch.paths.waiops.adapter import load_set_program
-
-    with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):
-        load_set_program(store.open(Manifest.from_bytes((bad / "set.json").read_bytes()).digest))
+    assert info.value.code == "waiops_bound_exceeded"
+    assert str(info.value).startswith("deconv2: accumulator of channel")
 
 
 def test_verify_holds_an_integer_set_to_its_corpus_exactly(store: SetStore, tmp_path: Path) -> None:
@@ -149,3 +149,27 @@ def test_make_set_int_synth_refuses_an_unknown_float_set(
     assert main([*argv, "--data-dir", str(tmp_path / "data")]) == 2
     assert "set_not_installed" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_sets_install_refuses_a_program_that_breaks_the_bound_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safetensors.numpy import load, save
+
+    from wai_dispatch.cli.main import main
+
+    bad = tmp_path / "bad-set"
+    shutil.copytree(INT_SET, bad)
+    (bad / "set.json").unlink()
+    tensors = dict(load((bad / "synthesis.safetensors").read_bytes()))
+    tensors["deconv2.weight"] = (np.sign(tensors["deconv2.weight"]) * 32767).astype(np.int16)
+    (bad / "synthesis.safetensors").write_bytes(save(tensors, metadata={"format": "wai-ops/1"}))
+    facts = Manifest.from_bytes((INT_SET / "set.json").read_bytes()).facts.to_json()
+    write_manifest(bad, name="bad", capability="wai.neural.int_synth", version="1", facts=facts)
+    data = tmp_path / "data"
+    assert main(["sets", "install", str(bad), "--data-dir", str(data)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("wai-dispatch: error: waiops_bound_exceeded: deconv2: accumulator")
+    assert main(["sets", "list", "--data-dir", str(data), "--json"]) == 0
+    assert "bad" not in {row["name"] for row in json.loads(capsys.readouterr().out)}
