@@ -56,6 +56,11 @@ def test_the_wheel_has_one_top_level_package(wheel: Path) -> None:
     assert any(n.startswith("wai_dispatch/conformance/dispatch/") for n in names)
     assert not any("/weights/" in n for n in names)
     assert "wai_dispatch/py.typed" in names
+    # the browser page and its vendored library with its licence (docs/page.md)
+    assert "wai_dispatch/service/page/index.html" in names
+    assert "wai_dispatch/service/page/js/dispatch/rules.js" in names
+    assert "wai_dispatch/service/page/vendor/noble-hashes/blake3.js" in names
+    assert "wai_dispatch/service/page/vendor/noble-hashes/LICENSE" in names
 
 
 def test_the_installed_wheel_decodes_the_sample(wheel: Path, tmp_path: Path) -> None:

@@ -1,0 +1,137 @@
+"""The browser page's site: its static files (``service/page/``, shipped as package data) and
+the few things a decode in the page reads from the service: the bundled sample envelopes, a
+capability's default set, and a set's manifest and files, each verified by the set store.
+
+One resolver, :class:`PageSite`, answers a path below the page's root with a status, a body and
+a media type; the HTTP service mounts it (and the browser tests serve it from a loopback
+server), so both serve exactly the same bytes. docs/page.md describes the routes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from urllib.parse import unquote
+
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.sets import LoadedSet, SetStore
+from wai_dispatch.dispatch.errors import WaiError
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_MEDIA = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+    ".md": "text/plain; charset=utf-8",
+    ".wgsl": "text/plain; charset=utf-8",
+    "": "text/plain; charset=utf-8",
+}
+_STATUS = {"set_not_installed": 404, "page_not_found": 404, "set_file_missing": 404}
+
+
+@dataclass(frozen=True)
+class PageResponse:
+    status: int
+    body: bytes
+    media_type: str
+
+
+def page_dir() -> Path:
+    """Where the page's static files live (``wai_dispatch/service/page``)."""
+    return Path(str(resources.files("wai_dispatch.service").joinpath("page")))
+
+
+def samples_dir() -> Path:
+    """The bundled sample envelopes (``conformance/envelopes``)."""
+    return Path(str(resources.files("wai_dispatch.conformance").joinpath("envelopes")))
+
+
+def _error(code: str, message: str) -> PageResponse:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    return PageResponse(_STATUS.get(code, 400), body, "application/json")
+
+
+def _json(value: object) -> PageResponse:
+    return PageResponse(200, json.dumps(value, separators=(",", ":")).encode(), "application/json")
+
+
+class PageSite:
+    """Answers ``GET <page root>/<rel>`` (docs/page.md)."""
+
+    def __init__(self, store: SetStore, *, root: Path | None = None, samples: Path | None = None):
+        self.store = store
+        self.root = (root or page_dir()).resolve()
+        self.samples = samples or samples_dir()
+        self._sets: OrderedDict[str, LoadedSet] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, rel: str) -> PageResponse:
+        parts = [unquote(p) for p in rel.split("?", 1)[0].split("/")]
+        if parts and parts[0] == "":
+            parts = parts[1:]
+        try:
+            return self._route(parts)
+        except WaiError as exc:
+            return _error(exc.code, exc.message)
+
+    def _route(self, parts: list[str]) -> PageResponse:
+        if parts in ([], [""]):
+            return self._static(["index.html"])
+        if parts == ["samples.json"]:
+            return _json(self.sample_names())
+        if len(parts) == 2 and parts[0] == "samples":
+            if parts[1] not in self.sample_names():
+                return _error("page_not_found", f"no bundled sample {parts[1]!r}")
+            return PageResponse(200, (self.samples / parts[1]).read_bytes(), "application/json")
+        if len(parts) == 3 and parts[:2] == ["sets", "default"]:
+            return _json({"digest": self.store.default_for(parts[2]).digest})
+        if len(parts) >= 3 and parts[0] == "sets" and _DIGEST.fullmatch(parts[1]):
+            return self._set_file(parts[1], parts[2:])
+        return self._static(parts)
+
+    def sample_names(self) -> list[str]:
+        """The bundled envelopes in their JSON form (the page reads JSON)."""
+        return sorted(p.name for p in self.samples.glob("*.json"))
+
+    def _static(self, parts: list[str]) -> PageResponse:
+        if not all(_SEGMENT.fullmatch(p) for p in parts):
+            return _error("page_not_found", "no such page file")
+        path = self.root.joinpath(*parts)
+        if not path.is_file():
+            return _error("page_not_found", f"no page file {'/'.join(parts)!r}")
+        return PageResponse(200, path.read_bytes(), _MEDIA.get(path.suffix, _MEDIA[""]))
+
+    def _set_file(self, digest: str, parts: list[str]) -> PageResponse:
+        loaded = self._open(digest)
+        if parts == ["manifest.json"]:
+            return PageResponse(200, loaded.manifest.canonical(), "application/json")
+        if len(parts) == 2 and parts[0] == "files":
+            data = loaded.read(parts[1])
+            suffix = Path(parts[1]).suffix
+            media = "application/json" if suffix == ".json" else "application/octet-stream"
+            return PageResponse(200, data, media)
+        return _error("page_not_found", "no such set route")
+
+    def _open(self, digest: str) -> LoadedSet:
+        """The set, read once and verified by the store; the last two kept."""
+        with self._lock:
+            if digest in self._sets:
+                self._sets.move_to_end(digest)
+                return self._sets[digest]
+        try:
+            loaded = self.store.open(digest)
+        except CodecError:
+            raise
+        with self._lock:
+            self._sets[digest] = loaded
+            while len(self._sets) > 2:
+                self._sets.popitem(last=False)
+        return loaded

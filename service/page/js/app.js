@@ -1,0 +1,123 @@
+// The page's user interface: pick a bundled sample or drop an envelope, decode it in the page,
+// show the picture, the digests, each offered path's verdict and the reports.
+import { blake3Hex, decodeEnvelope, SetSource } from "./decode.js";
+import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
+import { pathKey } from "./dispatch/paths.js";
+
+const $ = (id) => document.getElementById(id);
+const source = new SetSource(new URL(".", document.baseURI).href);
+
+/** The page's offer (§4): WebNN on the neural processor, the GPU, then the CPU (§6.2). */
+export const OFFER = WEBNN_PATHS;
+
+function setStatus(state, text) {
+  $("status").dataset.state = state;
+  $("status").textContent = text;
+}
+
+function row(cells, cls) {
+  const tr = document.createElement("tr");
+  if (cls) tr.className = cls;
+  for (const c of cells) {
+    const td = document.createElement("td");
+    td.textContent = c;
+    tr.appendChild(td);
+  }
+  return tr;
+}
+
+function show(result) {
+  $("result").hidden = false;
+  const digests = $("digests").tBodies[0];
+  digests.replaceChildren();
+  if (result.picture) {
+    digests.appendChild(row(["picture (RGB8) blake3", blake3Hex(result.picture.data)])).lastChild.className = "mono";
+  }
+  for (const part of result.parts) {
+    digests.appendChild(row([`${part.capability} symbols_digest`, part.symbolsDigest])).lastChild.className = "mono";
+    digests.appendChild(row([`${part.capability} set`, part.set])).lastChild.className = "mono";
+  }
+  const paths = $("paths").tBodies[0];
+  paths.replaceChildren();
+  result.reports.forEach((report, i) => {
+    const adapters = result.adapters[i];
+    for (const r of report.refused) {
+      const key = pathKey(r);
+      const a = adapters.get(key);
+      paths.appendChild(row([`${report.capability}: ${key}`, r.reason, (a && a.reason) || ""], "refused"));
+    }
+    if (report.ran) {
+      const placement = report.ran.placement === null ? "placement null (WebNN states none)" : JSON.stringify(report.ran.placement);
+      paths.appendChild(row([`${report.capability}: ${pathKey(report.ran)}`, `ran, tier ${report.ran.tier}`, placement], "ran"));
+    }
+  });
+  $("reports").textContent = result.reports.map((r) => JSON.stringify(r, null, 2)).join("\n");
+  const canvas = $("picture");
+  const ctx = canvas.getContext("2d");
+  if (result.picture) {
+    const { width, height, data } = result.picture;
+    canvas.width = width;
+    canvas.height = height;
+    const img = ctx.createImageData(width, height);
+    for (let i = 0; i < width * height; i++) {
+      img.data.set([data[3 * i], data[3 * i + 1], data[3 * i + 2], 255], 4 * i);
+    }
+    ctx.putImageData(img, 0, 0);
+    $("picture-caption").textContent = `${width}×${height} RGB8`;
+  } else {
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    $("picture-caption").textContent = "no picture: every offered path was refused (the symbols are still decoded)";
+  }
+}
+
+/** Decode envelope bytes with the page's offer; the result is kept on window.waiPage.last. */
+export async function decodeBytes(bytes, name) {
+  setStatus("busy", `Decoding ${name}…`);
+  try {
+    const result = await decodeEnvelope(bytes, { source, offer: OFFER, makeAdapters: () => webnnAdapters(navigator.ml) });
+    show(result);
+    const verdict = result.decoded ? `decoded through ${pathKey(result.reports.at(-1).ran)}` : "no offered path ran (decode_no_path)";
+    setStatus("done", `${name}: ${verdict}`);
+    window.waiPage.last = { name, decoded: result.decoded, reports: result.reports, parts: result.parts,
+      reasons: result.adapters.map((m) => Object.fromEntries([...m].map(([k, a]) => [k, a.reason]))),
+      picture: result.picture && { width: result.picture.width, height: result.picture.height,
+        blake3: blake3Hex(result.picture.data) } };
+    window.waiPage.picture = result.picture;
+    return window.waiPage.last;
+  } catch (err) {
+    setStatus("error", `${name}: ${err.code || "error"}: ${err.message}`);
+    window.waiPage.last = { name, error: { code: err.code || "error", message: err.message } };
+    return window.waiPage.last;
+  }
+}
+
+async function decodeSample() {
+  const name = $("sample").value;
+  const res = await fetch(`samples/${encodeURIComponent(name)}`);
+  return decodeBytes(new Uint8Array(await res.arrayBuffer()), name);
+}
+
+async function start() {
+  window.waiPage = { decodeBytes, decodeSample, last: null };
+  $("environment").textContent = navigator.ml
+    ? "This browser exposes navigator.ml (WebNN): the page asks it for contexts."
+    : "This browser exposes no navigator.ml: every WebNN path is dispatch_unit_absent; the entropy stage still runs here.";
+  const samples = await (await fetch("samples.json")).json();
+  for (const s of samples) {
+    const opt = document.createElement("option");
+    opt.value = s;
+    opt.textContent = s;
+    $("sample").appendChild(opt);
+  }
+  $("decode-sample").addEventListener("click", decodeSample);
+  const drop = $("drop");
+  const take = async (file) => decodeBytes(new Uint8Array(await file.arrayBuffer()), file.name);
+  drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) take(e.dataTransfer.files[0]); });
+  $("file").addEventListener("change", (e) => { if (e.target.files[0]) take(e.target.files[0]); });
+  setStatus("ready", "Ready.");
+  window.waiPage.ready = true;
+}
+
+start().catch((err) => setStatus("error", `start: ${err.message}`));

@@ -1,0 +1,143 @@
+"""Browser test kit for the page (service/page/): Debian's Chromium driven by Playwright, and a
+loopback server for the page's site.
+
+The browser is always ``/usr/bin/chromium`` (never a downloaded one), headless, with a fresh
+profile and no network beyond 127.0.0.1. Without it (or without Playwright) the browser tests
+skip, unless ``WAI_REQUIRE_BROWSER=1`` (set by ``.ci/run``), where they fail. Screenshots land
+in ``test-artifacts/page/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wai_dispatch.service.page import PageResponse
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "test-artifacts" / "page"
+PORTS = range(18300, 18400)  # the loopback ports these tests may use
+BASE_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+WEBNN_ARGS = ["--enable-features=WebMachineLearningNeuralNetwork"]
+
+
+def require_browser() -> None:
+    """Skip (or, under WAI_REQUIRE_BROWSER=1, fail) when the browser or Playwright is missing."""
+    missing = None
+    if not CHROMIUM.exists():
+        missing = f"{CHROMIUM} is not installed (apt-get install -y chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            missing = "playwright is not installed (pip install -e '.[test]')"
+    if missing is not None:
+        if os.environ.get("WAI_REQUIRE_BROWSER") == "1":
+            pytest.fail(missing)
+        pytest.skip(missing)
+
+
+def free_port() -> int:
+    for port in PORTS:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    continue
+                raise
+            return port
+    raise RuntimeError("no free port in 18300-18399")
+
+
+@contextlib.contextmanager
+def serve_site(get: Callable[[str], PageResponse], prefix: str = "/page/") -> Iterator[str]:
+    """Serve ``get(rel)`` for ``GET <prefix><rel>`` on a loopback port; yields the page's URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if not self.path.startswith(prefix):
+                self.send_error(404)
+                return
+            res = get(self.path[len(prefix) :])
+            self.send_response(res.status)
+            self.send_header("Content-Type", res.media_type)
+            self.send_header("Content-Length", str(len(res.body)))
+            self.end_headers()
+            self.wfile.write(res.body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{prefix}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@contextlib.contextmanager
+def browser_page(extra_args: list[str], init_script: str | None = None) -> Iterator[Any]:
+    """A fresh headless Chromium page; requests leaving 127.0.0.1 are aborted."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=[*BASE_ARGS, *extra_args]
+        )
+        try:
+            context = browser.new_context()
+            context.route(
+                lambda url: not url.startswith("http://127.0.0.1:"), lambda route: route.abort()
+            )
+            if init_script:
+                context.add_init_script(init_script)
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.errors = errors
+            yield page
+        finally:
+            browser.close()
+
+
+def open_page(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_function("window.waiPage && window.waiPage.ready === true", timeout=30_000)
+
+
+def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@contextlib.contextmanager
+def bundled_site(tmp: Path) -> Iterator[Any]:
+    """The page's site over a fresh set store holding the bundled sets."""
+    from wai_dispatch.codec.sets import SetStore, ensure_bundled
+    from wai_dispatch.service.page import PageSite
+
+    store = SetStore(tmp / "sets")
+    ensure_bundled(store)
+    yield PageSite(store)
