@@ -265,7 +265,10 @@ class ErrorCode(enum.StrEnum):
         ("an input shape over the decode's limits, or not [1, C, h, w]"),
     )
     # the browser page (service/page.py, service/page/)
-    PAGE_NOT_FOUND = "page_not_found", "a page file, sample or set route the page's site does not hold"
+    PAGE_NOT_FOUND = (
+        "page_not_found",
+        "a page file, sample or set route the page's site does not hold",
+    )
     PAGE_FETCH_FAILED = (
         "page_fetch_failed",
         ("the page could not read a file from the service that serves it (names the route)"),
