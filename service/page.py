@@ -1,6 +1,7 @@
 """The browser page's site: its static files (``service/page/``, shipped as package data) and
 the few things a decode in the page reads from the service: the bundled sample envelopes, a
-capability's default set, and a set's manifest and files, each verified by the set store.
+capability's default set, a set's manifest and files (each verified by the set store), and the
+native reference decode of a sample that the page's verifier compares with (§6.4).
 
 One resolver, :class:`PageSite`, answers a path below the page's root with a status, a body and
 a media type; the HTTP service mounts it (and the browser tests serve it from a loopback
@@ -9,14 +10,21 @@ server), so both serve exactly the same bytes. docs/page.md describes the routes
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
+
+import blake3
 
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet, SetStore
@@ -71,6 +79,7 @@ class PageSite:
         self.root = (root or page_dir()).resolve()
         self.samples = samples or samples_dir()
         self._sets: OrderedDict[str, LoadedSet] = OrderedDict()
+        self._references: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def get(self, rel: str) -> PageResponse:
@@ -85,6 +94,8 @@ class PageSite:
     def _route(self, parts: list[str]) -> PageResponse:
         if parts in ([], [""]):
             return self._static(["index.html"])
+        if len(parts) == 2 and parts[0] == "reference":
+            return _json(self.reference(parts[1]))
         if parts == ["samples.json"]:
             return _json(self.sample_names())
         if len(parts) == 2 and parts[0] == "samples":
@@ -100,6 +111,52 @@ class PageSite:
     def sample_names(self) -> list[str]:
         """The bundled envelopes in their JSON form (the page reads JSON)."""
         return sorted(p.name for p in self.samples.glob("*.json"))
+
+    def reference(self, sample: str) -> dict[str, Any]:
+        """The native sink's decode of a bundled sample on the CPU through ONNX Runtime (§6.4's
+        reference): its symbols digest, and its RGB8 picture (base64, H×W×3) where a path ran.
+        The page's verifier holds its own decode to it."""
+        if sample not in self.sample_names():
+            raise WaiError(f"no bundled sample {sample!r}", code="page_not_found")
+        with self._lock:
+            cached = self._references.get(sample)
+        if cached is not None:
+            return cached
+        from wai_dispatch.codec.envelope import parse
+        from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
+        from wai_dispatch.paths.registry import known_adapters
+        from wai_dispatch.service.pipeline import NoPath, decode_envelope
+
+        envelope = parse((self.samples / sample).read_bytes())
+        offer = (CPU_ONNX_RUNTIME,)
+        try:
+            result = decode_envelope(
+                envelope, store=self.store, offer=offer, adapters=known_adapters()
+            )
+        except NoPath as exc:
+            out: dict[str, Any] = {
+                "sample": sample,
+                "symbols_digest": exc.parts[-1].symbols_digest if exc.parts else None,
+                "reports": [r.to_json() for r in exc.reports],
+                "picture": None,
+            }
+        else:
+            height, width = result.rgb.shape[:2]
+            rgb = result.rgb.tobytes()
+            out = {
+                "sample": sample,
+                "symbols_digest": result.part.symbols_digest,
+                "reports": [r.to_json() for r in result.reports],
+                "picture": {
+                    "width": width,
+                    "height": height,
+                    "blake3": blake3.blake3(rgb).hexdigest(),
+                    "rgb": base64.b64encode(rgb).decode("ascii"),
+                },
+            }
+        with self._lock:
+            self._references[sample] = out
+        return out
 
     def _static(self, parts: list[str]) -> PageResponse:
         if not all(_SEGMENT.fullmatch(p) for p in parts):
@@ -135,3 +192,35 @@ class PageSite:
             while len(self._sets) > 2:
                 self._sets.popitem(last=False)
         return loaded
+
+
+@contextlib.contextmanager
+def serve_loopback(site: PageSite, port: int = 0) -> Iterator[str]:
+    """The page's site on 127.0.0.1 (standard library only: the verifier and the browser
+    tests use it where the HTTP service is not running); yields the page's URL (``…/page/``)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            prefix = "/page/"
+            if not self.path.startswith(prefix):
+                self.send_error(404)
+                return
+            res = site.get(self.path[len(prefix) :])
+            self.send_response(res.status)
+            self.send_header("Content-Type", res.media_type)
+            self.send_header("Content-Length", str(len(res.body)))
+            self.end_headers()
+            self.wfile.write(res.body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/page/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -13,15 +13,11 @@ import contextlib
 import errno
 import os
 import socket
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from wai_dispatch.service.page import PageResponse
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -66,33 +62,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_site(get: Callable[[str], PageResponse], prefix: str = "/page/") -> Iterator[str]:
-    """Serve ``get(rel)`` for ``GET <prefix><rel>`` on a loopback port; yields the page's URL."""
+def serve_site(site: Any) -> Iterator[str]:
+    """The page's site on a loopback port of this suite's range; yields the page's URL."""
+    from wai_dispatch.service.page import serve_loopback
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if not self.path.startswith(prefix):
-                self.send_error(404)
-                return
-            res = get(self.path[len(prefix) :])
-            self.send_response(res.status)
-            self.send_header("Content-Type", res.media_type)
-            self.send_header("Content-Length", str(len(res.body)))
-            self.end_headers()
-            self.wfile.write(res.body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}{prefix}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve_loopback(site, port=free_port()) as url:
+        yield url
 
 
 @contextlib.contextmanager

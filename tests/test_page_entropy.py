@@ -41,7 +41,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     require_browser()
     with (
         bundled_site(tmp_path_factory.mktemp("entropy")) as site,
-        serve_site(site.get) as url,
+        serve_site(site) as url,
         browser_page([]) as page,
     ):
         open_page(page, url)

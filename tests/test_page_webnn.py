@@ -52,7 +52,7 @@ if (navigator.ml) {
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     require_browser()
-    with bundled_site(tmp_path_factory.mktemp("webnn")) as site, serve_site(site.get) as url:
+    with bundled_site(tmp_path_factory.mktemp("webnn")) as site, serve_site(site) as url:
         site.url = url
         yield site
 

@@ -39,7 +39,7 @@ def decoded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any
     require_browser()
     with (
         bundled_site(tmp_path_factory.mktemp("graph")) as site,
-        serve_site(site.get) as url,
+        serve_site(site) as url,
         browser_page([], init_script=REFERENCE_WEBNN) as page,
     ):
         open_page(page, url)

@@ -1,0 +1,103 @@
+"""Run the page's WebNN verifier (service/page/verify.html) in a Chromium-family browser and
+print its summary: every bundled sample decoded in the page and held to the native CPU decode
+(§6.4), and decode-equivalence refused before any WebNN context (§6.2). Exit status 0 only when
+the browser gave WebNN and every sample passed (spec §8); 1 otherwise.
+
+    python -m wai_dispatch.tools.verify_page --browser "$CHROME"
+
+with ``$CHROME`` the browser's executable, e.g. on macOS
+``/Applications/Google Chrome.app/Contents/MacOS/Google Chrome``, on Windows
+``C:/Program Files/Google/Chrome/Application/chrome.exe``.
+
+It serves the page and the bundled sets from a loopback port of its own (the HTTP service serves
+the same page at /page/), starts the browser with WebNN enabled
+(``--enable-features=WebMachineLearningNeuralNetwork``) and a fresh profile, and needs
+Playwright (the test extra) but no downloaded browser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from wai_dispatch.codec.sets import SetStore, ensure_bundled
+from wai_dispatch.service.page import PageSite, serve_loopback
+
+WEBNN_FEATURE = "--enable-features=WebMachineLearningNeuralNetwork"
+BROWSER_ARGS = [
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    WEBNN_FEATURE,
+]
+
+
+def verify(
+    browser: str,
+    *,
+    url: str,
+    headless: bool = True,
+    extra_args: list[str] | None = None,
+    init_script: str | None = None,
+    timeout_s: float = 300.0,
+) -> dict[str, Any]:
+    """Open ``<url>verify.html`` in ``browser`` and return the verifier's summary."""
+    from playwright.sync_api import sync_playwright  # lazy: the test extra
+
+    with sync_playwright() as pw:
+        instance = pw.chromium.launch(
+            executable_path=browser, headless=headless, args=[*BROWSER_ARGS, *(extra_args or [])]
+        )
+        try:
+            context = instance.new_context()
+            if init_script:
+                context.add_init_script(init_script)
+            page = context.new_page()
+            page.goto(url + "verify.html")
+            page.wait_for_function(
+                "window.waiVerify && window.waiVerify.done", timeout=timeout_s * 1000
+            )
+            summary: dict[str, Any] = page.evaluate("window.waiVerify")
+            return summary
+        finally:
+            instance.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.verify_page")
+    parser.add_argument("--browser", required=True, help="the Chromium-family executable")
+    parser.add_argument("--headed", action="store_true", help="show the browser window")
+    parser.add_argument("--port", type=int, default=0, help="loopback port (default: any)")
+    parser.add_argument("--json", action="store_true", help="print the whole summary as JSON")
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="start the browser with --no-sandbox (needed as root, e.g. in a container)",
+    )
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SetStore(Path(tmp) / "sets")
+        ensure_bundled(store)
+        with serve_loopback(PageSite(store), port=args.port) as url:
+            extra = ["--no-sandbox"] if args.no_sandbox else []
+            summary = verify(args.browser, url=url, headless=not args.headed, extra_args=extra)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"browser  {summary.get('userAgent', '?')}")
+        for row in summary.get("samples", []):
+            psnr = row.get("psnr")
+            pic = "" if psnr is None else f"  {psnr:.2f} dB, max diff {row.get('maxDiff')}"
+            print(f"{row['verdict']:7}  {row['sample']}  ran {row.get('ran') or 'none'}{pic}")
+            for why in row.get("why", []):
+                print(f"         {why}")
+        print(f"verdict  {summary['verdict']}")
+    return 0 if summary.get("verdict") == "pass" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
