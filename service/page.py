@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import blake3
-
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.codec.sets import LoadedSet, SetStore
+from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoder import Decoder
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -59,7 +58,9 @@ def page_dir() -> Path:
 
 def samples_dir() -> Path:
     """The bundled sample envelopes (``conformance/envelopes``)."""
-    return Path(str(resources.files("wai_dispatch.conformance").joinpath("envelopes")))
+    from wai_dispatch.conformance import envelopes_dir
+
+    return envelopes_dir()
 
 
 def _error(code: str, message: str) -> PageResponse:
@@ -72,10 +73,14 @@ def _json(value: object) -> PageResponse:
 
 
 class PageSite:
-    """Answers ``GET <page root>/<rel>`` (docs/page.md)."""
+    """Answers ``GET <page root>/<rel>`` (docs/page.md) for the sink whose :class:`Decoder`
+    it is given: its store holds the sets the page reads, and its adapters make the native
+    reference decode."""
 
-    def __init__(self, store: SetStore, *, root: Path | None = None, samples: Path | None = None):
-        self.store = store
+    def __init__(self, decoder: Decoder, *, root: Path | None = None, samples: Path | None = None):
+        self.decoder = decoder
+        self.store = decoder.store
+        self._reference: Decoder | None = None
         self.root = (root or page_dir()).resolve()
         self.samples = samples or samples_dir()
         self._sets: OrderedDict[str, LoadedSet] = OrderedDict()
@@ -122,17 +127,15 @@ class PageSite:
             cached = self._references.get(sample)
         if cached is not None:
             return cached
-        from wai_dispatch.codec.envelope import parse
+        from wai_dispatch.codec.picture import rgb_digest
         from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
-        from wai_dispatch.paths.registry import known_adapters
-        from wai_dispatch.service.pipeline import NoPath, decode_envelope
+        from wai_dispatch.service.results import NoPath
 
-        envelope = parse((self.samples / sample).read_bytes())
-        offer = (CPU_ONNX_RUNTIME,)
+        if self._reference is None:  # the same store and adapters, ONNX Runtime on the CPU only
+            d = self.decoder
+            self._reference = Decoder(d.store, (CPU_ONNX_RUNTIME,), d.adapters, limits=d.limits)
         try:
-            result = decode_envelope(
-                envelope, store=self.store, offer=offer, adapters=known_adapters()
-            )
+            result = self._reference.decode((self.samples / sample).read_bytes())
         except NoPath as exc:
             out: dict[str, Any] = {
                 "sample": sample,
@@ -150,7 +153,7 @@ class PageSite:
                 "picture": {
                     "width": width,
                     "height": height,
-                    "blake3": blake3.blake3(rgb).hexdigest(),
+                    "blake3": rgb_digest(result.rgb),
                     "rgb": base64.b64encode(rgb).decode("ascii"),
                 },
             }

@@ -109,10 +109,9 @@ def screenshot(page: Any, name: str) -> Path:
 
 @contextlib.contextmanager
 def bundled_site(tmp: Path) -> Iterator[Any]:
-    """The page's site over a fresh set store holding the bundled sets."""
-    from wai_dispatch.codec.sets import SetStore, ensure_bundled
+    """The page's site over a fresh decoder (its store holding the bundled sets)."""
+    from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
+    from wai_dispatch.service.decoder import Decoder
     from wai_dispatch.service.page import PageSite
 
-    store = SetStore(tmp / "sets")
-    ensure_bundled(store)
-    yield PageSite(store)
+    yield PageSite(Decoder.open(tmp / "data", offer=[CPU_ONNX_RUNTIME]))

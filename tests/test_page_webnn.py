@@ -27,12 +27,12 @@ from pagekit import (
     serve_site,
 )
 
+from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.dispatch import REGISTRY, Report, choose, demand
 from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, NPU_WEBNN
-from wai_dispatch.service.pipeline import entropy_stage
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
 OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN)
@@ -72,8 +72,8 @@ def native(name: str, store: SetStore) -> tuple[str, dict[str, Any]]:
     cap = REGISTRY[part.capability]
     needed = demand(cap, intent=envelope.intent, pins=envelope.dispatch_pins())
     digest = part.set or store.default_for(cap.name).digest
-    _, symbols_digest, _ = entropy_stage(store.open(digest), part.payload, limits=Limits())
-    return symbols_digest, choose(cap, needed, OFFER, {}).report.to_json()
+    stage = entropy_stage(part.payload, tables_of(store.open(digest)), limits=Limits())
+    return stage.symbols_digest, choose(cap, needed, OFFER, {}).report.to_json()
 
 
 def decode_sample(page: Any, name: str) -> dict[str, Any]:

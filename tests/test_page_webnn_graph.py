@@ -24,11 +24,7 @@ from pagekit import (
     serve_site,
 )
 
-from wai_dispatch.codec.envelope import parse
 from wai_dispatch.dispatch import Report
-from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
-from wai_dispatch.paths.registry import known_adapters
-from wai_dispatch.service.pipeline import decode_envelope
 
 SAMPLE = ROOT / "conformance" / "envelopes" / "bmshj2018-demo-q3.json"
 REFERENCE_WEBNN = (ROOT / "tests" / "webnn_reference.js").read_text(encoding="utf-8")
@@ -48,12 +44,7 @@ def decoded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any
         assert page.errors == []
         pixels = np.array(page.evaluate("Array.from(window.waiPage.picture.data)"), np.uint8)
         screenshot(page, "webnn-reference-context-ran")
-        native = decode_envelope(
-            parse(SAMPLE.read_bytes()),
-            store=site.store,
-            offer=(CPU_ONNX_RUNTIME,),
-            adapters=known_adapters(),
-        )
+        native = site.decoder.decode(SAMPLE.read_bytes())  # ONNX Runtime on the CPU
         contexts = page.evaluate("window.__contexts")
         yield result, pixels, native, contexts
 

@@ -24,7 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.codec.sets import SetStore, ensure_bundled
+from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
+from wai_dispatch.service.decoder import Decoder
 from wai_dispatch.service.page import PageSite, serve_loopback
 
 WEBNN_FEATURE = "--enable-features=WebMachineLearningNeuralNetwork"
@@ -80,9 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        store = SetStore(Path(tmp) / "sets")
-        ensure_bundled(store)
-        with serve_loopback(PageSite(store), port=args.port) as url:
+        decoder = Decoder.open(Path(tmp) / "data", offer=[CPU_ONNX_RUNTIME])
+        with serve_loopback(PageSite(decoder), port=args.port) as url:
             extra = ["--no-sandbox"] if args.no_sandbox else []
             summary = verify(args.browser, url=url, headless=not args.headed, extra_args=extra)
     if args.json:
