@@ -269,6 +269,10 @@ class ErrorCode(enum.StrEnum):
         "page_not_found",
         "a page file, sample or set route the page's site does not hold",
     )
+    PAGE_BAD_REQUEST = (
+        "page_bad_request",
+        ("a page route's query (a latent shape, the browser's limits) that does not read"),
+    )
     PAGE_FETCH_FAILED = (
         "page_fetch_failed",
         ("the page could not read a file from the service that serves it (names the route)"),

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet
@@ -63,6 +63,16 @@ def samples_dir() -> Path:
     return envelopes_dir()
 
 
+def corpus_dir() -> Path | None:
+    """The integer capability's conformance corpus (``conformance/neural-conformance``), where
+    this build has it."""
+    try:
+        from wai_dispatch.conformance import neural_conformance_dir
+    except ImportError:
+        return None
+    return neural_conformance_dir()
+
+
 def _error(code: str, message: str) -> PageResponse:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     return PageResponse(_STATUS.get(code, 400), body, "application/json")
@@ -77,26 +87,38 @@ class PageSite:
     it is given: its store holds the sets the page reads, and its adapters make the native
     reference decode."""
 
-    def __init__(self, decoder: Decoder, *, root: Path | None = None, samples: Path | None = None):
+    def __init__(
+        self,
+        decoder: Decoder,
+        *,
+        root: Path | None = None,
+        samples: Path | None = None,
+        corpus: Path | None = None,
+    ):
         self.decoder = decoder
         self.store = decoder.store
         self._reference: Decoder | None = None
         self.root = (root or page_dir()).resolve()
         self.samples = samples or samples_dir()
+        self.corpus = corpus or corpus_dir()
+        from wai_dispatch.service.page_wgsl import WgslPrograms
+
+        self._wgsl_programs = WgslPrograms()
         self._sets: OrderedDict[str, LoadedSet] = OrderedDict()
         self._references: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def get(self, rel: str) -> PageResponse:
-        parts = [unquote(p) for p in rel.split("?", 1)[0].split("/")]
+        path, _, query = rel.partition("?")
+        parts = [unquote(p) for p in path.split("/")]
         if parts and parts[0] == "":
             parts = parts[1:]
         try:
-            return self._route(parts)
+            return self._route(parts, parse_qs(query))
         except WaiError as exc:
             return _error(exc.code, exc.message)
 
-    def _route(self, parts: list[str]) -> PageResponse:
+    def _route(self, parts: list[str], query: dict[str, list[str]]) -> PageResponse:
         if parts in ([], [""]):
             return self._static(["index.html"])
         if len(parts) == 2 and parts[0] == "reference":
@@ -109,7 +131,15 @@ class PageSite:
             return PageResponse(200, (self.samples / parts[1]).read_bytes(), "application/json")
         if len(parts) == 3 and parts[:2] == ["sets", "default"]:
             return _json({"digest": self.store.default_for(parts[2]).digest})
+        if parts and parts[0] in ("corpus.json", "corpus") and self.corpus is None:
+            return _error("page_not_found", "this build has no integer conformance corpus")
+        if parts == ["corpus.json"]:
+            return PageResponse(200, (self.corpus / "corpus.json").read_bytes(), "application/json")
+        if len(parts) == 2 and parts[0] == "corpus":
+            return self._corpus_payload(parts[1])
         if len(parts) >= 3 and parts[0] == "sets" and _DIGEST.fullmatch(parts[1]):
+            if parts[2] == "wgsl":
+                return self._wgsl(parts[1], parts[3:], query)
             return self._set_file(parts[1], parts[2:])
         return self._static(parts)
 
@@ -169,6 +199,29 @@ class PageSite:
             return _error("page_not_found", f"no page file {'/'.join(parts)!r}")
         return PageResponse(200, path.read_bytes(), _MEDIA.get(path.suffix, _MEDIA[""]))
 
+    def _corpus_payload(self, name: str) -> PageResponse:
+        """A payload of the integer capability's conformance corpus (the verify view)."""
+        import json
+
+        corpus = json.loads((self.corpus / "corpus.json").read_bytes())
+        names = {p["payload"] for p in corpus["payloads"]}
+        if name not in names:
+            return _error("page_not_found", f"no corpus payload {name!r}")
+        return PageResponse(200, (self.corpus / name).read_bytes(), "application/octet-stream")
+
+    def _wgsl(self, digest: str, parts: list[str], query: dict[str, list[str]]) -> PageResponse:
+        """The WebGPU path's kernels and constants for the page (service/page_wgsl.py)."""
+        from wai_dispatch.service.page_wgsl import read_limits, read_shape
+
+        program = self._wgsl_programs.get(self._open(digest))
+        if parts == ["constants.bin"]:
+            return PageResponse(200, program.blob, "application/octet-stream")
+        if parts == ["plan"]:
+            shape = read_shape(query.get("shape", [""])[-1])
+            limits = read_limits(query.get("limits", [""])[-1])
+            return _json(program.plan(shape, limits))
+        return _error("page_not_found", "no such wgsl route")
+
     def _set_file(self, digest: str, parts: list[str]) -> PageResponse:
         loaded = self._open(digest)
         if parts == ["manifest.json"]:
@@ -208,7 +261,11 @@ def serve_loopback(site: PageSite, port: int = 0) -> Iterator[str]:
             if not self.path.startswith(prefix):
                 self.send_error(404)
                 return
-            res = site.get(self.path[len(prefix) :])
+            try:
+                res = site.get(self.path[len(prefix) :])
+            except Exception as exc:  # a bug is a 500 with its message, never a dropped socket
+                res = _error("wai_error", f"the page's site failed: {type(exc).__name__}: {exc}")
+                res = PageResponse(500, res.body, res.media_type)
             self.send_response(res.status)
             self.send_header("Content-Type", res.media_type)
             self.send_header("Content-Length", str(len(res.body)))

@@ -32,10 +32,10 @@ from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.dispatch import REGISTRY, Report, choose, demand
-from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, NPU_WEBNN
+from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
-OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN)
+OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_WGSL)
 COUNT_CONTEXTS = """
 window.__contexts = [];
 if (navigator.ml) {
@@ -90,12 +90,15 @@ def test_webnn_present_but_no_context(site: Any, webnn_page: Any) -> None:
     assert result["decoded"] is False
     assert result["parts"][0]["symbolsDigest"] == symbols_digest
     assert result["reports"] == [report]
-    assert [r["reason"] for r in report["refused"]] == ["dispatch_unit_absent"] * 3
+    assert [r["reason"] for r in report["refused"]] == ["dispatch_unit_absent"] * 3 + [
+        "dispatch_arithmetic_mismatch"  # the page's integer path, for a float capability (§3)
+    ]
     Report.from_json(result["reports"][0])
     # npu, gpu, cpu in that order (§6.2), each refused with the browser's own reason
     assert webnn_page.evaluate("window.__contexts") == ["npu", "gpu", "cpu"]
-    for reason in result["reasons"][0].values():
-        assert "WebNN is not supported on this platform" in reason
+    for key, reason in result["reasons"][0].items():
+        if "/webnn/" in key:
+            assert "WebNN is not supported on this platform" in reason
     text = webnn_page.inner_text("#paths")
     assert text.count("dispatch_unit_absent") == 3
     assert symbols_digest in webnn_page.inner_text("#digests")
@@ -108,7 +111,9 @@ def test_replicate_refused_before_any_context(site: Any, webnn_page: Any) -> Non
     assert webnn_page.evaluate("window.__contexts") == []
     assert result["reports"] == [report]
     assert report["needed"] == "decode-equivalence"
-    assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 3
+    assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 3 + [
+        "dispatch_arithmetic_mismatch"
+    ]
     assert result["parts"][0]["symbolsDigest"] == symbols_digest
     Report.from_json(result["reports"][0])
     screenshot(webnn_page, "webnn-replicate-refused")
@@ -123,7 +128,8 @@ def test_no_navigator_ml(site: Any) -> None:
     symbols_digest, report = native("bmshj2018-demo-q3.json", site.store)
     assert result["reports"] == [report]
     assert result["parts"][0]["symbolsDigest"] == symbols_digest
-    assert set(result["reasons"][0].values()) == {"this browser exposes no navigator.ml (WebNN)"}
+    reasons = result["reasons"][0]
+    assert {reasons[str(p)] for p in OFFER[:3]} == {"this browser exposes no navigator.ml (WebNN)"}
 
 
 def test_dropped_files(site: Any, webnn_page: Any, tmp_path: Path) -> None:

@@ -2,13 +2,22 @@
 // show the picture, the digests, each offered path's verdict and the reports.
 import { blake3Hex, decodeEnvelope, SetSource } from "./decode.js";
 import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
-import { pathKey } from "./dispatch/paths.js";
+import { WgslAdapter } from "./webgpu.js";
+import { GPU_WGSL, pathKey } from "./dispatch/paths.js";
 
 const $ = (id) => document.getElementById(id);
 const source = new SetSource(new URL(".", document.baseURI).href);
 
-/** The page's offer (§4): WebNN on the neural processor, the GPU, then the CPU (§6.2). */
-export const OFFER = WEBNN_PATHS;
+/** The page's offer (§4): WebNN on the neural processor, the GPU, then the CPU (§6.2); then
+ * the integer kernels on WebGPU (gpu/wgsl/integer). */
+export const OFFER = [...WEBNN_PATHS, GPU_WGSL];
+
+/** Fresh adapters for one decode: the WebNN paths and the WebGPU path. */
+export function pageAdapters() {
+  const adapters = webnnAdapters(navigator.ml);
+  adapters.set(pathKey(GPU_WGSL), new WgslAdapter(navigator.gpu, { search: location.search }));
+  return adapters;
+}
 
 function setStatus(state, text) {
   $("status").dataset.state = state;
@@ -74,7 +83,7 @@ function show(result) {
 export async function decodeBytes(bytes, name) {
   setStatus("busy", `Decoding ${name}…`);
   try {
-    const result = await decodeEnvelope(bytes, { source, offer: OFFER, makeAdapters: () => webnnAdapters(navigator.ml) });
+    const result = await decodeEnvelope(bytes, { source, offer: OFFER, makeAdapters: pageAdapters });
     show(result);
     const verdict = result.decoded ? `decoded through ${pathKey(result.reports.at(-1).ran)}` : "no offered path ran (decode_no_path)";
     setStatus("done", `${name}: ${verdict}`);

@@ -9,6 +9,7 @@ import { WaiError } from "./dispatch/tokens.js";
 import { parseEnvelope } from "./codec/envelope.js";
 import { readTables } from "./codec/tables.js";
 import { decodePayload, latentOf, symbolBytes } from "./codec/payload.js";
+import { runProgram } from "./webgpu.js";
 
 /** Fetches what a decode reads from the service that serves the page (docs/page.md). */
 export class SetSource {
@@ -43,13 +44,36 @@ export class SetSource {
   text(digest, name) { return this.#get(`sets/${digest}/files/${encodeURIComponent(name)}`, "text"); }
   json(digest, name) { return this.#get(`sets/${digest}/files/${encodeURIComponent(name)}`, "json"); }
   bytes(digest, name) { return this.#get(`sets/${digest}/files/${encodeURIComponent(name)}`, "bytes"); }
+  /** The WGSL kernels planned for this browser's adapter limits (service/page_wgsl.py). */
+  wgslPlan(digest, shape, limits) {
+    const q = `shape=${shape.join(",")}&limits=${encodeURIComponent(JSON.stringify(limits))}`;
+    return this.#get(`sets/${digest}/wgsl/plan?${q}`, "json");
+  }
+  wgslConstants(digest) { return this.#get(`sets/${digest}/wgsl/constants.bin`, "bytes"); }
 }
 
 /** What a path's adapter decodes: the set, the entropy stage's result, and lazy program loads. */
 export class Job {
-  constructor(source, digest, manifest, header, latent) {
-    Object.assign(this, { source, digest, manifest, header, latent });
+  constructor(source, digest, manifest, header, latent, symbols) {
+    Object.assign(this, { source, digest, manifest, header, latent, symbols });
     this.webnn = null;
+  }
+
+  waiOpsProgram() {
+    const programs = this.manifest.facts && this.manifest.facts.programs;
+    return (programs && programs["wai-ops"]) || null;
+  }
+
+  loadWgslPlan(limits) {
+    return this.source.wgslPlan(this.digest, this.header.shape, limits);
+  }
+
+  /** The integer synthesis through the page's WGSL kernels: the program's rgb8 output. */
+  async runWgsl(runner, plan) {
+    const constants = await this.source.wgslConstants(this.digest);
+    const [, c, h, w] = this.header.shape;
+    const out = await runProgram(runner, plan, this.symbols, [c, h, w], constants);
+    return { rgb: rgb8Planar(out.data, out.shape) };
   }
 
   webnnProgram() {
@@ -118,7 +142,7 @@ export async function decodeEnvelope(bytes, { source, offer, makeAdapters }) {
     }
     if (manifest.capability !== cap.name) throw new WaiError("set_capability_mismatch", `set ${digest.slice(0, 16)}… is for ${manifest.capability}, not ${cap.name}`);
     const stage = await entropyStage(source, digest, manifest, part.payload);
-    const job = new Job(source, digest, manifest, stage.header, stage.latent);
+    const job = new Job(source, digest, manifest, stage.header, stage.latent, stage.symbols);
     const decision = await choose(cap, needed, offer, adapters, job);
     reports.push(decision.report);
     parts.push({ capability: cap.name, set: digest, symbolsDigest: stage.symbolsDigest, shape: stage.header.shape });
@@ -150,6 +174,22 @@ export function toRgb8(xHat, shape) {
     }
   }
   return { width, height, data };
+}
+
+/** An integer program's rgb8 output ([3, H, W] int32, each 0 … 255) as RGB8 (H×W×3). */
+export function rgb8Planar(data, shape) {
+  const [channels, height, width] = shape;
+  if (channels !== 3) throw new Error(`the program's output has ${channels} channels, not 3`);
+  const plane = height * width;
+  const out = new Uint8Array(plane * 3);
+  for (let c = 0; c < 3; c++) {
+    for (let i = 0; i < plane; i++) {
+      const v = data[c * plane + i];
+      if (v < 0 || v > 255) throw new Error(`the program's rgb8 output holds ${v}`);
+      out[i * 3 + c] = v;
+    }
+  }
+  return { width, height, data: out };
 }
 
 /** BLAKE3 (hex) of bytes. */

@@ -1,0 +1,70 @@
+// The integer kernels' verifier (verify-int.html): every payload of the conformance corpus
+// (conformance/neural-conformance) decoded in the page — entropy stage, then the wai-ops/1
+// program through the page's WGSL kernels on this browser's WebGPU adapter, whatever its
+// placement — and each RGB8 picture's BLAKE3 held to the corpus hash. `?limit.NAME=N` lowers
+// an adapter limit the planner sees (never raises it), to force banded kernels; `?only=a,b`
+// checks those payloads only.
+// The summary is kept on window.waiVerifyInt.
+import { blake3Hex, entropyStage, Job, SetSource } from "./decode.js";
+import { describeAdapter, GpuRunner, isSoftware, loweredLimits } from "./webgpu.js";
+
+const $ = (id) => document.getElementById(id);
+
+function cell(text) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  return td;
+}
+
+async function run() {
+  const source = new SetSource(new URL(".", document.baseURI).href);
+  const runner = await GpuRunner.acquire(navigator.gpu);
+  const query = new URLSearchParams(location.search);
+  const limits = loweredLimits(runner.limits, location.search);
+  const only = query.has("only") ? query.get("only").split(",") : null;
+  const software = isSoftware(runner.adapter);
+  $("environment").textContent = `Adapter: ${describeAdapter(runner.adapter)}. ${software ? "A decode here reports gpu/wgsl/integer dispatch_not_placed; the kernels run anyway for this check." : "A decode here runs on the GPU at decode-equivalence."}`;
+  const corpus = await (await fetch("corpus.json")).json();
+  const manifest = await source.manifest(corpus.set);
+  const rows = [];
+  for (const entry of corpus.payloads.filter((p) => !only || only.includes(p.name))) {
+    const t0 = performance.now();
+    const row = { name: entry.name, expected: entry.rgb8_blake3, symbolsExpected: entry.symbols_digest };
+    try {
+      const payload = new Uint8Array(await (await fetch(`corpus/${encodeURIComponent(entry.payload)}`)).arrayBuffer());
+      const stage = await entropyStage(source, corpus.set, manifest, payload);
+      const job = new Job(source, corpus.set, manifest, stage.header, stage.latent, stage.symbols);
+      const plan = await job.loadWgslPlan(limits);
+      if (plan.refused) throw new Error(`dispatch_shape_mismatch: ${plan.refused}`);
+      const { rgb } = await job.runWgsl(runner, plan);
+      Object.assign(row, {
+        shape: stage.header.shape,
+        symbols: stage.symbolsDigest,
+        got: blake3Hex(rgb.data),
+        banded: plan.operations.filter((op) => !op.whole).length,
+      });
+      row.verdict = row.got === row.expected && row.symbols === row.symbolsExpected ? "pass" : "fail";
+    } catch (err) {
+      row.verdict = "fail";
+      row.error = err.message;
+    }
+    row.ms = Math.round(performance.now() - t0);
+    rows.push(row);
+    const tr = document.createElement("tr");
+    tr.className = row.verdict;
+    const symbols = row.symbols ? (row.symbols === row.symbolsExpected ? "equal" : `page ${row.symbols}`) : "—";
+    for (const t of [row.name, row.verdict, row.shape ? row.shape.join("×") : "", symbols, row.got || row.error || "", row.expected, String(row.ms)]) tr.appendChild(cell(t));
+    $("checks").tBodies[0].appendChild(tr);
+  }
+  const verdict = rows.every((r) => r.verdict === "pass") ? "pass" : "fail";
+  $("verdict").dataset.state = verdict === "pass" ? "done" : "error";
+  $("verdict").textContent = verdict === "pass" ? `PASS: all ${rows.length} corpus payloads decode through the page's kernels to their corpus hash.` : "FAIL: see the table.";
+  window.waiVerifyInt = { done: true, verdict, software, adapter: describeAdapter(runner.adapter), limits, rows };
+}
+
+window.waiVerifyInt = { done: false };
+run().catch((err) => {
+  $("verdict").dataset.state = "error";
+  $("verdict").textContent = `verifier failed: ${err.message}`;
+  window.waiVerifyInt = { done: true, verdict: "fail", error: String(err), rows: [] };
+});
