@@ -1,7 +1,8 @@
 """The browser page's site: its static files (``service/page/``, shipped as package data) and
 the few things a decode in the page reads from the service: the bundled sample envelopes, a
-capability's default set, a set's manifest and files (each verified by the set store), and the
-native reference decode of a sample that the page's verifier compares with (§6.4).
+capability's default set, a set's manifest and files (each verified by the set store), the
+native reference decode of a sample that the page's verifier compares with (§6.4), the WebGPU
+path's kernel plans (:mod:`service.page_wgsl`) and the integer conformance corpus.
 
 One resolver, :class:`PageSite`, answers a path below the page's root with a status, a body and
 a media type; the HTTP service mounts it (and the browser tests serve it from a loopback
