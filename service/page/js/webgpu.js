@@ -47,11 +47,28 @@ export function describeAdapter(adapter) {
 
 /** One WebGPU device: buffers, pipelines (cached per source), dispatch, readback. */
 export class GpuRunner {
+  static current = null;
+
   constructor(adapter, device) {
     this.adapter = adapter;
     this.device = device;
     this.pipelines = new Map();
     this.limits = Object.fromEntries(LIMITS.map((k) => [k, Number(device.limits[k])]));
+  }
+
+  /** One runner per page (its device and pipelines kept between decodes); a lost device is
+   * dropped, and the next decode asks for a new one. */
+  static shared(gpu) {
+    if (!GpuRunner.current) {
+      GpuRunner.current = GpuRunner.acquire(gpu).then(
+        (runner) => {
+          runner.device.lost.then(() => { GpuRunner.current = null; });
+          return runner;
+        },
+        (err) => { GpuRunner.current = null; throw err; },
+      );
+    }
+    return GpuRunner.current;
   }
 
   static async acquire(gpu) {
@@ -193,7 +210,7 @@ export class WgslAdapter {
 
   async unitPresent() {
     try {
-      this.runner = await GpuRunner.acquire(this.gpu);
+      this.runner = await GpuRunner.shared(this.gpu);
     } catch (err) {
       this.reason = err.message;
       return false;
