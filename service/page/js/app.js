@@ -108,9 +108,10 @@ async function decodeSample() {
 
 async function start() {
   window.waiPage = { decodeBytes, decodeSample, last: null };
-  $("environment").textContent = navigator.ml
-    ? "This browser exposes navigator.ml (WebNN): the page asks it for contexts."
-    : "This browser exposes no navigator.ml: every WebNN path is dispatch_unit_absent; the entropy stage still runs here.";
+  $("environment").textContent = (navigator.ml
+    ? "This browser exposes navigator.ml (WebNN): the page asks it for contexts. "
+    : "This browser exposes no navigator.ml: every WebNN path is dispatch_unit_absent; the entropy stage still runs here. ")
+    + (navigator.gpu ? "It exposes navigator.gpu (WebGPU) for the integer kernels." : "It exposes no navigator.gpu (WebGPU).");
   const samples = await (await fetch("samples.json")).json();
   for (const s of samples) {
     const opt = document.createElement("option");
