@@ -99,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         api_decode,
         api_governance,
         api_ops,
+        api_page,
         api_reports,
         api_sets,
         dashboard_app,
@@ -128,7 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(RequestId)
-    for module in (api_decode, api_reports, api_sets, api_ops, api_governance):
+    for module in (api_decode, api_reports, api_sets, api_ops, api_governance, api_page):
         app.include_router(module.router)
     dashboard_app.install(app)
     app.add_exception_handler(WaiError, _wai_error)

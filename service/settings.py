@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     program_cache_bytes: int = Field(default=512 * MiB, ge=MiB)
     ort_threads: int | None = Field(default=None, ge=1, le=256)
     log_level: str = "INFO"
+    page: bool = Field(
+        default=True,
+        description="serve the browser page at /page/ (public: it reads the installed sets' files)",
+    )
 
     @field_validator("log_level")
     @classmethod

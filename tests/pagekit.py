@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,12 +63,36 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_site(site: Any) -> Iterator[str]:
-    """The page's site on a loopback port of this suite's range; yields the page's URL."""
-    from wai_dispatch.service.page import serve_loopback
+def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any]]:
+    """The real HTTP service (``wai-dispatch serve``'s app on uvicorn, SQLite store) on a
+    loopback port of this suite's range; yields the page's URL (``…/page/``) and the page's
+    site as the service made it."""
+    import time
 
-    with serve_loopback(site, port=free_port()) as url:
-        yield url
+    import httpx
+    import uvicorn
+
+    from wai_dispatch.service.app import create_app
+    from wai_dispatch.service.settings import load
+
+    port = free_port()
+    app = create_app(load(data_dir=data_dir, port=port, **settings))
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{port}/page/"
+    try:
+        httpx.get(url, timeout=30)  # the site is made on first use (None when the page is off)
+        yield url, getattr(app.state, "page_site", None)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
 
 
 @contextlib.contextmanager
@@ -105,13 +130,3 @@ def screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
-
-
-@contextlib.contextmanager
-def bundled_site(tmp: Path) -> Iterator[Any]:
-    """The page's site over a fresh decoder (its store holding the bundled sets)."""
-    from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
-    from wai_dispatch.service.decoder import Decoder
-    from wai_dispatch.service.page import PageSite
-
-    yield PageSite(Decoder.open(tmp / "data", offer=[CPU_ONNX_RUNTIME]))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pagekit import ROOT, browser_page, bundled_site, open_page, require_browser, serve_site
+from pagekit import ROOT, browser_page, open_page, require_browser, serve_service
 
 from wai_dispatch.codec import payload as codec
 from wai_dispatch.codec.errors import CodecError
@@ -40,8 +40,7 @@ DECODE = """async ([tablesText, bytes]) => {
 def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     require_browser()
     with (
-        bundled_site(tmp_path_factory.mktemp("entropy")) as site,
-        serve_site(site) as url,
+        serve_service(tmp_path_factory.mktemp("entropy")) as (url, _),
         browser_page([]) as page,
     ):
         open_page(page, url)

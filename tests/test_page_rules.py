@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pagekit import ROOT, browser_page, bundled_site, open_page, require_browser, serve_site
+from pagekit import ROOT, browser_page, open_page, require_browser, serve_service
 
 from wai_dispatch.dispatch import REGISTRY, Arithmetic, Capability, RegistryClass, Report
 from wai_dispatch.dispatch.codes import is_code
@@ -25,8 +25,7 @@ JS = ROOT / "service" / "page" / "js"
 def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     require_browser()
     with (
-        bundled_site(tmp_path_factory.mktemp("rules")) as site,
-        serve_site(site) as url,
+        serve_service(tmp_path_factory.mktemp("rules")) as (url, _),
         browser_page([]) as page,
     ):
         open_page(page, url)

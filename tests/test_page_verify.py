@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pagekit import CHROMIUM, ROOT, bundled_site, free_port, require_browser, serve_site
+from pagekit import CHROMIUM, ROOT, free_port, require_browser, serve_service
 
 from wai_dispatch.tools import verify_page
 
@@ -20,7 +20,7 @@ REFERENCE_WEBNN = (ROOT / "tests" / "webnn_reference.js").read_text(encoding="ut
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     require_browser()
-    with bundled_site(tmp_path_factory.mktemp("verify")) as site, serve_site(site) as url:
+    with serve_service(tmp_path_factory.mktemp("verify")) as (url, _):
         yield url
 
 

@@ -18,11 +18,10 @@ import pytest
 from pagekit import (
     ROOT,
     browser_page,
-    bundled_site,
     open_page,
     require_browser,
     screenshot,
-    serve_site,
+    serve_service,
 )
 
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
@@ -53,7 +52,7 @@ SWIFTSHADER_LIMITS = {
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     require_browser()
-    with bundled_site(tmp_path_factory.mktemp("webgpu")) as site, serve_site(site) as url:
+    with serve_service(tmp_path_factory.mktemp("webgpu")) as (url, site):
         site.url = url
         yield site
 

@@ -20,11 +20,10 @@ from pagekit import (
     ROOT,
     WEBNN_ARGS,
     browser_page,
-    bundled_site,
     open_page,
     require_browser,
     screenshot,
-    serve_site,
+    serve_service,
 )
 
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
@@ -52,7 +51,7 @@ if (navigator.ml) {
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     require_browser()
-    with bundled_site(tmp_path_factory.mktemp("webnn")) as site, serve_site(site) as url:
+    with serve_service(tmp_path_factory.mktemp("webnn")) as (url, site):
         site.url = url
         yield site
 

@@ -17,11 +17,10 @@ import pytest
 from pagekit import (
     ROOT,
     browser_page,
-    bundled_site,
     open_page,
     require_browser,
     screenshot,
-    serve_site,
+    serve_service,
 )
 
 from wai_dispatch.dispatch import Report
@@ -34,8 +33,7 @@ REFERENCE_WEBNN = (ROOT / "tests" / "webnn_reference.js").read_text(encoding="ut
 def decoded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Any, Any]]:
     require_browser()
     with (
-        bundled_site(tmp_path_factory.mktemp("graph")) as site,
-        serve_site(site) as url,
+        serve_service(tmp_path_factory.mktemp("graph")) as (url, site),
         browser_page([], init_script=REFERENCE_WEBNN) as page,
     ):
         open_page(page, url)
@@ -44,7 +42,8 @@ def decoded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any
         assert page.errors == []
         pixels = np.array(page.evaluate("Array.from(window.waiPage.picture.data)"), np.uint8)
         screenshot(page, "webnn-reference-context-ran")
-        native = site.decoder.decode(SAMPLE.read_bytes())  # ONNX Runtime on the CPU
+        native = site.decoder.decode(SAMPLE.read_bytes())  # the service's own decode
+        assert str(native.reports[-1].ran.path) == "cpu/onnx-runtime/float"
         contexts = page.evaluate("window.__contexts")
         yield result, pixels, native, contexts
 
