@@ -3,7 +3,8 @@
 The page's routes are public, as a page must be: its static files, the bundled samples, and the
 files of installed sets that a decode in the page reads (each verified by the store), the native
 reference decode of a bundled sample, and the WebGPU path's kernel plans. They are kept out of
-the OpenAPI schema: they are the page's, not the API's. ``WAI_PAGE=false`` turns them off.
+the OpenAPI schema: they are the page's, not the API's. ``WAI_PAGE=false`` turns them off. A
+Content-Security-Policy lets the page reach nothing but this service (no CDN: it works offline).
 """
 
 from __future__ import annotations
@@ -17,6 +18,18 @@ from fastapi.responses import RedirectResponse
 from wai_dispatch.service.errors import ServiceError
 
 router = APIRouter(tags=["page"], include_in_schema=False)
+
+#: The page reaches nothing but this service: its own scripts, styles and routes.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
 
 
 def _site(request: Request) -> Any:
@@ -43,4 +56,4 @@ async def page(rel: str, request: Request) -> Response:
     query = request.url.query
     site = _site(request)
     res = await run_in_threadpool(site.get, f"{rel}?{query}" if query else rel)
-    return Response(res.body, status_code=res.status, media_type=res.media_type)
+    return Response(res.body, status_code=res.status, media_type=res.media_type, headers=HEADERS)

@@ -122,7 +122,7 @@ def browser_page(extra_args: list[str], init_script: str | None = None) -> Itera
 
 def open_page(page: Any, url: str) -> None:
     page.goto(url)
-    page.wait_for_function("window.waiPage && window.waiPage.ready === true", timeout=30_000)
+    page.wait_for_function("() => window.waiPage && window.waiPage.ready === true", timeout=30_000)
 
 
 def screenshot(page: Any, name: str) -> Path:

@@ -73,7 +73,7 @@ def decode_sample(page: Any, url: str, name: str) -> dict[str, Any]:
 
 def verify_int(page: Any, url: str, query: str) -> dict[str, Any]:
     page.goto(f"{url}verify-int.html?{query}")
-    page.wait_for_function("window.waiVerifyInt && window.waiVerifyInt.done", timeout=900_000)
+    page.wait_for_function("() => window.waiVerifyInt && window.waiVerifyInt.done", timeout=900_000)
     summary: dict[str, Any] = page.evaluate("window.waiVerifyInt")
     assert page.errors == []
     return summary

@@ -136,7 +136,7 @@ def test_dropped_files(site: Any, webnn_page: Any, tmp_path: Path) -> None:
     its code on the page, not a crash."""
     webnn_page.set_input_files("#file", str(ENVELOPES / "bmshj2018-demo-q3.json"))
     webnn_page.wait_for_function(
-        "window.waiPage.last && window.waiPage.last.name.endsWith('.json')"
+        "() => window.waiPage.last && window.waiPage.last.name.endsWith('.json')"
     )
     last = webnn_page.evaluate("window.waiPage.last")
     assert last["parts"][0]["symbolsDigest"] == native("bmshj2018-demo-q3.json", site.store)[0]
@@ -152,7 +152,7 @@ def test_dropped_files(site: Any, webnn_page: Any, tmp_path: Path) -> None:
         path.write_bytes(data)
         webnn_page.set_input_files("#file", str(path))
         webnn_page.wait_for_function(
-            f"window.waiPage.last && window.waiPage.last.name === '{name}'"
+            f"() => window.waiPage.last && window.waiPage.last.name === '{name}'"
         )
         assert webnn_page.evaluate("window.waiPage.last.error.code") == code
         assert webnn_page.get_attribute("#status", "data-state") == "error"

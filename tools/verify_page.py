@@ -60,7 +60,7 @@ def verify(
             page = context.new_page()
             page.goto(url + "verify.html")
             page.wait_for_function(
-                "window.waiVerify && window.waiVerify.done", timeout=timeout_s * 1000
+                "() => window.waiVerify && window.waiVerify.done", timeout=timeout_s * 1000
             )
             summary: dict[str, Any] = page.evaluate("window.waiVerify")
             return summary

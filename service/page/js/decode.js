@@ -1,8 +1,8 @@
 // One decode in the page, as service/pipeline.py decodes: envelope → §2 demand → entropy stage
 // (§6.3, in the page) → §4 choose over the page's offer → RGB8. The primary first; the fallback
 // when no offered path runs the primary.
-import { blake3 } from "../vendor/noble-hashes/blake3.js";
-import { bytesToHex } from "../vendor/noble-hashes/utils.js";
+import { blake3 } from "../vendor/noble_hashes/blake3.js";
+import { bytesToHex } from "../vendor/noble_hashes/utils.js";
 import { lookup } from "./dispatch/registry.js";
 import { choose, demand } from "./dispatch/rules.js";
 import { WaiError } from "./dispatch/tokens.js";
