@@ -32,9 +32,12 @@ def test_no_webnn_context_verifies_nothing(url: str) -> None:
     summary = verify_page.verify(str(CHROMIUM), url=url, extra_args=["--no-sandbox"])
     assert summary["verdict"] == "absent"
     rows = by_sample(summary)
-    assert sorted(rows) == ["bmshj2018-demo-q3-replicate.json", "bmshj2018-demo-q3.json"]
+    assert {"bmshj2018-demo-q3-replicate.json", "bmshj2018-demo-q3.json"} <= set(rows)
     for row in rows.values():
+        # every bundled sample is coded from the same picture's latent (docs/int-synth-set.md)
         assert row["symbols"] == {"page": NATIVE_DIGEST, "native": NATIVE_DIGEST}
+        if row["needed"] == "decode-equivalence":  # int_synth, or replicate: refused first
+            assert row["verdict"] == "pass" and row["contexts"] == [], row
     plain = rows["bmshj2018-demo-q3.json"]
     assert plain["verdict"] == "absent" and plain["ran"] is None
     assert plain["contexts"] == ["npu", "gpu", "cpu"]
