@@ -3,8 +3,8 @@
 
 A path gains an adapter by one entry in :data:`BUILDERS`: the path, and a function that builds
 its adapter (importing its runtime lazily, inside the adapter). The integer interpreter
-(``cpu/wai-ops/integer``) is :mod:`paths.waiops.adapter`; the WGSL kernels
-(``gpu/wgsl/integer``) have no entry in this build, so they are reported absent with
+(``cpu/wai-ops/integer``) is :mod:`paths.waiops.adapter`, the WGSL kernels
+(``gpu/wgsl/integer``) :mod:`paths.wgsl.adapter`; a path with no entry is reported absent with
 :data:`NO_ADAPTER`.
 """
 
@@ -23,7 +23,7 @@ from wai_dispatch.dispatch import (
     Adapter,
     Unit,
 )
-from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, Offer, Path, parse_offer
+from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, Offer, Path, parse_offer
 
 #: The reason a path with no adapter in :data:`BUILDERS` is absent.
 NO_ADAPTER = "no adapter in this build"
@@ -45,6 +45,13 @@ def _wai_ops() -> Adapter:
     return adapter
 
 
+def _wgsl() -> Adapter:
+    from wai_dispatch.paths.wgsl.adapter import WgslAdapter
+
+    adapter: Adapter = WgslAdapter()
+    return adapter
+
+
 def _onnx(unit: Unit) -> Callable[[], Adapter]:
     def build() -> Adapter:
         from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
@@ -61,6 +68,7 @@ BUILDERS: Mapping[Path, Callable[[], Adapter]] = {
     CPU_ONNX_RUNTIME: _onnx(Unit.CPU),
     GPU_ONNX_RUNTIME: _onnx(Unit.GPU),
     CPU_WAI_OPS: _wai_ops,
+    GPU_WGSL: _wgsl,
 }
 
 
@@ -72,7 +80,15 @@ class PathStatus(NamedTuple):
     reason: str | None
 
     def to_json(self) -> dict[str, object]:
-        return {"path": self.path.to_json(), "present": self.present, "reason": self.reason}
+        out: dict[str, object] = {
+            "path": self.path.to_json(),
+            "present": self.present,
+            "reason": self.reason,
+        }
+        device = getattr(known_adapters().get(self.path), "device", None)
+        if self.present and callable(device):  # the hardware an adapter found, where it says
+            out["device"] = device()
+        return out
 
 
 @functools.cache

@@ -126,11 +126,17 @@ def test_paths_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monk
     obj = json.loads(out)
     assert obj["offer"] == ["gpu/wgsl/integer", "cpu/onnx-runtime/float"]
     wgsl, onnx = obj["paths"]
-    assert wgsl == {
-        "path": {"unit": "gpu", "backend": "wgsl", "arithmetic": "integer"},
-        "present": False,
-        "reason": "no adapter in this build",
-    }
+    assert wgsl["path"] == {"unit": "gpu", "backend": "wgsl", "arithmetic": "integer"}
+    found = registry.known_adapters()[GPU_WGSL]
+    reason = registry.absent_reason(found) if not found.unit_present() else None
+    assert wgsl["present"] is (reason is None) and wgsl["reason"] == reason
+    if reason is None:  # the WebGPU adapter it found, and where its type puts the operations
+        device = wgsl["device"]
+        assert device["adapter_type"] and device["backend_type"]
+        units = {"CPU": "cpu", "DiscreteGPU": "gpu", "IntegratedGPU": "gpu"}
+        assert device["operations_on"] == units.get(device["adapter_type"], "unknown")
+    else:
+        assert "device" not in wgsl
     assert onnx["present"] is HAS_ORT and (onnx["reason"] is None) is HAS_ORT
 
     status, out, _ = cli(capsys, "paths", "--json", "--offer", "npu/model-runtime/float")

@@ -1,0 +1,184 @@
+"""The ``gpu/wgsl/integer`` path's adapter: §4's answers for a set's ``wai-ops`` program run by
+the WGSL kernels, its placement (§5) and its run.
+
+- Unit: a WebGPU adapter (wgpu-py on Vulkan, Metal or D3D12). None, or no wgpu → absent,
+  with the reason.
+- Program: the set's ``wai-ops`` program (the interpreter's, ``paths.waiops``), loaded from the
+  set's verified bytes and bound-checked once per set digest.
+- Shape: every operation's kernel plan against the device's real limits, before anything is
+  submitted; no variant admits → ``False`` (``dispatch_shape_mismatch``), with the reason kept.
+- Placement: the adapter's own type. A software adapter (type ``CPU``, e.g. Mesa's lavapipe)
+  puts every operation on ``cpu`` (so §5 refuses the path with ``dispatch_not_placed``); a
+  discrete or integrated GPU puts every operation on ``gpu``. Counted over the program's
+  operations.
+- Run: the kernels; the output is the interpreter's (RGB8 as value / 255, float32). Anything
+  the backend raises → :class:`dispatch.BackendFailed` with the cause kept; the device and
+  everything cached on it are dropped, so the next decode acquires a fresh one.
+
+Pipelines are cached per WGSL source on the device, weight buffers per (set digest, device).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.dispatch.adapter import BackendFailed
+from wai_dispatch.dispatch.paths import GPU_WGSL, Path
+from wai_dispatch.dispatch.report import Placement
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.wgsl.descriptor import ShapeRefused
+from wai_dispatch.paths.wgsl.execute import plan_program, run_program
+from wai_dispatch.paths.wgsl.runner import GPU_TYPES, Runner, UnitAbsent
+
+
+@dataclass
+class _Loaded:
+    program: Any
+    constants: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+
+def _waiops() -> Any:
+    """The interpreter's adapter module (its set-program loader), or ``None`` without it."""
+    try:
+        from wai_dispatch.paths.waiops import adapter
+    except ImportError:
+        return None
+    return adapter
+
+
+class WgslAdapter:
+    """§4's answers and the run for ``gpu/wgsl/integer``; safe to share between threads."""
+
+    def __init__(self, acquire: Callable[[], Runner] = Runner.acquire, cache_size: int = 4) -> None:
+        self._acquire = acquire
+        self._cache_size = cache_size
+        self._runner: Runner | None = None
+        self._absent: str | None = None
+        self._sets: OrderedDict[str, _Loaded] = OrderedDict()
+        self._lock = threading.RLock()
+        self.last_refusal: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return GPU_WGSL
+
+    # the device -------------------------------------------------------------------------------
+
+    def runner(self) -> Runner | None:
+        """The device, acquired on first use (and again after a failure); ``None`` if absent."""
+        with self._lock:
+            if self._runner is None and self._absent is None:
+                try:
+                    self._runner = self._acquire()
+                except UnitAbsent as exc:
+                    self._absent = str(exc)
+            return self._runner
+
+    @property
+    def absent_reason(self) -> str | None:
+        return None if self.runner() is not None else self._absent
+
+    def device(self) -> Mapping[str, str] | None:
+        """The adapter found (``wai-dispatch paths --json``), and the unit its type places
+        every operation on."""
+        runner = self.runner()
+        if runner is None:
+            return None
+        return {**runner.info, "operations_on": self._unit(runner)}
+
+    def unit_present(self) -> bool:
+        return self.runner() is not None
+
+    # the program ------------------------------------------------------------------------------
+
+    def program_present(self, job: SynthesisJob) -> bool:
+        waiops = _waiops()
+        if waiops is None:
+            return False
+        spec = waiops.program_spec(job.set_files)
+        return (
+            spec is not None
+            and job.set_files.has(str(spec["file"]))
+            and job.set_files.has(str(spec["weights"]))
+        )
+
+    def takes_shape(self, job: SynthesisJob) -> bool:
+        """Every operation's kernel admits the shapes on this device's limits."""
+        symbols = getattr(job, "symbols", None)
+        runner = self.runner()
+        if runner is None or not isinstance(symbols, np.ndarray) or symbols.ndim != 4:
+            return False
+        program = self._loaded(job).program
+        if symbols.shape[0] != 1 or int(symbols.shape[1]) != program.input_channels:
+            return False
+        try:
+            plan_program(program, symbols.shape, runner.limits)
+        except ShapeRefused as exc:
+            self.last_refusal = str(exc)
+            return False
+        return True
+
+    def plan(self, job: SynthesisJob) -> Placement:
+        runner = self.runner()
+        count = len(self._loaded(job).program.operations)
+        unit = self._unit(runner) if runner is not None else "unknown"
+        return Placement(**{unit: count})
+
+    def run(self, job: SynthesisJob) -> np.ndarray:
+        runner = self.runner()
+        if runner is None:
+            raise BackendFailed(f"wgsl: no WebGPU adapter ({self._absent})")
+        loaded = self._loaded(job)
+        try:
+            out = run_program(runner, loaded.program, job.symbols, loaded.constants)
+        except BackendFailed:
+            self._drop(runner)
+            raise
+        except ShapeRefused as exc:  # takes_shape said yes: the limits cannot have changed
+            raise BackendFailed(f"wgsl: {exc}") from exc
+        return out.astype(np.float32) / np.float32(255.0)
+
+    # caches -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _unit(runner: Runner) -> str:
+        if runner.is_gpu:
+            return "gpu"
+        return "cpu" if runner.adapter_type == "CPU" else "unknown"
+
+    def _drop(self, runner: Runner) -> None:
+        """Forget a device that failed, and the weight buffers on it: the next decode
+        acquires a fresh device."""
+        with self._lock:
+            if self._runner is runner:
+                self._runner = None
+                self._sets.clear()
+
+    def _loaded(self, job: SynthesisJob) -> _Loaded:
+        digest = job.set_files.digest
+        with self._lock:
+            hit = self._sets.get(digest)
+            if hit is not None:
+                self._sets.move_to_end(digest)
+                return hit
+            waiops = _waiops()
+            if waiops is None:
+                raise BackendFailed("wgsl: the wai-ops interpreter's loader is not installed")
+            try:
+                program = waiops.load_set_program(job.set_files)
+            except Exception as exc:  # a typed WaiOpsError: kept as the cause
+                raise BackendFailed(f"wgsl: the wai-ops program does not load: {exc}") from exc
+            loaded = _Loaded(program)
+            self._sets[digest] = loaded
+            while len(self._sets) > self._cache_size:
+                self._sets.popitem(last=False)
+            return loaded
+
+
+__all__ = ["GPU_TYPES", "WgslAdapter"]
