@@ -107,9 +107,10 @@ def test_the_whole_variant_holds_and_derives_the_output_shape() -> None:
     fields = {name: value for name, _, value in plan.uniform(band)}
     assert fields == {
         "inC": 192, "inW": 24, "inRow0": 0, "inRows": 16, "outC": 128, "outW": 48,
-        "outRow0": 0, "rows": 32, "kernel": 5, "stride": 2, "padding": 2,
+        "outRow0": 0, "rows": 32, "groups": 32, "kernel": 5, "stride": 2, "padding": 2,
     }  # fmt: skip
-    assert plan.dispatch(band) == (128 * 32 * 48 // 64, 1)
+    # one invocation per position and group of 4 output channels (the tunable)
+    assert plan.dispatch(band) == (128 // 4 * 32 * 48 // 64, 1)
 
 
 @pytest.mark.parametrize(
@@ -203,11 +204,11 @@ def test_limits_exceeded_refuse_naming_the_limit(limit, value) -> None:
 
 def test_a_dispatch_too_large_for_one_dimension_is_tiled_then_refused() -> None:
     few = {**LIMITS, "maxComputeWorkgroupsPerDimension": 8}
-    plan = deconv_plan(few, x=(1, 192, 8, 8))  # 128 x 16 x 16 / 64 = 512 groups > 8 x 8
+    plan = deconv_plan(few, x=(1, 192, 8, 8))  # 128 / 4 x 16 x 16 / 64 = 128 groups > 8 x 8
     assert plan.variant["name"] == "banded"
     for band in plan.bands():
         x, y = plan.dispatch(band)
-        assert x <= 8 and y <= 8 and x * y * 64 >= 128 * band.rows * 16
+        assert x <= 8 and y <= 8 and x * y * 64 >= 128 // 4 * band.rows * 16
     with pytest.raises(ShapeRefused, match="maxComputeWorkgroupsPerDimension"):
         deconv_plan({**LIMITS, "maxComputeWorkgroupsPerDimension": 1}, x=(1, 192, 8, 8))
 

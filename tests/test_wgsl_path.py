@@ -40,7 +40,7 @@ def absent() -> Runner:
 def test_no_adapter_is_unit_absent_with_the_reason() -> None:
     adapter = WgslAdapter(acquire=absent)
     assert adapter.unit_present() is False
-    assert "no Vulkan/Metal/D3D12 driver" in str(adapter.absent_reason)
+    assert "no Vulkan/Metal/D3D12 driver" in str(adapter.absent_reason())
     assert adapter.device() is None
     decision = choose(INT_SYNTH, Tier.DECODE_EQUIVALENCE, [GPU_WGSL], {GPU_WGSL: adapter})
     assert decision.report.refused[0].reason is Code.UNIT_ABSENT

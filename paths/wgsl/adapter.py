@@ -80,8 +80,8 @@ class WgslAdapter:
                     self._absent = str(exc)
             return self._runner
 
-    @property
     def absent_reason(self) -> str | None:
+        """Why there is no WebGPU device here, in words; ``None`` when there is one."""
         return None if self.runner() is not None else self._absent
 
     def device(self) -> Mapping[str, str] | None:

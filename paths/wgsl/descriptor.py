@@ -139,8 +139,9 @@ class KernelPlan:
         return fields
 
     def dispatch(self, band: Band) -> tuple[int, int]:
-        """Workgroups (x, y) for one band: a 2-D grid over the band's output elements."""
-        count = self.out_shape[1] * band.rows * self.out_shape[3]
+        """Workgroups (x, y) for one band: a 2-D grid with one invocation per output position
+        and group of ``CHANNELS_PER_INVOCATION`` output channels."""
+        count = int(self.names["channelGroups"]) * band.rows * self.out_shape[3]
         groups = _ceil_div(count, self.names["tunables"]["WORKGROUP_SIZE"])
         x = max(
             1, min(groups, int(self.names["device"]["limits"]["maxComputeWorkgroupsPerDimension"]))
