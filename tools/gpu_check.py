@@ -119,7 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(summary))
         return 0 if ok else 1
     a = summary["adapter"]
-    print(f"adapter     {a['device']} ({a['adapter_type']}, {a['backend_type']}; {a['description']})")
+    print(
+        f"adapter     {a['device']} ({a['adapter_type']}, {a['backend_type']}; {a['description']})"
+    )
     print(f"interpreter {summary['interpreter']}; median of {summary['repeat']} after a warm-up")
     print(f"{'payload':28} {'picture':>10} {'wgsl s':>9} {'interp s':>9} {'ratio':>7}  hash")
     for r in summary["payloads"]:
