@@ -135,8 +135,15 @@ class WgslAdapter:
         if runner is None:
             raise BackendFailed(f"wgsl: no WebGPU adapter ({self._absent})")
         loaded = self._loaded(job)
+        symbols = job.symbols
+        try:  # the interpreter's input checks: shape, limits, every value in the declared range
+            from wai_dispatch.paths.waiops.run import check_input
+        except ImportError:
+            pass
+        else:
+            symbols = check_input(loaded.program, symbols)
         try:
-            out = run_program(runner, loaded.program, job.symbols, loaded.constants)
+            out = run_program(runner, loaded.program, symbols, loaded.constants)
         except BackendFailed:
             self._drop(runner)
             raise

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from wai_dispatch.dispatch.tokens import Code
+
 _PACKAGE = "wai_dispatch.paths.wgsl"
 INT32_BYTES = 4
 
@@ -33,7 +35,7 @@ class ShapeRefused(Exception):
     """No variant of a kernel admits the shapes, attributes or the device's limits (§4:
     ``dispatch_shape_mismatch``). ``limits`` names each device limit a variant exceeded."""
 
-    code = "dispatch_shape_mismatch"
+    code = Code.SHAPE_MISMATCH
 
     def __init__(self, message: str, limits: Sequence[str] = ()):
         super().__init__(message)

@@ -75,6 +75,8 @@ class Runner:
             import wgpu  # type: ignore[import-untyped, unused-ignore]
         except ImportError as exc:
             raise UnitAbsent(f"wgpu is not installed ({exc})") from exc
+        except Exception as exc:  # wgpu-native's library does not load on this machine
+            raise UnitAbsent(f"wgpu does not load ({exc})") from exc
         try:
             adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         except Exception as exc:  # wgpu-native raises when no driver offers an adapter
