@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.dispatch import CPU_WAI_OPS, BackendFailed, Code, Tier, choose
 from wai_dispatch.dispatch.paths import GPU_WGSL
 from wai_dispatch.dispatch.registry import INT_SYNTH
@@ -63,12 +64,10 @@ class MemorySet:
 
     files: dict[str, bytes]
     digest: str = "ab" * 32
-    facts: dict[str, Any] = field(
-        default_factory=lambda: {
-            "programs": {
-                "wai-ops": {"file": "p.json", "weights": "w.safetensors", "format": "wai-ops/1"}
-            }
-        }
+    facts: SetFacts = field(
+        default_factory=lambda: SetFacts.model_validate(
+            {"programs": {"wai-ops": {"file": "p.json", "weights": "w.safetensors"}}}
+        )
     )
 
     def has(self, name: str) -> bool:
@@ -200,3 +199,59 @@ def test_a_failed_device_is_dropped_and_the_next_decode_recovers(device: Runner,
     from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
 
     np.testing.assert_array_equal(out, WaiOpsAdapter().run(job))
+
+
+def test_symbols_outside_the_declared_range_are_refused_before_the_kernels(
+    device: Runner, job: Job
+) -> None:
+    from wai_dispatch.paths.waiops.errors import InputOutOfRange
+
+    submitted: list[Any] = []
+    runner = Runner(device._adapter, device._device)
+    runner.dispatch = lambda *a: submitted.append(a)  # type: ignore[method-assign]
+    wild = job.symbols.copy()
+    wild[0, 0, 0, 0] = 21  # the program declares [-20, 20]
+    with pytest.raises(InputOutOfRange, match="outside the program's declared range"):
+        WgslAdapter(acquire=lambda: runner).run(Job(job.set_files, wild))
+    assert submitted == []
+
+
+def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any) -> None:
+    """The bundled int-synth envelope through the decode pipeline with the offer
+    ``gpu/wgsl/integer, cpu/wai-ops/integer``: on a CPU adapter the WGSL path is refused with
+    ``dispatch_not_placed`` and the interpreter decodes to the corpus hash; on a GPU the WGSL
+    path decodes to that same hash."""
+    pytest.importorskip("wai_dispatch.paths.waiops.adapter", reason="no interpreter in this build")
+    import json
+
+    from wai_dispatch.codec.envelope import Envelope
+    from wai_dispatch.codec.sets import Manifest, SetStore
+    from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+    from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+    from wai_dispatch.service.pipeline import decode_envelope
+    from wai_dispatch.tools.neural_conformance import rgb8_digest
+
+    folder = sets_dir() / "int-synth-demo-q3"
+    store = SetStore(tmp_path / "sets")
+    store.install(folder)
+    manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
+    envelope = Envelope(
+        capability=manifest.capability,
+        payload=(folder / "payload.bin").read_bytes(),
+        set=manifest.digest,
+    )
+    adapters = {GPU_WGSL: WgslAdapter(acquire=lambda: device), CPU_WAI_OPS: WaiOpsAdapter()}
+    result = decode_envelope(
+        envelope, store=store, offer=(GPU_WGSL, CPU_WAI_OPS), adapters=adapters
+    )
+    (report,) = result.reports
+    assert report.ran is not None
+    if device.adapter_type == "CPU":
+        assert [(r.path, r.reason) for r in report.refused] == [(GPU_WGSL, Code.NOT_PLACED)]
+        assert report.ran.path == CPU_WAI_OPS
+    else:
+        assert report.ran.path == GPU_WGSL and report.ran.placement == Placement(gpu=12)
+    assert report.ran.tier is Tier.DECODE_EQUIVALENCE
+    corpus = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())
+    coffee = next(p for p in corpus["payloads"] if p["name"] == "coffee-256x256")
+    assert rgb8_digest(result.rgb) == coffee["rgb8_blake3"]

@@ -101,11 +101,11 @@ class WgslAdapter:
         waiops = _waiops()
         if waiops is None:
             return False
-        spec = waiops.program_spec(job.set_files)
+        spec = waiops.program_spec(job.set_files)  # the set's typed facts: file and weights
         return (
             spec is not None
-            and job.set_files.has(str(spec["file"]))
-            and job.set_files.has(str(spec["weights"]))
+            and job.set_files.has(str(spec.file))
+            and job.set_files.has(str(spec.weights))
         )
 
     def takes_shape(self, job: SynthesisJob) -> bool:
