@@ -43,9 +43,10 @@ def runner() -> Iterator[Runner]:
 @pytest.fixture(scope="module")
 def program() -> Program:
     assert MANIFEST.digest == DOC["set"], "the corpus names another set than the bundled one"
-    spec = MANIFEST.facts["programs"]["wai-ops"]
+    spec = MANIFEST.facts.program("wai-ops")
+    assert spec is not None and spec.file and spec.weights
     return load_program(
-        (SET / spec["file"]).read_bytes(), (SET / spec["weights"]).read_bytes(), rgb8_output=True
+        (SET / spec.file).read_bytes(), (SET / spec.weights).read_bytes(), rgb8_output=True
     )
 
 
@@ -58,7 +59,7 @@ def constants() -> dict[tuple[str, str], Any]:
 def test_payload_through_the_kernels_gives_the_corpus_hash(
     case: dict[str, Any], runner: Runner, program: Program, constants: dict[tuple[str, str], Any]
 ) -> None:
-    tables = EntropyTables.from_json((SET / MANIFEST.facts["tables"]).read_bytes())
+    tables = EntropyTables.from_json((SET / str(MANIFEST.facts.tables)).read_bytes())
     symbols = codec_payload.decode((CORPUS / case["payload"]).read_bytes(), tables)
     rgb = program_rgb8(run_program(runner, program, symbols, constants))
     assert list(rgb.shape) == case["picture_shape"]

@@ -62,13 +62,12 @@ def check(repeat: int = 3, skip: Sequence[str] = ()) -> dict[str, Any]:
     doc = json.loads((corpus / "corpus.json").read_bytes())
     folder = sets_dir() / doc["set_name"]
     manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
-    spec = manifest.facts["programs"]["wai-ops"]
+    spec = manifest.facts.program("wai-ops")
+    assert spec is not None and spec.file and spec.weights and manifest.facts.tables
     program = load_program(
-        (folder / spec["file"]).read_bytes(),
-        (folder / spec["weights"]).read_bytes(),
-        rgb8_output=True,
+        (folder / spec.file).read_bytes(), (folder / spec.weights).read_bytes(), rgb8_output=True
     )
-    tables = EntropyTables.from_json((folder / manifest.facts["tables"]).read_bytes())
+    tables = EntropyTables.from_json((folder / manifest.facts.tables).read_bytes())
     runner = Runner.acquire()
     interpreter = _interpreter(program)
     constants: dict[tuple[str, str], Any] = {}
