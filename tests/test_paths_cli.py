@@ -77,8 +77,9 @@ def scripted_npu(monkeypatch: pytest.MonkeyPatch) -> ScriptedCoreML:
 
 def test_known_adapters_are_built_once() -> None:
     first, second = registry.known_adapters(), registry.known_adapters()
-    assert {NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME, GPU_ONNX_RUNTIME, CPU_WAI_OPS} <= set(first)
-    assert GPU_WGSL not in first
+    assert {NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME, GPU_ONNX_RUNTIME, CPU_WAI_OPS, GPU_WGSL} <= set(
+        first
+    )
     assert all(first[p] is second[p] for p in first)
     assert all(adapter.path == path for path, adapter in first.items())
 
@@ -98,8 +99,9 @@ def test_probe_says_why_each_path_is_absent(monkeypatch: pytest.MonkeyPatch) -> 
     npu = rows[NPU_MODEL_RUNTIME]
     assert npu.present is False and "macOS 14.4" in str(npu.reason)
     assert rows[CPU_WAI_OPS] == (CPU_WAI_OPS, True, None)
-    (wgsl,) = registry.probe([GPU_WGSL])
-    assert wgsl == (GPU_WGSL, False, registry.NO_ADAPTER)
+    (wgsl,) = registry.probe([GPU_WGSL])  # present where a WebGPU adapter is, else why not
+    found = registry.known_adapters()[GPU_WGSL]
+    assert wgsl == (GPU_WGSL, found.unit_present(), found.absent_reason())
     assert rows[CPU_ONNX_RUNTIME].present is HAS_ORT
 
 
