@@ -16,6 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from wai_dispatch.codec import envelope as envelope_codec
+from wai_dispatch.codec import envelope_read
 from wai_dispatch.service.admission import estimate
 from wai_dispatch.service.app import Service, error_body
 from wai_dispatch.service.auth import require
@@ -70,9 +71,9 @@ async def read_body(request: Request, limit: int) -> bytes:
 def _parse(body: bytes, content_type: str, service: Service) -> envelope_codec.Envelope:
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind in ("application/json", ""):
-        return envelope_codec.parse_json(body, limits=service.engine.limits)
+        return envelope_read.parse_json(body, limits=service.engine.limits)
     if kind == "application/cbor":
-        return envelope_codec.parse_cbor(body, limits=service.engine.limits)
+        return envelope_read.parse_cbor(body, limits=service.engine.limits)
     raise ServiceError(
         f"Content-Type {kind!r}: send application/json or application/cbor",
         code="content_type_unsupported",

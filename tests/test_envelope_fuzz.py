@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wai_dispatch.codec.envelope import Envelope, parse, parse_cbor, parse_json
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.envelope_read import parse, parse_cbor, parse_json
 from wai_dispatch.codec.errors import CodecError, Limits
 
 LIMITS = Limits(max_envelope_bytes=1 << 16, max_payload_bytes=1 << 12)

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from _svc import SAMPLE_JSON, envelope_of_latent, serve
 
-from wai_dispatch.codec.envelope import parse_json
+from wai_dispatch.codec.envelope_read import parse_json
 from wai_dispatch.service.admission import Admission, Estimate, estimate
 from wai_dispatch.service.engine import open_engine
 from wai_dispatch.service.errors import ServiceError

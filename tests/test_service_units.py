@@ -80,7 +80,7 @@ def test_program_cache_evicts_least_recent_by_bytes() -> None:
 
 
 def test_program_cache_is_installed_in_the_onnx_adapter(tmp_path: Path) -> None:
-    from wai_dispatch.codec.envelope import parse
+    from wai_dispatch.codec.envelope_read import parse
     from wai_dispatch.conformance import envelopes_dir
     from wai_dispatch.service.engine import open_engine
 

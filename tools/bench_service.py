@@ -59,7 +59,7 @@ def in_process(engine: Any, body: bytes, n: int, threads: int = 1) -> dict[str, 
     from ``threads`` threads at once (the service's decode pool without HTTP)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from wai_dispatch.codec.envelope import parse
+    from wai_dispatch.codec.envelope_read import parse
 
     times: list[float] = []
 
@@ -190,7 +190,7 @@ def overheads(engine: Any, body: bytes, cbor: bytes, url: str) -> dict[str, floa
 
     import httpx
 
-    from wai_dispatch.codec.envelope import parse_cbor, parse_json
+    from wai_dispatch.codec.envelope_read import parse_cbor, parse_json
 
     png = engine.decode(parse_json(body)).png()
     answer = {"png": png, "reports": [{"kind": "wai-neural-dispatch/1"}], "set": "0" * 64}
@@ -211,7 +211,7 @@ def overheads(engine: Any, body: bytes, cbor: bytes, url: str) -> dict[str, floa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from wai_dispatch.codec.envelope import parse
+    from wai_dispatch.codec.envelope_read import parse
     from wai_dispatch.conformance import envelopes_dir
     from wai_dispatch.service.engine import open_engine
 
