@@ -90,9 +90,9 @@ def test_the_float_form_of_the_output_gives_back_the_integers() -> None:
     )
 
 
-def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
-    tmp_path: Path,
-) -> None:
+def _bound_breaking_set(tmp_path: Path) -> Path:
+    """The bundled integer set with deconv2's weights at ±32767: its accumulators break the
+    bound rule."""
     from safetensors.numpy import load, save
 
     bad = tmp_path / "bad-set"
@@ -103,6 +103,13 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
     (bad / "synthesis.safetensors").write_bytes(save(tensors, metadata={"format": "wai-ops/1"}))
     facts = Manifest.from_bytes((INT_SET / "set.json").read_bytes()).facts.to_json()
     write_manifest(bad, name="bad", capability="wai.neural.int_synth", version="1", facts=facts)
+    return bad
+
+
+def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
+    tmp_path: Path,
+) -> None:
+    bad = _bound_breaking_set(tmp_path)
     # refused as the set loads, before any path is asked: the operation and the bound named
     from wai_dispatch.service.decoder import Decoder
 
@@ -154,18 +161,9 @@ def test_make_set_int_synth_refuses_an_unknown_float_set(
 def test_sets_install_refuses_a_program_that_breaks_the_bound_rule(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from safetensors.numpy import load, save
-
     from wai_dispatch.cli.main import main
 
-    bad = tmp_path / "bad-set"
-    shutil.copytree(INT_SET, bad)
-    (bad / "set.json").unlink()
-    tensors = dict(load((bad / "synthesis.safetensors").read_bytes()))
-    tensors["deconv2.weight"] = (np.sign(tensors["deconv2.weight"]) * 32767).astype(np.int16)
-    (bad / "synthesis.safetensors").write_bytes(save(tensors, metadata={"format": "wai-ops/1"}))
-    facts = Manifest.from_bytes((INT_SET / "set.json").read_bytes()).facts.to_json()
-    write_manifest(bad, name="bad", capability="wai.neural.int_synth", version="1", facts=facts)
+    bad = _bound_breaking_set(tmp_path)
     data = tmp_path / "data"
     assert main(["sets", "install", str(bad), "--data-dir", str(data)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
