@@ -14,8 +14,9 @@ from pathlib import Path
 
 def _folder(name: str) -> Path:
     # The package is always a plain folder (the wheel is installed unzipped; an editable
-    # install maps it onto the checkout), so its resources are real paths.
-    return Path(str(files(__name__).joinpath(name)))
+    # install maps it onto the checkout), so its resources are real paths. Resolved: in a
+    # checkout, wai_dispatch/conformance is a symlink to the root folder, which users know.
+    return Path(str(files(__name__).joinpath(name))).resolve()
 
 
 def dispatch_vectors_dir() -> Path:

@@ -25,7 +25,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True
     ).stdout.split(b"\0")
     for name in filter(None, (t.decode() for t in tracked)):
-        if (ROOT / name).is_file():
+        if (ROOT / name).is_symlink():  # wai_dispatch/<folder> -> ../<folder>
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(ROOT / name), source / name)
+        elif (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
