@@ -14,7 +14,7 @@ from wai_dispatch.cli.options import add_data_dir, add_offer, decoder
 from wai_dispatch.dispatch import Code, Report
 
 if TYPE_CHECKING:
-    from wai_dispatch.service.decoder import Decoder
+    from wai_dispatch.service.decoding.decoder import Decoder
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,7 +41,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def decode_file(ctx: Decoder, envelope_path: FsPath) -> dict[str, Any]:
     """Decode one envelope file; the result as JSON-able data (PNG bytes under ``png``)."""
-    from wai_dispatch.service.results import NoPath
+    from wai_dispatch.service.decoding.results import NoPath
 
     try:
         result = ctx.decode(_read(envelope_path))

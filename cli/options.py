@@ -1,5 +1,5 @@
 """Options several sub-commands share, declared once, and the one way a command gets its
-:class:`service.decoder.Decoder` from them."""
+:class:`service.decoding.decoder.Decoder` from them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from wai_dispatch.service.decoder import Decoder
+    from wai_dispatch.service.decoding.decoder import Decoder
 
 OFFER_HELP = "paths in order (default: WAI_OFFER or the reference offer)"
 
@@ -29,8 +29,8 @@ def add_data_dir(parser: argparse.ArgumentParser) -> None:
 
 def decoder(args: argparse.Namespace, *, bundled: bool = True, ready: bool = True) -> Decoder:
     """The command's decoder, from ``--data-dir`` and ``--offer`` where it has them
-    (:meth:`service.decoder.Decoder.open`)."""
-    from wai_dispatch.service.decoder import Decoder
+    (:meth:`service.decoding.decoder.Decoder.open`)."""
+    from wai_dispatch.service.decoding.decoder import Decoder
 
     return Decoder.open(
         data_dir=getattr(args, "data_dir", None),

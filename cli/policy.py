@@ -49,9 +49,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _history(args: argparse.Namespace) -> Any:
     """The policy's versions in the report store (migrated first, as ``serve`` would)."""
-    from wai_dispatch.service.governance_store import PolicyStore
-    from wai_dispatch.service.settings import load
-    from wai_dispatch.service.store import ReportStore
+    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.policies import PolicyStore
 
     store = ReportStore(load(data_dir=args.data_dir).url)
     store.migrate()

@@ -37,13 +37,13 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Any:
-    from wai_dispatch.service.settings import load
+    from wai_dispatch.service.decoding.settings import load
 
     return load(data_dir=getattr(args, "data_dir", None), **extra)
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from wai_dispatch.service.store import ReportStore
+    from wai_dispatch.service.store.db import ReportStore
 
     settings = _settings(args)
     store = ReportStore(settings.url)
@@ -52,7 +52,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from wai_dispatch.service import tokens
+    from wai_dispatch.service.store import tokens
 
     secret = tokens.create(_store(args), args.name, tokens.parse_role(args.role))
     if args.json:
@@ -63,7 +63,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from wai_dispatch.service import tokens
+    from wai_dispatch.service.store import tokens
 
     rows = tokens.listing(_store(args))
     if args.json:
@@ -75,7 +75,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    from wai_dispatch.service import tokens
+    from wai_dispatch.service.store import tokens
 
     n = tokens.revoke(_store(args), args.name)
     print(json.dumps({"revoked": n}) if args.json else f"revoked {n} token(s)")
@@ -86,8 +86,8 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from wai_dispatch.conformance import envelopes_dir
-    from wai_dispatch.service.store import ReportStore
-    from wai_dispatch.service.tokens import ADMIN_TOKEN_FILE, ensure_admin
+    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, ensure_admin
 
     settings = _settings(args, host=args.host, port=args.port)
     # The workers read their settings from the environment: pass on what the flags chose.
@@ -119,7 +119,7 @@ def run_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     uvicorn.run(
-        "wai_dispatch.service.app:create_app",
+        "wai_dispatch.service.http.app:create_app",
         factory=True,
         host=settings.host,
         port=settings.port,

@@ -1,5 +1,5 @@
 """``wai-dispatch verify``: §6.4 agreement on every installed set that carries a payload
-(:meth:`service.decoder.Decoder.verify`, service/checks.py), printed."""
+(:meth:`service.decoding.decoder.Decoder.verify`, service/decoding/verify.py), printed."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import json
 
 from wai_dispatch.cli.options import add_data_dir, decoder
-from wai_dispatch.service.checks import PSNR_BOUND_DB, psnr_rgb8
+from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB, psnr_rgb8
 
 __all__ = ["PSNR_BOUND_DB", "add", "psnr_rgb8", "run"]
 

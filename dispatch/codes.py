@@ -264,7 +264,7 @@ class ErrorCode(enum.StrEnum):
         "waiops_shape_over_limits",
         ("an input shape over the decode's limits, or not [1, C, h, w]"),
     )
-    # the browser page (service/page.py, service/page/)
+    # the browser page (service/web/page_files.py, service/web/page_files/)
     PAGE_NOT_FOUND = (
         "page_not_found",
         "a page file, sample or set route the page's site does not hold",

@@ -71,10 +71,10 @@ def serve(data_dir: Path, **settings: Any) -> Iterator[Live]:
     the admin token is the one the first start writes)."""
     import uvicorn
 
-    from wai_dispatch.service import tokens
-    from wai_dispatch.service.app import create_app
-    from wai_dispatch.service.settings import load
-    from wai_dispatch.service.store import ReportStore
+    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store.db import ReportStore
 
     port = free_port()
     chosen = load(data_dir=data_dir, port=port, **settings)
@@ -210,7 +210,7 @@ def envelope_of_latent(store_root: Path, height: int, width: int, **extra: Any) 
     from wai_dispatch.codec import payload
     from wai_dispatch.codec.envelope import Envelope
     from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.service.decoder import Decoder
+    from wai_dispatch.service.decoding.decoder import Decoder
 
     store = Decoder.open(store_root, adapters={}).store
     entry = store.list()[0]

@@ -1,5 +1,5 @@
-"""Browser test kit for the page (service/page/): Debian's Chromium driven by Playwright, and a
-loopback server for the page's site.
+"""Browser test kit for the page (service/web/page_files/): Debian's Chromium driven by
+Playwright, and a loopback server for the page's site.
 
 The browser is always ``/usr/bin/chromium`` (never a downloaded one), headless, with a fresh
 profile and no network beyond 127.0.0.1. Without it (or without Playwright) the browser tests
@@ -72,8 +72,8 @@ def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any]]:
     import httpx
     import uvicorn
 
-    from wai_dispatch.service.app import create_app
-    from wai_dispatch.service.settings import load
+    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.http.app import create_app
 
     port = free_port()
     app = create_app(load(data_dir=data_dir, port=port, **settings))

@@ -17,10 +17,10 @@ import pytest
 from _browser import chromium, require_browser, screenshot, wait_until
 from _svc import serve
 
-from wai_dispatch.service import tokens
 from wai_dispatch.service.governance import parse_run_report
-from wai_dispatch.service.governance_store import PolicyStore, submit
-from wai_dispatch.service.store import ReportStore
+from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.tools.seed_reports import seed
 
 A = "a" * 64

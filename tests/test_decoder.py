@@ -1,6 +1,6 @@
-"""The one Decoder (service/decoder.py): every command goes through it, it keeps opened sets by
-digest (nothing re-hashed unless a file changed), it decodes from several threads at once, and
-its results carry what the CLI and the HTTP service print."""
+"""The one Decoder (service/decoding/decoder.py): every command goes through it, it keeps opened
+sets by digest (nothing re-hashed unless a file changed), it decodes from several threads at
+once, and its results carry what the CLI and the HTTP service print."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from wai_dispatch.codec.sets import SetFileMismatch, SetStore
 from wai_dispatch.codec.sets import loaded as loaded_mod
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, REFERENCE_OFFER, Code, Report
-from wai_dispatch.service.decoder import Decoder
+from wai_dispatch.service.decoding.decoder import Decoder
 
 SAMPLE = Path(envelopes_dir()) / "bmshj2018-demo-q3.json"
 SYMBOLS = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"

@@ -126,8 +126,8 @@ def test_size_and_encoding_are_bounded() -> None:
 
 
 def _policies(tmp_path: Path) -> Any:
-    from wai_dispatch.service.governance_store import PolicyStore
-    from wai_dispatch.service.store import ReportStore
+    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.policies import PolicyStore
 
     store = ReportStore(f"sqlite:///{tmp_path / 'reports.db'}")
     store.migrate()

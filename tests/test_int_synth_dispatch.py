@@ -19,7 +19,7 @@ from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier
 from wai_dispatch.dispatch.paths import CPU_WAI_OPS
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.paths.waiops.errors import BoundExceeded
-from wai_dispatch.service.pipeline import NoPath, decode_envelope, to_rgb8
+from wai_dispatch.service.decoding.pipeline import NoPath, decode_envelope, to_rgb8
 from wai_dispatch.tools.neural_conformance import rgb8_digest
 
 INT_SET = sets_dir() / "int-synth-demo-q3"
@@ -111,7 +111,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
 ) -> None:
     bad = _bound_breaking_set(tmp_path)
     # refused as the set loads, before any path is asked: the operation and the bound named
-    from wai_dispatch.service.decoder import Decoder
+    from wai_dispatch.service.decoding.decoder import Decoder
 
     decoder = Decoder.open(data_dir=tmp_path / "data", bundled=False)
     with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):

@@ -60,10 +60,10 @@ def test_the_wheel_has_one_top_level_package(wheel: Path) -> None:
     assert not any("/weights/" in n for n in names)
     assert "wai_dispatch/py.typed" in names
     # the browser page and its vendored library with its licence (docs/page.md)
-    assert "wai_dispatch/service/page/index.html" in names
-    assert "wai_dispatch/service/page/js/dispatch/rules.js" in names
-    assert "wai_dispatch/service/page/vendor/noble_hashes/blake3.js" in names
-    assert "wai_dispatch/service/page/vendor/noble_hashes/LICENSE" in names
+    assert "wai_dispatch/service/web/page_files/index.html" in names
+    assert "wai_dispatch/service/web/page_files/js/dispatch/rules.js" in names
+    assert "wai_dispatch/service/web/page_files/vendor/noble_hashes/blake3.js" in names
+    assert "wai_dispatch/service/web/page_files/vendor/noble_hashes/LICENSE" in names
 
 
 def test_the_installed_wheel_decodes_the_sample(wheel: Path, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""The page's entropy stage (service/page/js/codec/): the rANS decoder of our payload format
-(docs/payload.md) and BLAKE3 (vendored @noble/hashes) give, inside Debian's Chromium, the
+"""The page's entropy stage (service/web/page_files/js/codec/): the rANS decoder of our payload
+format (docs/payload.md) and BLAKE3 (vendored @noble/hashes) give, inside Debian's Chromium, the
 native sink's symbols and symbols_digest: on the golden payloads, on the bundled set's payload,
 and on random symbols with escapes coded by codec.payload; and a broken payload is refused with
 the code codec.payload gives it."""

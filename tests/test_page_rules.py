@@ -1,4 +1,4 @@
-"""The page's port of the dispatch core (service/page/js/dispatch/) runs every conformance
+"""The page's port of the dispatch core (service/web/page_files/js/dispatch/) runs every conformance
 vector inside Debian's Chromium and gives each vector's expected report exactly; those reports
 validate with the project's validator. Also: every error code the page's modules raise is a
 registered one (docs/errors.md)."""

@@ -1,5 +1,5 @@
-"""The page's routes on the real HTTP service (service/api_page.py): public, out of the OpenAPI
-schema, answering what service.page.PageSite answers; WAI_PAGE=false turns them off."""
+"""The page's routes on the real HTTP service (service/web/page.py): public, out of the OpenAPI
+schema, answering what service.web.page_site.PageSite answers; WAI_PAGE=false turns them off."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The page's WebNN verifier (service/page/verify.html, run by tools/verify_page.py) in Debian's
-Chromium: with WebNN exposed but no context it verifies nothing ("absent", exit 1) while every
-sample's symbols agree and replicate is refused with no context; with the test-only reference
-WebNN context (tests/webnn_reference.js) it passes, the picture within 40 dB of ONNX Runtime."""
+"""The page's WebNN verifier (service/web/page_files/verify.html, run by tools/verify_page.py) in
+Debian's Chromium: with WebNN exposed but no context it verifies nothing ("absent", exit 1) while
+every sample's symbols agree and replicate is refused with no context; with the test-only
+reference WebNN context (tests/webnn_reference.js) it passes, the picture within 40 dB of ONNX
+Runtime."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 SwiftShader is a fallback (software) adapter: a decode of ``wai.neural.int_synth`` there is
 ``dispatch_not_placed``, exactly as the Python path on lavapipe. The verify view runs the page's
 kernels anyway: corpus payloads decode through them to their corpus hashes, whole and banded
-(limits lowered). The kernels and their plans are the Python path's (service/page_wgsl.py)."""
+(limits lowered). The kernels and their plans are the Python path's (service/web/page_wgsl.py)."""
 
 from __future__ import annotations
 

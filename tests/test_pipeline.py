@@ -19,7 +19,7 @@ from wai_dispatch.codec.sets import SetStore, write_manifest
 from wai_dispatch.codec.tables import laplacian_tables
 from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier, WaiError
 from wai_dispatch.paths.registry import known_adapters
-from wai_dispatch.service.pipeline import NoPath, decode_envelope, to_rgb8
+from wai_dispatch.service.decoding.pipeline import NoPath, decode_envelope, to_rgb8
 from wai_dispatch.tools.bench_onnx import onnx_program_facts, random_layers, synthesis_files
 
 CHANNELS = 8

@@ -15,9 +15,9 @@ import pytest
 from _svc import SAMPLE_JSON, envelope_of_latent, serve
 
 from wai_dispatch.codec.envelope_read import parse_json
-from wai_dispatch.service.admission import Admission, Estimate, estimate
-from wai_dispatch.service.engine import open_engine
-from wai_dispatch.service.errors import ServiceError
+from wai_dispatch.service.http.admission import Admission, Estimate, estimate
+from wai_dispatch.service.http.engine import open_engine
+from wai_dispatch.service.http.errors import ServiceError
 
 
 def test_saturation_is_429_with_retry_after_and_healthz_answers(tmp_path: Path) -> None:

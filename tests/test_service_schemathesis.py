@@ -28,8 +28,8 @@ def _archive(ctx: Any, value: Any) -> bytes:
 
 def _schema() -> Any:
     """The schema the service publishes (built from the app; nothing needs to run)."""
-    from wai_dispatch.service.app import create_app
-    from wai_dispatch.service.settings import Settings
+    from wai_dispatch.service.decoding.settings import Settings
+    from wai_dispatch.service.http.app import create_app
 
     app = create_app(Settings(data_dir=Path("/nonexistent")))
     return schemathesis.openapi.from_dict(app.openapi())

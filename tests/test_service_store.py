@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from _svc import pg_available, pg_database
 
-from wai_dispatch.service import tokens
-from wai_dispatch.service.queries import Filters, get_report, list_reports, summary
-from wai_dispatch.service.store import ReportStore
+from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.reports import Filters, get_report, list_reports, summary
 
 T0 = 1_796_000_000_000  # a fixed Unix time in ms, 3,200 s into its hour
 HOUR = T0 - T0 % 3_600_000
@@ -79,7 +79,7 @@ def test_migrations_agree_with_the_models(store: ReportStore) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from wai_dispatch.service.models import Base
+    from wai_dispatch.service.store.models import Base
 
     store.migrate()  # a second run is a no-op
     with store.engine.connect() as conn:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from wai_dispatch.service.cache import ProgramCache
-from wai_dispatch.service.errors import http_status
-from wai_dispatch.service.settings import SettingsInvalid, load
-from wai_dispatch.service.spool import Spool, SpoolFull
+from wai_dispatch.service.decoding.cache import ProgramCache
+from wai_dispatch.service.decoding.settings import SettingsInvalid, load
+from wai_dispatch.service.http.errors import http_status
+from wai_dispatch.service.store.spool import Spool, SpoolFull
 
 
 def test_spool_replays_in_order_skips_a_torn_line_and_truncates(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_program_cache_evicts_least_recent_by_bytes() -> None:
 def test_program_cache_is_installed_in_the_onnx_adapter(tmp_path: Path) -> None:
     from wai_dispatch.codec.envelope_read import parse
     from wai_dispatch.conformance import envelopes_dir
-    from wai_dispatch.service.engine import open_engine
+    from wai_dispatch.service.http.engine import open_engine
 
     engine = open_engine(tmp_path, cache_bytes=64 << 20)
     envelope = parse((envelopes_dir() / "bmshj2018-demo-q3.json").read_bytes())

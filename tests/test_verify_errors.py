@@ -74,7 +74,7 @@ def test_verify_payload_info_absent(capsys: pytest.CaptureFixture[str], tmp_path
 
 def test_expected_symbols_digest_raises_the_typed_error(tmp_path: Path) -> None:
     from wai_dispatch.codec.sets import load
-    from wai_dispatch.service.checks import expected_symbols_digest
+    from wai_dispatch.service.decoding.verify import expected_symbols_digest
 
     folder = damaged_set(tmp_path, BAD_INFO["no-digest"])
     digest = Manifest.from_bytes((folder / "set.json").read_bytes()).digest

@@ -228,7 +228,7 @@ def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any
     from wai_dispatch.codec.sets import Manifest, SetStore
     from wai_dispatch.conformance import neural_conformance_dir, sets_dir
     from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
-    from wai_dispatch.service.pipeline import decode_envelope
+    from wai_dispatch.service.decoding.pipeline import decode_envelope
     from wai_dispatch.tools.neural_conformance import rgb8_digest
 
     folder = sets_dir() / "int-synth-demo-q3"

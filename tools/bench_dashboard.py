@@ -57,7 +57,7 @@ def _database(admin_url: str | None, folder: Path) -> Iterator[str]:
 
 def _seed_governance(store: Any, runs: int) -> None:
     from wai_dispatch.service.governance import parse_run_report
-    from wai_dispatch.service.governance_store import PolicyStore, submit
+    from wai_dispatch.service.store.policies import PolicyStore, submit
 
     a = "a" * 64
     policies = PolicyStore(store)
@@ -88,9 +88,9 @@ def _serve(data_dir: Path, url: str) -> Iterator[tuple[str, str]]:
     import uvicorn
 
     from wai_dispatch.service import tokens
-    from wai_dispatch.service.app import create_app
-    from wai_dispatch.service.settings import load
-    from wai_dispatch.service.store import ReportStore
+    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.store.db import ReportStore
 
     settings = load(data_dir=data_dir, database_url=url, port=PORT, log_level="error")
     store = ReportStore(settings.url)
@@ -178,7 +178,7 @@ def _paint(base: str, token: str, loads: int) -> tuple[float, float]:
 
 
 def run(count: int, admin_url: str | None, repeat: int, loads: int) -> None:
-    from wai_dispatch.service.store import ReportStore
+    from wai_dispatch.service.store.db import ReportStore
     from wai_dispatch.tools.seed_reports import seed
 
     with (

@@ -3,7 +3,7 @@ one run, with the 256×256 sample: decodes per second over HTTP at concurrency 1
 real ``wai-dispatch serve`` process on a loopback port) against the same decodes called in a
 loop in this process; p50/p99 latency; the server's resident memory; the per-request overhead
 of CBOR vs JSON and raw PNG vs base64; and a decode's peak memory by picture size (the figures
-the admission estimate in service/admission.py rests on)."""
+the admission estimate in service/http/admission.py rests on)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from wai_dispatch.codec import payload as P
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.service.engine import open_engine
+from wai_dispatch.service.http.engine import open_engine
 def envelope(h):
     z = np.zeros((1, t.channels, h, h), dtype=np.int32)
     return Envelope(capability=entry.capability, set=entry.digest, payload=P.encode(z, t))
@@ -213,7 +213,7 @@ def overheads(engine: Any, body: bytes, cbor: bytes, url: str) -> dict[str, floa
 def main(argv: Sequence[str] | None = None) -> int:
     from wai_dispatch.codec.envelope_read import parse
     from wai_dispatch.conformance import envelopes_dir
-    from wai_dispatch.service.engine import open_engine
+    from wai_dispatch.service.http.engine import open_engine
 
     p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_service")
     p.add_argument("--requests", type=int, default=24, help="decodes per row and round")

@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, text
 
-from wai_dispatch.service.models import RefusalRow, ReportRow
-from wai_dispatch.service.store import ReportStore
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.models import RefusalRow, ReportRow
 
 BMSHJ, INT = "wai.neural.bmshj2018", "wai.neural.int_synth"
 NPU = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float"}

@@ -1,7 +1,7 @@
-"""Run the page's WebNN verifier (service/page/verify.html) in a Chromium-family browser and
-print its summary: every bundled sample decoded in the page and held to the native CPU decode
-(§6.4), and decode-equivalence refused before any WebNN context (§6.2). Exit status 0 only when
-the browser gave WebNN and every sample passed (spec §8); 1 otherwise.
+"""Run the page's WebNN verifier (service/web/page_files/verify.html) in a Chromium-family
+browser and print its summary: every bundled sample decoded in the page and held to the native
+CPU decode (§6.4), and decode-equivalence refused before any WebNN context (§6.2). Exit status 0
+only when the browser gave WebNN and every sample passed (spec §8); 1 otherwise.
 
     python -m wai_dispatch.tools.verify_page --browser "$CHROME"
 
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
-from wai_dispatch.service.decoder import Decoder
-from wai_dispatch.service.page import PageSite, serve_loopback
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.web.page_site import PageSite, serve_loopback
 
 WEBNN_FEATURE = "--enable-features=WebMachineLearningNeuralNetwork"
 BROWSER_ARGS = [

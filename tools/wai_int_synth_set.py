@@ -246,7 +246,7 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
     """A set folder as given, else the folder of the installed set with that digest."""
     if Path(text).is_dir():
         return Path(text)
-    from wai_dispatch.service.decoder import Decoder
+    from wai_dispatch.service.decoding.decoder import Decoder
 
     store = Decoder.open(data_dir=data_dir).store  # the bundled sets installed, as every command
     return store.get(store.resolve(text)).path

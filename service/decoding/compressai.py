@@ -1,0 +1,123 @@
+"""``import-compressai``: CompressAI's own bitstream file (docs/interop.md) turned into an
+envelope for a set. The set is the one named, else the capability's default, else the one
+installed set of the capability whose model and quality are the file's; the file's model and
+quality are checked against the set's before anything is decoded, and the latent's shape
+against the limits before anything of its size is allocated."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from wai_dispatch.codec import payload
+from wai_dispatch.codec.compressai_rans import CompressAIStreamError, decode_string, load_compressed
+from wai_dispatch.codec.entropy import tables_of
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.errors import check_latent_shape
+from wai_dispatch.codec.sets import LoadedSet, SetError
+from wai_dispatch.service.decoding.results import ImportResult
+
+if TYPE_CHECKING:
+    from wai_dispatch.service.decoding.decoder import Decoder
+
+#: CompressAI's name of the model each capability decodes (the file's ``model``).
+MODELS = {"wai.neural.bmshj2018": "bmshj2018-factorized"}
+DEFAULT_CAPABILITY = "wai.neural.bmshj2018"
+
+
+class SetFactsMismatch(SetError):
+    """The set's model or quality is not the one the input was coded with."""
+
+    code = "set_facts_mismatch"
+
+
+def import_compressai(
+    decoder: Decoder, data: bytes, *, set_digest: str | None, capability: str | None
+) -> ImportResult:
+    string, (height, width), meta = load_compressed(data)
+    if set_digest is not None:
+        files = decoder.open_set(set_digest)
+        _check_facts(files, meta)
+    else:
+        files = _matching_set(decoder, capability or _capability_of(meta), meta)
+    tables = tables_of(files)
+    shape = (tables.channels, height, width)
+    check_latent_shape(shape, decoder.limits, what="the bitstream's latent")
+    try:
+        symbols = decode_string(string, tables, shape)[None]
+    except CompressAIStreamError as exc:
+        raise CompressAIStreamError(
+            f"{exc.message}; the set may not be the one the string was coded with "
+            f"(set {files.name} {files.digest[:16]}…)"
+        ) from None
+    body = payload.encode(symbols, tables)
+    envelope = Envelope(capability=files.capability, payload=body, set=files.digest)
+    return ImportResult(
+        envelope,
+        files.digest,
+        files.name,
+        files.capability,
+        tuple(int(d) for d in symbols.shape),
+        payload.symbols_digest(symbols),
+        len(body),
+    )
+
+
+def _capability_of(meta: dict[str, Any]) -> str:
+    model = meta.get("model")
+    for capability, name in MODELS.items():
+        if name == model:
+            return capability
+    return DEFAULT_CAPABILITY
+
+
+def _mismatch(files: LoadedSet, meta: dict[str, Any]) -> str | None:
+    """Why the set does not fit the file (``None``: it fits, as far as both say)."""
+    model = meta.get("model")
+    expected_model = files.facts.model or MODELS.get(files.capability)
+    if model is not None and expected_model is not None and model != expected_model:
+        return f"the file was coded with {model!r}; set {files.name} is {expected_model!r}"
+    quality = meta.get("quality")
+    if quality is not None and files.facts.quality is not None and quality != files.facts.quality:
+        return (
+            f"the file was coded at quality {quality!r}; set {files.name} "
+            f"({files.digest[:16]}…) is quality {files.facts.quality}"
+        )
+    return None
+
+
+def _check_facts(files: LoadedSet, meta: dict[str, Any]) -> None:
+    why = _mismatch(files, meta)
+    if why is not None:
+        raise SetFactsMismatch(why)
+
+
+def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> LoadedSet:
+    """The capability's default set when it fits the file, else the one installed set of
+    the capability that does; several or none is an error that says which."""
+    store = decoder.store
+    try:
+        default = decoder.open_set(store.default_for(capability).digest)
+    except SetError:
+        default = None
+    if default is not None and _mismatch(default, meta) is None:
+        return default
+    fitting = []
+    for installed in store.list():
+        if installed.capability != capability or (default and installed.digest == default.digest):
+            continue
+        try:
+            files = decoder.open_set(installed.digest)
+        except SetError:
+            continue  # a damaged set is not a candidate
+        if _mismatch(files, meta) is None:
+            fitting.append(files)
+    if len(fitting) == 1:
+        return fitting[0]
+    if default is not None and not fitting:
+        _check_facts(default, meta)
+    if fitting:
+        names = ", ".join(f"{f.name} {f.digest[:12]}" for f in fitting)
+        raise SetFactsMismatch(
+            f"several installed sets fit the file ({names}): name one with --set"
+        )
+    raise SetFactsMismatch(f"no installed set of {capability} fits the file")

@@ -1,0 +1,357 @@
+"""The one object that decodes: a :class:`Decoder` assembles a set store, an offer and this
+machine's adapters once, and every command (the CLI's and the HTTP service's) goes through it:
+:meth:`~Decoder.decode` (an envelope, or a bare payload), :meth:`~Decoder.plan`,
+:meth:`~Decoder.paths`, :meth:`~Decoder.verify` (§6.4) and :meth:`~Decoder.import_compressai`.
+
+Opened sets and their parsed entropy tables are kept, keyed by set digest: a decode re-hashes
+no set file unless one changed on disk since it was verified (one ``lstat`` per file tells),
+and always reads the bytes that were verified, never the disk. ``decode`` may be called from
+several threads at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+from typing import TYPE_CHECKING
+
+from wai_dispatch.codec.config import ready_sets_dir, sets_dir
+from wai_dispatch.codec.entropy import entropy_stage, tables_of
+from wai_dispatch.codec.envelope import Envelope, Part
+from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.sets import (
+    InstalledSet,
+    LoadedSet,
+    SetCapabilityMismatch,
+    SetNotInstalled,
+    SetStore,
+    install_bundled,
+)
+from wai_dispatch.codec.sets.bundled import BundledResult
+from wai_dispatch.codec.sets.loaded import check_pin
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.dispatch import (
+    REGISTRY,
+    Adapter,
+    Offer,
+    Path,
+    Pin,
+    Registry,
+    choose,
+    demand,
+    parse_offer,
+)
+from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.programs import check_programs
+from wai_dispatch.service.decoding.results import (
+    DecodeResult,
+    ImportResult,
+    NoPath,
+    PartResult,
+    PlanResult,
+    Undecodable,
+    VerifyResult,
+)
+
+if TYPE_CHECKING:
+    from wai_dispatch.paths.registry import PathStatus
+
+#: How many opened sets a decoder keeps (each holds its files' bytes: ~10 MB for bmshj2018).
+MAX_OPEN_SETS = 8
+
+
+@dataclass(frozen=True)
+class OpenedSet:
+    """A set verified once and kept: its bytes and its parsed entropy tables (when it names
+    them), so later decodes with it hash and parse nothing."""
+
+    files: LoadedSet
+    tables: EntropyTables | None
+
+
+class Decoder:
+    """A store, an offer and adapters, assembled once (:meth:`open`), for every decode."""
+
+    def __init__(
+        self,
+        store: SetStore,
+        offer: Offer,
+        adapters: Mapping[Path, Adapter],
+        *,
+        limits: Limits | None = None,
+        registry: Registry = REGISTRY,
+        bundled: BundledResult | None = None,
+    ) -> None:
+        self.store = store
+        self.offer = parse_offer(offer)
+        self.adapters = dict(adapters)
+        self.limits = limits or Limits()
+        self.registry = registry
+        self.bundled = bundled or BundledResult()
+        self._sets: OrderedDict[str, OpenedSet] = OrderedDict()
+        self._lock = threading.Lock()
+        self._opening = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str] | None = None,
+        offer: Iterable[Path | str] | None = None,
+        limits: Limits | None = None,
+        *,
+        adapters: Mapping[Path, Adapter] | None = None,
+        bundled: bool = True,
+        ready: bool = True,
+    ) -> Decoder:
+        """The decoder of this machine: the store under ``data_dir`` (else ``WAI_DATA_DIR``
+        or XDG's), with the bundled sets installed (a damaged one is repaired, or reported
+        in :attr:`bundled`, never raised), ``offer`` (else ``WAI_OFFER`` or the reference
+        offer) and the machine's adapters. ``ready``: the store's folder is created, and a
+        data directory that cannot be is ``data_dir_invalid`` now rather than later."""
+        from wai_dispatch.paths.registry import default_offer, known_adapters
+
+        store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
+        chosen = default_offer() if offer is None else parse_offer(offer)
+        found = install_bundled(store, _bundled_dir()) if bundled else None
+        return cls(
+            store,
+            chosen,
+            known_adapters() if adapters is None else adapters,
+            limits=limits,
+            bundled=found,
+        )
+
+    # -- decoding
+
+    def decode(self, envelope: bytes | Envelope) -> DecodeResult:
+        """Decode the primary; when no path runs it (or this sink does not know its
+        capability), the fallback (§4). Raises :class:`NoPath` with every report when
+        neither decodes, and a typed error for bad input."""
+        if not isinstance(envelope, Envelope):
+            envelope = parse(bytes(envelope), limits=self.limits)
+        return self._decode_parts(envelope.parts(), envelope.intent, envelope.dispatch_pins())
+
+    def decode_payload(
+        self, payload: bytes, *, capability: str, set_digest: str | None = None
+    ) -> DecodeResult:
+        """Decode a bare payload of ``capability`` with the set ``set_digest`` (default: the
+        store's default set of the capability), no intent and no pin."""
+        part = Part("primary", capability, bytes(payload), set_digest, None)
+        return self._decode_parts([part], None, [])
+
+    def _decode_parts(self, parts: list[Part], intent: str | None, pins: list[Pin]) -> DecodeResult:
+        reports = []
+        done: list[PartResult] = []
+        failures: dict[Path, BaseException] = {}
+        missing: list[str] = []
+        undecodable: list[Undecodable] = []
+        for part in parts:
+            capability = self.registry.get(part.capability)
+            if capability is None:
+                # Not a capability this sink knows: it cannot decode it on any path, which is
+                # exactly when the fallback is there (SPEC §4).
+                err = UnknownCapability(f"this sink does not know capability {part.capability}")
+                undecodable.append(Undecodable(part.capability, err.code, err.message))
+                continue
+            needed = demand(capability, intent=intent, pins=pins)
+            try:
+                opened = self._opened(part.set, part.capability, part.pin)
+            except SetNotInstalled as exc:
+                # No set, so no program for any backend (§4.2): the report says so path by
+                # path, and the fallback, if any, is tried.
+                decision = choose(capability, needed, self.offer, self._without_program())
+                reports.append(decision.report)
+                missing.append(exc.message)
+                continue
+            tables = opened.tables or tables_of(opened.files)  # the latter raises why not
+            stage = entropy_stage(part.payload, tables, limits=self.limits)
+            # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
+            # when no path runs the networks.
+            job = SynthesisJob(opened.files, stage.latent, stage.symbols)
+            decision = choose(capability, needed, self.offer, self.adapters, job)
+            reports.append(decision.report)
+            failures.update(decision.failures)
+            done.append(
+                PartResult(
+                    capability.name, opened.files.digest, stage.symbols_digest, stage.latent_shape
+                )
+            )
+            if decision.report.ran is not None:
+                rgb = to_rgb8(decision.output)
+                return DecodeResult(rgb, reports, done[-1], failures, undecodable)
+        if not reports and undecodable:
+            raise UnknownCapability(undecodable[0].message)
+        tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])
+        # A path refused because its program is bad input (a wai-ops program that breaks the
+        # bound rule, say) names the error: the report's code alone would hide it.
+        bad = [
+            f"{p}: {e.code}: {e.message}" for p, e in failures.items() if isinstance(e, WaiError)
+        ]
+        why = "".join(f"; {m}" for m in missing + [u.message for u in undecodable] + bad)
+        raise NoPath(
+            f"no offered path decodes this envelope ({tried}){why}", reports, done, undecodable
+        )
+
+    # -- sets, kept by digest
+
+    def open_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
+        """The installed set ``digest`` (or a unique prefix), verified once and kept."""
+        return self._open(self.store.resolve(digest), pin).files
+
+    def _opened(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
+        digest = given or self.store.default_for(capability).digest
+        opened = self._open(digest, pin)
+        if opened.files.capability != capability:
+            raise SetCapabilityMismatch(
+                f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
+            )
+        return opened
+
+    def _open(self, digest: str, pin: Pin | None) -> OpenedSet:
+        with self._lock:
+            opened = self._sets.get(digest)
+        if opened is None or not opened.files.unchanged():
+            with self._opening:  # one thread hashes a set; the others wait and reuse it
+                with self._lock:
+                    opened = self._sets.get(digest)
+                if opened is None or not opened.files.unchanged():
+                    files = self.store.open(digest)  # every byte read once and verified
+                    check_programs(files)  # a broken program is refused as the set loads
+                    try:  # parsed once here; a decode that needs bad tables says why
+                        tables = tables_of(files)
+                    except CodecError:
+                        tables = None
+                    opened = OpenedSet(files, tables)
+                    with self._lock:
+                        self._sets[digest] = opened
+                        while len(self._sets) > MAX_OPEN_SETS:
+                            self._sets.popitem(last=False)
+        with self._lock:
+            if digest in self._sets:
+                self._sets.move_to_end(digest)
+        check_pin(opened.files.manifest, pin)  # §2: a pinned decode uses exactly these bytes
+        return opened
+
+    def install_set(self, source: str | os.PathLike[str]) -> InstalledSet:
+        """Install a set (folder or archive) into the store, refusing one whose programs do
+        not load (e.g. a ``wai-ops/1`` program that breaks the bound rule): nothing stays."""
+        existed = {entry.digest for entry in self.store.list()}
+        entry = self.store.install(source)
+        try:
+            check_programs(self.store.open(entry.digest))
+        except WaiError:
+            if entry.digest not in existed:
+                self.store.remove(entry.digest)
+            raise
+        self.forget(entry.digest)
+        return entry
+
+    def forget(self, digest: str | None = None) -> None:
+        """Drop a kept set (every kept set without ``digest``): the next use re-verifies it."""
+        with self._lock:
+            if digest is None:
+                self._sets.clear()
+            else:
+                self._sets.pop(digest, None)
+
+    def _without_program(self) -> dict[Path, Adapter]:
+        return {path: _NoProgram(path, self.adapters.get(path)) for path in self.offer}
+
+    # -- what the machine has
+
+    def paths(self, offer: Iterable[Path | str] | None = None) -> list[PathStatus]:
+        """Each offered path (default: this decoder's offer), present or absent and why."""
+        from wai_dispatch.paths.registry import probe
+
+        return probe(self.offer if offer is None else parse_offer(offer), self.adapters)
+
+    def absent_reason(self, path: Path) -> str:
+        """Why ``path``'s unit is absent here, in its adapter's words."""
+        from wai_dispatch.paths.registry import absent_reason
+
+        return absent_reason(self.adapters.get(path))
+
+    def plan(
+        self,
+        path: Path | str,
+        *,
+        set_digest: str | None = None,
+        set_dir: str | os.PathLike[str] | None = None,
+        capability: str = "wai.neural.bmshj2018",
+        latent_shape: tuple[int, ...] | None = None,
+    ) -> PlanResult:
+        """§3 against the set's capability at its registered tier, then §4's device questions
+        and the plan (§5), asked as :func:`dispatch.choose` asks them, without running the
+        networks (service/decoding/plan.py). The set: ``set_dir`` (a folder outside the store), else
+        ``set_digest``, else the store's default set of ``capability``. Every shape is checked
+        against the limits before anything of its size is allocated."""
+        from wai_dispatch.service.decoding.plan import plan
+
+        return plan(
+            self,
+            path if isinstance(path, Path) else Path.parse(path),
+            set_digest=set_digest,
+            set_dir=set_dir,
+            capability=capability,
+            latent_shape=latent_shape,
+        )
+
+    # -- §6.4 and the CompressAI import (service/decoding/verify.py, service/decoding/compressai.py)
+
+    def verify(self) -> VerifyResult:
+        """§6.4 agreement on every installed set; damaged sets and sets of a capability this
+        build does not know are reported, and the others checked."""
+        from wai_dispatch.service.decoding.verify import verify_store
+
+        return verify_store(self)
+
+    def import_compressai(
+        self, data: bytes, *, set_digest: str | None = None, capability: str | None = None
+    ) -> ImportResult:
+        """CompressAI's own bitstream file (docs/interop.md) as an envelope for a set whose
+        model and quality are the file's."""
+        from wai_dispatch.service.decoding.compressai import import_compressai
+
+        return import_compressai(self, data, set_digest=set_digest, capability=capability)
+
+
+def _bundled_dir() -> FsPath | None:
+    try:
+        from wai_dispatch.conformance import sets_dir as bundled_sets
+    except ImportError:  # a build without the corpus
+        return None
+    return FsPath(bundled_sets())
+
+
+@dataclass(frozen=True)
+class _NoProgram:
+    """A path's adapter for a decode whose parameter set is not installed: the unit is as the
+    real adapter says, and there is no program for the backend."""
+
+    path: Path
+    inner: Adapter | None
+
+    def unit_present(self) -> bool:
+        return self.inner is not None and self.inner.unit_present()
+
+    def absent_reason(self) -> str | None:
+        return None if self.inner is None else self.inner.absent_reason()
+
+    def program_present(self, job: object) -> bool:
+        return False
+
+    def takes_shape(self, job: object) -> bool:
+        raise AssertionError("not asked: program_present is False")
+
+    def plan(self, job: object) -> None:
+        raise AssertionError("not asked: program_present is False")
+
+    def run(self, job: object) -> None:
+        raise AssertionError("not asked: program_present is False")

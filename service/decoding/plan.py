@@ -1,0 +1,130 @@
+"""A path's plan for a set without decoding (``wai-dispatch plan``): §3, §4's device
+questions and the backend's plan (§5), asked through :func:`dispatch.ask_path`, the one place
+:func:`dispatch.choose` asks them too."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path as FsPath
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from wai_dispatch.codec.errors import CodecError, check_latent_shape
+from wai_dispatch.codec.sets import MANIFEST_NAME, LoadedSet, Manifest, SetFileMissing, load
+from wai_dispatch.codec.sets.loaded import read_exact
+from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, Placement, ask_path
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.service.decoding.results import PlanResult
+
+if TYPE_CHECKING:
+    from wai_dispatch.service.decoding.decoder import Decoder
+
+
+def plan(
+    decoder: Decoder,
+    path: Path,
+    *,
+    set_digest: str | None = None,
+    set_dir: str | os.PathLike[str] | None = None,
+    capability: str = "wai.neural.bmshj2018",
+    latent_shape: tuple[int, ...] | None = None,
+) -> PlanResult:
+    """:meth:`Decoder.plan`: the set, the latent shape (checked against the limits before
+    the latent is allocated), then :func:`dispatch.ask_path`."""
+    if set_dir is not None:
+        files = _load_dir(FsPath(set_dir))
+    elif set_digest is not None:
+        files = decoder.open_set(set_digest)
+    else:
+        files = decoder.open_set(decoder.store.default_for(capability).digest)
+    shape = latent_shape if latent_shape is not None else _stated_shape(decoder, files, path)
+    check_latent_shape(shape, decoder.limits, what="the latent")
+    cap = decoder.registry.get(files.capability)
+    job = SynthesisJob(files, np.zeros(shape, np.float32), np.zeros(shape, np.int32))
+    adapter = decoder.adapters.get(path)
+    answer = ask_path(path, None if cap is None else cap.registered_tier, cap, adapter, job)
+    reason: str | None = None
+    if answer.code is not None:
+        if answer.error is not None:
+            reason = str(answer.error) or type(answer.error).__name__
+        elif answer.code is Code.UNIT_ABSENT:
+            reason = decoder.absent_reason(path)
+        elif answer.code is Code.NOT_PLACED and answer.placement is not None:
+            counts = " ".join(f"{k}={v}" for k, v in answer.placement.to_json().items())
+            reason = f"{answer.code.meaning} ({counts})"
+        else:
+            reason = answer.code.meaning
+    return PlanResult(
+        files.digest,
+        files.capability,
+        path,
+        tuple(shape),
+        answer.placement,
+        answer.code,
+        reason,
+        _runtime_nodes(adapter, job) if answer.placement is not None else None,
+    )
+
+
+def _runtime_nodes(adapter: Any, job: SynthesisJob) -> Placement | None:
+    """The runtime graph's node counts where the adapter states them (ONNX Runtime's
+    ``runtime_nodes``), for ``plan --json``; ``None`` elsewhere or when that fails."""
+    nodes = getattr(adapter, "runtime_nodes", None)
+    if not callable(nodes):
+        return None
+    try:
+        counts = nodes(job)
+    except Exception:  # the placement was answered; a statement beside it is optional
+        return None
+    return counts if isinstance(counts, Placement) else None
+
+
+def _stated_shape(decoder: Decoder, files: LoadedSet, path: Path) -> tuple[int, ...]:
+    """The program's fixed input (Core ML, §6.1) where its unit is here, else a latent
+    shape the set's facts state."""
+    adapter = decoder.adapters.get(path)
+    if path == NPU_MODEL_RUNTIME and adapter is not None and adapter.unit_present():
+        # Reading the program's input needs coremltools (which pulls in torch): only worth
+        # it where Core ML can run; elsewhere the path is refused before its shape is asked.
+        from wai_dispatch.paths.coreml import program_shape
+
+        try:
+            shape = program_shape(files)
+        except ValueError:
+            shape = None  # the adapter says what is wrong with the program
+        if shape is not None:
+            return shape
+    stated = files.facts.stated_shape() or _payload_shape(files)
+    if stated is None:
+        raise CodecError(
+            f"set {files.digest[:16]}… states no latent shape: give --latent-shape N,C,H,W",
+            code="invalid_argument",
+        )
+    return stated
+
+
+def _load_dir(directory: FsPath) -> LoadedSet:
+    """A set folder outside the store: its set.json names the digest its files are checked
+    against, as the store checks an installed set."""
+    data = read_exact(directory / MANIFEST_NAME, 1 << 20)
+    if data is None:
+        raise SetFileMissing(f"{directory / MANIFEST_NAME}: cannot be read (no such file)")
+    return load(directory, Manifest.from_bytes(data).digest)
+
+
+def _payload_shape(files: LoadedSet) -> tuple[int, ...] | None:
+    """The latent shape of the set's own payload (``payload_info``): a default for a program
+    that takes any shape (the wai-ops interpreter's)."""
+    import json
+
+    name = files.facts.payload_info_file
+    if not files.has(name):
+        return None
+    try:
+        shape = json.loads(files.read(name)).get("latent_shape")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(shape, list) and shape and all(type(d) is int for d in shape):
+        return tuple(shape)
+    return None

@@ -1,0 +1,186 @@
+"""What the :class:`~service.decoding.decoder.Decoder` returns: typed results for a decode,
+a plan, the §6.4 check and a CompressAI import, and :class:`NoPath`, the decode no path ran."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.codec.picture import rgb_digest, to_png
+from wai_dispatch.dispatch import Code, Path, Placement, Report, WaiError
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """The entropy stage's result for one decode part, kept whether or not a path ran."""
+
+    capability: str
+    set_digest: str
+    symbols_digest: str
+    latent_shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """An envelope part this sink cannot decode at all (a capability its registry does not
+    hold): no path is asked, and the next part (the fallback) is tried (§4, SPEC §4)."""
+
+    capability: str
+    code: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"capability": self.capability, "code": self.code, "message": self.message}
+
+
+class NoPath(WaiError):
+    """Every offered path was refused for every decode the envelope allows (§4)."""
+
+    code = "decode_no_path"
+
+    def __init__(
+        self,
+        message: str,
+        reports: list[Report],
+        parts: list[PartResult],
+        undecodable: list[Undecodable] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reports = reports
+        self.parts = parts
+        self.undecodable = list(undecodable or [])
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """The picture (RGB8, H×W×3) and its digest, the report of every decode tried (primary
+    first), the entropy-stage facts of the decode that produced the picture, and the parts
+    this sink could not decode at all."""
+
+    rgb: np.ndarray
+    reports: list[Report]
+    part: PartResult
+    failures: Mapping[Path, BaseException] = field(default_factory=dict)
+    undecodable: list[Undecodable] = field(default_factory=list)
+
+    @property
+    def rgb_digest(self) -> str:
+        """BLAKE3 (hex) of the RGB8 samples (:func:`codec.picture.rgb_digest`)."""
+        return rgb_digest(self.rgb)
+
+    @property
+    def capability(self) -> str:
+        return self.part.capability
+
+    @property
+    def set_digest(self) -> str:
+        return self.part.set_digest
+
+    @property
+    def symbols_digest(self) -> str:
+        return self.part.symbols_digest
+
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        return self.part.latent_shape
+
+    @property
+    def width(self) -> int:
+        return int(self.rgb.shape[1])
+
+    @property
+    def height(self) -> int:
+        return int(self.rgb.shape[0])
+
+    def png(self) -> bytes:
+        return to_png(self.rgb)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """What a plan found for one path and set, without decoding: the placement (§5), or the
+    refusal code with a reason for a person."""
+
+    set_digest: str
+    capability: str
+    path: Path
+    latent_shape: tuple[int, ...]
+    placement: Placement | None = None
+    code: Code | None = None
+    reason: str | None = None
+    #: The nodes of the graph the backend runs, by unit, where it says (ONNX Runtime): shown
+    #: beside the placement, never in a report (§5 counts the program's operations).
+    runtime_nodes: Placement | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code is None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "set": self.set_digest,
+            "capability": self.capability,
+            "path": self.path.to_json(),
+            "latent_shape": list(self.latent_shape),
+            "placement": None if self.placement is None else self.placement.to_json(),
+            "refused": None
+            if self.code is None
+            else {"reason": str(self.code), "message": self.reason},
+        }
+        if self.runtime_nodes is not None:
+            out["runtime_nodes"] = self.runtime_nodes.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """A CompressAI bitstream turned into an envelope for a set (docs/interop.md)."""
+
+    envelope: Any  # codec.envelope.Envelope
+    set_digest: str
+    set_name: str
+    capability: str
+    latent_shape: tuple[int, ...]
+    symbols_digest: str
+    payload_bytes: int
+
+
+@dataclass(frozen=True)
+class SetCheck:
+    """§6.4 on one set: its checks (each a JSON-able row), or why it was skipped or damaged."""
+
+    digest: str
+    name: str
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    skipped: str | None = None
+    damaged: list[dict[str, str]] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.damaged is None and all(c["ok"] is not False for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"set": self.digest, "name": self.name, "checks": self.checks}
+        if self.skipped is not None:
+            out["skipped"] = self.skipped
+        if self.damaged is not None:
+            out["damaged"] = self.damaged
+        return out
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """§6.4 on every installed set: ok when no check failed, no set is damaged, and at least
+    one check ran."""
+
+    sets: list[SetCheck]
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.sets) and any(s.checks for s in self.sets)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "sets": [s.to_json() for s in self.sets]}

@@ -1,0 +1,169 @@
+"""§6.4 agreement on the sets of a decoder's store (``wai-dispatch verify``):
+
+1. The symbols of the set's payload are the reference decode's: their digest is the one the
+   set writer recorded (``payload.json``).
+2. Every float path that can run here reconstructs RGB8 within 40 dB PSNR of the reference
+   sink's decode on the CPU (ONNX Runtime).
+
+An integer set (``wai.neural.int_synth``) is held to more: its wai-ops/1 program loads under
+the bound rule, and every payload of the conformance corpus made for it decodes to the corpus's
+RGB8 hash exactly (``paths/waiops/verify.py``).
+
+A damaged set, and a set of a capability this build does not know, is reported; the others
+are checked all the same.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from wai_dispatch.codec import strictjson
+from wai_dispatch.codec.entropy import entropy_stage, tables_of
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.sets import SetError
+from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, Arithmetic, Code, admit, choose
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from wai_dispatch.service.decoding.decoder import Decoder
+
+#: §6.4's bound for a float path at tier `none`: PSNR of RGB8 against the CPU reference.
+PSNR_BOUND_DB = 40.0
+
+
+def psnr_rgb8(a: np.ndarray, b: np.ndarray) -> float:
+    """PSNR in dB of two RGB8 pictures (peak 255); ``inf`` when they are equal."""
+    import numpy as np
+
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return math.inf if mse == 0.0 else 10.0 * math.log10(255.0**2 / mse)
+
+
+def verify_store(decoder: Decoder) -> VerifyResult:
+    store = decoder.store
+    results: list[SetCheck] = []
+    for digest, problem in sorted(store.damaged().items()):
+        results.append(SetCheck(digest, "?", damaged=[problem.to_json()]))
+    for installed in store.list():
+        results.append(verify_set(decoder, installed.digest, installed.name))
+    return VerifyResult(results)
+
+
+def expected_symbols_digest(set_files: Any) -> str:
+    """The symbols digest the set writer recorded for the set's payload (``payload_info``,
+    default ``payload.json``); ``set_payload_info_invalid`` when it does not read."""
+    name = set_files.facts.payload_info_file
+    where = f"set {set_files.digest[:16]}…: payload_info {name[:80]!r}"
+    if not set_files.has(name):
+        raise CodecError(f"{where} is not a file of the set", code="set_payload_info_invalid")
+    try:
+        info = strictjson.loads(set_files.read(name).decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        why = " ".join(str(exc).split())[:120]
+        raise CodecError(f"{where} is not JSON ({why})", code="set_payload_info_invalid") from None
+    digest = info.get("symbols_digest") if isinstance(info, dict) else None
+    if not isinstance(digest, str):
+        raise CodecError(
+            f"{where} states no symbols_digest (a text member)", code="set_payload_info_invalid"
+        )
+    return digest
+
+
+def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
+    try:
+        set_files = decoder.open_set(digest)
+    except SetError:
+        problems = [p.to_json() for p in decoder.store.verify(digest).problems]
+        return SetCheck(digest, name, damaged=problems or [{"file": "?", "code": "set_invalid"}])
+    capability = decoder.registry.get(set_files.capability)
+    if capability is None:
+        return SetCheck(digest, name, skipped=f"this build does not know {set_files.capability}")
+    payload_name = set_files.facts.payload_file
+    if payload_name is None or not set_files.has(payload_name):
+        return SetCheck(digest, name, skipped="the set carries no payload")
+    checks: list[dict[str, Any]] = []
+    try:
+        expected = expected_symbols_digest(set_files)
+        stage = entropy_stage(
+            set_files.read(payload_name), tables_of(set_files), limits=decoder.limits
+        )
+    except (ValueError, KeyError, RecursionError, WaiError) as exc:
+        code = getattr(exc, "code", "set_invalid")
+        message = " ".join(str(exc).split())[:200]
+        failed = {"check": "payload", "ok": False, "reason": f"{code}: {message}"}
+        return SetCheck(digest, name, checks=[failed])
+    checks.append(
+        {
+            "check": "symbols_digest",
+            "expected": expected,
+            "got": stage.symbols_digest,
+            "ok": stage.symbols_digest == expected,
+        }
+    )
+    if capability.networks is Arithmetic.INTEGER:
+        from wai_dispatch.conformance import neural_conformance_dir
+        from wai_dispatch.paths.waiops.verify import verify_integer_set
+
+        tables = tables_of(set_files)
+        checks += verify_integer_set(set_files, tables, [neural_conformance_dir()])
+        return SetCheck(digest, name, checks=checks)
+    job = SynthesisJob(set_files, stage.latent, stage.symbols)
+    needed = capability.registered_tier
+    adapters = decoder.adapters
+    reference_adapter = adapters.get(CPU_ONNX_RUNTIME)
+    ref = choose(capability, needed, (CPU_ONNX_RUNTIME,), adapters, job)
+    if ref.report.ran is None:
+        reason = ref.report.refused[0].reason
+        checks.append(
+            {
+                "check": "reference",
+                "path": str(CPU_ONNX_RUNTIME),
+                "ok": False,
+                "reason": str(reason),
+            }
+        )
+        return SetCheck(digest, name, checks=checks)
+    reference = to_rgb8(ref.output)
+    candidates = [(str(path), path, adapter) for path, adapter in adapters.items()]
+    # Our ONNX Runtime path runs a rewritten graph (docs/onnx-path.md); the program exactly as
+    # the set ships it is checked against the same bound.
+    as_exported = _as_exported()
+    if as_exported is not None:
+        candidates.append((f"{CPU_ONNX_RUNTIME} (as exported)", CPU_ONNX_RUNTIME, as_exported))
+    for label, path, adapter in candidates:
+        if path.arithmetic is not Arithmetic.FLOAT or admit(path, needed, capability):
+            continue
+        decision = choose(capability, needed, (path,), {path: adapter}, job)
+        row: dict[str, Any] = {"check": "psnr", "path": label}
+        if decision.report.ran is None:
+            code = decision.report.refused[0].reason
+            row.update(ok=None, reason=str(code))  # cannot run here: nothing to compare
+            if code is Code.BACKEND_FAILED:
+                row["ok"] = False  # a path that is here but fails the decode is a failure
+            checks.append(row)
+            continue
+        db = psnr_rgb8(to_rgb8(decision.output), reference)
+        # JSON has no infinity: identical pictures are reported as such, with psnr_db null.
+        row.update(
+            psnr_db=None if math.isinf(db) else db,
+            identical=math.isinf(db),
+            bound_db=PSNR_BOUND_DB,
+            ok=db >= PSNR_BOUND_DB,
+            reference=adapter is reference_adapter,
+        )
+        checks.append(row)
+    return SetCheck(digest, name, checks=checks)
+
+
+def _as_exported() -> Any:
+    try:
+        from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+    except ImportError:
+        return None
+    return OnnxRuntimeAdapter(rewrite=False)

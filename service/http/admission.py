@@ -1,0 +1,188 @@
+"""Admission: what a decode will cost, read from the payload headers before anything is
+allocated, and the bounded worker pool decodes run in (never on the event loop).
+
+A decode is refused with a 4xx naming the limit when its latent, its memory estimate or its
+time estimate is over the configured limit; with 429 and ``Retry-After`` when the queue is full
+or the memory budget is taken by decodes already admitted; with 504 when it runs past the
+per-decode timeout (its thread finishes on its own, its slot and memory held until then).
+
+The estimate (measured on this machine with the bmshj2018 synthesis, tools/bench_service.py):
+a decode's memory grows linearly with the picture, about 520 bytes per output pixel (256×256:
+32 MB, 1024×1024: 548 MB over a warm process); the estimate keeps a margin, 64 MiB + 560 bytes
+per pixel. Time is about 1.7 µs per pixel on 2 quiet cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.payload import read_header
+from wai_dispatch.dispatch import REGISTRY
+from wai_dispatch.service.http.engine import Engine
+from wai_dispatch.service.http.errors import ServiceError
+
+T = TypeVar("T")
+
+BASE_BYTES = 64 * 1024 * 1024
+BYTES_PER_PIXEL = 560
+SECONDS_PER_PIXEL = 1.7e-6
+DEFAULT_UPSAMPLING = 16
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The largest part's latent elements and output pixels, and the decode's cost."""
+
+    latent_elements: int
+    pixels: int
+    memory_bytes: int
+    seconds: float
+
+
+def estimate(envelope: Envelope, engine: Engine) -> Estimate:
+    """The cost of decoding ``envelope`` from its payload headers alone (parts decode one at a
+    time, so the dearest part is the decode's). A bad header raises its typed error here."""
+    from wai_dispatch.codec.sets import SetCapabilityMismatch
+
+    elements = pixels = 0
+    for part in envelope.parts():
+        if part.capability not in REGISTRY:
+            continue  # not decodable here at all: the decoder says so, or tries the fallback
+        header = read_header(part.payload, limits=engine.limits)
+        factor = DEFAULT_UPSAMPLING
+        installed = engine.set_for(part.capability, part.set)
+        if installed is not None:
+            if installed.capability != part.capability:
+                raise SetCapabilityMismatch(
+                    f"set {installed.digest[:16]}… is {installed.capability}'s, "
+                    f"not {part.capability}'s"
+                )
+            up = (installed.manifest.facts.model_extra or {}).get("upsampling")
+            if isinstance(up, int) and 1 <= up <= 64:
+                factor = up
+        elements = max(elements, header.symbols)
+        pixels = max(pixels, header.height * factor * header.width * factor)
+    return Estimate(
+        elements, pixels, BASE_BYTES + BYTES_PER_PIXEL * pixels, SECONDS_PER_PIXEL * pixels
+    )
+
+
+class Admission:
+    """At most ``workers`` decodes run and ``queue`` wait; their memory estimates together
+    stay within ``memory_budget``."""
+
+    def __init__(
+        self,
+        *,
+        workers: int,
+        queue: int,
+        memory_budget: int,
+        timeout_s: float,
+        max_latent_elements: int,
+    ) -> None:
+        self.workers = workers
+        self.capacity = workers + queue
+        self.memory_budget = memory_budget
+        self.timeout_s = timeout_s
+        self.max_latent_elements = max_latent_elements
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decode")
+        self._lock = threading.Lock()
+        self.inflight = 0
+        self.running = 0
+        self.reserved = 0
+        self._mean_s = 0.25
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self.inflight - self.running)
+
+    def check(self, est: Estimate) -> None:
+        """Refuse a decode that no amount of waiting would admit, naming the limit."""
+        if est.latent_elements > self.max_latent_elements:
+            raise ServiceError(
+                f"the latent has {est.latent_elements} elements, over the limit "
+                f"max_latent_elements={self.max_latent_elements}",
+                code="latent_over_limit",
+            )
+        if est.memory_bytes > self.memory_budget:
+            raise ServiceError(
+                f"a {est.pixels}-pixel decode needs about {est.memory_bytes >> 20} MiB, over "
+                f"the limit memory_budget_bytes={self.memory_budget} "
+                f"({self.memory_budget >> 20} MiB)",
+                code="decode_memory_over_budget",
+            )
+        if est.seconds > self.timeout_s:
+            raise ServiceError(
+                f"a {est.pixels}-pixel decode takes about {est.seconds:.1f} s, over the limit "
+                f"decode_timeout_s={self.timeout_s:g}",
+                code="decode_time_over_limit",
+            )
+
+    def _retry_after(self) -> str:
+        return str(max(1, math.ceil(self._mean_s * (self.inflight + 1) / self.workers)))
+
+    def _reserve(self, est: Estimate) -> None:
+        with self._lock:
+            if self.inflight >= self.capacity:
+                raise ServiceError(
+                    f"{self.inflight} decodes running or queued (limit workers+queue="
+                    f"{self.capacity}); retry later",
+                    code="queue_full",
+                    headers={"Retry-After": self._retry_after()},
+                )
+            if self.reserved + est.memory_bytes > self.memory_budget:
+                raise ServiceError(
+                    f"decodes admitted hold {self.reserved >> 20} MiB of the "
+                    f"memory_budget_bytes={self.memory_budget >> 20} MiB; retry later",
+                    code="memory_busy",
+                    headers={"Retry-After": self._retry_after()},
+                )
+            self.inflight += 1
+            self.reserved += est.memory_bytes
+
+    def _release(self, est: Estimate) -> None:
+        with self._lock:
+            self.inflight -= 1
+            self.reserved -= est.memory_bytes
+
+    async def run(self, est: Estimate, fn: Callable[[], T]) -> T:
+        """Run ``fn`` in the pool once ``est`` is admitted; raise a typed error otherwise."""
+        self.check(est)
+        self._reserve(est)
+
+        def work() -> T:
+            with self._lock:
+                self.running += 1
+            start = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                took = time.perf_counter() - start
+                with self._lock:
+                    self.running -= 1
+                    self._mean_s = 0.8 * self._mean_s + 0.2 * took
+
+        try:
+            future = self.pool.submit(work)
+        except BaseException:
+            self._release(est)
+            raise
+        future.add_done_callback(lambda _f: self._release(est))
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
+        except TimeoutError:
+            future.cancel()  # a decode still queued never starts
+            raise ServiceError(
+                f"the decode ran past decode_timeout_s={self.timeout_s:g}", code="decode_timeout"
+            ) from None
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,219 @@
+"""The FastAPI application: its state (engine, store, spool, tokens, admission, metrics), the
+error answers and the per-request id and log line. ``create_app()`` is uvicorn's factory."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoding import settings as settings_mod
+from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.http.admission import Admission
+from wai_dispatch.service.http.engine import Engine, open_engine
+from wai_dispatch.service.http.errors import ServiceError, http_status
+from wai_dispatch.service.http.metrics import Metrics
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.spool import Recorder, Spool
+from wai_dispatch.service.store.tokens import TokenCache, ensure_admin
+
+log = logging.getLogger("wai_dispatch.service")
+
+
+@dataclass
+class Service:
+    """Everything a request reaches through ``request.app.state.service``."""
+
+    settings: Settings
+    engine: Engine
+    store: ReportStore
+    recorder: Recorder
+    tokens: TokenCache
+    admission: Admission
+    metrics: Metrics
+    policies: PolicyStore
+
+    def close(self) -> None:
+        self.admission.close()
+        self.recorder.close()
+        self.store.dispose()
+
+
+def start(settings: Settings) -> Service:
+    """Open everything ``serve`` needs, migrating the store; the first start on a store with no
+    admin token writes one to ``<data_dir>/admin-token`` and logs where."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = open_engine(
+        settings.data_dir, settings.offer, settings.ort_threads, settings.program_cache_bytes
+    )
+    store = ReportStore(settings.url)
+    store.migrate()
+    written = ensure_admin(store, settings.data_dir)
+    if written is not None:
+        log.warning("first start: an admin token was written to %s", written, extra={
+            "admin_token_file": str(written)})  # fmt: skip
+    recorder = Recorder(store, Spool(settings.data_dir / "spool", settings.spool_max_bytes))
+    tokens = TokenCache(store)
+    tokens.reload()
+    admission = Admission(
+        workers=settings.decode_workers,
+        queue=settings.queue,
+        memory_budget=settings.memory_budget_bytes,
+        timeout_s=settings.decode_timeout_s,
+        max_latent_elements=settings.max_latent_elements,
+    )
+    metrics = Metrics()
+    metrics.bind("queue_depth", lambda: admission.waiting)
+    metrics.bind("running", lambda: admission.running)
+    metrics.bind("spool_bytes", recorder.pending_bytes)
+    metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
+    _bind_cache(metrics, engine)
+    return Service(
+        settings, engine, store, recorder, tokens, admission, metrics, PolicyStore(store)
+    )
+
+
+def _bind_cache(metrics: Metrics, engine: Engine) -> None:
+    cache = engine.program_cache
+    metrics.bind("cache_hits", lambda: cache.hits)
+    metrics.bind("cache_misses", lambda: cache.misses)
+    metrics.bind("cache_evictions", lambda: cache.evictions)
+    metrics.bind("cache_bytes", lambda: cache.bytes)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The application; settings from the environment when not given (uvicorn's factory)."""
+    from wai_dispatch.service.http import logs as jsonlog
+    from wai_dispatch.service.http import openapi
+    from wai_dispatch.service.http.routes import decode as api_decode
+    from wai_dispatch.service.http.routes import governance as api_governance
+    from wai_dispatch.service.http.routes import ops as api_ops
+    from wai_dispatch.service.http.routes import reports as api_reports
+    from wai_dispatch.service.http.routes import sets as api_sets
+    from wai_dispatch.service.web import dashboard as dashboard_app
+    from wai_dispatch.service.web import page as api_page
+
+    chosen = settings or settings_mod.load()
+    jsonlog.configure(chosen.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = start(chosen)
+        app.state.service = service
+        where = {"data_dir": str(chosen.data_dir), "store": service.store.dialect}
+        log.info("serving", extra=where)
+        try:
+            yield
+        finally:
+            service.close()
+
+    app = FastAPI(
+        title="wai-dispatch",
+        version="0.1.0",
+        description="Decodes wai-envelope/1 envelopes and keeps every wai-neural-dispatch/1 "
+        "report (WAI Neural Dispatch).",
+        lifespan=lifespan,
+    )
+    app.add_middleware(RequestId)
+    for module in (api_decode, api_reports, api_sets, api_ops, api_governance, api_page):
+        app.include_router(module.router)
+    dashboard_app.install(app)
+    app.add_exception_handler(WaiError, _wai_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
+    openapi.install(app)
+    return app
+
+
+def error_body(request: Request, code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}, "request_id": _rid(request), **extra}
+
+
+def _rid(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("request_id", ""))
+
+
+def _count(request: Request, code: str) -> None:
+    service = getattr(request.app.state, "service", None)
+    if service is not None:
+        service.metrics.errors.labels(code).inc()
+
+
+async def _wai_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, WaiError)
+    _count(request, exc.code)
+    headers = exc.headers if isinstance(exc, ServiceError) else None
+    return JSONResponse(
+        error_body(request, exc.code, exc.message), http_status(exc.code), headers=headers
+    )
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    _count(request, "request_invalid")
+    msg = f"{where}: {first.get('msg', 'invalid')}"
+    return JSONResponse(error_body(request, "request_invalid", msg), 422)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    _count(request, code)
+    return JSONResponse(
+        error_body(request, code, str(exc.detail)), exc.status_code, headers=exc.headers
+    )
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("internal error", extra={"request_id": _rid(request)})
+    _count(request, "internal_error")
+    return JSONResponse(error_body(request, "internal_error", "an internal error"), 500)
+
+
+class RequestId:
+    """Gives every request an id (``request.state.request_id``, the ``X-Request-Id`` answer
+    header) and logs one JSON line per request: method, path, status, duration."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = str(uuid.uuid4())
+        scope.setdefault("state", {})["request_id"] = rid
+        start = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            if scope["path"] not in ("/healthz", "/metrics"):
+                log.info("request", extra={
+                    "request_id": rid, "method": scope["method"], "path": scope["path"],
+                    "status": status, "ms": round((time.perf_counter() - start) * 1000, 2),
+                })  # fmt: skip

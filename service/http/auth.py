@@ -1,0 +1,48 @@
+"""The auth dependency every route declares: a bearer token of at least a role.
+
+``Depends(require(Role.operator))`` answers 401 (``token_missing``, ``token_unknown``) without a
+live token and 403 (``role_forbidden``) when the token's role is below the one asked for; it
+gives the route the :class:`Principal` (its name is the sink a report is filed under).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.store.tokens import Principal, Role
+
+_bearer = HTTPBearer(auto_error=False, description="a token from `wai-dispatch tokens create`")
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def require(role: Role) -> Callable[..., Principal]:
+    """The dependency for a route open to ``role`` and above."""
+
+    def dependency(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        if credentials is None or credentials.scheme.lower() != "bearer":
+            raise ServiceError(
+                "this route needs 'Authorization: Bearer <token>'",
+                code="token_missing",
+                headers=_CHALLENGE,
+            )
+        principal = request.app.state.service.tokens.lookup(credentials.credentials.strip())
+        if principal is None:
+            raise ServiceError(
+                "the bearer token is not a live token", code="token_unknown", headers=_CHALLENGE
+            )
+        if principal.role < role:
+            raise ServiceError(
+                f"this route needs the {role.name} role; the token is a {principal.role.name}'s",
+                code="role_forbidden",
+            )
+        return principal
+
+    return dependency

@@ -1,0 +1,207 @@
+"""``POST /v1/decode``: an envelope (JSON or CBOR) in; the picture (PNG, base64 in JSON, or raw
+``image/png`` with the reports in headers), its digests and every report out. No path: 422
+with the reports and the symbols digest. Every report is stored, filed under the token's name.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+
+from wai_dispatch.codec import envelope as envelope_codec
+from wai_dispatch.codec import envelope_read
+from wai_dispatch.service.http.admission import estimate
+from wai_dispatch.service.http.app import Service, error_body
+from wai_dispatch.service.http.auth import require
+from wai_dispatch.service.http.engine import NoPath
+from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.store.records import records_for
+from wai_dispatch.service.store.tokens import Principal, Role
+
+log = logging.getLogger("wai_dispatch.decode")
+router = APIRouter(tags=["decode"])
+
+_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Envelope"}},
+        "application/cbor": {"schema": {"type": "string", "format": "binary"}},
+    },
+}
+_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "decoded",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/Decoded"}},
+            "image/png": {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    422: {"description": "bad input, or no offered path decodes the envelope"},
+    401: {"description": "no live bearer token"},
+    403: {"description": "the token's role is not sink or above"},
+    413: {"description": "over a limit (body, latent, memory or time estimate)"},
+    429: {"description": "the decode queue or memory budget is full; see Retry-After"},
+}
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 past ``limit`` bytes before it is all read."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ServiceError(
+            f"the body of {declared} bytes is over max_body_bytes={limit}", code="body_too_large"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ServiceError(f"the body is over max_body_bytes={limit}", code="body_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse(body: bytes, content_type: str, service: Service) -> envelope_codec.Envelope:
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind in ("application/json", ""):
+        return envelope_read.parse_json(body, limits=service.engine.limits)
+    if kind == "application/cbor":
+        return envelope_read.parse_cbor(body, limits=service.engine.limits)
+    raise ServiceError(
+        f"Content-Type {kind!r}: send application/json or application/cbor",
+        code="content_type_unsupported",
+    )
+
+
+def _wants_png(accept: str) -> bool:
+    kinds = [p.split(";", 1)[0].strip().lower() for p in accept.split(",")]
+    if "image/png" in kinds:
+        return "application/json" not in kinds or kinds.index("image/png") < kinds.index(
+            "application/json"
+        )
+    if accept and not any(k in ("application/json", "*/*", "application/*") for k in kinds):
+        raise ServiceError(
+            f"Accept {accept[:80]!r}: this route answers application/json or image/png",
+            code="not_acceptable",
+        )
+    return False
+
+
+@router.post(
+    "/v1/decode",
+    openapi_extra={"requestBody": _BODY},
+    responses=_ANSWERS,
+    summary="Decode an envelope",
+)
+async def decode(
+    request: Request, principal: Annotated[Principal, Depends(require(Role.sink))]
+) -> Response:
+    service: Service = request.app.state.service
+    rid = request.scope["state"]["request_id"]
+    raw_png = _wants_png(request.headers.get("accept", ""))
+    body = await read_body(request, service.settings.max_body_bytes)
+    ctype = request.headers.get("content-type", "")
+    envelope = await run_in_threadpool(_parse, body, ctype, service)
+    est = await run_in_threadpool(estimate, envelope, service.engine)
+    started = time.perf_counter()
+
+    def work() -> dict[str, Any]:
+        t0 = time.perf_counter()
+        try:
+            result = service.engine.decode(envelope)
+        except NoPath as exc:
+            facts = {p.capability: (p.set_digest, p.symbols_digest) for p in exc.parts}
+            recs = _records(exc.reports, facts, None, t0, rid, principal, envelope)
+            _store(service, recs)
+            return {"no_path": exc, "records": recs}
+        part = result.part
+        facts = {part.capability: (part.set_digest, part.symbols_digest)}
+        rgb_digest = result.rgb_digest
+        recs = _records(result.reports, facts, rgb_digest, t0, rid, principal, envelope)
+        _store(service, recs)
+        service.metrics.decode_seconds.observe(time.perf_counter() - t0)
+        return {"result": result, "records": recs, "png": result.png(), "rgb_digest": rgb_digest}
+
+    out = await service.admission.run(est, work)
+    service.metrics.request_seconds.observe(time.perf_counter() - started)
+    records = out["records"]
+    reports = [r["report"] for r in records]
+    ids = [r["id"] for r in records]
+    if "no_path" in out:
+        exc: NoPath = out["no_path"]
+        service.metrics.errors.labels(exc.code).inc()
+        symbols_digest = exc.parts[-1].symbols_digest if exc.parts else None
+        body_obj = error_body(
+            request, exc.code, exc.message, reports=reports, report_ids=ids,
+            symbols_digest=symbols_digest, undecodable=[u.to_json() for u in exc.undecodable],
+        )  # fmt: skip
+        log.info("decode", extra={"request_id": rid, "sink": principal.name, "outcome": "no_path"})
+        return JSONResponse(body_obj, 422)
+    result = out["result"]
+    height, width = result.rgb.shape[:2]
+    log.info("decode", extra={
+        "request_id": rid, "sink": principal.name, "outcome": "decoded",
+        "path": records[-1]["path_ran"], "ms": records[-1]["duration_ms"],
+    })  # fmt: skip
+    if raw_png:
+        headers = {
+            "X-Wai-Reports": json.dumps(reports, separators=(",", ":")),
+            "X-Wai-Report-Ids": ",".join(ids),
+            "X-Wai-Set": result.part.set_digest,
+            "X-Wai-Symbols-Digest": result.part.symbols_digest,
+            "X-Wai-Rgb-Digest": out["rgb_digest"],
+            "X-Wai-Picture": f"{width}x{height}",
+        }
+        return Response(out["png"], media_type="image/png", headers=headers)
+    return JSONResponse(
+        {
+            "request_id": rid,
+            "picture": {"width": width, "height": height, "format": "png"},
+            "png": base64.b64encode(out["png"]).decode("ascii"),
+            "rgb_digest": out["rgb_digest"],
+            "set": result.part.set_digest,
+            "symbols_digest": result.part.symbols_digest,
+            "reports": reports,
+            "report_ids": ids,
+            "undecodable": [u.to_json() for u in result.undecodable],
+        }
+    )
+
+
+def _records(
+    reports: list[Any],
+    facts: dict[str, tuple[str, str]],
+    rgb_digest: str | None,
+    t0: float,
+    rid: str,
+    principal: Principal,
+    envelope: envelope_codec.Envelope,
+) -> list[dict[str, Any]]:
+    """The records of a decode's reports; a part the entropy stage never reached (its set not
+    installed, or a primary that had no path) has the set the envelope named, if any."""
+    given = {p.capability: p.set for p in envelope.parts()}
+    return records_for(
+        reports,
+        request_id=rid,
+        sink=principal.name,
+        set_digests=[facts.get(r.capability, (given.get(r.capability), ""))[0] for r in reports],
+        symbols_digests=[facts.get(r.capability, (None, None))[1] for r in reports],
+        rgb_digest=rgb_digest,
+        duration_ms=(time.perf_counter() - t0) * 1000,
+    )
+
+
+def _store(service: Service, records: list[dict[str, Any]]) -> None:
+    service.recorder.record(records)
+    for rec in records:
+        service.metrics.decodes.labels(rec["path_ran"] or "none", rec["tier"] or "none",
+                                       rec["outcome"]).inc()  # fmt: skip
+        for refusal in rec["refusals"]:
+            service.metrics.refusals.labels(refusal["code"]).inc()

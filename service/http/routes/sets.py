@@ -1,0 +1,109 @@
+"""``GET /v1/paths``, ``GET /v1/sets``, ``GET /v1/sets/{digest}``, and (admin)
+``POST /v1/sets`` (install an archive: the body is a .tar, .tar.gz or .zip) and
+``DELETE /v1/sets/{digest}``."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path as FsPath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.concurrency import run_in_threadpool
+
+from wai_dispatch.service.http.auth import require
+from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.routes.decode import read_body
+from wai_dispatch.service.store.tokens import Principal, Role
+
+router = APIRouter(tags=["sets"])
+
+Digest = Annotated[str, Path(pattern="^[0-9a-f]{64}$", description="a set's BLAKE3 digest")]
+_SUFFIX = {
+    "application/x-tar": ".tar",
+    "application/gzip": ".tar.gz",
+    "application/x-gzip": ".tar.gz",
+    "application/zip": ".zip",
+}
+#: The largest set archive POST /v1/sets takes.
+MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
+
+
+@router.get("/v1/paths", summary="This sink's offer: each path present, or absent and why")
+async def paths(
+    request: Request, _: Annotated[Principal, Depends(require(Role.sink))]
+) -> dict[str, Any]:
+    engine = request.app.state.service.engine
+    return {"paths": await run_in_threadpool(engine.paths)}
+
+
+def _sets(engine: Any) -> list[dict[str, Any]]:
+    from wai_dispatch.codec.sets import SetError
+
+    rows = []
+    for entry in engine.store.list():
+        try:
+            default = engine.store.default_for(entry.capability).digest == entry.digest
+        except SetError:
+            default = False
+        rows.append({**entry.to_json(), "default": default})
+    return rows
+
+
+@router.get("/v1/sets", summary="Installed parameter sets")
+async def sets(
+    request: Request, _: Annotated[Principal, Depends(require(Role.sink))]
+) -> dict[str, Any]:
+    return {"sets": await run_in_threadpool(_sets, request.app.state.service.engine)}
+
+
+@router.get("/v1/sets/{digest}", summary="One installed set: its manifest")
+async def one_set(
+    request: Request, digest: Digest, _: Annotated[Principal, Depends(require(Role.sink))]
+) -> dict[str, Any]:
+    entry = await run_in_threadpool(request.app.state.service.engine.store.get, digest)
+    return {**entry.to_json(), "facts": entry.manifest.facts.to_json()}
+
+
+@router.post(
+    "/v1/sets",
+    summary="Install a set archive (admin)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {k: {"schema": {"type": "string", "format": "binary"}} for k in _SUFFIX},
+        }
+    },
+)
+async def install(
+    request: Request, _: Annotated[Principal, Depends(require(Role.admin))]
+) -> dict[str, Any]:
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    suffix = _SUFFIX.get(kind)
+    if suffix is None:
+        raise ServiceError(
+            f"Content-Type {kind!r}: send a set archive as {', '.join(_SUFFIX)}",
+            code="content_type_unsupported",
+        )
+    body = await read_body(request, MAX_ARCHIVE_BYTES)
+    decoder = request.app.state.service.engine.decoder
+
+    def put() -> Any:
+        with tempfile.TemporaryDirectory(prefix="wai-upload-") as tmp:
+            archive = FsPath(tmp) / f"set{suffix}"
+            archive.write_bytes(body)
+            return decoder.install_set(archive)  # a set whose programs do not load is refused
+
+    entry = await run_in_threadpool(put)
+    return entry.to_json()
+
+
+@router.delete("/v1/sets/{digest}", summary="Remove a set (admin)")
+async def remove(
+    request: Request, digest: Digest, _: Annotated[Principal, Depends(require(Role.admin))]
+) -> dict[str, Any]:
+    engine = request.app.state.service.engine
+    await run_in_threadpool(engine.store.get, digest)  # set_not_installed when absent
+    await run_in_threadpool(engine.store.remove, digest)
+    engine.forget(digest)
+    return {"removed": digest}

@@ -1,1 +1,0 @@
-"""Alembic migrations of the report store (run by :func:`service.store.migrate`)."""

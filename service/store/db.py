@@ -1,0 +1,140 @@
+"""The report store: a SQLAlchemy engine over SQLite (default, a file in the data directory) or
+PostgreSQL (``WAI_DATABASE_URL``), migrated by Alembic at start, with idempotent inserts: a
+report whose id is already stored is skipped, so a spool replay never duplicates one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from wai_dispatch.service.store.models import RefusalRow, ReportRow
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+#: The columns of ``reports`` a record carries (the record's other keys are derived).
+_COLUMNS = (
+    "id", "request_id", "created_ms", "sink", "role", "capability", "set_digest",
+    "symbols_digest", "rgb_digest", "needed", "path_ran", "tier", "outcome", "duration_ms",
+)  # fmt: skip
+
+
+class StoreDown(Exception):
+    """The database did not answer (the caller spools)."""
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``: SQLite with WAL and a busy timeout (its folder created), or
+    PostgreSQL through psycopg 3 with a short connect timeout and pre-ping."""
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 3}
+    )
+
+
+class ReportStore:
+    """Where reports and tokens live. Every method raises :class:`StoreDown` when the database
+    does not answer."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.dialect = self.engine.dialect.name
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision (Alembic; a no-op when it is there)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        try:
+            with self.engine.begin() as conn:
+                if self.dialect == "postgresql":  # several workers may start at once
+                    conn.execute(text("SELECT pg_advisory_xact_lock(74201)"))
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except SQLAlchemyError as exc:
+            raise StoreDown(str(exc).splitlines()[0]) from exc
+
+    def ping(self) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return True
+        except SQLAlchemyError:
+            return False
+
+    def insert(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Store the records in one transaction; a record whose id is stored is skipped.
+        Returns how many were new."""
+        new = 0
+        try:
+            with self.engine.begin() as conn:
+                new = insert_records(conn, records)
+        except SQLAlchemyError as exc:
+            raise StoreDown(str(exc).splitlines()[0]) from exc
+        return new
+
+    def count(self) -> int:
+        from sqlalchemy import func
+
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(ReportRow)).scalar_one())
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def insert_records(conn: Connection, records: Iterable[Mapping[str, Any]]) -> int:
+    """Insert records inside the caller's transaction, skipping an id already stored; returns
+    how many were new. A record may carry ``source`` (``service`` unless said) and
+    ``run_report`` (the run report a sink-reported decode came in)."""
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    new = 0
+    for rec in records:
+        row = {k: rec[k] for k in _COLUMNS}
+        row["source"] = rec.get("source", "service")
+        row["run_report"] = rec.get("run_report")
+        placement = rec.get("placement") or {}
+        for unit in ("npu", "gpu", "cpu", "unknown"):
+            row[f"placement_{unit}"] = int(placement.get(unit, 0))
+        row["report"] = json.dumps(rec["report"], separators=(",", ":"))
+        stmt = (
+            insert(ReportRow)
+            .values(**row)
+            .on_conflict_do_nothing(index_elements=["id"])
+            .returning(ReportRow.seq)
+        )
+        seq = conn.execute(stmt).scalar()
+        if seq is None:
+            continue
+        new += 1
+        refusals = [
+            {"report_seq": seq, "position": i, "path": r["path"], "code": r["code"]}
+            for i, r in enumerate(rec.get("refusals", ()))
+        ]
+        if refusals:
+            conn.execute(insert(RefusalRow), refusals)
+    return new

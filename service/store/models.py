@@ -1,0 +1,143 @@
+"""The report store's tables (SQLAlchemy 2). Alembic migrations (service/store/migrations/) create
+them; this module is their one description, read by queries and by the migration check.
+
+``reports``: one row per dispatch report (a decode has one, or two when its fallback was tried),
+with the columns an operator filters and aggregates on indexed; ``source`` says whether the
+service decoded it or a fleet sink reported it in a run report (``run_report``, its id).
+``report_refusals``: one row per refused path of a report, so SQL counts refusals by code.
+``tokens``: bearer tokens, hashed.
+``policies``: every version of the model policy, with who set it and when. ``run_reports``: each
+run report a sink submitted, as submitted, with the verdict it got (service/store/policies.py).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class ReportRow(Base):
+    __tablename__ = "reports"
+
+    seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    id: Mapped[str] = mapped_column(String(36), unique=True)  # the report id; replays dedupe
+    request_id: Mapped[str] = mapped_column(String(36), index=True)
+    created_ms: Mapped[int] = mapped_column(BigInteger, index=True)  # Unix time, milliseconds
+    sink: Mapped[str] = mapped_column(String(128), index=True)
+    role: Mapped[str] = mapped_column(String(16))  # primary | fallback
+    capability: Mapped[str] = mapped_column(String(128), index=True)
+    set_digest: Mapped[str | None] = mapped_column(String(64), index=True)
+    symbols_digest: Mapped[str | None] = mapped_column(String(64))
+    rgb_digest: Mapped[str | None] = mapped_column(String(64))
+    needed: Mapped[str] = mapped_column(String(32))
+    path_ran: Mapped[str | None] = mapped_column(String(64), index=True)  # unit/backend/arith
+    tier: Mapped[str | None] = mapped_column(String(32), index=True)  # the tier that ran
+    outcome: Mapped[str] = mapped_column(String(16), index=True)  # decoded | refused
+    duration_ms: Mapped[float] = mapped_column(Float)
+    placement_npu: Mapped[int] = mapped_column(Integer, default=0)
+    placement_gpu: Mapped[int] = mapped_column(Integer, default=0)
+    placement_cpu: Mapped[int] = mapped_column(Integer, default=0)
+    placement_unknown: Mapped[int] = mapped_column(Integer, default=0)
+    report: Mapped[str] = mapped_column(Text)  # the wai-neural-dispatch/1 JSON, as emitted
+    source: Mapped[str] = mapped_column(  # service | sink (a run report's decode)
+        String(8), default="service", server_default="service"
+    )
+    run_report: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class RefusalRow(Base):
+    __tablename__ = "report_refusals"
+
+    report_seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"),
+        ForeignKey("reports.seq", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String(64))
+    code: Mapped[str] = mapped_column(String(64), index=True)
+
+
+Index("ix_reports_sink_seq", ReportRow.sink, ReportRow.seq)
+# The dashboard's summary reads only this index: time first, then what it filters and sums.
+Index(
+    "ix_reports_summary",
+    ReportRow.created_ms,
+    ReportRow.outcome,
+    ReportRow.path_ran,
+    ReportRow.tier,
+    ReportRow.sink,
+    ReportRow.capability,
+    ReportRow.set_digest,
+    ReportRow.placement_npu,
+    ReportRow.placement_gpu,
+    ReportRow.placement_cpu,
+    ReportRow.placement_unknown,
+)
+
+
+class TokenRow(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)  # the sink, for a sink
+    role: Mapped[str] = mapped_column(String(16))
+    hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 of the secret
+    created_ms: Mapped[int] = mapped_column(BigInteger)
+    revoked_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class PolicyRow(Base):
+    __tablename__ = "policies"
+
+    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    set_ms: Mapped[int] = mapped_column(BigInteger, index=True)
+    set_by: Mapped[str] = mapped_column(String(128))
+    sha256: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+
+
+class RunReportRow(Base):
+    __tablename__ = "run_reports"
+
+    seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    id: Mapped[str] = mapped_column(String(128), unique=True)  # the sink's id; resubmits dedupe
+    sink: Mapped[str] = mapped_column(String(128), index=True)
+    sink_class: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    received_ms: Mapped[int] = mapped_column(BigInteger, index=True)
+    policy_version: Mapped[int] = mapped_column(Integer)
+    accepted: Mapped[bool] = mapped_column(Boolean)
+    decodes: Mapped[int] = mapped_column(Integer)
+    refused_decodes: Mapped[int] = mapped_column(Integer)
+    body_sha256: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)  # the run report as submitted
+    verdict: Mapped[str] = mapped_column(Text)  # wai-run-verdict/1, every reason
+
+
+Index("ix_run_reports_class_received", RunReportRow.sink_class, RunReportRow.received_ms)
+Index("ix_run_reports_accepted_received", RunReportRow.accepted, RunReportRow.received_ms)

@@ -1,0 +1,279 @@
+"""Fleet governance in the report store: the model policy's versions (who set each, when), run
+reports judged on arrival by the version then in force, and the dashboard's governance summary.
+
+A run report is stored once: its id is unique, a resubmission with the same body gets the
+stored verdict back, and its accepted decodes join ``reports`` (``source = 'sink'``) in the same
+transaction as the run report, so a decode is never stored twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from sqlalchemy import and_, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+
+from wai_dispatch.service.governance import (
+    Policy,
+    PolicyNotSet,
+    PolicyVersion,
+    RunReport,
+    Verdict,
+    judge,
+    load_policy,
+)
+from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.store.db import ReportStore, insert_records
+from wai_dispatch.service.store.models import PolicyRow, RunReportRow
+
+P = PolicyRow.__table__.c
+RR = RunReportRow.__table__.c
+_NS = uuid.UUID("6f1c3f0e-7a43-4c55-9d0b-2b1f6f0a5e11")  # names sink-reported report ids
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _version(row: Any) -> PolicyVersion:
+    return PolicyVersion(row.version, row.set_by, row.set_ms, row.text, row.sha256)
+
+
+class PolicyStore:
+    """The ``policies`` table; parsed policies are cached by version (a version never changes)."""
+
+    def __init__(self, store: ReportStore) -> None:
+        self.store = store
+        self._parsed: dict[int, Policy] = {}
+        self._lock = threading.Lock()
+
+    def versions(self) -> list[PolicyVersion]:
+        query = select(PolicyRow.__table__).order_by(P.version)
+        with self.store.engine.connect() as conn:
+            return [_version(r) for r in conn.execute(query)]
+
+    def current(self) -> PolicyVersion:
+        query = select(PolicyRow.__table__).order_by(P.version.desc()).limit(1)
+        with self.store.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            raise PolicyNotSet("no model policy is set (`wai-dispatch policy set`, PUT /v1/policy)")
+        return _version(row)
+
+    def get(self, version: int) -> PolicyVersion:
+        with self.store.engine.connect() as conn:
+            row = conn.execute(select(PolicyRow.__table__).where(P.version == version)).first()
+        if row is None:
+            raise PolicyNotSet(f"no policy version {version}")
+        return _version(row)
+
+    def parsed(self, version: PolicyVersion) -> Policy:
+        with self._lock:
+            policy = self._parsed.get(version.version)
+            if policy is None:
+                policy = self._parsed[version.version] = version.policy()
+            return policy
+
+    def set(self, text: str | bytes, *, by: str, now_ms: int | None = None) -> PolicyVersion:
+        """Validate and keep ``text`` as the next version (a bad policy raises, nothing kept)."""
+        policy = load_policy(text, source="policy")
+        for _ in range(20):  # two admins at once: the primary key gives each its own number
+            at = _now() if now_ms is None else now_ms
+            try:
+                with self.store.engine.begin() as conn:
+                    top = conn.execute(select(func.max(P.version))).scalar()
+                    number = (top or 0) + 1
+                    conn.execute(
+                        insert(PolicyRow).values(
+                            version=number, set_ms=at, set_by=by, sha256=policy.sha256,
+                            text=policy.text,
+                        )
+                    )  # fmt: skip
+                return PolicyVersion(number, by, at, policy.text, policy.sha256)
+            except IntegrityError:
+                continue
+        raise ServiceError("the policy changed under this request; try again", code="policy_busy")
+
+
+def _path(obj: dict[str, Any]) -> str:
+    return f"{obj['unit']}/{obj['backend']}/{obj['arithmetic']}"
+
+
+def _records(run: RunReport, verdict: Verdict, received_ms: int) -> list[dict[str, Any]]:
+    """The accepted decodes as store records, with ids derived from the run report's id, so a
+    resubmission could never store them again even past the run report's own check."""
+    request_id = str(uuid.uuid5(_NS, run.id))
+    out = []
+    for decision in verdict.decodes:
+        if not decision.accepted:
+            continue
+        obj = run.decodes[decision.index]
+        assert isinstance(obj, dict)
+        report = obj["report"]
+        ran = report["ran"]
+        out.append(
+            {
+                "id": str(uuid.uuid5(_NS, f"{run.id}/{decision.index}")),
+                "request_id": request_id,
+                "created_ms": received_ms,
+                "sink": run.sink,
+                "role": "primary",
+                "capability": report["capability"],
+                "set_digest": decision.set_digest,
+                "symbols_digest": decision.symbols_digest,
+                "rgb_digest": None,
+                "needed": report["needed"],
+                "path_ran": _path(ran) if ran else None,
+                "tier": ran["tier"] if ran else None,
+                "outcome": "decoded" if ran else "refused",
+                "duration_ms": 0.0,  # a run report states no duration
+                "placement": (ran or {}).get("placement") or {},
+                "refusals": [{"path": _path(r), "code": r["reason"]} for r in report["refused"]],
+                "report": report,
+                "source": "sink",
+                "run_report": run.id,
+            }
+        )
+    return out
+
+
+def submit(
+    store: ReportStore, policies: PolicyStore, run: RunReport, body: bytes, *, sink: str
+) -> tuple[dict[str, Any], bool]:
+    """Judge and keep ``run``; returns the verdict and whether it was a resubmission."""
+    if run.sink != sink:
+        raise ServiceError(
+            f"the run report is for sink {run.sink!r}, the token is {sink!r}'s",
+            code="run_report_sink_mismatch",
+        )
+    digest = hashlib.sha256(body).hexdigest()
+    stored = _stored(store, run.id)
+    if stored is not None:
+        return _replay(stored, digest)
+    received = _now()
+    current = policies.current()  # the version in force when the run report arrived
+    verdict = judge(run, policies.parsed(current), policy_version=current.version)
+    answer = {**verdict.to_json(), "received_ms": received}
+    ins = postgresql.insert if store.dialect == "postgresql" else sqlite.insert
+    row = {
+        "id": run.id, "sink": run.sink, "sink_class": verdict.sink_class,
+        "received_ms": received, "policy_version": current.version,
+        "accepted": verdict.accepted, "decodes": len(verdict.decodes),
+        "refused_decodes": answer["refused_decodes"], "body_sha256": digest,
+        "body": body.decode("utf-8"), "verdict": json.dumps(answer, separators=(",", ":")),
+    }  # fmt: skip
+    with store.engine.begin() as conn:
+        stmt = ins(RunReportRow).values(**row).on_conflict_do_nothing(index_elements=["id"])
+        if conn.execute(stmt.returning(RR.seq)).scalar() is not None:
+            insert_records(conn, _records(run, verdict, received))
+            return answer, False
+    stored = _stored(store, run.id)  # a twin request stored it first
+    assert stored is not None
+    return _replay(stored, digest)
+
+
+def _stored(store: ReportStore, run_id: str) -> Any:
+    query = select(RR.body_sha256, RR.verdict).where(RR.id == run_id)
+    with store.engine.connect() as conn:
+        return conn.execute(query).first()
+
+
+def _replay(stored: Any, digest: str) -> tuple[dict[str, Any], bool]:
+    if stored.body_sha256 != digest:
+        raise ServiceError(
+            "this run report id was submitted before with another body; a run report's id "
+            "names one run report",
+            code="run_report_conflict",
+        )
+    return json.loads(stored.verdict), True
+
+
+def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[str, Any]:
+    query = select(RR.body, RR.verdict, RR.received_ms).where(RR.id == run_id)
+    if sink is not None:
+        query = query.where(RR.sink == sink)
+    with store.engine.connect() as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        raise ServiceError(f"no run report {run_id[:40]!r}", code="run_report_not_found")
+    return {"run_report": json.loads(row.body), "verdict": json.loads(row.verdict)}
+
+
+def governance_summary(
+    store: ReportStore,
+    policies: PolicyStore,
+    *,
+    since_ms: int | None,
+    until_ms: int | None,
+    sink_class: str | None,
+    sink: str | None,
+    latest: int = 10,
+) -> dict[str, Any]:
+    """Run reports accepted and refused per sink class (SQL counts over indexed columns), and
+    the latest refused ones with their reasons."""
+    where = []
+    if since_ms is not None:
+        where.append(RR.received_ms >= since_ms)
+    if until_ms is not None:
+        where.append(RR.received_ms < until_ms)
+    if sink_class:
+        where.append(RR.sink_class == sink_class)
+    if sink:
+        where.append(RR.sink == sink)
+    n = func.count().label("n")
+    with store.engine.connect() as conn:
+        counts = conn.execute(
+            select(RR.sink_class, RR.accepted, n).where(*where)
+            .group_by(RR.sink_class, RR.accepted)
+        ).all()  # fmt: skip
+        refused = conn.execute(
+            select(RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version, RR.verdict)
+            .where(and_(RR.accepted.is_(False), *where))
+            .order_by(RR.received_ms.desc(), RR.seq.desc())
+            .limit(latest)
+        ).all()  # fmt: skip
+    try:
+        current: PolicyVersion | None = policies.current()
+    except PolicyNotSet:
+        current = None
+    classes: dict[str | None, dict[str, Any]] = {}
+    if current is not None:
+        for name in policies.parsed(current).classes:
+            if not sink_class or name == sink_class:
+                classes[name] = {"class": name, "runs_accepted": 0, "runs_refused": 0}
+    for cls, accepted, count in counts:
+        entry = classes.setdefault(cls, {"class": cls, "runs_accepted": 0, "runs_refused": 0})
+        entry["runs_accepted" if accepted else "runs_refused"] += int(count)
+    return {
+        "policy": None if current is None else current.to_json(with_text=False),
+        "classes": sorted(classes.values(), key=lambda c: (c["class"] is None, c["class"] or "")),
+        "latest_refused": [_refused_row(r) for r in refused],
+    }
+
+
+def _refused_row(row: Any, cap: int = 20) -> dict[str, Any]:
+    verdict = json.loads(row.verdict)
+    reasons = [
+        {"index": d["index"], **reason} for d in verdict["decodes"] for reason in d["reasons"]
+    ]
+    return {
+        "id": row.id, "sink": row.sink, "class": row.sink_class, "received_ms": row.received_ms,
+        "policy_version": row.policy_version, "reasons": reasons[:cap],
+        "more_reasons": max(0, len(reasons) - cap),
+    }  # fmt: skip
+
+
+def sinks_of_class(policies: PolicyStore, sink_class: str) -> tuple[str, ...]:
+    """The sinks the policy in force puts in ``sink_class`` (none when there is no policy)."""
+    try:
+        current = policies.current()
+    except PolicyNotSet:
+        return ()
+    cls = policies.parsed(current).classes.get(sink_class)
+    return tuple(sorted(cls.sinks)) if cls else ()

@@ -1,0 +1,167 @@
+"""Bearer tokens: roles, creation (the secret is shown once, only its SHA-256 is stored),
+listing, revocation, and the in-memory view the service checks requests against (refreshed
+from the store, kept as last seen while the store is down).
+
+Roles are ordered: ``admin`` may do what ``operator`` may, which may do what ``sink`` may.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.models import TokenRow
+
+ADMIN_TOKEN_FILE = "admin-token"
+
+
+class Role(enum.IntEnum):
+    sink = 1
+    operator = 2
+    admin = 3
+
+
+class TokenError(WaiError, ValueError):
+    code = "token_invalid"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request is: the token's name (a sink's name is its sink id) and role."""
+
+    name: str
+    role: Role
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def parse_role(text: str) -> Role:
+    try:
+        return Role[text]
+    except KeyError:
+        raise TokenError(f"role {text!r} is not one of sink, operator, admin") from None
+
+
+def create(store: ReportStore, name: str, role: Role) -> str:
+    """A new token for ``name`` with ``role``; returns the secret (stored only hashed)."""
+    if not name or len(name) > 128 or not name.isprintable():
+        raise TokenError("a token's name is 1–128 printable characters")
+    secret = "wai_" + secrets.token_urlsafe(32)
+    row = {"name": name, "role": role.name, "hash": digest(secret), "created_ms": _now()}
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(TokenRow.__table__.insert().values(**row))
+    except SQLAlchemyError as exc:
+        raise StoreDown(str(exc).splitlines()[0]) from exc
+    return secret
+
+
+def listing(store: ReportStore) -> list[dict[str, Any]]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(TokenRow.__table__).order_by(TokenRow.id)).mappings().all()
+    return [
+        {
+            "id": r["id"],
+            "name": r["name"],
+            "role": r["role"],
+            "created_ms": r["created_ms"],
+            "revoked": r["revoked_ms"] is not None,
+        }
+        for r in rows
+    ]
+
+
+def revoke(store: ReportStore, name_or_id: str) -> int:
+    """Revoke every live token with that name (or that id); how many were revoked."""
+    table = TokenRow.__table__
+    where = table.c.name == name_or_id
+    if name_or_id.isdigit():
+        where = where | (table.c.id == int(name_or_id))
+    with store.engine.begin() as conn:
+        result = conn.execute(
+            update(table).where(where, table.c.revoked_ms.is_(None)).values(revoked_ms=_now())
+        )
+    if not result.rowcount:
+        raise TokenError(f"no live token named {name_or_id!r}", code="token_not_found")
+    return int(result.rowcount)
+
+
+def ensure_admin(store: ReportStore, data_dir: Path) -> Path | None:
+    """On a store with no live admin token: create one, write it to ``<data_dir>/admin-token``
+    (mode 0600) and return that path; else ``None``."""
+    table = TokenRow.__table__
+    with store.engine.connect() as conn:
+        live = conn.execute(
+            select(table.c.id).where(table.c.role == "admin", table.c.revoked_ms.is_(None))
+        ).first()
+    if live is not None:
+        return None
+    secret = create(store, "admin", Role.admin)
+    path = data_dir / ADMIN_TOKEN_FILE
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secret + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+class TokenCache:
+    """Hash → principal for every live token, reloaded from the store at most every
+    ``ttl_s`` (and at once after a miss, at most once a second); a store that is down leaves
+    the last view in force, so sinks keep decoding through an outage."""
+
+    def __init__(self, store: ReportStore, ttl_s: float = 5.0) -> None:
+        self.store = store
+        self.ttl_s = ttl_s
+        self._view: dict[str, Principal] = {}
+        self._loaded = 0.0
+        self._lock = threading.Lock()
+
+    def reload(self) -> None:
+        table = TokenRow.__table__
+        try:
+            with self.store.engine.connect() as conn:
+                rows = conn.execute(
+                    select(table.c.hash, table.c.name, table.c.role).where(
+                        table.c.revoked_ms.is_(None)
+                    )
+                ).all()
+        except SQLAlchemyError:
+            return
+        view = {h: Principal(n, Role[r]) for h, n, r in rows if r in Role.__members__}
+        with self._lock:
+            self._view = view
+            self._loaded = time.monotonic()
+
+    def lookup(self, secret: str) -> Principal | None:
+        key = digest(secret)
+        age = time.monotonic() - self._loaded
+        if key not in self._view:
+            if age > 1.0:  # a token created since: look now (a bad token waits for this)
+                self.reload()
+        elif age > self.ttl_s and self._lock.acquire(blocking=False):
+            # A known token answers from the view at once; the view refreshes beside it.
+            self._lock.release()
+            self._loaded = time.monotonic()  # one refresh at a time
+            threading.Thread(target=self.reload, daemon=True).start()
+        return self._view.get(key)
+
+
+def _now() -> int:
+    return int(time.time() * 1000)

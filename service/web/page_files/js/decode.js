@@ -1,0 +1,198 @@
+// One decode in the page, as service/decoding/pipeline.py decodes: envelope → §2 demand → entropy stage
+// (§6.3, in the page) → §4 choose over the page's offer → RGB8. The primary first; the fallback
+// when no offered path runs the primary.
+import { blake3 } from "../vendor/noble_hashes/blake3.js";
+import { bytesToHex } from "../vendor/noble_hashes/utils.js";
+import { lookup } from "./dispatch/registry.js";
+import { choose, demand } from "./dispatch/rules.js";
+import { WaiError } from "./dispatch/tokens.js";
+import { parseEnvelope } from "./codec/envelope.js";
+import { readTables } from "./codec/tables.js";
+import { decodePayload, latentOf, symbolBytes } from "./codec/payload.js";
+import { runProgram } from "./webgpu.js";
+
+/** Fetches what a decode reads from the service that serves the page (docs/page.md). */
+export class SetSource {
+  constructor(base) {
+    this.base = base;
+    this.cache = new Map();
+  }
+
+  async #get(url, kind) {
+    if (!this.cache.has(url)) {
+      this.cache.set(url, (async () => {
+        const res = await fetch(this.base + url);
+        if (!res.ok) {
+          let body = null;
+          try { body = await res.json(); } catch { /* not JSON */ }
+          const code = body && body.error ? body.error.code : "page_fetch_failed";
+          throw new WaiError(code, body && body.error ? body.error.message : `GET ${url}: HTTP ${res.status}`);
+        }
+        return kind === "json" ? res.json() : kind === "text" ? res.text() : res.arrayBuffer();
+      })());
+    }
+    try {
+      return await this.cache.get(url);
+    } catch (err) {
+      this.cache.delete(url);
+      throw err;
+    }
+  }
+
+  defaultFor(capability) { return this.#get(`sets/default/${encodeURIComponent(capability)}`, "json").then((o) => o.digest); }
+  manifest(digest) { return this.#get(`sets/${digest}/manifest.json`, "json"); }
+  text(digest, name) { return this.#get(`sets/${digest}/files/${encodeURIComponent(name)}`, "text"); }
+  json(digest, name) { return this.#get(`sets/${digest}/files/${encodeURIComponent(name)}`, "json"); }
+  bytes(digest, name) { return this.#get(`sets/${digest}/files/${encodeURIComponent(name)}`, "bytes"); }
+  /** The WGSL kernels planned for this browser's adapter limits (service/web/page_wgsl.py). */
+  wgslPlan(digest, shape, limits) {
+    const q = `shape=${shape.join(",")}&limits=${encodeURIComponent(JSON.stringify(limits))}`;
+    return this.#get(`sets/${digest}/wgsl/plan?${q}`, "json");
+  }
+  wgslConstants(digest) { return this.#get(`sets/${digest}/wgsl/constants.bin`, "bytes"); }
+}
+
+/** What a path's adapter decodes: the set, the entropy stage's result, and lazy program loads. */
+export class Job {
+  constructor(source, digest, manifest, header, latent, symbols) {
+    Object.assign(this, { source, digest, manifest, header, latent, symbols });
+    this.webnn = null;
+  }
+
+  waiOpsProgram() {
+    const programs = this.manifest.facts && this.manifest.facts.programs;
+    return (programs && programs["wai-ops"]) || null;
+  }
+
+  loadWgslPlan(limits) {
+    return this.source.wgslPlan(this.digest, this.header.shape, limits);
+  }
+
+  /** The integer synthesis through the page's WGSL kernels: the program's rgb8 output. */
+  async runWgsl(runner, plan) {
+    const constants = await this.source.wgslConstants(this.digest);
+    const [, c, h, w] = this.header.shape;
+    const out = await runProgram(runner, plan, this.symbols, [c, h, w], constants);
+    return { rgb: rgb8Planar(out.data, out.shape) };
+  }
+
+  webnnProgram() {
+    const programs = this.manifest.facts && this.manifest.facts.programs;
+    return (programs && programs.webnn) || null;
+  }
+
+  loadWebnn() {
+    if (this.webnn === null) {
+      const p = this.webnnProgram();
+      this.webnn = Promise.all([
+        this.source.json(this.digest, p.file),
+        this.source.json(this.digest, p.manifest),
+        this.source.bytes(this.digest, p.weights),
+      ]).then(([graph, manifest, weights]) => ({ graph, manifest, weights }));
+    }
+    return this.webnn;
+  }
+}
+
+/** The entropy stage on the page (§6.3): symbols, their digest and the latent. */
+export async function entropyStage(source, digest, manifest, payload) {
+  const tablesName = manifest.facts && manifest.facts.tables;
+  if (typeof tablesName !== "string") throw new WaiError("set_no_tables", `set ${digest.slice(0, 16)}… names no entropy tables file`);
+  const tables = readTables(await source.text(digest, tablesName));
+  const { header, symbols } = decodePayload(payload, tables);
+  const symbolsDigest = bytesToHex(blake3(symbolBytes(symbols)));
+  return { header, symbols, symbolsDigest, latent: latentOf(symbols, header, tables) };
+}
+
+/** A path's adapter for a part whose set is not there: the unit as the real adapter says, no program. */
+function withoutProgram(adapter) {
+  return {
+    unitPresent: () => adapter.unitPresent(),
+    programPresent: () => false,
+    takesShape: () => { throw new Error("not asked"); },
+    plan: () => { throw new Error("not asked"); },
+    run: () => { throw new Error("not asked"); },
+  };
+}
+
+/**
+ * Decode an envelope's JSON bytes. makeAdapters() gives a fresh Map key → adapter per part.
+ * Returns {decoded, reports, parts: [{capability, set, symbolsDigest, shape}], picture, adapters}.
+ */
+export async function decodeEnvelope(bytes, { source, offer, makeAdapters }) {
+  const envelope = parseEnvelope(bytes);
+  const reports = [];
+  const parts = [];
+  const adapterLog = [];
+  for (const part of envelope.parts) {
+    const cap = lookup(part.capability);
+    const needed = demand(cap, { intent: envelope.intent, pins: envelope.pins });
+    const adapters = makeAdapters();
+    adapterLog.push(adapters);
+    let digest = part.set;
+    let manifest = null;
+    try {
+      if (digest === null) digest = await source.defaultFor(cap.name);
+      manifest = await source.manifest(digest);
+    } catch (err) {
+      if (err.code !== "set_not_installed") throw err;
+      const absent = new Map([...adapters].map(([k, a]) => [k, withoutProgram(a)]));
+      reports.push((await choose(cap, needed, offer, absent)).report);
+      continue;
+    }
+    if (manifest.capability !== cap.name) throw new WaiError("set_capability_mismatch", `set ${digest.slice(0, 16)}… is for ${manifest.capability}, not ${cap.name}`);
+    const stage = await entropyStage(source, digest, manifest, part.payload);
+    const job = new Job(source, digest, manifest, stage.header, stage.latent, stage.symbols);
+    const decision = await choose(cap, needed, offer, adapters, job);
+    reports.push(decision.report);
+    parts.push({ capability: cap.name, set: digest, symbolsDigest: stage.symbolsDigest, shape: stage.header.shape });
+    if (decision.report.ran !== null) {
+      const picture = decision.output.rgb ?? toRgb8(decision.output.xHat, decision.output.shape);
+      return { decoded: true, reports, parts, picture, adapters: adapterLog };
+    }
+  }
+  return { decoded: false, reports, parts, picture: null, adapters: adapterLog };
+}
+
+/** Round half to even, as numpy's rint. */
+function rint(x) {
+  const r = Math.round(x);
+  return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** The synthesis output (1×3×H×W float32) as RGB8 {width, height, data: H×W×3}: clamp to
+ * [0, 1], times 255 in float32, round half to even (docs/decoding.md). */
+export function toRgb8(xHat, shape) {
+  const [, channels, height, width] = shape;
+  if (channels !== 3) throw new Error(`synthesis output has ${channels} channels, not 3`);
+  const plane = height * width;
+  const data = new Uint8Array(plane * 3);
+  for (let c = 0; c < 3; c++) {
+    for (let i = 0; i < plane; i++) {
+      const v = Math.min(Math.max(xHat[c * plane + i], 0), 1);
+      data[i * 3 + c] = rint(Math.fround(Math.fround(v) * 255));
+    }
+  }
+  return { width, height, data };
+}
+
+/** An integer program's rgb8 output ([3, H, W] int32, each 0 … 255) as RGB8 (H×W×3). */
+export function rgb8Planar(data, shape) {
+  const [channels, height, width] = shape;
+  if (channels !== 3) throw new Error(`the program's output has ${channels} channels, not 3`);
+  const plane = height * width;
+  const out = new Uint8Array(plane * 3);
+  for (let c = 0; c < 3; c++) {
+    for (let i = 0; i < plane; i++) {
+      const v = data[c * plane + i];
+      if (v < 0 || v > 255) throw new Error(`the program's rgb8 output holds ${v}`);
+      out[i * 3 + c] = v;
+    }
+  }
+  return { width, height, data: out };
+}
+
+/** BLAKE3 (hex) of bytes. */
+export function blake3Hex(bytes) {
+  return bytesToHex(blake3(bytes));
+}

@@ -1,0 +1,147 @@
+"""The WebGPU path of the browser page (``gpu/wgsl/integer``): the same WGSL kernels and
+descriptors as ``paths/wgsl``, rendered and planned here once for the browser's adapter limits,
+and the set's integer weights as one int32 blob. The page binds, dispatches and reads back
+exactly as :mod:`paths.wgsl.runner` does (``service/web/page_files/js/webgpu.js``).
+
+A plan is JSON: ``{"input", "output", "sources": [wgsl], "constants": {"op/role": {"offset",
+"count"}}, "operations": [{"name", "op", "inputs", "output", "source", "out_shape", "whole",
+"bindings", "bands": [{"uniform", "groups", "in_row0", "in_rows", "out_row0", "rows"}]}]}``;
+a shape no variant admits under the browser's limits is ``{"refused": message, "limits"}``
+(§4: ``dispatch_shape_mismatch``), decided before the page submits anything.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.dispatch.errors import WaiError
+
+#: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
+_MAX_LIMIT = 1 << 53
+_DATA_ROLES = ("X", "X2", "Y")
+
+
+class WgslProgram:
+    """A set's wai-ops/1 program and its constants blob, loaded once per set digest."""
+
+    def __init__(self, files: LoadedSet) -> None:
+        from wai_dispatch.paths.waiops.adapter import load_set_program
+
+        self.program = load_set_program(files)
+        blob = bytearray()
+        self.constants: dict[str, dict[str, int]] = {}
+        for op in self.program.operations:
+            for role, values in op.params.items():
+                data = np.asarray(values, dtype=np.int64).astype("<i4").tobytes()
+                self.constants[f"{op.name}/{role}"] = {"offset": len(blob), "count": len(data) // 4}
+                blob += data
+                blob += bytes(-len(blob) % 16)
+        self.blob = bytes(blob)
+
+    def plan(self, shape: Sequence[int], limits: Mapping[str, int]) -> dict[str, Any]:
+        from wai_dispatch.paths.wgsl.descriptor import ShapeRefused, render
+        from wai_dispatch.paths.wgsl.execute import plan_program
+
+        try:
+            plans = plan_program(self.program, shape, limits)
+        except ShapeRefused as exc:
+            return {"refused": str(exc), "limits": list(exc.limits)}
+        sources: list[str] = []
+        index: dict[str, int] = {}
+        operations = []
+        for op, plan in zip(self.program.operations, plans, strict=True):
+            source = render(plan.descriptor.name, str(plan.variant["name"]), op.op)
+            if source not in index:
+                index[source] = len(sources)
+                sources.append(source)
+            bindings = [str(b["semantic"]) for b in plan.bindings]
+            bindings = [s for s in bindings if s != "kernel.params"]
+            bands = [
+                {
+                    "uniform": [[kind, value] for _, kind, value in plan.uniform(band)],
+                    "groups": list(plan.dispatch(band)),
+                    "in_row0": band.in_row0,
+                    "in_rows": band.in_rows,
+                    "out_row0": band.out_row0,
+                    "rows": band.rows,
+                }
+                for band in plan.bands()
+            ]
+            operations.append(
+                {
+                    "name": op.name,
+                    "op": op.op,
+                    "inputs": list(op.inputs),
+                    "output": op.output,
+                    "source": index[source],
+                    "out_shape": list(plan.out_shape),
+                    "whole": plan.whole,
+                    "bindings": bindings,
+                    "bands": bands,
+                }
+            )
+        return {
+            "input": self.program.input_name,
+            "output": self.program.output_name,
+            "sources": sources,
+            "constants": self.constants,
+            "operations": operations,
+        }
+
+
+def read_limits(text: str) -> dict[str, int]:
+    """The browser adapter's limits as the page sends them (JSON object of positive ints)."""
+    import json
+
+    from wai_dispatch.paths.wgsl.runner import LIMITS
+
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict) or set(obj) != set(LIMITS):
+        raise WaiError(
+            f"limits: a JSON object with exactly {', '.join(LIMITS)}", code="page_bad_request"
+        )
+    for key, value in obj.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_LIMIT:
+            raise WaiError(f"limits.{key}: a positive integer", code="page_bad_request")
+    return dict(obj)
+
+
+def read_shape(text: str) -> list[int]:
+    """The latent's shape as the page sends it: ``1,C,h,w``, each at most 65535."""
+    try:
+        shape = [int(p) for p in text.split(",")]
+    except ValueError:
+        shape = []
+    if len(shape) != 4 or shape[0] != 1 or not all(0 < d <= 0xFFFF for d in shape):
+        raise WaiError("shape: 1,C,h,w with each dimension in 1 … 65535", code="page_bad_request")
+    return shape
+
+
+class WgslPrograms:
+    """Programs by set digest (the last two kept)."""
+
+    def __init__(self) -> None:
+        self._cache: OrderedDict[str, WgslProgram] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, files: LoadedSet) -> WgslProgram:
+        with self._lock:
+            hit = self._cache.get(files.digest)
+            if hit is not None:
+                self._cache.move_to_end(files.digest)
+                return hit
+        program = WgslProgram(files)
+        with self._lock:
+            self._cache[files.digest] = program
+            while len(self._cache) > 2:
+                self._cache.popitem(last=False)
+        return program
