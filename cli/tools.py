@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path as FsPath
+from typing import Protocol
 
 from wai_dispatch.cli.options import add_data_dir, decoder
 from wai_dispatch.codec.errors import CodecError
@@ -85,12 +86,27 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
+class _SetWriter(Protocol):
+    """A set writer module of the tools (``wai_int_synth_set``, ``wai_bmshj2018_npu_set``)."""
+
+    def build_parser(
+        self, prog: str, parser_class: type[argparse.ArgumentParser]
+    ) -> argparse.ArgumentParser: ...
+
+    def run(self, args: argparse.Namespace) -> FsPath: ...
+
+
 def run_make_set(args: argparse.Namespace) -> int:
+    writer: _SetWriter
     try:
         if args.kind == "int-synth":
-            from wai_dispatch.tools import wai_int_synth_set as writer
+            from wai_dispatch.tools import wai_int_synth_set
+
+            writer = wai_int_synth_set
         else:
-            from wai_dispatch.tools import wai_bmshj2018_npu_set as writer
+            from wai_dispatch.tools import wai_bmshj2018_npu_set
+
+            writer = wai_bmshj2018_npu_set
     except ImportError as exc:
         raise CodecError(
             f"make-set needs the tools extra (`make tools`): {exc}", code="tools_missing"

@@ -44,7 +44,7 @@ def decode_string(data: bytes, tables: EntropyTables, shape: tuple[int, int, int
         raise CompressAIStreamError(
             f"a rANS string is whole 32-bit words, at least two; got {len(data)} bytes"
         )
-    words = np.frombuffer(data, dtype="<u4").tolist()
+    words: list[int] = np.frombuffer(data, dtype="<u4").tolist()
     pos = 2
     state = words[0] | (words[1] << 32)
     precision = tables.precision

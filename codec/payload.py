@@ -226,7 +226,7 @@ _shape_model_cache: list[Any] = []
 
 def _shape_model() -> Any:
     if not _shape_model_cache:
-        import constriction  # type: ignore[import-untyped, unused-ignore]
+        import constriction
 
         _shape_model_cache.append(constriction.stream.model.Uniform(1 << 16))
     return _shape_model_cache[0]
@@ -239,7 +239,7 @@ def _layout(tables: EntropyTables) -> tuple[npt.NDArray[np.int64], npt.NDArray[n
 
 def encode(symbols: np.ndarray[Any, Any], tables: EntropyTables) -> bytes:
     """Code symbols of shape (1, C, H, W) against the tables; the payload bytes."""
-    import constriction  # type: ignore[import-untyped, unused-ignore]
+    import constriction
 
     s = _check_symbols(symbols)
     _, channels, height, width = s.shape
@@ -289,7 +289,7 @@ def decode(
 
 
 def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArray[np.int32]:
-    import constriction  # type: ignore[import-untyped, unused-ignore]
+    import constriction
 
     count = header.height * header.width
     words = np.frombuffer(payload, dtype="<u4", count=header.stream_words, offset=HEADER_SIZE)

@@ -292,7 +292,7 @@ def _float32_repr(value: np.float32) -> float | int:
 
 
 def _build_model(freqs: np.ndarray[Any, np.dtype[np.int64]], channel: int) -> Any:
-    import constriction  # type: ignore[import-untyped, unused-ignore]
+    import constriction
 
     model = constriction.stream.model.Categorical(freqs.astype(np.float64), perfect=True)
     _verify_model(model, freqs, channel)
@@ -307,7 +307,7 @@ def _verify_model(model: Any, freqs: npt.NDArray[np.int64], channel: int) -> Non
     ``x = 2^48 + (cdf_s << 8)`` must therefore decode ``s`` and leave exactly
     ``(f_s << 8) << 24``: that pins both the left edge and the width of every bin.
     """
-    import constriction  # type: ignore[import-untyped, unused-ignore]
+    import constriction
 
     shift = CODER_PRECISION - 16
     coder = constriction.stream.stack.AnsCoder()

@@ -16,11 +16,11 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path as FsPath
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -97,10 +97,113 @@ class ProgramInput:
     float16: bool
 
 
+# --- coremltools, typed ------------------------------------------------------------------------
+# coremltools publishes no types (no stubs, no py.typed): the parts of it used here are named by
+# these Protocols, and each of its modules is imported by name and read through its Protocol.
+
+
+class _ArrayFeatureType(Protocol):  # Model_pb2.ArrayFeatureType (a protobuf message)
+    FLOAT16: int  # the ``dataType`` enum's half-precision value
+    shape: Sequence[int]
+    dataType: int
+
+
+class _FeatureType(Protocol):
+    multiArrayType: _ArrayFeatureType
+
+    def HasField(self, name: str) -> bool: ...
+
+
+class _FeatureDescription(Protocol):
+    name: str
+    type: _FeatureType
+
+
+class _ModelDescription(Protocol):
+    input: Sequence[_FeatureDescription]
+
+
+class _ModelSpec(Protocol):  # Model_pb2.Model
+    description: _ModelDescription
+
+    def ParseFromString(self, data: bytes) -> object: ...
+
+
+class _ModelPb2(Protocol):  # coremltools.proto.Model_pb2
+    ArrayFeatureType: _ArrayFeatureType
+
+    def Model(self) -> _ModelSpec: ...
+
+
+class _ComputeUnit(Protocol):  # coremltools.ComputeUnit (an enum)
+    CPU_AND_NE: object
+
+
+class _CoreMLTools(Protocol):  # coremltools
+    ComputeUnit: _ComputeUnit
+
+
+class _CoreMLUtils(Protocol):  # coremltools.models.utils
+    def compile_model(self, model: str, destination_path: str | None = None) -> object: ...
+
+
+class _CoreMLModels(Protocol):  # coremltools.models
+    def CompiledMLModel(self, path: str, *, compute_units: object) -> Any: ...
+
+
+class _PlanBlock(Protocol):
+    @property
+    def operations(self) -> Sequence[_PlanOperation]: ...
+
+
+class _PlanOperation(Protocol):
+    @property
+    def operator_name(self) -> str: ...
+    @property
+    def blocks(self) -> Sequence[_PlanBlock]: ...
+
+
+class _PlanFunction(Protocol):
+    block: _PlanBlock
+
+
+class _PlanProgram(Protocol):
+    functions: Mapping[str, _PlanFunction]
+
+
+class _ModelStructure(Protocol):
+    program: _PlanProgram | None
+
+
+class _DeviceUsage(Protocol):
+    preferred_compute_device: object | None
+
+
+class _ComputePlan(Protocol):  # coremltools.models.compute_plan.MLComputePlan
+    model_structure: _ModelStructure
+
+    def get_compute_device_usage_for_mlprogram_operation(
+        self, operation: _PlanOperation
+    ) -> _DeviceUsage | None: ...
+
+
+class _MLComputePlan(Protocol):  # the class itself
+    def load_from_path(self, path: str, *, compute_units: object) -> _ComputePlan: ...
+
+
+class _CoreMLComputePlan(Protocol):  # coremltools.models.compute_plan
+    MLComputePlan: _MLComputePlan
+
+
+def _from(module: str, name: str) -> object:
+    """``from module import name``, for a module that publishes no types."""
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
 def read_program_input(spec_bytes: bytes, name: str | None = None) -> ProgramInput:
     """Parse the specification protobuf (coremltools' ``Model_pb2``) for its input ``name``,
     or its only input. Raises :class:`ValueError` for bytes that are not such a program."""
-    from coremltools.proto import Model_pb2  # heavy: imports coremltools
+    Model_pb2 = cast(_ModelPb2, _from("coremltools.proto", "Model_pb2"))  # heavy: coremltools
 
     spec = Model_pb2.Model()
     try:
@@ -247,24 +350,24 @@ class NativeCoreML:
         return self._reason
 
     def compile(self, package: str) -> str:
-        from coremltools.models.utils import compile_model
+        utils = cast(_CoreMLUtils, import_module("coremltools.models.utils"))
 
         destination = package.removesuffix(".mlpackage") + ".mlmodelc"
         # With a destination, compile_model moves the compiled model there and returns None.
-        compile_model(package, destination)
+        utils.compile_model(package, destination)
         return destination
 
     def load(self, compiled: str) -> Any:
-        import coremltools as ct
-        from coremltools.models import CompiledMLModel
+        ct = cast(_CoreMLTools, import_module("coremltools"))
+        models = cast(_CoreMLModels, import_module("coremltools.models"))
 
-        return CompiledMLModel(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
+        return models.CompiledMLModel(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
 
     def plan(self, compiled: str) -> list[tuple[str, str | None]]:
-        import coremltools as ct
-        from coremltools.models.compute_plan import MLComputePlan
+        ct = cast(_CoreMLTools, import_module("coremltools"))
+        plans = cast(_CoreMLComputePlan, import_module("coremltools.models.compute_plan"))
 
-        plan = MLComputePlan.load_from_path(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
+        plan = plans.MLComputePlan.load_from_path(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
         program = plan.model_structure.program
         if program is None:
             raise ValueError("the compiled model is not an ML Program")
@@ -281,7 +384,7 @@ class NativeCoreML:
         return result
 
 
-def _operations(block: Any) -> Iterator[Any]:
+def _operations(block: _PlanBlock) -> Iterator[_PlanOperation]:
     """Every operation of a block, and of the blocks nested in its operations (loops,
     conditionals), in program order."""
     for op in block.operations:

@@ -76,7 +76,7 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
     with _pool_lock:
         if _pool_threads is not None:
             return _pool_threads
-        import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+        import onnxruntime as ort
 
         _quiet_runtime_log(ort)
         threads = intra_op_threads or _env_threads() or len(os.sched_getaffinity(0))
@@ -109,7 +109,7 @@ def shared_session_options() -> Any:
     for its own threads ("use_per_session_threads must be false when using a global thread
     pool"): other code that builds sessions beside this adapter starts from these options.
     """
-    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    import onnxruntime as ort
 
     configure_thread_pool()
     so = ort.SessionOptions()
@@ -178,7 +178,7 @@ class OnnxRuntimeAdapter:
     def absent_reason(self) -> str | None:
         """Why the unit or the backend is absent, in words; ``None`` when present."""
         try:
-            import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+            import onnxruntime as ort
         except ImportError as exc:
             return f"onnxruntime is not installed ({exc})"
         provider = _PROVIDERS[self._unit]
@@ -265,7 +265,7 @@ class OnnxRuntimeAdapter:
             return program
 
     def _build(self, job: SynthesisJob) -> _Program:
-        import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+        import onnxruntime as ort
 
         files = job.set_files
         spec = _program_spec(files)

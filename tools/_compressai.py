@@ -54,7 +54,7 @@ def factorized_prior(N: int = 128, M: int = 192) -> Any:
     N=128, M=192 is CompressAI's ``bmshj2018_factorized`` architecture for qualities 1-5.
     """
     import_compressai()
-    from compressai.models import FactorizedPrior  # type: ignore[import-untyped]
+    from compressai.models import FactorizedPrior
 
     return FactorizedPrior(N, M)
 
@@ -74,7 +74,7 @@ def checkpoint_state_dict(checkpoint: Any) -> dict[str, Any]:
     import torch
 
     import_compressai()
-    from compressai.zoo import load_state_dict  # type: ignore[import-untyped]
+    from compressai.zoo import load_state_dict
 
     state = checkpoint
     if isinstance(state, dict):

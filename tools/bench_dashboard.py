@@ -117,7 +117,7 @@ def _latency(base: str, token: str, repeat: int) -> list[tuple[str, float, float
     import httpx
 
     now = int(time.time() * 1000)
-    views = {
+    views: dict[str, tuple[str, dict[str, int | str]]] = {
         "summary, last 24 h": ("/v1/reports/summary", {"since_ms": now - 86_400_000,
                                                         "until_ms": now, "bucket_s": 900}),
         "summary, 30 days": ("/v1/reports/summary", {"since_ms": now - 30 * 86_400_000,

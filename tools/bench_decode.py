@@ -9,10 +9,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from wai_dispatch.tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set
 
@@ -24,7 +25,9 @@ def _picture(height: int, width: int) -> np.ndarray:
     import skimage.data
     from PIL import Image
 
-    img = Image.fromarray(skimage.data.astronaut()).resize((width, height), Image.LANCZOS)
+    # scikit-image leaves astronaut() unannotated: an RGB uint8 array
+    astronaut: Callable[[], npt.NDArray[np.uint8]] = skimage.data.astronaut
+    img = Image.fromarray(astronaut()).resize((width, height), Image.Resampling.LANCZOS)
     return np.asarray(img)
 
 

@@ -38,7 +38,7 @@ def _compressai_tables() -> tuple[EntropyTables, Any]:
     from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()
-    from compressai.models import FactorizedPrior  # type: ignore[import-untyped]
+    from compressai.models import FactorizedPrior
 
     torch.manual_seed(0)
     model = FactorizedPrior(128, 192).eval()
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         from wai_dispatch.tools._compressai import import_compressai
 
         import_compressai()
-        from compressai.ans import RansDecoder, RansEncoder  # type: ignore[import-untyped]
+        from compressai.ans import RansDecoder, RansEncoder
     except Exception as exc:  # the tools extra is optional; say why the column is empty
         note = f"CompressAI unavailable ({type(exc).__name__}: {exc})"
     else:

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def program_ops(program: Any, h: int, w: int) -> int:
 
 def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
     """ONNX Runtime MatMulInteger (uint8 × int8 → int32), n³ MACs: this CPU's int8 GEMM rate."""
-    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    import onnxruntime as ort
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -171,14 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         numpy_engine = Engine(program)
         best = best_of_interleaved(
             {
-                "float": lambda j=float_job: ort_adapter.run(j),
-                "integer": lambda j=int_job: wai.run(j),
+                "float": partial(ort_adapter.run, float_job),
+                "integer": partial(wai.run, int_job),
             },
             args.repeats,
         )
-        slow = best_of(
-            lambda s=int_job.symbols, e=numpy_engine: e.run(s), max(2, args.repeats // 3)
-        )
+        slow = best_of(partial(numpy_engine.run, int_job.symbols), max(2, args.repeats // 3))
         ops = program_ops(program, *int_job.symbols.shape[2:])
         rate = ops / best["integer"] / 1e9
         print(

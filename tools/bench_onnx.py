@@ -223,7 +223,7 @@ def best_of_interleaved(fns: Mapping[str, Callable[[], object]], repeats: int) -
 def _gemm_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
     info: list[dict[str, Any]] = []
     try:
-        from threadpoolctl import (  # type: ignore[import-untyped, unused-ignore]
+        from threadpoolctl import (
             threadpool_info,
             threadpool_limits,
         )
@@ -261,7 +261,7 @@ def gemm_rate(threads: int, repeats: int, *, clean_env: bool) -> dict[str, Any]:
 
 
 def _ort_session(model: bytes, weights: bytes, *, pool: str = "global", spin: bool = True) -> Any:
-    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -303,7 +303,7 @@ def _read_dir(path: str) -> dict[str, bytes]:
 def _threads_worker(config: str, threads: int, repeats: int, set_dir: str) -> dict[str, Any]:
     """Time the rewritten synthesis under one thread configuration (one per process: the
     global pool is process-wide)."""
-    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    import onnxruntime as ort
 
     files = _read_dir(set_dir)
     model, weights = files["decoder.onnx"], files["decoder.weights"]
@@ -387,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
 
-    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    import onnxruntime as ort
 
     ort.set_global_thread_pool_sizes(args.threads, 1)
     g_s = None

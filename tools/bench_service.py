@@ -254,10 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs shared with the client")  # fmt: skip
     print(f"{'':26} {'decodes/s':>10} {'vs loop':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99/p50':>8}")
     for name, row in rows.items():
-        extra = f"  ({row['non_200']} not 200)" if row.get("non_200") else ""
+        note = f"  ({row['non_200']} not 200)" if row.get("non_200") else ""
         print(f"{name:26} {row['per_s']:10.2f} {row['per_s'] / anchor:8.0%} "
               f"{row['p50_ms']:8.1f} {row['p99_ms']:8.1f} "
-              f"{row['p99_ms'] / row['p50_ms']:8.2f}{extra}")  # fmt: skip
+              f"{row['p99_ms'] / row['p50_ms']:8.2f}{note}")  # fmt: skip
     png_kb = costs.pop("png_bytes") / 1024
     print(f"\nper-request costs that differ by form (best of 200; the PNG is {png_kb:.0f} KiB):")
     for name, us in costs.items():

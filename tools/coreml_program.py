@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +40,19 @@ def _quiet_coremltools() -> Any:
 
     warnings.filterwarnings("ignore", module="coremltools")
     logging.getLogger("coremltools").setLevel(logging.ERROR)
-    import coremltools as ct
+    from importlib import import_module
 
-    return ct
+    return import_module("coremltools")  # publishes no types: its conversion API is Any here
 
 
 def _trace(module: Any, latent_shape: Sequence[int]) -> Any:
     import torch
 
+    # torch.jit.trace is unannotated; the traced module goes on to coremltools (Any there too)
+    trace: Callable[..., Any] = torch.jit.trace
     example = torch.zeros(tuple(latent_shape), dtype=torch.float32)
     with torch.no_grad():
-        return torch.jit.trace(module.eval(), example, check_trace=False)
+        return trace(module.eval(), example, check_trace=False)
 
 
 def _convert_once(

@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -54,9 +55,10 @@ def check(repeat: int = 3, skip: Sequence[str] = ()) -> dict[str, Any]:
     from wai_dispatch.codec.tables import EntropyTables
     from wai_dispatch.conformance import neural_conformance_dir, sets_dir
     from wai_dispatch.paths.waiops.program import load_program
+    from wai_dispatch.paths.waiops.verify import rgb8_digest
     from wai_dispatch.paths.wgsl.execute import run_program
     from wai_dispatch.paths.wgsl.runner import Runner
-    from wai_dispatch.tools.neural_conformance import program_rgb8, rgb8_digest
+    from wai_dispatch.tools.neural_conformance import program_rgb8
 
     corpus = neural_conformance_dir()
     doc = json.loads((corpus / "corpus.json").read_bytes())
@@ -76,8 +78,8 @@ def check(repeat: int = 3, skip: Sequence[str] = ()) -> dict[str, Any]:
         if case["name"] in skip:
             continue
         symbols = codec_payload.decode((corpus / case["payload"]).read_bytes(), tables)
-        gpu, gpu_s = _timed(lambda s=symbols: run_program(runner, program, s, constants), repeat)
-        cpu, cpu_s = _timed(lambda s=symbols: interpreter.run(s), repeat)
+        gpu, gpu_s = _timed(partial(run_program, runner, program, symbols, constants), repeat)
+        cpu, cpu_s = _timed(partial(interpreter.run, symbols), repeat)
         got = rgb8_digest(program_rgb8(gpu))
         rows.append(
             {

@@ -37,6 +37,7 @@ def _path(p: dict[str, str]) -> str:
 
 def _report(rng: random.Random) -> dict[str, Any]:
     """One valid report of a plausible fleet mix (validated by the tests, not here)."""
+    ran: dict[str, Any]  # the path that ran; its placement is a mapping or None
     roll = rng.random()
     if roll < 0.45:  # the neural processor ran, some operations left on the CPU
         npu = rng.choice((21, 21, 21, 18))

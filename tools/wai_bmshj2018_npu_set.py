@@ -18,7 +18,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -36,9 +36,11 @@ __all__ = [
     "PlainSynthesis",
     "SetWriterError",
     "SynthesisMismatch",
+    "build_parser",
     "main",
     "payload_picture",
     "plain_synthesis",
+    "run",
     "write_set",
 ]
 
@@ -170,8 +172,34 @@ class PlainInverseGDN(nn.Module):
         return x * torch.sqrt(F.conv2d(x * x, self.gamma, self.beta))
 
 
+class _CompressAIGDN(Protocol):
+    """``compressai.layers.GDN`` as read here (CompressAI publishes no types)."""
+
+    beta: torch.Tensor
+    gamma: torch.Tensor
+
+    def beta_reparam(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def gamma_reparam(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+def _pair(value: str | tuple[int, ...], what: str) -> tuple[int, int]:
+    """A convolution's two-dimensional size (kernel, stride, padding) as the pair it is."""
+    if isinstance(value, str) or len(value) != 2:
+        raise SetWriterError(f"g_s deconvolution {what} is {value!r}, not a (height, width) pair")
+    return value[0], value[1]
+
+
 class PlainSynthesis(nn.Module):
     """``g_s`` as four transposed convolutions and three plain inverse GDNs."""
+
+    deconv1: nn.ConvTranspose2d
+    deconv2: nn.ConvTranspose2d
+    deconv3: nn.ConvTranspose2d
+    deconv4: nn.ConvTranspose2d
+    igdn1: PlainInverseGDN
+    igdn2: PlainInverseGDN
+    igdn3: PlainInverseGDN
 
     def __init__(self, g_s: nn.Sequential) -> None:
         super().__init__()
@@ -185,17 +213,18 @@ class PlainSynthesis(nn.Module):
             copy = nn.ConvTranspose2d(
                 deconv.in_channels,
                 deconv.out_channels,
-                deconv.kernel_size,
-                stride=deconv.stride,
-                padding=deconv.padding,
-                output_padding=deconv.output_padding,
+                _pair(deconv.kernel_size, "kernel_size"),
+                stride=_pair(deconv.stride, "stride"),
+                padding=_pair(deconv.padding, "padding"),
+                output_padding=_pair(deconv.output_padding, "output_padding"),
             )
             copy.load_state_dict(deconv.state_dict())
             setattr(self, f"deconv{i + 1}", copy)
             if i < 3:
-                gdn = layers[2 * i + 1]
-                if not getattr(gdn, "inverse", False):
+                layer = layers[2 * i + 1]
+                if not getattr(layer, "inverse", False):
                     raise SetWriterError(f"g_s[{2 * i + 1}] is not an inverse GDN")
+                gdn = cast(_CompressAIGDN, layer)
                 beta = gdn.beta_reparam(gdn.beta)
                 gamma = gdn.gamma_reparam(gdn.gamma)
                 setattr(self, f"igdn{i + 1}", PlainInverseGDN(beta, gamma))
@@ -204,7 +233,8 @@ class PlainSynthesis(nn.Module):
         x = self.igdn1(self.deconv1(x))
         x = self.igdn2(self.deconv2(x))
         x = self.igdn3(self.deconv3(x))
-        return self.deconv4(x)
+        out: torch.Tensor = self.deconv4(x)  # Module.__call__ is typed as returning Any
+        return out
 
     def layers(self) -> list[dict[str, Any]]:
         """The layers as weight references (for the WebNN form)."""
@@ -367,20 +397,20 @@ def _json_bytes(doc: Any) -> bytes:
 def export_onnx(plain: Any, manifest: dict[str, Any], blob: bytes, channels: int) -> bytes:
     """``decoder.onnx``: the plain synthesis (opset 17, dynamic latent height and width), its
     initializers stored as external data in ``decoder.weights`` at the manifest's offsets."""
-    import io
+    import tempfile
     import warnings
 
     import onnx
     from onnx import numpy_helper
 
-    buffer = io.BytesIO()
     example = torch.zeros(1, channels, 4, 4)
-    with warnings.catch_warnings(), torch.no_grad():
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
+        exported = Path(tmp) / "decoder.onnx"  # torch.onnx.export's ``f`` is a path
         torch.onnx.export(
             plain,
             (example,),
-            buffer,
+            exported,
             input_names=["latent"],
             output_names=["x_hat"],
             opset_version=ONNX_OPSET,
@@ -391,7 +421,7 @@ def export_onnx(plain: Any, manifest: dict[str, Any], blob: bytes, channels: int
             do_constant_folding=True,
             dynamo=False,
         )
-    model = onnx.load_from_string(buffer.getvalue())
+        model = onnx.load_from_string(exported.read_bytes())
     names = {init.name for init in model.graph.initializer}
     if names != set(manifest["tensors"]):
         raise SetWriterError(

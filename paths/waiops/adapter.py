@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
+from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets.facts import ProgramFacts
 from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
-from wai_dispatch.paths.waiops.errors import WaiOpsError
+from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
 from wai_dispatch.paths.waiops.program import Program, load_program
 
 #: The key of this backend's program in a set's ``programs`` fact.
@@ -57,20 +58,27 @@ def load_set_program(files: SetFiles) -> Program:
     )
 
 
+class _Runner(Protocol):
+    """What the adapter asks of an engine: the NumPy :class:`~paths.waiops.engine.Engine`, or
+    the ONNX Runtime one (:class:`~paths.waiops.onnx_engine.OnnxEngine`, optional)."""
+
+    def run(self, symbols: np.ndarray, limits: Limits | None = None) -> np.ndarray: ...
+
+
 class _Compiled:
     def __init__(self, program: Program) -> None:
         self.program = program
-        self.engine: Any = None
+        self.engine: _Runner | None = None
         self.lock = threading.Lock()
 
-    def runner(self) -> Any:
+    def runner(self) -> _Runner:
         with self.lock:
             if self.engine is None:
                 self.engine = _engine(self.program)
             return self.engine
 
 
-def _engine(program: Program) -> Any:
+def _engine(program: Program) -> _Runner:
     if program.float32_exact:
         try:
             from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
@@ -133,6 +141,8 @@ class WaiOpsAdapter:
         """The RGB8 picture as the pipeline's float form (value / 255, float32 [1, 3, H, W]):
         ``to_rgb8`` gives back exactly the program's integers."""
         compiled = self._compiled(job)
+        if job.symbols is None:  # takes_shape refuses such a job; the engines' check would too
+            raise ShapeOverLimits("wai-ops input is missing: the job carries no symbols")
         try:
             out = compiled.runner().run(job.symbols)
         except WaiOpsError:

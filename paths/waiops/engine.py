@@ -40,7 +40,7 @@ class _Conv:
     transposed: bool
     phases: tuple[_Phase, ...]
     bias: np.ndarray
-    dtype: type
+    dtype: type[np.float32] | type[np.float64]
 
 
 def _plan_conv(op: Operation, program: Program) -> _Conv:
@@ -122,7 +122,8 @@ def _conv(c: _Conv, x: np.ndarray) -> np.ndarray:
 def _round_shift(v: np.ndarray, s: np.ndarray | int) -> np.ndarray:
     s = np.asarray(s, dtype=np.int32)
     half = np.where(s > 0, np.left_shift(np.int32(1), np.maximum(s - 1, 0)), 0).astype(np.int32)
-    return np.right_shift(v + half, s)
+    out: np.ndarray = np.right_shift(v + half, s)
+    return out
 
 
 def _isqrt(n: np.ndarray) -> np.ndarray:
@@ -160,19 +161,23 @@ class Engine:
     def _apply(self, op: Operation, values: dict[str, np.ndarray]) -> np.ndarray:
         x = values[op.inputs[0]]
         p, a = op.params, op.attrs
+        out: np.ndarray  # NumPy's stubs give Any for clip with the attrs' bounds, and for x + y
         if op.op == "channel_affine":
             return x * p["scale"].astype(np.int32) + p["offset"].astype(np.int32)
         if op.op in ("conv2d", "conv_transpose2d"):
             return _conv(self._convs[op.name], x)
         if op.op == "requantize":
             prod = x * p["multiplier"].astype(np.int32)
-            return np.clip(_round_shift(prod, p["shift"]), *a["clamp"]).astype(np.int32)
+            out = np.clip(_round_shift(prod, p["shift"]), *a["clamp"]).astype(np.int32)
+            return out
         if op.op == "igdn":
             q = _round_shift(x * x, a["square_shift"])
             n = (q.astype(np.float64) @ self._gamma[op.name]).astype(np.int32)
             n += p["beta"].astype(np.int32)
             r = _isqrt(n)
             y = _round_shift(x * r, p["shift"])
-            return np.clip(y, *a["clamp"]).astype(np.int32)
+            out = np.clip(y, *a["clamp"]).astype(np.int32)
+            return out
         y = values[op.inputs[1]]
-        return x + y if op.op == "add" else x * y
+        out = x + y if op.op == "add" else x * y
+        return out

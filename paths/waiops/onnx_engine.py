@@ -212,7 +212,7 @@ def check_sqrt() -> None:
     Raises :class:`SqrtNotExact` otherwise: the caller uses the NumPy engine instead."""
     if _SQRT_CHECKED:
         return
-    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    import onnxruntime as ort
     from onnx import TensorProto, helper
 
     from wai_dispatch.paths.onnx import shared_session_options
@@ -241,7 +241,7 @@ class OnnxEngine:
     """A float32-exact program compiled once into an ONNX Runtime session on the shared pool."""
 
     def __init__(self, program: Program) -> None:
-        import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+        import onnxruntime as ort
 
         from wai_dispatch.paths.onnx import shared_session_options
 

@@ -145,7 +145,12 @@ def _read_weights(data: bytes) -> dict[str, np.ndarray]:
         raise WeightsMismatch(f"wai-ops weights: not a SafeTensors file ({exc})") from exc
 
 
-def _members(obj: object, where: str, required: set[str], optional: set[str] = set()) -> dict:  # noqa: B006
+def _members(
+    obj: object,
+    where: str,
+    required: set[str],
+    optional: set[str] = set(),  # noqa: B006
+) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise WaiOpsError(f"wai-ops program: {where} is not an object")
     unknown = set(obj) - required - optional

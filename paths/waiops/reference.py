@@ -14,14 +14,16 @@ def round_shift(v: np.ndarray, s: np.ndarray | int) -> np.ndarray:
     """``round_shift`` of docs/wai-ops.md: ties toward +inf; ``s`` per element (broadcast)."""
     s = np.asarray(s, dtype=np.int64)
     half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
-    return np.right_shift(v + half, s)
+    out: np.ndarray = np.right_shift(v + half, s)
+    return out
 
 
 def isqrt(n: np.ndarray) -> np.ndarray:
     """Floor square root of int64 values in 0…2^31: a float64 estimate, then corrected."""
     r = np.floor(np.sqrt(n.astype(np.float64))).astype(np.int64)
     r = np.where(r * r > n, r - 1, r)
-    return np.where((r + 1) * (r + 1) <= n, r + 1, r)
+    out: np.ndarray = np.where((r + 1) * (r + 1) <= n, r + 1, r)
+    return out
 
 
 def _in_int32(op: Operation, v: np.ndarray) -> np.ndarray:
@@ -56,7 +58,8 @@ def conv_transpose2d(
         for kx in range(k):
             contrib = np.einsum("io,ihw->ohw", w[:, :, ky, kx], x)
             full[:, ky : ky + (h - 1) * s + 1 : s, kx : kx + (wd - 1) * s + 1 : s] += contrib
-    return full[:, p : p + ho, p : p + wo] + b[:, None, None]
+    out: np.ndarray = full[:, p : p + ho, p : p + wo] + b[:, None, None]
+    return out
 
 
 def igdn(x: np.ndarray, op: Operation) -> np.ndarray:
@@ -66,15 +69,18 @@ def igdn(x: np.ndarray, op: Operation) -> np.ndarray:
     r = isqrt(_in_int32(op, n))
     prod = _in_int32(op, x * r)
     lo, hi = op.attrs["clamp"]
-    return np.clip(round_shift(prod, p["shift"][:, None, None]), lo, hi)
+    out: np.ndarray = np.clip(round_shift(prod, p["shift"][:, None, None]), lo, hi)
+    return out
 
 
 def apply(op: Operation, values: dict[str, np.ndarray]) -> np.ndarray:
     """One operation on [C, H, W] int64 values."""
     x = values[op.inputs[0]]
     p, a = op.params, op.attrs
+    out: np.ndarray  # NumPy's stubs give Any for the broadcast arithmetic below
     if op.op == "channel_affine":
-        return x * p["scale"][:, None, None] + p["offset"][:, None, None]
+        out = x * p["scale"][:, None, None] + p["offset"][:, None, None]
+        return out
     if op.op == "conv2d":
         return conv2d(x, p["weight"], p["bias"], a["kernel"], a["padding"])
     if op.op == "conv_transpose2d":
@@ -83,16 +89,20 @@ def apply(op: Operation, values: dict[str, np.ndarray]) -> np.ndarray:
     if op.op == "requantize":
         prod = _in_int32(op, x * p["multiplier"][:, None, None])
         lo, hi = a["clamp"]
-        return np.clip(round_shift(prod, p["shift"][:, None, None]), lo, hi)
+        out = np.clip(round_shift(prod, p["shift"][:, None, None]), lo, hi)
+        return out
     if op.op == "igdn":
         return igdn(x, op)
     y = values[op.inputs[1]]
-    return x + y if op.op == "add" else x * y
+    out = x + y if op.op == "add" else x * y
+    return out
 
 
 def run(program: Program, symbols: np.ndarray) -> np.ndarray:
     """The program on ``symbols`` (int [1, C, h, w]); the output as int32 [1, C', H, W]."""
-    values = {program.input_name: check_input(program, symbols)[0].astype(np.int64)}
+    values: dict[str, np.ndarray] = {
+        program.input_name: check_input(program, symbols)[0].astype(np.int64)
+    }
     for op in program.operations:
         values[op.output] = _in_int32(op, apply(op, values))
     return values[program.output_name][None].astype(np.int32)

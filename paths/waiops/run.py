@@ -12,8 +12,11 @@ from wai_dispatch.paths.waiops.program import Program
 _DEFAULT_LIMITS = Limits()
 
 
-def check_input(program: Program, symbols: np.ndarray, limits: Limits | None = None) -> np.ndarray:
-    """``symbols`` as int32 [1, C, h, w], or a typed refusal (shape, limits, dtype, range)."""
+def check_input(
+    program: Program, symbols: np.ndarray | None, limits: Limits | None = None
+) -> np.ndarray:
+    """``symbols`` as int32 [1, C, h, w], or a typed refusal (shape, limits, dtype, range);
+    ``None`` (a job without symbols) is refused as a wrong shape."""
     limits = limits or _DEFAULT_LIMITS
     x = np.asarray(symbols)
     if x.ndim != 4 or x.shape[0] != 1 or x.shape[1] != program.input_channels:

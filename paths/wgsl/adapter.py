@@ -142,6 +142,8 @@ class WgslAdapter:
             pass
         else:
             symbols = check_input(loaded.program, symbols)
+        if symbols is None:  # only without the interpreter's checks; takes_shape refused it
+            raise BackendFailed("wgsl: the job carries no symbols")
         try:
             out = run_program(runner, loaded.program, symbols, loaded.constants)
         except BackendFailed:

@@ -64,7 +64,7 @@ _FUNCTIONS = {
 
 
 def _evaluate(expr: str, names: Mapping[str, Any], where: str) -> Any:
-    from simpleeval import EvalWithCompoundTypes  # type: ignore[import-untyped, unused-ignore]
+    from simpleeval import EvalWithCompoundTypes
 
     try:
         return EvalWithCompoundTypes(names=dict(names), functions=_FUNCTIONS).eval(expr)
