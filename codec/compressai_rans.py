@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec import strictjson
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.dispatch import strictjson
 
 _RANS_L = 1 << 31  # lower bound of the normalised state interval
 _MASK64 = (1 << 64) - 1

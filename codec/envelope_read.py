@@ -12,7 +12,6 @@ from typing import Any
 import cbor2
 from pydantic import ValidationError
 
-from wai_dispatch.codec import strictjson
 from wai_dispatch.codec.envelope import (
     _BIGNUM,
     _BOM,
@@ -29,6 +28,7 @@ from wai_dispatch.codec.envelope import (
     EnvelopeTooLarge,
 )
 from wai_dispatch.codec.errors import Limits
+from wai_dispatch.dispatch import strictjson
 
 
 def parse(data: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Envelope:

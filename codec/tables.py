@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.dispatch import strictjson
 
 __all__ = ["FORMAT", "EntropyTables", "TablesError", "laplacian_tables"]
 
@@ -120,7 +121,7 @@ class EntropyTables:
     def from_json(cls, data: bytes | str, *, limits: Limits = _DEFAULT_LIMITS) -> EntropyTables:
         """Parse and validate tables JSON (docs/payload.md, "Tables")."""
         try:
-            doc = json.loads(data)
+            doc = strictjson.loads(data)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise TablesError(f"tables: not JSON: {exc}") from exc
         if not isinstance(doc, dict):

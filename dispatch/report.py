@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import strictjson
 from .errors import InvalidReport, WaiError
 from .paths import Path
 from .registry import REGISTRY, Registry
@@ -116,7 +117,7 @@ class Report:
     @classmethod
     def loads(cls, text: str | bytes, *, registry: Registry = REGISTRY) -> Report:
         try:
-            obj = json.loads(text, object_pairs_hook=_no_duplicates)
+            obj = strictjson.loads(text)
         except InvalidReport:
             raise
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -218,16 +219,6 @@ def _check_ran(ran: Ran, needed: Tier, registered: Tier | None) -> None:
             f"{path} ran with a plan that puts no operation on {path.unit}: that path is "
             "refused with dispatch_not_placed (§5)"
         )
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose members are each written once (last-one-wins would hide one)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise InvalidReport(f"report member {key!r} is written twice")
-        out[key] = value
-    return out
 
 
 _MEMBERS = ("kind", "capability", "needed", "ran", "refused")

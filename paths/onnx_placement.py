@@ -5,7 +5,6 @@ trace; ``paths.onnx`` re-exports the public ones."""
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -14,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SynthesisJob
 
@@ -175,5 +175,5 @@ def _profiled_trace(
         session.run(None, {input_name: np.zeros(dims, dtype=np.float32)})
         trace = session.end_profiling()
         with open(trace, encoding="utf-8") as f:
-            events: list[dict[str, Any]] = json.load(f)
+            events: list[dict[str, Any]] = strictjson.loads(f.read())
     return events

@@ -18,7 +18,7 @@ from wai_dispatch.dispatch import REGISTRY, Arithmetic, Capability, RegistryClas
 from wai_dispatch.dispatch.codes import is_code
 
 VECTORS = sorted((ROOT / "conformance" / "dispatch").glob("*.json"))
-JS = ROOT / "service" / "page" / "js"
+JS = ROOT / "service" / "web" / "page_files" / "js"
 
 
 @pytest.fixture(scope="module")

@@ -107,8 +107,9 @@ def test_non_json_is_a_typed_error(data: bytes | str) -> None:
 
 
 def test_nan_median_in_json_is_refused() -> None:
+    """NaN is not JSON: the strict reader refuses it before any channel is read."""
     data = _mutate("medians.1", 0.0).replace(b"0.0", b"NaN", 1)
-    with pytest.raises(TablesError, match="channel 1"):
+    with pytest.raises(TablesError, match="NaN is not a JSON number"):
         EntropyTables.from_json(data)
 
 

@@ -24,7 +24,6 @@ from pydantic import (
     model_validator,
 )
 
-from wai_dispatch.codec import strictjson
 from wai_dispatch.codec.sets.errors import (
     ManifestInvalid,
     SetDigestInvalid,
@@ -35,6 +34,7 @@ from wai_dispatch.codec.sets.errors import (
 )
 from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.codec.sets.regular import NotRegularFile, atomic_write, open_regular
+from wai_dispatch.dispatch import strictjson
 
 SET_FORMAT: Final = "wai-set/1"
 MANIFEST_NAME: Final = "set.json"

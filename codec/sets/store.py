@@ -5,7 +5,6 @@ capability's default set (docs/sets.md)."""
 from __future__ import annotations
 
 import builtins
-import json
 import os
 import re
 import shutil
@@ -41,6 +40,7 @@ from wai_dispatch.codec.sets.manifest import (
 )
 from wai_dispatch.codec.sets.regular import NotRegularFile, atomic_write, fsync_dir
 from wai_dispatch.codec.sets.stage import SetLimits, stage
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.rules import Pin
 
 
@@ -359,7 +359,7 @@ class SetStore:
         path = self.root / _DEFAULTS
         try:
             data = read_exact(path, 1 << 20)
-            obj = json.loads(data) if data is not None else {}
+            obj = strictjson.loads(data) if data is not None else {}
         except (SetError, ValueError):
             return {}
         if not isinstance(obj, dict):

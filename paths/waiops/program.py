@@ -4,13 +4,13 @@ validate every member, attribute, dtype, shape and value, and prove the bound ru
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.paths.waiops.errors import (
     UnknownAttribute,
     UnknownOp,
@@ -128,7 +128,7 @@ def load_program(program_json: bytes, weights: bytes, *, rgb8_output: bool = Fal
     from wai_dispatch.paths.waiops.bounds import prove
 
     try:
-        doc = json.loads(program_json)
+        doc = strictjson.loads(program_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise WaiOpsError(f"wai-ops program: not JSON ({exc})") from exc
     tensors = _read_weights(weights)

@@ -5,7 +5,6 @@ the agreement decode-equivalence promises (spec §6.4, §8)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.errors import Limits
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.job import SetFiles
 from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter, load_set_program
@@ -31,7 +31,7 @@ def corpora_for(digest: str, folders: Iterable[Path]) -> list[tuple[Path, dict[s
     for folder in folders:
         doc_path = folder / "corpus.json"
         if doc_path.is_file():
-            doc = json.loads(doc_path.read_bytes())
+            doc = strictjson.loads(doc_path.read_bytes())
             if doc.get("set") == digest:
                 found.append((folder, doc))
     return found

@@ -14,12 +14,12 @@ fields, ``band`` (``outRow0``, ``rows``, ``inRow0``, ``inRows``). Functions: ``d
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.tokens import Code
 
 _PACKAGE = "wai_dispatch.paths.wgsl"
@@ -262,7 +262,7 @@ class Descriptor:
 
 def _schema() -> Mapping[str, Any]:
     text = resources.files(_PACKAGE).joinpath("descriptor.schema.json").read_text("utf-8")
-    loaded: Mapping[str, Any] = json.loads(text)
+    loaded: Mapping[str, Any] = strictjson.loads(text)
     return loaded
 
 
@@ -296,7 +296,7 @@ def descriptors() -> dict[str, Descriptor]:
     by_op: dict[str, Descriptor] = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json"):
-            descriptor = validate(json.loads(entry.read_text("utf-8")))
+            descriptor = validate(strictjson.loads(entry.read_text("utf-8")))
             for op in descriptor.ops:
                 by_op[op] = descriptor
     return by_op

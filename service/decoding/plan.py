@@ -13,7 +13,7 @@ import numpy as np
 from wai_dispatch.codec.errors import CodecError, check_latent_shape
 from wai_dispatch.codec.sets import MANIFEST_NAME, LoadedSet, Manifest, SetFileMissing, load
 from wai_dispatch.codec.sets.loaded import read_exact
-from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, Placement, ask_path
+from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, Placement, ask_path, strictjson
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.service.decoding.results import PlanResult
 
@@ -116,13 +116,12 @@ def _load_dir(directory: FsPath) -> LoadedSet:
 def _payload_shape(files: LoadedSet) -> tuple[int, ...] | None:
     """The latent shape of the set's own payload (``payload_info``): a default for a program
     that takes any shape (the wai-ops interpreter's)."""
-    import json
 
     name = files.facts.payload_info_file
     if not files.has(name):
         return None
     try:
-        shape = json.loads(files.read(name)).get("latent_shape")
+        shape = strictjson.loads(files.read(name)).get("latent_shape")
     except (ValueError, AttributeError):
         return None
     if isinstance(shape, list) and shape and all(type(d) is int for d in shape):

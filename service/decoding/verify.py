@@ -18,12 +18,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from wai_dispatch.codec import strictjson
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import SetError
-from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, Arithmetic, Code, admit, choose
+from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, Arithmetic, Code, admit, choose, strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult

@@ -8,12 +8,12 @@ a bad policy with a typed error that names the line (``policy.yaml:12:9: …``).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.tokens import Tier
 from wai_dispatch.service.governance.errors import PolicyInvalid, PolicyMalformed
 from wai_dispatch.service.governance.yamlmarks import MarkedError, dotted, load_marked, where
@@ -65,7 +65,7 @@ class Policy:
 def schema() -> dict[str, Any]:
     """The JSON Schema of ``wai-model-policy/1``, shipped in the package."""
     text = resources.files(__package__).joinpath("policy.schema.json").read_text("utf-8")
-    loaded: dict[str, Any] = json.loads(text)
+    loaded: dict[str, Any] = strictjson.loads(text)
     return loaded
 
 

@@ -9,11 +9,11 @@ does not read is not an error but a refusal with its reason (:mod:`.judge`).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.governance.errors import RunReportMalformed
 
 FORMAT = "wai-run-report/1"
@@ -65,7 +65,7 @@ def loads_run_report(data: str | bytes) -> RunReport:
     if size > MAX_RUN_REPORT_BYTES:
         raise RunReportMalformed(f"{size} bytes, over the {MAX_RUN_REPORT_BYTES} allowed")
     try:
-        obj = json.loads(data)
+        obj = strictjson.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RunReportMalformed(f"not JSON: {exc}") from None
     return parse_run_report(obj)

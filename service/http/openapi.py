@@ -10,6 +10,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field
 
+from wai_dispatch.dispatch import strictjson
+
 
 class Picture(BaseModel):
     width: int
@@ -40,7 +42,7 @@ def _components() -> dict[str, Any]:
     envelope.pop("$schema", None)
     defs = envelope.pop("$defs", {})
     text = json.dumps({"Envelope": envelope, **defs}).replace('"#/$defs/', '"#/components/schemas/')
-    out: dict[str, Any] = json.loads(text)
+    out: dict[str, Any] = strictjson.loads(text)
     decoded = Decoded.model_json_schema(ref_template="#/components/schemas/{model}")
     out.update(decoded.pop("$defs", {}))
     out["Decoded"] = decoded

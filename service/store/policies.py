@@ -19,6 +19,7 @@ from sqlalchemy import and_, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.governance import (
     Policy,
     PolicyNotSet,
@@ -191,7 +192,7 @@ def _replay(stored: Any, digest: str) -> tuple[dict[str, Any], bool]:
             "names one run report",
             code="run_report_conflict",
         )
-    return json.loads(stored.verdict), True
+    return strictjson.loads(stored.verdict), True
 
 
 def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[str, Any]:
@@ -202,7 +203,7 @@ def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[st
         row = conn.execute(query).first()
     if row is None:
         raise ServiceError(f"no run report {run_id[:40]!r}", code="run_report_not_found")
-    return {"run_report": json.loads(row.body), "verdict": json.loads(row.verdict)}
+    return {"run_report": strictjson.loads(row.body), "verdict": strictjson.loads(row.verdict)}
 
 
 def governance_summary(
@@ -258,7 +259,7 @@ def governance_summary(
 
 
 def _refused_row(row: Any, cap: int = 20) -> dict[str, Any]:
-    verdict = json.loads(row.verdict)
+    verdict = strictjson.loads(row.verdict)
     reasons = [
         {"index": d["index"], **reason} for d in verdict["decodes"] for reason in d["reasons"]
     ]

@@ -4,13 +4,13 @@ summary, every count an SQL aggregate computed in the database."""
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, and_, exists, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
@@ -64,7 +64,7 @@ class Filters:
 
 def _row(m: Any) -> dict[str, Any]:
     row = dict(m)
-    row["report"] = json.loads(row["report"])
+    row["report"] = strictjson.loads(row["report"])
     return public(row)
 
 

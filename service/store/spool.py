@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 
@@ -85,7 +86,7 @@ class Spool:
                     break  # a line still being written: read it next round
                 offset += len(raw)
                 try:
-                    records = json.loads(raw)
+                    records = strictjson.loads(raw)
                 except ValueError:  # a line torn by a crash before its fsync: never acked
                     log.warning("spool: skipping a torn line of %d bytes", len(raw))
                     continue

@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, unquote
 
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
 
@@ -202,9 +203,8 @@ class PageSite:
 
     def _corpus_payload(self, name: str) -> PageResponse:
         """A payload of the integer capability's conformance corpus (the verify view)."""
-        import json
 
-        corpus = json.loads((self.corpus / "corpus.json").read_bytes())
+        corpus = strictjson.loads((self.corpus / "corpus.json").read_bytes())
         names = {p["payload"] for p in corpus["payloads"]}
         if name not in names:
             return _error("page_not_found", f"no corpus payload {name!r}")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 
 #: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
@@ -97,12 +98,11 @@ class WgslProgram:
 
 def read_limits(text: str) -> dict[str, int]:
     """The browser adapter's limits as the page sends them (JSON object of positive ints)."""
-    import json
 
     from wai_dispatch.paths.wgsl.runner import LIMITS
 
     try:
-        obj = json.loads(text)
+        obj = strictjson.loads(text)
     except ValueError:
         obj = None
     if not isinstance(obj, dict) or set(obj) != set(LIMITS):
