@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 
@@ -28,7 +29,7 @@ class SpoolFull(WaiError):
     """The store is down and the spool has reached its size: a decode now would lose its
     report, so it is refused until the store returns."""
 
-    code = "report_spool_full"
+    code = ErrorCode.REPORT_SPOOL_FULL
 
 
 class Spool:
