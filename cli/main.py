@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from wai_dispatch.codec.config import check_environment
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 # Modules that define sub-commands, in the order `--help` lists them.
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The last net: the system refused something no typed error above names (a full
         # disk under the data directory, say). One line, never a traceback.
         where = f": {exc.filename}" if exc.filename else ""
-        error = WaiError(f"{exc.strerror or exc}{where}", code="io_failed")
+        error = WaiError(f"{exc.strerror or exc}{where}", code=ErrorCode.IO_FAILED)
         return _report(error, args)
     except KeyboardInterrupt:
         return 130

@@ -10,6 +10,7 @@ import json
 from wai_dispatch.cli.options import add_data_dir, add_offer, decoder
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME
+from wai_dispatch.dispatch.codes import ErrorCode
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,11 +100,11 @@ def _shape(text: str) -> tuple[int, ...]:
         shape = tuple(int(d) for d in text.split(","))
     except ValueError:
         raise CodecError(
-            f"--latent-shape {text[:80]!r} is not N,C,H,W", code="invalid_argument"
+            f"--latent-shape {text[:80]!r} is not N,C,H,W", code=ErrorCode.INVALID_ARGUMENT
         ) from None
     if len(shape) != 4 or any(d < 1 for d in shape):
         raise CodecError(
             f"--latent-shape {text[:80]!r} is not four positive integers N,C,H,W",
-            code="invalid_argument",
+            code=ErrorCode.INVALID_ARGUMENT,
         )
     return shape

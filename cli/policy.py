@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 EXIT_REFUSED = 1
@@ -62,7 +63,9 @@ def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise WaiError(f"cannot read {path}: {exc.strerror}", code="file_unreadable") from None
+        raise WaiError(
+            f"cannot read {path}: {exc.strerror}", code=ErrorCode.FILE_UNREADABLE
+        ) from None
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:

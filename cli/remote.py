@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 
 class RemoteError(WaiError):
-    code = "remote_error"
+    code = ErrorCode.REMOTE_ERROR
 
 
 def post(
@@ -38,7 +39,7 @@ def post(
             try:
                 r = client.post(target, content=data, headers=headers)
             except httpx.HTTPError as exc:
-                raise RemoteError(f"{target}: {exc}", code="remote_unreachable") from None
+                raise RemoteError(f"{target}: {exc}", code=ErrorCode.REMOTE_UNREACHABLE) from None
             if r.status_code == 429 and attempt < retries:
                 wait = r.headers.get("retry-after", "1")
                 sleep(float(wait) if wait.replace(".", "", 1).isdigit() else 1.0)
@@ -47,7 +48,7 @@ def post(
                 body: dict[str, Any] = r.json()
             except ValueError:
                 raise RemoteError(
-                    f"{target} answered {r.status_code} without JSON", code="remote_invalid"
+                    f"{target} answered {r.status_code} without JSON", code=ErrorCode.REMOTE_INVALID
                 ) from None
             return r.status_code, body
     raise AssertionError("unreachable")

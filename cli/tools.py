@@ -11,6 +11,7 @@ from typing import Protocol
 
 from wai_dispatch.cli.options import add_data_dir, decoder
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.codes import ErrorCode
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -109,7 +110,7 @@ def run_make_set(args: argparse.Namespace) -> int:
             writer = wai_bmshj2018_npu_set
     except ImportError as exc:
         raise CodecError(
-            f"make-set needs the tools extra (`make tools`): {exc}", code="tools_missing"
+            f"make-set needs the tools extra (`make tools`): {exc}", code=ErrorCode.TOOLS_MISSING
         ) from None
     from wai_dispatch.cli.main import Parser
 

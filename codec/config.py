@@ -7,12 +7,13 @@ import os
 from pathlib import Path
 
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.codes import ErrorCode
 
 
 class DataDirInvalid(CodecError):
     """A data directory that is empty, a file, or cannot be created or read."""
 
-    code = "data_dir_invalid"
+    code = ErrorCode.DATA_DIR_INVALID
 
 
 def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
@@ -64,7 +65,7 @@ ORT_THREADS_ENV = "WAI_ORT_THREADS"
 class ConfigInvalid(CodecError):
     """A setting in the environment that does not parse (``config_invalid``)."""
 
-    code = "config_invalid"
+    code = ErrorCode.CONFIG_INVALID
 
 
 def ort_threads() -> int | None:

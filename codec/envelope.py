@@ -38,6 +38,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.rules import Pin
 
 FORMAT: Final = "wai-envelope/1"
@@ -55,31 +56,31 @@ _BOM: Final = b"\xef\xbb\xbf"
 class EnvelopeError(CodecError):
     """An envelope that parses but is not a valid ``wai-envelope/1``."""
 
-    code = "envelope_invalid"
+    code = ErrorCode.ENVELOPE_INVALID
 
 
 class EnvelopeMalformed(EnvelopeError):
-    code = "envelope_malformed"
+    code = ErrorCode.ENVELOPE_MALFORMED
 
 
 class EnvelopeTooLarge(EnvelopeError):
-    code = "envelope_too_large"
+    code = ErrorCode.ENVELOPE_TOO_LARGE
 
 
 class EnvelopeUnknownField(EnvelopeError):
-    code = "envelope_unknown_field"
+    code = ErrorCode.ENVELOPE_UNKNOWN_FIELD
 
 
 class EnvelopeFormat(EnvelopeError):
-    code = "envelope_format_unsupported"
+    code = ErrorCode.ENVELOPE_FORMAT_UNSUPPORTED
 
 
 class DuplicatePin(EnvelopeError):
-    code = "envelope_duplicate_pin"
+    code = ErrorCode.ENVELOPE_DUPLICATE_PIN
 
 
 class PinConflict(EnvelopeError):
-    code = "envelope_pin_conflict"
+    code = ErrorCode.ENVELOPE_PIN_CONFLICT
 
 
 # Error types our own validators raise (PydanticCustomError), mapped back to their classes.

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 
 class CodecError(WaiError, ValueError):
     """Bad input to the data layer: an envelope, a payload, a table or a parameter set."""
 
-    code = "codec_error"
+    code = ErrorCode.CODEC_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,7 @@ class Limits:
 class ShapeOverLimits(CodecError):
     """A latent shape over :class:`Limits`, refused before anything is allocated."""
 
-    code = "payload_shape_over_limits"
+    code = ErrorCode.PAYLOAD_SHAPE_OVER_LIMITS
 
 
 def check_latent_shape(shape: tuple[int, ...], limits: Limits, *, what: str = "latent") -> None:
@@ -48,11 +49,13 @@ def check_latent_shape(shape: tuple[int, ...], limits: Limits, *, what: str = "l
     if len(dims) == 4:
         dims = dims[1:] if dims[0] == 1 else (dims[0] * dims[1], *dims[2:])
     if len(dims) != 3:
-        raise CodecError(f"{what} shape {tuple(shape)} is not N×C×H×W", code="invalid_argument")
+        raise CodecError(
+            f"{what} shape {tuple(shape)} is not N×C×H×W", code=ErrorCode.INVALID_ARGUMENT
+        )
     channels, height, width = dims
     if min(dims) <= 0:
         raise CodecError(
-            f"{what} shape {tuple(shape)} has a dimension under 1", code="invalid_argument"
+            f"{what} shape {tuple(shape)} has a dimension under 1", code=ErrorCode.INVALID_ARGUMENT
         )
     if (
         channels > limits.max_channels

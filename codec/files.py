@@ -30,28 +30,29 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.codes import ErrorCode
 
 _CHUNK = 1 << 20
 
 
 class FileError(CodecError):
-    code = "file_unreadable"
+    code = ErrorCode.FILE_UNREADABLE
 
 
 class FileNotRegular(FileError):
-    code = "file_not_regular"
+    code = ErrorCode.FILE_NOT_REGULAR
 
 
 class FileTooLarge(FileError):
-    code = "file_too_large"
+    code = ErrorCode.FILE_TOO_LARGE
 
 
 class FileUnwritable(FileError):
-    code = "file_unwritable"
+    code = ErrorCode.FILE_UNWRITABLE
 
 
 class OutputIsInput(FileError):
-    code = "output_is_input"
+    code = ErrorCode.OUTPUT_IS_INPUT
 
 
 def _kind(mode: int) -> str:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.dispatch.codes import ErrorCode
 
 __all__ = [
     "HEADER_SIZE",
@@ -59,39 +60,39 @@ _STATE_FLOOR = 1 << 24
 
 
 class PayloadError(CodecError):
-    code = "payload_invalid"
+    code = ErrorCode.PAYLOAD_INVALID
 
 
 class PayloadFormatError(PayloadError):
     """Not a payload of this format: magic, version, reserved bits, zero dimensions."""
 
-    code = "payload_header_invalid"
+    code = ErrorCode.PAYLOAD_HEADER_INVALID
 
 
 class PayloadLengthError(PayloadError):
     """Fewer or more bytes than the header declares."""
 
-    code = "payload_truncated"
+    code = ErrorCode.PAYLOAD_TRUNCATED
 
 
 class PayloadLimitError(PayloadError):
     """Bytes or a shape over :class:`Limits`, refused before anything is allocated."""
 
-    code = "payload_too_large"
+    code = ErrorCode.PAYLOAD_TOO_LARGE
 
 
 class PayloadStreamError(PayloadError):
     """The stream does not decode to exactly the header's symbols, or a bad escape section."""
 
-    code = "payload_stream_invalid"
+    code = ErrorCode.PAYLOAD_STREAM_INVALID
 
 
 class PayloadTablesMismatch(PayloadError):
-    code = "payload_tables_mismatch"
+    code = ErrorCode.PAYLOAD_TABLES_MISMATCH
 
 
 class SymbolsError(CodecError):
-    code = "symbols_invalid"
+    code = ErrorCode.SYMBOLS_INVALID
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +134,13 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
         # A short prefix of the magic is a truncated payload, anything else is not ours.
         if size < 4 and bytes(payload) == MAGIC[:size]:
             raise PayloadLengthError(f"payload of {size} bytes is shorter than its header")
-        raise PayloadFormatError("payload: bad magic (expected b'WAIP')", code="payload_magic")
+        raise PayloadFormatError(
+            "payload: bad magic (expected b'WAIP')", code=ErrorCode.PAYLOAD_MAGIC
+        )
     if size >= 5 and payload[4] != VERSION:
         raise PayloadFormatError(
             f"payload: version {payload[4]} is not supported (only {VERSION})",
-            code="payload_version",
+            code=ErrorCode.PAYLOAD_VERSION,
         )
     if size < HEADER_SIZE:
         raise PayloadLengthError(
@@ -161,7 +164,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
             f"payload: latent shape {header.shape} exceeds the limits "
             f"({limits.max_channels} channels, {limits.max_latent_height} x "
             f"{limits.max_latent_width}, {limits.max_symbols} symbols)",
-            code="payload_shape_over_limits",
+            code=ErrorCode.PAYLOAD_SHAPE_OVER_LIMITS,
         )
     # Each escape is one to five bytes (docs/payload.md); a header claiming otherwise lies.
     if esc_count > header.symbols or not esc_count <= esc_bytes <= _MAX_VARINT_BYTES * esc_count:
@@ -176,7 +179,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
         raise PayloadLengthError(
             f"payload: {size - header.total_bytes} trailing bytes after the declared "
             f"{header.total_bytes}",
-            code="payload_trailing",
+            code=ErrorCode.PAYLOAD_TRAILING,
         )
     return header
 
@@ -328,14 +331,15 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
     if header.escape_count == 0:
         if is_escape.any():
             raise PayloadStreamError(
-                "payload: the stream holds escapes, the header none", code="payload_escape_invalid"
+                "payload: the stream holds escapes, the header none",
+                code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
             )
         return symbols.reshape(header.shape)
     where = np.flatnonzero(is_escape)
     if where.size != header.escape_count:
         raise PayloadStreamError(
             f"payload: the stream holds {where.size} escapes, the header {header.escape_count}",
-            code="payload_escape_invalid",
+            code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
         )
     start = HEADER_SIZE + 4 * header.stream_words
     raw = _read_varints(payload[start : start + header.escape_bytes], where.size)
@@ -350,7 +354,7 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
     )
     if int(value.min()) < _INT32_MIN or int(value.max()) > _INT32_MAX:
         raise PayloadStreamError(
-            "payload: an escaped symbol is outside int32", code="payload_escape_invalid"
+            "payload: an escaped symbol is outside int32", code=ErrorCode.PAYLOAD_ESCAPE_INVALID
         )
     symbols.reshape(-1)[where] = value.astype(np.int32)
     return symbols.reshape(header.shape)
@@ -381,7 +385,7 @@ def _read_varints(data: bytes, count: int) -> npt.NDArray[np.uint64]:
     if last.size != count or last[-1] != b.size - 1:
         raise PayloadStreamError(
             f"payload: the escape section does not hold exactly {count} values",
-            code="payload_escape_invalid",
+            code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
         )
     starts = np.concatenate(([0], last[:-1] + 1))
     lengths = last - starts + 1
@@ -390,7 +394,7 @@ def _read_varints(data: bytes, count: int) -> npt.NDArray[np.uint64]:
     if int(lengths.max()) > _MAX_VARINT_BYTES or bool(np.any((lengths > 1) & (b[last] == 0))):
         raise PayloadStreamError(
             "payload: an escape value is not a minimal varint of at most 5 bytes",
-            code="payload_escape_invalid",
+            code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
         )
     group = np.repeat(np.arange(count), lengths)
     position = np.arange(b.size) - starts[group]

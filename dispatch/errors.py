@@ -16,9 +16,10 @@ a member of :class:`dispatch.codes.ErrorCode` (the one registry of codes; docs/e
                              with the backend's own exception kept as ``__cause__``
                              (dispatch/adapter.py)
 
-The service maps every ``WaiError`` to a 4xx answer carrying the code; the CLI prints it on one
-line and exits 2. A subclass's ``code`` must be registered: defining one that is not raises at
-import, so an unregistered code never reaches a user.
+The service answers every ``WaiError`` with its code's status (``ErrorCode.status``) and the
+code; the CLI prints it on one line and exits 2. A code must be registered: defining a subclass
+with one that is not raises at import, and passing one as ``code=`` raises ``TypeError``, so an
+unregistered code never reaches a user.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class WaiError(Exception):
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
         if code is not None:
+            if not is_code(code):
+                raise TypeError(f"code {code!r} is not in dispatch.codes.ErrorCode")
             self.code = code
 
     @property

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.codes import ErrorCode
 
 __all__ = [
     "CAPABILITY",
@@ -69,7 +70,7 @@ COMPRESSAI_ATTRIBUTION = (
 class SetWriterError(CodecError):
     """The set is refused; the message says why.  ``main`` exits with status 2."""
 
-    code = "set_writer_refused"
+    code = ErrorCode.SET_WRITER_REFUSED
 
 
 class SynthesisMismatch(SetWriterError):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.codes import ErrorCode
 
 CAPABILITY = "wai.neural.int_synth"
 SET_VERSION = "1"
@@ -34,7 +35,7 @@ CALIBRATION_SEED = 8
 class IntSetError(CodecError):
     """The integer set is refused (the message says why): one typed line, exit status 2."""
 
-    code = "set_writer_refused"
+    code = ErrorCode.SET_WRITER_REFUSED
 
 
 def float_weights(set_dir: Path) -> dict[str, np.ndarray]:

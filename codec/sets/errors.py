@@ -19,62 +19,63 @@ SetError                 set_invalid: base
 from __future__ import annotations
 
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.codes import ErrorCode
 
 
 class SetError(CodecError):
-    code = "set_invalid"
+    code = ErrorCode.SET_INVALID
 
 
 class ManifestInvalid(SetError):
-    code = "set_manifest_invalid"
+    code = ErrorCode.SET_MANIFEST_INVALID
 
 
 class SetFileMismatch(SetError):
-    code = "set_file_mismatch"
+    code = ErrorCode.SET_FILE_MISMATCH
 
 
 class SetFileMissing(SetError):
-    code = "set_file_missing"
+    code = ErrorCode.SET_FILE_MISSING
 
 
 class SetFileUnexpected(SetError):
-    code = "set_file_unexpected"
+    code = ErrorCode.SET_FILE_UNEXPECTED
 
 
 class SetUnsafeEntry(SetError):
-    code = "set_unsafe_entry"
+    code = ErrorCode.SET_UNSAFE_ENTRY
 
 
 class SetTooLarge(SetError):
-    code = "set_too_large"
+    code = ErrorCode.SET_TOO_LARGE
 
 
 class SetArchiveInvalid(SetError):
-    code = "set_archive_invalid"
+    code = ErrorCode.SET_ARCHIVE_INVALID
 
 
 class SetDigestInvalid(SetError):
-    code = "set_digest_invalid"
+    code = ErrorCode.SET_DIGEST_INVALID
 
 
 class SetNotInstalled(SetError, LookupError):
-    code = "set_not_installed"
+    code = ErrorCode.SET_NOT_INSTALLED
 
 
 class SetAmbiguous(SetError, LookupError):
-    code = "set_ambiguous"
+    code = ErrorCode.SET_AMBIGUOUS
 
 
 class SetCapabilityMismatch(SetError):
-    code = "set_capability_mismatch"
+    code = ErrorCode.SET_CAPABILITY_MISMATCH
 
 
 class SetNoTables(SetError):
-    code = "set_no_tables"
+    code = ErrorCode.SET_NO_TABLES
 
 
 class PinMismatch(SetError):
-    code = "pin_mismatch"
+    code = ErrorCode.PIN_MISMATCH
 
 
 def one_line(exc: object) -> str:

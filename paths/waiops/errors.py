@@ -11,34 +11,35 @@ WaiOpsError                 waiops_program_invalid (base)
 
 from __future__ import annotations
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 
 class WaiOpsError(WaiError, ValueError):
     """A ``wai-ops/1`` program, its weights or its input refused (bad input, never a bug)."""
 
-    code = "waiops_program_invalid"
+    code = ErrorCode.WAIOPS_PROGRAM_INVALID
 
 
 class UnknownOp(WaiOpsError):
-    code = "waiops_unknown_op"
+    code = ErrorCode.WAIOPS_UNKNOWN_OP
 
 
 class UnknownAttribute(WaiOpsError):
-    code = "waiops_unknown_attribute"
+    code = ErrorCode.WAIOPS_UNKNOWN_ATTRIBUTE
 
 
 class WeightsMismatch(WaiOpsError):
-    code = "waiops_weights_mismatch"
+    code = ErrorCode.WAIOPS_WEIGHTS_MISMATCH
 
 
 class BoundExceeded(WaiOpsError):
-    code = "waiops_bound_exceeded"
+    code = ErrorCode.WAIOPS_BOUND_EXCEEDED
 
 
 class InputOutOfRange(WaiOpsError):
-    code = "waiops_input_out_of_range"
+    code = ErrorCode.WAIOPS_INPUT_OUT_OF_RANGE
 
 
 class ShapeOverLimits(WaiOpsError):
-    code = "waiops_shape_over_limits"
+    code = ErrorCode.WAIOPS_SHAPE_OVER_LIMITS

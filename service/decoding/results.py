@@ -11,6 +11,7 @@ import numpy as np
 
 from wai_dispatch.codec.picture import rgb_digest, to_png
 from wai_dispatch.dispatch import Code, Path, Placement, Report, WaiError
+from wai_dispatch.dispatch.codes import ErrorCode
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Undecodable:
 class NoPath(WaiError):
     """Every offered path was refused for every decode the envelope allows (§4)."""
 
-    code = "decode_no_path"
+    code = ErrorCode.DECODE_NO_PATH
 
     def __init__(
         self,

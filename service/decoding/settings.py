@@ -16,13 +16,14 @@ from pydantic_settings import (
 )
 
 from wai_dispatch.codec.config import data_dir as default_data_dir
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 MiB = 1024 * 1024
 
 
 class SettingsInvalid(WaiError, ValueError):
-    code = "settings_invalid"
+    code = ErrorCode.SETTINGS_INVALID
 
 
 class Settings(BaseSettings):

@@ -23,6 +23,7 @@ from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import SetError
 from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, Arithmetic, Code, admit, choose, strictjson
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
@@ -60,16 +61,21 @@ def expected_symbols_digest(set_files: Any) -> str:
     name = set_files.facts.payload_info_file
     where = f"set {set_files.digest[:16]}…: payload_info {name[:80]!r}"
     if not set_files.has(name):
-        raise CodecError(f"{where} is not a file of the set", code="set_payload_info_invalid")
+        raise CodecError(
+            f"{where} is not a file of the set", code=ErrorCode.SET_PAYLOAD_INFO_INVALID
+        )
     try:
         info = strictjson.loads(set_files.read(name).decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         why = " ".join(str(exc).split())[:120]
-        raise CodecError(f"{where} is not JSON ({why})", code="set_payload_info_invalid") from None
+        raise CodecError(
+            f"{where} is not JSON ({why})", code=ErrorCode.SET_PAYLOAD_INFO_INVALID
+        ) from None
     digest = info.get("symbols_digest") if isinstance(info, dict) else None
     if not isinstance(digest, str):
         raise CodecError(
-            f"{where} states no symbols_digest (a text member)", code="set_payload_info_invalid"
+            f"{where} states no symbols_digest (a text member)",
+            code=ErrorCode.SET_PAYLOAD_INFO_INVALID,
         )
     return digest
 

@@ -26,6 +26,7 @@ from typing import TypeVar
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.payload import read_header
 from wai_dispatch.dispatch import REGISTRY
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.http.engine import Engine
 from wai_dispatch.service.http.errors import ServiceError
 
@@ -110,20 +111,20 @@ class Admission:
             raise ServiceError(
                 f"the latent has {est.latent_elements} elements, over the limit "
                 f"max_latent_elements={self.max_latent_elements}",
-                code="latent_over_limit",
+                code=ErrorCode.LATENT_OVER_LIMIT,
             )
         if est.memory_bytes > self.memory_budget:
             raise ServiceError(
                 f"a {est.pixels}-pixel decode needs about {est.memory_bytes >> 20} MiB, over "
                 f"the limit memory_budget_bytes={self.memory_budget} "
                 f"({self.memory_budget >> 20} MiB)",
-                code="decode_memory_over_budget",
+                code=ErrorCode.DECODE_MEMORY_OVER_BUDGET,
             )
         if est.seconds > self.timeout_s:
             raise ServiceError(
                 f"a {est.pixels}-pixel decode takes about {est.seconds:.1f} s, over the limit "
                 f"decode_timeout_s={self.timeout_s:g}",
-                code="decode_time_over_limit",
+                code=ErrorCode.DECODE_TIME_OVER_LIMIT,
             )
 
     def _retry_after(self) -> str:
@@ -135,14 +136,14 @@ class Admission:
                 raise ServiceError(
                     f"{self.inflight} decodes running or queued (limit workers+queue="
                     f"{self.capacity}); retry later",
-                    code="queue_full",
+                    code=ErrorCode.QUEUE_FULL,
                     headers={"Retry-After": self._retry_after()},
                 )
             if self.reserved + est.memory_bytes > self.memory_budget:
                 raise ServiceError(
                     f"decodes admitted hold {self.reserved >> 20} MiB of the "
                     f"memory_budget_bytes={self.memory_budget >> 20} MiB; retry later",
-                    code="memory_busy",
+                    code=ErrorCode.MEMORY_BUSY,
                     headers={"Retry-After": self._retry_after()},
                 )
             self.inflight += 1
@@ -181,7 +182,8 @@ class Admission:
         except TimeoutError:
             future.cancel()  # a decode still queued never starts
             raise ServiceError(
-                f"the decode ran past decode_timeout_s={self.timeout_s:g}", code="decode_timeout"
+                f"the decode ran past decode_timeout_s={self.timeout_s:g}",
+                code=ErrorCode.DECODE_TIMEOUT,
             ) from None
 
     def close(self) -> None:

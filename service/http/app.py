@@ -17,12 +17,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding import settings as settings_mod
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.engine import Engine, open_engine
-from wai_dispatch.service.http.errors import ServiceError, http_status
+from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore
@@ -157,7 +158,7 @@ async def _wai_error(request: Request, exc: Exception) -> JSONResponse:
     _count(request, exc.code)
     headers = exc.headers if isinstance(exc, ServiceError) else None
     return JSONResponse(
-        error_body(request, exc.code, exc.message), http_status(exc.code), headers=headers
+        error_body(request, exc.code, exc.message), status_of(exc.code), headers=headers
     )
 
 
@@ -165,24 +166,33 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()))
-    _count(request, "request_invalid")
+    code = ErrorCode.REQUEST_INVALID
+    _count(request, code)
     msg = f"{where}: {first.get('msg', 'invalid')}"
-    return JSONResponse(error_body(request, "request_invalid", msg), 422)
+    return JSONResponse(error_body(request, code, msg), code.status)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    code = _HTTP_CODES.get(exc.status_code, ErrorCode.HTTP_ERROR)
+    # not_found and method_not_allowed answer their registry status (the same 404 and 405);
+    # http_error, the rest of the HTTP layer's refusals, keeps the status that layer chose
+    status = exc.status_code if code is ErrorCode.HTTP_ERROR else code.status
     _count(request, code)
-    return JSONResponse(
-        error_body(request, code, str(exc.detail)), exc.status_code, headers=exc.headers
-    )
+    return JSONResponse(error_body(request, code, str(exc.detail)), status, headers=exc.headers)
+
+
+_HTTP_CODES = {
+    ErrorCode.NOT_FOUND.status: ErrorCode.NOT_FOUND,
+    ErrorCode.METHOD_NOT_ALLOWED.status: ErrorCode.METHOD_NOT_ALLOWED,
+}
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("internal error", extra={"request_id": _rid(request)})
-    _count(request, "internal_error")
-    return JSONResponse(error_body(request, "internal_error", "an internal error"), 500)
+    code = ErrorCode.INTERNAL_ERROR
+    _count(request, code)
+    return JSONResponse(error_body(request, code, "an internal error"), code.status)
 
 
 class RequestId:

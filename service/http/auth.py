@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.tokens import Principal, Role
 
@@ -30,18 +31,20 @@ def require(role: Role) -> Callable[..., Principal]:
         if credentials is None or credentials.scheme.lower() != "bearer":
             raise ServiceError(
                 "this route needs 'Authorization: Bearer <token>'",
-                code="token_missing",
+                code=ErrorCode.TOKEN_MISSING,
                 headers=_CHALLENGE,
             )
         principal = request.app.state.service.tokens.lookup(credentials.credentials.strip())
         if principal is None:
             raise ServiceError(
-                "the bearer token is not a live token", code="token_unknown", headers=_CHALLENGE
+                "the bearer token is not a live token",
+                code=ErrorCode.TOKEN_UNKNOWN,
+                headers=_CHALLENGE,
             )
         if principal.role < role:
             raise ServiceError(
                 f"this route needs the {role.name} role; the token is a {principal.role.name}'s",
-                code="role_forbidden",
+                code=ErrorCode.ROLE_FORBIDDEN,
             )
         return principal
 

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from wai_dispatch.dispatch import strictjson
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.governance import (
     Policy,
     PolicyNotSet,
@@ -99,7 +100,9 @@ class PolicyStore:
                 return PolicyVersion(number, by, at, policy.text, policy.sha256)
             except IntegrityError:
                 continue
-        raise ServiceError("the policy changed under this request; try again", code="policy_busy")
+        raise ServiceError(
+            "the policy changed under this request; try again", code=ErrorCode.POLICY_BUSY
+        )
 
 
 def _path(obj: dict[str, Any]) -> str:
@@ -151,7 +154,7 @@ def submit(
     if run.sink != sink:
         raise ServiceError(
             f"the run report is for sink {run.sink!r}, the token is {sink!r}'s",
-            code="run_report_sink_mismatch",
+            code=ErrorCode.RUN_REPORT_SINK_MISMATCH,
         )
     digest = hashlib.sha256(body).hexdigest()
     stored = _stored(store, run.id)
@@ -190,7 +193,7 @@ def _replay(stored: Any, digest: str) -> tuple[dict[str, Any], bool]:
         raise ServiceError(
             "this run report id was submitted before with another body; a run report's id "
             "names one run report",
-            code="run_report_conflict",
+            code=ErrorCode.RUN_REPORT_CONFLICT,
         )
     return strictjson.loads(stored.verdict), True
 
@@ -202,7 +205,7 @@ def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[st
     with store.engine.connect() as conn:
         row = conn.execute(query).first()
     if row is None:
-        raise ServiceError(f"no run report {run_id[:40]!r}", code="run_report_not_found")
+        raise ServiceError(f"no run report {run_id[:40]!r}", code=ErrorCode.RUN_REPORT_NOT_FOUND)
     return {"run_report": strictjson.loads(row.body), "verdict": strictjson.loads(row.verdict)}
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import Select, and_, exists, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
@@ -80,7 +81,7 @@ def decode_cursor(text: str) -> int:
         return int(raw[1:])
     except ValueError:
         raise ServiceError(
-            "the cursor is not one this service gave", code="cursor_invalid"
+            "the cursor is not one this service gave", code=ErrorCode.CURSOR_INVALID
         ) from None
 
 
@@ -109,7 +110,7 @@ def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str
     with store.engine.connect() as conn:
         row = conn.execute(query).mappings().first()
     if row is None:
-        raise ServiceError(f"no report {report_id[:40]!r}", code="report_not_found")
+        raise ServiceError(f"no report {report_id[:40]!r}", code=ErrorCode.REPORT_NOT_FOUND)
     return _row(row)
 
 

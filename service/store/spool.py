@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from wai_dispatch.dispatch import strictjson
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 
@@ -29,7 +30,7 @@ class SpoolFull(WaiError):
     """The store is down and the spool has reached its size: a decode now would lose its
     report, so it is refused until the store returns."""
 
-    code = "report_spool_full"
+    code = ErrorCode.REPORT_SPOOL_FULL
 
 
 class Spool:

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.models import TokenRow
@@ -34,7 +35,7 @@ class Role(enum.IntEnum):
 
 
 class TokenError(WaiError, ValueError):
-    code = "token_invalid"
+    code = ErrorCode.TOKEN_INVALID
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def revoke(store: ReportStore, name_or_id: str) -> int:
             update(table).where(where, table.c.revoked_ms.is_(None)).values(revoked_ms=_now())
         )
     if not result.rowcount:
-        raise TokenError(f"no live token named {name_or_id!r}", code="token_not_found")
+        raise TokenError(f"no live token named {name_or_id!r}", code=ErrorCode.TOKEN_NOT_FOUND)
     return int(result.rowcount)
 
 

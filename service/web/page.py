@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.http.errors import ServiceError
 
 router = APIRouter(tags=["page"], include_in_schema=False)
@@ -52,7 +53,9 @@ async def page_root(request: Request) -> RedirectResponse:
 @router.get("/page/{rel:path}")
 async def page(rel: str, request: Request) -> Response:
     if not request.app.state.service.settings.page:
-        raise ServiceError("the browser page is turned off here (WAI_PAGE)", code="not_found")
+        raise ServiceError(
+            "the browser page is turned off here (WAI_PAGE)", code=ErrorCode.NOT_FOUND
+        )
     query = request.url.query
     site = _site(request)
     res = await run_in_threadpool(site.get, f"{rel}?{query}" if query else rel)

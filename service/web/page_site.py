@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, unquote
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch import strictjson
+from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
 
@@ -43,7 +44,6 @@ _MEDIA = {
     ".wgsl": "text/plain; charset=utf-8",
     "": "text/plain; charset=utf-8",
 }
-_STATUS = {"set_not_installed": 404, "page_not_found": 404, "set_file_missing": 404}
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,9 @@ def corpus_dir() -> Path | None:
 
 
 def _error(code: str, message: str) -> PageResponse:
+    """An error answer: the code's status from the registry (``ErrorCode.status``)."""
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    return PageResponse(_STATUS.get(code, 400), body, "application/json")
+    return PageResponse(status_of(code), body, "application/json")
 
 
 def _json(value: object) -> PageResponse:
@@ -129,12 +130,12 @@ class PageSite:
             return _json(self.sample_names())
         if len(parts) == 2 and parts[0] == "samples":
             if parts[1] not in self.sample_names():
-                return _error("page_not_found", f"no bundled sample {parts[1]!r}")
+                return _error(ErrorCode.PAGE_NOT_FOUND, f"no bundled sample {parts[1]!r}")
             return PageResponse(200, (self.samples / parts[1]).read_bytes(), "application/json")
         if len(parts) == 3 and parts[:2] == ["sets", "default"]:
             return _json({"digest": self.store.default_for(parts[2]).digest})
         if parts and parts[0] in ("corpus.json", "corpus") and self.corpus is None:
-            return _error("page_not_found", "this build has no integer conformance corpus")
+            return _error(ErrorCode.PAGE_NOT_FOUND, "this build has no integer conformance corpus")
         if parts == ["corpus.json"]:
             return PageResponse(200, (self.corpus / "corpus.json").read_bytes(), "application/json")
         if len(parts) == 2 and parts[0] == "corpus":
@@ -154,7 +155,7 @@ class PageSite:
         reference): its symbols digest, and its RGB8 picture (base64, H×W×3) where a path ran.
         The page's verifier holds its own decode to it."""
         if sample not in self.sample_names():
-            raise WaiError(f"no bundled sample {sample!r}", code="page_not_found")
+            raise WaiError(f"no bundled sample {sample!r}", code=ErrorCode.PAGE_NOT_FOUND)
         with self._lock:
             cached = self._references.get(sample)
         if cached is not None:
@@ -195,10 +196,10 @@ class PageSite:
 
     def _static(self, parts: list[str]) -> PageResponse:
         if not all(_SEGMENT.fullmatch(p) for p in parts):
-            return _error("page_not_found", "no such page file")
+            return _error(ErrorCode.PAGE_NOT_FOUND, "no such page file")
         path = self.root.joinpath(*parts)
         if not path.is_file():
-            return _error("page_not_found", f"no page file {'/'.join(parts)!r}")
+            return _error(ErrorCode.PAGE_NOT_FOUND, f"no page file {'/'.join(parts)!r}")
         return PageResponse(200, path.read_bytes(), _MEDIA.get(path.suffix, _MEDIA[""]))
 
     def _corpus_payload(self, name: str) -> PageResponse:
@@ -207,7 +208,7 @@ class PageSite:
         corpus = strictjson.loads((self.corpus / "corpus.json").read_bytes())
         names = {p["payload"] for p in corpus["payloads"]}
         if name not in names:
-            return _error("page_not_found", f"no corpus payload {name!r}")
+            return _error(ErrorCode.PAGE_NOT_FOUND, f"no corpus payload {name!r}")
         return PageResponse(200, (self.corpus / name).read_bytes(), "application/octet-stream")
 
     def _wgsl(self, digest: str, parts: list[str], query: dict[str, list[str]]) -> PageResponse:
@@ -221,7 +222,7 @@ class PageSite:
             shape = read_shape(query.get("shape", [""])[-1])
             limits = read_limits(query.get("limits", [""])[-1])
             return _json(program.plan(shape, limits))
-        return _error("page_not_found", "no such wgsl route")
+        return _error(ErrorCode.PAGE_NOT_FOUND, "no such wgsl route")
 
     def _set_file(self, digest: str, parts: list[str]) -> PageResponse:
         loaded = self._open(digest)
@@ -232,7 +233,7 @@ class PageSite:
             suffix = Path(parts[1]).suffix
             media = "application/json" if suffix == ".json" else "application/octet-stream"
             return PageResponse(200, data, media)
-        return _error("page_not_found", "no such set route")
+        return _error(ErrorCode.PAGE_NOT_FOUND, "no such set route")
 
     def _open(self, digest: str) -> LoadedSet:
         """The set, read once and verified by the store; the last two kept."""
@@ -265,8 +266,8 @@ def serve_loopback(site: PageSite, port: int = 0) -> Iterator[str]:
             try:
                 res = site.get(self.path[len(prefix) :])
             except Exception as exc:  # a bug is a 500 with its message, never a dropped socket
-                res = _error("wai_error", f"the page's site failed: {type(exc).__name__}: {exc}")
-                res = PageResponse(500, res.body, res.media_type)
+                why = f"the page's site failed: {type(exc).__name__}: {exc}"
+                res = _error(ErrorCode.INTERNAL_ERROR, why)
             self.send_response(res.status)
             self.send_header("Content-Type", res.media_type)
             self.send_header("Content-Length", str(len(res.body)))

@@ -21,6 +21,7 @@ import numpy as np
 
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch import strictjson
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 #: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
@@ -107,11 +108,12 @@ def read_limits(text: str) -> dict[str, int]:
         obj = None
     if not isinstance(obj, dict) or set(obj) != set(LIMITS):
         raise WaiError(
-            f"limits: a JSON object with exactly {', '.join(LIMITS)}", code="page_bad_request"
+            f"limits: a JSON object with exactly {', '.join(LIMITS)}",
+            code=ErrorCode.PAGE_BAD_REQUEST,
         )
     for key, value in obj.items():
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_LIMIT:
-            raise WaiError(f"limits.{key}: a positive integer", code="page_bad_request")
+            raise WaiError(f"limits.{key}: a positive integer", code=ErrorCode.PAGE_BAD_REQUEST)
     return dict(obj)
 
 
@@ -122,7 +124,9 @@ def read_shape(text: str) -> list[int]:
     except ValueError:
         shape = []
     if len(shape) != 4 or shape[0] != 1 or not all(0 < d <= 0xFFFF for d in shape):
-        raise WaiError("shape: 1,C,h,w with each dimension in 1 … 65535", code="page_bad_request")
+        raise WaiError(
+            "shape: 1,C,h,w with each dimension in 1 … 65535", code=ErrorCode.PAGE_BAD_REQUEST
+        )
     return shape
 
 

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 
 from wai_dispatch.codec import envelope as envelope_codec
 from wai_dispatch.codec import envelope_read
+from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.service.http.admission import estimate
 from wai_dispatch.service.http.app import Service, error_body
 from wai_dispatch.service.http.auth import require
@@ -56,14 +57,17 @@ async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ServiceError(
-            f"the body of {declared} bytes is over max_body_bytes={limit}", code="body_too_large"
+            f"the body of {declared} bytes is over max_body_bytes={limit}",
+            code=ErrorCode.BODY_TOO_LARGE,
         )
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ServiceError(f"the body is over max_body_bytes={limit}", code="body_too_large")
+            raise ServiceError(
+                f"the body is over max_body_bytes={limit}", code=ErrorCode.BODY_TOO_LARGE
+            )
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -76,7 +80,7 @@ def _parse(body: bytes, content_type: str, service: Service) -> envelope_codec.E
         return envelope_read.parse_cbor(body, limits=service.engine.limits)
     raise ServiceError(
         f"Content-Type {kind!r}: send application/json or application/cbor",
-        code="content_type_unsupported",
+        code=ErrorCode.CONTENT_TYPE_UNSUPPORTED,
     )
 
 
@@ -89,7 +93,7 @@ def _wants_png(accept: str) -> bool:
     if accept and not any(k in ("application/json", "*/*", "application/*") for k in kinds):
         raise ServiceError(
             f"Accept {accept[:80]!r}: this route answers application/json or image/png",
-            code="not_acceptable",
+            code=ErrorCode.NOT_ACCEPTABLE,
         )
     return False
 
@@ -143,7 +147,7 @@ async def decode(
             symbols_digest=symbols_digest, undecodable=[u.to_json() for u in exc.undecodable],
         )  # fmt: skip
         log.info("decode", extra={"request_id": rid, "sink": principal.name, "outcome": "no_path"})
-        return JSONResponse(body_obj, 422)
+        return JSONResponse(body_obj, status_of(exc.code))
     result = out["result"]
     height, width = result.rgb.shape[:2]
     log.info("decode", extra={

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
 
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.http.routes.decode import read_body
@@ -83,7 +84,7 @@ async def install(
     if suffix is None:
         raise ServiceError(
             f"Content-Type {kind!r}: send a set archive as {', '.join(_SUFFIX)}",
-            code="content_type_unsupported",
+            code=ErrorCode.CONTENT_TYPE_UNSUPPORTED,
         )
     body = await read_body(request, MAX_ARCHIVE_BYTES)
     decoder = request.app.state.service.engine.decoder

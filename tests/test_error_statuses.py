@@ -1,0 +1,147 @@
+"""Every error code's HTTP status comes from the one registry (``ErrorCode.status``): each code,
+raised as a ``WaiError`` through the real application's exception handlers, answers its
+registry status with the code in its body; the HTTP layer's own refusals and an internal fault
+answer theirs; the page's error answers use the same statuses. In process, no server."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.http.app import create_app
+from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.web.page_site import PageSite
+
+
+class _Client:
+    """Requests into the app in process (``httpx.ASGITransport``): no server, no lifespan."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+
+    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        async def go() -> httpx.Response:
+            async with httpx.AsyncClient(transport=self.transport, base_url="http://t") as c:
+                return await c.request(method, url, **kwargs)
+
+        return asyncio.run(go())
+
+    def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self.request("POST", url, **kwargs)
+
+
+def _client(tmp_path: Path) -> _Client:
+    """The real app (its handlers, middleware and routes) with throwaway routes that raise; no
+    lifespan, so nothing is opened."""
+    app: FastAPI = create_app(Settings(data_dir=tmp_path / "data"))
+
+    @app.get("/_raise/{code}")
+    def raise_code(code: str) -> None:
+        raise WaiError(f"raised as {code}", code=code)
+
+    @app.get("/_service/{code}")
+    def raise_service(code: str) -> None:
+        raise ServiceError(f"raised as {code}", code=code, headers={"retry-after": "7"})
+
+    @app.get("/_bug")
+    def bug() -> None:
+        raise RuntimeError("a fault of the service")
+
+    @app.get("/_count")
+    def count(n: int) -> int:
+        return n
+
+    return _Client(app)
+
+
+def _error(res: httpx.Response) -> str:
+    body = res.json()
+    assert set(body) == {"error", "request_id"} and body["request_id"], body
+    assert set(body["error"]) == {"code", "message"}, body
+    return str(body["error"]["code"])
+
+
+def test_every_code_answers_its_registry_status(tmp_path: Path) -> None:
+    client = _client(tmp_path)
+    seen = 0
+    for code in ErrorCode:
+        res = client.get(f"/_raise/{code.value}")
+        assert (res.status_code, _error(res)) == (code.status, code.value), code
+        res = client.get(f"/_service/{code.value}")
+        assert (res.status_code, _error(res)) == (code.status, code.value), code
+        assert res.headers["retry-after"] == "7"
+        seen += 1
+    assert seen == len(ErrorCode) > 100
+
+
+def test_a_few_statuses_pinned(tmp_path: Path) -> None:
+    """The registry's answers for codes clients rely on (a wrong registry entry fails here too)."""
+    client = _client(tmp_path)
+    for code, status in [
+        ("envelope_malformed", 400),
+        ("payload_truncated", 422),
+        ("body_too_large", 413),
+        ("token_missing", 401),
+        ("role_forbidden", 403),
+        ("set_not_installed", 404),
+        ("set_ambiguous", 409),
+        ("queue_full", 429),
+        ("report_spool_full", 503),
+        ("decode_timeout", 504),
+    ]:
+        assert client.get(f"/_raise/{code}").status_code == status, code
+
+
+def test_the_http_layers_refusals_and_a_fault_answer_their_registry_status(
+    tmp_path: Path,
+) -> None:
+    client = _client(tmp_path)
+    for res, code in [
+        (client.get("/no/such/route"), ErrorCode.NOT_FOUND),
+        (client.post("/_bug"), ErrorCode.METHOD_NOT_ALLOWED),
+        (client.get("/_count", params={"n": "many"}), ErrorCode.REQUEST_INVALID),
+        (client.get("/_bug"), ErrorCode.INTERNAL_ERROR),
+    ]:
+        assert (res.status_code, _error(res)) == (code.status, code.value), code
+    assert ErrorCode.INTERNAL_ERROR.status == 500
+
+
+def test_an_unregistered_code_is_a_500_not_an_answer_with_it(tmp_path: Path) -> None:
+    """``WaiError`` refuses the code (TypeError), so what reaches the client is an internal
+    error, never the unregistered code with a guessed status."""
+    res = _client(tmp_path).get("/_raise/no_such_code")
+    assert (res.status_code, _error(res)) == (500, "internal_error")
+
+
+def test_the_pages_error_answers_use_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = PageSite.__new__(PageSite)  # the resolver alone: no decoder needed to answer errors
+    site.root = tmp_path
+    raised: list[str] = []
+
+    def route(parts: list[str], query: dict[str, list[str]]) -> Any:
+        raise WaiError("raised by the test", code=parts[0])
+
+    for code in ErrorCode:
+        monkeypatch.setattr(site, "_route", route)
+        res = site.get(code.value)
+        assert res.status == code.status and res.media_type == "application/json", code
+        assert f'"code": "{code.value}"'.encode() in res.body
+        raised.append(code)
+    assert len(raised) == len(ErrorCode)
+    monkeypatch.undo()
+    res = site.get("no-such-file.html")  # the real resolver's own refusal
+    assert res.status == ErrorCode.PAGE_NOT_FOUND.status == 404
+    assert b'"page_not_found"' in res.body
