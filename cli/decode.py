@@ -10,7 +10,7 @@ import sys
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
-from wai_dispatch.cli.options import add_data_dir, add_offer, decoder
+from wai_dispatch.cli.options import add_data_dir, add_offer, decoder, setting_flags, settings
 from wai_dispatch.dispatch import Code, Report
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-o", "--output", type=FsPath, help="PNG to write")
     p.add_argument("--url", help="post to the service at URL instead of decoding here")
     p.add_argument("--token", help="bearer token for --url (default: WAI_TOKEN, WAI_TOKEN_FILE)")
+    setting_flags(p, "token")
     p.add_argument("--retries", type=int, default=5, help="retries of a 429 for --url")
     _common(p)
     p.set_defaults(func=run_decode)
@@ -83,9 +84,9 @@ def run_decode(args: argparse.Namespace) -> int:
         check_output(args.output, inputs=[args.envelope])
     ctx = decoder(args)
     if args.url:
-        from wai_dispatch.cli.remote import decode_remote, token_from_env
+        from wai_dispatch.cli.remote import decode_remote
 
-        token = args.token or token_from_env()
+        token = settings(args).bearer()
         outcome = decode_remote(args.url, args.envelope, token, args.retries)
     else:
         outcome = decode_file(ctx, args.envelope)

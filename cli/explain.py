@@ -14,7 +14,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--capability", default="wai.neural.bmshj2018", choices=sorted(REGISTRY))
     p.add_argument("--intent", default=None, help="the envelope's intent (e.g. replicate)")
     p.add_argument("--pin-tier", default=None, help="the tier token of the pin over the set")
-    add_offer(p, help="paths in order (default: the reference offer)")
+    add_offer(p, help="paths in order (default: the reference offer)", setting=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

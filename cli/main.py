@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from wai_dispatch.codec.config import check_environment
+from wai_dispatch.cli.options import settings
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        check_environment()
+        settings(args)  # read and validated once, before the command says anything
         status: int = args.func(args)
     except WaiError as exc:
         return _report(exc, args)
@@ -72,8 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _report(exc: WaiError, args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         print(json.dumps({"error": exc.to_json()}), file=sys.stderr)
-    else:
-        message = " ".join(exc.message.split())  # the one-line promise, whatever the text
+        return 2
+    # The one-line promise, whatever the text: one line per problem (every bad setting).
+    for problem in getattr(exc, "problems", None) or [exc.message]:
+        message = " ".join(str(problem).split())
         print(f"wai-dispatch: error: {exc.code}: {message}", file=sys.stderr)
     return 2
 

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.cli.options import setting_flags, settings
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
@@ -27,6 +28,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common.add_argument(
         "--data-dir", type=Path, help="the data directory, whose report store keeps the policy"
     )
+    setting_flags(common, "data_dir")
     p = sub.add_parser("policy", help="the model policy fleet run reports are held to")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
@@ -50,11 +52,10 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _history(args: argparse.Namespace) -> Any:
     """The policy's versions in the report store (migrated first, as ``serve`` would)."""
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.store.db import ReportStore
     from wai_dispatch.service.store.policies import PolicyStore
 
-    store = ReportStore(load(data_dir=args.data_dir).url)
+    store = ReportStore(settings(args).url)
     store.migrate()
     return PolicyStore(store)
 

@@ -5,7 +5,6 @@ decoding here (the fleet sink's side). A 429 is retried after its ``Retry-After`
 from __future__ import annotations
 
 import base64
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -91,11 +90,3 @@ def decode_remote(
         f"{error.get('code', status)}: {error.get('message', 'the service refused the decode')}",
         code=str(error.get("code") or "remote_error"),
     )
-
-
-def token_from_env() -> str | None:
-    """``$WAI_TOKEN``, else the file ``$WAI_TOKEN_FILE`` names."""
-    if os.environ.get("WAI_TOKEN"):
-        return os.environ["WAI_TOKEN"].strip()
-    path = os.environ.get("WAI_TOKEN_FILE")
-    return Path(path).read_text().strip() if path else None

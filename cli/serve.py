@@ -9,7 +9,12 @@ import json
 import os
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from wai_dispatch.cli.options import setting_flags, settings
+
+if TYPE_CHECKING:
+    from wai_dispatch.service.decoding.settings import Settings
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,12 +23,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--port", type=int, help="port (WAI_PORT, default 8080)")
     p.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     p.add_argument("--data-dir", type=Path, help="sets, report store, spool (WAI_DATA_DIR)")
+    setting_flags(p, "host", "port", "data_dir")
     p.set_defaults(func=run_serve)
 
     t = sub.add_parser("tokens", help="bearer tokens of the service (sink, operator, admin)")
     verbs = t.add_subparsers(dest="verb", metavar="VERB", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", type=Path, help="the data directory (WAI_DATA_DIR)")
+    setting_flags(common, "data_dir")
     common.add_argument("--json", action="store_true", help="print JSON")
     v = verbs.add_parser("create", parents=[common], help="create a token; prints it once")
     v.add_argument("name", help="who holds it (a sink's name files its reports)")
@@ -36,17 +43,10 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v.set_defaults(func=run_revoke)
 
 
-def _settings(args: argparse.Namespace, **extra: Any) -> Any:
-    from wai_dispatch.service.decoding.settings import load
-
-    return load(data_dir=getattr(args, "data_dir", None), **extra)
-
-
 def _store(args: argparse.Namespace) -> Any:
     from wai_dispatch.service.store.db import ReportStore
 
-    settings = _settings(args)
-    store = ReportStore(settings.url)
+    store = ReportStore(settings(args).url)
     store.migrate()
     return store
 
@@ -82,27 +82,35 @@ def run_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def serve_settings(args: argparse.Namespace) -> Settings:
+    """The settings ``serve`` runs on: the command's, where ``--workers N`` (N processes
+    sharing the CPUs) gives each ONNX Runtime pool and each decode pool its part of the CPUs
+    unless ``ort_threads`` / ``decode_threads`` were set."""
+    chosen = settings(args)
+    if args.workers <= 1:
+        return chosen
+    part = max(1, len(os.sched_getaffinity(0)) // args.workers)
+    given = chosen.model_fields_set
+    update = {name: part for name in ("ort_threads", "decode_threads") if name not in given}
+    return chosen.model_copy(update=update)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from wai_dispatch.conformance import envelopes_dir
+    from wai_dispatch.service.decoding.settings import hand_over
     from wai_dispatch.service.store.db import ReportStore
     from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, ensure_admin
 
-    settings = _settings(args, host=args.host, port=args.port)
-    # The workers read their settings from the environment: pass on what the flags chose.
-    os.environ["WAI_DATA_DIR"] = str(settings.data_dir)
-    os.environ["WAI_HOST"], os.environ["WAI_PORT"] = settings.host, str(settings.port)
-    if args.workers > 1:  # N processes share the CPUs: each ONNX Runtime pool gets its part
-        cpus = len(os.sched_getaffinity(0))
-        os.environ.setdefault("WAI_ORT_THREADS", str(max(1, cpus // args.workers)))
-        os.environ.setdefault("WAI_DECODE_THREADS", str(max(1, cpus // args.workers)))
-    store = ReportStore(settings.url)
+    chosen = serve_settings(args)
+    hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these
+    store = ReportStore(chosen.url)
     store.migrate()
-    written = ensure_admin(store, settings.data_dir)
+    written = ensure_admin(store, chosen.data_dir)
     store.dispose()
-    url = f"http://{settings.host}:{settings.port}"
-    token_file = settings.data_dir / ADMIN_TOKEN_FILE
+    url = f"http://{chosen.host}:{chosen.port}"
+    token_file = chosen.data_dir / ADMIN_TOKEN_FILE
     sample = envelopes_dir() / "bmshj2018-demo-q3.json"
     print(f"wai-dispatch serving on {url}  (API docs: {url}/docs)")
     if written is not None:
@@ -121,8 +129,8 @@ def run_serve(args: argparse.Namespace) -> int:
     uvicorn.run(
         "wai_dispatch.service.http.app:create_app",
         factory=True,
-        host=settings.host,
-        port=settings.port,
+        host=chosen.host,
+        port=chosen.port,
         workers=args.workers,
         log_config=None,
         access_log=False,

@@ -367,14 +367,6 @@ class ErrorCode(enum.StrEnum):
             "check that does not hold; the output folder is left as it was"
         ),
     )
-    CONFIG_INVALID = (
-        "config_invalid",
-        422,
-        (
-            "a setting in the environment that does not parse (WAI_ORT_THREADS not a count "
-            ">= 1), refused before any command runs"
-        ),
-    )
     IO_FAILED = (
         "io_failed",
         422,

@@ -48,6 +48,7 @@ __all__ = [
     "placement_from_trace",
     "placement_of_program",
     "program_operations",
+    "request_thread_pool",
     "shared_session_options",
 ]
 
@@ -61,6 +62,7 @@ _log = logging.getLogger(__name__)
 
 _pool_lock = threading.Lock()
 _pool_threads: int | None = None
+_requested: int | None = None
 
 
 def configure_thread_pool(intra_op_threads: int | None = None) -> int:
@@ -68,9 +70,10 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
 
     Every session this module builds runs on that one pool (``use_per_session_threads =
     False``): per-session pools spin and steal each other's cores, which doubled small
-    decodes in a measurement (docs/onnx-path.md). The size is ``intra_op_threads``, else
-    ``$WAI_ORT_THREADS``, else the CPUs this process may use. Call it before the first
-    decode to choose the size; later calls return the size already chosen.
+    decodes in a measurement (docs/onnx-path.md). The size is ``intra_op_threads``, else the
+    one :func:`request_thread_pool` asked for (the ``ort_threads`` setting), else the CPUs
+    this process may use. Call it before the first decode to choose the size; later calls
+    return the size already chosen.
     """
     global _pool_threads
     with _pool_lock:
@@ -79,7 +82,7 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
         import onnxruntime as ort
 
         _quiet_runtime_log(ort)
-        threads = intra_op_threads or _env_threads() or len(os.sched_getaffinity(0))
+        threads = intra_op_threads or _requested or len(os.sched_getaffinity(0))
         try:
             ort.set_global_thread_pool_sizes(threads, 1)
         except Exception as exc:  # pools already created by someone else in this process
@@ -89,10 +92,13 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
         return threads
 
 
-def _env_threads() -> int | None:
-    from wai_dispatch.codec.config import ort_threads
-
-    return ort_threads()
+def request_thread_pool(intra_op_threads: int | None) -> None:
+    """The size :func:`configure_thread_pool` gives the pool when it is created without one
+    (``None``: the CPUs). Imports no runtime: the decoder calls it with the ``ort_threads``
+    setting when it opens."""
+    global _requested
+    with _pool_lock:
+        _requested = intra_op_threads
 
 
 def _quiet_runtime_log(ort: Any) -> None:

@@ -11,7 +11,6 @@ its adapter (importing its runtime lazily, inside the adapter). The integer inte
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
@@ -23,13 +22,10 @@ from wai_dispatch.dispatch import (
     Adapter,
     Unit,
 )
-from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, Offer, Path, parse_offer
+from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, Path, parse_offer
 
 #: The reason a path with no adapter in :data:`BUILDERS` is absent.
 NO_ADAPTER = "no adapter in this build"
-#: The environment variable that replaces the reference offer: ``unit/backend/arithmetic``
-#: paths, comma-separated, in the order tried (§4).
-OFFER_ENV = "WAI_OFFER"
 
 
 def _coreml() -> Adapter:
@@ -111,26 +107,17 @@ def known_adapters() -> dict[Path, Adapter]:
     return dict(_built()[0])
 
 
-def default_offer() -> Offer:
-    """The offer this sink tries: :envvar:`WAI_OFFER` when set, else the reference offer
-    (§4, §6.1: the neural processor, then ONNX Runtime on the CPU, then the integer
-    interpreter). A malformed variable raises :class:`dispatch.InvalidOffer`."""
-    text = os.environ.get(OFFER_ENV, "").strip()
-    if not text:
-        return REFERENCE_OFFER
-    return parse_offer(part.strip() for part in text.split(",") if part.strip())
-
-
 def probe(
     offer: Iterable[Path] | None = None, adapters: Mapping[Path, Adapter] | None = None
 ) -> list[PathStatus]:
     """Each offered path, in order, present or absent with the reason (``wai-dispatch
-    paths``), as ``adapters`` (default: :func:`known_adapters`) answer. Asks only
+    paths``), as ``adapters`` (default: :func:`known_adapters`) answer. ``offer`` defaults to
+    the reference offer (the caller passes the ``offer`` setting). Asks only
     ``unit_present()``; no set is opened."""
     built, failures = _built()
     adapters = built if adapters is None else adapters
     rows: list[PathStatus] = []
-    for path in parse_offer(default_offer() if offer is None else offer):
+    for path in parse_offer(REFERENCE_OFFER if offer is None else offer):
         adapter = adapters.get(path)
         if adapter is None:
             rows.append(PathStatus(path, False, failures.get(path, NO_ADAPTER)))

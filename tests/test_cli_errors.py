@@ -60,23 +60,25 @@ def test_help_still_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_ort_threads_is_a_configuration_error_at_start(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    """WAI_ORT_THREADS that is not a count: config_invalid before anything runs, not a
+    """WAI_ORT_THREADS that is not a count: settings_invalid before anything runs, not a
     dispatch_backend_failed hidden in a report."""
     monkeypatch.setenv("WAI_ORT_THREADS", value)
     status, out, err = run_cli(capsys, "paths")
     assert status == 2 and out == ""
-    assert err.startswith("wai-dispatch: error: config_invalid: WAI_ORT_THREADS"), err
+    want = f"wai-dispatch: error: settings_invalid: ort_threads (WAI_ORT_THREADS) = {value!r}:"
+    assert err.startswith(want), err
     assert len(err.strip().splitlines()) == 1
 
 
 def test_good_ort_threads_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wai_dispatch.codec.config import check_environment, ort_threads
+    from wai_dispatch.service.decoding.settings import load
 
     monkeypatch.setenv("WAI_ORT_THREADS", " 2 ")
-    check_environment()
-    assert ort_threads() == 2
+    assert load().ort_threads == 2
+    monkeypatch.setenv("WAI_ORT_THREADS", "")
+    assert load().ort_threads is None
     monkeypatch.delenv("WAI_ORT_THREADS")
-    assert ort_threads() is None
+    assert load().ort_threads is None
 
 
 def test_a_failing_onnx_runtime_run_prints_nothing_raw() -> None:

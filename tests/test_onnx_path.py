@@ -488,13 +488,19 @@ def test_runs_from_many_threads_agree(adapter: OnnxRuntimeAdapter, the_set: Load
     assert all(np.array_equal(o, expected) for o in outs)
 
 
-def test_thread_count_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wai_dispatch.paths.onnx import _env_threads
+def test_thread_count_from_the_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The decoder hands the ort_threads setting to the pool it has not made yet."""
+    from wai_dispatch.paths import onnx
+    from wai_dispatch.service.decoding.decoder import Decoder
+    from wai_dispatch.service.decoding.settings import SettingsInvalid, load
 
+    monkeypatch.setattr(onnx, "_requested", None)
     monkeypatch.setenv("WAI_ORT_THREADS", "1")
-    assert _env_threads() == 1
+    Decoder.open(settings=load(data_dir=tmp_path), bundled=False, ready=False)
+    assert onnx._requested == 1
     monkeypatch.setenv("WAI_ORT_THREADS", "")
-    assert _env_threads() is None
+    Decoder.open(data_dir=tmp_path, bundled=False, ready=False)
+    assert onnx._requested is None
     monkeypatch.setenv("WAI_ORT_THREADS", "two")
-    with pytest.raises(ValueError, match="WAI_ORT_THREADS"):
-        _env_threads()
+    with pytest.raises(SettingsInvalid, match="WAI_ORT_THREADS"):
+        Decoder.open(data_dir=tmp_path, bundled=False, ready=False)

@@ -85,15 +85,17 @@ def test_known_adapters_are_built_once() -> None:
 
 
 def test_default_offer_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(registry.OFFER_ENV, raising=False)
-    assert registry.default_offer() == REFERENCE_OFFER
-    monkeypatch.setenv(registry.OFFER_ENV, " cpu/onnx-runtime/float , npu/model-runtime/float")
-    assert registry.default_offer() == (CPU_ONNX_RUNTIME, NPU_MODEL_RUNTIME)
+    from wai_dispatch.service.decoding.settings import load
+
+    monkeypatch.delenv("WAI_OFFER", raising=False)
+    assert load().offer_paths == REFERENCE_OFFER
+    monkeypatch.setenv("WAI_OFFER", " cpu/onnx-runtime/float , npu/model-runtime/float")
+    assert load().offer_paths == (CPU_ONNX_RUNTIME, NPU_MODEL_RUNTIME)
 
 
 @OFF_MACOS
 def test_probe_says_why_each_path_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(registry.OFFER_ENV, raising=False)
+    monkeypatch.delenv("WAI_OFFER", raising=False)
     rows = {row.path: row for row in registry.probe()}
     assert list(rows) == list(REFERENCE_OFFER)
     npu = rows[NPU_MODEL_RUNTIME]
@@ -110,7 +112,7 @@ def test_probe_says_why_each_path_is_absent(monkeypatch: pytest.MonkeyPatch) -> 
 
 @OFF_MACOS
 def test_paths_text(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(registry.OFFER_ENV, raising=False)
+    monkeypatch.delenv("WAI_OFFER", raising=False)
     status, out, _ = cli(capsys, "paths")
     assert status == 0
     lines = out.splitlines()
@@ -122,7 +124,7 @@ def test_paths_text(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monk
 
 @OFF_MACOS
 def test_paths_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(registry.OFFER_ENV, "gpu/wgsl/integer,cpu/onnx-runtime/float")
+    monkeypatch.setenv("WAI_OFFER", "gpu/wgsl/integer,cpu/onnx-runtime/float")
     status, out, _ = cli(capsys, "paths", "--json")
     assert status == 0
     obj = json.loads(out)
@@ -149,7 +151,7 @@ def test_paths_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monk
 def test_paths_refuses_a_malformed_offer(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(registry.OFFER_ENV, "npu/model-runtime/float,npu/model-runtime/float")
+    monkeypatch.setenv("WAI_OFFER", "npu/model-runtime/float,npu/model-runtime/float")
     status, _, err = cli(capsys, "paths")
     assert status == 2 and "invalid_offer" in err
     status, _, err = cli(capsys, "paths", "--offer", "npu/wai-ops/integer")

@@ -15,7 +15,7 @@ import pytest
 
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec import sets as sets_mod
-from wai_dispatch.codec.config import data_dir, sets_dir
+from wai_dispatch.codec.config import sets_dir
 from wai_dispatch.codec.sets import (
     LoadedSet,
     Manifest,
@@ -26,6 +26,7 @@ from wai_dispatch.codec.sets import (
     write_manifest,
 )
 from wai_dispatch.dispatch import Pin
+from wai_dispatch.service.decoding.settings import load
 
 CAP = "wai.neural.bmshj2018"
 FILES = {
@@ -445,15 +446,15 @@ def test_ensure_bundled(source: Path, store: SetStore, tmp_path: Path) -> None:
 
 def test_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("WAI_DATA_DIR", str(tmp_path / "w"))
-    assert data_dir() == tmp_path / "w"
-    assert sets_dir() == tmp_path / "w" / "sets"
-    assert data_dir(tmp_path / "o") == tmp_path / "o"
+    assert load().data_dir == tmp_path / "w"
+    assert sets_dir(load().data_dir) == tmp_path / "w" / "sets"
+    assert load(data_dir=tmp_path / "o").data_dir == tmp_path / "o"
     monkeypatch.delenv("WAI_DATA_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "x"))
-    assert data_dir() == tmp_path / "x" / "wai-dispatch"
+    assert load().data_dir == tmp_path / "x" / "wai-dispatch"
     monkeypatch.setenv("XDG_DATA_HOME", "relative")
     monkeypatch.setenv("HOME", str(tmp_path / "h"))
-    assert data_dir() == tmp_path / "h" / ".local" / "share" / "wai-dispatch"
+    assert load().data_dir == tmp_path / "h" / ".local" / "share" / "wai-dispatch"
 
 
 def test_cli_list_on_an_empty_data_dir(

@@ -241,7 +241,7 @@ def test_an_empty_data_dir_is_refused(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     status, _, err = cli(capsys, *command, "--data-dir", "")
-    assert status == 2 and "error: data_dir_invalid:" in err
+    assert status == 2 and "error: settings_invalid: data_dir (WAI_DATA_DIR) = '':" in err
     assert list(tmp_path.iterdir()) == []  # no store made in the working directory
 
 

@@ -7,7 +7,7 @@ hundred run reports, serves them with uvicorn on 127.0.0.1, and measures
 - the dashboard's first paint and its first complete render in Debian's Chromium (the Performance
   API: ``first-contentful-paint`` and the page's ``dashboard-rendered`` mark).
 
-On SQLite always; on PostgreSQL with ``--postgres postgresql://…/db`` or ``WAI_BENCH_POSTGRES``
+On SQLite always; on PostgreSQL with ``--postgres postgresql://…/db``
 (an admin URL: a database is created for the run and dropped after). Anchors: summary ≤ 100 ms,
 first paint ≤ 1 s.
 """
@@ -15,7 +15,6 @@ first paint ≤ 1 s.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -208,8 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--postgres",
         metavar="ADMIN_URL",
-        default=os.environ.get("WAI_BENCH_POSTGRES"),
-        help="also measure on PostgreSQL (default: WAI_BENCH_POSTGRES)",
+        help="also measure on PostgreSQL (an admin URL)",
     )
     parser.add_argument("--repeat", type=int, default=40, help="requests per view")
     parser.add_argument("--loads", type=int, default=5, help="page loads measured")

@@ -139,11 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.count < 0 or args.sinks < 1 or args.days <= 0:
         parser.error("--count >= 0, --sinks >= 1 and --days > 0")
-    url = args.database_url
-    if url is None:
-        from wai_dispatch.codec.config import data_dir
+    from wai_dispatch.service.decoding.settings import load
 
-        url = f"sqlite:///{data_dir(args.data_dir) / 'reports.db'}"
+    url = load(data_dir=args.data_dir, database_url=args.database_url).url
     store = ReportStore(url)
     store.migrate()
     t0 = time.perf_counter()

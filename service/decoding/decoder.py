@@ -59,6 +59,7 @@ from wai_dispatch.service.decoding.results import (
     Undecodable,
     VerifyResult,
 )
+from wai_dispatch.service.decoding.settings import Settings, load
 
 if TYPE_CHECKING:
     from wai_dispatch.paths.registry import PathStatus
@@ -109,16 +110,29 @@ class Decoder:
         adapters: Mapping[Path, Adapter] | None = None,
         bundled: bool = True,
         ready: bool = True,
+        settings: Settings | None = None,
     ) -> Decoder:
-        """The decoder of this machine: the store under ``data_dir`` (else ``WAI_DATA_DIR``
-        or XDG's), with the bundled sets installed (a damaged one is repaired, or reported
-        in :attr:`bundled`, never raised), ``offer`` (else ``WAI_OFFER`` or the reference
-        offer) and the machine's adapters. ``ready``: the store's folder is created, and a
-        data directory that cannot be is ``data_dir_invalid`` now rather than later."""
-        from wai_dispatch.paths.registry import default_offer, known_adapters
+        """The decoder of this machine: the store under ``data_dir`` (else the ``data_dir``
+        setting), with the bundled sets installed (a damaged one is repaired, or reported in
+        :attr:`bundled`, never raised), ``offer`` (else the ``offer`` setting or the
+        reference offer) and the machine's adapters, ONNX Runtime's pool sized by the
+        ``ort_threads`` setting. ``settings``: the process's (default: :func:`settings.load`
+        when ``data_dir`` or ``offer`` is not given). ``ready``: the store's folder is
+        created, and a data directory that cannot be is ``data_dir_invalid`` now rather than
+        later."""
+        from wai_dispatch.paths.registry import known_adapters
 
+        if settings is None and (data_dir is None or offer is None):
+            settings = load()
+        if settings is not None:
+            from wai_dispatch.paths.onnx import request_thread_pool
+
+            request_thread_pool(settings.ort_threads)
+            data_dir = settings.data_dir if data_dir is None else data_dir
+            offer = settings.offer_paths if offer is None else offer
+        assert data_dir is not None and offer is not None
         store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
-        chosen = default_offer() if offer is None else parse_offer(offer)
+        chosen = parse_offer(offer)
         found = install_bundled(store, _bundled_dir()) if bundled else None
         return cls(
             store,

@@ -1,9 +1,21 @@
-"""The service's configuration: environment variables (``WAI_…``) over an optional TOML file
-(``WAI_CONFIG``), validated once at start; a bad value stops the start with one clear line."""
+"""The one configuration of wai-dispatch: every ``WAI_…`` knob of the CLI, the tools and the
+service, read once per process by :func:`load` (flags over the environment over an optional
+TOML file named by ``WAI_CONFIG`` over the defaults) and validated before anything starts.
+
+This is the only module that reads a ``WAI_*`` variable (a test walks the package). Every bad
+value is one problem of :class:`SettingsInvalid` (the CLI prints one line each); a ``WAI_*``
+variable that is no setting is warned about by name. ``wai-dispatch serve --workers N`` hands
+its effective settings to uvicorn's worker processes through :func:`hand_over` (one variable
+this module owns, :data:`HANDOVER_ENV`), so that every worker's settings are the parent's."""
 
 from __future__ import annotations
 
+import contextvars
+import difflib
+import logging
 import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,29 +27,76 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from wai_dispatch.codec.config import data_dir as default_data_dir
+from wai_dispatch.codec.config import DataDirInvalid, check_data_dir
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.paths import REFERENCE_OFFER, Offer, parse_offer
 
 MiB = 1024 * 1024
+log = logging.getLogger("wai_dispatch.settings")
+
+PREFIX = "WAI_"
+#: The TOML file of settings, under the environment.
+CONFIG_ENV = "WAI_CONFIG"
+#: The effective settings of a parent process as JSON (``serve --workers``): read first.
+HANDOVER_ENV = "WAI_SETTINGS_HANDOVER"
+#: ``WAI_*`` variables that are no setting of the program: knobs of the test suite and the
+#: benchmarks, never warned about.
+NOT_SETTINGS = frozenset(
+    {
+        "WAI_FUZZ_EXAMPLES",
+        "WAI_PAGE_FULL_CORPUS",
+        "WAI_REGEN_GOLDEN",
+        "WAI_REQUIRE_BROWSER",
+        "WAI_SCHEMATHESIS_EXAMPLES",
+    }
+)
+#: Settings whose value a problem line never repeats.
+SECRET = frozenset({"token", "database_url"})
+
+# The TOML file :func:`load` checked, for the sources of the Settings it builds.
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "wai_config_file", default=None
+)
 
 
 class SettingsInvalid(WaiError, ValueError):
+    """One or more settings that do not validate; :attr:`problems` names each, one line."""
+
     code = ErrorCode.SETTINGS_INVALID
+
+    def __init__(self, problems: str | Iterable[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+def _xdg_data_dir() -> Path:
+    """``$XDG_DATA_HOME/wai-dispatch``, else ``~/.local/share/wai-dispatch`` (the XDG base
+    directory default; XDG says a relative ``XDG_DATA_HOME`` is to be ignored)."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "wai-dispatch"
+    return Path.home() / ".local" / "share" / "wai-dispatch"
 
 
 class Settings(BaseSettings):
-    """Every knob of ``wai-dispatch serve``; each is ``WAI_<NAME>`` in the environment."""
+    """Every knob of wai-dispatch; each is ``WAI_<NAME>`` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="WAI_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="forbid", frozen=True)
 
-    data_dir: Path = Field(default_factory=default_data_dir, description="sets, store, spool")
+    data_dir: Path = Field(
+        default_factory=_xdg_data_dir,
+        description="sets, store, spool; default $XDG_DATA_HOME/wai-dispatch or "
+        "~/.local/share/wai-dispatch",
+    )
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; default sqlite:///<data_dir>/reports.db"
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
-    offer: str | None = Field(default=None, description="paths in order, comma-separated")
+    offer: str | None = Field(
+        default=None, description="paths in order, comma-separated; default the reference offer"
+    )
     decode_threads: int = Field(default=0, ge=0, le=64, description="decode threads; 0: CPUs")
     queue: int = Field(default=8, ge=0, le=10_000, description="decodes waiting beyond threads")
     decode_timeout_s: float = Field(default=30.0, gt=0, le=3600)
@@ -46,12 +105,18 @@ class Settings(BaseSettings):
     memory_budget_bytes: int = Field(default=1536 * MiB, ge=64 * MiB)
     spool_max_bytes: int = Field(default=256 * MiB, ge=MiB)
     program_cache_bytes: int = Field(default=512 * MiB, ge=MiB)
-    ort_threads: int | None = Field(default=None, ge=1, le=256)
+    ort_threads: int | None = Field(
+        default=None, ge=1, le=256, description="ONNX Runtime's pool; default the CPUs"
+    )
     log_level: str = "INFO"
     page: bool = Field(
         default=True,
         description="serve the browser page at /page/ (public: it reads the installed sets' files)",
     )
+    token: str | None = Field(
+        default=None, repr=False, description="bearer token of `decode --url` (the client)"
+    )
+    token_file: Path | None = Field(default=None, description="a file holding that token")
 
     @field_validator("log_level")
     @classmethod
@@ -59,6 +124,42 @@ class Settings(BaseSettings):
         value = value.upper()
         if value not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("one of DEBUG, INFO, WARNING, ERROR")
+        return value
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir(cls, value: Any) -> Any:
+        if isinstance(value, str | os.PathLike):
+            try:
+                return check_data_dir(value)
+            except DataDirInvalid as exc:
+                raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("offer", mode="before")
+    @classmethod
+    def _offer(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):  # --offer A B: the same as "A,B"
+            value = ",".join(str(v) for v in value)
+        if isinstance(value, str):
+            value = ",".join(part.strip() for part in value.split(",") if part.strip()) or None
+            if value is not None:
+                try:
+                    parse_offer(value.split(","))
+                except WaiError as exc:
+                    raise ValueError(f"{exc.code}: {exc.message}") from None
+        return value
+
+    @field_validator("ort_threads", mode="before")
+    @classmethod
+    def _ort_threads(cls, value: Any) -> Any:
+        if isinstance(value, str):  # a count of threads: digits only ("1.5", "٣" are not)
+            text = value.strip()
+            if not text:
+                return None
+            if not (text.isascii() and text.isdigit()):
+                raise ValueError("a count of threads >= 1")
+            return int(text)
         return value
 
     @classmethod
@@ -71,9 +172,9 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        path = os.environ.get("WAI_CONFIG")
-        if path:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(path)))
+        path = _config_file.get()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
 
     @property
@@ -84,18 +185,101 @@ class Settings(BaseSettings):
     def url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'reports.db'}"
 
+    @property
+    def offer_paths(self) -> Offer:
+        """The offer: :attr:`offer`'s paths in order, else the reference offer (§4, §6.1)."""
+        return parse_offer(self.offer.split(",")) if self.offer else REFERENCE_OFFER
 
-def load(**overrides: Any) -> Settings:
-    """The settings from ``overrides``, the environment and ``WAI_CONFIG``; a bad value raises
-    :class:`SettingsInvalid` naming the setting."""
-    path = os.environ.get("WAI_CONFIG")
-    if path and not Path(path).is_file():
-        raise SettingsInvalid(f"WAI_CONFIG names {path}, which is not a file")
+    def bearer(self) -> str | None:
+        """The client's token: :attr:`token`, else the contents of :attr:`token_file`."""
+        if self.token and self.token.strip():
+            return self.token.strip()
+        return self.token_file.read_text().strip() if self.token_file else None
+
+
+def env_name(field: str) -> str:
+    return PREFIX + field.upper()
+
+
+def known_variables() -> frozenset[str]:
+    """The ``WAI_*`` variables this program reads: the settings', ``WAI_CONFIG`` and the
+    hand-over."""
+    return frozenset(env_name(f) for f in Settings.model_fields) | {CONFIG_ENV, HANDOVER_ENV}
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One line per ``WAI_*`` variable of ``environ`` that is no setting (a close match
+    suggested)."""
+    known = known_variables()
+    lines = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(PREFIX) or upper in known or upper in NOT_SETTINGS:
+            continue
+        close = difflib.get_close_matches(upper, sorted(known - {HANDOVER_ENV}), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        lines.append(f"{name} is not a setting of wai-dispatch; ignored{hint}")
+    return lines
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    loc = [str(p) for p in error["loc"]]
+    field = loc[0] if loc else ""
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    if field in Settings.model_fields:
+        where = f"{field} ({env_name(field)})"
+        given = error.get("input")
+        if field not in SECRET and isinstance(given, str | int | float | os.PathLike):
+            where = f"{where} = {str(given)[:60]!r}"
+    elif error.get("type") == "extra_forbidden":
+        return f"{'.'.join(loc)}: not a setting (in the {CONFIG_ENV} file or given)"
+    else:
+        where = ".".join(loc) or "settings"
+    return f"{where}: {msg}"
+
+
+def load(warn: Callable[[str], None] | None = None, **overrides: Any) -> Settings:
+    """The settings of this process: ``overrides`` (the command's flags; ``None`` is not
+    given) over the environment over the ``WAI_CONFIG`` file over the defaults, or, in a worker
+    of ``serve``, the parent's (:func:`hand_over`) under ``overrides``. Raises
+    :class:`SettingsInvalid` naming every bad setting; an unknown ``WAI_*`` variable is passed
+    to ``warn`` (default: a log warning), one line each."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    handed = os.environ.get(HANDOVER_ENV)
+    if handed:
+        try:
+            return Settings.model_validate({**Settings.model_validate_json(handed).model_dump(),
+                                            **given})  # fmt: skip
+        except ValidationError as exc:
+            raise SettingsInvalid(_problem(e) for e in exc.errors()) from None
+    for line in unknown_variables(os.environ):
+        (warn or log.warning)(line)
+    problems: list[str] = []
+    config: Path | None = None
+    path = os.environ.get(CONFIG_ENV)
+    if path:
+        try:
+            tomllib.loads(Path(path).read_text())
+            config = Path(path)
+        except IsADirectoryError:
+            problems.append(f"{CONFIG_ENV} names {path}, which is not a file")
+        except FileNotFoundError:
+            problems.append(f"{CONFIG_ENV} names {path}, which is not a file")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            problems.append(f"{CONFIG_ENV} file {path} does not read as TOML: {exc}")
+    reset = _config_file.set(config)
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = Settings(**given)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise SettingsInvalid(f"setting {where}: {first['msg']}") from None
-    except Exception as exc:  # a config file that is not TOML
-        raise SettingsInvalid(f"configuration: {exc}") from None
+        problems += [_problem(e) for e in exc.errors()]
+    finally:
+        _config_file.reset(reset)
+    if problems:
+        raise SettingsInvalid(problems)
+    return settings
+
+
+def hand_over(settings: Settings) -> None:
+    """Make ``settings`` the settings of every process this one starts from now on (uvicorn's
+    workers), through :data:`HANDOVER_ENV`: their :func:`load` reads them first."""
+    os.environ[HANDOVER_ENV] = settings.model_dump_json()

@@ -12,7 +12,7 @@ from typing import Any
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets import InstalledSet, SetError, SetStore
-from wai_dispatch.dispatch import Adapter, Path
+from wai_dispatch.dispatch import REFERENCE_OFFER, Adapter, Path
 from wai_dispatch.service.decoding.cache import PathView, ProgramCache
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.results import DecodeResult, NoPath
@@ -83,10 +83,10 @@ def open_engine(
     cache_bytes: int = 512 * 1024 * 1024,
 ) -> Engine:
     """The engine over ``data_dir`` (bundled sets installed), the offer (comma-separated
-    paths, else WAI_OFFER, else the reference offer) and this build's adapters. ONNX Runtime's
+    paths, the offer setting; else the reference offer) and this build's adapters. ONNX Runtime's
     one process-wide thread pool is created here, before any session."""
     from wai_dispatch.paths.onnx import configure_thread_pool
 
     configure_thread_pool(ort_threads)
     paths = [p.strip() for p in offer.split(",") if p.strip()] if offer else None
-    return Engine(Decoder.open(data_dir, paths), cache_bytes)
+    return Engine(Decoder.open(data_dir, paths or REFERENCE_OFFER), cache_bytes)
