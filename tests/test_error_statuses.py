@@ -82,7 +82,7 @@ def test_every_code_answers_its_registry_status(tmp_path: Path) -> None:
         assert (res.status_code, _error(res)) == (code.status, code.value), code
         assert res.headers["retry-after"] == "7"
         seen += 1
-    assert seen == len(ErrorCode) > 100
+    assert seen == len(ErrorCode) >= 100
 
 
 def test_a_few_statuses_pinned(tmp_path: Path) -> None:
