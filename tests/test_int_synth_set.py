@@ -67,7 +67,8 @@ def test_a_checkpoint_that_is_not_the_float_sets_is_refused(tmp_path: Path) -> N
 
 
 #: The writer's arithmetic on one calibration crop (the exact analysis and synthesis, the
-#: statistics, the quantiser): a digest of everything it produces.
+#: statistics, the quantiser), and the float set writer's tables and payload symbols: a digest of
+#: everything they produce.
 _ARITHMETIC = """
 import hashlib, sys
 import numpy as np
@@ -89,6 +90,12 @@ h = hashlib.sha256(repr(seen).encode())
 for key in sorted(stats):
     h.update(stats[key].astype("<f8").tobytes())
 h.update(b.program_json("x4", 3) + b.weights())
+# The float set writer's (tools/wai_bmshj2018_npu_set.py): its tables and its payload's symbols.
+from wai_dispatch.tools.wai_bmshj2018_npu_set import DEFAULT_SEED, exact_symbols, payload_picture
+eb = model.entropy_bottleneck
+for t in (eb._quantized_cdf, eb._offset, eb._cdf_length):
+    h.update(t.numpy().astype("<i4").tobytes())
+h.update(exact_symbols(model, payload_picture(DEFAULT_SEED)[0])[0].astype("<i4").tobytes())
 print("digest", h.hexdigest(), torch.get_num_threads(), torch.backends.cpu.get_cpu_capability())
 """
 
@@ -119,7 +126,10 @@ def _arithmetic_digest(env: dict[str, str], mode: str) -> str:
 def test_the_writers_arithmetic_does_not_depend_on_threads_or_simd() -> None:
     """One thread against two with every SIMD path we can switch off (NumPy's dispatch targets,
     torch's ATen kernels, MKL's and oneDNN's instruction sets) and denormals flushed: the
-    calibration statistics and the quantised program are the same bits."""
+    calibration statistics, the quantised program, and the float set's tables and payload
+    symbols are the same bits. (The writers before exact arithmetic failed it: torch's float32
+    convolutions under ATEN_CPU_CAPABILITY=default and oneDNN limited to SSE4.1 moved the
+    statistics, and its vectorised logistic the tables.)"""
     one = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     plain = {
         **{"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
