@@ -1,7 +1,12 @@
 """Post-training quantisation of the bmshj2018 synthesis into a ``wai-ops/1`` program
 (docs/int-synth-set.md): per-channel activation scales from calibration statistics, per output
 channel weight scales as large as the bound rule allows, power-of-two requantisation, and an
-integer inverse GDN. NumPy only: the float weights come from a set's ``decoder.weights``."""
+integer inverse GDN. NumPy only: the float weights come from a set's ``decoder.weights``.
+
+Every value that feeds a rounding decision is computed with correctly rounded elementwise
+float64 operations (``+ - * /``, ``sqrt``, ``rint``), exact ``frexp``/``ldexp`` in place of
+``log2``/``exp2``, ``math.fsum`` for float sums and int64 for integer ones: no transcendental, no
+order-dependent reduction, so the program is the same bits on every CPU (docs/int-synth-set.md)."""
 
 from __future__ import annotations
 
@@ -35,6 +40,25 @@ def _conv_acc_hi(wq: np.ndarray, bq: np.ndarray, amax: np.ndarray) -> np.ndarray
         for rx in range(2):
             worst = np.maximum(worst, t[:, :, ry::2, rx::2].sum(axis=(0, 2, 3)))
     return worst + np.abs(bq.astype(np.int64))
+
+
+def _floor_log2(x: np.ndarray) -> np.ndarray:
+    """``floor(log2(x))`` for x > 0, exact (``frexp``: x = m·2^e with 0.5 ≤ m < 1)."""
+    return np.frexp(x)[1].astype(np.int64) - 1
+
+
+def _pow2(e: np.ndarray) -> np.ndarray:
+    """``2^e`` exactly (``ldexp``), float64."""
+    return np.ldexp(np.ones(e.shape), e.astype(np.int64))
+
+
+def _fsum(a: np.ndarray) -> np.ndarray:
+    """Sums over the last axis, correctly rounded (``math.fsum``): independent of the order
+    NumPy's SIMD loops would add in."""
+    flat = a.reshape(-1, a.shape[-1])
+    return np.array([math.fsum(row) for row in flat.tolist()], dtype=np.float64).reshape(
+        a.shape[:-1]
+    )
 
 
 def _round_shift(v: int, s: int) -> int:
@@ -87,15 +111,16 @@ def quantise(
         l1 = np.zeros(co)
         for ry in range(2):
             for rx in range(2):
-                l1 = np.maximum(l1, t[:, :, ry::2, rx::2].sum(axis=(0, 2, 3)))
+                phase = t[:, :, ry::2, rx::2].transpose(1, 0, 2, 3).reshape(co, -1)
+                l1 = np.maximum(l1, _fsum(phase))
         l1 = l1 + np.abs(bias)
         k_max = np.minimum(
             BUDGET / np.maximum(l1, 1e-30),
             WEIGHT_MAX / np.maximum(np.abs(wi).max(axis=(0, 2, 3)), 1e-30),
         )
-        shift = np.clip(np.floor(np.log2(k_max * s_out)), 0, 30).astype(np.int64)
+        shift = np.clip(_floor_log2(k_max * s_out), 0, 30)
         while True:
-            k = np.exp2(shift) / s_out
+            k = _pow2(shift) / s_out
             wq = np.rint(wi * k[None, :, None, None])
             bq = np.rint(bias * k)
             acc = _conv_acc_hi(wq, bq, amax)
@@ -121,7 +146,7 @@ def quantise(
             {"multiplier": np.ones(co, dtype=np.int32), "shift": shift.astype(np.int32)},
         )
         report[f"deconv{i}"] = {
-            "weight_bits": math.ceil(math.log2(float(np.abs(wq).max()) + 1)) + 1,
+            "weight_bits": int(np.abs(wq).max()).bit_length() + 1,  # ceil(log2(max + 1)) + 1
             "shift": [int(shift.min()), int(shift.max())],
             "accumulator_max": int(acc.max()),
         }
@@ -148,12 +173,13 @@ def _igdn(
     s_y = np.maximum(stats[f"y{i}"].astype(np.float64), 1e-6) / ACT
     q_max = _round_shift(ACT * ACT, SQUARE_SHIFT)
     # n_real = β + Σ γ x²; with q ≈ x_int² / 2^p, x² = q · 2^p · s_x²; n_int = n_real · G.
-    unit = gamma * (s_x[None, :] ** 2) * float(1 << SQUARE_SHIFT)  # per unit of q
-    n_max_real = beta + unit.sum(axis=1) * q_max
+    unit = gamma * (s_x * s_x)[None, :] * float(1 << SQUARE_SHIFT)  # per unit of q
+    n_max_real = beta + _fsum(unit) * q_max
     g_max = BUDGET / n_max_real
-    shift = np.clip(np.floor(np.log2(np.sqrt(g_max) * s_y / s_x)), 0, 30).astype(np.int64)
+    shift = np.clip(_floor_log2(np.sqrt(g_max) * s_y / s_x), 0, 30)
     while True:
-        g = (s_x * np.exp2(shift) / s_y) ** 2
+        r = s_x * _pow2(shift) / s_y
+        g = r * r
         gq = np.rint(unit * g[:, None]).astype(np.int64)
         bq = np.rint(beta * g).astype(np.int64)
         n_hi = bq + gq.sum(axis=1) * q_max
@@ -179,4 +205,4 @@ def _igdn(
         "gamma_max": int(gq.max()),
     }
     # The output's real scale is exactly s_x·2^shift/√G = s_y up to G's rounding: take it exact.
-    return y, s_x * np.exp2(shift) / np.sqrt(g)
+    return y, s_x * _pow2(shift) / np.sqrt(g)

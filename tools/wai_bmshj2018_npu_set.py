@@ -105,9 +105,10 @@ def load_model(
     quality: int,
     update_quantiles: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
-    """The model in eval mode after ``update(force=True)`` (with ``update_quantiles``: CompressAI's
-    ``update(force=True, update_quantiles=True)``, which first re-estimates the quantiles the
-    tables are cut from), and where its weights came from."""
+    """The model in eval mode after ``update()`` (the tables the checkpoint carries, else cut
+    from its quantiles; with ``update_quantiles``: CompressAI's ``update(force=True,
+    update_quantiles=True)``, which first re-estimates the quantiles the tables are cut from),
+    and where its weights came from."""
     from wai_dispatch.tools._compressai import (
         checkpoint_state_dict,
         factorized_prior,
@@ -151,7 +152,12 @@ def load_model(
         demo = DEMO_CHECKPOINT.is_file() and digest == _blake3_file(DEMO_CHECKPOINT)
         origin = {"kind": "demo" if demo else "checkpoint", "file": path.name, "blake3": digest}
     model = model.eval()
-    model.update(force=True, update_quantiles=update_quantiles)
+    # A checkpoint that carries its tables (saved after update(): CompressAI's update_model, the
+    # zoo's weights, the demo weights) keeps them, as CompressAI's own update() without force
+    # does: they are the checkpoint's bytes, not torch's float32 logistic on this CPU (whose
+    # vectorised tanh/sigmoid differ between ISAs; docs/bmshj2018-set.md, "Determinism"). A
+    # checkpoint saved before update() (empty tables), or --update-quantiles, cuts them here.
+    model.update(force=update_quantiles, update_quantiles=update_quantiles)
     return model, origin
 
 
@@ -325,6 +331,18 @@ def encode_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, flo
     frac = (y - medians).double()
     margin = float((frac - torch.floor(frac) - 0.5).abs().min())
     return symbols.to(torch.int32), margin
+
+
+def exact_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, float]:
+    """The payload's symbols ``round(y − median)`` with ``y = g_a(picture)`` computed in exact
+    arithmetic (tools/int_synth_exact.py: the same bits on every CPU), int32, and the smallest
+    distance of ``y − median`` from a rounding boundary."""
+    from wai_dispatch.tools.int_synth_exact import ExactAnalysis
+
+    analysis = ExactAnalysis(model)
+    frac = analysis.latent(picture) - analysis.medians[None, :, None, None]
+    margin = float(np.abs(frac - np.floor(frac) - 0.5).min())
+    return np.rint(frac).astype(np.int32), margin
 
 
 def check_latents(model: Any, seed: int = CHECK_SEED) -> Iterator[Any]:
@@ -582,8 +600,10 @@ def write_set(
         eb._quantized_cdf, eb._cdf_length, eb._offset, eb._get_medians().detach().reshape(-1)
     )
     picture, source = payload_picture(seed)
-    symbols_t, margin = encode_symbols(model, picture)
-    symbols = symbols_t.numpy()
+    symbols, margin = exact_symbols(model, picture)
+    symbols_t = torch.from_numpy(symbols)
+    theirs, _ = encode_symbols(model, picture)  # CompressAI's float32 encoder, on this CPU
+    flipped = int((theirs.numpy() != symbols).sum())
     payload_bytes = codec_payload.encode(symbols, tables)
     if not np.array_equal(codec_payload.decode(payload_bytes, tables), symbols):
         raise SetWriterError("the payload does not decode to its symbols")
@@ -591,7 +611,10 @@ def write_set(
     medians = eb._get_medians().detach().reshape(1, -1, 1, 1)
     if not torch.equal(torch.from_numpy(latent), symbols_t.float() + medians):
         raise SetWriterError("codec.payload.latent differs from CompressAI's dequantize")
-    say(f"payload: {source['image']} at ({source['top']}, {source['left']}); margin {margin:.2e}")
+    say(
+        f"payload: {source['image']} at ({source['top']}, {source['left']}); margin {margin:.2e}"
+        f"; CompressAI's float32 encoder here differs in {flipped} symbols"
+    )
 
     with torch.no_grad():
         reference = plain(torch.from_numpy(latent)).numpy()

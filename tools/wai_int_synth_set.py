@@ -51,30 +51,6 @@ def float_weights(set_dir: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def _torch_synthesis(weights: dict[str, np.ndarray]) -> Callable[[Any], dict[str, Any]]:
-    import torch
-    import torch.nn.functional as F
-
-    w = {k: torch.from_numpy(v) for k, v in weights.items()}
-
-    def run(latent: Any) -> dict[str, Any]:
-        acts: dict[str, Any] = {}
-        x = latent
-        for i in range(1, 5):
-            x = F.conv_transpose2d(
-                x, w[f"deconv{i}.weight"], w[f"deconv{i}.bias"], 2, 2, output_padding=1
-            )
-            acts[f"a{i}"] = x
-            if i < 4:
-                c = x.shape[1]
-                n = F.conv2d(x * x, w[f"igdn{i}.gamma"].reshape(c, c, 1, 1), w[f"igdn{i}.beta"])
-                x = x * torch.sqrt(n)
-                acts[f"y{i}"] = x
-        return acts
-
-    return run
-
-
 def _crops(image: np.ndarray, rng: np.random.Generator, n: int) -> list[np.ndarray]:
     out = []
     h, w = image.shape[:2]
@@ -86,32 +62,37 @@ def _crops(image: np.ndarray, rng: np.random.Generator, n: int) -> list[np.ndarr
 
 
 def calibrate(
-    model: Any, weights: dict[str, np.ndarray], log: Callable[[str], None]
+    model: Any,
+    weights: dict[str, np.ndarray],
+    log: Callable[[str], None],
+    pictures: Sequence[str] | None = None,
+    crops: int = CALIBRATION_CROPS,
 ) -> tuple[dict[str, np.ndarray], tuple[int, int]]:
     """Per-channel largest |activation| of each layer over crops of the training pictures, and
-    the range of their symbols."""
-    import torch
-
+    the range of their symbols: the analysis and the synthesis in exact arithmetic
+    (tools/int_synth_exact.py), so the statistics are the same bits on every CPU. ``pictures``
+    and ``crops`` (the training pictures, 4 crops each, by default) are for tests."""
+    from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
     from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols
 
     rng = np.random.default_rng(CALIBRATION_SEED)
-    synth = _torch_synthesis(weights)
-    medians = model.entropy_bottleneck._get_medians().detach().reshape(1, -1, 1, 1)
+    analysis = ExactAnalysis(model)
+    synth = ExactSynthesis(weights)
+    medians = analysis.medians.reshape(1, -1, 1, 1)
     stats: dict[str, np.ndarray] = {}
     lo, hi = 0, 0
     count = 0
-    for name in TRAIN_IMAGES:
-        for crop in _crops(load_image(name), rng, CALIBRATION_CROPS):
-            symbols, _ = encode_symbols(model, np.ascontiguousarray(crop))
+    names = TRAIN_IMAGES if pictures is None else pictures
+    for name in names:
+        for crop in _crops(load_image(name), rng, crops):
+            symbols = analysis.symbols(np.ascontiguousarray(crop))
             lo, hi = min(lo, int(symbols.min())), max(hi, int(symbols.max()))
-            with torch.no_grad():
-                acts = synth(symbols.float() + medians)
+            acts = synth(symbols.astype(np.float64) + medians)  # exact: float32 medians
             for key, a in acts.items():
-                mx = a.abs().amax(dim=(0, 2, 3)).numpy().astype(np.float64)
+                mx = np.abs(a).max(axis=(0, 2, 3))
                 stats[key] = mx if key not in stats else np.maximum(stats[key], mx)
             count += 1
-    log(f"calibration: {count} crops of {len(TRAIN_IMAGES)} training pictures, symbols {lo}…{hi}")
+    log(f"calibration: {count} crops of {len(names)} training pictures, symbols {lo}…{hi}")
     return stats, (lo, hi)
 
 
