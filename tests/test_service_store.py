@@ -14,6 +14,7 @@ from _svc import pg_available, pg_database
 
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.reports import Filters, get_report, list_reports, summary
 
 T0 = 1_796_000_000_000  # a fixed Unix time in ms, 3,200 s into its hour
@@ -44,26 +45,28 @@ def rec(
     ran: str | None = "cpu/onnx-runtime/float",
     refused: tuple[str, ...] = ("dispatch_unit_absent",),
     t: int = 0,
-) -> dict[str, Any]:
-    return {
-        "id": f"00000000-0000-0000-0000-{i:012d}",
-        "request_id": f"req-{i}",
-        "created_ms": T0 + t,
-        "sink": sink,
-        "role": "primary",
-        "capability": "wai.neural.bmshj2018",
-        "set_digest": "ab" * 32,
-        "symbols_digest": "cd" * 32,
-        "rgb_digest": "ef" * 32 if ran else None,
-        "needed": "none",
-        "path_ran": ran,
-        "tier": "none" if ran else None,
-        "outcome": "decoded" if ran else "refused",
-        "duration_ms": 12.5,
-        "placement": {"npu": 0, "gpu": 0, "cpu": 76, "unknown": 0} if ran else {},
-        "refusals": [{"path": "npu/model-runtime/float", "code": c} for c in refused],
-        "report": {"kind": "wai-neural-dispatch/1", "i": i},
-    }
+) -> ReportRecord:
+    return ReportRecord.from_json(
+        {
+            "id": f"00000000-0000-0000-0000-{i:012d}",
+            "request_id": f"req-{i}",
+            "created_ms": T0 + t,
+            "sink": sink,
+            "role": "primary",
+            "capability": "wai.neural.bmshj2018",
+            "set_digest": "ab" * 32,
+            "symbols_digest": "cd" * 32,
+            "rgb_digest": "ef" * 32 if ran else None,
+            "needed": "none",
+            "path_ran": ran,
+            "tier": "none" if ran else None,
+            "outcome": "decoded" if ran else "refused",
+            "duration_ms": 12.5,
+            "placement": {"npu": 0, "gpu": 0, "cpu": 76, "unknown": 0} if ran else {},
+            "refusals": [{"path": "npu/model-runtime/float", "code": c} for c in refused],
+            "report": {"kind": "wai-neural-dispatch/1", "i": i},
+        }
+    )
 
 
 DATA = [

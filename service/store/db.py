@@ -5,7 +5,7 @@ report whose id is already stored is skipped, so a spool replay never duplicates
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.records import ReportRecord
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -86,7 +87,7 @@ class ReportStore:
         except SQLAlchemyError:
             return False
 
-    def insert(self, records: Iterable[Mapping[str, Any]]) -> int:
+    def insert(self, records: Iterable[ReportRecord]) -> int:
         """Store the records in one transaction; a record whose id is stored is skipped.
         Returns how many were new."""
         new = 0
@@ -107,20 +108,18 @@ class ReportStore:
         self.engine.dispose()
 
 
-def insert_records(conn: Connection, records: Iterable[Mapping[str, Any]]) -> int:
+def insert_records(conn: Connection, records: Iterable[ReportRecord]) -> int:
     """Insert records inside the caller's transaction, skipping an id already stored; returns
-    how many were new. A record may carry ``source`` (``service`` unless said) and
-    ``run_report`` (the run report a sink-reported decode came in)."""
+    how many were new."""
     insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     new = 0
     for rec in records:
-        row = {k: rec[k] for k in _COLUMNS}
-        row["source"] = rec.get("source", "service")
-        row["run_report"] = rec.get("run_report")
-        placement = rec.get("placement") or {}
+        row: dict[str, Any] = {k: getattr(rec, k) for k in _COLUMNS}
+        row["source"] = rec.source
+        row["run_report"] = rec.run_report
         for unit in ("npu", "gpu", "cpu", "unknown"):
-            row[f"placement_{unit}"] = int(placement.get(unit, 0))
-        row["report"] = json.dumps(rec["report"], separators=(",", ":"))
+            row[f"placement_{unit}"] = rec.placement.get(unit, 0)
+        row["report"] = json.dumps(rec.report, separators=(",", ":"))
         stmt = (
             insert(ReportRow)
             .values(**row)
@@ -132,8 +131,8 @@ def insert_records(conn: Connection, records: Iterable[Mapping[str, Any]]) -> in
             continue
         new += 1
         refusals = [
-            {"report_seq": seq, "position": i, "path": r["path"], "code": r["code"]}
-            for i, r in enumerate(rec.get("refusals", ()))
+            {"report_seq": seq, "position": i, "path": r.path, "code": r.code}
+            for i, r in enumerate(rec.refusals)
         ]
         if refusals:
             conn.execute(insert(RefusalRow), refusals)

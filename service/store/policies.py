@@ -33,6 +33,7 @@ from wai_dispatch.service.governance import (
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.db import ReportStore, insert_records
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow
+from wai_dispatch.service.store.records import ReportRecord
 
 P = PolicyRow.__table__.c
 RR = RunReportRow.__table__.c
@@ -105,11 +106,7 @@ class PolicyStore:
         )
 
 
-def _path(obj: dict[str, Any]) -> str:
-    return f"{obj['unit']}/{obj['backend']}/{obj['arithmetic']}"
-
-
-def _records(run: RunReport, verdict: Verdict, received_ms: int) -> list[dict[str, Any]]:
+def _records(run: RunReport, verdict: Verdict, received_ms: int) -> list[ReportRecord]:
     """The accepted decodes as store records, with ids derived from the run report's id, so a
     resubmission could never store them again even past the run report's own check."""
     request_id = str(uuid.uuid5(_NS, run.id))
@@ -119,30 +116,21 @@ def _records(run: RunReport, verdict: Verdict, received_ms: int) -> list[dict[st
             continue
         obj = run.decodes[decision.index]
         assert isinstance(obj, dict)
-        report = obj["report"]
-        ran = report["ran"]
         out.append(
-            {
-                "id": str(uuid.uuid5(_NS, f"{run.id}/{decision.index}")),
-                "request_id": request_id,
-                "created_ms": received_ms,
-                "sink": run.sink,
-                "role": "primary",
-                "capability": report["capability"],
-                "set_digest": decision.set_digest,
-                "symbols_digest": decision.symbols_digest,
-                "rgb_digest": None,
-                "needed": report["needed"],
-                "path_ran": _path(ran) if ran else None,
-                "tier": ran["tier"] if ran else None,
-                "outcome": "decoded" if ran else "refused",
-                "duration_ms": 0.0,  # a run report states no duration
-                "placement": (ran or {}).get("placement") or {},
-                "refusals": [{"path": _path(r), "code": r["reason"]} for r in report["refused"]],
-                "report": report,
-                "source": "sink",
-                "run_report": run.id,
-            }
+            ReportRecord.of(
+                obj["report"],
+                id=str(uuid.uuid5(_NS, f"{run.id}/{decision.index}")),
+                request_id=request_id,
+                created_ms=received_ms,
+                sink=run.sink,
+                role="primary",
+                set_digest=decision.set_digest,
+                symbols_digest=decision.symbols_digest,
+                rgb_digest=None,
+                duration_ms=0.0,  # a run report states no duration
+                source="sink",
+                run_report=run.id,
+            )
         )
     return out
 

@@ -15,7 +15,7 @@ from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
-from wai_dispatch.service.store.records import public
+from wai_dispatch.service.store.records import ReportRecord
 
 R = ReportRow.__table__.c
 F = RefusalRow.__table__.c
@@ -66,7 +66,7 @@ class Filters:
 def _row(m: Any) -> dict[str, Any]:
     row = dict(m)
     row["report"] = strictjson.loads(row["report"])
-    return public(row)
+    return ReportRecord.public(row)
 
 
 def encode_cursor(seq: int) -> str:

@@ -22,6 +22,7 @@ from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.records import ReportRecord
 
 log = logging.getLogger("wai_dispatch.spool")
 
@@ -114,7 +115,7 @@ class Recorder:
             self.store_up = False
             self._wake.set()
 
-    def record(self, records: list[dict[str, Any]]) -> None:
+    def record(self, records: list[ReportRecord]) -> None:
         if self.store_up and not self.spool.size():
             try:
                 self.store.insert(records)
@@ -122,8 +123,11 @@ class Recorder:
             except StoreDown as exc:
                 log.warning("report store down, spooling: %s", exc)
                 self.store_up = False
-        self.spool.append(records)
+        self.spool.append([r.to_json() for r in records])
         self._wake.set()
+
+    def _insert_line(self, line: list[dict[str, Any]]) -> int:
+        return self.store.insert([ReportRecord.from_json(obj) for obj in line])
 
     def pending_bytes(self) -> int:
         return self.spool.size()
@@ -137,7 +141,7 @@ class Recorder:
             if not self.spool.size():
                 continue
             try:
-                n = self.spool.replay(self.store.insert)
+                n = self.spool.replay(self._insert_line)
             except StoreDown:
                 self.store_up = False
                 continue

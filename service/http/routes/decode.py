@@ -23,7 +23,7 @@ from wai_dispatch.service.http.app import Service, error_body
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.engine import NoPath
 from wai_dispatch.service.http.errors import ServiceError
-from wai_dispatch.service.store.records import records_for
+from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.tokens import Principal, Role
 
 log = logging.getLogger("wai_dispatch.decode")
@@ -136,8 +136,8 @@ async def decode(
     out = await service.admission.run(est, work)
     service.metrics.request_seconds.observe(time.perf_counter() - started)
     records = out["records"]
-    reports = [r["report"] for r in records]
-    ids = [r["id"] for r in records]
+    reports = [r.report for r in records]
+    ids = [r.id for r in records]
     if "no_path" in out:
         exc: NoPath = out["no_path"]
         service.metrics.errors.labels(exc.code).inc()
@@ -152,7 +152,7 @@ async def decode(
     height, width = result.rgb.shape[:2]
     log.info("decode", extra={
         "request_id": rid, "sink": principal.name, "outcome": "decoded",
-        "path": records[-1]["path_ran"], "ms": records[-1]["duration_ms"],
+        "path": records[-1].path_ran, "ms": records[-1].duration_ms,
     })  # fmt: skip
     if raw_png:
         headers = {
@@ -187,7 +187,7 @@ def _records(
     rid: str,
     principal: Principal,
     envelope: envelope_codec.Envelope,
-) -> list[dict[str, Any]]:
+) -> list[ReportRecord]:
     """The records of a decode's reports; a part the entropy stage never reached (its set not
     installed, or a primary that had no path) has the set the envelope named, if any."""
     given = {p.capability: p.set for p in envelope.parts()}
@@ -202,10 +202,10 @@ def _records(
     )
 
 
-def _store(service: Service, records: list[dict[str, Any]]) -> None:
+def _store(service: Service, records: list[ReportRecord]) -> None:
     service.recorder.record(records)
     for rec in records:
-        service.metrics.decodes.labels(rec["path_ran"] or "none", rec["tier"] or "none",
-                                       rec["outcome"]).inc()  # fmt: skip
-        for refusal in rec["refusals"]:
-            service.metrics.refusals.labels(refusal["code"]).inc()
+        service.metrics.decodes.labels(rec.path_ran or "none", rec.tier or "none",
+                                       rec.outcome).inc()  # fmt: skip
+        for refusal in rec.refusals:
+            service.metrics.refusals.labels(refusal.code).inc()
