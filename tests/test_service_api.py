@@ -206,7 +206,7 @@ def test_admin_removes_a_set(live: Live, tmp_path: Path) -> None:
     (folder / "wai-usage.json").write_text("{}\n")
     digest = write_manifest(folder, name="gone", capability="wai.neural.int_synth",
                             version="1", facts={}).digest  # fmt: skip
-    live.service.engine.store.install(folder)
+    live.service.decoder.store.install(folder)
     with live.client("admin") as c:
         assert c.delete(f"/v1/sets/{digest}").json() == {"removed": digest}
         r = c.delete(f"/v1/sets/{digest}")

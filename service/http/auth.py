@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from wai_dispatch.service.http.deps import TokensDep
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.tokens import Principal, Role
 
@@ -24,7 +25,7 @@ def require(role: Role) -> Callable[..., Principal]:
     """The dependency for a route open to ``role`` and above."""
 
     def dependency(
-        request: Request,
+        tokens: TokensDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
         if credentials is None or credentials.scheme.lower() != "bearer":
@@ -33,7 +34,7 @@ def require(role: Role) -> Callable[..., Principal]:
                 code="token_missing",
                 headers=_CHALLENGE,
             )
-        principal = request.app.state.service.tokens.lookup(credentials.credentials.strip())
+        principal = tokens.lookup(credentials.credentials.strip())
         if principal is None:
             raise ServiceError(
                 "the bearer token is not a live token", code="token_unknown", headers=_CHALLENGE
