@@ -36,10 +36,16 @@ def tables_of(set_files: LoadedSet) -> EntropyTables:
     return EntropyTables.from_json(set_files.read(name))
 
 
-def entropy_stage(payload: bytes, tables: EntropyTables, *, limits: Limits) -> EntropyResult:
+def entropy_stage(
+    payload: bytes,
+    tables: EntropyTables,
+    *,
+    limits: Limits,
+    header: payload_codec.Header | None = None,
+) -> EntropyResult:
     """§6.3: the payload's symbols (the header checked against ``limits`` before anything is
-    allocated), their digest, and the latent."""
-    symbols = payload_codec.decode(payload, tables, limits=limits)
+    allocated, unless ``header`` is that header, already read), their digest, and the latent."""
+    symbols = payload_codec.decode(payload, tables, limits=limits, header=header)
     return EntropyResult(
         symbols, payload_codec.symbols_digest(symbols), payload_codec.latent(symbols, tables)
     )

@@ -275,10 +275,17 @@ def encode(symbols: np.ndarray[Any, Any], tables: EntropyTables) -> bytes:
 
 
 def decode(
-    payload: bytes, tables: EntropyTables, *, limits: Limits = _DEFAULT_LIMITS
+    payload: bytes,
+    tables: EntropyTables,
+    *,
+    limits: Limits = _DEFAULT_LIMITS,
+    header: Header | None = None,
 ) -> npt.NDArray[np.int32]:
-    """Payload bytes to symbols of shape (1, C, H, W), int32. Raises only PayloadError."""
-    header = read_header(payload, limits=limits)
+    """Payload bytes to symbols of shape (1, C, H, W), int32. Raises only PayloadError.
+    ``header``: the payload's header as :func:`read_header` read it with ``limits`` (read here
+    when not given)."""
+    if header is None:
+        header = read_header(payload, limits=limits)
     if header.channels != tables.channels:
         raise PayloadTablesMismatch(
             f"payload has {header.channels} channels, the tables {tables.channels}"

@@ -27,6 +27,7 @@ import numpy as np
 from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, BackendFailed, Path, Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
+from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 
 #: §6.1: the two files a set holds a program for the runtime in, when its facts name none.
 SPEC_FILE = "decoder.mlmodel"
@@ -450,15 +451,21 @@ class _Compiled:
     placement: Placement
     files: ProgramFiles
     program_input: ProgramInput | None
+    nbytes: int = 0  # as the program cache counts it (paths.lru.program_bytes)
 
 
 class CoreMLAdapter:
     """§4's answers for ``npu/model-runtime/float`` (§6.1). ``runtime`` defaults to the
-    native one; inject a :class:`ScriptedCoreML` to test without macOS."""
+    native one; inject a :class:`ScriptedCoreML` to test without macOS. Compiled programs are
+    kept per set digest in ``programs`` (the program cache the decoder's adapters share; one of
+    its own with the default budget when none is given); an evicted one's folder is removed
+    when it is collected (``TemporaryDirectory``'s finaliser), :meth:`close` removes them all."""
 
-    def __init__(self, runtime: CoreMLRuntime | None = None) -> None:
+    def __init__(
+        self, runtime: CoreMLRuntime | None = None, *, programs: Programs | None = None
+    ) -> None:
         self._runtime: CoreMLRuntime = runtime if runtime is not None else NativeCoreML()
-        self._cache: dict[str, _Compiled] = {}
+        self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.Lock()
 
     @property
@@ -502,17 +509,19 @@ class CoreMLAdapter:
     def close(self) -> None:
         """Remove every package and compiled model this adapter wrote."""
         with self._lock:
-            for entry in self._cache.values():
-                entry.tmp.cleanup()
-            self._cache.clear()
+            for key in self._programs.entries():
+                entry = self._programs.pop(key) if key[0] == str(self.path) else None
+                if isinstance(entry, _Compiled):
+                    entry.tmp.cleanup()
 
     def _compiled(self, set_files: SetFiles) -> _Compiled:
         # A set's digest addresses its bytes, so one compile per digest serves every decode.
+        key = (str(self.path), set_files.digest)
         with self._lock:
-            entry = self._cache.get(set_files.digest)
-            if entry is None:
+            entry = self._programs.get(key)
+            if not isinstance(entry, _Compiled):
                 entry = self._compile(set_files)
-                self._cache[set_files.digest] = entry
+                self._programs.put(key, entry, entry.nbytes)
             return entry
 
     def _compile(self, set_files: SetFiles) -> _Compiled:
@@ -536,4 +545,5 @@ class CoreMLAdapter:
         except Exception as exc:  # §4: the backend's error refuses the path, cause kept
             tmp.cleanup()
             raise BackendFailed(f"Core ML failed {step}: {exc}") from exc
-        return _Compiled(tmp, model, placement, files, program_input)
+        nbytes = program_bytes([spec_bytes, weight_bytes])
+        return _Compiled(tmp, model, placement, files, program_input, nbytes)

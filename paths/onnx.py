@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -34,6 +33,7 @@ from wai_dispatch.dispatch.paths import Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
+from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.onnx_placement import (
     _profiled_trace,
     placement_from_trace,
@@ -136,6 +136,7 @@ class _Program:
     placement: Placement  # the program's operations (§5)
     runtime_nodes: Placement  # the nodes of the graph ONNX Runtime ran, for `plan --json`
     rewritten: int  # transposed convolutions rewritten as sub-pixel convolutions
+    nbytes: int  # as the program cache counts it (paths.lru.program_bytes)
 
 
 class OnnxRuntimeAdapter:
@@ -152,8 +153,9 @@ class OnnxRuntimeAdapter:
     per phase with only its taps and a 0/1 grouped ConvTranspose; ``"shuffle"``, one Conv
     for all phases and the same ConvTranspose; or ``"depth-to-space"``) before the session is built
     (:mod:`paths.onnx_rewrite`).
-    Sessions are cached per set digest, at most ``cache_size`` of them, least recently used
-    out first; the adapter is safe to share between threads.
+    Sessions are kept per set digest in ``programs`` (the program cache the decoder's adapters
+    share, keyed by ``(path, digest)``; a cache of its own with the default budget when none
+    is given), least recently used out first; the adapter is safe to share between threads.
     """
 
     def __init__(
@@ -162,20 +164,21 @@ class OnnxRuntimeAdapter:
         *,
         rewrite: bool = True,
         glue: str = "split",
-        cache_size: int = 4,
+        programs: Programs | None = None,
     ):
         if unit not in _PROVIDERS:
             raise ValueError(f"ONNX Runtime runs on cpu or gpu, not {unit!r}")
         if glue not in ("split", "shuffle", "depth-to-space"):
             raise ValueError(f"glue is 'split', 'shuffle' or 'depth-to-space', not {glue!r}")
-        if cache_size < 1:
-            raise ValueError(f"cache_size must be >= 1, not {cache_size}")
         self._unit = unit
         self._rewrite = rewrite
         self._glue = glue
-        self._cache_size = cache_size
-        self._cache: OrderedDict[str, _Program] = OrderedDict()
+        self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.Lock()
+        # The programs' key: the path, and how the graph is built when it is not the default
+        # (a cache shared with a differently built adapter of the same path holds both).
+        variant = glue if rewrite else "no-rewrite"
+        self._key = str(self.path) + ("" if variant == "split" else f" ({variant})")
 
     @property
     def path(self) -> Path:
@@ -252,11 +255,10 @@ class OnnxRuntimeAdapter:
         return self._program(job).rewritten
 
     def _program(self, job: SynthesisJob) -> _Program:
-        digest = job.set_files.digest
+        key = (self._key, job.set_files.digest)
         with self._lock:  # one build at a time; runs never hold the lock
-            program = self._cache.get(digest)
-            if program is not None:
-                self._cache.move_to_end(digest)
+            program = self._programs.get(key)
+            if isinstance(program, _Program):
                 return program
             try:
                 program = self._build(job)
@@ -265,9 +267,7 @@ class OnnxRuntimeAdapter:
             except Exception as exc:
                 _log.warning("onnx-runtime: the program does not load: %s", exc)
                 raise BackendFailed(f"onnx-runtime: the program does not load: {exc}") from exc
-            self._cache[digest] = program
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            self._programs.put(key, program, program.nbytes)
             return program
 
     def _build(self, job: SynthesisJob) -> _Program:
@@ -281,6 +281,7 @@ class OnnxRuntimeAdapter:
         external: dict[str, bytes] = {}
         if spec.weights is not None:
             external[spec.weights] = files.read(spec.weights)
+        nbytes = program_bytes([model, *external.values()])
         model, operations, rewritten = self._prepared(model, external)
         providers = [_PROVIDERS[self._unit]]
 
@@ -307,6 +308,7 @@ class OnnxRuntimeAdapter:
             placement_of_program(operations, events),
             placement_from_trace(events),
             rewritten,
+            nbytes,
         )
 
     def _prepared(

@@ -2,7 +2,9 @@
 ``wai-dispatch paths`` says of an offer (§4: a path with no adapter is ``dispatch_unit_absent``).
 
 A path gains an adapter by one entry in :data:`BUILDERS`: the path, and a function that builds
-its adapter (importing its runtime lazily, inside the adapter). The integer interpreter
+its adapter around the program cache it is given (importing its runtime lazily, inside the
+adapter). Every adapter built together shares that one cache (:mod:`paths.lru`), so one byte
+budget bounds all paths' programs. The integer interpreter
 (``cpu/wai-ops/integer``) is :mod:`paths.waiops.adapter`, the WGSL kernels
 (``gpu/wgsl/integer``) :mod:`paths.wgsl.adapter`; a path with no entry is reported absent with
 :data:`NO_ADAPTER`.
@@ -23,43 +25,45 @@ from wai_dispatch.dispatch import (
     Unit,
 )
 from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, Path, parse_offer
+from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 
 #: The reason a path with no adapter in :data:`BUILDERS` is absent.
 NO_ADAPTER = "no adapter in this build"
 
 
-def _coreml() -> Adapter:
+def _coreml(programs: Programs) -> Adapter:
     from wai_dispatch.paths.coreml import CoreMLAdapter
 
-    return CoreMLAdapter()
+    return CoreMLAdapter(programs=programs)
 
 
-def _wai_ops() -> Adapter:
+def _wai_ops(programs: Programs) -> Adapter:
     from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
 
-    adapter: Adapter = WaiOpsAdapter()
+    adapter: Adapter = WaiOpsAdapter(programs)
     return adapter
 
 
-def _wgsl() -> Adapter:
+def _wgsl(programs: Programs) -> Adapter:
     from wai_dispatch.paths.wgsl.adapter import WgslAdapter
 
-    adapter: Adapter = WgslAdapter()
+    adapter: Adapter = WgslAdapter(programs=programs)
     return adapter
 
 
-def _onnx(unit: Unit) -> Callable[[], Adapter]:
-    def build() -> Adapter:
+def _onnx(unit: Unit) -> Callable[[Programs], Adapter]:
+    def build(programs: Programs) -> Adapter:
         from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 
-        adapter: Adapter = OnnxRuntimeAdapter(unit=unit)
+        adapter: Adapter = OnnxRuntimeAdapter(unit=unit, programs=programs)
         return adapter
 
     return build
 
 
-#: Path → the function that builds its adapter. Order is irrelevant: the offer orders paths.
-BUILDERS: Mapping[Path, Callable[[], Adapter]] = {
+#: Path → the function that builds its adapter around a program cache. Order is irrelevant:
+#: the offer orders paths.
+BUILDERS: Mapping[Path, Callable[[Programs], Adapter]] = {
     NPU_MODEL_RUNTIME: _coreml,
     CPU_ONNX_RUNTIME: _onnx(Unit.CPU),
     GPU_ONNX_RUNTIME: _onnx(Unit.GPU),
@@ -88,12 +92,23 @@ class PathStatus(NamedTuple):
 
 
 @functools.cache
+def default_programs() -> Programs:
+    """The program cache of this process's default adapters (:func:`known_adapters` without
+    a cache), with the default budget."""
+    return LRU(DEFAULT_PROGRAM_BYTES)
+
+
+@functools.cache
 def _built() -> tuple[dict[Path, Adapter], dict[Path, str]]:
+    return _build(default_programs())
+
+
+def _build(programs: Programs) -> tuple[dict[Path, Adapter], dict[Path, str]]:
     adapters: dict[Path, Adapter] = {}
     failures: dict[Path, str] = {}
     for path, build in BUILDERS.items():
         try:
-            adapters[path] = build()
+            adapters[path] = build(programs)
         except ImportError as exc:
             # The adapter's module, or a module it needs at import, is missing: the backend
             # is absent (§4), and `paths` says which module.
@@ -101,10 +116,12 @@ def _built() -> tuple[dict[Path, Adapter], dict[Path, str]]:
     return adapters, failures
 
 
-def known_adapters() -> dict[Path, Adapter]:
-    """Every adapter this build has, by path, built once per process. An adapter whose unit
-    is absent is still here: it answers ``unit_present()`` with ``False`` (§4)."""
-    return dict(_built()[0])
+def known_adapters(programs: Programs | None = None) -> dict[Path, Adapter]:
+    """Every adapter this build has, by path. Without ``programs``: built once per process,
+    sharing :func:`default_programs`; with it: built anew, every one keeping its programs in
+    ``programs``. An adapter whose unit is absent is still here: it answers
+    ``unit_present()`` with ``False`` (§4)."""
+    return dict((_built() if programs is None else _build(programs))[0])
 
 
 def probe(

@@ -28,12 +28,14 @@ from wai_dispatch.dispatch import (
 from wai_dispatch.paths.coreml import (
     CoreMLAdapter,
     ScriptedCoreML,
+    _Compiled,
     coreml_absent_reason,
     placement_from_plan,
     program_shape,
     write_package,
 )
 from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.lru import LRU, Programs
 
 SHAPE = (1, 192, 16, 16)
 FACTS = {
@@ -302,9 +304,11 @@ def test_the_runtime_gets_exactly_the_set_bytes(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_close_removes_the_package() -> None:
-    adapter = CoreMLAdapter(ScriptedCoreML(ops(21, "npu")))
+    programs: Programs = LRU()
+    adapter = CoreMLAdapter(ScriptedCoreML(ops(21, "npu")), programs=programs)
     adapter.plan(job(full_set()))
-    (entry,) = adapter._cache.values()
+    (entry,) = programs.values()
+    assert isinstance(entry, _Compiled)
     root = FsPath(entry.tmp.name)
     assert (root / "decoder.mlpackage" / "Manifest.json").is_file()
     adapter.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import threading
 from pathlib import Path
+from typing import Any
 
 import blake3
 import numpy as np
@@ -72,6 +73,60 @@ def test_a_set_is_hashed_once_not_per_decode(
     for _ in range(3):
         assert decoder.decode(SAMPLE.read_bytes()).rgb_digest == first.rgb_digest
     assert len(hashed) == opened  # nothing re-hashed
+
+
+def test_a_prepared_envelope_reads_each_header_and_set_once(
+    decoder: Decoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wai_dispatch.codec import payload as payload_mod
+    from wai_dispatch.service.decoding import decoder as decoder_mod
+
+    expected = decoder.decode(SAMPLE.read_bytes())
+    headers: list[int] = []
+    real_header = payload_mod.read_header
+
+    def counting_header(payload: bytes, **kw: Any) -> payload_mod.Header:
+        headers.append(len(payload))
+        return real_header(payload, **kw)
+
+    monkeypatch.setattr(payload_mod, "read_header", counting_header)
+    monkeypatch.setattr(decoder_mod, "read_header", counting_header)
+    lookups: list[str] = []
+
+    def counting(name: str) -> Any:
+        real = getattr(SetStore, name)
+
+        def counted(self: SetStore, *args: Any, **kw: Any) -> Any:
+            lookups.append(name)
+            return real(self, *args, **kw)
+
+        return counted
+
+    for name in ("get", "default_for", "open", "resolve"):
+        monkeypatch.setattr(SetStore, name, counting(name))
+    prepared = decoder.prepare(parse(SAMPLE.read_bytes()))
+    (part,) = prepared.parts
+    assert part.header is not None and part.header.symbols == 192 * 16 * 16
+    assert part.opened is not None and part.error is None
+    assert len(headers) == 1 and lookups in ([], ["default_for", "get"])
+    seen = (len(headers), len(lookups))
+    result = decoder.decode(prepared)  # neither the header nor the set is read again
+    assert (len(headers), len(lookups)) == seen
+    assert (result.rgb_digest, result.symbols_digest) == (expected.rgb_digest, SYMBOLS)
+
+
+def test_prepare_keeps_a_missing_set_for_the_decode(decoder: Decoder) -> None:
+    from wai_dispatch.codec.sets import SetNotInstalled
+    from wai_dispatch.service.decoding.results import NoPath
+
+    envelope = parse(SAMPLE.read_bytes())
+    absent = envelope.model_copy(update={"set": "0" * 64})
+    prepared = decoder.prepare(absent)
+    (part,) = prepared.parts
+    assert part.header is not None and isinstance(part.error, SetNotInstalled)
+    with pytest.raises(NoPath) as err:  # as an unprepared decode: no set, so no path
+        decoder.decode(prepared)
+    assert "not installed" in err.value.message
 
 
 def test_a_set_file_changed_on_disk_is_noticed(tmp_path: Path) -> None:

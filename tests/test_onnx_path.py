@@ -32,6 +32,7 @@ from wai_dispatch.dispatch import (  # noqa: E402
     demand,
 )
 from wai_dispatch.paths.job import SynthesisJob  # noqa: E402
+from wai_dispatch.paths.lru import LRU, Programs  # noqa: E402
 from wai_dispatch.paths.onnx import (  # noqa: E402
     OnnxRuntimeAdapter,
     placement_from_trace,
@@ -261,12 +262,15 @@ def test_run_equals_the_plain_session(
 
 
 def test_session_cache(the_set: LoadedSet) -> None:
-    ad = OnnxRuntimeAdapter(cache_size=1)
+    programs: Programs = LRU(max_entries=1)
+    ad = OnnxRuntimeAdapter(programs=programs)
     first = ad.session(SynthesisJob(the_set, latent()))
     assert ad.session(SynthesisJob(the_set, latent(2, 3))) is first  # same digest: a hit
     other = LoadedSet.from_files(the_set.files, facts=the_set.facts, name="another")
     assert ad.session(SynthesisJob(other, latent())) is not first
     assert ad.session(SynthesisJob(the_set, latent())) is not first  # evicted (LRU of 1)
+    assert (programs.hits, programs.misses, programs.evictions) == (1, 3, 2)
+    assert programs.entries() == [("cpu/onnx-runtime/float", the_set.digest)]
 
 
 # --- the rewrite ---------------------------------------------------------------------------

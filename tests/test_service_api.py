@@ -8,6 +8,7 @@ import argparse
 import base64
 import io
 import json
+import re
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,7 +207,7 @@ def test_admin_removes_a_set(live: Live, tmp_path: Path) -> None:
     (folder / "wai-usage.json").write_text("{}\n")
     digest = write_manifest(folder, name="gone", capability="wai.neural.int_synth",
                             version="1", facts={}).digest  # fmt: skip
-    live.service.engine.store.install(folder)
+    live.service.decoder.store.install(folder)
     with live.client("admin") as c:
         assert c.delete(f"/v1/sets/{digest}").json() == {"removed": digest}
         r = c.delete(f"/v1/sets/{digest}")
@@ -296,6 +297,9 @@ def test_operations_routes(live: Live) -> None:
         )
         assert "wai_refusals_total{code=" in text and "wai_spool_bytes 0.0" in text
         assert "wai_program_cache_hits" in text
+        # bound to the decoder's program cache, which its adapters fill
+        cache = dict(re.findall(r"^wai_program_cache_(misses|bytes) (\S+)$", text, re.M))
+        assert float(cache["misses"]) >= 1 and float(cache["bytes"]) > 0
         nf = c.get("/v1/nothing")
         assert (nf.status_code, nf.json()["error"]["code"]) == (404, "not_found")
 

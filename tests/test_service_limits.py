@@ -15,8 +15,8 @@ import pytest
 from _svc import SAMPLE_JSON, envelope_of_latent, serve
 
 from wai_dispatch.codec.envelope_read import parse_json
+from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.http.admission import Admission, Estimate, estimate
-from wai_dispatch.service.http.engine import open_engine
 from wai_dispatch.service.http.errors import ServiceError
 
 
@@ -77,8 +77,8 @@ def _admission(**kw: float) -> Admission:
 
 
 def test_estimate_reads_the_header_and_the_sets_upsampling(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path)
-    est = estimate(parse_json(envelope_of_latent(tmp_path / "sets", 64, 32)), engine)
+    decoder = Decoder.open(tmp_path)
+    est = estimate(decoder.prepare(parse_json(envelope_of_latent(tmp_path / "sets", 64, 32))))
     assert (est.latent_elements, est.pixels) == (192 * 64 * 32, 1024 * 512)
     assert est.memory_bytes == 64 * 1024 * 1024 + 560 * 1024 * 512
 

@@ -1,5 +1,6 @@
-"""The service's parts on their own: the spool (order, torn line, bound), the program cache
-(byte budget, counters), settings validation, and the error-code → HTTP status table."""
+"""The service's parts on their own: the spool (order, torn line, bound), the LRU and the
+program cache (byte budget, counters), settings validation, and the error-code → HTTP status
+table."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from wai_dispatch.dispatch.codes import status_of
-from wai_dispatch.service.decoding.cache import ProgramCache
+from wai_dispatch.paths.lru import LRU
 from wai_dispatch.service.decoding.settings import SettingsInvalid, load
 from wai_dispatch.service.store.spool import Spool, SpoolFull
 
@@ -65,32 +66,57 @@ def test_spool_is_bounded(tmp_path: Path) -> None:
     assert oct(os.stat(spool.path).st_mode & 0o777) == "0o600"
 
 
-def test_program_cache_evicts_least_recent_by_bytes() -> None:
-    sizes = {"a": 40, "b": 40, "c": 40}
-    cache = ProgramCache(100, lambda digest, path: sizes[digest])
-    view = cache.view("cpu/onnx-runtime/float")
-    assert view.get("a") is None
-    view["a"] = "A"
-    view["b"] = "B"
-    assert view.get("a") == "A"  # a is now the most recent
-    view["c"] = "C"  # 120 > 100: b goes
-    assert (view.get("b"), view.get("a"), view.get("c")) == (None, "A", "C")
+def test_lru_evicts_least_recent_by_bytes_and_counts() -> None:
+    cache: LRU[tuple[str, str], str] = LRU(100)
+    path = "cpu/onnx-runtime/float"
+    assert cache.get((path, "a")) is None
+    cache.put((path, "a"), "A", 40)
+    cache.put((path, "b"), "B", 40)
+    assert cache.get((path, "a")) == "A"  # a is now the most recent
+    cache.put((path, "c"), "C", 40)  # 120 > 100: b goes
+    got = (cache.get((path, "b")), cache.get((path, "a")), cache.get((path, "c")))
+    assert got == (None, "A", "C")
     assert (cache.hits, cache.misses, cache.evictions, cache.bytes) == (3, 2, 1, 80)
-    assert cache.view("gpu/onnx-runtime/float").get("a") is None  # per (digest, path)
+    assert cache.get(("gpu/onnx-runtime/float", "a")) is None  # per (path, digest)
+    assert len(cache) == 2 and (path, "a") in cache and (path, "b") not in cache
+    assert cache.entries() == [(path, "a"), (path, "c")]  # least recent first
+    assert cache.pop((path, "a")) == "A" and cache.pop((path, "a")) is None
+    assert (len(cache), cache.bytes) == (1, 40)
+    cache.put((path, "huge"), "H", 1000)  # alone over the budget: kept, the rest evicted
+    assert cache.entries() == [(path, "huge")] and cache.bytes == 1000
+    cache.clear()
+    assert (len(cache), cache.bytes, cache.evictions) == (0, 0, 2)
 
 
-def test_program_cache_is_installed_in_the_onnx_adapter(tmp_path: Path) -> None:
+def test_lru_bounded_by_count_and_replacing_recounts() -> None:
+    cache: LRU[str, int] = LRU(max_entries=2)
+    for i, key in enumerate("abc"):
+        cache.put(key, i, 10)
+    assert cache.entries() == ["b", "c"] and cache.evictions == 1 and cache.bytes == 20
+    cache.put("b", 5, 3)  # a replaced entry is counted once, as now
+    assert cache.entries() == ["c", "b"] and cache.bytes == 13 and cache.evictions == 1
+    with pytest.raises(ValueError):
+        LRU(max_entries=0)
+
+
+def test_program_cache_is_shared_by_the_decoders_adapters(tmp_path: Path) -> None:
     from wai_dispatch.codec.envelope_read import parse
     from wai_dispatch.conformance import envelopes_dir
-    from wai_dispatch.service.http.engine import open_engine
+    from wai_dispatch.service.decoding.decoder import Decoder
 
-    engine = open_engine(tmp_path, cache_bytes=64 << 20)
+    decoder = Decoder.open(tmp_path, program_cache_bytes=64 << 20)
+    assert decoder.programs.budget_bytes == 64 << 20
     envelope = parse((envelopes_dir() / "bmshj2018-demo-q3.json").read_bytes())
-    engine.decode(envelope)
-    engine.decode(envelope)
-    cache = engine.program_cache
-    assert [k[1] for k in cache.entries()] == ["cpu/onnx-runtime/float"]
-    assert cache.misses == 1 and cache.hits >= 1 and cache.bytes > 0
+    decoder.decode(envelope)
+    decoder.decode(envelope)
+    cache = decoder.programs
+    (key,) = cache.entries()
+    assert key[0] == "cpu/onnx-runtime/float"
+    assert cache.misses == 1 and cache.hits >= 1
+    files = decoder.open_set(key[1])
+    program = files.facts.program("onnx-runtime")
+    assert program is not None and program.file is not None and program.weights is not None
+    assert cache.bytes == 2 * (len(files.read(program.file)) + len(files.read(program.weights)))
 
 
 def test_settings_are_validated_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from wai_dispatch.codec import payload as P
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.service.http.engine import open_engine
+from wai_dispatch.service.decoding.decoder import Decoder
 def envelope(h):
     z = np.zeros((1, t.channels, h, h), dtype=np.int32)
     return Envelope(capability=entry.capability, set=entry.digest, payload=P.encode(z, t))
@@ -34,16 +34,16 @@ def hwm():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(("VmHWM", "VmRSS")):
             yield int(line.split()[1]) // 1024
-engine = open_engine(sys.argv[1])
-entry = engine.sets()[0]
-files = engine.store.open(entry.digest)
+decoder = Decoder.open(sys.argv[1])
+entry = decoder.store.list()[0]
+files = decoder.store.open(entry.digest)
 t = EntropyTables.from_json(files.read(str(files.facts.tables)))
 big = envelope(int(sys.argv[2]))
-engine.decode(envelope(4))  # the session is built and warm
+decoder.decode(envelope(4))  # the session is built and warm
 Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 rss = dict(zip(("VmHWM", "VmRSS"), hwm()))["VmRSS"]
 t0 = time.perf_counter()
-engine.decode(big)
+decoder.decode(big)
 took = time.perf_counter() - t0
 print(rss, max(hwm()), took)
 """
@@ -54,7 +54,7 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def in_process(engine: Any, body: bytes, n: int, threads: int = 1) -> dict[str, float]:
+def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str, float]:
     """Parse, decode and PNG-encode the envelope ``n`` times in this process: in a loop, or
     from ``threads`` threads at once (the service's decode pool without HTTP)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -65,7 +65,7 @@ def in_process(engine: Any, body: bytes, n: int, threads: int = 1) -> dict[str, 
 
     def one(_: int) -> None:
         t = time.perf_counter()
-        engine.decode(parse(body)).png()
+        decoder.decode(parse(body)).png()
         times.append(time.perf_counter() - t)
 
     start = time.perf_counter()
@@ -181,7 +181,7 @@ def _best_us(fn: Any, repeat: int = 200) -> float:
     return best * 1e6
 
 
-def overheads(engine: Any, body: bytes, cbor: bytes, url: str) -> dict[str, float]:
+def overheads(decoder: Any, body: bytes, cbor: bytes, url: str) -> dict[str, float]:
     """The per-request costs that differ between the forms, each timed on its own (best of
     200): parsing the envelope as JSON or CBOR, the answer as JSON with base64 PNG or raw, and
     an HTTP round trip to /healthz (the HTTP stack alone)."""
@@ -192,7 +192,7 @@ def overheads(engine: Any, body: bytes, cbor: bytes, url: str) -> dict[str, floa
 
     from wai_dispatch.codec.envelope_read import parse_cbor, parse_json
 
-    png = engine.decode(parse_json(body)).png()
+    png = decoder.decode(parse_json(body)).png()
     answer = {"png": png, "reports": [{"kind": "wai-neural-dispatch/1"}], "set": "0" * 64}
 
     def as_json() -> bytes:
@@ -213,7 +213,7 @@ def overheads(engine: Any, body: bytes, cbor: bytes, url: str) -> dict[str, floa
 def main(argv: Sequence[str] | None = None) -> int:
     from wai_dispatch.codec.envelope_read import parse
     from wai_dispatch.conformance import envelopes_dir
-    from wai_dispatch.service.http.engine import open_engine
+    from wai_dispatch.service.decoding.decoder import Decoder
 
     p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_service")
     p.add_argument("--requests", type=int, default=24, help="decodes per row and round")
@@ -226,8 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     n = args.requests
     with tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp:
         data_dir = Path(tmp)
-        engine = open_engine(data_dir)
-        engine.decode(parse(body)).png()  # warm: session built, tables parsed
+        decoder = Decoder.open(data_dir)
+        decoder.decode(parse(body)).png()  # warm: session built, tables parsed
         proc = _serve(data_dir, args.port)
         try:
             url = f"http://127.0.0.1:{args.port}"
@@ -237,13 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             rounds = []
             for _ in range(args.rounds):
                 rounds.append({
-                    "in-process loop": in_process(engine, body, n),
-                    "in-process, 2 threads": in_process(engine, body, n, threads=2),
+                    "in-process loop": in_process(decoder, body, n),
+                    "in-process, 2 threads": in_process(decoder, body, n, threads=2),
                     **{f"HTTP, concurrency {c}": over_http(url, token, body, n, c)
                        for c in (1, 2, 8)},
                 })  # fmt: skip
             rows = _median_rows(rounds)
-            costs = overheads(engine, body, cbor, url)
+            costs = overheads(decoder, body, cbor, url)
             loaded = _rss(proc.pid)
         finally:
             proc.terminate()

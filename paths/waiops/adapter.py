@@ -19,7 +19,6 @@ decode's symbols (§6.3), not the float latent: the medians enter as integers in
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Protocol
 
 import numpy as np
@@ -30,6 +29,7 @@ from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
+from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
 from wai_dispatch.paths.waiops.program import Program, load_program
 
@@ -66,8 +66,9 @@ class _Runner(Protocol):
 
 
 class _Compiled:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, nbytes: int = 0) -> None:
         self.program = program
+        self.nbytes = nbytes
         self.engine: _Runner | None = None
         self.lock = threading.Lock()
 
@@ -94,12 +95,12 @@ def _engine(program: Program) -> _Runner:
 
 
 class WaiOpsAdapter:
-    """§4's answers and the run for ``cpu/wai-ops/integer``. Programs are cached per set
-    digest (at most ``cache_size``); the adapter is safe to share between threads."""
+    """§4's answers and the run for ``cpu/wai-ops/integer``. Programs are kept per set digest
+    in ``programs`` (the program cache the decoder's adapters share; one of its own with the
+    default budget when none is given); the adapter is safe to share between threads."""
 
-    def __init__(self, cache_size: int = 4) -> None:
-        self._cache: OrderedDict[str, _Compiled] = OrderedDict()
-        self._cache_size = cache_size
+    def __init__(self, programs: Programs | None = None) -> None:
+        self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.Lock()
 
     @property
@@ -155,14 +156,15 @@ class WaiOpsAdapter:
         return self._compiled(job).program
 
     def _compiled(self, job: SynthesisJob) -> _Compiled:
-        digest = job.set_files.digest
+        key = (str(self.path), job.set_files.digest)
         with self._lock:
-            hit = self._cache.get(digest)
-            if hit is not None:
-                self._cache.move_to_end(digest)
+            hit = self._programs.get(key)
+            if isinstance(hit, _Compiled):
                 return hit
-            compiled = _Compiled(load_set_program(job.set_files))
-            self._cache[digest] = compiled
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            program = load_set_program(job.set_files)  # a typed error when there is none
+            spec = program_spec(job.set_files)
+            names = [] if spec is None else [str(spec.file), str(spec.weights)]
+            nbytes = program_bytes(job.set_files.read(n) for n in names)
+            compiled = _Compiled(program, nbytes)
+            self._programs.put(key, compiled, compiled.nbytes)
             return compiled

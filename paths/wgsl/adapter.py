@@ -21,7 +21,6 @@ Pipelines are cached per WGSL source on the device, weight buffers per (set dige
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +31,7 @@ from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import GPU_WGSL, Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.wgsl.descriptor import ShapeRefused
 from wai_dispatch.paths.wgsl.execute import plan_program, run_program
 from wai_dispatch.paths.wgsl.runner import GPU_TYPES, Runner, UnitAbsent
@@ -40,6 +40,7 @@ from wai_dispatch.paths.wgsl.runner import GPU_TYPES, Runner, UnitAbsent
 @dataclass
 class _Loaded:
     program: Any
+    nbytes: int = 0  # as the program cache counts it (paths.lru.program_bytes)
     constants: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
@@ -53,14 +54,17 @@ def _waiops() -> Any:
 
 
 class WgslAdapter:
-    """§4's answers and the run for ``gpu/wgsl/integer``; safe to share between threads."""
+    """§4's answers and the run for ``gpu/wgsl/integer``; safe to share between threads. Each
+    set's program and its weight buffers are kept in ``programs`` (the program cache the
+    decoder's adapters share; one of its own with the default budget when none is given)."""
 
-    def __init__(self, acquire: Callable[[], Runner] = Runner.acquire, cache_size: int = 4) -> None:
+    def __init__(
+        self, acquire: Callable[[], Runner] = Runner.acquire, programs: Programs | None = None
+    ) -> None:
         self._acquire = acquire
-        self._cache_size = cache_size
         self._runner: Runner | None = None
         self._absent: str | None = None
-        self._sets: OrderedDict[str, _Loaded] = OrderedDict()
+        self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.RLock()
         self.last_refusal: str | None = None
 
@@ -167,14 +171,15 @@ class WgslAdapter:
         with self._lock:
             if self._runner is runner:
                 self._runner = None
-                self._sets.clear()
+                for key in self._programs.entries():
+                    if key[0] == str(self.path):
+                        self._programs.pop(key)
 
     def _loaded(self, job: SynthesisJob) -> _Loaded:
-        digest = job.set_files.digest
+        key = (str(self.path), job.set_files.digest)
         with self._lock:
-            hit = self._sets.get(digest)
-            if hit is not None:
-                self._sets.move_to_end(digest)
+            hit = self._programs.get(key)
+            if isinstance(hit, _Loaded):
                 return hit
             waiops = _waiops()
             if waiops is None:
@@ -183,10 +188,10 @@ class WgslAdapter:
                 program = waiops.load_set_program(job.set_files)
             except Exception as exc:  # a typed WaiOpsError: kept as the cause
                 raise BackendFailed(f"wgsl: the wai-ops program does not load: {exc}") from exc
-            loaded = _Loaded(program)
-            self._sets[digest] = loaded
-            while len(self._sets) > self._cache_size:
-                self._sets.popitem(last=False)
+            spec = waiops.program_spec(job.set_files)
+            names = [] if spec is None else [str(spec.file), str(spec.weights)]
+            loaded = _Loaded(program, program_bytes(job.set_files.read(n) for n in names))
+            self._programs.put(key, loaded, loaded.nbytes)
             return loaded
 
 

@@ -3,18 +3,23 @@ machine's adapters once, and every command (the CLI's and the HTTP service's) go
 :meth:`~Decoder.decode` (an envelope, or a bare payload), :meth:`~Decoder.plan`,
 :meth:`~Decoder.paths`, :meth:`~Decoder.verify` (§6.4) and :meth:`~Decoder.import_compressai`.
 
-Opened sets and their parsed entropy tables are kept, keyed by set digest: a decode re-hashes
-no set file unless one changed on disk since it was verified (one ``lstat`` per file tells),
-and always reads the bytes that were verified, never the disk. ``decode`` may be called from
-several threads at once.
+Opened sets and their parsed entropy tables are kept, keyed by set digest, in an LRU
+(:mod:`paths.lru`, at most :data:`MAX_OPEN_SETS`): a decode re-hashes no set file unless one
+changed on disk since it was verified (one ``lstat`` per file tells), and always reads the
+bytes that were verified, never the disk. The adapters :meth:`Decoder.open` builds keep their
+programs in one program cache (:attr:`Decoder.programs`) under one byte budget. ``decode`` may
+be called from several threads at once.
+
+:meth:`Decoder.prepare` reads an envelope's payload headers and opens its sets once, before
+the decode, for whoever must know the cost first (the HTTP service's admission);
+``decode(prepared)`` then reads neither again.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING
@@ -24,6 +29,7 @@ from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.payload import Header, read_header
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
@@ -49,6 +55,7 @@ from wai_dispatch.dispatch import (
 )
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.service.decoding.results import (
     DecodeResult,
@@ -77,6 +84,28 @@ class OpenedSet:
     tables: EntropyTables | None
 
 
+@dataclass(frozen=True)
+class PreparedPart:
+    """One part of an envelope as :meth:`Decoder.prepare` read it: its payload header and its
+    set, opened, or the typed error that opening it raised (raised, or the fallback tried on
+    ``set_not_installed``, when the part is decoded). ``header`` is ``None`` for a capability
+    this sink does not know (nothing of it is read)."""
+
+    part: Part
+    header: Header | None
+    opened: OpenedSet | None = None
+    error: WaiError | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An envelope whose parts' headers were read and sets opened, once, for
+    :meth:`Decoder.decode`."""
+
+    envelope: Envelope
+    parts: Sequence[PreparedPart]
+
+
 class Decoder:
     """A store, an offer and adapters, assembled once (:meth:`open`), for every decode."""
 
@@ -89,6 +118,8 @@ class Decoder:
         limits: Limits | None = None,
         registry: Registry = REGISTRY,
         bundled: BundledResult | None = None,
+        sets: LRU[str, OpenedSet] | None = None,
+        programs: Programs | None = None,
     ) -> None:
         self.store = store
         self.offer = parse_offer(offer)
@@ -96,8 +127,11 @@ class Decoder:
         self.limits = limits or Limits()
         self.registry = registry
         self.bundled = bundled or BundledResult()
-        self._sets: OrderedDict[str, OpenedSet] = OrderedDict()
-        self._lock = threading.Lock()
+        #: Opened sets by digest (each counted as its files' bytes).
+        self.sets: LRU[str, OpenedSet] = LRU(max_entries=MAX_OPEN_SETS) if sets is None else sets
+        #: The program cache the adapters keep their programs in, when they share one
+        #: (:meth:`open` builds it); its counters are the service's ``/metrics``.
+        self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._opening = threading.Lock()
 
     @classmethod
@@ -111,6 +145,7 @@ class Decoder:
         bundled: bool = True,
         ready: bool = True,
         settings: Settings | None = None,
+        program_cache_bytes: int | None = None,
     ) -> Decoder:
         """The decoder of this machine: the store under ``data_dir`` (else the ``data_dir``
         setting), with the bundled sets installed (a damaged one is repaired, or reported in
@@ -119,8 +154,12 @@ class Decoder:
         ``ort_threads`` setting. ``settings``: the process's (default: :func:`settings.load`
         when ``data_dir`` or ``offer`` is not given). ``ready``: the store's folder is
         created, and a data directory that cannot be is ``data_dir_invalid`` now rather than
-        later."""
-        from wai_dispatch.paths.registry import known_adapters
+        later.
+
+        ``program_cache_bytes``: the adapters are built for this decoder around one program
+        cache of that budget (the service's ``program_cache_bytes``); without it, the
+        process's adapters (built once) and their one cache of the default budget serve."""
+        from wai_dispatch.paths.registry import default_programs, known_adapters
 
         if settings is None and (data_dir is None or offer is None):
             settings = load()
@@ -134,23 +173,60 @@ class Decoder:
         store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
         chosen = parse_offer(offer)
         found = install_bundled(store, _bundled_dir()) if bundled else None
-        return cls(
-            store,
-            chosen,
-            known_adapters() if adapters is None else adapters,
-            limits=limits,
-            bundled=found,
-        )
+        programs: Programs | None = None
+        if adapters is None:
+            if program_cache_bytes is None:
+                programs, adapters = default_programs(), known_adapters()
+            else:
+                programs = LRU(program_cache_bytes)
+                adapters = known_adapters(programs)
+        return cls(store, chosen, adapters, limits=limits, bundled=found, programs=programs)
 
     # -- decoding
 
-    def decode(self, envelope: bytes | Envelope) -> DecodeResult:
+    def decode(self, envelope: bytes | Envelope | Prepared) -> DecodeResult:
         """Decode the primary; when no path runs it (or this sink does not know its
         capability), the fallback (§4). Raises :class:`NoPath` with every report when
-        neither decodes, and a typed error for bad input."""
-        if not isinstance(envelope, Envelope):
-            envelope = parse(bytes(envelope), limits=self.limits)
-        return self._decode_parts(envelope.parts(), envelope.intent, envelope.dispatch_pins())
+        neither decodes, and a typed error for bad input. A :class:`Prepared` envelope
+        (:meth:`prepare`) is decoded with the headers and sets read then."""
+        if isinstance(envelope, Prepared):
+            prepared = envelope
+            envelope = prepared.envelope
+            parts: Sequence[Part | PreparedPart] = prepared.parts
+        else:
+            if not isinstance(envelope, Envelope):
+                envelope = parse(bytes(envelope), limits=self.limits)
+            parts = envelope.parts()
+        return self._decode_parts(parts, envelope.intent, envelope.dispatch_pins())
+
+    def prepare(self, envelope: Envelope) -> Prepared:
+        """Read each part's payload header (checked against the limits; a bad one raises its
+        typed error here) and open its set, once, before the decode: what a decode will cost
+        is known from them (the HTTP service's admission) and ``decode(prepared)`` reads
+        neither again. A set that is of another capability than its part raises
+        ``set_capability_mismatch`` here; any other error opening a set is kept for the decode
+        to raise (or, for a set not installed, to try the fallback), as an unprepared decode
+        would."""
+        out: list[PreparedPart] = []
+        for part in envelope.parts():
+            if self.registry.get(part.capability) is None:
+                out.append(PreparedPart(part, None))
+                continue
+            header = read_header(part.payload, limits=self.limits)
+            try:
+                digest = part.set or self.store.default_for(part.capability).digest
+                opened = self._open(digest, None)
+            except WaiError as exc:
+                out.append(PreparedPart(part, header, None, exc))
+                continue
+            _check_capability(digest, opened, part.capability)
+            try:
+                check_pin(opened.files.manifest, part.pin)
+            except WaiError as exc:
+                out.append(PreparedPart(part, header, None, exc))
+                continue
+            out.append(PreparedPart(part, header, opened))
+        return Prepared(envelope, tuple(out))
 
     def decode_payload(
         self, payload: bytes, *, capability: str, set_digest: str | None = None
@@ -160,13 +236,17 @@ class Decoder:
         part = Part("primary", capability, bytes(payload), set_digest, None)
         return self._decode_parts([part], None, [])
 
-    def _decode_parts(self, parts: list[Part], intent: str | None, pins: list[Pin]) -> DecodeResult:
+    def _decode_parts(
+        self, parts: Sequence[Part | PreparedPart], intent: str | None, pins: list[Pin]
+    ) -> DecodeResult:
         reports = []
         done: list[PartResult] = []
         failures: dict[Path, BaseException] = {}
         missing: list[str] = []
         undecodable: list[Undecodable] = []
-        for part in parts:
+        for item in parts:
+            part = item.part if isinstance(item, PreparedPart) else item
+            header = item.header if isinstance(item, PreparedPart) else None
             capability = self.registry.get(part.capability)
             if capability is None:
                 # Not a capability this sink knows: it cannot decode it on any path, which is
@@ -176,7 +256,7 @@ class Decoder:
                 continue
             needed = demand(capability, intent=intent, pins=pins)
             try:
-                opened = self._opened(part.set, part.capability, part.pin)
+                opened = self._prepared_set(item)
             except SetNotInstalled as exc:
                 # No set, so no program for any backend (§4.2): the report says so path by
                 # path, and the fallback, if any, is tried.
@@ -185,7 +265,7 @@ class Decoder:
                 missing.append(exc.message)
                 continue
             tables = opened.tables or tables_of(opened.files)  # the latter raises why not
-            stage = entropy_stage(part.payload, tables, limits=self.limits)
+            stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)
             # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
             # when no path runs the networks.
             job = SynthesisJob(opened.files, stage.latent, stage.symbols)
@@ -219,22 +299,26 @@ class Decoder:
         """The installed set ``digest`` (or a unique prefix), verified once and kept."""
         return self._open(self.store.resolve(digest), pin).files
 
+    def _prepared_set(self, item: Part | PreparedPart) -> OpenedSet:
+        """The part's set: as :meth:`prepare` opened it (its error raised now), else opened."""
+        if isinstance(item, PreparedPart):
+            if item.error is not None:
+                raise item.error
+            assert item.opened is not None  # prepare keeps a set or the error opening it
+            return item.opened
+        return self._opened(item.set, item.capability, item.pin)
+
     def _opened(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
         digest = given or self.store.default_for(capability).digest
         opened = self._open(digest, pin)
-        if opened.files.capability != capability:
-            raise SetCapabilityMismatch(
-                f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
-            )
+        _check_capability(digest, opened, capability)
         return opened
 
     def _open(self, digest: str, pin: Pin | None) -> OpenedSet:
-        with self._lock:
-            opened = self._sets.get(digest)
+        opened = self.sets.get(digest)
         if opened is None or not opened.files.unchanged():
             with self._opening:  # one thread hashes a set; the others wait and reuse it
-                with self._lock:
-                    opened = self._sets.get(digest)
+                opened = self.sets.get(digest)
                 if opened is None or not opened.files.unchanged():
                     files = self.store.open(digest)  # every byte read once and verified
                     check_programs(files)  # a broken program is refused as the set loads
@@ -243,13 +327,8 @@ class Decoder:
                     except CodecError:
                         tables = None
                     opened = OpenedSet(files, tables)
-                    with self._lock:
-                        self._sets[digest] = opened
-                        while len(self._sets) > MAX_OPEN_SETS:
-                            self._sets.popitem(last=False)
-        with self._lock:
-            if digest in self._sets:
-                self._sets.move_to_end(digest)
+                    nbytes = sum(len(data) for data in files.files.values())
+                    self.sets.put(digest, opened, nbytes)
         check_pin(opened.files.manifest, pin)  # §2: a pinned decode uses exactly these bytes
         return opened
 
@@ -269,11 +348,10 @@ class Decoder:
 
     def forget(self, digest: str | None = None) -> None:
         """Drop a kept set (every kept set without ``digest``): the next use re-verifies it."""
-        with self._lock:
-            if digest is None:
-                self._sets.clear()
-            else:
-                self._sets.pop(digest, None)
+        if digest is None:
+            self.sets.clear()
+        else:
+            self.sets.pop(digest)
 
     def _without_program(self) -> dict[Path, Adapter]:
         return {path: _NoProgram(path, self.adapters.get(path)) for path in self.offer}
@@ -334,6 +412,13 @@ class Decoder:
         from wai_dispatch.service.decoding.compressai import import_compressai
 
         return import_compressai(self, data, set_digest=set_digest, capability=capability)
+
+
+def _check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
+    if opened.files.capability != capability:
+        raise SetCapabilityMismatch(
+            f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
+        )
 
 
 def _bundled_dir() -> FsPath | None:

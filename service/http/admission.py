@@ -23,11 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.payload import read_header
-from wai_dispatch.dispatch import REGISTRY
 from wai_dispatch.dispatch.codes import ErrorCode
-from wai_dispatch.service.http.engine import Engine
+from wai_dispatch.service.decoding.decoder import Prepared
 from wai_dispatch.service.http.errors import ServiceError
 
 T = TypeVar("T")
@@ -48,25 +45,18 @@ class Estimate:
     seconds: float
 
 
-def estimate(envelope: Envelope, engine: Engine) -> Estimate:
-    """The cost of decoding ``envelope`` from its payload headers alone (parts decode one at a
-    time, so the dearest part is the decode's). A bad header raises its typed error here."""
-    from wai_dispatch.codec.sets import SetCapabilityMismatch
-
+def estimate(prepared: Prepared) -> Estimate:
+    """The cost of decoding an envelope from its payload headers alone, as
+    :meth:`Decoder.prepare` read them (parts decode one at a time, so the dearest part is the
+    decode's); a part's set, where it is installed, may state its ``upsampling``."""
     elements = pixels = 0
-    for part in envelope.parts():
-        if part.capability not in REGISTRY:
+    for item in prepared.parts:
+        header = item.header
+        if header is None:
             continue  # not decodable here at all: the decoder says so, or tries the fallback
-        header = read_header(part.payload, limits=engine.limits)
         factor = DEFAULT_UPSAMPLING
-        installed = engine.set_for(part.capability, part.set)
-        if installed is not None:
-            if installed.capability != part.capability:
-                raise SetCapabilityMismatch(
-                    f"set {installed.digest[:16]}… is {installed.capability}'s, "
-                    f"not {part.capability}'s"
-                )
-            up = (installed.manifest.facts.model_extra or {}).get("upsampling")
+        if item.opened is not None:
+            up = (item.opened.files.facts.model_extra or {}).get("upsampling")
             if isinstance(up, int) and 1 <= up <= 64:
                 factor = up
         elements = max(elements, header.symbols)

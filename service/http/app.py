@@ -1,4 +1,5 @@
-"""The FastAPI application: its state (engine, store, spool, tokens, admission, metrics), the
+"""The FastAPI application: its state (the :class:`~service.http.deps.Service`: decoder, store,
+spool, tokens, admission, metrics, reached by routes through :mod:`service.http.deps`), the
 error answers and the per-request id and log line. ``create_app()`` is uvicorn's factory."""
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,10 +19,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding import settings as settings_mod
+from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.admission import Admission
-from wai_dispatch.service.http.engine import Engine, open_engine
+from wai_dispatch.service.http.deps import Service
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.store.db import ReportStore
@@ -30,35 +32,18 @@ from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.spool import Recorder, Spool
 from wai_dispatch.service.store.tokens import TokenCache, ensure_admin
 
+__all__ = ["Service", "create_app", "error_body", "start"]
+
 log = logging.getLogger("wai_dispatch.service")
-
-
-@dataclass
-class Service:
-    """Everything a request reaches through ``request.app.state.service``."""
-
-    settings: Settings
-    engine: Engine
-    store: ReportStore
-    recorder: Recorder
-    tokens: TokenCache
-    admission: Admission
-    metrics: Metrics
-    policies: PolicyStore
-
-    def close(self) -> None:
-        self.admission.close()
-        self.recorder.close()
-        self.store.dispose()
 
 
 def start(settings: Settings) -> Service:
     """Open everything ``serve`` needs, migrating the store; the first start on a store with no
     admin token writes one to ``<data_dir>/admin-token`` and logs where."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = open_engine(
-        settings.data_dir, settings.offer, settings.ort_threads, settings.program_cache_bytes
-    )
+    # ONNX Runtime's one process-wide thread pool is created before any session.
+    configure_thread_pool(settings.ort_threads)
+    decoder = Decoder.open(settings=settings, program_cache_bytes=settings.program_cache_bytes)
     store = ReportStore(settings.url)
     store.migrate()
     written = ensure_admin(store, settings.data_dir)
@@ -80,14 +65,14 @@ def start(settings: Settings) -> Service:
     metrics.bind("running", lambda: admission.running)
     metrics.bind("spool_bytes", recorder.pending_bytes)
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
-    _bind_cache(metrics, engine)
+    _bind_cache(metrics, decoder)
     return Service(
-        settings, engine, store, recorder, tokens, admission, metrics, PolicyStore(store)
+        settings, decoder, store, recorder, tokens, admission, metrics, PolicyStore(store)
     )
 
 
-def _bind_cache(metrics: Metrics, engine: Engine) -> None:
-    cache = engine.program_cache
+def _bind_cache(metrics: Metrics, decoder: Decoder) -> None:
+    cache = decoder.programs
     metrics.bind("cache_hits", lambda: cache.hits)
     metrics.bind("cache_misses", lambda: cache.misses)
     metrics.bind("cache_evictions", lambda: cache.evictions)

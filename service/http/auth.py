@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.http.deps import TokensDep
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.tokens import Principal, Role
 
@@ -25,7 +26,7 @@ def require(role: Role) -> Callable[..., Principal]:
     """The dependency for a route open to ``role`` and above."""
 
     def dependency(
-        request: Request,
+        tokens: TokensDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
         if credentials is None or credentials.scheme.lower() != "bearer":
@@ -34,7 +35,7 @@ def require(role: Role) -> Callable[..., Principal]:
                 code=ErrorCode.TOKEN_MISSING,
                 headers=_CHALLENGE,
             )
-        principal = request.app.state.service.tokens.lookup(credentials.credentials.strip())
+        principal = tokens.lookup(credentials.credentials.strip())
         if principal is None:
             raise ServiceError(
                 "the bearer token is not a live token",

@@ -9,13 +9,14 @@ Content-Security-Policy lets the page reach nothing but this service (no CDN: it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.http.deps import DecoderDep, SettingsDep
 from wai_dispatch.service.http.errors import ServiceError
 
 router = APIRouter(tags=["page"], include_in_schema=False)
@@ -33,14 +34,18 @@ HEADERS = {
 }
 
 
-def _site(request: Request) -> Any:
+def _site(request: Request, decoder: DecoderDep, settings: SettingsDep) -> Any:
     """The page's site over this process's Decoder, made on first use and kept."""
     from wai_dispatch.service.web.page_site import PageSite
 
+    if not settings.page:
+        raise ServiceError(
+            "the browser page is turned off here (WAI_PAGE)", code=ErrorCode.NOT_FOUND
+        )
     state = request.app.state
     site = getattr(state, "page_site", None)
     if site is None:
-        site = PageSite(state.service.engine.decoder)
+        site = PageSite(decoder)
         state.page_site = site
     return site
 
@@ -51,12 +56,7 @@ async def page_root(request: Request) -> RedirectResponse:
 
 
 @router.get("/page/{rel:path}")
-async def page(rel: str, request: Request) -> Response:
-    if not request.app.state.service.settings.page:
-        raise ServiceError(
-            "the browser page is turned off here (WAI_PAGE)", code=ErrorCode.NOT_FOUND
-        )
+async def page(rel: str, request: Request, site: Annotated[Any, Depends(_site)]) -> Response:
     query = request.url.query
-    site = _site(request)
     res = await run_in_threadpool(site.get, f"{rel}?{query}" if query else rel)
     return Response(res.body, status_code=res.status, media_type=res.media_type, headers=HEADERS)

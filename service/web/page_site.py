@@ -16,7 +16,6 @@ import contextlib
 import json
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,11 +24,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.paths.lru import LRU
 from wai_dispatch.service.decoding.decoder import Decoder
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
@@ -97,6 +96,7 @@ class PageSite:
         root: Path | None = None,
         samples: Path | None = None,
         corpus: Path | None = None,
+        sets: LRU[str, LoadedSet] | None = None,
     ):
         self.decoder = decoder
         self.store = decoder.store
@@ -107,7 +107,8 @@ class PageSite:
         from wai_dispatch.service.web.page_wgsl import WgslPrograms
 
         self._wgsl_programs = WgslPrograms()
-        self._sets: OrderedDict[str, LoadedSet] = OrderedDict()
+        #: The sets the page read, verified by the store (default: the last two kept).
+        self.sets: LRU[str, LoadedSet] = LRU(max_entries=2) if sets is None else sets
         self._references: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
@@ -236,19 +237,11 @@ class PageSite:
         return _error(ErrorCode.PAGE_NOT_FOUND, "no such set route")
 
     def _open(self, digest: str) -> LoadedSet:
-        """The set, read once and verified by the store; the last two kept."""
-        with self._lock:
-            if digest in self._sets:
-                self._sets.move_to_end(digest)
-                return self._sets[digest]
-        try:
+        """The set, read once and verified by the store, and kept in :attr:`sets`."""
+        loaded = self.sets.get(digest)
+        if loaded is None:
             loaded = self.store.open(digest)
-        except CodecError:
-            raise
-        with self._lock:
-            self._sets[digest] = loaded
-            while len(self._sets) > 2:
-                self._sets.popitem(last=False)
+            self.sets.put(digest, loaded, sum(len(data) for data in loaded.files.values()))
         return loaded
 
 

@@ -12,8 +12,6 @@ a shape no variant admits under the browser's limits is ``{"refused": message, "
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +21,7 @@ from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.paths.lru import LRU
 
 #: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
 _MAX_LIMIT = 1 << 53
@@ -31,6 +30,8 @@ _DATA_ROLES = ("X", "X2", "Y")
 
 class WgslProgram:
     """A set's wai-ops/1 program and its constants blob, loaded once per set digest."""
+
+    blob: bytes
 
     def __init__(self, files: LoadedSet) -> None:
         from wai_dispatch.paths.waiops.adapter import load_set_program
@@ -131,21 +132,16 @@ def read_shape(text: str) -> list[int]:
 
 
 class WgslPrograms:
-    """Programs by set digest (the last two kept)."""
+    """Programs by set digest, in ``cache`` (default: the last two kept), each counted as its
+    constants blob."""
 
-    def __init__(self) -> None:
-        self._cache: OrderedDict[str, WgslProgram] = OrderedDict()
-        self._lock = threading.Lock()
+    def __init__(self, cache: LRU[str, WgslProgram] | None = None) -> None:
+        self.cache: LRU[str, WgslProgram] = LRU(max_entries=2) if cache is None else cache
 
     def get(self, files: LoadedSet) -> WgslProgram:
-        with self._lock:
-            hit = self._cache.get(files.digest)
-            if hit is not None:
-                self._cache.move_to_end(files.digest)
-                return hit
+        hit = self.cache.get(files.digest)
+        if hit is not None:
+            return hit
         program = WgslProgram(files)
-        with self._lock:
-            self._cache[files.digest] = program
-            while len(self._cache) > 2:
-                self._cache.popitem(last=False)
+        self.cache.put(files.digest, program, len(program.blob))
         return program

@@ -17,11 +17,13 @@ from fastapi.responses import JSONResponse, Response
 
 from wai_dispatch.codec import envelope as envelope_codec
 from wai_dispatch.codec import envelope_read
+from wai_dispatch.codec.errors import Limits
 from wai_dispatch.dispatch.codes import ErrorCode, status_of
+from wai_dispatch.service.decoding.results import NoPath
 from wai_dispatch.service.http.admission import estimate
-from wai_dispatch.service.http.app import Service, error_body
+from wai_dispatch.service.http.app import error_body
 from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.engine import NoPath
+from wai_dispatch.service.http.deps import Service, ServiceDep
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.tokens import Principal, Role
@@ -72,12 +74,12 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _parse(body: bytes, content_type: str, service: Service) -> envelope_codec.Envelope:
+def _parse(body: bytes, content_type: str, limits: Limits) -> envelope_codec.Envelope:
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind in ("application/json", ""):
-        return envelope_read.parse_json(body, limits=service.engine.limits)
+        return envelope_read.parse_json(body, limits=limits)
     if kind == "application/cbor":
-        return envelope_read.parse_cbor(body, limits=service.engine.limits)
+        return envelope_read.parse_cbor(body, limits=limits)
     raise ServiceError(
         f"Content-Type {kind!r}: send application/json or application/cbor",
         code=ErrorCode.CONTENT_TYPE_UNSUPPORTED,
@@ -105,21 +107,25 @@ def _wants_png(accept: str) -> bool:
     summary="Decode an envelope",
 )
 async def decode(
-    request: Request, principal: Annotated[Principal, Depends(require(Role.sink))]
+    request: Request,
+    service: ServiceDep,
+    principal: Annotated[Principal, Depends(require(Role.sink))],
 ) -> Response:
-    service: Service = request.app.state.service
+    decoder = service.decoder
     rid = request.scope["state"]["request_id"]
     raw_png = _wants_png(request.headers.get("accept", ""))
     body = await read_body(request, service.settings.max_body_bytes)
     ctype = request.headers.get("content-type", "")
-    envelope = await run_in_threadpool(_parse, body, ctype, service)
-    est = await run_in_threadpool(estimate, envelope, service.engine)
+    envelope = await run_in_threadpool(_parse, body, ctype, decoder.limits)
+    # Each part's header read and set opened once: the estimate and the decode share them.
+    prepared = await run_in_threadpool(decoder.prepare, envelope)
+    est = estimate(prepared)
     started = time.perf_counter()
 
     def work() -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
-            result = service.engine.decode(envelope)
+            result = decoder.decode(prepared)
         except NoPath as exc:
             facts = {p.capability: (p.set_digest, p.symbols_digest) for p in exc.parts}
             recs = _records(exc.reports, facts, None, t0, rid, principal, envelope)

@@ -13,6 +13,7 @@ from wai_dispatch.service.governance import loads_run_report
 from wai_dispatch.service.governance.policy import MAX_POLICY_BYTES
 from wai_dispatch.service.governance.runreport import MAX_RUN_REPORT_BYTES
 from wai_dispatch.service.http.auth import require
+from wai_dispatch.service.http.deps import PoliciesDep, StoreDep
 from wai_dispatch.service.http.routes.decode import read_body
 from wai_dispatch.service.store.policies import get_run_report, governance_summary, submit
 from wai_dispatch.service.store.tokens import Principal, Role
@@ -32,30 +33,32 @@ Millis = Annotated[int | None, Query(ge=0, le=2**53, description="Unix time, mil
     },
 )
 async def post_run_report(
-    request: Request, principal: Annotated[Principal, Depends(require(Role.sink))]
+    request: Request,
+    store: StoreDep,
+    policies: PoliciesDep,
+    principal: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
-    service = request.app.state.service
     body = await read_body(request, MAX_RUN_REPORT_BYTES)
     run = loads_run_report(body)
     verdict, replayed = await run_in_threadpool(
-        submit, service.store, service.policies, run, body, sink=principal.name
+        submit, store, policies, run, body, sink=principal.name
     )
     return {**verdict, "replayed": replayed}
 
 
 @router.get("/v1/run-reports/summary", summary="Compliance per sink class, latest refused")
 async def run_reports_summary(
-    request: Request,
+    store: StoreDep,
+    policies: PoliciesDep,
     _: Annotated[Principal, Depends(require(Role.operator))],
     since_ms: Millis = None,
     until_ms: Millis = None,
     sink_class: Annotated[str | None, Query(max_length=64)] = None,
     sink: Annotated[str | None, Query(max_length=128)] = None,
 ) -> dict[str, Any]:
-    service = request.app.state.service
     return await run_in_threadpool(
         lambda: governance_summary(
-            service.store, service.policies, since_ms=since_ms, until_ms=until_ms,
+            store, policies, since_ms=since_ms, until_ms=until_ms,
             sink_class=sink_class, sink=sink,
         )
     )  # fmt: skip
@@ -63,22 +66,20 @@ async def run_reports_summary(
 
 @router.get("/v1/run-reports/{run_id}", summary="One run report, as submitted, with its verdict")
 async def run_report(
-    request: Request,
+    store: StoreDep,
     run_id: Annotated[str, Path(max_length=128)],
     principal: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
-    service = request.app.state.service
     own = principal.name if principal.role is Role.sink else None
-    return await run_in_threadpool(get_run_report, service.store, run_id, own)
+    return await run_in_threadpool(get_run_report, store, run_id, own)
 
 
 @router.get("/v1/policy", summary="The model policy in force, or one version (admin)")
 async def get_policy(
-    request: Request,
+    policies: PoliciesDep,
     _: Annotated[Principal, Depends(require(Role.admin))],
     version: Annotated[int | None, Query(ge=1, le=2**31)] = None,
 ) -> dict[str, Any]:
-    policies = request.app.state.service.policies
     chosen = await run_in_threadpool(
         policies.current if version is None else lambda: policies.get(version)
     )
@@ -88,9 +89,9 @@ async def get_policy(
 
 @router.get("/v1/policy/history", summary="Every version of the model policy: who, when (admin)")
 async def policy_history(
-    request: Request, _: Annotated[Principal, Depends(require(Role.admin))]
+    policies: PoliciesDep, _: Annotated[Principal, Depends(require(Role.admin))]
 ) -> dict[str, Any]:
-    versions = await run_in_threadpool(request.app.state.service.policies.versions)
+    versions = await run_in_threadpool(policies.versions)
     return {"versions": [v.to_json(with_text=False) for v in versions]}
 
 
@@ -105,9 +106,10 @@ async def policy_history(
     },
 )
 async def put_policy(
-    request: Request, principal: Annotated[Principal, Depends(require(Role.admin))]
+    request: Request,
+    policies: PoliciesDep,
+    principal: Annotated[Principal, Depends(require(Role.admin))],
 ) -> dict[str, Any]:
-    policies = request.app.state.service.policies
     body = await read_body(request, MAX_POLICY_BYTES)
     version = await run_in_threadpool(lambda: policies.set(body, by=principal.name))
     out: dict[str, Any] = version.to_json(with_text=False)

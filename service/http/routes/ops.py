@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from wai_dispatch.service.http.deps import MetricsDep, ServiceDep
 
 router = APIRouter(tags=["operations"])
 
@@ -19,11 +21,10 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", summary="Ready to decode: store up or spooling, sets installed")
-async def readyz(request: Request) -> JSONResponse:
-    service = request.app.state.service
+async def readyz(service: ServiceDep) -> JSONResponse:
     up = await run_in_threadpool(service.store.ping)
     spooling = service.recorder.spool.size() < service.settings.spool_max_bytes
-    sets = len(await run_in_threadpool(service.engine.store.list))
+    sets = len(await run_in_threadpool(service.decoder.store.list))
     body: dict[str, Any] = {
         "store": "up" if up else ("spooling" if spooling else "down"),
         "spool_bytes": service.recorder.pending_bytes(),
@@ -35,6 +36,5 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-async def metrics(request: Request) -> Response:
-    registry = request.app.state.service.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+async def metrics(metrics: MetricsDep) -> Response:
+    return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
 from wai_dispatch.service.http.auth import require
+from wai_dispatch.service.http.deps import PoliciesDep, StoreDep
 from wai_dispatch.service.store.policies import sinks_of_class
 from wai_dispatch.service.store.reports import Filters, get_report, list_reports, summary
 from wai_dispatch.service.store.tokens import Principal, Role
@@ -20,7 +21,7 @@ Millis = Annotated[int | None, Query(ge=0, le=2**53, description="Unix time, mil
 
 
 def filters(
-    request: Request,
+    policies: PoliciesDep,
     principal: Annotated[Principal, Depends(require(Role.sink))],
     capability: Text = None,
     path: Annotated[
@@ -43,7 +44,7 @@ def filters(
         sink = principal.name
     sinks = None
     if sink_class:
-        sinks = sinks_of_class(request.app.state.service.policies, sink_class)
+        sinks = sinks_of_class(policies, sink_class)
     return Filters(
         capability, path, reason, tier, sink, set, outcome, request_id, since_ms, until_ms, sinks
     )
@@ -51,31 +52,28 @@ def filters(
 
 @router.get("/v1/reports", summary="Reports, newest first")
 async def reports(
-    request: Request,
+    store: StoreDep,
     chosen: Annotated[Filters, Depends(filters)],
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
 ) -> dict[str, Any]:
-    store = request.app.state.service.store
     return await run_in_threadpool(list_reports, store, chosen, limit=limit, cursor=cursor)
 
 
 @router.get("/v1/reports/summary", summary="Counts for the dashboard, computed in the database")
 async def reports_summary(
-    request: Request,
+    store: StoreDep,
     chosen: Annotated[Filters, Depends(filters)],
     bucket_s: Annotated[int, Query(ge=1, le=31 * 86400)] = 3600,
 ) -> dict[str, Any]:
-    store = request.app.state.service.store
     return await run_in_threadpool(summary, store, chosen, bucket_s=bucket_s)
 
 
 @router.get("/v1/reports/{report_id}", summary="One report")
 async def report(
-    request: Request,
+    store: StoreDep,
     report_id: Annotated[str, Path(max_length=64)],
     principal: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
-    store = request.app.state.service.store
     own = principal.name if principal.role is Role.sink else None
     return await run_in_threadpool(get_report, store, report_id, own)

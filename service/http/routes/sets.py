@@ -11,8 +11,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
 
+from wai_dispatch.codec.sets import InstalledSet, SetError
 from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.http.auth import require
+from wai_dispatch.service.http.deps import DecoderDep
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.http.routes.decode import read_body
 from wai_dispatch.service.store.tokens import Principal, Role
@@ -32,19 +35,17 @@ MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
 
 @router.get("/v1/paths", summary="This sink's offer: each path present, or absent and why")
 async def paths(
-    request: Request, _: Annotated[Principal, Depends(require(Role.sink))]
+    decoder: DecoderDep, _: Annotated[Principal, Depends(require(Role.sink))]
 ) -> dict[str, Any]:
-    engine = request.app.state.service.engine
-    return {"paths": await run_in_threadpool(engine.paths)}
+    rows = await run_in_threadpool(decoder.paths)
+    return {"paths": [row.to_json() for row in rows]}
 
 
-def _sets(engine: Any) -> list[dict[str, Any]]:
-    from wai_dispatch.codec.sets import SetError
-
+def _sets(decoder: Decoder) -> list[dict[str, Any]]:
     rows = []
-    for entry in engine.store.list():
+    for entry in decoder.store.list():
         try:
-            default = engine.store.default_for(entry.capability).digest == entry.digest
+            default = decoder.store.default_for(entry.capability).digest == entry.digest
         except SetError:
             default = False
         rows.append({**entry.to_json(), "default": default})
@@ -53,16 +54,16 @@ def _sets(engine: Any) -> list[dict[str, Any]]:
 
 @router.get("/v1/sets", summary="Installed parameter sets")
 async def sets(
-    request: Request, _: Annotated[Principal, Depends(require(Role.sink))]
+    decoder: DecoderDep, _: Annotated[Principal, Depends(require(Role.sink))]
 ) -> dict[str, Any]:
-    return {"sets": await run_in_threadpool(_sets, request.app.state.service.engine)}
+    return {"sets": await run_in_threadpool(_sets, decoder)}
 
 
 @router.get("/v1/sets/{digest}", summary="One installed set: its manifest")
 async def one_set(
-    request: Request, digest: Digest, _: Annotated[Principal, Depends(require(Role.sink))]
+    decoder: DecoderDep, digest: Digest, _: Annotated[Principal, Depends(require(Role.sink))]
 ) -> dict[str, Any]:
-    entry = await run_in_threadpool(request.app.state.service.engine.store.get, digest)
+    entry = await run_in_threadpool(decoder.store.get, digest)
     return {**entry.to_json(), "facts": entry.manifest.facts.to_json()}
 
 
@@ -77,7 +78,7 @@ async def one_set(
     },
 )
 async def install(
-    request: Request, _: Annotated[Principal, Depends(require(Role.admin))]
+    request: Request, decoder: DecoderDep, _: Annotated[Principal, Depends(require(Role.admin))]
 ) -> dict[str, Any]:
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     suffix = _SUFFIX.get(kind)
@@ -87,9 +88,8 @@ async def install(
             code=ErrorCode.CONTENT_TYPE_UNSUPPORTED,
         )
     body = await read_body(request, MAX_ARCHIVE_BYTES)
-    decoder = request.app.state.service.engine.decoder
 
-    def put() -> Any:
+    def put() -> InstalledSet:
         with tempfile.TemporaryDirectory(prefix="wai-upload-") as tmp:
             archive = FsPath(tmp) / f"set{suffix}"
             archive.write_bytes(body)
@@ -101,10 +101,9 @@ async def install(
 
 @router.delete("/v1/sets/{digest}", summary="Remove a set (admin)")
 async def remove(
-    request: Request, digest: Digest, _: Annotated[Principal, Depends(require(Role.admin))]
+    decoder: DecoderDep, digest: Digest, _: Annotated[Principal, Depends(require(Role.admin))]
 ) -> dict[str, Any]:
-    engine = request.app.state.service.engine
-    await run_in_threadpool(engine.store.get, digest)  # set_not_installed when absent
-    await run_in_threadpool(engine.store.remove, digest)
-    engine.forget(digest)
+    await run_in_threadpool(decoder.store.get, digest)  # set_not_installed when absent
+    await run_in_threadpool(decoder.store.remove, digest)
+    decoder.forget(digest)  # dropped from the opened sets
     return {"removed": digest}

@@ -1,0 +1,108 @@
+"""What a request reaches, as FastAPI dependencies: the :class:`Service` the lifespan opened
+(``app.state.service``, read here and nowhere else by a route), and each of its parts, typed.
+
+A route declares what it needs: ``decoder: DecoderDep``, ``store: StoreDep``, …; the bearer
+token's :class:`~service.store.tokens.Principal` comes from :func:`service.http.auth.require`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.http.admission import Admission
+from wai_dispatch.service.http.metrics import Metrics
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.spool import Recorder
+from wai_dispatch.service.store.tokens import TokenCache
+
+__all__ = [
+    "AdmissionDep",
+    "DecoderDep",
+    "MetricsDep",
+    "PoliciesDep",
+    "RecorderDep",
+    "Service",
+    "ServiceDep",
+    "SettingsDep",
+    "StoreDep",
+    "TokensDep",
+    "get_service",
+]
+
+
+@dataclass
+class Service:
+    """Everything the service holds while it runs: its settings, the one :class:`Decoder`
+    (its set store, its adapters and their program cache), the report store, the recorder,
+    the token cache, admission, metrics and the policies."""
+
+    settings: Settings
+    decoder: Decoder
+    store: ReportStore
+    recorder: Recorder
+    tokens: TokenCache
+    admission: Admission
+    metrics: Metrics
+    policies: PolicyStore
+
+    def close(self) -> None:
+        self.admission.close()
+        self.recorder.close()
+        self.store.dispose()
+
+
+def get_service(request: Request) -> Service:
+    """The running service (set by the app's lifespan)."""
+    service: Service = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+def _settings(service: ServiceDep) -> Settings:
+    return service.settings
+
+
+def _decoder(service: ServiceDep) -> Decoder:
+    return service.decoder
+
+
+def _store(service: ServiceDep) -> ReportStore:
+    return service.store
+
+
+def _recorder(service: ServiceDep) -> Recorder:
+    return service.recorder
+
+
+def _tokens(service: ServiceDep) -> TokenCache:
+    return service.tokens
+
+
+def _admission(service: ServiceDep) -> Admission:
+    return service.admission
+
+
+def _metrics(service: ServiceDep) -> Metrics:
+    return service.metrics
+
+
+def _policies(service: ServiceDep) -> PolicyStore:
+    return service.policies
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
+DecoderDep = Annotated[Decoder, Depends(_decoder)]
+StoreDep = Annotated[ReportStore, Depends(_store)]
+RecorderDep = Annotated[Recorder, Depends(_recorder)]
+TokensDep = Annotated[TokenCache, Depends(_tokens)]
+AdmissionDep = Annotated[Admission, Depends(_admission)]
+MetricsDep = Annotated[Metrics, Depends(_metrics)]
+PoliciesDep = Annotated[PolicyStore, Depends(_policies)]
