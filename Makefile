@@ -3,10 +3,10 @@ PY      ?= python3.11
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
-# The editable install maps wai_dispatch.* onto the root folders with a meta path finder, and
-# setuptools then prints an information-only note that folders named like the package may
-# shadow it. Our one import root is wai_dispatch (it has no generic top-level names to
-# shadow), so that note is filtered by its text; real warnings still show.
+# The editable install maps the one import root, wai_dispatch, with a meta path finder, and
+# setuptools then prints an information-only note that folders may shadow it. Nothing shadows
+# wai_dispatch (its folders are symlinks inside it), so that note is filtered by its text; real
+# warnings still show.
 PIP_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e
 
 .DEFAULT_GOAL := help
@@ -40,8 +40,8 @@ lint: $(STAMP) ## ruff lint and format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP) ## mypy --strict on the pure core
-	$(BIN)/mypy --strict dispatch
+typecheck: $(STAMP) ## mypy --strict over every package of the wai_dispatch import root
+	$(BIN)/mypy --strict -p wai_dispatch
 
 unit: $(STAMP) ## the test suite only
 	$(BIN)/python -m pytest -q

@@ -86,9 +86,9 @@ def _seed_governance(store: Any, runs: int) -> None:
 def _serve(data_dir: Path, url: str) -> Iterator[tuple[str, str]]:
     import uvicorn
 
-    from wai_dispatch.service import tokens
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.store import tokens
     from wai_dispatch.service.store.db import ReportStore
 
     settings = load(data_dir=data_dir, database_url=url, port=PORT, log_level="error")

@@ -70,7 +70,8 @@ class ExactConv:
             else:
                 acc = F.conv2d(xt, self._w)
         out = acc.numpy() + b_int[None, :, None, None]  # integers below 2^53: exact
-        return np.ldexp(out, -frac)
+        scaled: np.ndarray = np.ldexp(out, -frac)
+        return scaled
 
 
 def snap(v: np.ndarray, bits: int) -> tuple[np.ndarray, int]:
@@ -136,7 +137,8 @@ class ExactAnalysis:
     def symbols(self, picture: np.ndarray) -> np.ndarray:
         """``round(y − median)`` (half to even, as torch.round), int32."""
         y = self.latent(picture)
-        return np.rint(y - self.medians[None, :, None, None]).astype(np.int32)
+        out: np.ndarray = np.rint(y - self.medians[None, :, None, None]).astype(np.int32)
+        return out
 
 
 class ExactSynthesis:

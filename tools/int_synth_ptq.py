@@ -44,7 +44,8 @@ def _conv_acc_hi(wq: np.ndarray, bq: np.ndarray, amax: np.ndarray) -> np.ndarray
 
 def _floor_log2(x: np.ndarray) -> np.ndarray:
     """``floor(log2(x))`` for x > 0, exact (``frexp``: x = m·2^e with 0.5 ≤ m < 1)."""
-    return np.frexp(x)[1].astype(np.int64) - 1
+    exponents: np.ndarray = np.frexp(x)[1].astype(np.int64)
+    return exponents - 1
 
 
 def _pow2(e: np.ndarray) -> np.ndarray:

@@ -32,10 +32,9 @@ def load_marked(text: str) -> tuple[Any, Marks]:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             anchor = getattr(event, "anchor", None)
             if isinstance(event, yaml.AliasEvent) or anchor is not None:
-                mark = event.start_mark
-                raise MarkedError(
-                    "anchors and aliases are not allowed", mark.line + 1, mark.column + 1
-                )
+                start = event.start_mark
+                line, column = (start.line + 1, start.column + 1) if start else (0, 0)
+                raise MarkedError("anchors and aliases are not allowed", line, column)
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
@@ -44,7 +43,7 @@ def load_marked(text: str) -> tuple[Any, Marks]:
             marks: Marks = {}
             value = _build(node, (), marks, loader.construct_object)
         finally:
-            loader.dispose()  # type: ignore[no-untyped-call]
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)

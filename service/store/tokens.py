@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from wai_dispatch.dispatch.codes import ErrorCode
@@ -65,7 +65,7 @@ def create(store: ReportStore, name: str, role: Role) -> str:
     row = {"name": name, "role": role.name, "hash": digest(secret), "created_ms": _now()}
     try:
         with store.engine.begin() as conn:
-            conn.execute(TokenRow.__table__.insert().values(**row))
+            conn.execute(insert(TokenRow).values(**row))
     except SQLAlchemyError as exc:
         raise StoreDown(str(exc).splitlines()[0]) from exc
     return secret
@@ -94,7 +94,7 @@ def revoke(store: ReportStore, name_or_id: str) -> int:
         where = where | (table.c.id == int(name_or_id))
     with store.engine.begin() as conn:
         result = conn.execute(
-            update(table).where(where, table.c.revoked_ms.is_(None)).values(revoked_ms=_now())
+            update(TokenRow).where(where, table.c.revoked_ms.is_(None)).values(revoked_ms=_now())
         )
     if not result.rowcount:
         raise TokenError(f"no live token named {name_or_id!r}", code=ErrorCode.TOKEN_NOT_FOUND)

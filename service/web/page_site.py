@@ -137,7 +137,7 @@ class PageSite:
             return _json({"digest": self.store.default_for(parts[2]).digest})
         if parts and parts[0] in ("corpus.json", "corpus") and self.corpus is None:
             return _error(ErrorCode.PAGE_NOT_FOUND, "this build has no integer conformance corpus")
-        if parts == ["corpus.json"]:
+        if parts == ["corpus.json"] and self.corpus is not None:
             return PageResponse(200, (self.corpus / "corpus.json").read_bytes(), "application/json")
         if len(parts) == 2 and parts[0] == "corpus":
             return self._corpus_payload(parts[1])
@@ -205,7 +205,8 @@ class PageSite:
 
     def _corpus_payload(self, name: str) -> PageResponse:
         """A payload of the integer capability's conformance corpus (the verify view)."""
-
+        if self.corpus is None:
+            return _error(ErrorCode.PAGE_NOT_FOUND, "this build has no integer conformance corpus")
         corpus = strictjson.loads((self.corpus / "corpus.json").read_bytes())
         names = {p["payload"] for p in corpus["payloads"]}
         if name not in names:
