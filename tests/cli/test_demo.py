@@ -92,7 +92,7 @@ def test_documented_linux_report_and_readme_are_what_the_demo_prints(demo) -> No
     _, outcomes = demo
     by_name = {Path(str(o["envelope"])).name: o for o in outcomes}
     report = by_name["bmshj2018-demo-q3.json"]["reports"][0]
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     docs = (root / "docs" / "dispatch.md").read_text()
     first = re.search(r"```json\n(.*?)```", docs, re.S)
     assert first is not None and json.loads(first.group(1)) == report

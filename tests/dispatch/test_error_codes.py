@@ -12,7 +12,7 @@ import pytest
 from wai_dispatch.dispatch import Code, ErrorCode, WaiError
 from wai_dispatch.dispatch.codes import is_code
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("dispatch", "codec", "paths", "service", "cli", "tools")
 DOC = ROOT / "docs" / "errors.md"
 

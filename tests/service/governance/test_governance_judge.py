@@ -23,7 +23,7 @@ from wai_dispatch.service.governance import (
 )
 from wai_dispatch.service.governance.runreport import MAX_DECODES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 POLICY = load_policy((ROOT / "docs" / "examples" / "policy.yaml").read_text())
 EXAMPLE = json.loads((ROOT / "docs" / "examples" / "run-report.json").read_text())
 A, B, C = "a" * 64, "b" * 64, "c" * 64

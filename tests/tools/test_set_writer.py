@@ -28,7 +28,7 @@ from wai_dispatch.codec.tables import EntropyTables  # noqa: E402
 from wai_dispatch.tools import coreml_program, webnn_form  # noqa: E402
 from wai_dispatch.tools import wai_bmshj2018_npu_set as writer  # noqa: E402
 
-BUNDLED = Path(__file__).resolve().parent.parent / "conformance" / "sets" / "bmshj2018-demo-q3"
+BUNDLED = Path(__file__).resolve().parents[2] / "conformance" / "sets" / "bmshj2018-demo-q3"
 
 
 def _files(root: Path) -> dict[str, bytes]:

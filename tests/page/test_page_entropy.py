@@ -18,7 +18,7 @@ from wai_dispatch.codec import payload as codec
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import EntropyTables
 
-GOLDEN = ROOT / "tests" / "golden" / "payload"
+GOLDEN = ROOT / "tests" / "codec" / "golden" / "payload"
 SET = ROOT / "conformance" / "sets" / "bmshj2018-demo-q3"
 SET_DIGEST = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
 

@@ -333,7 +333,7 @@ def test_coremltools_is_a_runtime_dependency_on_macos_only() -> None:
     from packaging.markers import Marker
     from packaging.requirements import Requirement
 
-    root = FsPath(__file__).resolve().parents[1]
+    root = FsPath(__file__).resolve().parents[2]
     deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
     (req,) = [Requirement(d) for d in deps if Requirement(d).name == "coremltools"]
     assert isinstance(req.marker, Marker)

@@ -1,7 +1,7 @@
 """The page's WebNN verifier (service/web/page_files/verify.html, run by tools/verify_page.py) in
 Debian's Chromium: with WebNN exposed but no context it verifies nothing ("absent", exit 1) while
 every sample's symbols agree and replicate is refused with no context; with the test-only
-reference WebNN context (tests/webnn_reference.js) it passes, the picture within 40 dB of ONNX
+reference WebNN context (tests/page/webnn_reference.js) it passes, the picture within 40 dB of ONNX
 Runtime."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pagekit import CHROMIUM, ROOT, free_port, require_browser, serve_service
 from wai_dispatch.tools import verify_page
 
 NATIVE_DIGEST = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
-REFERENCE_WEBNN = (ROOT / "tests" / "webnn_reference.js").read_text(encoding="utf-8")
+REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import _svc
 import pytest
 from _svc import pg_available, pg_database, serve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = json.loads((ROOT / "docs" / "examples" / "run-report.json").read_text())
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 POLICY = f"""format: wai-model-policy/1

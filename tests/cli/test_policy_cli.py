@@ -10,7 +10,7 @@ import pytest
 
 from wai_dispatch.cli.main import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "docs" / "examples" / "policy.yaml"
 RUN = ROOT / "docs" / "examples" / "run-report.json"
 

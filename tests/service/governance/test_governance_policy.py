@@ -20,7 +20,7 @@ from wai_dispatch.service.governance import (
 )
 from wai_dispatch.service.governance.policy import MAX_POLICY_BYTES, schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "docs" / "examples" / "policy.yaml"
 A, B = "a" * 64, "b" * 64
 

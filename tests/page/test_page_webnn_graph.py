@@ -1,5 +1,5 @@
 """The page's WebNN synthesis, end to end, where a context is given: in Debian's Chromium with
-a plain-JavaScript WebNN stand-in (tests/webnn_reference.js, test-only) the page builds the
+a plain-JavaScript WebNN stand-in (tests/page/webnn_reference.js, test-only) the page builds the
 synthesis from the set's WebNN form (GraphJson, weights manifest, float32 weights), with each
 transposed convolution unpadded and followed by its slice (§6.2), runs it on the first context
 it is given (the neural processor's), and reports ``npu/webnn/float`` at tier none with
@@ -26,7 +26,7 @@ from pagekit import (
 from wai_dispatch.dispatch import Report
 
 SAMPLE = ROOT / "conformance" / "envelopes" / "bmshj2018-demo-q3.json"
-REFERENCE_WEBNN = (ROOT / "tests" / "webnn_reference.js").read_text(encoding="utf-8")
+REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")

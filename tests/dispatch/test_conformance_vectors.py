@@ -29,7 +29,7 @@ from wai_dispatch.dispatch import (
     parse_offer,
 )
 
-VECTORS = FsPath(__file__).resolve().parent.parent / "conformance" / "dispatch"
+VECTORS = FsPath(__file__).resolve().parents[2] / "conformance" / "dispatch"
 FILES = sorted(VECTORS.glob("*.json"))
 MEMBERS = {"section", "note", "capability", "intent", "pins", "offer", "adapters", "expected"}
 ANSWER_KEYS = {"unit_present", "program_present", "takes_shape", "plan", "run", "output"}

@@ -23,7 +23,7 @@ from wai_dispatch.dispatch.tokens import Arithmetic, RegistryClass, Tier
 A = "a" * 64
 B = "b" * 64
 C = "c" * 64
-SCHEMA = Path(__file__).resolve().parent.parent / "docs" / "envelope.schema.json"
+SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "envelope.schema.json"
 ENTROPY_EXACT = Capability(
     "test.entropy-exact", RegistryClass.NEURAL_ENTROPY_EXACT, Arithmetic.FLOAT
 )
@@ -422,7 +422,7 @@ def test_bad_base64_code_agrees_with_the_docs() -> None:
     with pytest.raises(CodecError) as info:
         parse_json(jbytes(minimal_obj(payload="!!!!")))
     code = info.value.code
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for doc in ("docs/errors.md", "docs/envelope.md"):
         rows = [
             line
