@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 import _svc
 import pytest
-from _browser import chromium, require_browser, screenshot, wait_until
 from _svc import serve
+from pagekit import DASHBOARD_ARTIFACTS, browser_context, screenshot, wait_until
 
 from wai_dispatch.service.governance import parse_run_report
 from wai_dispatch.service.store import tokens
@@ -52,8 +52,7 @@ def _run(run_id: str, sink: str, digest: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    require_browser()
+def live(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
     data = tmp_path_factory.mktemp("dash")
     store = ReportStore(f"sqlite:///{data / 'reports.db'}")
     store.migrate()
@@ -96,7 +95,7 @@ def test_the_dashboard_renders_filters_and_drills_down(live: Any) -> None:
     one_sink = _api(live, "/v1/reports/summary", since_ms=since, sink="sink-001")
     kiosk = _api(live, "/v1/reports/summary", since_ms=since, sink_class="kiosk")
     assert everything["reports"] > kiosk["reports"] > one_sink["reports"] > 0
-    with chromium() as browser:
+    with browser_context() as browser:
         page = browser.new_page()
         requests: list[str] = []
         page.on("request", lambda r: requests.append(r.url))
@@ -116,7 +115,7 @@ def test_the_dashboard_renders_filters_and_drills_down(live: Any) -> None:
         assert "run-2" in runs and "tier_not_allowed" in runs
         assert "run-0" not in runs  # accepted
         assert "policy v1, set by ana" in page.inner_text("#policy-line")
-        screenshot(page, "dashboard")
+        screenshot(page, "dashboard", DASHBOARD_ARTIFACTS)
 
         page.fill("#f-sink", "sink-001")
         page.click("#filters button[type=submit]")
@@ -124,7 +123,7 @@ def test_the_dashboard_renders_filters_and_drills_down(live: Any) -> None:
         cells = page.locator("#t-decodes tbody td:nth-child(2)").all_inner_texts()
         sinks = {t.strip() for t in cells}
         assert sinks == {"sink-001"}
-        screenshot(page, "dashboard-one-sink")
+        screenshot(page, "dashboard-one-sink", DASHBOARD_ARTIFACTS)
 
         page.fill("#f-sink", "")
         page.select_option("#f-class", "kiosk")  # a change applies at once
@@ -140,7 +139,7 @@ def test_the_dashboard_renders_filters_and_drills_down(live: Any) -> None:
         assert page.inner_text("#d-set") == stored["set"]
         assert page.inner_text("#d-symbols") == stored["symbols_digest"]
         assert json.loads(page.inner_text("#d-report")) == stored["report"]
-        screenshot(page, "dashboard-drilldown")
+        screenshot(page, "dashboard-drilldown", DASHBOARD_ARTIFACTS)
     origins = {f"{urlsplit(u).scheme}://{urlsplit(u).netloc}" for u in requests}
     assert origins == {live.url}, f"requests outside the service: {sorted(origins)}"
     assert any("/v1/run-reports/summary" in u for u in requests)
@@ -153,11 +152,11 @@ def test_the_dashboard_renders_filters_and_drills_down(live: Any) -> None:
 )
 def test_a_refused_token_is_sent_back_to_login(live: Any, role: str | None, shown: str) -> None:
     token = live.tokens[role] if role else "never-issued"
-    with chromium() as browser:
+    with browser_context() as browser:
         page = browser.new_page()
         _open(page, live, token)
         wait_until(page, "document.querySelector('#login-message').textContent !== ''")
         assert shown in page.inner_text("#login-message")
         assert page.is_visible("#login-view") and page.is_hidden("#dash-view")
         assert page.evaluate("sessionStorage.getItem('wai-dispatch.token')") is None
-        screenshot(page, f"login-{role or 'unknown'}")
+        screenshot(page, f"login-{role or 'unknown'}", DASHBOARD_ARTIFACTS)

@@ -25,11 +25,6 @@ SYMBOLS = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
 CLI = Path(__file__).resolve().parents[2] / "cli"
 
 
-@pytest.fixture(scope="module")
-def decoder(tmp_path_factory: pytest.TempPathFactory) -> Decoder:
-    return Decoder.open(tmp_path_factory.mktemp("data"), REFERENCE_OFFER)
-
-
 def count_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     hashed: list[int] = []
     real = loaded_mod.hash_bytes

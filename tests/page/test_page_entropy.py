@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pagekit import ROOT, browser_page, open_page, require_browser, serve_service
+from pagekit import ROOT, open_page, serve_service
 
 from wai_dispatch.codec import payload as codec
 from wai_dispatch.codec.errors import CodecError
@@ -37,11 +37,10 @@ DECODE = """async ([tablesText, bytes]) => {
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    require_browser()
+def page(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
     with (
         serve_service(tmp_path_factory.mktemp("entropy")) as (url, _),
-        browser_page([]) as page,
+        browser([]) as page,
     ):
         open_page(page, url)
         yield page

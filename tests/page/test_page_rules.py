@@ -12,21 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pagekit import ROOT, browser_page, open_page, require_browser, serve_service
+from pagekit import ROOT, open_page, serve_service
 
 from wai_dispatch.dispatch import REGISTRY, Arithmetic, Capability, RegistryClass, Report
 from wai_dispatch.dispatch.codes import is_code
 
 VECTORS = sorted((ROOT / "conformance" / "dispatch").glob("*.json"))
-JS = ROOT / "service" / "page" / "js"
+JS = ROOT / "service" / "web" / "page_files" / "js"
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    require_browser()
+def page(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
     with (
         serve_service(tmp_path_factory.mktemp("rules")) as (url, _),
-        browser_page([]) as page,
+        browser([]) as page,
     ):
         open_page(page, url)
         yield page

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pagekit import CHROMIUM, ROOT, free_port, require_browser, serve_service
+from pagekit import CHROMIUM, ROOT, free_port, serve_service
 
 from wai_dispatch.tools import verify_page
 
@@ -19,8 +19,7 @@ REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(enc
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    require_browser()
+def url(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[str]:
     with serve_service(tmp_path_factory.mktemp("verify")) as (url, _):
         yield url
 
@@ -59,9 +58,8 @@ def test_reference_context_passes(url: str) -> None:
     assert plain["report"]["ran"]["placement"] is None
 
 
-def test_command_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+def test_command_exit_status(capsys: pytest.CaptureFixture[str], browser: Any) -> None:
     """The command serves the page itself and exits 1 where the browser gives no WebNN."""
-    require_browser()
     argv = ["--browser", str(CHROMIUM), "--port", str(free_port())]
     assert verify_page.main([*argv, "--no-sandbox"]) == 1
     out = capsys.readouterr().out

@@ -17,9 +17,7 @@ from urllib.parse import quote
 import pytest
 from pagekit import (
     ROOT,
-    browser_page,
     open_page,
-    require_browser,
     screenshot,
     serve_service,
 )
@@ -50,16 +48,15 @@ SWIFTSHADER_LIMITS = {
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    require_browser()
+def site(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
     with serve_service(tmp_path_factory.mktemp("webgpu")) as (url, site):
         site.url = url
         yield site
 
 
 @pytest.fixture
-def gpu_page(site: Any) -> Iterator[Any]:
-    with browser_page(GPU_ARGS) as page:
+def gpu_page(site: Any, browser: Any) -> Iterator[Any]:
+    with browser(GPU_ARGS) as page:
         yield page
 
 

@@ -19,9 +19,7 @@ import pytest
 from pagekit import (
     ROOT,
     WEBNN_ARGS,
-    browser_page,
     open_page,
-    require_browser,
     screenshot,
     serve_service,
 )
@@ -49,16 +47,15 @@ if (navigator.ml) {
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    require_browser()
+def site(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
     with serve_service(tmp_path_factory.mktemp("webnn")) as (url, site):
         site.url = url
         yield site
 
 
 @pytest.fixture
-def webnn_page(site: Any) -> Iterator[Any]:
-    with browser_page(WEBNN_ARGS, init_script=COUNT_CONTEXTS) as page:
+def webnn_page(site: Any, browser: Any) -> Iterator[Any]:
+    with browser(WEBNN_ARGS, init_script=COUNT_CONTEXTS) as page:
         open_page(page, site.url)
         yield page
 
@@ -118,9 +115,9 @@ def test_replicate_refused_before_any_context(site: Any, webnn_page: Any) -> Non
     screenshot(webnn_page, "webnn-replicate-refused")
 
 
-def test_no_navigator_ml(site: Any) -> None:
+def test_no_navigator_ml(site: Any, browser: Any) -> None:
     """Chromium as it ships: no navigator.ml; every WebNN path is absent, the symbols decode."""
-    with browser_page([], init_script=COUNT_CONTEXTS) as page:
+    with browser([], init_script=COUNT_CONTEXTS) as page:
         open_page(page, site.url)
         assert page.evaluate("'ml' in navigator") is False
         result = decode_sample(page, "bmshj2018-demo-q3.json")

@@ -16,9 +16,7 @@ import numpy as np
 import pytest
 from pagekit import (
     ROOT,
-    browser_page,
     open_page,
-    require_browser,
     screenshot,
     serve_service,
 )
@@ -30,11 +28,12 @@ REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(enc
 
 
 @pytest.fixture(scope="module")
-def decoded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Any, Any]]:
-    require_browser()
+def decoded(
+    tmp_path_factory: pytest.TempPathFactory, browser: Any
+) -> Iterator[tuple[Any, Any, Any, Any]]:
     with (
         serve_service(tmp_path_factory.mktemp("graph")) as (url, site),
-        browser_page([], init_script=REFERENCE_WEBNN) as page,
+        browser([], init_script=REFERENCE_WEBNN) as page,
     ):
         open_page(page, url)
         page.select_option("#sample", SAMPLE.name)

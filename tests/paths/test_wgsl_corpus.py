@@ -6,7 +6,6 @@ machine has (Mesa's lavapipe in CI): the ``gpu/wgsl/integer`` path's claim to
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.waiops.program import Program, load_program
 from wai_dispatch.paths.wgsl.execute import run_program
-from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
+from wai_dispatch.paths.wgsl.runner import Runner
 from wai_dispatch.tools.neural_conformance import program_rgb8, rgb8_digest
 
 CORPUS = neural_conformance_dir()
@@ -33,11 +32,8 @@ MANIFEST = Manifest.from_bytes((SET / "set.json").read_bytes())
 
 
 @pytest.fixture(scope="module")
-def runner() -> Iterator[Runner]:
-    try:
-        yield Runner.acquire()
-    except UnitAbsent as exc:
-        pytest.skip(f"no WebGPU adapter on this machine (no Vulkan driver?): {exc}")
+def runner(wgpu_device: Runner) -> Runner:
+    return wgpu_device  # tests/paths/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ whole and tiled into row bands."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from wai_dispatch.paths.waiops.build import ProgramBuilder  # noqa: E402
 from wai_dispatch.paths.waiops.errors import BoundExceeded  # noqa: E402
 from wai_dispatch.paths.waiops.program import load_program  # noqa: E402
 from wai_dispatch.paths.wgsl.execute import run_program  # noqa: E402
-from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent  # noqa: E402
+from wai_dispatch.paths.wgsl.runner import Runner  # noqa: E402
 
 I32 = (1 << 31) - 1
 SETTINGS = settings(
@@ -35,11 +34,8 @@ SETTINGS = settings(
 
 
 @pytest.fixture(scope="module")
-def runner() -> Iterator[Runner]:
-    try:
-        yield Runner.acquire()
-    except UnitAbsent as exc:
-        pytest.skip(f"no WebGPU adapter on this machine (no Vulkan driver?): {exc}")
+def runner(wgpu_device: Runner) -> Runner:
+    return wgpu_device  # tests/paths/conftest.py
 
 
 def edgy(lo: int, hi: int) -> st.SearchStrategy[int]:

@@ -6,7 +6,6 @@ to the interpreter with the same bits, ``dispatch_shape_mismatch`` before anythi
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +26,8 @@ from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
 
 
 @pytest.fixture(scope="module")
-def device() -> Iterator[Runner]:
-    try:
-        yield Runner.acquire()
-    except UnitAbsent as exc:
-        pytest.skip(f"no WebGPU adapter on this machine (no Vulkan driver?): {exc}")
+def device(wgpu_device: Runner) -> Runner:
+    return wgpu_device  # tests/paths/conftest.py
 
 
 def absent() -> Runner:

@@ -125,17 +125,15 @@ def test_size_and_encoding_are_bounded() -> None:
         load_policy(b"format: \xff\n")
 
 
-def _policies(tmp_path: Path) -> Any:
-    from wai_dispatch.service.store.db import ReportStore
+@pytest.fixture
+def history(report_store: Any) -> Any:
+    """The policy's history on a fresh report store (SQLite)."""
     from wai_dispatch.service.store.policies import PolicyStore
 
-    store = ReportStore(f"sqlite:///{tmp_path / 'reports.db'}")
-    store.migrate()
-    return PolicyStore(store)
+    return PolicyStore(report_store)
 
 
-def test_history_keeps_every_version_with_who_and_when(tmp_path: Path) -> None:
-    history = _policies(tmp_path)
+def test_history_keeps_every_version_with_who_and_when(history: Any) -> None:
     with pytest.raises(PolicyNotSet):
         history.current()
     text = EXAMPLE.read_text()
@@ -156,8 +154,7 @@ def test_history_keeps_every_version_with_who_and_when(tmp_path: Path) -> None:
     assert len(history.versions()) == 2  # a bad policy changes nothing
 
 
-def test_concurrent_setters_take_distinct_versions(tmp_path: Path) -> None:
-    history = _policies(tmp_path)
+def test_concurrent_setters_take_distinct_versions(history: Any) -> None:
     text = EXAMPLE.read_text()
     threads = [
         threading.Thread(target=history.set, args=(text,), kwargs={"by": f"u{i}"}) for i in range(8)

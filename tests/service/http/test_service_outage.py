@@ -14,9 +14,13 @@ import pytest
 from _svc import SAMPLE_JSON, Cluster, pg_bin, private_cluster, serve
 from sqlalchemy import create_engine, text
 
-pytestmark = pytest.mark.skipif(
-    pg_bin("initdb") is None or pg_bin("pg_ctl") is None, reason="no initdb/pg_ctl"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        pg_bin("initdb") is None or pg_bin("pg_ctl") is None, reason="no initdb/pg_ctl"
+    ),
+    pytest.mark.postgres,  # a private cluster of its own, stopped and started mid-run
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _svc import pg_available, pg_database
 
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.db import ReportStore
@@ -20,21 +19,15 @@ T0 = 1_796_000_000_000  # a fixed Unix time in ms, 3,200 s into its hour
 HOUR = T0 - T0 % 3_600_000
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ReportStore]:
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
     if request.param == "sqlite":
-        s = ReportStore(f"sqlite:///{tmp_path / 'reports.db'}")
-        s.migrate()
-        yield s
-        s.dispose()
+        yield request.getfixturevalue("report_store")
         return
-    if not pg_available():
-        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
-    with pg_database() as url:
-        s = ReportStore(url)
-        s.migrate()
-        yield s
-        s.dispose()
+    s = ReportStore(request.getfixturevalue("postgres_url"))
+    s.migrate()
+    yield s
+    s.dispose()
 
 
 def rec(
