@@ -1,7 +1,7 @@
-"""Fleet governance through the real service (uvicorn, SQLite and PostgreSQL): the policy's
-versions kept with who and when (admin only), run reports judged by the version in force when
-they arrived, every kind of violation refused with its reason, a compliant run report accepted
-and stored once, and the governance summary computed in SQL."""
+"""Fleet governance through the service in process (httpx's ASGITransport; SQLite and
+PostgreSQL): the policy's versions kept with who and when (admin only), run reports judged by
+the version in force when they arrived, every kind of violation refused with its reason, a
+compliant run report accepted and stored once, and the governance summary computed in SQL."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import _svc
 import pytest
-from _svc import pg_available, pg_database, serve
+from _svc import in_process, pg_database
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = json.loads((ROOT / "docs" / "examples" / "run-report.json").read_text())
@@ -34,18 +33,20 @@ classes:
 """
 
 
-@pytest.fixture(params=["sqlite", "postgresql"], scope="module")
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)], scope="module"
+)
 def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_svc, "PORTS", range(18200, 18230))  # this suite's ports
-        if request.param == "sqlite":
-            with serve(tmp_path_factory.mktemp("gov")) as running:
-                yield running
-            return
-        if not pg_available():
-            pytest.skip("no PostgreSQL on 127.0.0.1:5432")
-        with pg_database() as url, serve(tmp_path_factory.mktemp("gov"), database_url=url) as r:
-            yield r
+    if request.param == "sqlite":
+        with in_process(tmp_path_factory.mktemp("gov")) as running:
+            yield running
+        return
+    admin = request.getfixturevalue("postgres")
+    with (
+        pg_database(admin) as url,
+        in_process(tmp_path_factory.mktemp("gov"), database_url=url) as r,
+    ):
+        yield r
 
 
 RAN_NPU = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float"}

@@ -1,4 +1,4 @@
-"""The HTTP API end to end through a real uvicorn on a loopback port (SQLite store): decodes
+"""The HTTP API in process (httpx's ASGITransport, the app's lifespan run; SQLite store): decodes
 equal the CLI's, every bad-input class answers its 4xx and stable code, and every report is
 stored once and found by each filter."""
 
@@ -16,15 +16,15 @@ from typing import Any
 import blake3
 import numpy as np
 import pytest
-from _svc import REPLICATE, SAMPLE_CBOR, SAMPLE_JSON, Live, envelope_of_latent, serve
+from _svc import REPLICATE, SAMPLE_CBOR, SAMPLE_JSON, InProcess, envelope_of_latent, in_process
 from PIL import Image
 
 MAX_BODY = 256 * 1024
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    with serve(tmp_path_factory.mktemp("svc"), max_body_bytes=MAX_BODY) as running:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
+    with in_process(tmp_path_factory.mktemp("svc"), max_body_bytes=MAX_BODY) as running:
         yield running
 
 
@@ -39,7 +39,7 @@ def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
     return {p.name: decode_file(ctx, p) for p in (SAMPLE_JSON, SAMPLE_CBOR, REPLICATE)}
 
 
-def _post(live: Live, path: Path, role: str = "sink", **kw: Any) -> Any:
+def _post(live: InProcess, path: Path, role: str = "sink", **kw: Any) -> Any:
     ctype = "application/cbor" if path.suffix == ".cbor" else "application/json"
     with live.client(role) as c:
         return c.post(
@@ -48,7 +48,7 @@ def _post(live: Live, path: Path, role: str = "sink", **kw: Any) -> Any:
 
 
 @pytest.mark.parametrize("sample", [SAMPLE_JSON, SAMPLE_CBOR], ids=["json", "cbor"])
-def test_decode_equals_the_cli(live: Live, cli_results: dict[str, Any], sample: Path) -> None:
+def test_decode_equals_the_cli(live: InProcess, cli_results: dict[str, Any], sample: Path) -> None:
     r = _post(live, sample)
     assert r.status_code == 200, r.text
     body = r.json()
@@ -65,7 +65,9 @@ def test_decode_equals_the_cli(live: Live, cli_results: dict[str, Any], sample: 
     assert len(body["report_ids"]) == 1
 
 
-def test_decode_raw_png_carries_reports_in_headers(live: Live, cli_results: dict[str, Any]) -> None:
+def test_decode_raw_png_carries_reports_in_headers(
+    live: InProcess, cli_results: dict[str, Any]
+) -> None:
     with live.client() as c:
         r = c.post(
             "/v1/decode",
@@ -81,7 +83,9 @@ def test_decode_raw_png_carries_reports_in_headers(live: Live, cli_results: dict
     assert r.headers["x-wai-picture"] == "256x256"
 
 
-def test_no_path_is_422_with_reports_and_symbols(live: Live, cli_results: dict[str, Any]) -> None:
+def test_no_path_is_422_with_reports_and_symbols(
+    live: InProcess, cli_results: dict[str, Any]
+) -> None:
     r = _post(live, REPLICATE)
     assert r.status_code == 422
     body = r.json()
@@ -115,7 +119,7 @@ def _other_capability_set(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def other_set(live: Live, tmp_path_factory: pytest.TempPathFactory) -> str:
+def other_set(live: InProcess, tmp_path_factory: pytest.TempPathFactory) -> str:
     folder = _other_capability_set(tmp_path_factory.mktemp("other"))
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -146,7 +150,7 @@ BAD = [
     ("name", "body", "ctype", "role", "status", "code"), BAD, ids=[b[0] for b in BAD]
 )
 def test_bad_input_answers_its_code(
-    live: Live, name: str, body: bytes, ctype: str, role: str | None, status: int, code: str
+    live: InProcess, name: str, body: bytes, ctype: str, role: str | None, status: int, code: str
 ) -> None:
     headers = {"Content-Type": ctype}
     if role == "bogus":
@@ -159,14 +163,14 @@ def test_bad_input_answers_its_code(
         assert r.headers["www-authenticate"] == "Bearer"
 
 
-def test_set_of_another_capability_is_refused(live: Live, other_set: str) -> None:
+def test_set_of_another_capability_is_refused(live: InProcess, other_set: str) -> None:
     with live.client() as c:
         r = c.post("/v1/decode", content=_sample(set=other_set),
                    headers={"Content-Type": "application/json"})  # fmt: skip
     assert (r.status_code, r.json()["error"]["code"]) == (422, "set_capability_mismatch")
 
 
-def test_oversize_latent_is_refused_from_the_header(live: Live, tmp_path: Path) -> None:
+def test_oversize_latent_is_refused_from_the_header(live: InProcess, tmp_path: Path) -> None:
     body = envelope_of_latent(tmp_path / "sets", 80, 80)  # 192×80×80 > 192×64×64
     with live.client() as c:
         r = c.post("/v1/decode", content=body, headers={"Content-Type": "application/json"})
@@ -177,14 +181,14 @@ def test_oversize_latent_is_refused_from_the_header(live: Live, tmp_path: Path) 
 @pytest.mark.parametrize(
     ("method", "path"), [("POST", "/v1/sets"), ("DELETE", "/v1/sets/" + "0" * 64)]
 )
-def test_wrong_role_is_403(live: Live, method: str, path: str) -> None:
+def test_wrong_role_is_403(live: InProcess, method: str, path: str) -> None:
     for role in ("sink", "operator"):
         with live.client(role) as c:
             r = c.request(method, path, content=b"x", headers={"Content-Type": "application/gzip"})
         assert (r.status_code, r.json()["error"]["code"]) == (403, "role_forbidden")
 
 
-def test_sets_and_paths(live: Live, other_set: str) -> None:
+def test_sets_and_paths(live: InProcess, other_set: str) -> None:
     with live.client() as c:
         sets = c.get("/v1/sets").json()["sets"]
         assert {s["capability"] for s in sets} == {"wai.neural.bmshj2018", "wai.neural.int_synth"}
@@ -197,7 +201,7 @@ def test_sets_and_paths(live: Live, other_set: str) -> None:
     assert all(p["reason"] for p in paths if not p["present"])
 
 
-def test_admin_removes_a_set(live: Live, tmp_path: Path) -> None:
+def test_admin_removes_a_set(live: InProcess, tmp_path: Path) -> None:
     from wai_dispatch.codec.sets import write_manifest
 
     folder = tmp_path / "gone"
@@ -227,7 +231,7 @@ def _all(c: Any, **params: Any) -> list[dict[str, Any]]:
             return items
 
 
-def test_every_report_is_stored_once_and_found_by_each_filter(live: Live) -> None:
+def test_every_report_is_stored_once_and_found_by_each_filter(live: InProcess) -> None:
     decoded = [_post(live, SAMPLE_JSON).json(), _post(live, SAMPLE_CBOR, role="sink-b").json()]
     refused = _post(live, REPLICATE).json()
     ids = [d["report_ids"][0] for d in decoded] + refused["report_ids"]
@@ -284,7 +288,7 @@ def test_every_report_is_stored_once_and_found_by_each_filter(live: Live) -> Non
         assert (bad.status_code, bad.json()["error"]["code"]) == (422, "cursor_invalid")
 
 
-def test_operations_routes(live: Live) -> None:
+def test_operations_routes(live: InProcess) -> None:
     _post(live, SAMPLE_JSON)
     with live.client(None) as c:
         assert c.get("/healthz").json() == {"status": "ok"}
@@ -300,7 +304,7 @@ def test_operations_routes(live: Live) -> None:
         assert (nf.status_code, nf.json()["error"]["code"]) == (404, "not_found")
 
 
-def test_fallback_decodes_when_the_primary_has_no_path(live: Live) -> None:
+def test_fallback_decodes_when_the_primary_has_no_path(live: InProcess) -> None:
     """The primary (wai.neural.int_synth, its set not installed) has no path; the fallback
     decodes: two reports, primary first, both stored, filed as primary and fallback."""
     sample = json.loads(SAMPLE_JSON.read_bytes())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _svc import SAMPLE_JSON, envelope_of_latent, serve
+from _svc import SAMPLE_JSON, envelope_of_latent, in_process, serve
 
 from wai_dispatch.codec.envelope_read import parse_json
 from wai_dispatch.service.http.admission import Admission, Estimate, estimate
@@ -21,6 +21,7 @@ from wai_dispatch.service.http.errors import ServiceError
 
 
 def test_saturation_is_429_with_retry_after_and_healthz_answers(tmp_path: Path) -> None:
+    # end to end on uvicorn: concurrent clients on real sockets fill the workers and the queue
     with serve(tmp_path, decode_threads=1, queue=1) as live:
         body = SAMPLE_JSON.read_bytes()
         headers = {"Authorization": f"Bearer {live.tokens['sink']}",
@@ -61,7 +62,7 @@ def test_saturation_is_429_with_retry_after_and_healthz_answers(tmp_path: Path) 
 
 
 def test_decode_over_the_memory_budget_names_the_limit(tmp_path: Path) -> None:
-    with serve(tmp_path, memory_budget_bytes=80 * 1024 * 1024) as live, live.client() as c:
+    with in_process(tmp_path, memory_budget_bytes=80 * 1024 * 1024) as app, app.client() as c:
         small = envelope_of_latent(tmp_path / "sets", 4, 4)  # 64×64 px: inside the budget
         big = envelope_of_latent(tmp_path / "sets", 16, 16)  # 256×256 px: ~100 MB
         assert c.post("/v1/decode", content=small).status_code == 200
