@@ -224,6 +224,7 @@ inputs = st.one_of(
 
 @BOUNDED
 @given(inputs, st.sampled_from(OUTPUT_KINDS))
+@pytest.mark.slow
 def test_decode_file_handling(data_dir: Path, source: tuple[str, bytes], out_kind: str) -> None:
     run_decode(data_dir, source[0], source[1], out_kind)
 

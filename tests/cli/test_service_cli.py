@@ -77,6 +77,7 @@ def test_decode_url_retries_429_after_retry_after(tmp_path: Path) -> None:
     assert slept and all(s >= 1 for s in slept)
 
 
+@pytest.mark.slow
 def test_serve_prints_url_token_and_a_curl_that_decodes(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "WAI_DATA_DIR": str(tmp_path)}

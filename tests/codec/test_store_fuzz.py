@@ -163,6 +163,7 @@ STEPS = st.lists(TAMPER, min_size=1, max_size=3)
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(STEPS)
+@pytest.mark.slow
 def test_a_tampered_store_is_reported_and_repaired(steps: list[tuple[str, str, bytes]]) -> None:
     _check(steps)
 

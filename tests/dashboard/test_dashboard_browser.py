@@ -89,6 +89,7 @@ def _loaded(page: Any, total: int) -> None:
     wait_until(page, f"document.querySelector('#total').textContent === '{total} reports'")
 
 
+@pytest.mark.slow
 def test_the_dashboard_renders_filters_and_drills_down(live: Any) -> None:
     since = int(time.time() * 1000) - 86_400_000
     everything = _api(live, "/v1/reports/summary", since_ms=since)

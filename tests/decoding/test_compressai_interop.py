@@ -120,6 +120,7 @@ def demo_net():  # type: ignore[no-untyped-def]
 
 @pytest.mark.tools
 @pytest.mark.parametrize("image", HELD_OUT)
+@pytest.mark.slow
 def test_import_compressai_matches_net_decompress(
     image: str, demo_net, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:  # type: ignore[no-untyped-def]

@@ -252,6 +252,7 @@ def run(
 
 
 @given(scenarios())
+@pytest.mark.slow
 def test_prop_report_is_the_oracles(scenario: Any) -> None:
     """§2–§5: the report is exactly what the spec's rules give, computed independently."""
     report, _, _ = run(*scenario)

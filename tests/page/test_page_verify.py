@@ -46,6 +46,7 @@ def test_no_webnn_context_verifies_nothing(url: str) -> None:
     assert replicate["verdict"] == "pass" and replicate["contexts"] == []
 
 
+@pytest.mark.slow
 def test_reference_context_passes(url: str) -> None:
     summary = verify_page.verify(
         str(CHROMIUM), url=url, extra_args=["--no-sandbox"], init_script=REFERENCE_WEBNN

@@ -106,6 +106,7 @@ def test_int_synth_shape_refused_under_lowered_limits(site: Any, gpu_page: Any) 
     assert "maxStorageBufferBindingSize" in result["reasons"][0]["gpu/wgsl/integer"]
 
 
+@pytest.mark.slow
 def test_corpus_through_the_page_kernels(site: Any, gpu_page: Any) -> None:
     full = os.environ.get("WAI_PAGE_FULL_CORPUS") == "1"
     names = [p["name"] for p in CORPUS["payloads"]] if full else QUICK
@@ -122,6 +123,7 @@ def test_corpus_through_the_page_kernels(site: Any, gpu_page: Any) -> None:
     screenshot(gpu_page, "webgpu-verify-corpus")
 
 
+@pytest.mark.slow
 def test_banded_kernels(site: Any, gpu_page: Any) -> None:
     """Limits lowered to 4 MiB bindings band the large layers; the hash is unchanged."""
     query = "only=extreme-symbols-320x192&limit.maxStorageBufferBindingSize=4194304"

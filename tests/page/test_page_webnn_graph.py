@@ -24,6 +24,7 @@ from pagekit import (
 from wai_dispatch.dispatch import Report
 
 SAMPLE = ROOT / "conformance" / "envelopes" / "bmshj2018-demo-q3.json"
+pytestmark = pytest.mark.slow  # the module's fixture decodes in the browser
 REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(encoding="utf-8")
 
 

@@ -127,6 +127,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
     assert str(info.value).startswith("deconv2: accumulator of channel")
 
 
+@pytest.mark.slow
 def test_verify_holds_an_integer_set_to_its_corpus_exactly(store: SetStore, tmp_path: Path) -> None:
     from wai_dispatch.codec.tables import EntropyTables
     from wai_dispatch.paths.waiops.verify import verify_integer_set

@@ -85,6 +85,7 @@ def test_a_changed_hash_fails_naming_the_payload(
 
 
 @pytest.mark.tools
+@pytest.mark.slow
 def test_regeneration_reproduces_the_corpus(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     from wai_dispatch.tools._compressai import import_compressai

@@ -52,6 +52,7 @@ def constants() -> dict[tuple[str, str], Any]:
 
 
 @pytest.mark.parametrize("case", DOC["payloads"], ids=[p["name"] for p in DOC["payloads"]])
+@pytest.mark.slow
 def test_payload_through_the_kernels_gives_the_corpus_hash(
     case: dict[str, Any], runner: Runner, program: Program, constants: dict[tuple[str, str], Any]
 ) -> None:

@@ -46,6 +46,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return found
 
 
+@pytest.mark.slow
 def test_the_wheel_has_one_top_level_package(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
@@ -66,6 +67,7 @@ def test_the_wheel_has_one_top_level_package(wheel: Path) -> None:
     assert "wai_dispatch/service/web/page_files/vendor/noble_hashes/LICENSE" in names
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_decodes_the_sample(wheel: Path, tmp_path: Path) -> None:
     """A fresh environment with the wheel installed (its dependencies borrowed from this one):
     the console script and ``python -m wai_dispatch`` both run, from an unrelated folder whose

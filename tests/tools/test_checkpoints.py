@@ -155,6 +155,7 @@ def test_make_set_argument_errors_are_one_typed_line(
     assert err.splitlines()[0].startswith("wai-dispatch: error: invalid_argument: ")
 
 
+@pytest.mark.slow
 def test_write_set_records_update_quantiles(tmp_path: Path, demo_state: dict[str, Any]) -> None:
     """The set states how its tables were cut when --update-quantiles was used, and its tables
     are the ones CompressAI's update(force=True, update_quantiles=True) gives."""

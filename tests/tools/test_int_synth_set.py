@@ -31,6 +31,7 @@ def _files(root: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_writer_reproduces_the_bundled_integer_set(tmp_path: Path) -> None:
     out = writer.write_set(tmp_path / "set", from_set=FLOAT)
     written, bundled = _files(out), _files(BUNDLED)

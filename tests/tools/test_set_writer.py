@@ -51,6 +51,7 @@ def payload_latent(bundled: dict[str, bytes]) -> np.ndarray[Any, Any]:
     return codec_payload.latent(symbols, tables)
 
 
+@pytest.mark.slow
 def test_writer_reproduces_the_bundled_set(tmp_path: Path, bundled: dict[str, bytes]) -> None:
     """Every file, set.json with it (so the set digest), is byte-identical; see
     docs/bmshj2018-set.md for what the bytes depend on (library versions, the CPU's float
