@@ -180,7 +180,8 @@ def test_cli_decode_writes_the_png_and_prints_the_report(
     shown = json.loads(capsys.readouterr().out)
     assert shown["decoded"] is True and shown["output"] == str(out)
     assert Report.from_json(shown["reports"][0]).ran is not None
-    assert Image.open(out).size == (5 * 16, 3 * 16)
+    with Image.open(out) as picture:
+        assert picture.size == (5 * 16, 3 * 16)
 
 
 @pytest.mark.parametrize(
