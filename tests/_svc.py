@@ -1,5 +1,7 @@
-"""Shared by the service tests: a real uvicorn on a loopback port (18100–18199) in a thread,
-tokens, sample envelopes, and throwaway PostgreSQL databases on the shared server."""
+"""Shared by the service tests: the app in process (httpx's ASGITransport, the app's lifespan
+run), a real uvicorn on a loopback port (18100–18199) in a thread for the end-to-end tests,
+tokens, sample envelopes, and throwaway PostgreSQL databases. tests/conftest.py makes fixtures
+of these (``app_service``, ``app_client``, ``live_service``, ``postgres``, ``postgres_url``)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,18 +67,14 @@ class Live:
         return httpx.Client(base_url=self.url, headers=headers, timeout=60, **kw)
 
 
-@contextlib.contextmanager
-def serve(data_dir: Path, **settings: Any) -> Iterator[Live]:
-    """Start the app on uvicorn in a thread; tokens created first (sink-a, sink-b, operator;
-    the admin token is the one the first start writes)."""
-    import uvicorn
-
+def _prepared(data_dir: Path, port: int, **settings: Any) -> tuple[Any, dict[str, str]]:
+    """The settings and the app for a data directory, tokens created first (sink-a, sink-b,
+    operator; the admin token is the one the first start writes)."""
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
     from wai_dispatch.service.store import tokens
     from wai_dispatch.service.store.db import ReportStore
 
-    port = free_port()
     chosen = load(data_dir=data_dir, port=port, **settings)
     store = ReportStore(chosen.url)
     store.migrate()
@@ -86,7 +84,98 @@ def serve(data_dir: Path, **settings: Any) -> Iterator[Live]:
         "operator": tokens.create(store, "ops", tokens.Role.operator),
     }
     store.dispose()
-    app = create_app(chosen)
+    return create_app(chosen), made
+
+
+class PortalClient:
+    """A blocking face on ``httpx.AsyncClient(transport=httpx.ASGITransport(app))``: each call
+    runs on the event loop of the app's lifespan (an anyio blocking portal), so a test written
+    against :class:`Live`'s ``httpx.Client`` runs in process unchanged."""
+
+    def __init__(self, portal: Any, client: httpx.AsyncClient) -> None:
+        self._portal = portal
+        self._client = client
+
+    def __enter__(self) -> PortalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._portal.call(self._client.aclose)
+
+    def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        return self._portal.call(lambda: self._client.request(method, url, **kw))
+
+    def get(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", url, **kw)
+
+    def post(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("POST", url, **kw)
+
+    def put(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("PUT", url, **kw)
+
+    def delete(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("DELETE", url, **kw)
+
+
+@dataclass
+class InProcess:
+    """The app in process (no socket): the same face as :class:`Live`, its clients going
+    through httpx's ASGITransport on the loop that ran the app's lifespan."""
+
+    app: Any
+    tokens: dict[str, str]
+    portal: Any
+    url: str = "http://testserver"
+
+    @property
+    def service(self) -> Any:
+        return self.app.state.service
+
+    def async_client(self, role: str | None = "sink", **kw: Any) -> httpx.AsyncClient:
+        headers = {} if role is None else {"Authorization": f"Bearer {self.tokens[role]}"}
+        transport = httpx.ASGITransport(app=self.app)
+        return httpx.AsyncClient(
+            transport=transport, base_url=self.url, headers=headers, timeout=60, **kw
+        )
+
+    def client(self, role: str | None = "sink", **kw: Any) -> PortalClient:
+        return PortalClient(self.portal, self.portal.call(lambda: self.async_client(role, **kw)))
+
+
+@contextlib.contextmanager
+def in_process(data_dir: Path, **settings: Any) -> Iterator[InProcess]:
+    """The app with its lifespan run (the service started, the admin token written) on an
+    anyio blocking portal's loop; requests go through httpx's ASGITransport."""
+    from anyio.from_thread import start_blocking_portal
+
+    app, made = _prepared(data_dir, 8000, **settings)
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(app.router.lifespan_context(app)),
+    ):
+        made["admin"] = (data_dir / "admin-token").read_text().strip()
+        yield InProcess(app, made, portal)
+
+
+@contextlib.asynccontextmanager
+async def lifespan_of(app: Any) -> AsyncIterator[Any]:
+    """Run an app's lifespan in the current (anyio) event loop."""
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path, **settings: Any) -> Iterator[Live]:
+    """Start the app on uvicorn in a thread; tokens created first (sink-a, sink-b, operator;
+    the admin token is the one the first start writes)."""
+    import uvicorn
+
+    port = free_port()
+    app, made = _prepared(data_dir, port, **settings)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -187,11 +276,11 @@ def pg_available() -> bool:
 
 
 @contextlib.contextmanager
-def pg_database() -> Iterator[str]:
+def pg_database(admin_url: str | None = None) -> Iterator[str]:
     """A fresh database on PostgreSQL (:func:`pg_admin_url`), dropped afterwards; its URL."""
     from sqlalchemy import create_engine, text
 
-    admin_url = pg_admin_url()
+    admin_url = admin_url or pg_admin_url()
     assert admin_url is not None
     name = f"wai_svc_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")

@@ -1,10 +1,35 @@
-"""Shared test set-up: hypothesis profiles. ``ci`` (selected when the environment sets ``CI``)
-is derandomized, so a CI run is reproducible; ``default`` explores new examples each run."""
+"""Shared test set-up: hypothesis profiles and the fixtures every folder uses.
+
+Hypothesis: ``ci`` (selected when the environment sets ``CI``) is derandomized, so a CI run is
+reproducible; ``default`` explores new examples each run.
+
+Fixtures (helpers in tests/_svc.py and tests/pagekit.py):
+
+- ``report_store``: the report store on SQLite in a temporary folder, migrated.
+- ``decoder``: ``Decoder.open`` on a temporary data directory (the bundled sets), reference offer;
+  one per test module.
+- ``app_service``: the HTTP app in process (httpx's ASGITransport, its lifespan run on an anyio
+  blocking portal) with tokens per role, for plain tests; ``app`` and ``app_client`` (an
+  operator's ``httpx.AsyncClient`` on it) for ``async`` tests (``@pytest.mark.anyio``).
+- ``live_service``: the real uvicorn on a loopback port in a thread (the end-to-end tests).
+- ``browser``: Debian's Chromium through Playwright (skips without it, fails under
+  ``WAI_REQUIRE_BROWSER=1`` as in CI); a factory of fresh pages.
+- ``wgpu_device``: a WebGPU adapter through wgpu (tests/paths/conftest.py; Mesa's lavapipe
+  counts).
+- ``postgres``: the admin URL of PostgreSQL (the shared server on 127.0.0.1:5432 when it answers,
+  else a private cluster started once with initdb/pg_ctl; skips where neither exists);
+  ``postgres_url``: a fresh database on it, dropped afterwards.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
+import httpx
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -17,3 +42,108 @@ settings.register_profile(
 )
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+# A test that uses one of these fixtures (directly or through another fixture) carries the
+# marker, so `-m browser`, `-m 'not postgres'` select exactly the tests that need the thing.
+FIXTURE_MARKERS = {"browser": "browser", "postgres": "postgres", "wgpu_device": "gpu"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in names:
+                item.add_marker(marker)
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """``async`` tests (``@pytest.mark.anyio``) run on asyncio, the loop uvicorn uses."""
+    return "asyncio"
+
+
+@pytest.fixture
+def report_store(tmp_path: Path) -> Iterator[Any]:
+    from wai_dispatch.service.store.db import ReportStore
+
+    store = ReportStore(f"sqlite:///{tmp_path / 'reports.db'}")
+    store.migrate()
+    yield store
+    store.dispose()
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from wai_dispatch.dispatch import REFERENCE_OFFER
+    from wai_dispatch.service.decoding.decoder import Decoder
+
+    return Decoder.open(tmp_path_factory.mktemp("data"), REFERENCE_OFFER)
+
+
+@pytest.fixture
+def app_service(tmp_path: Path) -> Iterator[Any]:
+    from _svc import in_process
+
+    with in_process(tmp_path / "data") as running:
+        yield running
+
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[Any]:
+    """The app for ``async`` tests, its lifespan run on the test's loop; tokens per role in
+    ``app.state.test_tokens``."""
+    from _svc import _prepared, lifespan_of
+
+    made, tokens = _prepared(tmp_path / "data", 8000)
+    made.state.test_tokens = tokens
+    async with lifespan_of(made):
+        yield made
+
+
+@pytest.fixture
+async def app_client(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """An operator's client on ``app`` through httpx's ASGITransport."""
+    token = app.state.test_tokens["operator"]
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://testserver",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+def live_service(tmp_path: Path) -> Iterator[Any]:
+    from _svc import serve
+
+    with serve(tmp_path / "data") as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def browser() -> Callable[..., Any]:
+    """``browser(extra_args, init_script=None)``: a context manager giving a fresh page."""
+    from pagekit import browser_page, require_browser
+
+    require_browser()
+    return browser_page
+
+
+@pytest.fixture(scope="session")
+def postgres() -> str:
+    from _svc import pg_admin_url
+
+    url = pg_admin_url()
+    if url is None:
+        pytest.skip("no PostgreSQL: nothing answers on 127.0.0.1:5432 and initdb is not installed")
+    return url
+
+
+@pytest.fixture
+def postgres_url(postgres: str) -> Iterator[str]:
+    from _svc import pg_database
+
+    with pg_database(postgres) as url:
+        yield url

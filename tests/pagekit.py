@@ -1,10 +1,11 @@
-"""Browser test kit for the page (service/web/page_files/): Debian's Chromium driven by
-Playwright, and a loopback server for the page's site.
+"""Browser test kit for the page (service/web/page_files/) and the dashboard: Debian's Chromium
+driven by Playwright, and a loopback server for the page's site. tests/conftest.py's
+``browser`` fixture hands out :func:`browser_page` after :func:`require_browser`.
 
 The browser is always ``/usr/bin/chromium`` (never a downloaded one), headless, with a fresh
 profile and no network beyond 127.0.0.1. Without it (or without Playwright) the browser tests
 skip, unless ``WAI_REQUIRE_BROWSER=1`` (set by ``.ci/run``), where they fail. Screenshots land
-in ``test-artifacts/page/`` (git-ignored).
+in ``test-artifacts/page/`` (the dashboard's in ``out/browser-tests/``; both git-ignored).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import socket
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "page"
+DASHBOARD_ARTIFACTS = ROOT / "out" / "browser-tests"
 PORTS = range(18300, 18400)  # the loopback ports these tests may use
 BASE_ARGS = [
     "--no-sandbox",
@@ -67,8 +72,6 @@ def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any]]:
     """The real HTTP service (``wai-dispatch serve``'s app on uvicorn, SQLite store) on a
     loopback port of this suite's range; yields the page's URL (``…/page/``) and the page's
     site as the service made it."""
-    import time
-
     import httpx
     import uvicorn
 
@@ -120,13 +123,48 @@ def browser_page(extra_args: list[str], init_script: str | None = None) -> Itera
             browser.close()
 
 
+@contextlib.contextmanager
+def browser_context() -> Iterator[Any]:
+    """A headless browser context on a fresh, throw-away profile (the dashboard's tests)."""
+    from playwright.sync_api import sync_playwright
+
+    require_browser()
+    profile = tempfile.mkdtemp(prefix="wai-chromium-")
+    try:
+        with sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(
+                profile,
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=[*BASE_ARGS, "--headless", "--disable-gpu"],
+                viewport={"width": 1280, "height": 1000},
+            )
+            try:
+                yield context
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def wait_until(page: Any, expression: str, timeout_s: float = 30) -> None:
+    """Poll a JavaScript expression until it is truthy. ``page.wait_for_function`` evaluates
+    strings with ``eval``, which the dashboard's Content-Security-Policy forbids."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout_s} s: {expression}")
+        time.sleep(0.02)
+
+
 def open_page(page: Any, url: str) -> None:
     page.goto(url)
     page.wait_for_function("() => window.waiPage && window.waiPage.ready === true", timeout=30_000)
 
 
-def screenshot(page: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
+def screenshot(page: Any, name: str, folder: Path = ARTIFACTS) -> Path:
+    """Keep a screenshot as a test artifact (git-ignored)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path

@@ -9,7 +9,7 @@ exact (docs/wai-ops.md, "Why a float engine may compute it exactly"). Requantisa
 ``Floor((x + 2^(s-1)) · 2^-s)``; the inverse GDN's square root is ``Floor(Sqrt(n))``, exact for
 ``n < 2^24`` when the square root is correctly rounded (docs/wai-ops.md), which
 :func:`check_sqrt` confirms for this build before the engine is used.
-``tests/test_waiops_engine.py`` holds it to the int64 reference bit for bit."""
+``tests/paths/test_waiops_engine.py`` holds it to the int64 reference bit for bit."""
 
 from __future__ import annotations
 

@@ -1,0 +1,66 @@
+"""The page's routes on the HTTP service, in process (httpx's ASGITransport; service/web/page.py):
+public, out of the OpenAPI schema, answering what service.web.page_site.PageSite answers;
+WAI_PAGE=false turns them off."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from _svc import _prepared, lifespan_of
+from pagekit import ROOT
+
+SET = ROOT / "conformance" / "sets" / "bmshj2018-demo-q3"
+pytestmark = pytest.mark.anyio
+
+
+async def test_page_routes(app: Any, app_client: httpx.AsyncClient) -> None:
+    client = app_client
+    url = "http://testserver/page/"
+    root = url.removesuffix("page/")
+    redirect = await client.get(root + "page", follow_redirects=False)
+    assert redirect.status_code == 308 and redirect.headers["location"] == url
+    index = await client.get(url)
+    assert index.status_code == 200
+    assert index.headers["content-type"].startswith("text/html")
+    site = app.state.page_site  # made on first use
+    js = await client.get(url + "js/dispatch/rules.js")
+    assert js.headers["content-type"].startswith("text/javascript")
+    assert (await client.get(url + "samples.json")).json() == site.sample_names()
+    digest = (await client.get(url + "sets/default/wai.neural.bmshj2018")).json()["digest"]
+    tables = await client.get(url + f"sets/{digest}/files/cdfs_q3.json")
+    assert tables.content == (SET / "cdfs_q3.json").read_bytes()
+    manifest = (await client.get(url + f"sets/{digest}/manifest.json")).json()
+    assert manifest["capability"] == "wai.neural.bmshj2018"
+    for path, status, code in [
+        ("sets/default/wai.neural.nothing", 404, "set_not_installed"),
+        (f"sets/{'0' * 64}/manifest.json", 404, "set_not_installed"),
+        (f"sets/{digest}/files/nothing.bin", 404, "set_file_missing"),
+        ("samples/nothing.json", 404, "page_not_found"),
+        ("..%2F..%2Fpyproject.toml", 404, "page_not_found"),
+        ("js%2F..%2F..%2Fpage.py", 404, "page_not_found"),
+        (".hidden", 404, "page_not_found"),
+    ]:
+        res = await client.get(url + path)
+        assert (res.status_code, res.json()["error"]["code"]) == (status, code), path
+    reference = (await client.get(url + "reference/bmshj2018-demo-q3.json")).json()
+    payload_info = json.loads((SET / "payload.json").read_text(encoding="utf-8"))
+    assert reference["symbols_digest"] == payload_info["symbols_digest"]
+    assert reference["reports"][0]["ran"]["backend"] == "onnx-runtime"
+    schema = (await client.get(root + "openapi.json")).json()
+    assert not any(p.startswith("/page") for p in schema["paths"])
+
+
+async def test_page_off(tmp_path: Path) -> None:
+    app, _ = _prepared(tmp_path / "data", 8000, page=False)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        lifespan_of(app),
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as client,
+    ):
+        res = await client.get("/page/index.html")
+        assert res.status_code == 404
+        assert res.json()["error"]["code"] == "not_found"

@@ -1,0 +1,68 @@
+"""The page's WebNN verifier (service/web/page_files/verify.html, run by tools/verify_page.py) in
+Debian's Chromium: with WebNN exposed but no context it verifies nothing ("absent", exit 1) while
+every sample's symbols agree and replicate is refused with no context; with the test-only
+reference WebNN context (tests/page/webnn_reference.js) it passes, the picture within 40 dB of ONNX
+Runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pagekit import CHROMIUM, ROOT, free_port, serve_service
+
+from wai_dispatch.tools import verify_page
+
+NATIVE_DIGEST = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
+REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[str]:
+    with serve_service(tmp_path_factory.mktemp("verify")) as (url, _):
+        yield url
+
+
+def by_sample(summary: dict[str, Any]) -> dict[str, Any]:
+    return {row["sample"]: row for row in summary["samples"]}
+
+
+def test_no_webnn_context_verifies_nothing(url: str) -> None:
+    summary = verify_page.verify(str(CHROMIUM), url=url, extra_args=["--no-sandbox"])
+    assert summary["verdict"] == "absent"
+    rows = by_sample(summary)
+    assert {"bmshj2018-demo-q3-replicate.json", "bmshj2018-demo-q3.json"} <= set(rows)
+    for row in rows.values():
+        # every bundled sample is coded from the same picture's latent (docs/int-synth-set.md)
+        assert row["symbols"] == {"page": NATIVE_DIGEST, "native": NATIVE_DIGEST}
+        if row["needed"] == "decode-equivalence":  # int_synth, or replicate: refused first
+            assert row["verdict"] == "pass" and row["contexts"] == [], row
+    plain = rows["bmshj2018-demo-q3.json"]
+    assert plain["verdict"] == "absent" and plain["ran"] is None
+    assert plain["contexts"] == ["npu", "gpu", "cpu"]
+    assert any("WebNN is not supported on this platform" in why for why in plain["why"])
+    replicate = rows["bmshj2018-demo-q3-replicate.json"]
+    assert replicate["verdict"] == "pass" and replicate["contexts"] == []
+
+
+@pytest.mark.slow
+def test_reference_context_passes(url: str) -> None:
+    summary = verify_page.verify(
+        str(CHROMIUM), url=url, extra_args=["--no-sandbox"], init_script=REFERENCE_WEBNN
+    )
+    assert summary["verdict"] == "pass", summary
+    plain = by_sample(summary)["bmshj2018-demo-q3.json"]
+    assert plain["ran"] == "npu/webnn/float"
+    assert plain["contexts"] == ["npu"]
+    assert plain["psnr"] >= 40.0
+    assert plain["report"]["ran"]["placement"] is None
+
+
+def test_command_exit_status(capsys: pytest.CaptureFixture[str], browser: Any) -> None:
+    """The command serves the page itself and exits 1 where the browser gives no WebNN."""
+    argv = ["--browser", str(CHROMIUM), "--port", str(free_port())]
+    assert verify_page.main([*argv, "--no-sandbox"]) == 1
+    out = capsys.readouterr().out
+    assert "verdict  absent" in out
+    assert "bmshj2018-demo-q3-replicate.json" in out

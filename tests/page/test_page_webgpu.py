@@ -1,0 +1,174 @@
+"""The page's WebGPU path, ``gpu/wgsl/integer``, in Debian's Chromium on SwiftShader
+(``--enable-unsafe-webgpu --use-webgpu-adapter=swiftshader``: nothing more is needed).
+
+SwiftShader is a fallback (software) adapter: a decode of ``wai.neural.int_synth`` there is
+``dispatch_not_placed``, exactly as the Python path on lavapipe. The verify view runs the page's
+kernels anyway: corpus payloads decode through them to their corpus hashes, whole and banded
+(limits lowered). The kernels and their plans are the Python path's (service/web/page_wgsl.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from pagekit import (
+    ROOT,
+    open_page,
+    screenshot,
+    serve_service,
+)
+
+from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
+from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.dispatch.report import Placement
+
+pytest.importorskip("wai_dispatch.paths.waiops.adapter", reason="the integer path is not here")
+pytest.importorskip("wai_dispatch.paths.wgsl.execute", reason="the WGSL path is not here")
+
+GPU_ARGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"]
+CORPUS = json.loads(
+    (ROOT / "conformance" / "neural-conformance" / "corpus.json").read_text(encoding="utf-8")
+)
+# SwiftShader runs the kernels on two shared cores: 0.2 s to 5 min a payload here. The suite
+# checks three by default; WAI_PAGE_FULL_CORPUS=1 (.ci/run) checks every one.
+QUICK = ["chelsea-16x16", "coffee-256x256", "extreme-symbols-320x192"]
+SWIFTSHADER_LIMITS = {
+    "maxComputeWorkgroupsPerDimension": 65535,
+    "maxStorageBufferBindingSize": 1 << 30,
+    "maxBufferSize": 1 << 30,
+    "maxUniformBufferBindingSize": 65536,
+    "maxComputeInvocationsPerWorkgroup": 256,
+    "maxComputeWorkgroupSizeX": 256,
+    "maxStorageBuffersPerShaderStage": 8,
+}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
+    with serve_service(tmp_path_factory.mktemp("webgpu")) as (url, site):
+        site.url = url
+        yield site
+
+
+@pytest.fixture
+def gpu_page(site: Any, browser: Any) -> Iterator[Any]:
+    with browser(GPU_ARGS) as page:
+        yield page
+
+
+def decode_sample(page: Any, url: str, name: str) -> dict[str, Any]:
+    open_page(page, url)
+    page.select_option("#sample", name)
+    result: dict[str, Any] = page.evaluate("window.waiPage.decodeSample()")
+    assert page.errors == []
+    return result
+
+
+def verify_int(page: Any, url: str, query: str) -> dict[str, Any]:
+    page.goto(f"{url}verify-int.html?{query}")
+    page.wait_for_function("() => window.waiVerifyInt && window.waiVerifyInt.done", timeout=900_000)
+    summary: dict[str, Any] = page.evaluate("window.waiVerifyInt")
+    assert page.errors == []
+    return summary
+
+
+def test_int_synth_not_placed_on_a_fallback_adapter(site: Any, gpu_page: Any) -> None:
+    result = decode_sample(gpu_page, site.url, "int-synth-demo-q3.json")
+    report = result["reports"][0]
+    # The Python core on the same facts: the adapter is there, the set holds the program, the
+    # plan takes the shape, and the placement is 12 operations on the CPU (§5).
+    cap = REGISTRY["wai.neural.int_synth"]
+    wgsl = ScriptedAdapter(GPU_WGSL, placement=Placement(cpu=12))
+    offer = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_WGSL)
+    expected = choose(cap, demand(cap), offer, {GPU_WGSL: wgsl}).report.to_json()
+    assert report == expected
+    assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 3 + [
+        "dispatch_not_placed"
+    ]
+    Report.from_json(report)
+    assert wgsl.calls == ["unit_present", "program_present", "takes_shape", "plan"]
+    assert "swiftshader" in result["reasons"][0]["gpu/wgsl/integer"]
+    coffee = next(p for p in CORPUS["payloads"] if p["name"] == "coffee-256x256")
+    assert result["parts"][0]["symbolsDigest"] == coffee["symbols_digest"]
+    screenshot(gpu_page, "webgpu-not-placed")
+
+
+def test_int_synth_shape_refused_under_lowered_limits(site: Any, gpu_page: Any) -> None:
+    """A plan no variant admits under the adapter's limits is dispatch_shape_mismatch, asked
+    before the plan (§4), and nothing is submitted."""
+    url = site.url + "?limit.maxStorageBufferBindingSize=1048576"
+    result = decode_sample(gpu_page, url, "int-synth-demo-q3.json")
+    assert result["reports"][0]["refused"][-1]["reason"] == "dispatch_shape_mismatch"
+    assert "maxStorageBufferBindingSize" in result["reasons"][0]["gpu/wgsl/integer"]
+
+
+@pytest.mark.slow
+def test_corpus_through_the_page_kernels(site: Any, gpu_page: Any) -> None:
+    full = os.environ.get("WAI_PAGE_FULL_CORPUS") == "1"
+    names = [p["name"] for p in CORPUS["payloads"]] if full else QUICK
+    summary = verify_int(gpu_page, site.url, "only=" + ",".join(names))
+    assert summary["software"] is True
+    rows = {row["name"]: row for row in summary["rows"]}
+    assert sorted(rows) == sorted(names)
+    for entry in CORPUS["payloads"]:
+        if entry["name"] in rows:
+            row = rows[entry["name"]]
+            assert row["got"] == entry["rgb8_blake3"], row
+            assert row["symbols"] == entry["symbols_digest"]
+    assert summary["verdict"] == "pass"
+    screenshot(gpu_page, "webgpu-verify-corpus")
+
+
+@pytest.mark.slow
+def test_banded_kernels(site: Any, gpu_page: Any) -> None:
+    """Limits lowered to 4 MiB bindings band the large layers; the hash is unchanged."""
+    query = "only=extreme-symbols-320x192&limit.maxStorageBufferBindingSize=4194304"
+    summary = verify_int(gpu_page, site.url, query)
+    (row,) = summary["rows"]
+    assert row["banded"] >= 1
+    expected = next(p for p in CORPUS["payloads"] if p["name"] == "extreme-symbols-320x192")
+    assert row["got"] == expected["rgb8_blake3"]
+    assert summary["verdict"] == "pass"
+
+
+def _plan(site: Any, limits: dict[str, int], shape: str = "1,192,12,20") -> Any:
+    digest = CORPUS["set"]
+    return site.get(f"sets/{digest}/wgsl/plan?shape={shape}&limits={quote(json.dumps(limits))}")
+
+
+def test_the_plan_is_the_python_paths(site: Any) -> None:
+    """The page's kernels are the Python path's: the same rendered WGSL and the same dispatch
+    sizes, planned by paths.wgsl for the browser's limits."""
+    from wai_dispatch.paths.wgsl.descriptor import render
+    from wai_dispatch.paths.wgsl.execute import plan_program
+
+    res = _plan(site, SWIFTSHADER_LIMITS)
+    assert res.status == 200
+    plan = json.loads(res.body)
+    program = site._wgsl_programs.get(site._open(CORPUS["set"])).program
+    plans = plan_program(program, [1, 192, 12, 20], SWIFTSHADER_LIMITS)
+    assert len(plan["operations"]) == len(plans) == len(program.operations)
+    for op, kernel, mine in zip(program.operations, plans, plan["operations"], strict=True):
+        source = render(kernel.descriptor.name, str(kernel.variant["name"]), op.op)
+        assert plan["sources"][mine["source"]] == source
+        assert [b["groups"] for b in mine["bands"]] == [
+            list(kernel.dispatch(b)) for b in kernel.bands()
+        ]
+
+
+def test_plan_route_refusals(site: Any) -> None:
+    tiny = {**SWIFTSHADER_LIMITS, "maxStorageBufferBindingSize": 65536}
+    refused = json.loads(_plan(site, tiny).body)
+    assert "maxStorageBufferBindingSize" in refused["refused"]
+    for bad in ({}, {**SWIFTSHADER_LIMITS, "maxBufferSize": -1}, {**SWIFTSHADER_LIMITS, "x": 1}):
+        res = _plan(site, bad)  # type: ignore[arg-type]
+        assert res.status == 400
+        assert json.loads(res.body)["error"]["code"] == "page_bad_request"
+    for shape in ("1,192,12", "2,192,12,20", "1,192,0,20", "a,b,c,d"):
+        assert json.loads(_plan(site, SWIFTSHADER_LIMITS, shape).body)["error"]["code"] == (
+            "page_bad_request"
+        )

@@ -1,0 +1,67 @@
+"""Every payload of the integer capability's conformance corpus (conformance/neural-conformance/)
+decoded through the WGSL kernels gives the corpus's RGB8 hash, on whatever WebGPU adapter this
+machine has (Mesa's lavapipe in CI): the ``gpu/wgsl/integer`` path's claim to
+``decode-equivalence`` (§3)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
+pytest.importorskip(
+    "wai_dispatch.paths.waiops.program",
+    reason="the wai-ops/1 interpreter and its corpus (issue 8) are not in this build",
+)
+
+from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.paths.waiops.program import Program, load_program
+from wai_dispatch.paths.wgsl.execute import run_program
+from wai_dispatch.paths.wgsl.runner import Runner
+from wai_dispatch.tools.neural_conformance import program_rgb8, rgb8_digest
+
+CORPUS = neural_conformance_dir()
+DOC = json.loads((CORPUS / "corpus.json").read_bytes())
+SET = sets_dir() / DOC["set_name"]
+MANIFEST = Manifest.from_bytes((SET / "set.json").read_bytes())
+
+
+@pytest.fixture(scope="module")
+def runner(wgpu_device: Runner) -> Runner:
+    return wgpu_device  # tests/paths/conftest.py
+
+
+@pytest.fixture(scope="module")
+def program() -> Program:
+    assert MANIFEST.digest == DOC["set"], "the corpus names another set than the bundled one"
+    spec = MANIFEST.facts.program("wai-ops")
+    assert spec is not None and spec.file and spec.weights
+    return load_program(
+        (SET / spec.file).read_bytes(), (SET / spec.weights).read_bytes(), rgb8_output=True
+    )
+
+
+@pytest.fixture(scope="module")
+def constants() -> dict[tuple[str, str], Any]:
+    return {}  # the weight buffers, uploaded once for every payload (one set, one device)
+
+
+@pytest.mark.parametrize("case", DOC["payloads"], ids=[p["name"] for p in DOC["payloads"]])
+@pytest.mark.slow
+def test_payload_through_the_kernels_gives_the_corpus_hash(
+    case: dict[str, Any], runner: Runner, program: Program, constants: dict[tuple[str, str], Any]
+) -> None:
+    tables = EntropyTables.from_json((SET / str(MANIFEST.facts.tables)).read_bytes())
+    symbols = codec_payload.decode((CORPUS / case["payload"]).read_bytes(), tables)
+    rgb = program_rgb8(run_program(runner, program, symbols, constants))
+    assert list(rgb.shape) == case["picture_shape"]
+    got = rgb8_digest(rgb)
+    assert got == case["rgb8_blake3"], (
+        f"{case['name']}: the WGSL kernels' RGB8 BLAKE3 is {got}, the corpus says "
+        f"{case['rgb8_blake3']} (adapter: {runner.describe()})"
+    )

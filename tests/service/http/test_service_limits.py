@@ -1,0 +1,122 @@
+"""Limits: a saturated service answers 429 with Retry-After while /healthz still answers; a
+decode whose estimate (from the payload header) is over the memory budget or the time limit
+is refused with a 413 naming the limit; a decode past its timeout is a 504."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from _svc import SAMPLE_JSON, envelope_of_latent, in_process, serve
+
+from wai_dispatch.codec.envelope_read import parse_json
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.http.admission import Admission, Estimate, estimate
+from wai_dispatch.service.http.errors import ServiceError
+
+
+def test_saturation_is_429_with_retry_after_and_healthz_answers(tmp_path: Path) -> None:
+    # end to end on uvicorn: concurrent clients on real sockets fill the workers and the queue
+    with serve(tmp_path, decode_threads=1, queue=1) as live:
+        body = SAMPLE_JSON.read_bytes()
+        headers = {"Authorization": f"Bearer {live.tokens['sink']}",
+                   "Content-Type": "application/json"}  # fmt: skip
+        health: list[tuple[int, float, int]] = []
+        stop = threading.Event()
+
+        def probe() -> None:
+            with httpx.Client(base_url=live.url, timeout=10) as c:
+                while not stop.is_set():
+                    t = time.perf_counter()
+                    status = c.get("/healthz").status_code
+                    health.append(
+                        (status, time.perf_counter() - t, live.service.admission.inflight)
+                    )
+                    time.sleep(0.01)
+
+        def post(_: int) -> httpx.Response:
+            with httpx.Client(base_url=live.url, timeout=60) as c:
+                return c.post("/v1/decode", content=body, headers=headers)
+
+        prober = threading.Thread(target=probe)
+        prober.start()
+        try:
+            with ThreadPoolExecutor(12) as pool:
+                answers = list(pool.map(post, range(24)))
+        finally:
+            stop.set()
+            prober.join()
+    statuses = [a.status_code for a in answers]
+    assert set(statuses) == {200, 429}, statuses
+    busy = [a for a in answers if a.status_code == 429]
+    assert all(a.json()["error"]["code"] == "queue_full" for a in busy)
+    assert all(int(a.headers["retry-after"]) >= 1 for a in busy)
+    assert "workers+queue=2" in busy[0].json()["error"]["message"]
+    during = [h for h in health if h[2] > 0]  # probes answered while decodes were in flight
+    assert during and all(status == 200 for status, _, _ in during)
+
+
+def test_decode_over_the_memory_budget_names_the_limit(tmp_path: Path) -> None:
+    with in_process(tmp_path, memory_budget_bytes=80 * 1024 * 1024) as app, app.client() as c:
+        small = envelope_of_latent(tmp_path / "sets", 4, 4)  # 64×64 px: inside the budget
+        big = envelope_of_latent(tmp_path / "sets", 16, 16)  # 256×256 px: ~100 MB
+        assert c.post("/v1/decode", content=small).status_code == 200
+        r = c.post("/v1/decode", content=big)
+    assert (r.status_code, r.json()["error"]["code"]) == (413, "decode_memory_over_budget")
+    assert "memory_budget_bytes=83886080" in r.json()["error"]["message"]
+
+
+def _admission(**kw: float) -> Admission:
+    args = {"workers": 1, "queue": 0, "memory_budget": 1 << 30, "timeout_s": 30.0,
+            "max_latent_elements": 1 << 20, **kw}  # fmt: skip
+    return Admission(**args)  # type: ignore[arg-type]
+
+
+def test_estimate_reads_the_header_and_the_sets_upsampling(tmp_path: Path) -> None:
+    decoder = Decoder.open(tmp_path)
+    est = estimate(decoder.prepare(parse_json(envelope_of_latent(tmp_path / "sets", 64, 32))))
+    assert (est.latent_elements, est.pixels) == (192 * 64 * 32, 1024 * 512)
+    assert est.memory_bytes == 64 * 1024 * 1024 + 560 * 1024 * 512
+
+
+def test_time_estimate_over_the_timeout_is_413() -> None:
+    adm = _admission(timeout_s=0.05)
+    with pytest.raises(ServiceError) as err:
+        adm.check(Estimate(192 * 256, 256 * 256, 100 << 20, 0.11))
+    assert err.value.code == "decode_time_over_limit"
+    assert "decode_timeout_s=0.05" in err.value.message
+    adm.close()
+
+
+def test_memory_taken_by_admitted_decodes_is_429_and_timeout_is_504() -> None:
+    adm = _admission(workers=2, queue=2, memory_budget=300 << 20, timeout_s=0.2)
+    gate = threading.Event()
+
+    async def scenario() -> tuple[str, str, str]:
+        first = asyncio.ensure_future(adm.run(Estimate(1, 1, 200 << 20, 0.0), gate.wait))
+        await asyncio.sleep(0.05)
+        try:
+            await adm.run(Estimate(1, 1, 200 << 20, 0.0), lambda: None)
+            busy = "admitted"
+        except ServiceError as exc:
+            busy = exc.code + " " + exc.headers["Retry-After"]
+        try:
+            await first
+            late = "finished"
+        except ServiceError as exc:
+            late = exc.code
+        held = str(adm.reserved)
+        return busy, late, held
+
+    busy, late, held = asyncio.run(scenario())
+    assert busy == "memory_busy 1"
+    assert late == "decode_timeout"
+    assert held == str(200 << 20)  # the timed-out decode still holds its memory until it ends
+    gate.set()
+    adm.close()
+    assert adm.reserved == 0 and adm.inflight == 0

@@ -1,0 +1,177 @@
+"""The report store on SQLite and on PostgreSQL: migrations agree with the models, inserts
+are idempotent by report id, filters, cursor paging and the summary's SQL aggregates give
+pinned answers; tokens are stored hashed and the first admin token is written 0600."""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.reports import Filters, get_report, list_reports, summary
+
+T0 = 1_796_000_000_000  # a fixed Unix time in ms, 3,200 s into its hour
+HOUR = T0 - T0 % 3_600_000
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
+    if request.param == "sqlite":
+        yield request.getfixturevalue("report_store")
+        return
+    s = ReportStore(request.getfixturevalue("postgres_url"))
+    s.migrate()
+    yield s
+    s.dispose()
+
+
+def rec(
+    i: int,
+    *,
+    sink: str = "a",
+    ran: str | None = "cpu/onnx-runtime/float",
+    refused: tuple[str, ...] = ("dispatch_unit_absent",),
+    t: int = 0,
+) -> ReportRecord:
+    return ReportRecord.from_json(
+        {
+            "id": f"00000000-0000-0000-0000-{i:012d}",
+            "request_id": f"req-{i}",
+            "created_ms": T0 + t,
+            "sink": sink,
+            "role": "primary",
+            "capability": "wai.neural.bmshj2018",
+            "set_digest": "ab" * 32,
+            "symbols_digest": "cd" * 32,
+            "rgb_digest": "ef" * 32 if ran else None,
+            "needed": "none",
+            "path_ran": ran,
+            "tier": "none" if ran else None,
+            "outcome": "decoded" if ran else "refused",
+            "duration_ms": 12.5,
+            "placement": {"npu": 0, "gpu": 0, "cpu": 76, "unknown": 0} if ran else {},
+            "refusals": [{"path": "npu/model-runtime/float", "code": c} for c in refused],
+            "report": {"kind": "wai-neural-dispatch/1", "i": i},
+        }
+    )
+
+
+DATA = [
+    rec(1, t=0),
+    rec(2, t=1000, sink="b"),
+    rec(3, t=3_600_000, ran=None, refused=("dispatch_tier_refused", "dispatch_tier_refused")),
+    rec(4, t=3_600_500, ran="npu/model-runtime/float", refused=()),
+    rec(5, t=7_200_000, sink="b", ran=None, refused=("dispatch_program_absent",)),
+]
+
+
+def test_migrations_agree_with_the_models(store: ReportStore) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from wai_dispatch.service.store.models import Base
+
+    store.migrate()  # a second run is a no-op
+    with store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_insert_is_idempotent_by_report_id(store: ReportStore) -> None:
+    assert store.insert(DATA) == 5
+    assert store.insert(DATA[::-1]) == 0
+    assert store.insert([rec(6), *DATA]) == 1
+    assert store.count() == 6
+    got = get_report(store, DATA[2]["id"], None)
+    assert got["report"] == DATA[2]["report"] and got["path"] is None
+
+
+def test_filters_and_paging(store: ReportStore) -> None:
+    store.insert(DATA)
+
+    def ids(**kw: Any) -> list[int]:
+        page = list_reports(store, Filters(**kw), limit=100, cursor=None)
+        return [int(x["id"][-3:]) for x in page["items"]]
+
+    assert ids() == [5, 4, 3, 2, 1]
+    assert ids(sink="b") == [5, 2]
+    assert ids(path="none") == [5, 3]
+    assert ids(path="npu/model-runtime/float") == [4]
+    assert ids(reason="dispatch_tier_refused") == [3]
+    assert ids(reason="dispatch_unit_absent") == [2, 1]
+    assert ids(tier="none") == [4, 2, 1]
+    assert ids(outcome="refused") == [5, 3]
+    assert ids(set="ab" * 32) == [5, 4, 3, 2, 1] and ids(set="00" * 32) == []
+    assert ids(capability="wai.neural.int_synth") == []
+    assert ids(since_ms=T0 + 1000, until_ms=T0 + 3_600_001) == [3, 2]
+    assert ids(request_id="req-4") == [4]
+    seen, cursor = [], None
+    while True:
+        page = list_reports(store, Filters(), limit=2, cursor=cursor)
+        seen += [int(x["id"][-3:]) for x in page["items"]]
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert seen == [5, 4, 3, 2, 1]
+
+
+def test_summary_is_computed_in_the_database(store: ReportStore) -> None:
+    store.insert(DATA)
+    got = summary(store, Filters(), bucket_s=3600)
+    assert got == {
+        "reports": 5,
+        "by_path": [
+            {"path": None, "tier": None, "count": 2},
+            {"path": "cpu/onnx-runtime/float", "tier": "none", "count": 2},
+            {"path": "npu/model-runtime/float", "tier": "none", "count": 1},
+        ],
+        "refusals": {
+            "dispatch_tier_refused": 2,
+            "dispatch_unit_absent": 2,
+            "dispatch_program_absent": 1,
+        },
+        "placement": {"npu": 0.0, "gpu": 0.0, "cpu": 1.0, "unknown": 0.0},
+        "bucket_s": 3600,
+        "over_time": [
+            {"start_ms": HOUR, "decoded": 2},
+            {"start_ms": HOUR + 3_600_000, "decoded": 1, "refused": 1},
+            {"start_ms": HOUR + 7_200_000, "refused": 1},
+        ],
+    }  # fmt: skip
+    assert summary(store, Filters(sink="b"), bucket_s=3600)["reports"] == 2
+    tier = summary(store, Filters(reason="dispatch_tier_refused"), bucket_s=60)
+    assert (tier["reports"], tier["refusals"]) == (1, {"dispatch_tier_refused": 2})
+
+
+def test_tokens_hashed_roles_and_first_admin(store: ReportStore, tmp_path: Path) -> None:
+    written = tokens.ensure_admin(store, tmp_path)
+    assert written == tmp_path / "admin-token"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert tokens.ensure_admin(store, tmp_path) is None  # only on a store without an admin
+    secret = tokens.create(store, "edge-1", tokens.Role.sink)
+    cache = tokens.TokenCache(store)
+    cache.reload()
+    assert cache.lookup(secret) == tokens.Principal("edge-1", tokens.Role.sink)
+    admin = cache.lookup(written.read_text().strip())
+    assert admin is not None and admin.role is tokens.Role.admin
+    with store.engine.connect() as conn:
+        from sqlalchemy import text
+
+        stored = [r[0] for r in conn.execute(text("SELECT hash FROM tokens"))]
+    assert tokens.digest(secret) in stored and secret not in stored
+    assert [(r["name"], r["role"], r["revoked"]) for r in tokens.listing(store)] == [
+        ("admin", "admin", False),
+        ("edge-1", "sink", False),
+    ]
+    assert tokens.revoke(store, "edge-1") == 1
+    cache.reload()
+    assert cache.lookup(secret) is None
+    with pytest.raises(tokens.TokenError) as err:
+        tokens.revoke(store, "edge-1")
+    assert err.value.code == "token_not_found"
