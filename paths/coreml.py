@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import sys
 import tempfile
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -442,11 +444,23 @@ class ScriptedCoreML:
 # --- the adapter ------------------------------------------------------------------------------
 
 
+class _Folder:
+    """A private folder removed by :meth:`cleanup`, or when the object is collected (an evicted
+    program's: ``weakref.finalize``, which, unlike ``TemporaryDirectory``'s, warns of nothing)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.name = tempfile.mkdtemp(prefix=prefix)
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self.name, ignore_errors=True)
+
+    def cleanup(self) -> None:
+        self._finalizer()
+
+
 @dataclass
 class _Compiled:
     """One set's program, compiled and loaded, with its placement (cached per set digest)."""
 
-    tmp: tempfile.TemporaryDirectory[str]
+    tmp: _Folder
     model: Any
     placement: Placement
     files: ProgramFiles
@@ -459,7 +473,7 @@ class CoreMLAdapter:
     native one; inject a :class:`ScriptedCoreML` to test without macOS. Compiled programs are
     kept per set digest in ``programs`` (the program cache the decoder's adapters share; one of
     its own with the default budget when none is given); an evicted one's folder is removed
-    when it is collected (``TemporaryDirectory``'s finaliser), :meth:`close` removes them all."""
+    when it is collected (:class:`_Folder`'s finaliser), :meth:`close` removes them all."""
 
     def __init__(
         self, runtime: CoreMLRuntime | None = None, *, programs: Programs | None = None
@@ -532,7 +546,7 @@ class CoreMLAdapter:
             program_input: ProgramInput | None = read_program_input(spec_bytes, files.input)
         except (ImportError, ValueError):
             program_input = None  # the runtime says what is wrong, if anything, below
-        tmp = tempfile.TemporaryDirectory(prefix="wai-coreml-")
+        tmp = _Folder("wai-coreml-")
         step = "placing the set's program in a package"
         try:
             package = write_package(tmp.name, spec_bytes, weight_bytes)

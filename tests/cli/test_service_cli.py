@@ -104,3 +104,5 @@ def test_serve_prints_url_token_and_a_curl_that_decodes(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()

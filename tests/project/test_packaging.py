@@ -93,7 +93,9 @@ def test_the_installed_wheel_decodes_the_sample(wheel: Path, tmp_path: Path) -> 
     for shadow in ("service", "tools", "dispatch", "paths"):
         (work / shadow).mkdir(parents=True)
         (work / shadow / "__init__.py").write_text("raise ImportError('shadowed')\n")
-    env = {**os.environ, "WAI_DATA_DIR": str(tmp_path / "data")}
+    # PYTHONPATH would put a checkout before the installed wheel: the test is of the wheel.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["WAI_DATA_DIR"] = str(tmp_path / "data")
     result = subprocess.run(
         [python, "-m", "wai_dispatch", "demo", "-o", str(tmp_path / "out")],
         cwd=work,
