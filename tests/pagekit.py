@@ -71,7 +71,7 @@ def free_port() -> int:
 def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any]]:
     """The real HTTP service (``wai-dispatch serve``'s app on uvicorn, SQLite store) on a
     loopback port of this suite's range; yields the page's URL (``…/page/``) and the page's
-    site as the service made it."""
+    data (:class:`service.web.page_data.PageData`) as the service made it."""
     import httpx
     import uvicorn
 
@@ -91,8 +91,8 @@ def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any]]:
         time.sleep(0.02)
     url = f"http://127.0.0.1:{port}/page/"
     try:
-        httpx.get(url, timeout=30)  # the site is made on first use (None when the page is off)
-        yield url, getattr(app.state, "page_site", None)
+        httpx.get(url + "samples.json", timeout=30)  # made on first use (None: the page is off)
+        yield url, getattr(app.state, "page_data", None)
     finally:
         server.should_exit = True
         thread.join(timeout=30)

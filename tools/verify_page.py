@@ -9,8 +9,9 @@ with ``$CHROME`` the browser's executable, e.g. on macOS
 ``/Applications/Google Chrome.app/Contents/MacOS/Google Chrome``, on Windows
 ``C:/Program Files/Google/Chrome/Application/chrome.exe``.
 
-It serves the page and the bundled sets from a loopback port of its own (the HTTP service serves
-the same page at /page/), starts the browser with WebNN enabled
+It verifies against a running service's page (``--url http://host:port/page/``), or starts one
+of its own (``wai-dispatch serve`` on a loopback port, a fresh data directory and the CPU offer
+``cpu/onnx-runtime/float``, stopped at the end), starts the browser with WebNN enabled
 (``--enable-features=WebMachineLearningNeuralNetwork``) and a fresh profile, and needs
 Playwright (the test extra) but no downloaded browser.
 """
@@ -18,15 +19,19 @@ Playwright (the test extra) but no downloaded browser.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
-from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.web.page_site import PageSite, serve_loopback
 
 WEBNN_FEATURE = "--enable-features=WebMachineLearningNeuralNetwork"
 BROWSER_ARGS = [
@@ -68,11 +73,55 @@ def verify(
             instance.close()
 
 
+@contextlib.contextmanager
+def serve_page(port: int = 0, *, timeout_s: float = 120.0) -> Iterator[str]:
+    """``wai-dispatch serve`` in a child process on 127.0.0.1 with a fresh data directory and
+    the CPU offer; yields its page's URL (``…/page/``) once it answers, and stops it."""
+    import httpx  # the service's client dependency
+
+    port = port or _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [sys.executable, "-m", "wai_dispatch", "serve", "--host", "127.0.0.1"]
+        argv += ["--port", str(port), "--data-dir", str(Path(tmp) / "data")]
+        env = {**os.environ, "WAI_OFFER": str(CPU_ONNX_RUNTIME)}  # the child's setting
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        url = f"http://127.0.0.1:{port}/page/"
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"wai-dispatch serve exited with status {proc.returncode}")
+                try:
+                    if httpx.get(url + "samples.json", timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"wai-dispatch serve did not answer in {timeout_s:.0f} s")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.verify_page")
     parser.add_argument("--browser", required=True, help="the Chromium-family executable")
     parser.add_argument("--headed", action="store_true", help="show the browser window")
-    parser.add_argument("--port", type=int, default=0, help="loopback port (default: any)")
+    parser.add_argument("--url", help="a running service's page (default: start one)")
+    parser.add_argument("--port", type=int, default=0, help="its loopback port (default: any)")
     parser.add_argument("--json", action="store_true", help="print the whole summary as JSON")
     parser.add_argument(
         "--no-sandbox",
@@ -80,10 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         help="start the browser with --no-sandbox (needed as root, e.g. in a container)",
     )
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        decoder = Decoder.open(Path(tmp) / "data", offer=[CPU_ONNX_RUNTIME])
-        with serve_loopback(PageSite(decoder), port=args.port) as url:
-            extra = ["--no-sandbox"] if args.no_sandbox else []
+    extra = ["--no-sandbox"] if args.no_sandbox else []
+    if args.url:
+        summary = verify(args.browser, url=args.url, headless=not args.headed, extra_args=extra)
+    else:
+        with serve_page(args.port) as url:
             summary = verify(args.browser, url=url, headless=not args.headed, extra_args=extra)
     if args.json:
         print(json.dumps(summary, indent=2))

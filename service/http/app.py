@@ -113,9 +113,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(RequestId)
-    for module in (api_decode, api_reports, api_sets, api_ops, api_governance, api_page):
+    for module in (api_decode, api_reports, api_sets, api_ops, api_governance):
         app.include_router(module.router)
     dashboard_app.install(app)
+    if chosen.page:
+        api_page.install(app)
     app.add_exception_handler(WaiError, _wai_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

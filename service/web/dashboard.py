@@ -1,45 +1,32 @@
-"""Serves the operator dashboard (``service/web/dashboard_files/``) at ``/dashboard/``: static
-files, no login of their own (the page asks for an operator token and sends it to the API), and a
-Content-Security-Policy that lets the page reach nothing but this service."""
+"""Serves the operator dashboard (``service/web/dashboard_files/``: one page, its script and
+style, and the vendored uPlot) at ``/dashboard/``: static files with no login of their own (the
+page asks for an operator token and sends it to the API), through
+:class:`~service.web.static.WebAssets` (web assets only, and a Content-Security-Policy that lets
+the page reach nothing but this service)."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
-from starlette.staticfiles import StaticFiles
-from starlette.types import Message, Receive, Scope, Send
 
-from wai_dispatch.service.web.dashboard_files import files
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.web.static import WebAssets
 
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-)
-HEADERS = [
-    (b"content-security-policy", CSP.encode()),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"cache-control", b"no-cache"),
-]
+__all__ = ["dashboard_dir", "install"]
 
 
-class _Dashboard(StaticFiles):
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *HEADERS]
-            await send(message)
-
-        await super().__call__(scope, receive, with_headers)
+def dashboard_dir() -> Path:
+    """The dashboard's folder inside the installed package."""
+    return Path(str(resources.files("wai_dispatch.service.web").joinpath("dashboard_files")))
 
 
 def install(app: FastAPI) -> None:
-    folder = Path(str(files()))
-
     @app.get("/dashboard", include_in_schema=False)
-    async def dashboard_root() -> RedirectResponse:
-        return RedirectResponse("/dashboard/", status_code=308)
+    async def dashboard_root(request: Request) -> RedirectResponse:
+        return RedirectResponse(str(request.url_for("dashboard", path="/")), status_code=308)
 
-    app.mount("/dashboard/", _Dashboard(directory=folder, html=True), name="dashboard")
+    assets = WebAssets(str(dashboard_dir()), missing=ErrorCode.NOT_FOUND)
+    app.mount("/dashboard", assets, name="dashboard")

@@ -1,62 +1,120 @@
-"""``GET /page/…``: the browser page (docs/page.md), served by the service.
+"""``/page/``: the browser page (docs/page.md), served by the service.
 
-The page's routes are public, as a page must be: its static files, the bundled samples, and the
-files of installed sets that a decode in the page reads (each verified by the store), the native
-reference decode of a bundled sample, and the WebGPU path's kernel plans. They are kept out of
-the OpenAPI schema: they are the page's, not the API's. ``WAI_PAGE=false`` turns them off. A
-Content-Security-Policy lets the page reach nothing but this service (no CDN: it works offline).
+Its static files (``page_files/``) through :class:`~service.web.static.WebAssets`, and the few
+data routes a decode in the page reads (:class:`~service.web.page_data.PageData`): the bundled
+samples, a capability's default set, a set's manifest and files (each verified by the store),
+the native reference decode of a sample, the WebGPU path's kernel plans and constants, and the
+integer conformance corpus. They are public, as a page must be, and kept out of the OpenAPI
+schema (they are the page's, not the API's); ``WAI_PAGE=false`` leaves them out. Every answer
+carries the page's Content-Security-Policy: it reaches nothing but this service.
 """
 
 from __future__ import annotations
 
+import json
+from importlib import resources
+from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 
 from wai_dispatch.dispatch.codes import ErrorCode
-from wai_dispatch.service.http.deps import DecoderDep, SettingsDep
-from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.deps import DecoderDep
+from wai_dispatch.service.web.page_data import PageData, media_type
+from wai_dispatch.service.web.static import HEADERS, WebAssets
 
-router = APIRouter(tags=["page"], include_in_schema=False)
+__all__ = ["install", "page_dir", "router"]
 
-#: The page reaches nothing but this service: its own scripts, styles and routes.
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-)
-HEADERS = {
-    "content-security-policy": CSP,
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
-    "cache-control": "no-cache",
-}
+router = APIRouter(prefix="/page", tags=["page"], include_in_schema=False)
+_DIGEST = r"^[0-9a-f]{64}$"
 
 
-def _site(request: Request, decoder: DecoderDep, settings: SettingsDep) -> Any:
-    """The page's site over this process's Decoder, made on first use and kept."""
-    from wai_dispatch.service.web.page_site import PageSite
+def page_dir() -> Path:
+    """Where the page's static files live (``wai_dispatch/service/web/page_files``)."""
+    return Path(str(resources.files("wai_dispatch.service.web").joinpath("page_files")))
 
-    if not settings.page:
-        raise ServiceError(
-            "the browser page is turned off here (WAI_PAGE)", code=ErrorCode.NOT_FOUND
-        )
+
+def page_data(request: Request, decoder: DecoderDep) -> PageData:
+    """The page's data over this process's Decoder, made on first use and kept."""
     state = request.app.state
-    site = getattr(state, "page_site", None)
-    if site is None:
-        site = PageSite(decoder)
-        state.page_site = site
-    return site
+    data: PageData | None = getattr(state, "page_data", None)
+    if data is None:
+        data = PageData(decoder)
+        state.page_data = data
+    return data
 
 
-@router.get("/page")
-async def page_root(request: Request) -> RedirectResponse:
-    return RedirectResponse(str(request.url_for("page", rel="")), status_code=308)
+Data = Annotated[PageData, Depends(page_data)]
+Digest = Annotated[str, PathParam(pattern=_DIGEST)]
 
 
-@router.get("/page/{rel:path}")
-async def page(rel: str, request: Request, site: Annotated[Any, Depends(_site)]) -> Response:
-    query = request.url.query
-    res = await run_in_threadpool(site.get, f"{rel}?{query}" if query else rel)
-    return Response(res.body, status_code=res.status, media_type=res.media_type, headers=HEADERS)
+def _bytes(body: bytes, media: str) -> Response:
+    return Response(body, media_type=media, headers=HEADERS)
+
+
+def _json(value: Any) -> Response:
+    return _bytes(json.dumps(value, separators=(",", ":")).encode(), "application/json")
+
+
+@router.get("/samples.json")
+async def samples(data: Data) -> Response:
+    return _json(data.sample_names())
+
+
+@router.get("/samples/{name}")
+async def sample(name: str, data: Data) -> Response:
+    return _bytes(await run_in_threadpool(data.sample, name), "application/json")
+
+
+@router.get("/reference/{name}")
+async def reference(name: str, data: Data) -> Response:
+    return _json(await run_in_threadpool(data.reference, name))
+
+
+@router.get("/corpus.json")
+async def corpus(data: Data) -> Response:
+    return _bytes(await run_in_threadpool(data.corpus_json), "application/json")
+
+
+@router.get("/corpus/{name}")
+async def corpus_payload(name: str, data: Data) -> Response:
+    return _bytes(await run_in_threadpool(data.corpus_payload, name), "application/octet-stream")
+
+
+@router.get("/sets/default/{capability}")
+async def default_set(capability: str, data: Data) -> Response:
+    return _json({"digest": await run_in_threadpool(data.default_set, capability)})
+
+
+@router.get("/sets/{digest}/manifest.json")
+async def manifest(digest: Digest, data: Data) -> Response:
+    return _bytes(await run_in_threadpool(data.manifest, digest), "application/json")
+
+
+@router.get("/sets/{digest}/files/{name}")
+async def set_file(digest: Digest, name: str, data: Data) -> Response:
+    return _bytes(await run_in_threadpool(data.set_file, digest, name), media_type(name))
+
+
+@router.get("/sets/{digest}/wgsl/constants.bin")
+async def wgsl_constants(digest: Digest, data: Data) -> Response:
+    return _bytes(await run_in_threadpool(data.wgsl_constants, digest), "application/octet-stream")
+
+
+@router.get("/sets/{digest}/wgsl/plan")
+async def wgsl_plan(digest: Digest, data: Data, shape: str = "", limits: str = "") -> Response:
+    return _json(await run_in_threadpool(data.wgsl_plan, digest, shape, limits))
+
+
+def install(app: FastAPI) -> None:
+    """The page's routes and its static files on ``app``."""
+
+    @app.get("/page", include_in_schema=False)
+    async def page_root(request: Request) -> RedirectResponse:
+        return RedirectResponse(str(request.url_for("page", path="/")), status_code=308)
+
+    app.include_router(router)
+    app.mount("/page", WebAssets(str(page_dir()), missing=ErrorCode.PAGE_NOT_FOUND), name="page")

@@ -1,5 +1,5 @@
 """The page's routes on the HTTP service, in process (httpx's ASGITransport; service/web/page.py):
-public, out of the OpenAPI schema, answering what service.web.page_site.PageSite answers;
+public, out of the OpenAPI schema, answering what service.web.page_data.PageData holds;
 WAI_PAGE=false turns them off."""
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ async def test_page_routes(app: Any, app_client: httpx.AsyncClient) -> None:
     index = await client.get(url)
     assert index.status_code == 200
     assert index.headers["content-type"].startswith("text/html")
-    site = app.state.page_site  # made on first use
+
     js = await client.get(url + "js/dispatch/rules.js")
     assert js.headers["content-type"].startswith("text/javascript")
-    assert (await client.get(url + "samples.json")).json() == site.sample_names()
+    assert (await client.get(url + "samples.json")).json() == app.state.page_data.sample_names()
     digest = (await client.get(url + "sets/default/wai.neural.bmshj2018")).json()["digest"]
     tables = await client.get(url + f"sets/{digest}/files/cdfs_q3.json")
     assert tables.content == (SET / "cdfs_q3.json").read_bytes()

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 from pagekit import (
     ROOT,
@@ -135,9 +136,11 @@ def test_banded_kernels(site: Any, gpu_page: Any) -> None:
     assert summary["verdict"] == "pass"
 
 
-def _plan(site: Any, limits: dict[str, int], shape: str = "1,192,12,20") -> Any:
+def _plan(site: Any, limits: dict[str, int], shape: str = "1,192,12,20") -> httpx.Response:
+    """The plan route of the running service (the page's data route, over HTTP)."""
     digest = CORPUS["set"]
-    return site.get(f"sets/{digest}/wgsl/plan?shape={shape}&limits={quote(json.dumps(limits))}")
+    query = f"shape={shape}&limits={quote(json.dumps(limits))}"
+    return httpx.get(f"{site.url}sets/{digest}/wgsl/plan?{query}", timeout=60)
 
 
 def test_the_plan_is_the_python_paths(site: Any) -> None:
@@ -147,9 +150,9 @@ def test_the_plan_is_the_python_paths(site: Any) -> None:
     from wai_dispatch.paths.wgsl.execute import plan_program
 
     res = _plan(site, SWIFTSHADER_LIMITS)
-    assert res.status == 200
-    plan = json.loads(res.body)
-    program = site._wgsl_programs.get(site._open(CORPUS["set"])).program
+    assert res.status_code == 200
+    plan = res.json()
+    program = site.wgsl_programs.get(site.open(CORPUS["set"])).program
     plans = plan_program(program, [1, 192, 12, 20], SWIFTSHADER_LIMITS)
     assert len(plan["operations"]) == len(plans) == len(program.operations)
     for op, kernel, mine in zip(program.operations, plans, plan["operations"], strict=True):
@@ -162,13 +165,13 @@ def test_the_plan_is_the_python_paths(site: Any) -> None:
 
 def test_plan_route_refusals(site: Any) -> None:
     tiny = {**SWIFTSHADER_LIMITS, "maxStorageBufferBindingSize": 65536}
-    refused = json.loads(_plan(site, tiny).body)
+    refused = _plan(site, tiny).json()
     assert "maxStorageBufferBindingSize" in refused["refused"]
     for bad in ({}, {**SWIFTSHADER_LIMITS, "maxBufferSize": -1}, {**SWIFTSHADER_LIMITS, "x": 1}):
         res = _plan(site, bad)  # type: ignore[arg-type]
-        assert res.status == 400
-        assert json.loads(res.body)["error"]["code"] == "page_bad_request"
+        assert res.status_code == 400
+        assert res.json()["error"]["code"] == "page_bad_request"
     for shape in ("1,192,12", "2,192,12,20", "1,192,0,20", "a,b,c,d"):
-        assert json.loads(_plan(site, SWIFTSHADER_LIMITS, shape).body)["error"]["code"] == (
+        assert _plan(site, SWIFTSHADER_LIMITS, shape).json()["error"]["code"] == (
             "page_bad_request"
         )

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from fastapi import FastAPI
 
 from wai_dispatch.dispatch.codes import ErrorCode
@@ -18,7 +17,6 @@ from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.http.errors import ServiceError
-from wai_dispatch.service.web.page_site import PageSite
 
 
 class _Client:
@@ -124,24 +122,22 @@ def test_an_unregistered_code_is_a_500_not_an_answer_with_it(tmp_path: Path) -> 
     assert (res.status_code, _error(res)) == (500, "internal_error")
 
 
-def test_the_pages_error_answers_use_the_registry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    site = PageSite.__new__(PageSite)  # the resolver alone: no decoder needed to answer errors
-    site.root = tmp_path
-    raised: list[str] = []
-
-    def route(parts: list[str], query: dict[str, list[str]]) -> Any:
-        raise WaiError("raised by the test", code=parts[0])
-
-    for code in ErrorCode:
-        monkeypatch.setattr(site, "_route", route)
-        res = site.get(code.value)
-        assert res.status == code.status and res.media_type == "application/json", code
-        assert f'"code": "{code.value}"'.encode() in res.body
-        raised.append(code)
-    assert len(raised) == len(ErrorCode)
-    monkeypatch.undo()
-    res = site.get("no-such-file.html")  # the real resolver's own refusal
-    assert res.status == ErrorCode.PAGE_NOT_FOUND.status == 404
-    assert b'"page_not_found"' in res.body
+def test_the_static_trees_answer_refusals_from_the_registry(tmp_path: Path) -> None:
+    """The page's and the dashboard's files are served by ``WebAssets``: a missing file, and a
+    file that is no web asset (package source, a dotfile), are typed refusals with the
+    registry's status; a served file carries the page's Content-Security-Policy."""
+    client = _client(tmp_path)
+    for url, code in [
+        ("/page/no-such-file.html", ErrorCode.PAGE_NOT_FOUND),
+        ("/page/.hidden", ErrorCode.PAGE_NOT_FOUND),
+        ("/page/js%2F..%2F..%2Fpage.py", ErrorCode.PAGE_NOT_FOUND),
+        ("/dashboard/__init__.py", ErrorCode.NOT_FOUND),
+        ("/dashboard/nothing.js", ErrorCode.NOT_FOUND),
+    ]:
+        res = client.get(url)
+        assert (res.status_code, _error(res)) == (code.status, code.value), url
+    served = client.get("/page/js/app.js")
+    assert served.status_code == 200
+    assert served.headers["content-type"].startswith("text/javascript")
+    assert "default-src 'none'" in served.headers["content-security-policy"]
+    assert client.get("/dashboard/").status_code == 200

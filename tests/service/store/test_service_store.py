@@ -88,8 +88,8 @@ def test_insert_is_idempotent_by_report_id(store: ReportStore) -> None:
     assert store.insert(DATA[::-1]) == 0
     assert store.insert([rec(6), *DATA]) == 1
     assert store.count() == 6
-    got = get_report(store, DATA[2]["id"], None)
-    assert got["report"] == DATA[2]["report"] and got["path"] is None
+    got = get_report(store, DATA[2].id, None)
+    assert got["report"] == DATA[2].report and got["path"] is None
 
 
 def test_filters_and_paging(store: ReportStore) -> None:

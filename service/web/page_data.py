@@ -1,0 +1,158 @@
+"""What a decode in the browser page reads from the service besides its static files: the bundled
+sample envelopes, a capability's default set, a set's manifest and files (each verified by the
+set store), the native reference decode of a sample that the page's verifier compares with
+(§6.4), the WebGPU path's kernel plans (:mod:`service.web.page_wgsl`) and the integer
+conformance corpus. :mod:`service.web.page` serves them; every refusal is a typed
+:class:`WaiError` the service answers with its registry status. docs/page.md lists the routes.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wai_dispatch.codec.picture import rgb_digest
+from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir
+from wai_dispatch.dispatch import strictjson
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
+from wai_dispatch.paths.lru import LRU
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.web.page_wgsl import WgslPrograms, read_limits, read_shape
+
+__all__ = ["PageData"]
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+
+
+def _missing(message: str) -> WaiError:
+    return WaiError(message, code=ErrorCode.PAGE_NOT_FOUND)
+
+
+class PageData:
+    """The page's data over the sink's :class:`Decoder`: its store holds the sets the page
+    reads, and its adapters make the native reference decode."""
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        *,
+        samples: Path | None = None,
+        corpus: Path | None = None,
+        sets: LRU[str, LoadedSet] | None = None,
+    ) -> None:
+        self.decoder = decoder
+        self.store = decoder.store
+        self.samples = samples or envelopes_dir()
+        self.corpus = corpus or neural_conformance_dir()
+        self.wgsl_programs = WgslPrograms()
+        #: The sets the page read, verified by the store (default: the last two kept).
+        self.sets: LRU[str, LoadedSet] = LRU(max_entries=2) if sets is None else sets
+        # ONNX Runtime on the CPU only, over the same store and adapters (§6.4's reference)
+        self._reference = Decoder(
+            decoder.store, (CPU_ONNX_RUNTIME,), decoder.adapters, limits=decoder.limits
+        )
+        self._references: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    # -- samples and the corpus
+
+    def sample_names(self) -> list[str]:
+        """The bundled envelopes in their JSON form (the page reads JSON)."""
+        return sorted(p.name for p in self.samples.glob("*.json"))
+
+    def sample(self, name: str) -> bytes:
+        if name not in self.sample_names():
+            raise _missing(f"no bundled sample {name[:80]!r}")
+        return (self.samples / name).read_bytes()
+
+    def corpus_json(self) -> bytes:
+        if not (self.corpus / "corpus.json").is_file():
+            raise _missing("this build has no integer conformance corpus")
+        return (self.corpus / "corpus.json").read_bytes()
+
+    def corpus_payload(self, name: str) -> bytes:
+        """A payload of the integer capability's conformance corpus (the verify view)."""
+        corpus = strictjson.loads(self.corpus_json())
+        if name not in {p["payload"] for p in corpus["payloads"]}:
+            raise _missing(f"no corpus payload {name[:80]!r}")
+        return (self.corpus / name).read_bytes()
+
+    # -- sets
+
+    def default_set(self, capability: str) -> str:
+        return self.store.default_for(capability).digest
+
+    def open(self, digest: str) -> LoadedSet:
+        """The set, read once and verified by the store, and kept in :attr:`sets`."""
+        loaded = self.sets.get(digest)
+        if loaded is None:
+            loaded = self.store.open(digest)
+            self.sets.put(digest, loaded, sum(len(data) for data in loaded.files.values()))
+        return loaded
+
+    def manifest(self, digest: str) -> bytes:
+        return self.open(digest).manifest.canonical()
+
+    def set_file(self, digest: str, name: str) -> bytes:
+        if not _NAME.fullmatch(name):
+            raise _missing("no such set file")
+        return self.open(digest).read(name)
+
+    def wgsl_constants(self, digest: str) -> bytes:
+        return self.wgsl_programs.get(self.open(digest)).blob
+
+    def wgsl_plan(self, digest: str, shape: str, limits: str) -> dict[str, Any]:
+        """The WebGPU path's plan for a latent ``shape`` under the browser's ``limits``
+        (service/web/page_wgsl.py); a query that does not read is ``page_bad_request``."""
+        program = self.wgsl_programs.get(self.open(digest))
+        return program.plan(read_shape(shape), read_limits(limits))
+
+    # -- §6.4's reference
+
+    def reference(self, sample: str) -> dict[str, Any]:
+        """The native sink's decode of a bundled sample on the CPU through ONNX Runtime (§6.4's
+        reference): its symbols digest, and its RGB8 picture (base64, H×W×3) where a path ran.
+        The page's verifier holds its own decode to it."""
+        data = self.sample(sample)
+        with self._lock:
+            cached = self._references.get(sample)
+        if cached is not None:
+            return cached
+        try:
+            result = self._reference.decode(data)
+        except NoPath as exc:
+            out: dict[str, Any] = {
+                "sample": sample,
+                "symbols_digest": exc.parts[-1].symbols_digest if exc.parts else None,
+                "reports": [r.to_json() for r in exc.reports],
+                "picture": None,
+            }
+        else:
+            height, width = result.rgb.shape[:2]
+            out = {
+                "sample": sample,
+                "symbols_digest": result.part.symbols_digest,
+                "reports": [r.to_json() for r in result.reports],
+                "picture": {
+                    "width": width,
+                    "height": height,
+                    "blake3": rgb_digest(result.rgb),
+                    "rgb": base64.b64encode(result.rgb.tobytes()).decode("ascii"),
+                },
+            }
+        with self._lock:
+            self._references[sample] = out
+        return out
+
+
+def media_type(name: str, *, json_suffixes: Sequence[str] = (".json",)) -> str:
+    """A set file's media type as the page reads it."""
+    return "application/json" if Path(name).suffix in json_suffixes else "application/octet-stream"
