@@ -9,8 +9,8 @@ with ``$CHROME`` the browser's executable, e.g. on macOS
 ``/Applications/Google Chrome.app/Contents/MacOS/Google Chrome``, on Windows
 ``C:/Program Files/Google/Chrome/Application/chrome.exe``.
 
-It serves the page and the bundled sets from a loopback port of its own (the HTTP service serves
-the same page at /page/), starts the browser with WebNN enabled
+It runs the HTTP service on a loopback port of its own (tools/_service.py; the page at /page/,
+the reference decodes on ``cpu/onnx-runtime/float``), starts the browser with WebNN enabled
 (``--enable-features=WebMachineLearningNeuralNetwork``) and a fresh profile, and needs
 Playwright (the test extra) but no downloaded browser.
 """
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
-from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.web.page_site import PageSite, serve_loopback
+from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.tools._service import serve
 
 WEBNN_FEATURE = "--enable-features=WebMachineLearningNeuralNetwork"
 BROWSER_ARGS = [
@@ -81,8 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        decoder = Decoder.open(Path(tmp) / "data", offer=[CPU_ONNX_RUNTIME])
-        with serve_loopback(PageSite(decoder), port=args.port) as url:
+        settings = load(
+            data_dir=Path(tmp) / "data",
+            offer=str(CPU_ONNX_RUNTIME),
+            host="127.0.0.1",
+            port=args.port,
+            log_level="error",
+        )
+        with serve(settings) as base:
+            url = base + "/page/"
             extra = ["--no-sandbox"] if args.no_sandbox else []
             summary = verify(args.browser, url=url, headless=not args.headed, extra_args=extra)
     if args.json:
