@@ -10,8 +10,13 @@ import sys
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
-from wai_dispatch.cli.options import add_data_dir, add_offer, decoder, setting_flags, settings
+from wai_dispatch.cli.context import decoder, read_envelope
+from wai_dispatch.cli.options import add_data_dir, add_offer, setting_flags, settings
+from wai_dispatch.cli.remote import decode_remote
+from wai_dispatch.codec.files import check_output, make_folder, write_atomic
+from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import Code, Report
+from wai_dispatch.service.decoding.results import NoPath
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
@@ -42,10 +47,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def decode_file(ctx: Decoder, envelope_path: FsPath) -> dict[str, Any]:
     """Decode one envelope file; the result as JSON-able data (PNG bytes under ``png``)."""
-    from wai_dispatch.service.decoding.results import NoPath
 
     try:
-        result = ctx.decode(_read(envelope_path))
+        result = ctx.decode(read_envelope(envelope_path))
     except NoPath as exc:
         return {
             "envelope": str(envelope_path),
@@ -68,24 +72,11 @@ def decode_file(ctx: Decoder, envelope_path: FsPath) -> dict[str, Any]:
     }
 
 
-def _read(path: FsPath) -> bytes:
-    from wai_dispatch.codec.envelope import EnvelopeTooLarge
-    from wai_dispatch.codec.errors import Limits
-    from wai_dispatch.codec.files import read_regular
-
-    limit = Limits().max_envelope_bytes
-    return read_regular(path, limit=limit, what="envelope", too_large=EnvelopeTooLarge)
-
-
 def run_decode(args: argparse.Namespace) -> int:
-    from wai_dispatch.codec.files import check_output, write_atomic
-
     if args.output is not None:  # refused before the decode: nothing is done for nothing
         check_output(args.output, inputs=[args.envelope])
     ctx = decoder(args)
     if args.url:
-        from wai_dispatch.cli.remote import decode_remote
-
         token = settings(args).bearer()
         outcome = decode_remote(args.url, args.envelope, token, args.retries)
     else:
@@ -99,9 +90,6 @@ def run_decode(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from wai_dispatch.codec.files import make_folder, write_atomic
-    from wai_dispatch.conformance import envelopes_dir
-
     make_folder(args.out_dir)
     ctx = decoder(args)
     outcomes = []

@@ -18,11 +18,27 @@ from wai_dispatch.cli.options import settings
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
-# Modules that define sub-commands, in the order `--help` lists them.
-COMMANDS = tuple(
-    f"wai_dispatch.cli.{name}"
-    for name in ("decode", "verify", "paths", "sets", "serve", "tools", "explain", "policy")
-)
+# Each command, in the order `--help` lists them: the module that defines it (with ``add(sub)``)
+# and its one-line help. A command's module is imported only when that command runs, so
+# `--help` and every command load only what they use; tests/test_architecture.py holds this
+# table equal to what the modules declare.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "decode": ("decode", "decode an envelope (JSON or CBOR) to a PNG"),
+    "demo": ("decode", "decode the bundled sample envelopes with the bundled sets"),
+    "verify": ("verify", "§6.4 agreement of every path here on each set's payload"),
+    "paths": ("paths", "each offered path: present, or absent and why"),
+    "plan": ("paths", "a path's placement for a set, without decoding (§5)"),
+    "sets": ("sets", "the parameter sets in the local store"),
+    "serve": ("serve", "run the HTTP decoder service"),
+    "tokens": ("serve", "bearer tokens of the service (sink, operator, admin)"),
+    "import-compressai": (
+        "tools",
+        "turn what CompressAI's net.compress() produced into an envelope for a set",
+    ),
+    "make-set": ("tools", "write a parameter set (needs the tools extra)"),
+    "explain": ("explain", "the tier a decode needs and which offered paths §3 admits"),
+    "policy": ("policy", "the model policy fleet run reports are held to"),
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,20 +51,35 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"wai-dispatch: error: invalid_argument: {line}\n{self.format_usage()}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; for ``argv``, with only the module of the command it names (the others are
+    listed by name and help). Without ``argv``: every command's module, the whole parser."""
     parser = Parser(
         prog="wai-dispatch",
         description="Decode learned-codec envelopes on the unit the WAI Neural Dispatch rules "
         "choose, and report the choice (wai-neural-dispatch/1).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        importlib.import_module(name).add(sub)
+    if argv is None:
+        wanted = {module for module, _ in COMMANDS.values()}
+    else:
+        named = next((arg for arg in argv if not arg.startswith("-")), None)
+        wanted = {COMMANDS[named][0]} if named in COMMANDS else set()
+    loaded: set[str] = set()
+    for command, (module, help) in COMMANDS.items():
+        if module in loaded:
+            continue
+        if module in wanted:
+            importlib.import_module(f"wai_dispatch.cli.{module}").add(sub)
+            loaded.add(module)
+        else:
+            sub.add_parser(command, help=help)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         settings(args)  # read and validated once, before the command says anything

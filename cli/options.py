@@ -1,16 +1,13 @@
-"""Options several sub-commands share, declared once; the command's settings (its flags over
-the environment, :func:`settings`) and the one way a command gets its
-:class:`service.decoding.decoder.Decoder` from them."""
+"""Options several sub-commands share, declared once, and the command's settings (its flags over
+the environment, :func:`settings`). Light on purpose: ``cli/main.py`` imports it before any
+command's module (the decoder comes from :mod:`cli.context`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.decoding.settings import Settings, load
 
 OFFER_HELP = "paths in order (default: WAI_OFFER or the reference offer)"
 
@@ -55,17 +52,7 @@ def settings(args: argparse.Namespace) -> Settings:
     on stderr; bad values raise :class:`service.decoding.settings.SettingsInvalid`."""
     chosen: Settings | None = getattr(args, "settings", None)
     if chosen is None:
-        from wai_dispatch.service.decoding.settings import load
-
         flags = {name: getattr(args, name, None) for name in getattr(args, "setting_flags", ())}
         chosen = load(warn=_warn, **flags)
         args.settings = chosen
     return chosen
-
-
-def decoder(args: argparse.Namespace, *, bundled: bool = True, ready: bool = True) -> Decoder:
-    """The command's decoder, from its settings (``--data-dir`` and ``--offer`` where it has
-    them; :meth:`service.decoding.decoder.Decoder.open`)."""
-    from wai_dispatch.service.decoding.decoder import Decoder
-
-    return Decoder.open(settings=settings(args), bundled=bundled, ready=ready)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from wai_dispatch.cli.options import add_data_dir, add_offer, decoder
+from wai_dispatch.cli.context import decoder
+from wai_dispatch.cli.options import add_data_dir, add_offer
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME
 from wai_dispatch.dispatch.codes import ErrorCode

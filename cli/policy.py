@@ -18,6 +18,9 @@ from typing import Any
 from wai_dispatch.cli.options import setting_flags, settings
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.governance import judge, load_policy, loads_run_report
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.policies import PolicyStore
 
 EXIT_REFUSED = 1
 
@@ -52,8 +55,6 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _history(args: argparse.Namespace) -> Any:
     """The policy's versions in the report store (migrated first, as ``serve`` would)."""
-    from wai_dispatch.service.store.db import ReportStore
-    from wai_dispatch.service.store.policies import PolicyStore
 
     store = ReportStore(settings(args).url)
     store.migrate()
@@ -87,8 +88,6 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_set(args: argparse.Namespace) -> int:
-    from wai_dispatch.service.governance import load_policy
-
     data = _read(args.file)
     load_policy(data, source=str(args.file))  # the error names this file and its line
     version = _history(args).set(data, by=args.by or getpass.getuser())
@@ -101,8 +100,6 @@ def run_set(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from wai_dispatch.service.governance import judge, load_policy, loads_run_report
-
     run = loads_run_report(_read(args.run_report))
     if args.policy is not None:
         policy, number = load_policy(_read(args.policy), source=str(args.policy)), None

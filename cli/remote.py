@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.cli.context import read_envelope
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
@@ -57,9 +58,8 @@ def decode_remote(
     url: str, envelope_path: Path, token: str | None, retries: int = 5
 ) -> dict[str, Any]:
     """The service's answer as :func:`cli.decode.decode_file` shapes a local one."""
-    from wai_dispatch.cli.decode import _read
 
-    data = _read(envelope_path)
+    data = read_envelope(envelope_path)
     status, body = post(url, data, cbor=data.lstrip()[:1] != b"{", token=token, retries=retries)
     if status == 200:
         pic = body["picture"]

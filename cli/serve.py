@@ -12,6 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wai_dispatch.cli.options import setting_flags, settings
+from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.decoding.settings import hand_over
+from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, ensure_admin
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.settings import Settings
@@ -44,16 +49,12 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from wai_dispatch.service.store.db import ReportStore
-
     store = ReportStore(settings(args).url)
     store.migrate()
     return store
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from wai_dispatch.service.store import tokens
-
     secret = tokens.create(_store(args), args.name, tokens.parse_role(args.role))
     if args.json:
         print(json.dumps({"name": args.name, "role": args.role, "token": secret}))
@@ -63,8 +64,6 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from wai_dispatch.service.store import tokens
-
     rows = tokens.listing(_store(args))
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -75,8 +74,6 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    from wai_dispatch.service.store import tokens
-
     n = tokens.revoke(_store(args), args.name)
     print(json.dumps({"revoked": n}) if args.json else f"revoked {n} token(s)")
     return 0
@@ -97,11 +94,6 @@ def serve_settings(args: argparse.Namespace) -> Settings:
 
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
-
-    from wai_dispatch.conformance import envelopes_dir
-    from wai_dispatch.service.decoding.settings import hand_over
-    from wai_dispatch.service.store.db import ReportStore
-    from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, ensure_admin
 
     chosen = serve_settings(args)
     hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these

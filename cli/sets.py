@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.cli.options import add_data_dir, decoder
+from wai_dispatch.cli.context import decoder
+from wai_dispatch.cli.options import add_data_dir
+from wai_dispatch.codec.sets import SetError
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,8 +59,6 @@ def _row(entry: Any, default: bool) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from wai_dispatch.codec.sets import SetError
-
     ctx = decoder(args)  # installs (or repairs) the bundled sets first
     store = ctx.store
     rows = []

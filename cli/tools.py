@@ -9,8 +9,11 @@ import sys
 from pathlib import Path as FsPath
 from typing import Protocol
 
-from wai_dispatch.cli.options import add_data_dir, decoder
-from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.cli.context import decoder
+from wai_dispatch.cli.main import Parser
+from wai_dispatch.cli.options import add_data_dir
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.files import check_output, read_regular, write_atomic
 from wai_dispatch.dispatch.codes import ErrorCode
 
 
@@ -54,9 +57,6 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from wai_dispatch.codec.errors import Limits
-    from wai_dispatch.codec.files import check_output, read_regular, write_atomic
-
     check_output(args.output, inputs=[args.input])
     data = read_regular(args.input, limit=Limits().max_envelope_bytes, what="CompressAI file")
     result = decoder(args).import_compressai(
@@ -99,20 +99,15 @@ class _SetWriter(Protocol):
 
 def run_make_set(args: argparse.Namespace) -> int:
     writer: _SetWriter
-    try:
+    try:  # the set writer is loaded when make-set runs: it needs the tools extra (torch)
         if args.kind == "int-synth":
-            from wai_dispatch.tools import wai_int_synth_set
-
-            writer = wai_int_synth_set
+            from wai_dispatch.tools import wai_int_synth_set as writer
         else:
-            from wai_dispatch.tools import wai_bmshj2018_npu_set
-
-            writer = wai_bmshj2018_npu_set
+            from wai_dispatch.tools import wai_bmshj2018_npu_set as writer
     except ImportError as exc:
         raise CodecError(
             f"make-set needs the tools extra (`make tools`): {exc}", code=ErrorCode.TOOLS_MISSING
         ) from None
-    from wai_dispatch.cli.main import Parser
 
     prog = f"wai-dispatch make-set {args.kind}"
     options = writer.build_parser(prog, Parser).parse_args(args.rest)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from wai_dispatch.cli.options import add_data_dir, decoder
+from wai_dispatch.cli.context import decoder
+from wai_dispatch.cli.options import add_data_dir
 from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB, psnr_rgb8
 
 __all__ = ["PSNR_BOUND_DB", "add", "psnr_rgb8", "run"]

@@ -40,6 +40,7 @@ from wai_dispatch.paths.onnx_placement import (
     placement_of_program,
     program_operations,
 )
+from wai_dispatch.paths.onnx_rewrite import rewrite_model
 
 __all__ = [
     "PROGRAM_KEY",
@@ -324,8 +325,6 @@ class OnnxRuntimeAdapter:
         renamed = before != [n.name for n in proto.graph.node]
         count = 0
         if self._rewrite:
-            from wai_dispatch.paths.onnx_rewrite import rewrite_model
-
             count = rewrite_model(proto, external, self._glue)
         changed = renamed or count
         return (proto.SerializeToString() if changed else model), operations, count

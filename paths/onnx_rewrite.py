@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+if TYPE_CHECKING:  # annotations only: onnx itself loads when a session build rewrites
+    import onnx
+    from onnx import TensorProto
 
 __all__ = [
     "GLUES",
@@ -106,6 +108,12 @@ def phase_split_weights(
 def initializer_array(tensor: TensorProto, files: Mapping[str, bytes]) -> np.ndarray:
     """An initializer's values, reading external data from ``files`` (name → bytes), never
     from disk."""
+    from onnx import (  # lazy: onnx loads in ~0.7 s; only a session build rewrites
+        TensorProto,
+        helper,
+        numpy_helper,
+    )
+
     if tensor.data_location != TensorProto.EXTERNAL:
         return numpy_helper.to_array(tensor)
     info = {e.key: e.value for e in tensor.external_data}
@@ -121,6 +129,8 @@ def initializer_array(tensor: TensorProto, files: Mapping[str, bytes]) -> np.nda
 
 
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    from onnx import helper  # lazy: onnx loads in ~0.7 s; only a session build rewrites
+
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
@@ -218,6 +228,11 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str 
     ``[N, s²·Cout, H, W]``), then the same shuffle; where ``Cout`` is under
     :data:`SPLIT_MIN_CHANNELS` or a phase has no window of its own, the ``"shuffle"`` form.
     """
+    from onnx import (  # lazy: onnx loads in ~0.7 s; only a session build rewrites
+        helper,
+        numpy_helper,
+    )
+
     if glue not in GLUES:
         raise ValueError(f"glue is one of {GLUES}, not {glue!r}")
     mode = "DCR" if glue == "depth-to-space" else "CRD"
@@ -301,6 +316,11 @@ def _shuffle(
 ) -> onnx.NodeProto:
     """The grouped 0/1 ``ConvTranspose`` that interleaves ``{stem}.phases`` (CRD order) into
     the ConvTranspose's output."""
+    from onnx import (  # lazy: onnx loads in ~0.7 s; only a session build rewrites
+        helper,
+        numpy_helper,
+    )
+
     added.append(numpy_helper.from_array(shuffle_weights(cout, s), f"{stem}.shuffle"))
     return helper.make_node(
         "ConvTranspose",
@@ -324,6 +344,11 @@ def _split_phases(
 ) -> list[onnx.NodeProto] | None:
     """The ``"split"`` form of one ConvTranspose (see :func:`rewrite_model`), or ``None``
     when a phase has no window of its own (nothing is added then)."""
+    from onnx import (  # lazy: onnx loads in ~0.7 s; only a session build rewrites
+        helper,
+        numpy_helper,
+    )
+
     s = len(py.taps)
     per_phase = [phase_weights(weight, py, px, ry, rx) for ry in range(s) for rx in range(s)]
     if any(p is None for p in per_phase):

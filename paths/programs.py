@@ -10,11 +10,11 @@ Only programs whose checking is exact and cheap are checked here; today that is 
 from __future__ import annotations
 
 from wai_dispatch.paths.job import SetFiles
+from wai_dispatch.paths.waiops.adapter import load_set_program, program_spec
 
 
 def check_programs(files: SetFiles) -> None:
     """Raise the typed error of the first program of ``files`` that does not load."""
-    from wai_dispatch.paths.waiops.adapter import load_set_program, program_spec
 
     if program_spec(files) is not None:
         load_set_program(files)

@@ -25,36 +25,32 @@ from wai_dispatch.dispatch import (
     Unit,
 )
 from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, Path, parse_offer
+from wai_dispatch.paths.coreml import CoreMLAdapter
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+from wai_dispatch.paths.wgsl.adapter import WgslAdapter
 
 #: The reason a path with no adapter in :data:`BUILDERS` is absent.
 NO_ADAPTER = "no adapter in this build"
 
 
 def _coreml(programs: Programs) -> Adapter:
-    from wai_dispatch.paths.coreml import CoreMLAdapter
-
     return CoreMLAdapter(programs=programs)
 
 
 def _wai_ops(programs: Programs) -> Adapter:
-    from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
-
     adapter: Adapter = WaiOpsAdapter(programs)
     return adapter
 
 
 def _wgsl(programs: Programs) -> Adapter:
-    from wai_dispatch.paths.wgsl.adapter import WgslAdapter
-
     adapter: Adapter = WgslAdapter(programs=programs)
     return adapter
 
 
 def _onnx(unit: Unit) -> Callable[[Programs], Adapter]:
     def build(programs: Programs) -> Adapter:
-        from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
-
         adapter: Adapter = OnnxRuntimeAdapter(unit=unit, programs=programs)
         return adapter
 

@@ -18,13 +18,22 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import create_engine, text
+
+from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.governance import parse_run_report
+from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.policies import PolicyStore, submit
+from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.seed_reports import seed
 
 PORT = 18250
 
@@ -39,7 +48,6 @@ def _database(admin_url: str | None, folder: Path) -> Iterator[str]:
     if admin_url is None:
         yield f"sqlite:///{folder / 'reports.db'}"
         return
-    from sqlalchemy import create_engine, text
 
     url = admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
     name = f"wai_bench_{uuid.uuid4().hex[:8]}"
@@ -55,9 +63,6 @@ def _database(admin_url: str | None, folder: Path) -> Iterator[str]:
 
 
 def _seed_governance(store: Any, runs: int) -> None:
-    from wai_dispatch.service.governance import parse_run_report
-    from wai_dispatch.service.store.policies import PolicyStore, submit
-
     a = "a" * 64
     policies = PolicyStore(store)
     policies.set(
@@ -84,32 +89,12 @@ def _seed_governance(store: Any, runs: int) -> None:
 
 @contextmanager
 def _serve(data_dir: Path, url: str) -> Iterator[tuple[str, str]]:
-    import uvicorn
-
-    from wai_dispatch.service.decoding.settings import load
-    from wai_dispatch.service.http.app import create_app
-    from wai_dispatch.service.store import tokens
-    from wai_dispatch.service.store.db import ReportStore
-
     settings = load(data_dir=data_dir, database_url=url, port=PORT, log_level="error")
     store = ReportStore(settings.url)
     operator = tokens.create(store, "bench-operator", tokens.Role.operator)
     store.dispose()
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=PORT, log_config=None, access_log=False
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{PORT}", operator
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve(settings) as base:
+        yield base, operator
 
 
 def _latency(base: str, token: str, repeat: int) -> list[tuple[str, float, float]]:
@@ -177,9 +162,6 @@ def _paint(base: str, token: str, loads: int) -> tuple[float, float]:
 
 
 def run(count: int, admin_url: str | None, repeat: int, loads: int) -> None:
-    from wai_dispatch.service.store.db import ReportStore
-    from wai_dispatch.tools.seed_reports import seed
-
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp,
         _database(admin_url, Path(tmp)) as url,

@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from wai_dispatch.tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set
+from wai_dispatch.codec import payload
+from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
+from wai_dispatch.conformance import weights_dir
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
+from wai_dispatch.tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set, random_layers
+from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model
 
 SIZES = ((256, 256), (512, 768))  # (height, width)
 
@@ -32,21 +39,12 @@ def _picture(height: int, width: int) -> np.ndarray:
 
 
 def _model(checkpoint: str | None) -> Any:
-    from wai_dispatch.conformance import weights_dir
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model
-
     path = checkpoint or str(weights_dir() / "bmshj2018-demo-q3.pt")
     return load_model(checkpoint=path, pretrained=False, quality=3)[0]
 
 
 def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
     import torch
-
-    from wai_dispatch.codec import payload
-    from wai_dispatch.codec.picture import to_rgb8
-    from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.paths.job import SynthesisJob
-    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 
     torch.set_num_threads(threads)
     configure_thread_pool(threads)
@@ -90,12 +88,6 @@ def run(threads: int, repeats: int, checkpoint: str | None) -> dict[str, Any]:
 
 def _peak_worker(checkpoint: str | None) -> dict[str, Any]:
     """One 768×512 decode in a fresh process; its peak resident memory (VmHWM)."""
-    from wai_dispatch.codec import payload
-    from wai_dispatch.codec.picture import to_rgb8
-    from wai_dispatch.codec.tables import laplacian_tables
-    from wai_dispatch.paths.job import SynthesisJob
-    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
-    from wai_dispatch.tools.bench_onnx import random_layers
 
     def hwm() -> int:
         with open("/proc/self/status") as f:

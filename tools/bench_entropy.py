@@ -17,6 +17,7 @@ import numpy as np
 
 from wai_dispatch.codec.payload import decode, encode, latent, symbols_digest
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
+from wai_dispatch.tools._compressai import import_compressai
 
 SHAPE = (1, 192, 16, 16)
 
@@ -34,8 +35,6 @@ def _compressai_tables() -> tuple[EntropyTables, Any]:
     """FactorizedPrior(128, 192)'s entropy bottleneck after update, with its quantiles spread so
     that channels differ (untrained, every channel would hold the same table)."""
     import torch
-
-    from wai_dispatch.tools._compressai import import_compressai
 
     import_compressai()
     from compressai.models import FactorizedPrior
@@ -83,8 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     theirs_decode = theirs_encode = None
     note = ""
     try:
-        from wai_dispatch.tools._compressai import import_compressai
-
         import_compressai()
         from compressai.ans import RansDecoder, RansEncoder
     except Exception as exc:  # the tools extra is optional; say why the column is empty

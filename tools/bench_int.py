@@ -20,14 +20,20 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.sets import LoadedSet, Manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
+from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.tools.bench_onnx import best_of, best_of_interleaved, gemm_rate
 
 CASES = (("256x256", "coffee-256x256"), ("768x512", "hubble-768x512"))
 
 
 def _set(folder: Path) -> Any:
-    from wai_dispatch.codec.sets import LoadedSet, Manifest
-
     manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
     files = {
         p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != "set.json"
@@ -36,10 +42,6 @@ def _set(folder: Path) -> Any:
 
 
 def _inputs(case: str) -> tuple[np.ndarray, np.ndarray]:
-    from wai_dispatch.codec import payload as codec_payload
-    from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.conformance import neural_conformance_dir, sets_dir
-
     tables = EntropyTables.from_json(
         (sets_dir() / "int-synth-demo-q3" / "cdfs_q3.json").read_bytes()
     )
@@ -48,9 +50,6 @@ def _inputs(case: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _jobs(case: str) -> tuple[Any, Any]:
-    from wai_dispatch.conformance import sets_dir
-    from wai_dispatch.paths.job import SynthesisJob
-
     symbols, latent = _inputs(case)
     int_job = SynthesisJob(_set(sets_dir() / "int-synth-demo-q3"), latent, symbols)
     float_job = SynthesisJob(_set(sets_dir() / "bmshj2018-demo-q3"), latent, symbols)
@@ -102,8 +101,6 @@ def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
 
 def _rss_worker(kind: str) -> dict[str, Any]:
     """VmHWM after one 768×512 decode on one path, in a fresh process."""
-    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
-    from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
 
     def hwm_mib() -> float:
         with open("/proc/self/status") as f:
@@ -149,10 +146,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = _rss_worker(args.worker[1])
         print(json.dumps(result))
         return 0
-
-    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
-    from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
-    from wai_dispatch.paths.waiops.engine import Engine
 
     configure_thread_pool(args.threads)
     int8 = _worker(["int8", "--threads", str(args.threads), "--repeats", str(args.repeats)])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,10 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+from wai_dispatch.paths.onnx_rewrite import rewrite_model
+from wai_dispatch.tools._compressai import factorized_prior
 
 # (kind, a, b): ("deconv", weight [Cin, Cout, 5, 5], bias [Cout]) or
 # ("igdn", gamma [C, C], beta [C]) with GDN's reparameterised values.
@@ -279,8 +284,6 @@ def _ort_session(model: bytes, weights: bytes, *, pool: str = "global", spin: bo
 def _rewritten(model: bytes, weights: bytes) -> bytes:
     import onnx
 
-    from wai_dispatch.paths.onnx_rewrite import rewrite_model
-
     proto = onnx.load_from_string(model)
     rewrite_model(proto, {"decoder.weights": weights})
     return bytes(proto.SerializeToString())
@@ -329,10 +332,6 @@ def _rss_worker(set_dir: str) -> dict[str, Any]:
     launched from this (large) benchmark reports at least the parent's peak; ``VmHWM``
     (this process image's own high-water mark) is the figure that means something.
     """
-    import resource
-
-    from wai_dispatch.paths.job import SynthesisJob
-    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 
     def hwm_mib() -> float:
         with open("/proc/self/status") as f:
@@ -401,8 +400,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = "random weights (random_layers)"
     else:
         import torch
-
-        from wai_dispatch.tools._compressai import factorized_prior
 
         torch.manual_seed(0)
         torch.set_num_threads(args.threads)

@@ -8,6 +8,8 @@ the admission estimate in service/http/admission.py rests on)."""
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import statistics
 import subprocess
@@ -16,8 +18,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from wai_dispatch.codec.envelope_read import parse, parse_cbor, parse_json
+from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.decoding.decoder import Decoder
 
 PORT = 18190
 _MEMORY_SCRIPT = """
@@ -57,9 +64,6 @@ def _pct(values: list[float], q: float) -> float:
 def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str, float]:
     """Parse, decode and PNG-encode the envelope ``n`` times in this process: in a loop, or
     from ``threads`` threads at once (the service's decode pool without HTTP)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from wai_dispatch.codec.envelope_read import parse
 
     times: list[float] = []
 
@@ -185,12 +189,8 @@ def overheads(decoder: Any, body: bytes, cbor: bytes, url: str) -> dict[str, flo
     """The per-request costs that differ between the forms, each timed on its own (best of
     200): parsing the envelope as JSON or CBOR, the answer as JSON with base64 PNG or raw, and
     an HTTP round trip to /healthz (the HTTP stack alone)."""
-    import base64
-    import json
 
     import httpx
-
-    from wai_dispatch.codec.envelope_read import parse_cbor, parse_json
 
     png = decoder.decode(parse_json(body)).png()
     answer = {"png": png, "reports": [{"kind": "wai-neural-dispatch/1"}], "set": "0" * 64}
@@ -211,10 +211,6 @@ def overheads(decoder: Any, body: bytes, cbor: bytes, url: str) -> dict[str, flo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from wai_dispatch.codec.envelope_read import parse
-    from wai_dispatch.conformance import envelopes_dir
-    from wai_dispatch.service.decoding.decoder import Decoder
-
     p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_service")
     p.add_argument("--requests", type=int, default=24, help="decodes per row and round")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median shown)")

@@ -13,11 +13,16 @@ bytes that differ.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
+from importlib import import_module
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 __all__ = ["FIXED_METADATA", "CoreMLProgramError", "operation_count", "program_files"]
 
@@ -35,12 +40,8 @@ class CoreMLProgramError(RuntimeError):
 
 
 def _quiet_coremltools() -> Any:
-    import logging
-    import warnings
-
     warnings.filterwarnings("ignore", module="coremltools")
     logging.getLogger("coremltools").setLevel(logging.ERROR)
-    from importlib import import_module
 
     return import_module("coremltools")  # publishes no types: its conversion API is Any here
 
@@ -58,8 +59,6 @@ def _trace(module: Any, latent_shape: Sequence[int]) -> Any:
 def _convert_once(
     traced: Any, latent_shape: Sequence[int], input_name: str, output_name: str
 ) -> tuple[bytes, bytes]:
-    import numpy as np
-
     ct = _quiet_coremltools()
     model = ct.convert(
         traced,

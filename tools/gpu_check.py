@@ -23,6 +23,18 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
+from wai_dispatch.paths.waiops.verify import rgb8_digest
+from wai_dispatch.paths.wgsl.execute import run_program
+from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
+from wai_dispatch.tools.neural_conformance import program_rgb8
+
 
 def _timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
     out = fn()  # warm-up: pipelines, weight buffers, ONNX sessions
@@ -38,27 +50,15 @@ def _interpreter(program: Any) -> Any:
     """The interpreter's engine, chosen as ``cpu/wai-ops/integer`` chooses it."""
     if getattr(program, "float32_exact", False):
         try:
-            from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
-
             return OnnxEngine(program)
         except ImportError:
             pass
-    from wai_dispatch.paths.waiops.engine import Engine
 
     return Engine(program)
 
 
 def check(repeat: int = 3, skip: Sequence[str] = ()) -> dict[str, Any]:
     """Every corpus payload through the kernels and the interpreter: hashes and times."""
-    from wai_dispatch.codec import payload as codec_payload
-    from wai_dispatch.codec.sets import Manifest
-    from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.conformance import neural_conformance_dir, sets_dir
-    from wai_dispatch.paths.waiops.program import load_program
-    from wai_dispatch.paths.waiops.verify import rgb8_digest
-    from wai_dispatch.paths.wgsl.execute import run_program
-    from wai_dispatch.paths.wgsl.runner import Runner
-    from wai_dispatch.tools.neural_conformance import program_rgb8
 
     corpus = neural_conformance_dir()
     doc = json.loads((corpus / "corpus.json").read_bytes())
@@ -108,7 +108,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--require-gpu", action="store_true", help="fail on a software adapter")
     args = parser.parse_args(argv)
-    from wai_dispatch.paths.wgsl.runner import UnitAbsent
 
     try:
         summary = check(max(1, args.repeat), args.skip)

@@ -13,6 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
+from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import sets_dir
+from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.service.decoding.pipeline import to_rgb8
+from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
+from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols, load_model, onnx_session
+from wai_dispatch.tools.wai_int_synth_set import PROGRAM_FILE, WEIGHTS_FILE
+
 
 def psnr(ref: np.ndarray, rec: np.ndarray) -> float:
     mse = float(np.mean((ref.astype(np.float64) - rec.astype(np.float64)) ** 2))
@@ -24,15 +34,6 @@ def measure(
 ) -> list[dict[str, float]]:
     import torch
     import torch.nn.functional as F
-
-    from wai_dispatch.codec import payload as codec_payload
-    from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.paths.waiops.engine import Engine
-    from wai_dispatch.paths.waiops.program import load_program
-    from wai_dispatch.service.decoding.pipeline import to_rgb8
-    from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols, load_model, onnx_session
-    from wai_dispatch.tools.wai_int_synth_set import PROGRAM_FILE, WEIGHTS_FILE
 
     model, _ = load_model(checkpoint=checkpoint, pretrained=False, quality=3)
     tables = EntropyTables.from_json((float_set / "cdfs_q3.json").read_bytes())
@@ -73,8 +74,6 @@ def measure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from wai_dispatch.conformance import sets_dir
-
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.int_synth_quality")
     parser.add_argument("--int-set", type=Path, default=sets_dir() / "int-synth-demo-q3")
     parser.add_argument("--float-set", type=Path, default=sets_dir() / "bmshj2018-demo-q3")

@@ -15,7 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.paths.waiops import reference
+from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.verify import rgb8_digest
+from wai_dispatch.tools.train_bmshj2018 import load_image
+from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols, load_model
 
 CORPUS_FORMAT = "wai-neural-conformance/1"
 SYMBOLS_SEED = 20261130
@@ -27,8 +36,6 @@ def program_rgb8(output: np.ndarray) -> np.ndarray:
 
 
 def _pictures() -> list[tuple[str, Callable[[], np.ndarray], str]]:
-    from wai_dispatch.tools.train_bmshj2018 import load_image
-
     def crop(name: str, top: int, left: int, h: int, w: int) -> Callable[[], np.ndarray]:
         return lambda: np.ascontiguousarray(load_image(name)[top : top + h, left : left + w])
 
@@ -70,14 +77,6 @@ def _extreme_symbols(channels: int, lo: int, hi: int) -> np.ndarray:
 
 
 def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
-    from wai_dispatch.codec import payload as codec_payload
-    from wai_dispatch.codec.sets import Manifest
-    from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.paths.waiops import reference
-    from wai_dispatch.paths.waiops.engine import Engine
-    from wai_dispatch.paths.waiops.program import load_program
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols, load_model
-
     manifest = Manifest.from_bytes((set_dir / "set.json").read_bytes())
     spec = manifest.facts.to_json()["programs"]["wai-ops"]
     program = load_program(
@@ -138,8 +137,6 @@ def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from wai_dispatch.conformance import neural_conformance_dir, sets_dir
-
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.neural_conformance")
     parser.add_argument("--out", type=Path, default=neural_conformance_dir())
     parser.add_argument("--set", type=Path, default=sets_dir() / "int-synth-demo-q3")

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, text
 
+from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 
@@ -139,7 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.count < 0 or args.sinks < 1 or args.days <= 0:
         parser.error("--count >= 0, --sinks >= 1 and --days > 0")
-    from wai_dispatch.service.decoding.settings import load
 
     url = load(data_dir=args.data_dir, database_url=args.database_url).url
     store = ReportStore(url)

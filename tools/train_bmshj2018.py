@@ -49,6 +49,7 @@ from typing import Any, TextIO, cast
 # threads sleep unless the caller says otherwise, and the default is one thread.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import blake3
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -181,7 +182,6 @@ def round_to_float16_(net: torch.nn.Module) -> None:
 
 def save_checkpoint(net: torch.nn.Module, path: Path) -> str:
     """Save the state dict with float tensors as float16; write and return the BLAKE3 digest."""
-    import blake3
 
     state = {
         k: (v.half() if v.is_floating_point() else v).clone() for k, v in net.state_dict().items()

@@ -9,9 +9,9 @@ with ``$CHROME`` the browser's executable, e.g. on macOS
 ``/Applications/Google Chrome.app/Contents/MacOS/Google Chrome``, on Windows
 ``C:/Program Files/Google/Chrome/Application/chrome.exe``.
 
-It verifies against a running service's page (``--url http://host:port/page/``), or starts one
-of its own (``wai-dispatch serve`` on a loopback port, a fresh data directory and the CPU offer
-``cpu/onnx-runtime/float``, stopped at the end), starts the browser with WebNN enabled
+It verifies against a running service's page (``--url http://host:port/page/``), or runs the
+HTTP service on a loopback port of its own (tools/_service.py; the page at /page/, the reference
+decodes on ``cpu/onnx-runtime/float``), starts the browser with WebNN enabled
 (``--enable-features=WebMachineLearningNeuralNetwork``) and a fresh profile, and needs
 Playwright (the test extra) but no downloaded browser.
 """
@@ -21,17 +21,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import socket
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
+from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.tools._service import serve
 
 WEBNN_FEATURE = "--enable-features=WebMachineLearningNeuralNetwork"
 BROWSER_ARGS = [
@@ -74,39 +73,19 @@ def verify(
 
 
 @contextlib.contextmanager
-def serve_page(port: int = 0, *, timeout_s: float = 120.0) -> Iterator[str]:
-    """``wai-dispatch serve`` in a child process on 127.0.0.1 with a fresh data directory and
-    the CPU offer; yields its page's URL (``…/page/``) once it answers, and stops it."""
-    import httpx  # the service's client dependency
-
-    port = port or _free_port()
+def serve_page(port: int = 0) -> Iterator[str]:
+    """The HTTP service (tools/_service.py) on 127.0.0.1 with a fresh data directory and the
+    CPU offer; yields its page's URL (``…/page/``) and stops it when the block ends."""
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "wai_dispatch", "serve", "--host", "127.0.0.1"]
-        argv += ["--port", str(port), "--data-dir", str(Path(tmp) / "data")]
-        env = {**os.environ, "WAI_OFFER": str(CPU_ONNX_RUNTIME)}  # the child's setting
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        url = f"http://127.0.0.1:{port}/page/"
-        try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"wai-dispatch serve exited with status {proc.returncode}")
-                try:
-                    if httpx.get(url + "samples.json", timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"wai-dispatch serve did not answer in {timeout_s:.0f} s")
-                time.sleep(0.2)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        settings = load(
+            data_dir=Path(tmp) / "data",
+            offer=str(CPU_ONNX_RUNTIME),
+            host="127.0.0.1",
+            port=port or _free_port(),
+            log_level="ERROR",
+        )
+        with serve(settings) as base:
+            yield base + "/page/"
 
 
 def _free_port() -> int:

@@ -16,18 +16,33 @@ import json
 import os
 import shutil
 import sys
+import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+import blake3
 import numpy as np
 import numpy.typing as npt
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.sets import write_manifest
+from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.paths.onnx import shared_session_options
+from wai_dispatch.tools import coreml_program, webnn_form
+from wai_dispatch.tools._compressai import (
+    checkpoint_state_dict,
+    factorized_prior,
+    import_compressai,
+)
+from wai_dispatch.tools.int_synth_exact import ExactAnalysis
+from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
 
 __all__ = [
     "CAPABILITY",
@@ -88,8 +103,6 @@ def _architecture(quality: int) -> tuple[int, int]:
 
 
 def _blake3_file(path: Path) -> str:
-    import blake3
-
     return blake3.blake3(path.read_bytes()).hexdigest()
 
 
@@ -109,11 +122,6 @@ def load_model(
     from its quantiles; with ``update_quantiles``: CompressAI's ``update(force=True,
     update_quantiles=True)``, which first re-estimates the quantiles the tables are cut from),
     and where its weights came from."""
-    from wai_dispatch.tools._compressai import (
-        checkpoint_state_dict,
-        factorized_prior,
-        import_compressai,
-    )
 
     n, m = _architecture(quality)
     if pretrained:
@@ -275,14 +283,10 @@ def plain_synthesis(model: Any) -> Any:
 
 
 def _held_out_images() -> tuple[str, ...]:
-    from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES
-
     return tuple(HELD_OUT_IMAGES)
 
 
 def _load_image(name: str) -> npt.NDArray[np.uint8]:
-    from wai_dispatch.tools.train_bmshj2018 import load_image
-
     return np.ascontiguousarray(load_image(name))
 
 
@@ -337,7 +341,6 @@ def exact_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, floa
     """The payload's symbols ``round(y − median)`` with ``y = g_a(picture)`` computed in exact
     arithmetic (tools/int_synth_exact.py: the same bits on every CPU), int32, and the smallest
     distance of ``y − median`` from a rounding boundary."""
-    from wai_dispatch.tools.int_synth_exact import ExactAnalysis
 
     analysis = ExactAnalysis(model)
     frac = analysis.latent(picture) - analysis.medians[None, :, None, None]
@@ -416,8 +419,6 @@ def _json_bytes(doc: Any) -> bytes:
 def export_onnx(plain: Any, manifest: dict[str, Any], blob: bytes, channels: int) -> bytes:
     """``decoder.onnx``: the plain synthesis (opset 17, dynamic latent height and width), its
     initializers stored as external data in ``decoder.weights`` at the manifest's offsets."""
-    import tempfile
-    import warnings
 
     import onnx
     from onnx import numpy_helper
@@ -470,8 +471,6 @@ def onnx_session(onnx_bytes: bytes, blob: bytes) -> Any:
     on the process-wide thread pool the ONNX Runtime path uses (a session with its own pool is
     refused once that pool exists)."""
     import onnxruntime as ort
-
-    from wai_dispatch.paths.onnx import shared_session_options
 
     options = shared_session_options()
     options.log_severity_level = 3
@@ -566,11 +565,6 @@ def write_set(
     """Write the set into ``out_dir`` (built in a temporary sibling, renamed into place at the
     end: a refusal or failure leaves ``out_dir`` as it was).  ``_perturb``, for tests only, is
     applied to the plain synthesis before the bit-identity check."""
-
-    from wai_dispatch.codec import payload as codec_payload
-    from wai_dispatch.codec.sets import write_manifest
-    from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.tools import coreml_program, webnn_form
 
     say = log or (lambda _msg: None)
     out = Path(out_dir).resolve()

@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.sets import Manifest, write_manifest
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools import int_synth_ptq
+from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
+from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
+from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model, plain_synthesis, weights_blob
 
 CAPABILITY = "wai.neural.int_synth"
 SET_VERSION = "1"
@@ -72,8 +80,6 @@ def calibrate(
     the range of their symbols: the analysis and the synthesis in exact arithmetic
     (tools/int_synth_exact.py), so the statistics are the same bits on every CPU. ``pictures``
     and ``crops`` (the training pictures, 4 crops each, by default) are for tests."""
-    from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
-    from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
 
     rng = np.random.default_rng(CALIBRATION_SEED)
     analysis = ExactAnalysis(model)
@@ -119,14 +125,6 @@ def write_set(
     log: Callable[[str], None] | None = None,
 ) -> Path:
     """Write the integer set into ``out_dir`` from the float set folder ``from_set``."""
-    from wai_dispatch.codec.sets import Manifest, write_manifest
-    from wai_dispatch.paths.waiops.program import load_program
-    from wai_dispatch.tools import int_synth_ptq
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import (
-        load_model,
-        plain_synthesis,
-        weights_blob,
-    )
 
     say = log or (lambda _msg: None)
     src = Path(from_set)
@@ -228,7 +226,6 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
     """A set folder as given, else the folder of the installed set with that digest."""
     if Path(text).is_dir():
         return Path(text)
-    from wai_dispatch.service.decoding.decoder import Decoder
 
     store = Decoder.open(data_dir=data_dir).store  # the bundled sets installed, as every command
     return store.get(store.resolve(text)).path
@@ -240,7 +237,6 @@ def build_parser(
 ) -> argparse.ArgumentParser:
     """The writer's options; ``wai-dispatch make-set int-synth`` parses them with its own
     parser class (argument errors as one typed line)."""
-    from wai_dispatch.conformance import sets_dir
 
     parser = parser_class(
         prog=prog,

@@ -1,2 +1,8 @@
-"""The ``wai-ops/1`` integer operator set (docs/wai-ops.md): its program format, the bound rule,
-the int64 reference interpreter, the fast exact engine and the ``cpu/wai-ops/integer`` adapter."""
+"""The ``wai-ops/1`` integer operator set (docs/wai-ops.md): its program format
+(:mod:`.program`), loading and bound-checking a program (:mod:`.load`, :mod:`.bounds`), the
+int64 reference interpreter (:mod:`.reference`), the fast exact engines (:mod:`.engine`,
+:mod:`.onnx_engine`) and the ``cpu/wai-ops/integer`` adapter (:mod:`.adapter`).
+
+Used through its modules."""
+
+__all__: list[str] = []

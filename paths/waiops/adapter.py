@@ -30,8 +30,11 @@ from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
+from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
-from wai_dispatch.paths.waiops.program import Program, load_program
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
+from wai_dispatch.paths.waiops.program import Program
 
 #: The key of this backend's program in a set's ``programs`` fact.
 PROGRAM_KEY = "wai-ops"
@@ -82,14 +85,11 @@ class _Compiled:
 def _engine(program: Program) -> _Runner:
     if program.float32_exact:
         try:
-            from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
-
             return OnnxEngine(program)
         except ImportError:  # no onnxruntime/onnx: the NumPy engine is exact too
             pass
         except SqrtNotExact:  # this build's square root is not correctly rounded
             pass
-    from wai_dispatch.paths.waiops.engine import Engine
 
     return Engine(program)
 

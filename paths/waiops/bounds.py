@@ -6,6 +6,7 @@ intermediate, partial sum or output can leave int32."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 
 import numpy as np
@@ -58,8 +59,6 @@ def _round_shift(v: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 
 def _isqrt(v: np.ndarray) -> np.ndarray:
-    import math
-
     return np.array([math.isqrt(int(x)) for x in v], dtype=object)
 
 

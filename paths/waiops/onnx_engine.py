@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.errors import Limits
+from wai_dispatch.paths.onnx import shared_session_options
+from wai_dispatch.paths.onnx_rewrite import rewrite_model
 from wai_dispatch.paths.waiops.program import Operation, Program
 from wai_dispatch.paths.waiops.run import check_input
 
@@ -165,8 +167,6 @@ def build_model(program: Program) -> bytes:
     import onnx
     from onnx import TensorProto, helper
 
-    from wai_dispatch.paths.onnx_rewrite import rewrite_model
-
     if not program.float32_exact:
         raise ValueError("the program's bounds reach 2^24: float32 is not exact for it")
     g = _Graph()
@@ -215,8 +215,6 @@ def check_sqrt() -> None:
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from wai_dispatch.paths.onnx import shared_session_options
-
     graph = helper.make_graph(
         [helper.make_node("Sqrt", ["n"], ["s"]), helper.make_node("Floor", ["s"], ["r"])],
         "isqrt-check",
@@ -242,8 +240,6 @@ class OnnxEngine:
 
     def __init__(self, program: Program) -> None:
         import onnxruntime as ort
-
-        from wai_dispatch.paths.onnx import shared_session_options
 
         check_sqrt()
         self.program = program

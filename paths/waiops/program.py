@@ -1,6 +1,7 @@
 """A ``wai-ops/1`` program (docs/wai-ops.md): read the JSON graph and its SafeTensors weights,
-validate every member, attribute, dtype, shape and value, and prove the bound rule
-(:mod:`paths.waiops.bounds`) before anything runs. :func:`load_program` is the one entry."""
+validate every member, attribute, dtype, shape and value. :func:`parse_program` checks the
+graph; :func:`paths.waiops.load.load_program`, the one entry, also reads the weights and proves
+the bound rule (:mod:`paths.waiops.bounds`) before anything runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.dispatch import strictjson
 from wai_dispatch.paths.waiops.errors import (
     UnknownAttribute,
     UnknownOp,
@@ -121,30 +121,6 @@ class Program:
         return len(self.operations)
 
 
-def load_program(program_json: bytes, weights: bytes, *, rgb8_output: bool = False) -> Program:
-    """Parse, validate and bound-check a program and its SafeTensors weights. Raises a
-    :class:`WaiOpsError` subclass naming what is wrong. ``rgb8_output`` also requires the
-    output's proven interval inside [0, 255]."""
-    from wai_dispatch.paths.waiops.bounds import prove
-
-    try:
-        doc = strictjson.loads(program_json)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WaiOpsError(f"wai-ops program: not JSON ({exc})") from exc
-    tensors = _read_weights(weights)
-    program = _parse(doc, tensors)
-    return prove(program, rgb8_output=rgb8_output)
-
-
-def _read_weights(data: bytes) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load
-
-    try:
-        return dict(load(data))
-    except Exception as exc:  # safetensors raises its own SafetensorError
-        raise WeightsMismatch(f"wai-ops weights: not a SafeTensors file ({exc})") from exc
-
-
 def _members(
     obj: object,
     where: str,
@@ -168,7 +144,9 @@ def _name(v: object, where: str) -> str:
     return v
 
 
-def _parse(doc: object, tensors: dict[str, np.ndarray]) -> Program:
+def parse_program(doc: object, tensors: dict[str, np.ndarray]) -> Program:
+    """The program ``doc`` (parsed JSON) over ``tensors``, every member validated; its bounds
+    are not proven yet (:func:`paths.waiops.bounds.prove`)."""
     top = _members(doc, "the program", {"format", "input", "output", "operations"})
     if top["format"] != FORMAT:
         raise WaiOpsError(f"wai-ops program: format {top['format']!r} is not {FORMAT!r}")

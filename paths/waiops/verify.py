@@ -17,7 +17,7 @@ from wai_dispatch.codec.errors import Limits
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.job import SetFiles
-from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter, load_set_program
+from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter, _engine, load_set_program
 
 
 def rgb8_digest(rgb: np.ndarray) -> str:
@@ -41,7 +41,6 @@ def verify_integer_set(
     set_files: SetFiles, tables: Any, corpora: Iterable[Path], adapter: WaiOpsAdapter | None = None
 ) -> list[dict[str, Any]]:
     """One row per check: ``check``, ``ok`` and what was compared."""
-    from wai_dispatch.paths.waiops.adapter import _engine
 
     rows: list[dict[str, Any]] = []
     try:

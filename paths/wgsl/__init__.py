@@ -4,4 +4,7 @@ kernels (WGSL, ``i32``/``u32`` only) run through wgpu-py, bit for bit the interp
 Each kernel is described by a JSON descriptor (``descriptors/``, validated against
 ``descriptor.schema.json``) and rendered from a Jinja2 template (``templates/``). Importing this
 package imports neither wgpu nor the templates: :mod:`.runner` loads wgpu on first use.
-"""
+
+Used through its modules (:mod:`.adapter` is the path's adapter)."""
+
+__all__: list[str] = []

@@ -32,6 +32,8 @@ from wai_dispatch.dispatch.paths import GPU_WGSL, Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
+from wai_dispatch.paths.waiops import adapter as waiops_adapter
+from wai_dispatch.paths.waiops.run import check_input
 from wai_dispatch.paths.wgsl.descriptor import ShapeRefused
 from wai_dispatch.paths.wgsl.execute import plan_program, run_program
 from wai_dispatch.paths.wgsl.runner import GPU_TYPES, Runner, UnitAbsent
@@ -42,15 +44,6 @@ class _Loaded:
     program: Any
     nbytes: int = 0  # as the program cache counts it (paths.lru.program_bytes)
     constants: dict[tuple[str, str], Any] = field(default_factory=dict)
-
-
-def _waiops() -> Any:
-    """The interpreter's adapter module (its set-program loader), or ``None`` without it."""
-    try:
-        from wai_dispatch.paths.waiops import adapter
-    except ImportError:
-        return None
-    return adapter
 
 
 class WgslAdapter:
@@ -102,10 +95,7 @@ class WgslAdapter:
     # the program ------------------------------------------------------------------------------
 
     def program_present(self, job: SynthesisJob) -> bool:
-        waiops = _waiops()
-        if waiops is None:
-            return False
-        spec = waiops.program_spec(job.set_files)  # the set's typed facts: file and weights
+        spec = waiops_adapter.program_spec(job.set_files)  # the set's typed facts: file and weights
         return (
             spec is not None
             and job.set_files.has(str(spec.file))
@@ -140,12 +130,8 @@ class WgslAdapter:
             raise BackendFailed(f"wgsl: no WebGPU adapter ({self._absent})")
         loaded = self._loaded(job)
         symbols = job.symbols
-        try:  # the interpreter's input checks: shape, limits, every value in the declared range
-            from wai_dispatch.paths.waiops.run import check_input
-        except ImportError:
-            pass
-        else:
-            symbols = check_input(loaded.program, symbols)
+        # the interpreter's input checks: shape, limits, every value in the declared range
+        symbols = check_input(loaded.program, symbols)
         if symbols is None:  # only without the interpreter's checks; takes_shape refused it
             raise BackendFailed("wgsl: the job carries no symbols")
         try:
@@ -181,14 +167,11 @@ class WgslAdapter:
             hit = self._programs.get(key)
             if isinstance(hit, _Loaded):
                 return hit
-            waiops = _waiops()
-            if waiops is None:
-                raise BackendFailed("wgsl: the wai-ops interpreter's loader is not installed")
             try:
-                program = waiops.load_set_program(job.set_files)
+                program = waiops_adapter.load_set_program(job.set_files)
             except Exception as exc:  # a typed WaiOpsError: kept as the cause
                 raise BackendFailed(f"wgsl: the wai-ops program does not load: {exc}") from exc
-            spec = waiops.program_spec(job.set_files)
+            spec = waiops_adapter.program_spec(job.set_files)
             names = [] if spec is None else [str(spec.file), str(spec.weights)]
             loaded = _Loaded(program, program_bytes(job.set_files.read(n) for n in names))
             self._programs.put(key, loaded, loaded.nbytes)

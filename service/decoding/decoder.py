@@ -42,6 +42,7 @@ from wai_dispatch.codec.sets import (
 from wai_dispatch.codec.sets.bundled import BundledResult
 from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import sets_dir as bundled_sets
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
@@ -54,9 +55,13 @@ from wai_dispatch.dispatch import (
     parse_offer,
 )
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
+from wai_dispatch.paths import registry as path_registry  # a module: tests swap its adapters
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
+from wai_dispatch.paths.onnx import request_thread_pool
 from wai_dispatch.paths.programs import check_programs
+from wai_dispatch.service.decoding.compressai import import_compressai
+from wai_dispatch.service.decoding.plan import plan
 from wai_dispatch.service.decoding.results import (
     DecodeResult,
     ImportResult,
@@ -67,6 +72,7 @@ from wai_dispatch.service.decoding.results import (
     VerifyResult,
 )
 from wai_dispatch.service.decoding.settings import Settings, load
+from wai_dispatch.service.decoding.verify import verify_store
 
 if TYPE_CHECKING:
     from wai_dispatch.paths.registry import PathStatus
@@ -159,13 +165,10 @@ class Decoder:
         ``program_cache_bytes``: the adapters are built for this decoder around one program
         cache of that budget (the service's ``program_cache_bytes``); without it, the
         process's adapters (built once) and their one cache of the default budget serve."""
-        from wai_dispatch.paths.registry import default_programs, known_adapters
 
         if settings is None and (data_dir is None or offer is None):
             settings = load()
         if settings is not None:
-            from wai_dispatch.paths.onnx import request_thread_pool
-
             request_thread_pool(settings.ort_threads)
             data_dir = settings.data_dir if data_dir is None else data_dir
             offer = settings.offer_paths if offer is None else offer
@@ -176,10 +179,13 @@ class Decoder:
         programs: Programs | None = None
         if adapters is None:
             if program_cache_bytes is None:
-                programs, adapters = default_programs(), known_adapters()
+                programs, adapters = (
+                    path_registry.default_programs(),
+                    path_registry.known_adapters(),
+                )
             else:
                 programs = LRU(program_cache_bytes)
-                adapters = known_adapters(programs)
+                adapters = path_registry.known_adapters(programs)
         return cls(store, chosen, adapters, limits=limits, bundled=found, programs=programs)
 
     # -- decoding
@@ -360,15 +366,15 @@ class Decoder:
 
     def paths(self, offer: Iterable[Path | str] | None = None) -> list[PathStatus]:
         """Each offered path (default: this decoder's offer), present or absent and why."""
-        from wai_dispatch.paths.registry import probe
 
-        return probe(self.offer if offer is None else parse_offer(offer), self.adapters)
+        return path_registry.probe(
+            self.offer if offer is None else parse_offer(offer), self.adapters
+        )
 
     def absent_reason(self, path: Path) -> str:
         """Why ``path``'s unit is absent here, in its adapter's words."""
-        from wai_dispatch.paths.registry import absent_reason
 
-        return absent_reason(self.adapters.get(path))
+        return path_registry.absent_reason(self.adapters.get(path))
 
     def plan(
         self,
@@ -384,7 +390,6 @@ class Decoder:
         networks (service/decoding/plan.py). The set: ``set_dir`` (a folder outside the store), else
         ``set_digest``, else the store's default set of ``capability``. Every shape is checked
         against the limits before anything of its size is allocated."""
-        from wai_dispatch.service.decoding.plan import plan
 
         return plan(
             self,
@@ -400,7 +405,6 @@ class Decoder:
     def verify(self) -> VerifyResult:
         """§6.4 agreement on every installed set; damaged sets and sets of a capability this
         build does not know are reported, and the others checked."""
-        from wai_dispatch.service.decoding.verify import verify_store
 
         return verify_store(self)
 
@@ -409,7 +413,6 @@ class Decoder:
     ) -> ImportResult:
         """CompressAI's own bitstream file (docs/interop.md) as an envelope for a set whose
         model and quality are the file's."""
-        from wai_dispatch.service.decoding.compressai import import_compressai
 
         return import_compressai(self, data, set_digest=set_digest, capability=capability)
 
@@ -422,10 +425,6 @@ def _check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
 
 
 def _bundled_dir() -> FsPath | None:
-    try:
-        from wai_dispatch.conformance import sets_dir as bundled_sets
-    except ImportError:  # a build without the corpus
-        return None
     return FsPath(bundled_sets())
 
 

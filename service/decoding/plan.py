@@ -15,6 +15,7 @@ from wai_dispatch.codec.sets import MANIFEST_NAME, LoadedSet, Manifest, SetFileM
 from wai_dispatch.codec.sets.loaded import read_exact
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, Placement, ask_path, strictjson
 from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.paths.coreml import program_shape
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.service.decoding.results import PlanResult
 
@@ -88,7 +89,6 @@ def _stated_shape(decoder: Decoder, files: LoadedSet, path: Path) -> tuple[int, 
     if path == NPU_MODEL_RUNTIME and adapter is not None and adapter.unit_present():
         # Reading the program's input needs coremltools (which pulls in torch): only worth
         # it where Core ML can run; elsewhere the path is refused before its shape is asked.
-        from wai_dispatch.paths.coreml import program_shape
 
         try:
             shape = program_shape(files)

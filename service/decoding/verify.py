@@ -18,14 +18,19 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import SetError
+from wai_dispatch.conformance import neural_conformance_dir
 from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, Arithmetic, Code, admit, choose, strictjson
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+from wai_dispatch.paths.waiops.verify import verify_integer_set
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
 
 if TYPE_CHECKING:
@@ -39,7 +44,6 @@ PSNR_BOUND_DB = 40.0
 
 def psnr_rgb8(a: np.ndarray, b: np.ndarray) -> float:
     """PSNR in dB of two RGB8 pictures (peak 255); ``inf`` when they are equal."""
-    import numpy as np
 
     mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
     return math.inf if mse == 0.0 else 10.0 * math.log10(255.0**2 / mse)
@@ -112,9 +116,6 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
         }
     )
     if capability.networks is Arithmetic.INTEGER:
-        from wai_dispatch.conformance import neural_conformance_dir
-        from wai_dispatch.paths.waiops.verify import verify_integer_set
-
         tables = tables_of(set_files)
         checks += verify_integer_set(set_files, tables, [neural_conformance_dir()])
         return SetCheck(digest, name, checks=checks)
@@ -167,8 +168,4 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
 
 
 def _as_exported() -> Any:
-    try:
-        from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
-    except ImportError:
-        return None
     return OnnxRuntimeAdapter(rewrite=False)

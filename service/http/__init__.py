@@ -1,1 +1,10 @@
-"""http"""
+"""The HTTP service on FastAPI: the application and its lifespan (:mod:`.app`, the composition
+root that also mounts ``service.web``), the dependencies routes declare (:mod:`.deps`), one
+routes module per resource (:mod:`.routes`), admission (:mod:`.admission`), auth
+(:mod:`.auth`), errors (:mod:`.errors`), metrics (:mod:`.metrics`), logs (:mod:`.logs`) and the
+OpenAPI document (:mod:`.openapi`).
+
+uvicorn runs it from the import string ``wai_dispatch.service.http.app:create_app``; no CLI
+command or tool imports it."""
+
+__all__: list[str] = []

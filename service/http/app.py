@@ -9,7 +9,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,14 +22,23 @@ from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.http import logs as jsonlog
+from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.deps import Service
-from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
 from wai_dispatch.service.http.metrics import Metrics
+from wai_dispatch.service.http.routes import decode as api_decode
+from wai_dispatch.service.http.routes import governance as api_governance
+from wai_dispatch.service.http.routes import ops as api_ops
+from wai_dispatch.service.http.routes import reports as api_reports
+from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.spool import Recorder, Spool
 from wai_dispatch.service.store.tokens import TokenCache, ensure_admin
+from wai_dispatch.service.web import dashboard as dashboard_app
+from wai_dispatch.service.web import page as api_page
 
 __all__ = ["Service", "create_app", "error_body", "start"]
 
@@ -81,15 +89,6 @@ def _bind_cache(metrics: Metrics, decoder: Decoder) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The application; settings from the environment when not given (uvicorn's factory)."""
-    from wai_dispatch.service.http import logs as jsonlog
-    from wai_dispatch.service.http import openapi
-    from wai_dispatch.service.http.routes import decode as api_decode
-    from wai_dispatch.service.http.routes import governance as api_governance
-    from wai_dispatch.service.http.routes import ops as api_ops
-    from wai_dispatch.service.http.routes import reports as api_reports
-    from wai_dispatch.service.http.routes import sets as api_sets
-    from wai_dispatch.service.web import dashboard as dashboard_app
-    from wai_dispatch.service.web import page as api_page
 
     chosen = settings or settings_mod.load()
     jsonlog.configure(chosen.log_level)
@@ -124,14 +123,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, _internal_error)
     openapi.install(app)
     return app
-
-
-def error_body(request: Request, code: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}, "request_id": _rid(request), **extra}
-
-
-def _rid(request: Request) -> str:
-    return str(request.scope.get("state", {}).get("request_id", ""))
 
 
 def _count(request: Request, code: str) -> None:
@@ -176,7 +167,7 @@ _HTTP_CODES = {
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("internal error", extra={"request_id": _rid(request)})
+    log.exception("internal error", extra={"request_id": request_id(request)})
     code = ErrorCode.INTERNAL_ERROR
     _count(request, code)
     return JSONResponse(error_body(request, code, "an internal error"), code.status)

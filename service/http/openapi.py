@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field
 
+from wai_dispatch.codec.envelope import json_schema
 from wai_dispatch.dispatch import strictjson
 
 
@@ -36,8 +37,6 @@ class Decoded(BaseModel):
 
 
 def _components() -> dict[str, Any]:
-    from wai_dispatch.codec.envelope import json_schema
-
     envelope = json_schema()
     envelope.pop("$schema", None)
     defs = envelope.pop("$defs", {})

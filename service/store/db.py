@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -99,8 +99,6 @@ class ReportStore:
         return new
 
     def count(self) -> int:
-        from sqlalchemy import func
-
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(ReportRow)).scalar_one())
 

@@ -30,8 +30,8 @@ from wai_dispatch.service.governance import (
     judge,
     load_policy,
 )
-from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.db import ReportStore, insert_records
+from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow
 from wai_dispatch.service.store.records import ReportRecord
 
@@ -101,7 +101,7 @@ class PolicyStore:
                 return PolicyVersion(number, by, at, policy.text, policy.sha256)
             except IntegrityError:
                 continue
-        raise ServiceError(
+        raise StoreError(
             "the policy changed under this request; try again", code=ErrorCode.POLICY_BUSY
         )
 
@@ -140,7 +140,7 @@ def submit(
 ) -> tuple[dict[str, Any], bool]:
     """Judge and keep ``run``; returns the verdict and whether it was a resubmission."""
     if run.sink != sink:
-        raise ServiceError(
+        raise StoreError(
             f"the run report is for sink {run.sink!r}, the token is {sink!r}'s",
             code=ErrorCode.RUN_REPORT_SINK_MISMATCH,
         )
@@ -178,7 +178,7 @@ def _stored(store: ReportStore, run_id: str) -> Any:
 
 def _replay(stored: Any, digest: str) -> tuple[dict[str, Any], bool]:
     if stored.body_sha256 != digest:
-        raise ServiceError(
+        raise StoreError(
             "this run report id was submitted before with another body; a run report's id "
             "names one run report",
             code=ErrorCode.RUN_REPORT_CONFLICT,
@@ -193,7 +193,7 @@ def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[st
     with store.engine.connect() as conn:
         row = conn.execute(query).first()
     if row is None:
-        raise ServiceError(f"no run report {run_id[:40]!r}", code=ErrorCode.RUN_REPORT_NOT_FOUND)
+        raise StoreError(f"no run report {run_id[:40]!r}", code=ErrorCode.RUN_REPORT_NOT_FOUND)
     return {"run_report": strictjson.loads(row.body), "verdict": strictjson.loads(row.verdict)}
 
 

@@ -12,8 +12,8 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.codes import ErrorCode
-from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import ReportRecord
 
@@ -80,7 +80,7 @@ def decode_cursor(text: str) -> int:
             raise ValueError
         return int(raw[1:])
     except ValueError:
-        raise ServiceError(
+        raise StoreError(
             "the cursor is not one this service gave", code=ErrorCode.CURSOR_INVALID
         ) from None
 
@@ -110,7 +110,7 @@ def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str
     with store.engine.connect() as conn:
         row = conn.execute(query).mappings().first()
     if row is None:
-        raise ServiceError(f"no report {report_id[:40]!r}", code=ErrorCode.REPORT_NOT_FOUND)
+        raise StoreError(f"no report {report_id[:40]!r}", code=ErrorCode.REPORT_NOT_FOUND)
     return _row(row)
 
 

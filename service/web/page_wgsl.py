@@ -22,6 +22,10 @@ from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.lru import LRU
+from wai_dispatch.paths.waiops.adapter import load_set_program
+from wai_dispatch.paths.wgsl.descriptor import ShapeRefused, render
+from wai_dispatch.paths.wgsl.execute import plan_program
+from wai_dispatch.paths.wgsl.runner import LIMITS
 
 #: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
 _MAX_LIMIT = 1 << 53
@@ -34,8 +38,6 @@ class WgslProgram:
     blob: bytes
 
     def __init__(self, files: LoadedSet) -> None:
-        from wai_dispatch.paths.waiops.adapter import load_set_program
-
         self.program = load_set_program(files)
         blob = bytearray()
         self.constants: dict[str, dict[str, int]] = {}
@@ -48,9 +50,6 @@ class WgslProgram:
         self.blob = bytes(blob)
 
     def plan(self, shape: Sequence[int], limits: Mapping[str, int]) -> dict[str, Any]:
-        from wai_dispatch.paths.wgsl.descriptor import ShapeRefused, render
-        from wai_dispatch.paths.wgsl.execute import plan_program
-
         try:
             plans = plan_program(self.program, shape, limits)
         except ShapeRefused as exc:
@@ -100,8 +99,6 @@ class WgslProgram:
 
 def read_limits(text: str) -> dict[str, int]:
     """The browser adapter's limits as the page sends them (JSON object of positive ints)."""
-
-    from wai_dispatch.paths.wgsl.runner import LIMITS
 
     try:
         obj = strictjson.loads(text)

@@ -16,8 +16,9 @@ from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
-from wai_dispatch.paths.waiops.program import Program, load_program
+from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.tools.neural_conformance import program_rgb8, rgb8_digest
 
 CORPUS = neural_conformance_dir()

@@ -17,8 +17,9 @@ from wai_dispatch.paths.waiops import reference
 from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.errors import BoundExceeded, ShapeOverLimits
+from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
-from wai_dispatch.paths.waiops.program import Program, load_program
+from wai_dispatch.paths.waiops.program import Program
 
 
 def test_round_shift_ties_go_up_and_isqrt_is_the_floor() -> None:

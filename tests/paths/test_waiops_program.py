@@ -24,7 +24,7 @@ from wai_dispatch.paths.waiops.errors import (
     WaiOpsError,
     WeightsMismatch,
 )
-from wai_dispatch.paths.waiops.program import load_program
+from wai_dispatch.paths.waiops.load import load_program
 
 
 def _load(b: ProgramBuilder, out: str = "o", channels: int = 3, **kw: Any) -> Any:

@@ -21,7 +21,7 @@ reference = pytest.importorskip(
 
 from wai_dispatch.paths.waiops.build import ProgramBuilder  # noqa: E402
 from wai_dispatch.paths.waiops.errors import BoundExceeded  # noqa: E402
-from wai_dispatch.paths.waiops.program import load_program  # noqa: E402
+from wai_dispatch.paths.waiops.load import load_program  # noqa: E402
 from wai_dispatch.paths.wgsl.execute import run_program  # noqa: E402
 from wai_dispatch.paths.wgsl.runner import Runner  # noqa: E402
 

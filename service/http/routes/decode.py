@@ -21,10 +21,9 @@ from wai_dispatch.codec.errors import Limits
 from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.service.decoding.results import NoPath
 from wai_dispatch.service.http.admission import estimate
-from wai_dispatch.service.http.app import error_body
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import Service, ServiceDep
-from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.errors import ServiceError, error_body
 from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.tokens import Principal, Role
 

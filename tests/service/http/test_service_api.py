@@ -32,8 +32,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
 @pytest.fixture(scope="module")
 def cli_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """What `wai-dispatch decode` gives for each sample (same code path, its own store)."""
+    from wai_dispatch.cli.context import decoder
     from wai_dispatch.cli.decode import decode_file
-    from wai_dispatch.cli.options import decoder
 
     args = argparse.Namespace(offer=None, data_dir=str(tmp_path_factory.mktemp("cli")))
     ctx = decoder(args)

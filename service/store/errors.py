@@ -1,0 +1,15 @@
+"""The store's own errors: a query or a record the store refuses (an unknown report, a cursor
+it never gave, a run report filed twice with another body). Each carries its registry code;
+the service answers it with that code's status like every :class:`WaiError`."""
+
+from __future__ import annotations
+
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.dispatch.errors import WaiError
+
+
+class StoreError(WaiError):
+    """A refusal of the report store; raised with the specific ``code`` (``report_not_found``,
+    ``cursor_invalid``, ``policy_busy``, …)."""
+
+    code = ErrorCode.SERVICE_ERROR
