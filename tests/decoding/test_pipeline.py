@@ -15,11 +15,13 @@ from PIL import Image
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec import payload
 from wai_dispatch.codec.envelope import Envelope, EnvelopePin, Fallback
+from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import SetStore, write_manifest
 from wai_dispatch.codec.tables import laplacian_tables
 from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier, WaiError
 from wai_dispatch.paths.registry import known_adapters
-from wai_dispatch.service.decoding.pipeline import NoPath, decode_envelope, to_rgb8
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.results import NoPath
 from wai_dispatch.tools.bench_onnx import onnx_program_facts, random_layers, synthesis_files
 
 CHANNELS = 8
@@ -62,7 +64,7 @@ def _envelope(tiny_set: tuple[Path, np.ndarray], **kw: object) -> Envelope:
 
 
 def _decode(store: SetStore, envelope: Envelope):  # type: ignore[no-untyped-def]
-    return decode_envelope(envelope, store=store, offer=REFERENCE_OFFER, adapters=known_adapters())
+    return Decoder(store, REFERENCE_OFFER, known_adapters()).decode(envelope)
 
 
 def test_decodes_on_onnx_runtime_with_the_report(store: SetStore, tiny_set) -> None:  # type: ignore[no-untyped-def]

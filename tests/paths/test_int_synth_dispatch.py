@@ -13,13 +13,15 @@ import numpy as np
 import pytest
 
 from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier
 from wai_dispatch.dispatch.paths import CPU_WAI_OPS
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.paths.waiops.errors import BoundExceeded
-from wai_dispatch.service.decoding.pipeline import NoPath, decode_envelope, to_rgb8
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.results import NoPath
 from wai_dispatch.tools.neural_conformance import rgb8_digest
 
 INT_SET = sets_dir() / "int-synth-demo-q3"
@@ -45,7 +47,7 @@ def _envelope(set_dir: Path, **kw: object) -> Envelope:
 
 
 def _decode(store: SetStore, envelope: Envelope):  # type: ignore[no-untyped-def]
-    return decode_envelope(envelope, store=store, offer=REFERENCE_OFFER, adapters=known_adapters())
+    return Decoder(store, REFERENCE_OFFER, known_adapters()).decode(envelope)
 
 
 @pytest.mark.parametrize("intent", [None, "replicate"])

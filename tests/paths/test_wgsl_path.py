@@ -224,7 +224,7 @@ def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any
     from wai_dispatch.codec.sets import Manifest, SetStore
     from wai_dispatch.conformance import neural_conformance_dir, sets_dir
     from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
-    from wai_dispatch.service.decoding.pipeline import decode_envelope
+    from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.tools.neural_conformance import rgb8_digest
 
     folder = sets_dir() / "int-synth-demo-q3"
@@ -237,9 +237,7 @@ def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any
         set=manifest.digest,
     )
     adapters = {GPU_WGSL: WgslAdapter(acquire=lambda: device), CPU_WAI_OPS: WaiOpsAdapter()}
-    result = decode_envelope(
-        envelope, store=store, offer=(GPU_WGSL, CPU_WAI_OPS), adapters=adapters
-    )
+    result = Decoder(store, (GPU_WGSL, CPU_WAI_OPS), adapters).decode(envelope)
     (report,) = result.reports
     assert report.ran is not None
     if device.adapter_type == "CPU":
