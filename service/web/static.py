@@ -41,7 +41,7 @@ class WebAssets(StaticFiles):
 
     async def get_response(self, path: str, scope: Scope) -> Response:
         name = PurePosixPath(path).name
-        if name.startswith((".", "_")) or PurePosixPath(name).suffix not in SERVED:
+        if name.startswith(".") or PurePosixPath(name).suffix not in SERVED:
             raise WaiError(f"no such file {path[:80]!r}", code=self.missing)
         try:
             return await super().get_response(path, scope)

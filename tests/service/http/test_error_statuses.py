@@ -17,6 +17,8 @@ from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.web.dashboard import dashboard_dir
+from wai_dispatch.service.web.page import page_dir
 
 
 class _Client:
@@ -141,3 +143,16 @@ def test_the_static_trees_answer_refusals_from_the_registry(tmp_path: Path) -> N
     assert served.headers["content-type"].startswith("text/javascript")
     assert "default-src 'none'" in served.headers["content-security-policy"]
     assert client.get("/dashboard/").status_code == 200
+
+
+def test_every_file_of_the_web_trees_is_served(tmp_path: Path) -> None:
+    """The asset filter refuses what is not a web asset, never a file a page loads (the
+    vendored BLAKE3's ``_blake.js``, a licence text): every file shipped in the two trees
+    answers 200 with its bytes."""
+    client = _client(tmp_path)
+    for mount, root in (("/page", page_dir()), ("/dashboard", dashboard_dir())):
+        files = [p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        assert len(files) > 5
+        for path in files:
+            res = client.get(f"{mount}/{path.relative_to(root).as_posix()}")
+            assert (res.status_code, res.content) == (200, path.read_bytes()), path
