@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING
 
@@ -29,7 +28,7 @@ from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError, Limits
-from wai_dispatch.codec.payload import Header, read_header
+from wai_dispatch.codec.payload import read_header
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
@@ -41,7 +40,6 @@ from wai_dispatch.codec.sets import (
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
 from wai_dispatch.codec.sets.loaded import check_pin
-from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import sets_dir as bundled_sets
 from wai_dispatch.dispatch import (
     REGISTRY,
@@ -61,6 +59,7 @@ from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.service.decoding.compressai import import_compressai
+from wai_dispatch.service.decoding.parts import NoProgram, OpenedSet, Prepared, PreparedPart
 from wai_dispatch.service.decoding.plan import plan
 from wai_dispatch.service.decoding.results import (
     DecodeResult,
@@ -79,37 +78,6 @@ if TYPE_CHECKING:
 
 #: How many opened sets a decoder keeps (each holds its files' bytes: ~10 MB for bmshj2018).
 MAX_OPEN_SETS = 8
-
-
-@dataclass(frozen=True)
-class OpenedSet:
-    """A set verified once and kept: its bytes and its parsed entropy tables (when it names
-    them), so later decodes with it hash and parse nothing."""
-
-    files: LoadedSet
-    tables: EntropyTables | None
-
-
-@dataclass(frozen=True)
-class PreparedPart:
-    """One part of an envelope as :meth:`Decoder.prepare` read it: its payload header and its
-    set, opened, or the typed error that opening it raised (raised, or the fallback tried on
-    ``set_not_installed``, when the part is decoded). ``header`` is ``None`` for a capability
-    this sink does not know (nothing of it is read)."""
-
-    part: Part
-    header: Header | None
-    opened: OpenedSet | None = None
-    error: WaiError | None = None
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """An envelope whose parts' headers were read and sets opened, once, for
-    :meth:`Decoder.decode`."""
-
-    envelope: Envelope
-    parts: Sequence[PreparedPart]
 
 
 class Decoder:
@@ -360,7 +328,7 @@ class Decoder:
             self.sets.pop(digest)
 
     def _without_program(self) -> dict[Path, Adapter]:
-        return {path: _NoProgram(path, self.adapters.get(path)) for path in self.offer}
+        return {path: NoProgram(path, self.adapters.get(path)) for path in self.offer}
 
     # -- what the machine has
 
@@ -426,30 +394,3 @@ def _check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
 
 def _bundled_dir() -> FsPath | None:
     return FsPath(bundled_sets())
-
-
-@dataclass(frozen=True)
-class _NoProgram:
-    """A path's adapter for a decode whose parameter set is not installed: the unit is as the
-    real adapter says, and there is no program for the backend."""
-
-    path: Path
-    inner: Adapter | None
-
-    def unit_present(self) -> bool:
-        return self.inner is not None and self.inner.unit_present()
-
-    def absent_reason(self) -> str | None:
-        return None if self.inner is None else self.inner.absent_reason()
-
-    def program_present(self, job: object) -> bool:
-        return False
-
-    def takes_shape(self, job: object) -> bool:
-        raise AssertionError("not asked: program_present is False")
-
-    def plan(self, job: object) -> None:
-        raise AssertionError("not asked: program_present is False")
-
-    def run(self, job: object) -> None:
-        raise AssertionError("not asked: program_present is False")

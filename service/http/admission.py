@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from wai_dispatch.dispatch.codes import ErrorCode
-from wai_dispatch.service.decoding.decoder import Prepared
+from wai_dispatch.service.decoding.parts import Prepared
 from wai_dispatch.service.http.errors import ServiceError
 
 T = TypeVar("T")

@@ -1,0 +1,76 @@
+"""What a decode works on besides the envelope: a set opened once and kept
+(:class:`OpenedSet`), an envelope whose headers were read and sets opened before the decode
+(:class:`Prepared`, for admission), and the stand-in adapter of a path whose set is not
+installed (:class:`NoProgram`: §4.2 refuses it with ``dispatch_program_absent``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from wai_dispatch.codec.envelope import Envelope, Part
+from wai_dispatch.codec.payload import Header
+from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.dispatch import Adapter, Path
+from wai_dispatch.dispatch.errors import WaiError
+
+__all__ = ["NoProgram", "OpenedSet", "Prepared", "PreparedPart"]
+
+
+@dataclass(frozen=True)
+class OpenedSet:
+    """A set verified once and kept: its bytes and its parsed entropy tables (when it names
+    them), so later decodes with it hash and parse nothing."""
+
+    files: LoadedSet
+    tables: EntropyTables | None
+
+
+@dataclass(frozen=True)
+class PreparedPart:
+    """One part of an envelope as :meth:`Decoder.prepare` read it: its payload header and its
+    set, opened, or the typed error that opening it raised (raised, or the fallback tried on
+    ``set_not_installed``, when the part is decoded). ``header`` is ``None`` for a capability
+    this sink does not know (nothing of it is read)."""
+
+    part: Part
+    header: Header | None
+    opened: OpenedSet | None = None
+    error: WaiError | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An envelope whose parts' headers were read and sets opened, once, for
+    :meth:`Decoder.decode`."""
+
+    envelope: Envelope
+    parts: Sequence[PreparedPart]
+
+
+@dataclass(frozen=True)
+class NoProgram:
+    """A path's adapter for a decode whose parameter set is not installed: the unit is as the
+    real adapter says, and there is no program for the backend."""
+
+    path: Path
+    inner: Adapter | None
+
+    def unit_present(self) -> bool:
+        return self.inner is not None and self.inner.unit_present()
+
+    def absent_reason(self) -> str | None:
+        return None if self.inner is None else self.inner.absent_reason()
+
+    def program_present(self, job: object) -> bool:
+        return False
+
+    def takes_shape(self, job: object) -> bool:
+        raise AssertionError("not asked: program_present is False")
+
+    def plan(self, job: object) -> None:
+        raise AssertionError("not asked: program_present is False")
+
+    def run(self, job: object) -> None:
+        raise AssertionError("not asked: program_present is False")
