@@ -20,7 +20,7 @@ from wai_dispatch.dispatch.errors import WaiError
 
 # Each command, in the order `--help` lists them: the module that defines it (with ``add(sub)``)
 # and its one-line help. A command's module is imported only when that command runs, so
-# `--help` and every command load only what they use; tests/test_architecture.py holds this
+# `--help` and every command load only what they use; tests/project/test_architecture.py holds this
 # table equal to what the modules declare.
 COMMANDS: dict[str, tuple[str, str]] = {
     "decode": ("decode", "decode an envelope (JSON or CBOR) to a PNG"),
