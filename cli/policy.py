@@ -19,8 +19,6 @@ from wai_dispatch.cli.options import setting_flags, settings
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.governance import judge, load_policy, loads_run_report
-from wai_dispatch.service.store.db import ReportStore
-from wai_dispatch.service.store.policies import PolicyStore
 
 EXIT_REFUSED = 1
 
@@ -54,7 +52,10 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _history(args: argparse.Namespace) -> Any:
-    """The policy's versions in the report store (migrated first, as ``serve`` would)."""
+    """The policy's versions in the report store (migrated first, as ``serve`` would). The
+    store (SQLAlchemy) loads here, on use: ``policy check`` judges offline without it."""
+    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.policies import PolicyStore
 
     store = ReportStore(settings(args).url)
     store.migrate()

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from wai_dispatch.service.decoding.settings import Settings, hand_over
+from wai_dispatch.service.decoding.settings import Settings, handed_over
 
 APP = "wai_dispatch.service.http.app:create_app"
 
@@ -20,7 +20,6 @@ def serve(settings: Settings) -> Iterator[str]:
     block ends; yields its base URL (``http://host:port``)."""
     import uvicorn  # lazy: only the tools that start a service need the server
 
-    hand_over(settings)  # the factory's settings.load() reads exactly these
     config = uvicorn.Config(
         APP,
         factory=True,
@@ -31,11 +30,14 @@ def serve(settings: Settings) -> Iterator[str]:
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
+    # the factory's settings.load() reads exactly these, as the app starts; this process's own
+    # settings are as they were once it has
+    with handed_over(settings):
+        thread.start()
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
     try:
         port = (
             server.servers[0].sockets[0].getsockname()[1] if settings.port == 0 else settings.port

@@ -10,12 +10,13 @@ this module owns, :data:`HANDOVER_ENV`), so that every worker's settings are the
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import difflib
 import logging
 import os
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +278,21 @@ def load(warn: Callable[[str], None] | None = None, **overrides: Any) -> Setting
     if problems:
         raise SettingsInvalid(problems)
     return settings
+
+
+@contextlib.contextmanager
+def handed_over(settings: Settings) -> Iterator[None]:
+    """:func:`hand_over` for the length of a block (a service started in a thread of this
+    process, whose factory reads its settings at start), then what was there before."""
+    before = os.environ.get(HANDOVER_ENV)
+    hand_over(settings)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(HANDOVER_ENV, None)
+        else:
+            os.environ[HANDOVER_ENV] = before
 
 
 def hand_over(settings: Settings) -> None:

@@ -294,3 +294,20 @@ def test_serve_hands_its_workers_exactly_its_settings(
     assert worker.stderr == ""  # no warning, no error: the parent said them
     # In this process (uvicorn with one worker builds the app here) the same.
     assert load() == parent
+
+
+def test_a_hand_over_for_a_block_leaves_this_processs_settings_as_they_were(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A tool that starts the service in a thread hands it its settings for the start only:
+    afterwards this process loads its own again (a leak here once gave every later test in the
+    suite the verifier's offer)."""
+    from wai_dispatch.service.decoding.settings import handed_over
+
+    monkeypatch.delenv(HANDOVER_ENV, raising=False)
+    monkeypatch.setenv("WAI_QUEUE", "3")
+    other = load(queue=99, data_dir=tmp_path)
+    with handed_over(other):
+        assert load().queue == 99
+    assert HANDOVER_ENV not in os.environ
+    assert load().queue == 3

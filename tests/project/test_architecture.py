@@ -347,9 +347,12 @@ HEAVY = frozenset(
 )
 # Modules that load a command's module when the command runs, and which modules: cli/main.py
 # loads the sub-commands; `make-set` loads the set writer it runs, whose module imports torch
-# and the other tools-extra packages at its top (without the extra: `tools_missing`).
+# and the other tools-extra packages at its top (without the extra: `tools_missing`); `policy`
+# loads the report store (SQLAlchemy) only for the commands that read it, so that `policy
+# check` judges offline with governance alone.
 LAZY_COMMANDS = {
     f"{PREFIX}.cli.main": (f"{PREFIX}.cli",),
+    f"{PREFIX}.cli.policy": (f"{PREFIX}.service.store",),
     f"{PREFIX}.cli.tools": (
         f"{PREFIX}.tools.wai_int_synth_set",
         f"{PREFIX}.tools.wai_bmshj2018_npu_set",
