@@ -23,13 +23,17 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", summary="Ready to decode: store up or spooling, sets installed")
 async def readyz(service: ServiceDep) -> JSONResponse:
     up = await run_in_threadpool(service.store.ping)
-    spooling = service.recorder.spool.size() < service.settings.spool_max_bytes
+    spool = service.recorder.spool
+    writable = spool.healthy()
+    spooling = writable and spool.new_bytes() < spool.max_bytes
     sets = len(await run_in_threadpool(service.decoder.store.list))
     body: dict[str, Any] = {
         "store": "up" if up else ("spooling" if spooling else "down"),
         "spool_bytes": service.recorder.pending_bytes(),
         "sets": sets,
     }
+    if not writable:
+        body["spool"] = f"cannot write: {spool.failed}"
     ready = (up or spooling) and sets > 0
     body["status"] = "ready" if ready else "not ready"
     return JSONResponse(body, 200 if ready else 503)
