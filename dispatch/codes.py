@@ -143,6 +143,12 @@ class ErrorCode(enum.StrEnum):
         422,
         ("a set file whose bytes differ from the manifest (names the file)"),
     )
+    SET_DAMAGED = (
+        "set_damaged",
+        503,
+        "an installed set whose files no longer match its manifest: a fault of the server's "
+        "store, not of the request (503; names the file)",
+    )
     SET_FILE_MISSING = (
         "set_file_missing",
         404,

@@ -356,3 +356,40 @@ def test_the_token_view_is_kept_for_a_start_without_store(tmp_path: Path) -> Non
         assert oct(view.stat().st_mode & 0o777) == "0o600"
         text_ = view.read_text()
         assert all(secret not in text_ for secret in svc.tokens.values())
+
+
+# -- 6. a damaged set --------------------------------------------------------------------------
+
+
+def test_a_damaged_set_is_a_server_fault_and_readyz_says_so(tmp_path: Path) -> None:
+    body = SAMPLE_JSON.read_bytes()
+    headers = {"Content-Type": "application/json"}
+    with in_process(tmp_path / "data") as svc:
+        with svc.client() as c:
+            r = c.post("/v1/decode", content=body, headers=headers)
+            assert r.status_code == 200
+            acked = r.json()["report_ids"]
+            used = r.json()["set"]
+            ready = c.get("/readyz").json()
+            assert ready["status"] == "ready" and "damaged_sets" not in ready
+            store = svc.service.decoder.store
+            victim = store.root / used / "cdfs_q3.json"
+            victim.chmod(0o644)
+            victim.write_bytes(victim.read_bytes().replace(b"1", b"2", 1))  # same size
+            r = c.post("/v1/decode", content=body, headers=headers)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "set_damaged"
+            assert "cdfs_q3.json" in r.json()["error"]["message"]
+            assert str(store.root) not in r.text
+            victim.unlink()  # a file gone: the cheap check sees it
+            ready = c.get("/readyz").json()
+            others = [s.digest for s in store.list() if s.digest != used]
+            assert ready["damaged_sets"] == [used]
+            assert ready["status"] == ("ready" if others else "not ready")
+            for digest in others:  # every set damaged: not ready
+                (store.root / digest / "set.json").chmod(0o644)
+                (store.root / digest / "set.json").write_bytes(b"{")
+            r = c.get("/readyz")
+            assert r.status_code == 503 and r.json()["status"] == "not ready"
+            assert r.json()["damaged_sets"] == sorted([used, *others])
+        _exactly_once(svc.service.store, acked)
