@@ -143,6 +143,12 @@ class ErrorCode(enum.StrEnum):
         422,
         ("a set file whose bytes differ from the manifest (names the file)"),
     )
+    SET_DAMAGED = (
+        "set_damaged",
+        503,
+        "an installed set whose files no longer match its manifest: a fault of the server's "
+        "store, not of the request (503; names the file)",
+    )
     SET_FILE_MISSING = (
         "set_file_missing",
         404,
@@ -241,10 +247,22 @@ class ErrorCode(enum.StrEnum):
         "decodes already admitted hold the memory budget: retry after Retry-After (429)",
     )
     DECODE_TIMEOUT = "decode_timeout", 504, "a decode that ran past decode_timeout_s (504)"
+    QUEUE_TIMEOUT = (
+        "queue_timeout",
+        503,
+        "a queued decode that could not start within decode_timeout_s: nothing ran or was "
+        "stored; retry after Retry-After (503)",
+    )
     REPORT_SPOOL_FULL = (
         "report_spool_full",
         503,
         "the store is down and the spool is at spool_max_bytes: decodes wait (503)",
+    )
+    REPORT_SPOOL_FAILED = (
+        "report_spool_failed",
+        503,
+        "the store is down and the spool cannot write (its disk is full): nothing was stored; "
+        "retry after Retry-After (503)",
     )
     TOKEN_MISSING = "token_missing", 401, "no Authorization: Bearer token (401)"
     TOKEN_UNKNOWN = "token_unknown", 401, "a bearer token that is not a live token (401)"

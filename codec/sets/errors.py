@@ -3,6 +3,7 @@
 SetError                 set_invalid: base
 ├── ManifestInvalid      set_manifest_invalid: set.json is not a valid wai-set/1 manifest
 ├── SetFileMismatch      set_file_mismatch: a file's bytes are not the manifest's (named)
+│   └── SetDamaged       set_damaged: an installed set opened for a decode is (a server fault)
 ├── SetFileMissing       set_file_missing: a file the manifest lists is absent (named)
 ├── SetFileUnexpected    set_file_unexpected: a file the manifest does not list (named)
 ├── SetUnsafeEntry       set_unsafe_entry: traversal, absolute name, link, device file
@@ -32,6 +33,13 @@ class ManifestInvalid(SetError):
 
 class SetFileMismatch(SetError):
     code = ErrorCode.SET_FILE_MISMATCH
+
+
+class SetDamaged(SetFileMismatch):
+    """An installed set whose folder no longer matches its manifest (a file changed or gone)
+    when it is opened: the store's fault, not the request's (503)."""
+
+    code = ErrorCode.SET_DAMAGED
 
 
 class SetFileMissing(SetError):

@@ -19,6 +19,7 @@ from typing import Any, Final
 from wai_dispatch.codec.sets.errors import (
     SetAmbiguous,
     SetCapabilityMismatch,
+    SetDamaged,
     SetDigestInvalid,
     SetError,
     SetFileMismatch,
@@ -233,13 +234,16 @@ class SetStore:
         path = self.root / check_digest(digest)
         if not self._exists(digest):
             raise SetNotInstalled(f"set {digest[:16]}… is not installed in {self.root}")
-        return load(
-            path,
-            digest,
-            pin=pin,
-            max_manifest_bytes=self.limits.max_manifest_bytes,
-            max_total_bytes=self.limits.max_total_bytes,
-        )
+        try:
+            return load(
+                path,
+                digest,
+                pin=pin,
+                max_manifest_bytes=self.limits.max_manifest_bytes,
+                max_total_bytes=self.limits.max_total_bytes,
+            )
+        except (SetFileMismatch, SetFileMissing) as exc:  # installed, so the store is at fault
+            raise SetDamaged(f"installed {exc.message}; reinstall it") from None
 
     def verify(self, digest: str) -> Verification:
         """Re-hash every file; every difference is reported, by file. A FIFO, device or link

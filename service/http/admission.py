@@ -3,8 +3,10 @@ allocated, and the bounded worker pool decodes run in (never on the event loop).
 
 A decode is refused with a 4xx naming the limit when its latent, its memory estimate or its
 time estimate is over the configured limit; with 429 and ``Retry-After`` when the queue is full
-or the memory budget is taken by decodes already admitted; with 504 when it runs past the
-per-decode timeout (its thread finishes on its own, its slot and memory held until then).
+or the memory budget is taken by decodes already admitted; with 503 ``queue_timeout`` and
+``Retry-After`` when it waited in the queue ``decode_timeout_s`` without starting (it never
+runs, so no report is stored); with 504 when it runs past the per-decode timeout, counted from
+when it started (its thread finishes on its own, its slot and memory held until then).
 
 The estimate (measured on this machine with the bmshj2018 synthesis, tools/bench_service.py):
 a decode's memory grows linearly with the picture, about 520 bytes per output pixel (256×256:
@@ -21,7 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.decoding.parts import Prepared
@@ -149,10 +151,18 @@ class Admission:
         self.check(est)
         self._reserve(est)
 
+        loop = asyncio.get_running_loop()
+        began: asyncio.Future[float] = loop.create_future()
+
+        def started(at: float) -> None:
+            if not began.done():
+                began.set_result(at)
+
         def work() -> T:
+            start = time.perf_counter()
             with self._lock:
                 self.running += 1
-            start = time.perf_counter()
+            loop.call_soon_threadsafe(started, start)
             try:
                 return fn()
             finally:
@@ -167,10 +177,23 @@ class Admission:
             self._release(est)
             raise
         future.add_done_callback(lambda _f: self._release(est))
+        result = asyncio.wrap_future(future)
+        # Queued: it must start within timeout_s, or it is refused before it runs.
+        either: set[asyncio.Future[Any]] = {began, result}
+        await asyncio.wait(either, timeout=self.timeout_s)
+        if not began.done() and not result.done() and future.cancel():
+            raise ServiceError(
+                f"the decode could not start within decode_timeout_s={self.timeout_s:g} "
+                f"({self.waiting} queued); nothing ran, retry later",
+                code=ErrorCode.QUEUE_TIMEOUT,
+                headers={"Retry-After": self._retry_after()},
+            )
+        # Running: timeout_s counts from when it started.
+        t0 = began.result() if began.done() else time.perf_counter()
+        left = max(0.0, self.timeout_s - (time.perf_counter() - t0))
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
+            return await asyncio.wait_for(asyncio.shield(result), left)
         except TimeoutError:
-            future.cancel()  # a decode still queued never starts
             raise ServiceError(
                 f"the decode ran past decode_timeout_s={self.timeout_s:g}",
                 code=ErrorCode.DECODE_TIMEOUT,

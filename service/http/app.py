@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,7 +34,7 @@ from wai_dispatch.service.http.routes import governance as api_governance
 from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.spool import Recorder, Spool
 from wai_dispatch.service.store.tokens import TokenCache, ensure_admin
@@ -47,19 +48,24 @@ log = logging.getLogger("wai_dispatch.service")
 
 def start(settings: Settings) -> Service:
     """Open everything ``serve`` needs, migrating the store; the first start on a store with no
-    admin token writes one to ``<data_dir>/admin-token`` and logs where."""
+    admin token writes one to ``<data_dir>/admin-token`` and logs where. A store that is down
+    does not stop the start: decodes spool, and the store is migrated when it returns."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # ONNX Runtime's one process-wide thread pool is created before any session.
     configure_thread_pool(settings.ort_threads)
     decoder = Decoder.open(settings=settings, program_cache_bytes=settings.program_cache_bytes)
     store = ReportStore(settings.url)
-    store.migrate()
-    written = ensure_admin(store, settings.data_dir)
-    if written is not None:
-        log.warning("first start: an admin token was written to %s", written, extra={
-            "admin_token_file": str(written)})  # fmt: skip
-    recorder = Recorder(store, Spool(settings.data_dir / "spool", settings.spool_max_bytes))
-    tokens = TokenCache(store)
+    spool = Spool(settings.data_dir / "spool", settings.spool_max_bytes)
+    tokens = TokenCache(store, snapshot=settings.data_dir / "tokens.view")
+    try:
+        store.migrate()
+    except StoreDown as exc:
+        # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
+        log.warning("report store down at start, spooling until it returns: %s", exc)
+        recorder = Recorder(store, spool, migrate=lambda: _migrate(store, settings))
+    else:
+        _ensure_admin(store, settings)
+        recorder = Recorder(store, spool)
     tokens.reload()
     admission = Admission(
         workers=settings.decode_workers,
@@ -77,6 +83,21 @@ def start(settings: Settings) -> Service:
     return Service(
         settings, decoder, store, recorder, tokens, admission, metrics, PolicyStore(store)
     )
+
+
+def _migrate(store: ReportStore, settings: Settings) -> None:
+    store.migrate()
+    _ensure_admin(store, settings)
+
+
+def _ensure_admin(store: ReportStore, settings: Settings) -> None:
+    try:
+        written = ensure_admin(store, settings.data_dir)
+    except SQLAlchemyError as exc:
+        raise StoreDown(str(exc).splitlines()[0]) from exc
+    if written is not None:
+        log.warning("first start: an admin token was written to %s", written, extra={
+            "admin_token_file": str(written)})  # fmt: skip
 
 
 def _bind_cache(metrics: Metrics, decoder: Decoder) -> None:
@@ -134,9 +155,12 @@ def _count(request: Request, code: str) -> None:
 async def _wai_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, WaiError)
     _count(request, exc.code)
-    headers = exc.headers if isinstance(exc, ServiceError) else None
+    headers = dict(exc.headers) if isinstance(exc, ServiceError) else {}
+    retry_after = getattr(exc, "retry_after_s", None)  # the store's 503s (spool full, failed)
+    if isinstance(retry_after, int) and "Retry-After" not in headers:
+        headers["Retry-After"] = str(retry_after)
     return JSONResponse(
-        error_body(request, exc.code, exc.message), status_of(exc.code), headers=headers
+        error_body(request, exc.code, exc.message), status_of(exc.code), headers=headers or None
     )
 
 

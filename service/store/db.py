@@ -4,6 +4,7 @@ report whose id is already stored is skipped, so a spool replay never duplicates
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,18 +26,27 @@ _COLUMNS = (
 )  # fmt: skip
 
 
+#: How long a SQLite statement waits for another connection's lock before the store counts
+#: as down (and the decode's report is spooled): well under any decode timeout.
+SQLITE_BUSY_TIMEOUT_S = 1.0
+
+
 class StoreDown(Exception):
     """The database did not answer (the caller spools)."""
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for ``url``: SQLite with WAL and a busy timeout (its folder created), or
+    """An engine for ``url``: SQLite with WAL and a short busy timeout
+    (:data:`SQLITE_BUSY_TIMEOUT_S`: a locked file is a store that is down; its folder created), or
     PostgreSQL through psycopg 3 with a short connect timeout and pre-ping."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+            with contextlib.suppress(OSError):  # not creatable now: the store is down
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S}
+        )
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -1,14 +1,21 @@
 """The durable local spool: reports the store could not take, kept on disk until it can.
 
-One file of JSON lines (each line one decode's records), appended and fsync'd before the decode
-answers, bounded in bytes, replayed in order by :class:`Recorder`'s thread and truncated once
-every line is in the store. The store skips a report id it already holds, so a line replayed
-twice (a crash mid-replay, a commit whose answer was lost) is stored once.
+Two files of JSON lines (each line one decode's records) in the spool folder: ``reports.jsonl``
+takes new lines, appended whole and fsync'd before the decode answers (a write that fails or
+comes up short is cut back to the file's previous size and raises :class:`SpoolWriteFailed`, so
+no fragment stays for the next line to land on); ``reports.draining.jsonl`` is the file being
+replayed. :class:`Recorder`'s thread renames the first to the second (under the spool's lock,
+so new lines go on landing in a fresh ``reports.jsonl`` while it drains), inserts its lines
+into the store in batches of up to :data:`BATCH_RECORDS` records per transaction, and removes it
+once every line is in. The store skips a report id it already holds, so a line replayed twice
+(a crash mid-replay, a commit whose answer was lost) is stored once. ``spool_max_bytes`` bounds
+the file that takes new lines (the one draining is already bounded by it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -26,94 +33,244 @@ from wai_dispatch.service.store.records import ReportRecord
 
 log = logging.getLogger("wai_dispatch.spool")
 
+#: Records inserted per transaction when the spool is replayed.
+BATCH_RECORDS = 500
+#: Free bytes on the spool's filesystem under which a failed spool stays failed (``/readyz``).
+MIN_FREE_BYTES = 1 << 20
+
 
 class SpoolFull(WaiError):
     """The store is down and the spool has reached its size: a decode now would lose its
     report, so it is refused until the store returns."""
 
     code = ErrorCode.REPORT_SPOOL_FULL
+    retry_after_s = 5
+
+
+class SpoolWriteFailed(WaiError):
+    """The spool could not write and fsync a whole line (the disk is full, or the write came
+    up short): nothing of the line stays, and the decode is refused before it answers."""
+
+    code = ErrorCode.REPORT_SPOOL_FAILED
+    retry_after_s = 5
 
 
 class Spool:
-    """An append-only, fsync'd file of JSON lines with a byte bound."""
+    """An append-only, fsync'd file of JSON lines with a byte bound, and the file it drains."""
 
     def __init__(self, directory: Path, max_bytes: int) -> None:
         directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
         self.path = directory / "reports.jsonl"
+        self.draining = directory / "reports.draining.jsonl"
         self.max_bytes = max_bytes
+        #: Why the last append failed (``None`` once a line went in, or space came back).
+        self.failed: str | None = None
         self._lock = threading.Lock()
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self._drain_lock = threading.Lock()
+        self._lock_fd = os.open(directory / "spool.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self._drain_fd = os.open(directory / "drain.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self._fd = self._open()
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def _current(self) -> None:
+        """Under the lock: reopen ``reports.jsonl`` when another process renamed it away."""
+        try:
+            same = os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(self._fd)
+            self._fd = self._open()
 
     def size(self) -> int:
-        return os.fstat(self._fd).st_size
+        """Bytes waiting for the store: the file taking lines and the one draining."""
+        return _size(self.path) + _size(self.draining)
+
+    def new_bytes(self) -> int:
+        """Bytes in the file taking new lines (the one ``spool_max_bytes`` bounds)."""
+        return _size(self.path)
 
     def append(self, records: list[dict[str, Any]]) -> None:
+        """Write the line whole and fsync it, or raise with nothing of it left in the file."""
         line = json.dumps(records, separators=(",", ":")).encode() + b"\n"
         with self._locked():
-            if self.size() + len(line) > self.max_bytes:
+            self._current()
+            before = os.fstat(self._fd).st_size
+            if before + len(line) > self.max_bytes:
                 raise SpoolFull(
-                    f"the report store is down and the spool holds {self.size()} bytes "
+                    f"the report store is down and the spool holds {before} bytes "
                     f"(limit spool_max_bytes={self.max_bytes})"
                 )
-            os.write(self._fd, line)
+            try:
+                view = memoryview(line)
+                while view:
+                    n = os.write(self._fd, view)
+                    if n <= 0:
+                        raise OSError(errno.ENOSPC, "a write of 0 bytes")
+                    view = view[n:]
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._cut(before)
+                self.failed = exc.strerror or str(exc)
+                log.error("spool: a line of %d bytes not written: %s", len(line), self.failed)
+                raise SpoolWriteFailed(
+                    f"the report store is down and the spool cannot write a report "
+                    f"({self.failed}); nothing was stored, retry later"
+                ) from None
+            self.failed = None
+
+    def _cut(self, size: int) -> None:
+        try:
+            os.ftruncate(self._fd, size)
             os.fsync(self._fd)
+        except OSError as exc:  # the next append's size check still sees the fragment
+            log.error("spool: cannot cut the file back to %d bytes: %s", size, exc)
+
+    def healthy(self) -> bool:
+        """Whether the spool can take a line: no failed append, or the filesystem has room
+        again (at least :data:`MIN_FREE_BYTES` free)."""
+        if self.failed is None:
+            return True
+        try:
+            st = os.statvfs(self.directory)
+        except OSError:
+            return False
+        if st.f_bavail * st.f_frsize >= MIN_FREE_BYTES:
+            self.failed = None
+        return self.failed is None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """This process's threads and the other server processes (``serve --workers N``
-        share the file) one at a time: an append never lands between a replay's last read
-        and its truncation."""
+        share the folder) one at a time: an append never lands in a file being renamed."""
         with self._lock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
-    def replay(self, insert: Callable[[list[dict[str, Any]]], int]) -> int:
-        """Hand every line to ``insert`` in order; truncate when all went in. Raises what
-        ``insert`` raises (the file is then kept whole: a later replay starts again)."""
+    def _rotate(self) -> bool:
+        """Under the lock: make ``reports.jsonl`` the file to drain (unless one is draining)
+        and open a fresh one for new lines; whether there is a file to drain."""
+        with self._locked():
+            if self.draining.exists():
+                return True
+            self._current()
+            if os.fstat(self._fd).st_size == 0:
+                return False
+            os.rename(self.path, self.draining)
+            _fsync_dir(self.directory)
+            os.close(self._fd)
+            self._fd = self._open()
+            return True
+
+    def replay(
+        self,
+        insert: Callable[[list[dict[str, Any]]], int],
+        batch_records: int = BATCH_RECORDS,
+    ) -> int:
+        """Hand every spooled record to ``insert`` in order, in batches of up to
+        ``batch_records`` records (whole lines); remove each drained file once all its lines
+        went in. Raises what ``insert`` raises (the draining file is then kept whole: a later
+        replay starts it again). New lines keep landing while it runs. Returns the count
+        ``insert`` reported; 0 at once when another process is draining."""
+        with self._drain_lock:
+            try:
+                fcntl.flock(self._drain_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0
+            try:
+                done = 0
+                while self._rotate():
+                    done += self._drain(insert, batch_records)
+                    with self._locked():
+                        self.draining.unlink(missing_ok=True)
+                        _fsync_dir(self.directory)
+                return done
+            finally:
+                fcntl.flock(self._drain_fd, fcntl.LOCK_UN)
+
+    def _drain(self, insert: Callable[[list[dict[str, Any]]], int], batch_records: int) -> int:
         done = 0
-        offset = 0
-        while True:
-            with self._locked():
-                size = self.size()
-                if offset >= size:
-                    os.ftruncate(self._fd, 0)
-                    os.fsync(self._fd)
-                    return done
-                data = os.pread(self._fd, size - offset, offset)
-            for raw in data.splitlines(keepends=True):
+        batch: list[dict[str, Any]] = []
+        with open(self.draining, "rb") as fh:
+            for raw in fh:
                 if not raw.endswith(b"\n"):
-                    break  # a line still being written: read it next round
-                offset += len(raw)
+                    # only a line whose write never finished (a crash before its fsync):
+                    # never acknowledged, since a failed append is cut back
+                    log.warning("spool: skipping an unfinished line of %d bytes", len(raw))
+                    break
                 try:
                     records = strictjson.loads(raw)
-                except ValueError:  # a line torn by a crash before its fsync: never acked
+                except ValueError:  # torn by a crash before its fsync: never acknowledged
                     log.warning("spool: skipping a torn line of %d bytes", len(raw))
                     continue
-                done += insert(records)
+                if batch and len(batch) + len(records) > batch_records:
+                    done += insert(batch)
+                    batch = []
+                batch.extend(records)
+        if batch:
+            done += insert(batch)
+        return done
 
     def close(self) -> None:
         os.close(self._fd)
+        os.close(self._lock_fd)
+        os.close(self._drain_fd)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class Recorder:
     """Stores each decode's records: straight into the store while it answers and nothing is
-    spooled, else into the spool, which a thread replays when the store is back."""
+    spooled, else into the spool, which a thread replays when the store is back. When the
+    spool cannot take a line (full, or its disk is) the store is tried once more, so a decode
+    is never refused once the store is back, even while the spool still drains.
 
-    def __init__(self, store: ReportStore, spool: Spool, *, retry_s: float = 0.5) -> None:
+    ``migrate``, when given, is run by the thread before its first replay, until it succeeds:
+    a service started while its store was down migrates it when it returns."""
+
+    def __init__(
+        self,
+        store: ReportStore,
+        spool: Spool,
+        *,
+        retry_s: float = 0.5,
+        migrate: Callable[[], None] | None = None,
+    ) -> None:
         self.store = store
         self.spool = spool
         self.retry_s = retry_s
-        self.store_up = True
+        self._migrate = migrate
+        self.store_up = migrate is None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="spool-replay", daemon=True)
-        self._thread.start()
-        if spool.size():
+        if spool.size() or migrate is not None:
             self.store_up = False
             self._wake.set()
+        self._thread.start()
+
+    @property
+    def migrated(self) -> bool:
+        return self._migrate is None
 
     def record(self, records: list[ReportRecord]) -> None:
         if self.store_up and not self.spool.size():
@@ -123,11 +280,23 @@ class Recorder:
             except StoreDown as exc:
                 log.warning("report store down, spooling: %s", exc)
                 self.store_up = False
-        self.spool.append([r.to_json() for r in records])
+        try:
+            self.spool.append([r.to_json() for r in records])
+        except (SpoolFull, SpoolWriteFailed) as exc:
+            # The spool cannot take it: straight into the store if it answers (it is back
+            # and the spool drains), else the decode is refused.
+            try:
+                self.store.insert(records)
+            except StoreDown:
+                raise exc from None
+            self.store_up = True
+            return
         self._wake.set()
 
-    def _insert_line(self, line: list[dict[str, Any]]) -> int:
-        return self.store.insert([ReportRecord.from_json(obj) for obj in line])
+    def _insert_batch(self, batch: list[dict[str, Any]]) -> int:
+        n = self.store.insert([ReportRecord.from_json(obj) for obj in batch])
+        self.store_up = True  # the store answers: new records may go straight in
+        return n
 
     def pending_bytes(self) -> int:
         return self.spool.size()
@@ -138,16 +307,25 @@ class Recorder:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            if self._migrate is not None:
+                try:
+                    self._migrate()
+                except StoreDown:
+                    continue
+                log.info("report store migrated")
+                self._migrate = None
             if not self.spool.size():
+                self.store_up = self.store_up or self.store.ping()
                 continue
             try:
-                n = self.spool.replay(self._insert_line)
+                n = self.spool.replay(self._insert_batch)
             except StoreDown:
                 self.store_up = False
                 continue
             if n:
                 log.info("spool: replayed %d report(s) into the store", n)
-            self.store_up = True
+            if not self.spool.size():
+                self.store_up = True
 
     def close(self) -> None:
         self._stop.set()

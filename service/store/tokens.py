@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import json
 import os
 import secrets
 import threading
@@ -20,6 +21,7 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.db import ReportStore, StoreDown
@@ -127,9 +129,14 @@ class TokenCache:
     ``ttl_s`` (and at once after a miss, at most once a second); a store that is down leaves
     the last view in force, so sinks keep decoding through an outage."""
 
-    def __init__(self, store: ReportStore, ttl_s: float = 5.0) -> None:
+    def __init__(
+        self, store: ReportStore, ttl_s: float = 5.0, *, snapshot: Path | None = None
+    ) -> None:
         self.store = store
         self.ttl_s = ttl_s
+        #: Where the last view is kept (hashes, names, roles; 0600), so a service that starts
+        #: while its store is down knows the tokens it last saw.
+        self.snapshot = snapshot
         self._view: dict[str, Principal] = {}
         self._loaded = 0.0
         self._lock = threading.Lock()
@@ -144,11 +151,16 @@ class TokenCache:
                     )
                 ).all()
         except SQLAlchemyError:
+            if not self._view and self.snapshot is not None:
+                self._view = _read_snapshot(self.snapshot)
             return
         view = {h: Principal(n, Role[r]) for h, n, r in rows if r in Role.__members__}
         with self._lock:
+            changed = view != self._view
             self._view = view
             self._loaded = time.monotonic()
+        if changed and self.snapshot is not None:
+            _write_snapshot(self.snapshot, view)
 
     def lookup(self, secret: str) -> Principal | None:
         key = digest(secret)
@@ -166,3 +178,29 @@ class TokenCache:
 
 def _now() -> int:
     return int(time.time() * 1000)
+
+
+def _write_snapshot(path: Path, view: dict[str, Principal]) -> None:
+    rows = [[h, p.name, p.role.name] for h, p in sorted(view.items())]
+    tmp = path.with_suffix(".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(rows))
+        os.replace(tmp, path)
+    except OSError:  # a full disk: the view in memory still holds
+        return
+
+
+def _read_snapshot(path: Path) -> dict[str, Principal]:
+    try:
+        rows = strictjson.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(rows, list):
+        return {}
+    return {
+        h: Principal(n, Role[r])
+        for h, n, r in (row for row in rows if isinstance(row, list) and len(row) == 3)
+        if isinstance(h, str) and isinstance(n, str) and r in Role.__members__
+    }

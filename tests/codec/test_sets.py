@@ -208,8 +208,9 @@ def test_missing_and_extra_files(source: Path, store: SetStore) -> None:
     (installed.path / "stray").write_bytes(b"")
     codes = {(p.name, p.code) for p in store.verify(installed.digest).problems}
     assert codes == {("decoder.onnx", "set_file_missing"), ("stray", "set_file_unexpected")}
-    with pytest.raises(sets_mod.SetFileMissing, match=r"decoder\.onnx"):
-        store.open(installed.digest)
+    with pytest.raises(sets_mod.SetDamaged, match=r"decoder\.onnx") as err:
+        store.open(installed.digest)  # installed, then damaged: the store's fault
+    assert err.value.code == "set_damaged"
 
 
 def test_links_and_devices_in_a_folder_are_refused(source: Path, store: SetStore) -> None:

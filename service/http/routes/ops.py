@@ -1,5 +1,6 @@
 """``/healthz`` (the process answers), ``/readyz`` (the store answers or the spool takes
-reports, and sets are installed) and ``/metrics`` (Prometheus text)."""
+reports, and at least one installed set is whole; damaged ones are listed) and ``/metrics``
+(Prometheus text)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.service.http.deps import MetricsDep, ServiceDep
 
 router = APIRouter(tags=["operations"])
@@ -23,16 +25,36 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", summary="Ready to decode: store up or spooling, sets installed")
 async def readyz(service: ServiceDep) -> JSONResponse:
     up = await run_in_threadpool(service.store.ping)
-    spooling = service.recorder.spool.size() < service.settings.spool_max_bytes
-    sets = len(await run_in_threadpool(service.decoder.store.list))
+    spool = service.recorder.spool
+    writable = spool.healthy()
+    spooling = writable and spool.new_bytes() < spool.max_bytes
+    sets, damaged = await run_in_threadpool(_sets, service.decoder.store)
     body: dict[str, Any] = {
         "store": "up" if up else ("spooling" if spooling else "down"),
         "spool_bytes": service.recorder.pending_bytes(),
         "sets": sets,
     }
+    if damaged:
+        body["damaged_sets"] = damaged
+    if not writable:
+        body["spool"] = f"cannot write: {spool.failed}"
     ready = (up or spooling) and sets > 0
     body["status"] = "ready" if ready else "not ready"
     return JSONResponse(body, 200 if ready else 503)
+
+
+def _sets(store: SetStore) -> tuple[int, list[str]]:
+    """How many installed sets look whole, and the digests of those that do not: a manifest
+    that does not read, or a file gone, of another type or size (one ``lstat`` each; a file's
+    bytes are checked when a decode opens it, which answers 503 ``set_damaged``)."""
+    damaged = set(store.damaged())
+    whole = 0
+    for item in store.list():
+        if store.intact(item.digest, full=False):
+            whole += 1
+        else:
+            damaged.add(item.digest)
+    return whole, sorted(damaged)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

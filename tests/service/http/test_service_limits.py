@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -120,3 +121,44 @@ def test_memory_taken_by_admitted_decodes_is_429_and_timeout_is_504() -> None:
     gate.set()
     adm.close()
     assert adm.reserved == 0 and adm.inflight == 0
+
+
+def test_the_timeout_counts_running_time_and_a_queued_decode_is_refused_unrun() -> None:
+    """workers=1, timeout 0.5 s: a decode queued 0.35 s behind another that then runs 0.35 s
+    finishes (0.7 s in all, 0.35 s running); behind a decode that holds the worker past the
+    timeout, a queued one is refused with queue_timeout (503, Retry-After) and never runs."""
+    adm = _admission(workers=1, queue=2, timeout_s=0.5)
+    ran: list[str] = []
+
+    def job(name: str, seconds: float) -> Callable[[], str]:
+        def run() -> str:
+            ran.append(name)
+            time.sleep(seconds)
+            return name
+
+        return run
+
+    async def scenario() -> list[str]:
+        est = Estimate(1, 1, 1, 0.0)
+        a = asyncio.ensure_future(adm.run(est, job("a", 0.35)))
+        b = asyncio.ensure_future(adm.run(est, job("b", 0.35)))
+        out = [str(x) for x in await asyncio.gather(a, b)]
+        slow = asyncio.ensure_future(adm.run(est, job("slow", 1.5)))
+        await asyncio.sleep(0.05)
+        t = time.perf_counter()
+        try:
+            await adm.run(est, job("queued", 0.0))
+        except ServiceError as exc:
+            out.append(f"{exc.code} {exc.headers['Retry-After']} {time.perf_counter() - t:.1f}")
+        try:
+            await slow
+        except ServiceError as exc:
+            out.append(exc.code)
+        return out
+
+    out = asyncio.run(scenario())
+    assert out == ["a", "b", "queue_timeout 1 0.5", "decode_timeout"]
+    time.sleep(1.2)
+    adm.close()
+    assert ran == ["a", "b", "slow"]  # the refused one never ran, so stored no report
+    assert adm.inflight == 0 and adm.reserved == 0
