@@ -59,7 +59,7 @@ def start(settings: Settings) -> Service:
         log.warning("first start: an admin token was written to %s", written, extra={
             "admin_token_file": str(written)})  # fmt: skip
     recorder = Recorder(store, Spool(settings.data_dir / "spool", settings.spool_max_bytes))
-    tokens = TokenCache(store)
+    tokens = TokenCache(store, settings.token_refresh_s)
     tokens.reload()
     admission = Admission(
         workers=settings.decode_workers,
