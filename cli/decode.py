@@ -13,13 +13,18 @@ from typing import TYPE_CHECKING, Any
 from wai_dispatch.cli.context import decoder, read_envelope
 from wai_dispatch.cli.options import add_data_dir, add_offer, setting_flags, settings
 from wai_dispatch.cli.remote import decode_remote
+from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.files import check_output, make_folder, write_atomic
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import Code, Report
+from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.results import NoPath
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
+    from wai_dispatch.service.decoding.settings import Settings
+
+NO_LIMITS = "--no-limits"
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,13 +48,33 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_offer(p)
     add_data_dir(p)
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        NO_LIMITS,
+        action="store_true",
+        help="decode even when the time or memory estimate is over the service's limits "
+        "(max_latent_elements, memory_budget_bytes, decode_timeout_s)",
+    )
 
 
-def decode_file(ctx: Decoder, envelope_path: FsPath) -> dict[str, Any]:
-    """Decode one envelope file; the result as JSON-able data (PNG bytes under ``png``)."""
+def decode_file(
+    ctx: Decoder, envelope_path: FsPath, limits: Settings | None = None
+) -> dict[str, Any]:
+    """Decode one envelope file; the result as JSON-able data (PNG bytes under ``png``).
+    With ``limits``, a decode whose estimate from its payload headers is over them (the
+    service's admission: :func:`service.decoding.estimate.check`) is refused before it runs,
+    naming the limit and ``--no-limits``."""
 
+    prepared = ctx.prepare(parse(read_envelope(envelope_path), limits=ctx.limits))
+    if limits is not None:
+        estimate.check(
+            estimate.estimate(prepared),
+            max_latent_elements=limits.max_latent_elements,
+            memory_budget_bytes=limits.memory_budget_bytes,
+            decode_timeout_s=limits.decode_timeout_s,
+            lifted_by=NO_LIMITS,
+        )
     try:
-        result = ctx.decode(read_envelope(envelope_path))
+        result = ctx.decode(prepared)
     except NoPath as exc:
         return {
             "envelope": str(envelope_path),
@@ -80,7 +105,7 @@ def run_decode(args: argparse.Namespace) -> int:
         token = settings(args).bearer()
         outcome = decode_remote(args.url, args.envelope, token, args.retries)
     else:
-        outcome = decode_file(ctx, args.envelope)
+        outcome = decode_file(ctx, args.envelope, _limits(args))
     png = outcome.pop("png", None)
     if png is not None and args.output is not None:
         write_atomic(args.output, png, inputs=[args.envelope])
@@ -97,7 +122,7 @@ def run_demo(args: argparse.Namespace) -> int:
     # The samples that decode first (JSON, then CBOR), then those that show a refusal.
     order = sorted(samples, key=lambda p: ("replicate" in p.stem, p.suffix != ".json", p.name))
     for path in order:
-        outcome = decode_file(ctx, path)
+        outcome = decode_file(ctx, path, _limits(args))
         png = outcome.pop("png", None)
         if png is not None:
             suffix = "" if path.suffix == ".json" else "-from-cbor"
@@ -107,6 +132,12 @@ def run_demo(args: argparse.Namespace) -> int:
         outcomes.append(outcome)
     _print(ctx, outcomes, as_json=args.json)
     return 0
+
+
+def _limits(args: argparse.Namespace) -> Settings | None:
+    """The limits a local decode is held to: the service's (its settings), unless
+    ``--no-limits``."""
+    return None if args.no_limits else settings(args)
 
 
 def _print(ctx: Decoder, outcomes: list[dict[str, Any]], *, as_json: bool) -> None:

@@ -246,6 +246,17 @@ class ErrorCode(enum.StrEnum):
         429,
         "decodes already admitted hold the memory budget: retry after Retry-After (429)",
     )
+    REQUEST_TIMEOUT = (
+        "request_timeout",
+        408,
+        "a request whose headers or body did not arrive within header_timeout_s or "
+        "body_timeout_s (408; the connection is closed)",
+    )
+    BODIES_BUSY = (
+        "bodies_busy",
+        429,
+        "request bodies being read hold max_inflight_body_bytes: retry after Retry-After (429)",
+    )
     DECODE_TIMEOUT = "decode_timeout", 504, "a decode that ran past decode_timeout_s (504)"
     QUEUE_TIMEOUT = (
         "queue_timeout",

@@ -109,6 +109,23 @@ class Settings(BaseSettings):
     ort_threads: int | None = Field(
         default=None, ge=1, le=256, description="ONNX Runtime's pool; default the CPUs"
     )
+    token_refresh_s: float = Field(
+        default=2.0, gt=0, le=300, description="a revoked token is refused within this bound"
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, le=600, description="a request's headers arrive within this"
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="a request's body arrives within this (408)"
+    )
+    keep_alive_s: int = Field(default=5, ge=1, le=600, description="idle keep-alive, seconds")
+    max_connections: int = Field(
+        default=1000, ge=1, le=1_000_000, description="open connections; more: 503"
+    )
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024, le=MiB)
+    max_inflight_body_bytes: int = Field(
+        default=256 * MiB, ge=MiB, description="request bodies being read at once; more: 429"
+    )
     log_level: str = "INFO"
     page: bool = Field(
         default=True,

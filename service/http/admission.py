@@ -8,10 +8,7 @@ or the memory budget is taken by decodes already admitted; with 503 ``queue_time
 runs, so no report is stored); with 504 when it runs past the per-decode timeout, counted from
 when it started (its thread finishes on its own, its slot and memory held until then).
 
-The estimate (measured on this machine with the bmshj2018 synthesis, tools/bench_service.py):
-a decode's memory grows linearly with the picture, about 520 bytes per output pixel (256×256:
-32 MB, 1024×1024: 548 MB over a warm process); the estimate keeps a margin, 64 MiB + 560 bytes
-per pixel. Time is about 1.7 µs per pixel on 2 quiet cores.
+The estimate is service/decoding/estimate.py's (the CLI's local decode applies the same).
 """
 
 from __future__ import annotations
@@ -22,50 +19,15 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from wai_dispatch.dispatch.codes import ErrorCode
-from wai_dispatch.service.decoding.parts import Prepared
+from wai_dispatch.service.decoding.estimate import Estimate, estimate
 from wai_dispatch.service.http.errors import ServiceError
 
 T = TypeVar("T")
 
-BASE_BYTES = 64 * 1024 * 1024
-BYTES_PER_PIXEL = 560
-SECONDS_PER_PIXEL = 1.7e-6
-DEFAULT_UPSAMPLING = 16
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """The largest part's latent elements and output pixels, and the decode's cost."""
-
-    latent_elements: int
-    pixels: int
-    memory_bytes: int
-    seconds: float
-
-
-def estimate(prepared: Prepared) -> Estimate:
-    """The cost of decoding an envelope from its payload headers alone, as
-    :meth:`Decoder.prepare` read them (parts decode one at a time, so the dearest part is the
-    decode's); a part's set, where it is installed, may state its ``upsampling``."""
-    elements = pixels = 0
-    for item in prepared.parts:
-        header = item.header
-        if header is None:
-            continue  # not decodable here at all: the decoder says so, or tries the fallback
-        factor = DEFAULT_UPSAMPLING
-        if item.opened is not None:
-            up = (item.opened.files.facts.model_extra or {}).get("upsampling")
-            if isinstance(up, int) and 1 <= up <= 64:
-                factor = up
-        elements = max(elements, header.symbols)
-        pixels = max(pixels, header.height * factor * header.width * factor)
-    return Estimate(
-        elements, pixels, BASE_BYTES + BYTES_PER_PIXEL * pixels, SECONDS_PER_PIXEL * pixels
-    )
+__all__ = ["Admission", "Estimate", "estimate"]
 
 
 class Admission:

@@ -28,6 +28,7 @@ from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.deps import Service
 from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
+from wai_dispatch.service.http.limits import BodyBudget
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.http.routes import decode as api_decode
 from wai_dispatch.service.http.routes import governance as api_governance
@@ -56,7 +57,7 @@ def start(settings: Settings) -> Service:
     decoder = Decoder.open(settings=settings, program_cache_bytes=settings.program_cache_bytes)
     store = ReportStore(settings.url)
     spool = Spool(settings.data_dir / "spool", settings.spool_max_bytes)
-    tokens = TokenCache(store, snapshot=settings.data_dir / "tokens.view")
+    tokens = TokenCache(store, settings.token_refresh_s, snapshot=settings.data_dir / "tokens.view")
     try:
         store.migrate()
     except StoreDown as exc:
@@ -132,6 +133,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "report (WAI Neural Dispatch).",
         lifespan=lifespan,
     )
+    app.add_middleware(BodyBudget, limit=chosen.max_inflight_body_bytes)
     app.add_middleware(RequestId)
     for module in (api_decode, api_reports, api_sets, api_ops, api_governance):
         app.include_router(module.router)

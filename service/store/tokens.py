@@ -125,24 +125,36 @@ def ensure_admin(store: ReportStore, data_dir: Path) -> Path | None:
 
 
 class TokenCache:
-    """Hash → principal for every live token, reloaded from the store at most every
-    ``ttl_s`` (and at once after a miss, at most once a second); a store that is down leaves
-    the last view in force, so sinks keep decoding through an outage."""
+    """Hash → principal for every live token, as the store said at most ``refresh_s`` ago.
+
+    Every lookup checks the view's age first: a view older than ``refresh_s`` (the setting
+    ``token_refresh_s``) is reloaded before the lookup answers, synchronously and once for all
+    the requests waiting on it, so a token revoked in the store (by any replica or process) is
+    refused by every request that starts ``refresh_s`` after the revocation, the first after
+    an idle period included. A token not in the view reloads it at once (a token created since),
+    at most once a second. A store that is down leaves the last view in force (sinks keep
+    decoding through an outage; a revocation cannot be made meanwhile) and is asked again at
+    most every ``refresh_s``, so an outage does not stall every request.
+
+    The view is also kept in ``snapshot`` (hashes, names and roles; mode 0600) when given, so
+    a service that starts while its store is down knows the tokens it last saw."""
 
     def __init__(
-        self, store: ReportStore, ttl_s: float = 5.0, *, snapshot: Path | None = None
+        self, store: ReportStore, refresh_s: float = 2.0, *, snapshot: Path | None = None
     ) -> None:
         self.store = store
-        self.ttl_s = ttl_s
-        #: Where the last view is kept (hashes, names, roles; 0600), so a service that starts
-        #: while its store is down knows the tokens it last saw.
+        self.refresh_s = refresh_s
         self.snapshot = snapshot
         self._view: dict[str, Principal] = {}
-        self._loaded = 0.0
+        self._loaded = -float("inf")  # when the view was read (monotonic)
+        self._tried = -float("inf")  # when a reload was last tried
         self._lock = threading.Lock()
 
-    def reload(self) -> None:
+    def reload(self) -> bool:
+        """Read the live tokens from the store; ``False`` (the view kept) when it is down."""
         table = TokenRow.__table__
+        asked = time.monotonic()
+        self._tried = asked
         try:
             with self.store.engine.connect() as conn:
                 rows = conn.execute(
@@ -153,26 +165,29 @@ class TokenCache:
         except SQLAlchemyError:
             if not self._view and self.snapshot is not None:
                 self._view = _read_snapshot(self.snapshot)
-            return
+            return False
         view = {h: Principal(n, Role[r]) for h, n, r in rows if r in Role.__members__}
-        with self._lock:
-            changed = view != self._view
-            self._view = view
-            self._loaded = time.monotonic()
+        changed = view != self._view
+        self._view = view
+        self._loaded = asked  # the view is as fresh as the moment it was asked for
         if changed and self.snapshot is not None:
             _write_snapshot(self.snapshot, view)
+        return True
+
+    def _refresh(self, older_than: float) -> None:
+        """Reload unless the view (or a failed try) is younger than ``older_than`` seconds;
+        one reload at a time, the others waiting for it and then reading its view."""
+        with self._lock:
+            now = time.monotonic()
+            if now - max(self._loaded, self._tried) > older_than:
+                self.reload()
 
     def lookup(self, secret: str) -> Principal | None:
         key = digest(secret)
-        age = time.monotonic() - self._loaded
-        if key not in self._view:
-            if age > 1.0:  # a token created since: look now (a bad token waits for this)
-                self.reload()
-        elif age > self.ttl_s and self._lock.acquire(blocking=False):
-            # A known token answers from the view at once; the view refreshes beside it.
-            self._lock.release()
-            self._loaded = time.monotonic()  # one refresh at a time
-            threading.Thread(target=self.reload, daemon=True).start()
+        if time.monotonic() - self._loaded > self.refresh_s:
+            self._refresh(self.refresh_s)
+        elif key not in self._view:
+            self._refresh(1.0)  # a token created since: look now (a bad token waits for this)
         return self._view.get(key)
 
 

@@ -11,10 +11,12 @@ carries the page's Content-Security-Policy: it reaches nothing but this service.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi import Path as PathParam
@@ -22,12 +24,15 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
 from wai_dispatch.dispatch.codes import ErrorCode
-from wai_dispatch.service.http.deps import DecoderDep
+from wai_dispatch.service.decoding import estimate
+from wai_dispatch.service.http.deps import DecoderDep, ServiceDep
 from wai_dispatch.service.web.page_data import PageData, media_type
+from wai_dispatch.service.web.page_wgsl import read_limits, read_shape
 from wai_dispatch.service.web.static import HEADERS, WebAssets
 
 __all__ = ["install", "page_dir", "router"]
 
+T = TypeVar("T")
 router = APIRouter(prefix="/page", tags=["page"], include_in_schema=False)
 _DIGEST = r"^[0-9a-f]{64}$"
 
@@ -59,6 +64,16 @@ def _json(value: Any) -> Response:
     return _bytes(json.dumps(value, separators=(",", ":")).encode(), "application/json")
 
 
+#: What reading a set costs at most, for admission: its files held and hashed once.
+_SET_READ = estimate.of(0, 0)
+
+
+async def _admitted(service: ServiceDep, est: estimate.Estimate, fn: Callable[[], T]) -> T:
+    """``fn`` in the service's decode pool once admitted (429 when the pool or the memory
+    budget is full; 413 when ``est`` is over a limit)."""
+    return await service.admission.run(est, fn)
+
+
 @router.get("/samples.json")
 async def samples(data: Data) -> Response:
     return _json(data.sample_names())
@@ -70,8 +85,29 @@ async def sample(name: str, data: Data) -> Response:
 
 
 @router.get("/reference/{name}")
-async def reference(name: str, data: Data) -> Response:
-    return _json(await run_in_threadpool(data.reference, name))
+async def reference(name: str, data: Data, service: ServiceDep) -> Response:
+    cached = data.cached_reference(name)
+    if cached is None:
+        computing = data.computing.get(name)
+        if computing is None:
+            computing = asyncio.ensure_future(_reference(name, data, service))
+            data.computing[name] = computing
+            computing.add_done_callback(lambda done: _forget(data, name, done))
+        cached = await asyncio.shield(computing)  # one leaving does not stop it for the rest
+    return _json(cached)
+
+
+async def _reference(name: str, data: PageData, service: ServiceDep) -> dict[str, Any]:
+    prepared = await _admitted(service, _SET_READ, lambda: data.prepare_reference(name))
+    return await _admitted(
+        service, estimate.estimate(prepared), lambda: data.reference(name, prepared)
+    )
+
+
+def _forget(data: PageData, name: str, done: asyncio.Future[dict[str, Any]]) -> None:
+    data.computing.pop(name, None)
+    if not done.cancelled():
+        done.exception()  # retrieved: the requests waiting on it raise it
 
 
 @router.get("/corpus.json")
@@ -90,23 +126,32 @@ async def default_set(capability: str, data: Data) -> Response:
 
 
 @router.get("/sets/{digest}/manifest.json")
-async def manifest(digest: Digest, data: Data) -> Response:
-    return _bytes(await run_in_threadpool(data.manifest, digest), "application/json")
+async def manifest(digest: Digest, data: Data, service: ServiceDep) -> Response:
+    body = await _admitted(service, _SET_READ, lambda: data.manifest(digest))
+    return _bytes(body, "application/json")
 
 
 @router.get("/sets/{digest}/files/{name}")
-async def set_file(digest: Digest, name: str, data: Data) -> Response:
-    return _bytes(await run_in_threadpool(data.set_file, digest, name), media_type(name))
+async def set_file(digest: Digest, name: str, data: Data, service: ServiceDep) -> Response:
+    body = await _admitted(service, _SET_READ, lambda: data.set_file(digest, name))
+    return _bytes(body, media_type(name))
 
 
 @router.get("/sets/{digest}/wgsl/constants.bin")
-async def wgsl_constants(digest: Digest, data: Data) -> Response:
-    return _bytes(await run_in_threadpool(data.wgsl_constants, digest), "application/octet-stream")
+async def wgsl_constants(digest: Digest, data: Data, service: ServiceDep) -> Response:
+    body = await _admitted(service, _SET_READ, lambda: data.wgsl_constants(digest))
+    return _bytes(body, "application/octet-stream")
 
 
 @router.get("/sets/{digest}/wgsl/plan")
-async def wgsl_plan(digest: Digest, data: Data, shape: str = "", limits: str = "") -> Response:
-    return _json(await run_in_threadpool(data.wgsl_plan, digest, shape, limits))
+async def wgsl_plan(
+    digest: Digest, data: Data, service: ServiceDep, shape: str = "", limits: str = ""
+) -> Response:
+    # read and bounded before anything is planned: a shape over the decode's limits is
+    # refused here, one over max_latent_elements or the memory and time budget by admission
+    dims, browser = read_shape(shape), read_limits(limits)
+    est = data.plan_estimate(dims)
+    return _json(await _admitted(service, est, lambda: data.wgsl_plan(digest, dims, browser)))
 
 
 def install(app: FastAPI) -> None:

@@ -8,13 +8,16 @@ conformance corpus. :mod:`service.web.page` serves them; every refusal is a type
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.errors import check_latent_shape
 from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir
@@ -23,9 +26,10 @@ from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
 from wai_dispatch.paths.lru import LRU
-from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding import estimate
+from wai_dispatch.service.decoding.decoder import Decoder, Prepared
 from wai_dispatch.service.decoding.results import NoPath
-from wai_dispatch.service.web.page_wgsl import WgslPrograms, read_limits, read_shape
+from wai_dispatch.service.web.page_wgsl import WgslPrograms
 
 __all__ = ["PageData"]
 
@@ -61,6 +65,9 @@ class PageData:
         )
         self._references: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        #: The reference decode being made per sample (service/web/page.py): concurrent first
+        #: requests wait for that one rather than each decoding.
+        self.computing: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     # -- samples and the corpus
 
@@ -109,25 +116,48 @@ class PageData:
     def wgsl_constants(self, digest: str) -> bytes:
         return self.wgsl_programs.get(self.open(digest)).blob
 
-    def wgsl_plan(self, digest: str, shape: str, limits: str) -> dict[str, Any]:
+    def plan_estimate(self, shape: Sequence[int]) -> estimate.Estimate:
+        """A plan's cost, bounded like the decode of a payload header of that latent: a shape
+        over the codec's limits is ``payload_shape_over_limits`` here, before anything is
+        planned; the estimate (a decode's of that latent, an upper bound on planning it) is
+        admitted against ``max_latent_elements`` and the memory and time budget by the
+        service's admission."""
+        check_latent_shape(tuple(shape), self.decoder.limits, what="the plan's latent")
+        _, channels, height, width = shape
+        pixels = height * estimate.DEFAULT_UPSAMPLING * width * estimate.DEFAULT_UPSAMPLING
+        return estimate.of(channels * height * width, pixels)
+
+    def wgsl_plan(
+        self, digest: str, shape: Sequence[int], limits: Mapping[str, int]
+    ) -> dict[str, Any]:
         """The WebGPU path's plan for a latent ``shape`` under the browser's ``limits``
-        (service/web/page_wgsl.py); a query that does not read is ``page_bad_request``."""
+        (service/web/page_wgsl.py: ``read_shape``, ``read_limits``)."""
         program = self.wgsl_programs.get(self.open(digest))
-        return program.plan(read_shape(shape), read_limits(limits))
+        return program.plan(shape, limits)
 
     # -- §6.4's reference
 
-    def reference(self, sample: str) -> dict[str, Any]:
+    def cached_reference(self, sample: str) -> dict[str, Any] | None:
+        """The reference decode of ``sample`` if it was made already."""
+        with self._lock:
+            return self._references.get(sample)
+
+    def prepare_reference(self, sample: str) -> Prepared:
+        """The sample read and prepared (headers, set) for :meth:`reference`: what its decode
+        will cost is known from it (:func:`service.decoding.estimate.estimate`)."""
+        return self._reference.prepare(parse(self.sample(sample), limits=self.decoder.limits))
+
+    def reference(self, sample: str, prepared: Prepared | None = None) -> dict[str, Any]:
         """The native sink's decode of a bundled sample on the CPU through ONNX Runtime (§6.4's
         reference): its symbols digest, and its RGB8 picture (base64, H×W×3) where a path ran.
-        The page's verifier holds its own decode to it."""
-        data = self.sample(sample)
-        with self._lock:
-            cached = self._references.get(sample)
+        The page's verifier holds its own decode to it. Made once per sample and kept."""
+        cached = self.cached_reference(sample)
         if cached is not None:
             return cached
+        if prepared is None:
+            prepared = self.prepare_reference(sample)
         try:
-            result = self._reference.decode(data)
+            result = self._reference.decode(prepared)
         except NoPath as exc:
             out: dict[str, Any] = {
                 "sample": sample,

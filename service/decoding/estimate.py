@@ -1,0 +1,107 @@
+"""What a decode will cost, read from its payload headers before anything is allocated: the
+largest part's latent elements and output pixels, its memory and its time. The service's
+admission (service/http/admission.py) and the CLI's local decode (cli/decode.py) apply the
+same estimate against the same settings (``max_latent_elements``, ``memory_budget_bytes``,
+``decode_timeout_s``).
+
+The estimate (measured on this machine with the bmshj2018 synthesis, tools/bench_service.py):
+a decode's memory grows linearly with the picture, about 520 bytes per output pixel (256×256:
+32 MB, 1024×1024: 548 MB over a warm process); the estimate keeps a margin, 64 MiB + 560 bytes
+per pixel. Time is about 1.7 µs per pixel on 2 quiet cores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoding.decoder import Prepared
+
+__all__ = [
+    "BASE_BYTES",
+    "BYTES_PER_PIXEL",
+    "DEFAULT_UPSAMPLING",
+    "SECONDS_PER_PIXEL",
+    "Estimate",
+    "check",
+    "estimate",
+    "of",
+]
+
+BASE_BYTES = 64 * 1024 * 1024
+BYTES_PER_PIXEL = 560
+SECONDS_PER_PIXEL = 1.7e-6
+DEFAULT_UPSAMPLING = 16
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The largest part's latent elements and output pixels, and the decode's cost."""
+
+    latent_elements: int
+    pixels: int
+    memory_bytes: int
+    seconds: float
+
+
+def estimate(prepared: Prepared) -> Estimate:
+    """The cost of decoding an envelope from its payload headers alone, as
+    :meth:`Decoder.prepare` read them (parts decode one at a time, so the dearest part is the
+    decode's); a part's set, where it is installed, may state its ``upsampling``."""
+    elements = pixels = 0
+    for item in prepared.parts:
+        header = item.header
+        if header is None:
+            continue  # not decodable here at all: the decoder says so, or tries the fallback
+        factor = DEFAULT_UPSAMPLING
+        if item.opened is not None:
+            up = (item.opened.files.facts.model_extra or {}).get("upsampling")
+            if isinstance(up, int) and 1 <= up <= 64:
+                factor = up
+        elements = max(elements, header.symbols)
+        pixels = max(pixels, header.height * factor * header.width * factor)
+    return of(elements, pixels)
+
+
+def of(latent_elements: int, pixels: int) -> Estimate:
+    """The estimate of a decode of ``latent_elements`` to ``pixels`` output pixels."""
+    return Estimate(
+        latent_elements,
+        pixels,
+        BASE_BYTES + BYTES_PER_PIXEL * pixels,
+        SECONDS_PER_PIXEL * pixels,
+    )
+
+
+def check(
+    est: Estimate,
+    *,
+    max_latent_elements: int,
+    memory_budget_bytes: int,
+    decode_timeout_s: float,
+    lifted_by: str = "",
+) -> None:
+    """Refuse a decode over a limit, naming the limit (and ``lifted_by``, what lifts it, where
+    something does): ``latent_over_limit``, ``decode_memory_over_budget`` or
+    ``decode_time_over_limit``."""
+    lift = f"; {lifted_by} lifts it" if lifted_by else ""
+    if est.latent_elements > max_latent_elements:
+        raise WaiError(
+            f"the latent has {est.latent_elements} elements, over the limit "
+            f"max_latent_elements={max_latent_elements}{lift}",
+            code=ErrorCode.LATENT_OVER_LIMIT,
+        )
+    if est.memory_bytes > memory_budget_bytes:
+        raise WaiError(
+            f"a {est.pixels}-pixel decode needs about {est.memory_bytes >> 20} MiB, over the "
+            f"limit memory_budget_bytes={memory_budget_bytes} "
+            f"({memory_budget_bytes >> 20} MiB){lift}",
+            code=ErrorCode.DECODE_MEMORY_OVER_BUDGET,
+        )
+    if est.seconds > decode_timeout_s:
+        raise WaiError(
+            f"a {est.pixels}-pixel decode takes about {est.seconds:.1f} s, over the limit "
+            f"decode_timeout_s={decode_timeout_s:g}{lift}",
+            code=ErrorCode.DECODE_TIME_OVER_LIMIT,
+        )
