@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding.decoder import Prepared
+from wai_dispatch.service.decoding.parts import Prepared
 
 __all__ = [
     "BASE_BYTES",
