@@ -157,7 +157,9 @@ def _print(ctx: Decoder, outcomes: list[dict[str, Any]], *, as_json: bool) -> No
             where = f" → {outcome['output']}" if "output" in outcome else ""
             print(f"  picture  {pic['width']}×{pic['height']} RGB8{where}")
         else:
-            print(f"  no path  {outcome['error']['message']}")
+            error = outcome["error"]
+            what = "no path" if error["code"] == "decode_no_path" else error["code"]
+            print(f"  {what}  {error['message']}")
         if outcome.get("symbols_digest"):
             print(f"  symbols  blake3 {outcome['symbols_digest']}")
         print()

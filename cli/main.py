@@ -43,12 +43,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 class Parser(argparse.ArgumentParser):
     """argparse whose own errors keep the one-line promise: ``wai-dispatch: error:
-    invalid_argument: …`` first, the usage after it; exit 2. Sub-command parsers are made
-    of this class too (``add_subparsers`` uses the parent's class)."""
+    invalid_argument: …``, one line that names where the usage is (``--help``); exit 2.
+    Sub-command parsers are made of this class too (``add_subparsers`` uses the parent's
+    class)."""
 
     def error(self, message: str) -> NoReturn:
         line = " ".join(message.split())
-        self.exit(2, f"wai-dispatch: error: invalid_argument: {line}\n{self.format_usage()}")
+        hint = f"{self.prog} --help"
+        self.exit(2, f"wai-dispatch: error: invalid_argument: {line} (usage: {hint})\n")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

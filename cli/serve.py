@@ -104,7 +104,8 @@ def run_serve(args: argparse.Namespace) -> int:
     url = f"http://{chosen.host}:{chosen.port}"
     token_file = chosen.data_dir / ADMIN_TOKEN_FILE
     sample = envelopes_dir() / "bmshj2018-demo-q3.json"
-    print(f"wai-dispatch serving on {url}  (API docs: {url}/docs)")
+    docs = f"{url}/docs" if chosen.docs else f"{url}/openapi.json"
+    print(f"wai-dispatch serving on {url}  (API docs: {docs})")
     if written is not None:
         print(f"admin token written to {token_file} (mode 0600; first start)")
     elif token_file.is_file():

@@ -149,6 +149,8 @@ def _translate(exc: ValidationError) -> EnvelopeError:
         return cls(f"{where}: missing")
     if err["type"] == "string_pattern_mismatch" and err["loc"][-1] == "set":
         return cls(f"{where}: not a BLAKE3 digest (64 lowercase hex digits)")
+    if err["type"] == "string_type":
+        return cls(f"{where}: is a string")
     return cls(f"{where}: {_one_line(err['msg'])}")
 
 

@@ -11,10 +11,12 @@ import numpy as np
 
 def to_rgb8(x_hat: np.ndarray) -> np.ndarray:
     """The synthesis output (1×3×H×W float) as RGB8 (H×W×3): clamp to [0, 1], multiply by 255
-    in float32, round half to even, cast (docs/decoding.md)."""
+    in float32, round half to even, cast (docs/decoding.md). A NaN sample (a latent of
+    extreme escapes can drive the networks there) is 0, as ±inf clamp to 1 and 0."""
     x = np.asarray(x_hat, dtype=np.float32)
     if x.ndim != 4 or x.shape[0] != 1 or x.shape[1] != 3:
         raise ValueError(f"synthesis output has shape {x.shape}, not 1×3×H×W")
+    x = np.where(np.isnan(x), np.float32(0.0), x)
     scaled = np.clip(x[0], np.float32(0.0), np.float32(1.0)) * np.float32(255.0)
     return np.ascontiguousarray(np.rint(scaled).astype(np.uint8).transpose(1, 2, 0))
 

@@ -201,6 +201,11 @@ class ErrorCode(enum.StrEnum):
     NOT_FOUND = "not_found", 404, "no such route"
     METHOD_NOT_ALLOWED = "method_not_allowed", 405, "the route does not take that method"
     HTTP_ERROR = "http_error", 422, "another HTTP-level refusal of the request"
+    CLIENT_DISCONNECTED = (
+        "client_disconnected",
+        400,
+        "the client closed the connection before its request was read (logged and counted)",
+    )
     INTERNAL_ERROR = (
         "internal_error",
         500,

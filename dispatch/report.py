@@ -19,6 +19,8 @@ from .tokens import Arithmetic, Backend, Code, Tier, Unit, parse
 
 KIND = "wai-neural-dispatch/1"
 _PLACEMENT_KEYS = ("npu", "gpu", "cpu", "unknown")
+#: The most a placement count may be: what a 32-bit integer column holds (the report store's).
+MAX_COUNT = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,9 @@ class Placement:
         for key in _PLACEMENT_KEYS:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidReport(f"placement.{key} must be a count >= 0, not {value!r}")
+                raise InvalidReport(f"placement.{key} must be a count >= 0, not {value!r:.40}")
+            if value > MAX_COUNT:
+                raise InvalidReport(f"placement.{key} is over {MAX_COUNT}: no program is that big")
 
     def on(self, unit: Unit) -> int:
         count: int = getattr(self, str(unit))

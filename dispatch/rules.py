@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .adapter import Adapter
+from .adapter import Adapter, BackendFailed
 from .paths import Offer, Path, parse_offer
 from .registry import Capability
 from .report import Placement, Ran, Refusal, Report
@@ -157,6 +157,10 @@ def ask_path(
         if not adapter.takes_shape(job):
             return Answer(Code.SHAPE_MISMATCH)
         placement = adapter.plan(job)
+        if placement is not None and not isinstance(placement, Placement):
+            raise BackendFailed(
+                f"{path}: plan() gave a {type(placement).__name__}, not a placement or None"
+            )
     except Exception as exc:  # the boundary: any backend error refuses the path (§4.3)
         return Answer(Code.BACKEND_FAILED, error=exc)
     if placement is not None and placement.on(path.unit) == 0:  # §5

@@ -213,7 +213,7 @@ class SetStore:
         path = self.root / check_digest(digest)
         data = read_exact(path / MANIFEST_NAME, self.limits.max_manifest_bytes)
         if data is None:
-            raise SetNotInstalled(f"set {digest[:16]}… is not installed in {self.root}")
+            raise SetNotInstalled(f"set {digest} is not installed here")
         return InstalledSet(digest, path, Manifest.from_bytes(data, where=f"{digest[:16]}…"))
 
     def resolve(self, prefix: str) -> str:
@@ -233,7 +233,7 @@ class SetStore:
         """The set for a decode, every file read once and verified (:func:`load`)."""
         path = self.root / check_digest(digest)
         if not self._exists(digest):
-            raise SetNotInstalled(f"set {digest[:16]}… is not installed in {self.root}")
+            raise SetNotInstalled(f"set {digest} is not installed here")
         try:
             return load(
                 path,
@@ -250,7 +250,7 @@ class SetStore:
         in place of a file is tampering (``set_unsafe_entry``), reported without opening it."""
         path = self.root / check_digest(digest)
         if not path.is_dir():
-            raise SetNotInstalled(f"set {digest[:16]}… is not installed in {self.root}")
+            raise SetNotInstalled(f"set {digest} is not installed here")
         problems: list[Problem] = []
 
         def problem(name: str, err: type[SetError], message: str) -> None:
@@ -291,7 +291,7 @@ class SetStore:
         """Take the set out of the store (renamed aside first, so it vanishes at once)."""
         path = self.root / check_digest(digest)
         if not path.is_dir():
-            raise SetNotInstalled(f"set {digest[:16]}… is not installed in {self.root}")
+            raise SetNotInstalled(f"set {digest} is not installed here")
         aside = Path(tempfile.mkdtemp(dir=self.root, prefix=".remove-"))
         os.rename(path, aside / digest)
         shutil.rmtree(aside, ignore_errors=True)
@@ -308,7 +308,7 @@ class SetStore:
             return self.get(chosen)
         found = [s for s in self.list() if s.capability == capability]
         if not found:
-            raise SetNotInstalled(f"no set of {capability} is installed in {self.root}")
+            raise SetNotInstalled(f"no set of {capability} is installed here")
         if len(found) > 1:
             digests = ", ".join(s.digest[:12] for s in found)
             raise SetAmbiguous(

@@ -67,6 +67,7 @@ from wai_dispatch.service.decoding.results import (
     NoPath,
     PartResult,
     PlanResult,
+    SetMissing,
     Undecodable,
     VerifyResult,
 )
@@ -259,6 +260,9 @@ class Decoder:
         tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])
         # A path refused because its program is bad input (a wai-ops program that breaks the
         # bound rule, say) names the error: the report's code alone would hide it.
+        if missing and len(missing) == len(reports) and not undecodable:
+            # Nothing else stood in the way: say so, not "no path" with its refusals.
+            raise SetMissing("; ".join(missing), reports, done, undecodable)
         bad = [
             f"{p}: {e.code}: {e.message}" for p, e in failures.items() if isinstance(e, WaiError)
         ]

@@ -55,6 +55,13 @@ class NoPath(WaiError):
         self.undecodable = list(undecodable or [])
 
 
+class SetMissing(NoPath):
+    """No path ran only because every part's set is not installed here (404
+    ``set_not_installed``, naming the digest): the reports say so path by path all the same."""
+
+    code = ErrorCode.SET_NOT_INSTALLED
+
+
 @dataclass(frozen=True)
 class DecodeResult:
     """The picture (RGB8, H×W×3) and its digest, the report of every decode tried (primary

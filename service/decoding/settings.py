@@ -131,6 +131,11 @@ class Settings(BaseSettings):
         default=True,
         description="serve the browser page at /page/ (public: it reads the installed sets' files)",
     )
+    docs: bool = Field(
+        default=False,
+        description="serve Swagger UI at /docs (it loads its scripts from a CDN); /openapi.json "
+        "is served either way",
+    )
     token: str | None = Field(
         default=None, repr=False, description="bearer token of `decode --url` (the client)"
     )

@@ -1,9 +1,11 @@
 """Read a YAML (or JSON) document into plain Python values and remember, for every value, the
 line and column it was written at, so a schema error can point at the line.
 
-Anchors and aliases are refused (a policy never needs them, and they let a short file expand
-into a huge one); a mapping key written twice is refused; tags other than YAML's own are refused
-by PyYAML's safe loader.
+Bounded before anything is built (the events are read without recursion): nesting deeper than
+:data:`MAX_DEPTH`, more than :data:`MAX_NODES` values, an integer of more than
+:data:`MAX_INT_DIGITS` digits, any explicit tag but YAML's core ones (``!!str``, ``!!int``, …),
+and anchors and aliases (a policy never needs them, and they let a short file expand into a huge
+one) are refused; so is a mapping key written twice.
 """
 
 from __future__ import annotations
@@ -12,6 +14,17 @@ from collections.abc import Callable
 from typing import Any
 
 import yaml
+
+#: Nesting allowed (a policy is four deep).
+MAX_DEPTH = 64
+#: Scalars, sequences and mappings a document may hold.
+MAX_NODES = 100_000
+#: Characters an integer may be written with (sign and ``_`` aside), as strictjson allows.
+MAX_INT_DIGITS = 20
+_CORE = "tag:yaml.org,2002:"
+CORE_TAGS = frozenset(
+    ["!"] + [_CORE + k for k in ("str", "int", "float", "bool", "null", "seq", "map")]
+)
 
 JsonPath = tuple[str | int, ...]
 Marks = dict[JsonPath, tuple[int, int]]  # path → (line, column), both from 1
@@ -29,12 +42,26 @@ class MarkedError(ValueError):
 def load_marked(text: str) -> tuple[Any, Marks]:
     """The document's value and the marks of every value in it (``()`` is the root)."""
     try:
+        depth = nodes = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            start = event.start_mark
+            line, column = (start.line + 1, start.column + 1) if start else (0, 0)
             anchor = getattr(event, "anchor", None)
             if isinstance(event, yaml.AliasEvent) or anchor is not None:
-                start = event.start_mark
-                line, column = (start.line + 1, start.column + 1) if start else (0, 0)
                 raise MarkedError("anchors and aliases are not allowed", line, column)
+            tag = getattr(event, "tag", None)
+            if tag is not None and tag not in CORE_TAGS:
+                raise MarkedError(f"the tag {tag[:40]!r} is not allowed", line, column)
+            if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+                nodes += 1
+                if nodes > MAX_NODES:
+                    raise MarkedError(f"more than {MAX_NODES} values", line, column)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise MarkedError(f"nested deeper than {MAX_DEPTH}", line, column)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
@@ -72,6 +99,15 @@ def _build(node: yaml.Node, path: JsonPath, marks: Marks, scalar: Callable[..., 
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_build(item, (*path, i), marks, scalar) for i, item in enumerate(node.value)]
+    if node.tag == _CORE + "int":
+        digits = len(str(node.value).lstrip("+-").replace("_", ""))
+        if digits > MAX_INT_DIGITS:
+            mark = node.start_mark
+            raise MarkedError(
+                f"an integer of {digits} digits (at most {MAX_INT_DIGITS})",
+                mark.line + 1,
+                mark.column + 1,
+            )
     return scalar(node)
 
 

@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wai_dispatch.dispatch.codes import ErrorCode, status_of
@@ -132,6 +133,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Decodes wai-envelope/1 envelopes and keeps every wai-neural-dispatch/1 "
         "report (WAI Neural Dispatch).",
         lifespan=lifespan,
+        docs_url="/docs" if chosen.docs else None,
+        redoc_url=None,  # ReDoc, like Swagger UI, loads its scripts from a CDN
     )
     app.add_middleware(BodyBudget, limit=chosen.max_inflight_body_bytes)
     app.add_middleware(RequestId)
@@ -143,6 +146,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(WaiError, _wai_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(ClientDisconnect, _client_disconnected)
     app.add_exception_handler(Exception, _internal_error)
     openapi.install(app)
     return app
@@ -190,6 +194,15 @@ _HTTP_CODES = {
     ErrorCode.NOT_FOUND.status: ErrorCode.NOT_FOUND,
     ErrorCode.METHOD_NOT_ALLOWED.status: ErrorCode.METHOD_NOT_ALLOWED,
 }
+
+
+async def _client_disconnected(request: Request, exc: Exception) -> JSONResponse:
+    """The client went away mid-request: its event, logged and counted, not a fault of ours
+    (the answer goes nowhere)."""
+    code = ErrorCode.CLIENT_DISCONNECTED
+    log.info("client disconnected", extra={"request_id": request_id(request)})
+    _count(request, code)
+    return JSONResponse(error_body(request, code, "the client closed the connection"), code.status)
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -27,8 +27,26 @@ class ServiceError(WaiError):
 
 
 def error_body(request: Request, code: str, message: str, **extra: Any) -> dict[str, Any]:
-    """The body of every error answer: ``{"error": {"code", "message"}, "request_id", …}``."""
-    return {"error": {"code": code, "message": message}, "request_id": request_id(request), **extra}
+    """The body of every error answer: ``{"error": {"code", "message"}, "request_id", …}``.
+    The message never names the server's data directory (a file's path in it is shown relative
+    to ``<data_dir>``)."""
+    return {
+        "error": {"code": code, "message": scrub(request, message)},
+        "request_id": request_id(request),
+        **extra,
+    }
+
+
+def scrub(request: Request, message: str) -> str:
+    """``message`` with the service's data directory (as configured and resolved) replaced by
+    ``<data_dir>``: no server path reaches a client."""
+    service = getattr(request.app.state, "service", None)
+    if service is None:
+        return message
+    root = service.settings.data_dir
+    for form in sorted({str(root), str(root.resolve())}, key=len, reverse=True):
+        message = message.replace(form, "<data_dir>")
+    return message
 
 
 def request_id(request: Request) -> str:

@@ -7,7 +7,8 @@ service decoded it or a fleet sink reported it in a run report (``run_report``, 
 ``report_refusals``: one row per refused path of a report, so SQL counts refusals by code.
 ``tokens``: bearer tokens, hashed.
 ``policies``: every version of the model policy, with who set it and when. ``run_reports``: each
-run report a sink submitted, as submitted, with the verdict it got (service/store/policies.py).
+run report a sink submitted (its id unique per sink), as submitted, with the verdict it got
+(service/store/policies.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -126,7 +128,9 @@ class RunReportRow(Base):
     seq: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     )
-    id: Mapped[str] = mapped_column(String(128), unique=True)  # the sink's id; resubmits dedupe
+    __table_args__ = (UniqueConstraint("sink", "id", name="uq_run_reports_sink"),)
+
+    id: Mapped[str] = mapped_column(String(128))  # the sink's id, unique per sink; resubmits dedupe
     sink: Mapped[str] = mapped_column(String(128), index=True)
     sink_class: Mapped[str | None] = mapped_column(String(64), nullable=True)
     received_ms: Mapped[int] = mapped_column(BigInteger, index=True)

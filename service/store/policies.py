@@ -109,7 +109,7 @@ class PolicyStore:
 def _records(run: RunReport, verdict: Verdict, received_ms: int) -> list[ReportRecord]:
     """The accepted decodes as store records, with ids derived from the run report's id, so a
     resubmission could never store them again even past the run report's own check."""
-    request_id = str(uuid.uuid5(_NS, run.id))
+    request_id = str(uuid.uuid5(_NS, f"{run.sink}/{run.id}"))
     out = []
     for decision in verdict.decodes:
         if not decision.accepted:
@@ -119,7 +119,7 @@ def _records(run: RunReport, verdict: Verdict, received_ms: int) -> list[ReportR
         out.append(
             ReportRecord.of(
                 obj["report"],
-                id=str(uuid.uuid5(_NS, f"{run.id}/{decision.index}")),
+                id=str(uuid.uuid5(_NS, f"{run.sink}/{run.id}/{decision.index}")),
                 request_id=request_id,
                 created_ms=received_ms,
                 sink=run.sink,
@@ -145,7 +145,7 @@ def submit(
             code=ErrorCode.RUN_REPORT_SINK_MISMATCH,
         )
     digest = hashlib.sha256(body).hexdigest()
-    stored = _stored(store, run.id)
+    stored = _stored(store, run.sink, run.id)
     if stored is not None:
         return _replay(stored, digest)
     received = _now()
@@ -161,17 +161,17 @@ def submit(
         "body": body.decode("utf-8"), "verdict": json.dumps(answer, separators=(",", ":")),
     }  # fmt: skip
     with store.engine.begin() as conn:
-        stmt = ins(RunReportRow).values(**row).on_conflict_do_nothing(index_elements=["id"])
+        stmt = ins(RunReportRow).values(**row).on_conflict_do_nothing(index_elements=["sink", "id"])
         if conn.execute(stmt.returning(RR.seq)).scalar() is not None:
             insert_records(conn, _records(run, verdict, received))
             return answer, False
-    stored = _stored(store, run.id)  # a twin request stored it first
+    stored = _stored(store, run.sink, run.id)  # a twin request stored it first
     assert stored is not None
     return _replay(stored, digest)
 
 
-def _stored(store: ReportStore, run_id: str) -> Any:
-    query = select(RR.body_sha256, RR.verdict).where(RR.id == run_id)
+def _stored(store: ReportStore, sink: str, run_id: str) -> Any:
+    query = select(RR.body_sha256, RR.verdict).where(RR.sink == sink, RR.id == run_id)
     with store.engine.connect() as conn:
         return conn.execute(query).first()
 
@@ -179,8 +179,8 @@ def _stored(store: ReportStore, run_id: str) -> Any:
 def _replay(stored: Any, digest: str) -> tuple[dict[str, Any], bool]:
     if stored.body_sha256 != digest:
         raise StoreError(
-            "this run report id was submitted before with another body; a run report's id "
-            "names one run report",
+            "this sink submitted a run report with this id before, with another body; a run "
+            "report's id names one run report of its sink",
             code=ErrorCode.RUN_REPORT_CONFLICT,
         )
     return strictjson.loads(stored.verdict), True
@@ -188,8 +188,9 @@ def _replay(stored: Any, digest: str) -> tuple[dict[str, Any], bool]:
 
 def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[str, Any]:
     query = select(RR.body, RR.verdict, RR.received_ms).where(RR.id == run_id)
-    if sink is not None:
+    if sink is not None:  # ids are unique per sink; without one, the latest of that id
         query = query.where(RR.sink == sink)
+    query = query.order_by(RR.seq.desc()).limit(1)
     with store.engine.connect() as conn:
         row = conn.execute(query).first()
     if row is None:

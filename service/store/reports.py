@@ -18,6 +18,7 @@ from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import ReportRecord
 
 R = ReportRow.__table__.c
+MAX_SEQ = 2**63 - 1  # a BIGINT
 F = RefusalRow.__table__.c
 
 
@@ -76,9 +77,12 @@ def encode_cursor(seq: int) -> str:
 def decode_cursor(text: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-        if not raw.startswith("r") or not raw[1:].isdigit() or len(raw) > 21:
+        digits = raw[1:]
+        if not raw.startswith("r") or not (digits.isascii() and digits.isdigit()):
             raise ValueError
-        return int(raw[1:])
+        if len(digits) > 19 or int(digits) > MAX_SEQ:
+            raise ValueError  # past the column's int64: no cursor of ours
+        return int(digits)
     except ValueError:
         raise StoreError(
             "the cursor is not one this service gave", code=ErrorCode.CURSOR_INVALID

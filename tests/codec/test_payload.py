@@ -416,3 +416,19 @@ def test_the_shape_model_is_16_raw_bits() -> None:
     from wai_dispatch.codec.tables import _verify_model
 
     _verify_model(_shape_model(), np.ones(1 << 16, dtype=np.int64), -1)
+
+
+def test_int32_extreme_escapes_decode_without_a_warning(tables: EntropyTables) -> None:
+    """Escapes of INT32_MAX and INT32_MIN decode to themselves, and the latent and a picture
+    made from an output with NaN and ±inf raise no numpy warning (warnings are errors here)."""
+    from wai_dispatch.codec.picture import to_rgb8
+
+    symbols = np.zeros((1, 192, 2, 2), dtype=np.int64)
+    symbols[0, :, 0, 0] = 2**31 - 1
+    symbols[0, :, 1, 1] = -(2**31)
+    got = decode(encode(symbols, tables), tables)
+    assert np.array_equal(got, symbols.astype(np.int32))
+    assert np.isfinite(latent(got, tables)).all()
+    x = np.array([np.nan, np.inf, -np.inf, 0.5], dtype=np.float32).reshape(1, 1, 2, 2)
+    rgb = to_rgb8(np.concatenate([x, x, x], axis=1))
+    assert rgb[:, :, 0].tolist() == [[0, 255], [0, 128]]

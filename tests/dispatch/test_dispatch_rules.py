@@ -357,6 +357,32 @@ def test_s4_backend_failed_keeps_cause_and_tries_next() -> None:
     assert decision.ran == CPU_ONNX_RUNTIME
 
 
+class _BadPlan(ScriptedAdapter):
+    """An adapter whose plan() answers something other than a Placement or None."""
+
+    def __init__(self, path: Path, answer: Any) -> None:
+        super().__init__(path)
+        self.answer = answer
+
+    def plan(self, job: Any) -> Any:
+        return self.answer
+
+
+@pytest.mark.parametrize("answer", [{"npu": 3}, 7, "cpu", object()], ids=type)
+def test_s4_a_plan_that_is_not_a_placement_is_backend_failed(answer: Any) -> None:
+    """§4.3: a plan that is not a placement refuses the path like any backend error; the
+    next path runs (before: an AttributeError left choose())."""
+    offer = (NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME)
+    adapters: dict[Path, Any] = {
+        **scripted(offer),
+        NPU_MODEL_RUNTIME: _BadPlan(NPU_MODEL_RUNTIME, answer),
+    }
+    decision = choose(BMSHJ2018, Tier.NONE, offer, adapters)
+    assert decision.report.refused[0].reason is Code.BACKEND_FAILED
+    assert "not a placement" in str(decision.failures[NPU_MODEL_RUNTIME])
+    assert decision.ran == CPU_ONNX_RUNTIME
+
+
 class _Raising(ScriptedAdapter):
     """Raises a foreign exception from one chosen question."""
 

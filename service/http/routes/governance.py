@@ -39,7 +39,7 @@ async def post_run_report(
     principal: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
     body = await read_body(request, MAX_RUN_REPORT_BYTES)
-    run = loads_run_report(body)
+    run = await run_in_threadpool(loads_run_report, body)  # off the event loop: up to 16 MiB
     verdict, replayed = await run_in_threadpool(
         submit, store, policies, run, body, sink=principal.name
     )
@@ -69,8 +69,11 @@ async def run_report(
     store: StoreDep,
     run_id: Annotated[str, Path(max_length=128)],
     principal: Annotated[Principal, Depends(require(Role.sink))],
+    sink: Annotated[
+        str | None, Query(max_length=128, description="whose run report (ids are per sink)")
+    ] = None,
 ) -> dict[str, Any]:
-    own = principal.name if principal.role is Role.sink else None
+    own = principal.name if principal.role is Role.sink else sink
     return await run_in_threadpool(get_run_report, store, run_id, own)
 
 

@@ -41,6 +41,11 @@ async def paths(
     return {"paths": [row.to_json() for row in rows]}
 
 
+def _public(entry: InstalledSet) -> dict[str, Any]:
+    """A set as a client sees it: everything but where the server keeps it."""
+    return {k: v for k, v in entry.to_json().items() if k != "path"}
+
+
 def _sets(decoder: Decoder) -> list[dict[str, Any]]:
     rows = []
     for entry in decoder.store.list():
@@ -48,7 +53,7 @@ def _sets(decoder: Decoder) -> list[dict[str, Any]]:
             default = decoder.store.default_for(entry.capability).digest == entry.digest
         except SetError:
             default = False
-        rows.append({**entry.to_json(), "default": default})
+        rows.append({**_public(entry), "default": default})
     return rows
 
 
@@ -64,7 +69,7 @@ async def one_set(
     decoder: DecoderDep, digest: Digest, _: Annotated[Principal, Depends(require(Role.sink))]
 ) -> dict[str, Any]:
     entry = await run_in_threadpool(decoder.store.get, digest)
-    return {**entry.to_json(), "facts": entry.manifest.facts.to_json()}
+    return {**_public(entry), "facts": entry.manifest.facts.to_json()}
 
 
 @router.post(
@@ -96,7 +101,7 @@ async def install(
             return decoder.install_set(archive)  # a set whose programs do not load is refused
 
     entry = await run_in_threadpool(put)
-    return entry.to_json()
+    return _public(entry)
 
 
 @router.delete("/v1/sets/{digest}", summary="Remove a set (admin)")

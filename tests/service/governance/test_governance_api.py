@@ -205,3 +205,78 @@ def test_the_dashboard_is_served_with_a_strict_policy(live: Any) -> None:
         assert "connect-src 'self'" in page.headers["content-security-policy"]
         assert anon.get("/dashboard/vendor/uPlot.iife.min.js").status_code == 200
         assert anon.get("/dashboard/../pyproject.toml").status_code == 404
+
+
+def test_run_report_ids_are_per_sink(live: Any) -> None:
+    """Sink B may use an id sink A used: no 409, nothing about A, both kept apart."""
+    with (
+        live.client("admin") as admin,
+        live.client("sink") as a,
+        live.client("sink-b") as b,
+        live.client("operator") as op,
+    ):
+        admin.put("/v1/policy", content=POLICY).raise_for_status()
+        first = a.post("/v1/run-reports", json=run_report("shared-id", decode()))
+        assert first.status_code == 200, first.text
+        mine = b.post("/v1/run-reports", json=run_report("shared-id", decode(), sink="sink-b"))
+        assert mine.status_code == 200, mine.text
+        assert mine.json()["replayed"] is False
+        assert "sink-a" not in mine.text
+        got = b.get("/v1/run-reports/shared-id").json()
+        assert got["run_report"]["sink"] == "sink-b"
+        assert a.get("/v1/run-reports/shared-id").json()["run_report"]["sink"] == "sink-a"
+        theirs = op.get("/v1/run-reports/shared-id", params={"sink": "sink-a"}).json()
+        assert theirs["run_report"]["sink"] == "sink-a"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        json.dumps(run_report("enc-1", decode())).encode("utf-16"),
+        json.dumps(run_report("enc-2", decode())).encode("utf-32"),
+        json.dumps(run_report("enc-3", decode())).replace("sink-a", "sink-\\ud800").encode(),
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"format": "wai-run-report/1", "id": "x", "sink": "sink-a", "decodes": ['
+        + b"1" * 5000
+        + b"]}",
+    ],
+    ids=["utf-16", "utf-32", "surrogate", "100k-deep", "5000-digits"],
+)
+def test_a_hostile_run_report_body_is_a_typed_4xx(live: Any, body: bytes) -> None:
+    with live.client("sink") as sink:
+        r = sink.post("/v1/run-reports", content=body, headers={"Content-Type": "application/json"})
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "run_report_malformed"), r.text
+
+
+def test_a_placement_count_past_the_column_is_refused_not_stored(live: Any) -> None:
+    """10^19 operations on a unit (20 digits, past int64): the decode is refused as a report
+    that does not read (never an integer overflow in the store)."""
+    huge = {"npu": 10**19, "gpu": 0, "cpu": 0, "unknown": 0}
+    with live.client("admin") as admin, live.client("sink") as sink:
+        admin.put("/v1/policy", content=POLICY).raise_for_status()
+        r = sink.post(
+            "/v1/run-reports", json=run_report("huge-placement", decode(ran_placement=huge))
+        )
+    assert r.status_code == 200, r.text
+    verdict = r.json()
+    assert verdict["accepted"] is False
+    assert "placement.npu is over 2147483647" in json.dumps(verdict)
+    assert _sink_reports(live, "huge-placement") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("format: wai-model-policy/1\nclasses: " + "1" * 5000 + "\n", "5000 digits"),
+        ("a: " + "{b: " * 1000 + "1" + "}" * 1000 + "\n", "nested deeper than 64"),
+        ("a: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested deeper than 64"),
+        ("format: !!python/object:os.system wai-model-policy/1\n", "is not allowed"),
+        ("a: [" + ",".join(["1"] * 100_001) + "]\n", "more than 100000 values"),
+    ],
+    ids=["5000-digits", "1000-mappings", "20000-sequences", "tag", "100001-values"],
+)
+def test_a_hostile_policy_is_a_typed_4xx(live: Any, text: str, says: str) -> None:
+    with live.client("admin") as admin:
+        r = admin.put("/v1/policy", content=text)
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "policy_malformed"), r.text
+    assert says in r.json()["error"]["message"]

@@ -139,7 +139,7 @@ BAD = [
      "envelope_unknown_field"),
     ("unknown-capability", _sample(capability="wai.neural.nope"), "application/json", "sink",
      422, "unknown_capability"),
-    ("unknown-set", _sample(set="0" * 64), "application/json", "sink", 422, "decode_no_path"),
+    ("unknown-set", _sample(set="0" * 64), "application/json", "sink", 404, "set_not_installed"),
     ("oversize-body", b" " * (MAX_BODY + 1), "application/json", "sink", 413, "body_too_large"),
     ("content-type", b"x", "text/plain", "sink", 415, "content_type_unsupported"),
     ("no-token", SAMPLE_JSON.read_bytes(), "application/json", None, 401, "token_missing"),
