@@ -10,435 +10,54 @@ plan into a placement (§5) — is tested on Linux too.
 
 from __future__ import annotations
 
-import json
-import platform
 import shutil
-import sys
 import tempfile
 import threading
-import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from importlib import import_module
-from pathlib import Path as FsPath
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, BackendFailed, Path, Placement
+from wai_dispatch.paths.coreml_runtime import (
+    MIN_MACOS,
+    CoreMLRuntime,
+    NativeCoreML,
+    ScriptedCoreML,
+    coreml_absent_reason,
+)
+from wai_dispatch.paths.coreml_set import (
+    FACTS_KEY,
+    SPEC_FILE,
+    WEIGHTS_FILE,
+    ProgramFiles,
+    ProgramInput,
+    placement_from_plan,
+    program_shape,
+    read_program_input,
+    write_package,
+)
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 
-#: §6.1: the two files a set holds a program for the runtime in, when its facts name none.
-SPEC_FILE = "decoder.mlmodel"
-WEIGHTS_FILE = "decoder.weight.bin"
-#: The facts key under ``programs`` that describes the runtime's program.
-FACTS_KEY = "model-runtime"
-
-#: ``MLComputePlan`` (the per-operation device the runtime prefers, §5) exists from macOS 14.4.
-MIN_MACOS = (14, 4)
-
-# What the compute plan's preferred device is called (coremltools' class names, or a unit
-# token), and the unit it counts for (§5).
-_DEVICE_UNITS = {
-    "MLNeuralEngineComputeDevice": "npu",
-    "MLGPUComputeDevice": "gpu",
-    "MLCPUComputeDevice": "cpu",
-    "npu": "npu",
-    "gpu": "gpu",
-    "cpu": "cpu",
-}
-
-
-def placement_from_plan(operations: Iterable[tuple[str, str | None]]) -> Placement:
-    """Count a compute plan's operations per unit (§5): ``(operator name, preferred device)``
-    pairs, the device as coremltools names its class (or a unit token), ``None`` where the plan
-    names none. ``const`` operations are constants and left out (§5)."""
-    counts = {"npu": 0, "gpu": 0, "cpu": 0, "unknown": 0}
-    for operator, device in operations:
-        if operator == "const":
-            continue
-        counts[_DEVICE_UNITS.get(device or "", "unknown")] += 1
-    return Placement(**counts)
-
-
-# --- the set's program -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ProgramFiles:
-    """Where a set keeps its program for the runtime, from its facts (§6.1)."""
-
-    spec: str = SPEC_FILE
-    weights: str = WEIGHTS_FILE
-    input: str = "latent"
-    output: str = "x_hat"
-    latent_shape: tuple[int, ...] | None = None
-
-    @classmethod
-    def from_facts(cls, facts: SetFacts) -> ProgramFiles:
-        entry = facts.program(FACTS_KEY)
-        if entry is None:
-            return cls()
-        return cls(
-            spec=entry.file or SPEC_FILE,
-            weights=entry.weights or WEIGHTS_FILE,
-            input=entry.input or "latent",
-            output=entry.output or "x_hat",
-            latent_shape=entry.shape(),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ProgramInput:
-    """The program's one input as its specification states it (§6.1: it fixes the latent)."""
-
-    name: str
-    shape: tuple[int, ...]
-    float16: bool
-
-
-# --- coremltools, typed ------------------------------------------------------------------------
-# coremltools publishes no types (no stubs, no py.typed): the parts of it used here are named by
-# these Protocols, and each of its modules is imported by name and read through its Protocol.
-
-
-class _ArrayFeatureType(Protocol):  # Model_pb2.ArrayFeatureType (a protobuf message)
-    FLOAT16: int  # the ``dataType`` enum's half-precision value
-    shape: Sequence[int]
-    dataType: int
-
-
-class _FeatureType(Protocol):
-    multiArrayType: _ArrayFeatureType
-
-    def HasField(self, name: str) -> bool: ...
-
-
-class _FeatureDescription(Protocol):
-    name: str
-    type: _FeatureType
-
-
-class _ModelDescription(Protocol):
-    input: Sequence[_FeatureDescription]
-
-
-class _ModelSpec(Protocol):  # Model_pb2.Model
-    description: _ModelDescription
-
-    def ParseFromString(self, data: bytes) -> object: ...
-
-
-class _ModelPb2(Protocol):  # coremltools.proto.Model_pb2
-    ArrayFeatureType: _ArrayFeatureType
-
-    def Model(self) -> _ModelSpec: ...
-
-
-class _ComputeUnit(Protocol):  # coremltools.ComputeUnit (an enum)
-    CPU_AND_NE: object
-
-
-class _CoreMLTools(Protocol):  # coremltools
-    ComputeUnit: _ComputeUnit
-
-
-class _CoreMLUtils(Protocol):  # coremltools.models.utils
-    def compile_model(self, model: str, destination_path: str | None = None) -> object: ...
-
-
-class _CoreMLModels(Protocol):  # coremltools.models
-    def CompiledMLModel(self, path: str, *, compute_units: object) -> Any: ...
-
-
-class _PlanBlock(Protocol):
-    @property
-    def operations(self) -> Sequence[_PlanOperation]: ...
-
-
-class _PlanOperation(Protocol):
-    @property
-    def operator_name(self) -> str: ...
-    @property
-    def blocks(self) -> Sequence[_PlanBlock]: ...
-
-
-class _PlanFunction(Protocol):
-    block: _PlanBlock
-
-
-class _PlanProgram(Protocol):
-    functions: Mapping[str, _PlanFunction]
-
-
-class _ModelStructure(Protocol):
-    program: _PlanProgram | None
-
-
-class _DeviceUsage(Protocol):
-    preferred_compute_device: object | None
-
-
-class _ComputePlan(Protocol):  # coremltools.models.compute_plan.MLComputePlan
-    model_structure: _ModelStructure
-
-    def get_compute_device_usage_for_mlprogram_operation(
-        self, operation: _PlanOperation
-    ) -> _DeviceUsage | None: ...
-
-
-class _MLComputePlan(Protocol):  # the class itself
-    def load_from_path(self, path: str, *, compute_units: object) -> _ComputePlan: ...
-
-
-class _CoreMLComputePlan(Protocol):  # coremltools.models.compute_plan
-    MLComputePlan: _MLComputePlan
-
-
-def _from(module: str, name: str) -> object:
-    """``from module import name``, for a module that publishes no types."""
-    return getattr(__import__(module, fromlist=[name]), name)
-
-
-def read_program_input(spec_bytes: bytes, name: str | None = None) -> ProgramInput:
-    """Parse the specification protobuf (coremltools' ``Model_pb2``) for its input ``name``,
-    or its only input. Raises :class:`ValueError` for bytes that are not such a program."""
-    Model_pb2 = cast(_ModelPb2, _from("coremltools.proto", "Model_pb2"))  # heavy: coremltools
-
-    spec = Model_pb2.Model()
-    try:
-        spec.ParseFromString(spec_bytes)
-    except Exception as exc:  # protobuf's DecodeError, whatever its module
-        raise ValueError(f"the program's specification does not parse: {exc}") from exc
-    inputs = list(spec.description.input)
-    chosen = [i for i in inputs if i.name == name] if name else inputs
-    if len(chosen) != 1:
-        names = [i.name for i in inputs]
-        raise ValueError(f"the program has inputs {names}, not one input {name or ''}".strip())
-    feature = chosen[0]
-    array = feature.type.multiArrayType
-    if not feature.type.HasField("multiArrayType") or not array.shape:
-        raise ValueError(f"the program's input {feature.name!r} has no fixed array shape")
-    return ProgramInput(
-        feature.name,
-        tuple(int(d) for d in array.shape),
-        array.dataType == Model_pb2.ArrayFeatureType.FLOAT16,
-    )
-
-
-def program_shape(set_files: SetFiles) -> tuple[int, ...] | None:
-    """The latent shape the set's program takes: from its specification, else from the set's
-    facts (``latent_shape``) where coremltools cannot be imported; ``None`` if neither says."""
-    files = ProgramFiles.from_facts(set_files.facts)
-    if not set_files.has(files.spec):
-        return files.latent_shape
-    try:
-        return read_program_input(set_files.read(files.spec), files.input).shape
-    except ImportError:
-        return files.latent_shape
-
-
-# --- the package the sink places the set's bytes in (§6.1) ----------------------------------
-
-
-def write_package(
-    directory: str | FsPath, spec_bytes: bytes, weight_bytes: bytes, name: str = "decoder"
-) -> FsPath:
-    """Write ``<directory>/<name>.mlpackage`` holding exactly these bytes, laid out as
-    coremltools saves a package (the specification, and the weight file where the program's
-    ``@model_path/weights/weight.bin`` references resolve), and return its path."""
-    package = FsPath(directory) / f"{name}.mlpackage"
-    data = package / "Data" / "com.apple.CoreML"
-    (data / "weights").mkdir(parents=True)
-    (data / "model.mlmodel").write_bytes(spec_bytes)
-    (data / "weights" / "weight.bin").write_bytes(weight_bytes)
-    spec_id, weights_id = str(uuid.uuid4()).upper(), str(uuid.uuid4()).upper()
-    manifest = {
-        "fileFormatVersion": "1.0.0",
-        "itemInfoEntries": {
-            spec_id: {
-                "author": "com.apple.CoreML",
-                "description": "CoreML Model Specification",
-                "name": "model.mlmodel",
-                "path": "com.apple.CoreML/model.mlmodel",
-            },
-            weights_id: {
-                "author": "com.apple.CoreML",
-                "description": "CoreML Model Weights",
-                "name": "weights",
-                "path": "com.apple.CoreML/weights",
-            },
-        },
-        "rootModelIdentifier": spec_id,
-    }
-    (package / "Manifest.json").write_text(json.dumps(manifest, indent=4) + "\n")
-    return package
-
-
-# --- the runtime ------------------------------------------------------------------------------
-
-
-class CoreMLRuntime(Protocol):
-    """What the adapter asks of Core ML. Every method but :meth:`absent_reason` may raise;
-    the adapter turns that into :class:`~dispatch.BackendFailed`."""
-
-    def absent_reason(self) -> str | None:
-        """``None`` when the runtime is there, else why not, for a person."""
-        ...
-
-    def compile(self, package: str) -> str:
-        """Compile a ``.mlpackage``; the path of the compiled ``.mlmodelc``."""
-        ...
-
-    def load(self, compiled: str) -> Any:
-        """Load the compiled model for the CPU and the neural processor."""
-        ...
-
-    def plan(self, compiled: str) -> Iterable[tuple[str, str | None]]:
-        """The compute plan for the CPU and the neural processor: each operation of the main
-        function, nested blocks included, with its preferred device (or ``None``)."""
-        ...
-
-    def predict(self, model: Any, inputs: Mapping[str, np.ndarray]) -> Mapping[str, Any]: ...
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split(".") if p.isdigit())
-
-
-def coreml_absent_reason(
-    system: str,
-    mac_version: str,
-    importer: Callable[[str], object] = import_module,
-) -> str | None:
-    """Why Core ML cannot run here, or ``None``. Pure but for ``importer``, so that each
-    reason is testable on any machine. The platform is asked first: on Linux nothing heavy
-    is imported."""
-    if system != "Darwin":
-        return f"Core ML needs macOS {'.'.join(map(str, MIN_MACOS))} or later; this is {system}"
-    if _version(mac_version) < MIN_MACOS:
-        return (
-            f"Core ML's compute plan needs macOS {'.'.join(map(str, MIN_MACOS))} or later; "
-            f"this is macOS {mac_version or 'of an unknown version'}"
-        )
-    try:
-        importer("coremltools")
-    except ImportError:
-        return "coremltools is not installed"
-    try:
-        native = importer("coremltools.libcoremlpython")
-    except ImportError as exc:
-        return f"coremltools has no native runtime (libcoremlpython: {exc})"
-    if not hasattr(native, "_MLModelProxy"):
-        return "coremltools' native runtime has no _MLModelProxy"
-    return None
-
-
-class NativeCoreML:
-    """Core ML through coremltools 8/9 (``compile_model``, ``CompiledMLModel``,
-    ``MLComputePlan``), for the CPU and the neural processor (``ComputeUnit.CPU_AND_NE``)."""
-
-    def __init__(self) -> None:
-        self._reason: str | None = None
-        self._checked = False
-
-    def absent_reason(self) -> str | None:
-        if not self._checked:
-            system = platform.system() or sys.platform
-            self._reason = coreml_absent_reason(system, platform.mac_ver()[0])
-            self._checked = True
-        return self._reason
-
-    def compile(self, package: str) -> str:
-        utils = cast(_CoreMLUtils, import_module("coremltools.models.utils"))
-
-        destination = package.removesuffix(".mlpackage") + ".mlmodelc"
-        # With a destination, compile_model moves the compiled model there and returns None.
-        utils.compile_model(package, destination)
-        return destination
-
-    def load(self, compiled: str) -> Any:
-        ct = cast(_CoreMLTools, import_module("coremltools"))
-        models = cast(_CoreMLModels, import_module("coremltools.models"))
-
-        return models.CompiledMLModel(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
-
-    def plan(self, compiled: str) -> list[tuple[str, str | None]]:
-        ct = cast(_CoreMLTools, import_module("coremltools"))
-        plans = cast(_CoreMLComputePlan, import_module("coremltools.models.compute_plan"))
-
-        plan = plans.MLComputePlan.load_from_path(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
-        program = plan.model_structure.program
-        if program is None:
-            raise ValueError("the compiled model is not an ML Program")
-        main = program.functions["main"]
-        rows: list[tuple[str, str | None]] = []
-        for op in _operations(main.block):
-            usage = plan.get_compute_device_usage_for_mlprogram_operation(op)
-            device = None if usage is None else usage.preferred_compute_device
-            rows.append((op.operator_name, None if device is None else type(device).__name__))
-        return rows
-
-    def predict(self, model: Any, inputs: Mapping[str, np.ndarray]) -> Mapping[str, Any]:
-        result: Mapping[str, Any] = model.predict(dict(inputs))
-        return result
-
-
-def _operations(block: _PlanBlock) -> Iterator[_PlanOperation]:
-    """Every operation of a block, and of the blocks nested in its operations (loops,
-    conditionals), in program order."""
-    for op in block.operations:
-        yield op
-        for inner in op.blocks:
-            yield from _operations(inner)
-
-
-@dataclass
-class ScriptedCoreML:
-    """A runtime whose plan and output are chosen in advance (tests, and any machine without
-    Core ML). ``plan_rows`` is the compute plan; ``output`` what ``predict`` returns (default:
-    zeros of ``output_shape``); ``fails`` names a step that raises. ``packages`` keeps what
-    :meth:`compile` was given, read back from disk, so tests can check the package."""
-
-    plan_rows: list[tuple[str, str | None]] = field(default_factory=list)
-    output: np.ndarray | None = None
-    output_shape: tuple[int, ...] = (1, 3, 256, 256)
-    fails: str | None = None
-    reason: str | None = None
-    calls: list[str] = field(default_factory=list)
-    packages: list[dict[str, bytes]] = field(default_factory=list)
-
-    def absent_reason(self) -> str | None:
-        return self.reason
-
-    def _step(self, name: str) -> None:
-        self.calls.append(name)
-        if self.fails == name:
-            raise RuntimeError(f"scripted Core ML failure in {name}")
-
-    def compile(self, package: str) -> str:
-        self._step("compile")
-        root = FsPath(package)
-        self.packages.append(
-            {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-        )
-        return package.removesuffix(".mlpackage") + ".mlmodelc"
-
-    def load(self, compiled: str) -> Any:
-        self._step("load")
-        return compiled
-
-    def plan(self, compiled: str) -> list[tuple[str, str | None]]:
-        self._step("plan")
-        return list(self.plan_rows)
-
-    def predict(self, model: Any, inputs: Mapping[str, np.ndarray]) -> Mapping[str, Any]:
-        self._step("predict")
-        out = self.output if self.output is not None else np.zeros(self.output_shape, np.float16)
-        return {"x_hat": out}
+__all__ = [
+    "FACTS_KEY",
+    "MIN_MACOS",
+    "SPEC_FILE",
+    "WEIGHTS_FILE",
+    "CoreMLAdapter",
+    "CoreMLRuntime",
+    "NativeCoreML",
+    "ProgramFiles",
+    "ProgramInput",
+    "ScriptedCoreML",
+    "coreml_absent_reason",
+    "placement_from_plan",
+    "program_shape",
+    "read_program_input",
+    "write_package",
+]
 
 
 # --- the adapter ------------------------------------------------------------------------------
