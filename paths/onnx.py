@@ -59,6 +59,14 @@ PROGRAM_KEY = "onnx-runtime"
 _PROVIDERS = {Unit.CPU: "CPUExecutionProvider", Unit.GPU: "CUDAExecutionProvider"}
 
 _ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose … 3 error, 4 fatal
+
+#: A run whose latent has more elements than this (192×32×32: a 512×512 picture with the
+#: bundled set) asks ONNX Runtime to shrink its CPU arena afterwards, handing the run's
+#: activations back to the allocator instead of keeping them for the next run: a 1024×1024
+#: decode otherwise leaves ~500 MB resident for good (docs/service.md, Limits). Smaller runs
+#: keep the arena warm (shrinking costs a run's allocations the next time).
+SHRINK_ARENA_ABOVE = 192 * 32 * 32
+_SHRINK_ENTRY = "memory.enable_memory_arena_shrinkage"
 _log = logging.getLogger(__name__)
 
 _pool_lock = threading.Lock()
@@ -91,6 +99,18 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
                 raise
         _pool_threads = threads
         return threads
+
+
+def _run_options(job: SynthesisJob) -> Any:
+    """``None`` (the defaults) for a run of :data:`SHRINK_ARENA_ABOVE` latent elements or
+    fewer; for a larger one, ``RunOptions`` that shrink the CPU arena once it ends."""
+    if job.latent.size <= SHRINK_ARENA_ABOVE:
+        return None
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.add_run_config_entry(_SHRINK_ENTRY, "cpu:0")
+    return options
 
 
 def request_thread_pool(intra_op_threads: int | None) -> None:
@@ -239,7 +259,9 @@ class OnnxRuntimeAdapter:
     def run(self, job: SynthesisJob) -> np.ndarray:
         program = self._program(job)
         try:
-            (out,) = program.session.run([program.output_name], {program.input_name: job.latent})
+            (out,) = program.session.run(
+                [program.output_name], {program.input_name: job.latent}, _run_options(job)
+            )
         except Exception as exc:
             _log.warning("onnx-runtime: the synthesis failed: %s", exc)
             raise BackendFailed(f"onnx-runtime: the synthesis failed: {exc}") from exc

@@ -3,18 +3,26 @@ allocated, and the bounded worker pool decodes run in (never on the event loop).
 
 A decode is refused with a 4xx naming the limit when its latent, its memory estimate or its
 time estimate is over the configured limit; with 429 and ``Retry-After`` when the queue is full
-or the memory budget is taken by decodes already admitted; with 503 ``queue_timeout`` and
-``Retry-After`` when it waited in the queue ``decode_timeout_s`` without starting (it never
-runs, so no report is stored); with 504 when it runs past the per-decode timeout, counted from
-when it started (its thread finishes on its own, its slot and memory held until then).
+or the memory budget is taken: by the estimates of decodes already admitted, or by what the
+process holds (its resident memory above what it held when admission began, where that is
+more: a runtime's arena, a cache, a decode that outlived its timeout); with 503
+``queue_timeout`` and ``Retry-After`` when it waited in the queue ``decode_timeout_s`` without
+starting (it never runs, so no report is stored); with 504 when it runs past the per-decode
+timeout, counted from when it started (its thread finishes on its own, its slot and memory
+held until then).
 
-The estimate is service/decoding/estimate.py's (the CLI's local decode applies the same).
+The estimate is service/decoding/estimate.py's (the CLI's local decode applies the same);
+its time is calibrated here by the decodes admission ran: an exponentially weighted mean of
+each decode's running seconds per output pixel (decodes of at least ``CALIBRATE_MIN_PIXELS``,
+where the fixed cost of a decode does not dominate), starting from the constant and held
+between ``SCALE_BOUNDS`` times it, so one outlier cannot refuse everything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,17 +30,37 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from wai_dispatch.dispatch.codes import ErrorCode
-from wai_dispatch.service.decoding.estimate import Estimate, estimate
+from wai_dispatch.service.decoding.estimate import SECONDS_PER_PIXEL, Estimate, estimate
 from wai_dispatch.service.http.errors import ServiceError
 
 T = TypeVar("T")
 
-__all__ = ["Admission", "Estimate", "estimate"]
+__all__ = ["Admission", "Estimate", "estimate", "resident_bytes"]
+
+#: The smallest decode whose running time calibrates the time estimate.
+CALIBRATE_MIN_PIXELS = 256 * 256
+#: The weight of one measured decode in the calibrated seconds per pixel.
+CALIBRATE_WEIGHT = 0.2
+#: The calibrated seconds per pixel stays within these multiples of the constant.
+SCALE_BOUNDS = (0.25, 8.0)
+
+
+def resident_bytes() -> int | None:
+    """The process's resident memory in bytes (Linux: ``/proc/self/statm``'s resident pages
+    times the page size); ``None`` where there is no such file (macOS): admission then counts
+    only the estimates of decodes in flight."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 class Admission:
-    """At most ``workers`` decodes run and ``queue`` wait; their memory estimates together
-    stay within ``memory_budget``."""
+    """At most ``workers`` decodes run and ``queue`` wait; their memory estimates together, or
+    the process's resident growth where that is more, stay within ``memory_budget``.
+    ``resident`` reads the process's resident bytes (injectable for tests)."""
 
     def __init__(
         self,
@@ -42,6 +70,7 @@ class Admission:
         memory_budget: int,
         timeout_s: float,
         max_latent_elements: int,
+        resident: Callable[[], int | None] = resident_bytes,
     ) -> None:
         self.workers = workers
         self.capacity = workers + queue
@@ -54,6 +83,36 @@ class Admission:
         self.running = 0
         self.reserved = 0
         self._mean_s = 0.25
+        self._resident = resident
+        self.resident_base: int | None = None  # read when the first decode is admitted
+        self.seconds_per_pixel = SECONDS_PER_PIXEL
+
+    def held(self) -> int:
+        """The bytes counted against the budget: the estimates of decodes in flight, or the
+        process's resident memory above its baseline where that is more. The baseline is
+        what the process held when first asked (the first decode admitted or ``/metrics``
+        scraped, the service started): a runtime's import, its sessions and arenas count
+        from then on."""
+        now = self._resident()
+        if now is None:
+            return self.reserved
+        if self.resident_base is None:
+            self.resident_base = now
+        return max(self.reserved, now - self.resident_base)
+
+    def seconds(self, est: Estimate) -> float:
+        """``est``'s time, scaled by this machine's measured seconds per pixel."""
+        return est.seconds * (self.seconds_per_pixel / SECONDS_PER_PIXEL)
+
+    def measured(self, pixels: int, took: float) -> None:
+        """Calibrate the seconds per pixel with a decode of ``pixels`` that ran ``took`` s."""
+        if pixels < CALIBRATE_MIN_PIXELS or took < 0:
+            return
+        low, high = (b * SECONDS_PER_PIXEL for b in SCALE_BOUNDS)
+        with self._lock:
+            mean = (1 - CALIBRATE_WEIGHT) * self.seconds_per_pixel
+            mean += CALIBRATE_WEIGHT * took / pixels
+            self.seconds_per_pixel = min(high, max(low, mean))
 
     @property
     def waiting(self) -> int:
@@ -74,9 +133,11 @@ class Admission:
                 f"({self.memory_budget >> 20} MiB)",
                 code=ErrorCode.DECODE_MEMORY_OVER_BUDGET,
             )
-        if est.seconds > self.timeout_s:
+        seconds = self.seconds(est)
+        if seconds > self.timeout_s:
             raise ServiceError(
-                f"a {est.pixels}-pixel decode takes about {est.seconds:.1f} s, over the limit "
+                f"a {est.pixels}-pixel decode takes about {seconds:.1f} s on this machine "
+                f"({self.seconds_per_pixel * 1e6:.2f} µs per pixel, measured), over the limit "
                 f"decode_timeout_s={self.timeout_s:g}",
                 code=ErrorCode.DECODE_TIME_OVER_LIMIT,
             )
@@ -93,10 +154,12 @@ class Admission:
                     code=ErrorCode.QUEUE_FULL,
                     headers={"Retry-After": self._retry_after()},
                 )
-            if self.reserved + est.memory_bytes > self.memory_budget:
+            held = self.held()
+            if held + est.memory_bytes > self.memory_budget:
                 raise ServiceError(
-                    f"decodes admitted hold {self.reserved >> 20} MiB of the "
-                    f"memory_budget_bytes={self.memory_budget >> 20} MiB; retry later",
+                    f"decodes admitted and the process hold {held >> 20} MiB of the "
+                    f"memory_budget_bytes={self.memory_budget >> 20} MiB; this decode needs "
+                    f"about {est.memory_bytes >> 20} MiB more; retry later",
                     code=ErrorCode.MEMORY_BUSY,
                     headers={"Retry-After": self._retry_after()},
                 )

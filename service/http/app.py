@@ -80,6 +80,8 @@ def start(settings: Settings) -> Service:
     metrics.bind("queue_depth", lambda: admission.waiting)
     metrics.bind("running", lambda: admission.running)
     metrics.bind("spool_bytes", recorder.pending_bytes)
+    metrics.bind("seconds_per_pixel", lambda: admission.seconds_per_pixel)
+    metrics.bind("memory_held", lambda: float(admission.held()))
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
     _bind_cache(metrics, decoder)
     return Service(

@@ -9,7 +9,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 class Metrics:
     """Decodes by path and tier, refusals by code, errors by code, latency, queue depth,
-    spool size and the program cache's counters."""
+    spool size, the calibrated seconds per pixel, the memory admission counts and the program
+    cache's counters."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -36,6 +37,16 @@ class Metrics:
         self.running = Gauge("wai_decodes_running", "Decodes running", registry=r)
         self.spool_bytes = Gauge("wai_spool_bytes", "Bytes of reports spooled", registry=r)
         self.store_up = Gauge("wai_store_up", "1 when the report store answers", registry=r)
+        self.seconds_per_pixel = Gauge(
+            "wai_decode_seconds_per_pixel",
+            "Decode time per output pixel measured here; calibrates the time estimate",
+            registry=r,
+        )
+        self.memory_held = Gauge(
+            "wai_memory_held_bytes",
+            "Bytes admission counts against the memory budget (estimates or resident growth)",
+            registry=r,
+        )
         self.cache_hits = Gauge("wai_program_cache_hits", "Program cache hits", registry=r)
         self.cache_misses = Gauge("wai_program_cache_misses", "Program cache misses", registry=r)
         self.cache_evictions = Gauge(

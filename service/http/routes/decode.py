@@ -130,6 +130,7 @@ async def decode(
             recs = _records(exc.reports, facts, None, t0, rid, principal, envelope)
             _store(service, recs)
             return {"no_path": exc, "records": recs}
+        service.admission.measured(est.pixels, time.perf_counter() - t0)  # calibrates the time
         part = result.part
         facts = {part.capability: (part.set_digest, part.symbols_digest)}
         rgb_digest = result.rgb_digest

@@ -301,6 +301,11 @@ def test_operations_routes(live: InProcess) -> None:
         )
         assert "wai_refusals_total{code=" in text and "wai_spool_bytes 0.0" in text
         assert "wai_program_cache_hits" in text
+        # the seconds per pixel the sample's decode calibrated (bounded: 0.25×–8× 1.7 µs) and
+        # the memory admission counts against the budget
+        spp = float(re.findall(r"^wai_decode_seconds_per_pixel (\S+)$", text, re.M)[0])
+        assert 0.25 * 1.7e-6 <= spp <= 8 * 1.7e-6
+        assert re.search(r"^wai_memory_held_bytes \d", text, re.M)
         # bound to the decoder's program cache, which its adapters fill
         cache = dict(re.findall(r"^wai_program_cache_(misses|bytes) (\S+)$", text, re.M))
         assert float(cache["misses"]) >= 1 and float(cache["bytes"]) > 0

@@ -17,7 +17,9 @@ from _svc import SAMPLE_JSON, envelope_of_latent, in_process, serve
 
 from wai_dispatch.codec.envelope_read import parse_json
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.http.admission import Admission, Estimate, estimate
+from wai_dispatch.service.decoding.estimate import SECONDS_PER_PIXEL
+from wai_dispatch.service.decoding.estimate import of as estimate_of
+from wai_dispatch.service.http.admission import Admission, Estimate, estimate, resident_bytes
 from wai_dispatch.service.http.errors import ServiceError
 
 
@@ -72,7 +74,7 @@ def test_decode_over_the_memory_budget_names_the_limit(tmp_path: Path) -> None:
     assert "memory_budget_bytes=83886080" in r.json()["error"]["message"]
 
 
-def _admission(**kw: float) -> Admission:
+def _admission(**kw: object) -> Admission:
     args = {"workers": 1, "queue": 0, "memory_budget": 1 << 30, "timeout_s": 30.0,
             "max_latent_elements": 1 << 20, **kw}  # fmt: skip
     return Admission(**args)  # type: ignore[arg-type]
@@ -162,3 +164,80 @@ def test_the_timeout_counts_running_time_and_a_queued_decode_is_refused_unrun() 
     adm.close()
     assert ran == ["a", "b", "slow"]  # the refused one never ran, so stored no report
     assert adm.inflight == 0 and adm.reserved == 0
+
+
+def test_memory_the_process_holds_is_429_with_nothing_in_flight() -> None:
+    """The budget counts the process's resident growth over its baseline where that is more
+    than the estimates in flight (a runtime's arena, a decode that outlived its timeout)."""
+    resident: list[int | None] = [100 << 20]
+    adm = _admission(memory_budget=300 << 20, resident=lambda: resident[0])
+    est = Estimate(1, 1, 100 << 20, 0.0)
+
+    def attempt() -> str:
+        try:
+            return asyncio.run(adm.run(est, lambda: "decoded"))
+        except ServiceError as exc:
+            return f"{exc.code} {exc.headers['Retry-After']}"
+
+    assert attempt() == "decoded"
+    assert adm.resident_base == 100 << 20  # read when the first decode was admitted
+    resident[0] = (100 << 20) + (250 << 20)  # the process holds 250 MiB more than at start
+    assert adm.held() == 250 << 20 and adm.inflight == 0 and adm.reserved == 0
+    with pytest.raises(ServiceError) as err:
+        asyncio.run(adm.run(est, lambda: "decoded"))
+    assert err.value.code == "memory_busy" and err.value.headers["Retry-After"] == "1"
+    assert "the process hold 250 MiB of the memory_budget_bytes=300 MiB" in err.value.message
+    resident[0] = (100 << 20) + (150 << 20)  # given back: 150 + 100 fits
+    assert attempt() == "decoded"
+    resident[0] = None  # no /proc (macOS): only the estimates in flight count
+    assert adm.held() == 0 and attempt() == "decoded"
+    adm.close()
+
+
+def test_resident_bytes_reads_this_process() -> None:
+    held = resident_bytes()
+    if not Path("/proc/self/statm").exists():  # pragma: no cover - macOS
+        assert held is None
+        return
+    assert held is not None and 10 << 20 < held < 64 << 30
+
+
+def test_the_time_estimate_calibrates_from_measured_decodes_within_bounds() -> None:
+    adm = _admission()
+    assert adm.seconds_per_pixel == SECONDS_PER_PIXEL
+    adm.measured(64 * 64, 10.0)  # too small to say anything about the per-pixel time
+    assert adm.seconds_per_pixel == SECONDS_PER_PIXEL
+    adm.measured(1 << 20, 2 * SECONDS_PER_PIXEL * (1 << 20))  # twice as slow as the constant
+    assert adm.seconds_per_pixel == pytest.approx(1.2 * SECONDS_PER_PIXEL)
+    for _ in range(100):  # one absurd decode after another: held at 8×
+        adm.measured(1 << 20, 3600.0)
+    assert adm.seconds_per_pixel == pytest.approx(8 * SECONDS_PER_PIXEL)
+    for _ in range(100):  # instant: held at 0.25×
+        adm.measured(1 << 20, 0.0)
+    assert adm.seconds_per_pixel == pytest.approx(0.25 * SECONDS_PER_PIXEL)
+    est = estimate_of(0, 1 << 20)
+    assert adm.seconds(est) == pytest.approx(0.25 * est.seconds)
+    adm.close()
+
+
+def test_a_decode_is_refused_once_calibration_says_the_machine_is_slow() -> None:
+    adm = _admission(timeout_s=0.5)
+    est = estimate_of(0, 256 * 256)  # 0.11 s by the constant: admitted
+    adm.check(est)
+    for _ in range(20):  # this machine decodes at ten times the constant
+        adm.measured(512 * 512, 10 * SECONDS_PER_PIXEL * 512 * 512)
+    with pytest.raises(ServiceError) as err:
+        adm.check(est)  # 8× (the bound): 0.89 s
+    assert err.value.code == "decode_time_over_limit"
+    assert "takes about 0.9 s on this machine (13.60 µs per pixel, measured)" in err.value.message
+    assert "decode_timeout_s=0.5" in err.value.message
+    adm.close()
+
+
+def test_a_served_decode_calibrates_the_estimate(tmp_path: Path) -> None:
+    with in_process(tmp_path) as app, app.client() as c:
+        body = envelope_of_latent(tmp_path / "sets", 16, 16)  # 256×256 px
+        assert c.post("/v1/decode", content=body).status_code == 200
+        spp = app.service.admission.seconds_per_pixel
+    assert spp != SECONDS_PER_PIXEL
+    assert 0.25 * SECONDS_PER_PIXEL <= spp <= 8 * SECONDS_PER_PIXEL
