@@ -42,7 +42,7 @@ ROLES = ("sink", "operator", "admin", None, "garbage")
 DOCUMENTED_503 = {"report_spool_failed", "queue_timeout", "set_damaged", "policy_busy"}
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES_DIR = REPO / "docs" / "examples"
-RUN_REPORT = json.loads((EXAMPLES_DIR / "run-report.json").read_text())
+RUN_REPORT = {**json.loads((EXAMPLES_DIR / "run-report.json").read_text()), "sink": "sink-a"}
 POLICY = (EXAMPLES_DIR / "policy.yaml").read_text()
 SAMPLE = json.loads(SAMPLE_JSON.read_bytes())
 SAMPLE_CBOR_BYTES = SAMPLE_CBOR.read_bytes()
@@ -59,6 +59,13 @@ def client(live: InProcess) -> Iterator[Any]:
     """One client without a token: each request names its own Authorization."""
     with live.client(None) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def installed(live: InProcess) -> list[str]:
+    """The digests of the sets installed in the data directory (the page's routes read them)."""
+    with live.client("sink") as c:
+        return [s["digest"] for s in c.get("/v1/sets").json()["sets"]]
 
 
 def _check(live: InProcess, r: httpx.Response, sent: str = "") -> None:
@@ -147,7 +154,8 @@ def _encodings(obj: Any) -> st.SearchStrategy[bytes]:
 
 def json_bodies(base: Any) -> st.SearchStrategy[bytes]:
     return (
-        mutated(base).flatmap(_encodings)
+        st.just(json.dumps(base).encode())
+        | mutated(base).flatmap(_encodings)
         | json_values.map(lambda v: json.dumps(v).encode())
         | st.binary(max_size=200)
         | deep
@@ -212,7 +220,9 @@ def _every_role(live: InProcess, client: Any, method: str, url: str, **kw: Any) 
 
 @FUZZ
 @given(
-    body=json_bodies(SAMPLE) | cbor_bodies,
+    body=json_bodies(SAMPLE)
+    | cbor_bodies
+    | st.sampled_from([SAMPLE_JSON.read_bytes(), SAMPLE_CBOR_BYTES]),
     ctype=content_types,
     accept=accepts,
 )
@@ -312,7 +322,7 @@ def test_report_queries(live: InProcess, client: Any, route: str, params: dict[s
     _every_role(live, client, "GET", route, params=params)
 
 
-digests = st.sampled_from(["0" * 64, "f" * 64]) | segments
+digests = st.sampled_from(["0" * 64, "f" * 64, "{installed}"]) | segments
 
 
 @st.composite
@@ -342,10 +352,11 @@ shapes = st.lists(big_ints.map(str) | printable, max_size=6).map(",".join)
 @FUZZ
 @given(url=page_urls(), shape=shapes, limits=shapes, extra=queries)
 def test_page_data_routes(
-    live: InProcess, client: Any, url: str, shape: str, limits: str,
+    live: InProcess, client: Any, installed: list[str], url: str, shape: str, limits: str,
     extra: dict[str, str],
 ) -> None:  # fmt: skip
     params = {**extra, "shape": shape, "limits": limits}
+    url = url.replace("{installed}", installed[len(url) % len(installed)])
     _every_role(live, client, "GET", url, params=params)
 
 
