@@ -10,6 +10,7 @@ server path (the data directory, the repository, ``/tmp/``, ``site-packages``).
 
 from __future__ import annotations
 
+import base64
 import gzip
 import io
 import json
@@ -303,7 +304,13 @@ REPORT_QUERY = [
     "cursor", "limit", "unit", "reason", "set", "outcome", "request_id", "since_ms",
     "until_ms", "sink_class", "sink", "bucket_s", "version",
 ]  # fmt: skip
-query_values = texts | big_ints.map(str) | st.sampled_from(["", "-1", "1e99", "NaN", "0x10"])
+#: Cursors shaped like the service's (base64 of ``r<seq>``), with any number or text after ``r``.
+cursors = (big_ints.map(str) | texts).map(
+    lambda t: base64.urlsafe_b64encode(f"r{t}".encode()).decode().rstrip("=")
+)
+query_values = (
+    texts | big_ints.map(str) | cursors | st.sampled_from(["", "-1", "1e99", "NaN", "0x10"])
+)
 queries = st.dictionaries(st.sampled_from(REPORT_QUERY) | printable, query_values, max_size=5)
 
 
