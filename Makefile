@@ -9,6 +9,11 @@ STAMP   := $(VENV)/.installed
 # warnings still show.
 PIP_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e
 
+# `make fuzz`'s HTTP part: examples per hostile test (each sent with five roles' headers) and
+# per schemathesis operation and role; the CI suite runs 25 of each.
+HOSTILE_EXAMPLES      ?= 10000
+SCHEMATHESIS_EXAMPLES ?= 500
+
 .DEFAULT_GOAL := help
 .PHONY: help serve demo test lint typecheck unit bench fuzz tools clean
 
@@ -53,6 +58,9 @@ bench: $(STAMP) ## benchmarks, each printed beside its anchor
 
 fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
 	WAI_FUZZ_EXAMPLES=100000 $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests
+	WAI_FUZZ_EXAMPLES=$(HOSTILE_EXAMPLES) WAI_SCHEMATHESIS_EXAMPLES=$(SCHEMATHESIS_EXAMPLES) \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/service/http/test_hostile.py \
+	  tests/service/http/test_service_schemathesis.py
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis out
