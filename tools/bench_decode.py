@@ -22,7 +22,7 @@ from wai_dispatch.conformance import weights_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set, random_layers
-from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model
+from wai_dispatch.tools.bmshj2018_model import load_model
 
 SIZES = ((256, 256), (512, 768))  # (height, width)
 

@@ -27,9 +27,10 @@ from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools import int_synth_ptq
+from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model, plain_synthesis, weights_blob
+from wai_dispatch.tools.wai_bmshj2018_npu_set import weights_blob
 
 CAPABILITY = "wai.neural.int_synth"
 SET_VERSION = "1"

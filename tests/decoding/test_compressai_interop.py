@@ -112,7 +112,7 @@ HELD_OUT = ("chelsea", "coffee")  # tools/train_bmshj2018.py holds these out of 
 def demo_net():  # type: ignore[no-untyped-def]
     pytest.importorskip("torch", reason="needs the tools extra (torch)")
     from wai_dispatch.conformance import weights_dir
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model
+    from wai_dispatch.tools.bmshj2018_model import load_model
 
     checkpoint = weights_dir() / "bmshj2018-demo-q3.pt"
     return load_model(checkpoint=checkpoint, pretrained=False, quality=3)[0]

@@ -79,7 +79,7 @@ if sys.argv[1] == "flush":
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.tools import int_synth_ptq, wai_int_synth_set as writer
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES
-from wai_dispatch.tools.wai_bmshj2018_npu_set import load_model
+from wai_dispatch.tools.bmshj2018_model import load_model
 src = sets_dir() / "bmshj2018-demo-q3"
 weights = writer.float_weights(src)
 model, _ = load_model(checkpoint=None, pretrained=False, quality=3)
