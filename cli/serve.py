@@ -15,7 +15,7 @@ from wai_dispatch.cli.options import setting_flags, settings
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.settings import hand_over
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, ensure_admin
 
 if TYPE_CHECKING:
@@ -98,9 +98,14 @@ def run_serve(args: argparse.Namespace) -> int:
     chosen = serve_settings(args)
     hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these
     store = ReportStore(chosen.url)
-    store.migrate()
-    written = ensure_admin(store, chosen.data_dir)
-    store.dispose()
+    written = None
+    try:
+        store.migrate()
+        written = ensure_admin(store, chosen.data_dir)
+    except StoreDown as exc:  # start anyway: decodes spool until the store returns
+        print(f"report store down ({exc}); decodes spool until it returns")
+    finally:
+        store.dispose()
     url = f"http://{chosen.host}:{chosen.port}"
     token_file = chosen.data_dir / ADMIN_TOKEN_FILE
     sample = envelopes_dir() / "bmshj2018-demo-q3.json"

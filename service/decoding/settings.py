@@ -105,6 +105,15 @@ class Settings(BaseSettings):
     max_latent_elements: int = Field(default=192 * 64 * 64, ge=1, description="C×H×W, header")
     memory_budget_bytes: int = Field(default=1536 * MiB, ge=64 * MiB)
     spool_max_bytes: int = Field(default=256 * MiB, ge=MiB)
+    spool_dir: Path | None = Field(
+        default=None,
+        description="the spool volume, a folder per replica; default <data_dir>/spool",
+    )
+    replica_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._-]{1,128}$",
+        description="this replica's spool folder on the volume; default the host name",
+    )
     program_cache_bytes: int = Field(default=512 * MiB, ge=MiB)
     ort_threads: int | None = Field(
         default=None, ge=1, le=256, description="ONNX Runtime's pool; default the CPUs"
@@ -147,6 +156,13 @@ class Settings(BaseSettings):
         value = value.upper()
         if value not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("one of DEBUG, INFO, WARNING, ERROR")
+        return value
+
+    @field_validator("replica_id")
+    @classmethod
+    def _replica_id(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip("."):
+            raise ValueError("a folder name, not '.' or '..'")
         return value
 
     @field_validator("data_dir", mode="before")
@@ -203,6 +219,10 @@ class Settings(BaseSettings):
     @property
     def decode_workers(self) -> int:
         return self.decode_threads or max(1, len(os.sched_getaffinity(0)))
+
+    @property
+    def spool_volume(self) -> Path:
+        return self.spool_dir or self.data_dir / "spool"
 
     @property
     def url(self) -> str:

@@ -38,7 +38,8 @@ from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
-from wai_dispatch.service.store.spool import Recorder, Spool
+from wai_dispatch.service.store.spool import Recorder
+from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
 from wai_dispatch.service.store.tokens import TokenCache, ensure_admin
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
@@ -57,17 +58,24 @@ def start(settings: Settings) -> Service:
     configure_thread_pool(settings.ort_threads)
     decoder = Decoder.open(settings=settings, program_cache_bytes=settings.program_cache_bytes)
     store = ReportStore(settings.url)
-    spool = Spool(settings.data_dir / "spool", settings.spool_max_bytes)
+    volume = SpoolVolume(
+        settings.spool_volume,
+        settings.replica_id or default_replica_id(),
+        settings.spool_max_bytes,
+    )
+    spool = volume.own
     tokens = TokenCache(store, settings.token_refresh_s, snapshot=settings.data_dir / "tokens.view")
     try:
         store.migrate()
     except StoreDown as exc:
         # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
         log.warning("report store down at start, spooling until it returns: %s", exc)
-        recorder = Recorder(store, spool, migrate=lambda: _migrate(store, settings))
+        recorder = Recorder(
+            store, spool, migrate=lambda: _migrate(store, settings), adopt=volume.adopt
+        )
     else:
         _ensure_admin(store, settings)
-        recorder = Recorder(store, spool)
+        recorder = Recorder(store, spool, adopt=volume.adopt)
     tokens.reload()
     admission = Admission(
         workers=settings.decode_workers,

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ log = logging.getLogger("wai_dispatch.spool")
 BATCH_RECORDS = 500
 #: Free bytes on the spool's filesystem under which a failed spool stays failed (``/readyz``).
 MIN_FREE_BYTES = 1 << 20
+#: The file every live writer of a spool folder holds a shared ``flock`` on.
+OWNER_LOCK = "owner.lock"
 
 
 class SpoolFull(WaiError):
@@ -58,7 +61,7 @@ class SpoolWriteFailed(WaiError):
 class Spool:
     """An append-only, fsync'd file of JSON lines with a byte bound, and the file it drains."""
 
-    def __init__(self, directory: Path, max_bytes: int) -> None:
+    def __init__(self, directory: Path, max_bytes: int, *, owned: bool = True) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.path = directory / "reports.jsonl"
@@ -70,6 +73,13 @@ class Spool:
         self._drain_lock = threading.Lock()
         self._lock_fd = os.open(directory / "spool.lock", os.O_RDWR | os.O_CREAT, 0o600)
         self._drain_fd = os.open(directory / "drain.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        #: Held shared for the spool's life by every process writing to it (``serve --workers
+        #: N`` share one): a folder whose owner lock can be taken exclusively has no live
+        #: writer, and another replica may adopt it (:mod:`~service.store.spool_volume`).
+        self._owner_fd: int | None = None
+        if owned:
+            self._owner_fd = os.open(directory / OWNER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._owner_fd, fcntl.LOCK_SH)
         self._fd = self._open()
 
     def _open(self) -> int:
@@ -221,6 +231,8 @@ class Spool:
         os.close(self._fd)
         os.close(self._lock_fd)
         os.close(self._drain_fd)
+        if self._owner_fd is not None:
+            os.close(self._owner_fd)  # releases the owner lock
 
 
 def _size(path: Path) -> int:
@@ -245,7 +257,10 @@ class Recorder:
     is never refused once the store is back, even while the spool still drains.
 
     ``migrate``, when given, is run by the thread before its first replay, until it succeeds:
-    a service started while its store was down migrates it when it returns."""
+    a service started while its store was down migrates it when it returns. ``adopt``, when
+    given (:meth:`SpoolVolume.adopt <service.store.spool_volume.SpoolVolume.adopt>`), is run
+    with the store's batch insert every ``adopt_every_s`` while the store answers: the
+    orphaned spools of other replicas on the volume are replayed too."""
 
     def __init__(
         self,
@@ -254,11 +269,16 @@ class Recorder:
         *,
         retry_s: float = 0.5,
         migrate: Callable[[], None] | None = None,
+        adopt: Callable[[Callable[[list[dict[str, Any]]], int]], int] | None = None,
+        adopt_every_s: float = 2.0,
     ) -> None:
         self.store = store
         self.spool = spool
         self.retry_s = retry_s
         self._migrate = migrate
+        self._adopt = adopt
+        self.adopt_every_s = adopt_every_s
+        self._adopt_at = 0.0
         self.store_up = migrate is None
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -316,16 +336,22 @@ class Recorder:
                 self._migrate = None
             if not self.spool.size():
                 self.store_up = self.store_up or self.store.ping()
-                continue
-            try:
-                n = self.spool.replay(self._insert_batch)
-            except StoreDown:
-                self.store_up = False
-                continue
-            if n:
-                log.info("spool: replayed %d report(s) into the store", n)
-            if not self.spool.size():
-                self.store_up = True
+            else:
+                try:
+                    n = self.spool.replay(self._insert_batch)
+                except StoreDown:
+                    self.store_up = False
+                    continue
+                if n:
+                    log.info("spool: replayed %d report(s) into the store", n)
+                if not self.spool.size():
+                    self.store_up = True
+            if self.store_up and self._adopt is not None and time.monotonic() >= self._adopt_at:
+                self._adopt_at = time.monotonic() + self.adopt_every_s
+                try:
+                    self._adopt(self._insert_batch)
+                except StoreDown:
+                    self.store_up = False
 
     def close(self) -> None:
         self._stop.set()
