@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +98,12 @@ def run_serve(args: argparse.Namespace) -> int:
 
     chosen = serve_settings(args)
     hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these
+    values = chosen.data_dir / "metrics" / str(os.getpid())
+    if args.workers > 1:  # one /metrics over every worker: prometheus-client's multiprocess mode
+        shutil.rmtree(values, ignore_errors=True)
+        values.mkdir(parents=True, mode=0o700)
+        # the library's own variable, read when a worker imports it
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(values)
     store = ReportStore(chosen.url)
     written = None
     try:
@@ -140,4 +147,5 @@ def run_serve(args: argparse.Namespace) -> int:
         limit_concurrency=chosen.max_connections,
         h11_max_incomplete_event_size=chosen.max_header_bytes,
     )
+    shutil.rmtree(values, ignore_errors=True)
     return 0

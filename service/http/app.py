@@ -5,8 +5,6 @@ error answers and the per-request id and log line. ``create_app()`` is uvicorn's
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -16,7 +14,6 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.dispatch.errors import WaiError
@@ -31,6 +28,7 @@ from wai_dispatch.service.http.deps import Service
 from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
 from wai_dispatch.service.http.limits import BodyBudget
 from wai_dispatch.service.http.metrics import Metrics
+from wai_dispatch.service.http.request_log import RequestId
 from wai_dispatch.service.http.routes import decode as api_decode
 from wai_dispatch.service.http.routes import governance as api_governance
 from wai_dispatch.service.http.routes import ops as api_ops
@@ -114,9 +112,9 @@ def _ensure_admin(store: ReportStore, settings: Settings) -> None:
 
 def _bind_cache(metrics: Metrics, decoder: Decoder) -> None:
     cache = decoder.programs
-    metrics.bind("cache_hits", lambda: cache.hits)
-    metrics.bind("cache_misses", lambda: cache.misses)
-    metrics.bind("cache_evictions", lambda: cache.evictions)
+    metrics.bind_counter("cache_hits", lambda: cache.hits)
+    metrics.bind_counter("cache_misses", lambda: cache.misses)
+    metrics.bind_counter("cache_evictions", lambda: cache.evictions)
     metrics.bind("cache_bytes", lambda: cache.bytes)
 
 
@@ -220,37 +218,3 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     code = ErrorCode.INTERNAL_ERROR
     _count(request, code)
     return JSONResponse(error_body(request, code, "an internal error"), code.status)
-
-
-class RequestId:
-    """Gives every request an id (``request.state.request_id``, the ``X-Request-Id`` answer
-    header) and logs one JSON line per request: method, path, status, duration."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        rid = str(uuid.uuid4())
-        scope.setdefault("state", {})["request_id"] = rid
-        start = time.perf_counter()
-        status = 500
-
-        async def send_with_id(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            if scope["path"] not in ("/healthz", "/metrics"):
-                log.info("request", extra={
-                    "request_id": rid, "method": scope["method"], "path": scope["path"],
-                    "status": status, "ms": round((time.perf_counter() - start) * 1000, 2),
-                })  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from wai_dispatch.dispatch.codes import ErrorCode
@@ -26,6 +26,7 @@ def require(role: Role) -> Callable[..., Principal]:
     """The dependency for a route open to ``role`` and above."""
 
     def dependency(
+        request: Request,
         tokens: TokensDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
@@ -42,6 +43,7 @@ def require(role: Role) -> Callable[..., Principal]:
                 code=ErrorCode.TOKEN_UNKNOWN,
                 headers=_CHALLENGE,
             )
+        request.scope.setdefault("state", {})["principal"] = principal  # for the request log
         if principal.role < role:
             raise ServiceError(
                 f"this route needs the {role.name} role; the token is a {principal.role.name}'s",

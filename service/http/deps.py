@@ -55,6 +55,7 @@ class Service:
         self.admission.close()
         self.recorder.close()
         self.store.dispose()
+        self.metrics.close()
 
 
 def get_service(request: Request) -> Service:

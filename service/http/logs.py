@@ -1,5 +1,6 @@
-"""Structured logs: one JSON object per line on stderr (time, level, logger, message and any
-``extra`` fields such as ``request_id``)."""
+"""Structured logs: one JSON object per line on stderr (time, level, logger, pid, message and
+any ``extra`` fields such as ``request_id``; uvicorn's terminal-coloured ``color_message`` is
+left out, so no ANSI escape reaches a log)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import sys
 import time
 from typing import Any
 
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime", "color_message",
+}  # fmt: skip
 
 
 class JsonFormatter(logging.Formatter):
@@ -19,6 +22,7 @@ class JsonFormatter(logging.Formatter):
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,
             "message": record.getMessage(),
         }
         for key, value in vars(record).items():

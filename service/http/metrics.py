@@ -1,18 +1,56 @@
-"""The service's Prometheus metrics, on a registry of its own (one per app)."""
+"""The service's Prometheus metrics, on a registry of its own (one per app), by the client
+library's conventions: counters end in ``_total``, a build-info gauge, the process collector,
+and prometheus-client's multiprocess mode when ``serve --workers N`` runs several processes.
+
+Values read from the service's parts (queue depth, the program cache's counts, the spool) are
+*sampled*: :meth:`Metrics.sample` sets each bound gauge from its function and adds to each
+bound counter what its monotonic source gained since the last sample. A scrape samples first.
+In multiprocess mode every process also samples once a second (a daemon thread), since a scrape
+reaches one process and prometheus-client aggregates the others from the files they last wrote
+(gauges by the mode each declares: sums of live processes for queues and memory, the most
+recent for calibrations, the minimum for ``wai_store_up``).
+"""
 
 from __future__ import annotations
 
+import os
+import platform
+import threading
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+    multiprocess,
+    values,
+)
+
+from wai_dispatch import __version__
+
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics", "multiprocess_on"]
+
+_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+def multiprocess_on() -> bool:
+    """Whether prometheus-client chose its multiprocess values in this process: it does when
+    ``PROMETHEUS_MULTIPROC_DIR`` names a folder as it is imported, which ``serve --workers N``
+    sets (a fresh folder, ``<data_dir>/metrics/<pid>``) before its workers start."""
+    return values.ValueClass is not values.MutexValue
 
 
 class Metrics:
-    """Decodes by path and tier, refusals by code, errors by code, latency, queue depth,
-    spool size, the calibrated seconds per pixel, the memory admission counts and the program
-    cache's counters."""
+    """Decodes by path and tier, refusals by code, errors by code, latency by path, queue depth,
+    spool size, the calibrated seconds per pixel, the memory admission counts, the program
+    cache's counters, the build and (one process) the process collector."""
 
     def __init__(self) -> None:
+        self.multiprocess = multiprocess_on()
         self.registry = CollectorRegistry()
         r = self.registry
         self.decodes = Counter(
@@ -26,35 +64,93 @@ class Metrics:
             "wai_request_errors", "Requests answered with an error, by code", ["code"], registry=r
         )
         self.decode_seconds = Histogram(
-            "wai_decode_seconds", "Time of one decode in the worker pool",
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=r,
+            "wai_decode_seconds", "Time of one decode in the worker pool, by the path that ran",
+            ["path"], buckets=_BUCKETS, registry=r,
         )  # fmt: skip
         self.request_seconds = Histogram(
             "wai_decode_request_seconds", "Time of POST /v1/decode, queueing included",
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=r,
+            buckets=_BUCKETS, registry=r,
         )  # fmt: skip
-        self.queue_depth = Gauge("wai_queue_depth", "Decodes admitted, waiting", registry=r)
-        self.running = Gauge("wai_decodes_running", "Decodes running", registry=r)
-        self.spool_bytes = Gauge("wai_spool_bytes", "Bytes of reports spooled", registry=r)
-        self.store_up = Gauge("wai_store_up", "1 when the report store answers", registry=r)
-        self.seconds_per_pixel = Gauge(
+        self.queue_depth = self._gauge("wai_queue_depth", "Decodes admitted, waiting", "livesum")
+        self.running = self._gauge("wai_decodes_running", "Decodes running", "livesum")
+        self.spool_bytes = self._gauge("wai_spool_bytes", "Bytes of reports spooled", "livemax")
+        self.store_up = self._gauge("wai_store_up", "1 when the report store answers", "livemin")
+        self.seconds_per_pixel = self._gauge(
             "wai_decode_seconds_per_pixel",
             "Decode time per output pixel measured here; calibrates the time estimate",
-            registry=r,
+            "livemostrecent",
         )
-        self.memory_held = Gauge(
+        self.memory_held = self._gauge(
             "wai_memory_held_bytes",
             "Bytes admission counts against the memory budget (estimates or resident growth)",
-            registry=r,
+            "livesum",
         )
-        self.cache_hits = Gauge("wai_program_cache_hits", "Program cache hits", registry=r)
-        self.cache_misses = Gauge("wai_program_cache_misses", "Program cache misses", registry=r)
-        self.cache_evictions = Gauge(
+        self.cache_bytes = self._gauge(
+            "wai_program_cache_bytes", "Bytes of programs held", "livesum"
+        )
+        self.cache_hits = Counter("wai_program_cache_hits", "Program cache hits", registry=r)
+        self.cache_misses = Counter("wai_program_cache_misses", "Program cache misses", registry=r)
+        self.cache_evictions = Counter(
             "wai_program_cache_evictions", "Programs evicted for the byte budget", registry=r
         )
-        self.cache_bytes = Gauge("wai_program_cache_bytes", "Bytes of programs held", registry=r)
+        build = self._gauge(
+            "wai_build_info", "The running build (always 1)", "max", ["version", "python"]
+        )
+        build.labels(__version__, platform.python_version()).set(1)
+        if not self.multiprocess:
+            r.register(ProcessCollector(registry=None))
+        self._gauges: dict[str, Callable[[], float]] = {}
+        self._counters: dict[str, tuple[Callable[[], float], list[float]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        if self.multiprocess:
+            threading.Thread(target=self._sampler, name="metrics-sampler", daemon=True).start()
+
+    def _gauge(self, name: str, doc: str, mode: str, labels: list[str] | None = None) -> Gauge:
+        return Gauge(
+            name, doc, labels or [], registry=self.registry,
+            multiprocess_mode=mode,  # type: ignore[arg-type]
+        )  # fmt: skip
 
     def bind(self, name: str, fn: Callable[[], float]) -> None:
-        """Read gauge ``name`` from ``fn`` at each scrape."""
-        gauge = getattr(self, name)
-        gauge.set_function(fn)
+        """Sample gauge ``name`` from ``fn`` (at each scrape, and each second in
+        multiprocess mode)."""
+        if not isinstance(getattr(self, name), Gauge):
+            raise TypeError(f"{name} is not a gauge")
+        self._gauges[name] = fn
+
+    def bind_counter(self, name: str, fn: Callable[[], float]) -> None:
+        """Add to counter ``name`` what the monotonic ``fn`` gained since the last sample."""
+        if not isinstance(getattr(self, name), Counter):
+            raise TypeError(f"{name} is not a counter")
+        self._counters[name] = (fn, [0.0])
+
+    def sample(self) -> None:
+        with self._lock:
+            for name, fn in self._gauges.items():
+                getattr(self, name).set(fn())
+            for name, (fn, last) in self._counters.items():
+                now = fn()
+                if now > last[0]:
+                    getattr(self, name).inc(now - last[0])
+                last[0] = max(last[0], now)
+
+    def _sampler(self) -> None:
+        while not self._stop.wait(1.0):
+            self.sample()
+
+    def exposition(self) -> bytes:
+        """The text format of every metric: this process's, or in multiprocess mode every
+        process's, aggregated from their files."""
+        self.sample()
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        merged = CollectorRegistry()
+        multiprocess.MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
+        return generate_latest(merged)
+
+    def close(self) -> None:
+        """Stop sampling; in multiprocess mode this process's live gauges leave the sums."""
+        self._stop.set()
+        if self.multiprocess:
+            multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]

@@ -136,7 +136,8 @@ async def decode(
         rgb_digest = result.rgb_digest
         recs = _records(result.reports, facts, rgb_digest, t0, rid, principal, envelope)
         _store(service, recs)
-        service.metrics.decode_seconds.observe(time.perf_counter() - t0)
+        ran = recs[-1].path_ran or "none"
+        service.metrics.decode_seconds.labels(ran).observe(time.perf_counter() - t0)
         return {"result": result, "records": recs, "png": result.png(), "rgb_digest": rgb_digest}
 
     out = await service.admission.run(est, work)

@@ -9,10 +9,10 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.service.http.deps import MetricsDep, ServiceDep
+from wai_dispatch.service.http.metrics import CONTENT_TYPE_LATEST
 
 router = APIRouter(tags=["operations"])
 
@@ -59,4 +59,5 @@ def _sets(store: SetStore) -> tuple[int, list[str]]:
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 async def metrics(metrics: MetricsDep) -> Response:
-    return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    body = await run_in_threadpool(metrics.exposition)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

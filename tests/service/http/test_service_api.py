@@ -307,8 +307,8 @@ def test_operations_routes(live: InProcess) -> None:
         assert 0.25 * 1.7e-6 <= spp <= 8 * 1.7e-6
         assert re.search(r"^wai_memory_held_bytes \d", text, re.M)
         # bound to the decoder's program cache, which its adapters fill
-        cache = dict(re.findall(r"^wai_program_cache_(misses|bytes) (\S+)$", text, re.M))
-        assert float(cache["misses"]) >= 1 and float(cache["bytes"]) > 0
+        cache = dict(re.findall(r"^wai_program_cache_(misses_total|bytes) (\S+)$", text, re.M))
+        assert float(cache["misses_total"]) >= 1 and float(cache["bytes"]) > 0
         nf = c.get("/v1/nothing")
         assert (nf.status_code, nf.json()["error"]["code"]) == (404, "not_found")
 
