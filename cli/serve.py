@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import shutil
@@ -146,6 +147,9 @@ def run_serve(args: argparse.Namespace) -> int:
         timeout_keep_alive=chosen.keep_alive_s,
         limit_concurrency=chosen.max_connections,
         h11_max_incomplete_event_size=chosen.max_header_bytes,
+        # the supervisor pings each worker; one busy building programs (a cold decode, the
+        # warming) answers late, and must not be killed for it: the deadline is a decode's
+        timeout_worker_healthcheck=max(30, math.ceil(chosen.decode_timeout_s)),
     )
     shutil.rmtree(values, ignore_errors=True)
     return 0

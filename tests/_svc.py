@@ -75,6 +75,7 @@ def _prepared(data_dir: Path, port: int, **settings: Any) -> tuple[Any, dict[str
     from wai_dispatch.service.store import tokens
     from wai_dispatch.service.store.db import ReportStore
 
+    settings.setdefault("warm", False)  # a test that needs warming asks for it
     chosen = load(data_dir=data_dir, port=port, **settings)
     store = ReportStore(chosen.url)
     store.migrate()

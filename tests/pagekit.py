@@ -79,7 +79,7 @@ def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any]]:
     from wai_dispatch.service.http.app import create_app
 
     port = free_port()
-    app = create_app(load(data_dir=data_dir, port=port, **settings))
+    app = create_app(load(data_dir=data_dir, port=port, **{"warm": False, **settings}))
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

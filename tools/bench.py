@@ -1,6 +1,5 @@
-"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard]``: run the
-benchmarks, each printing its figures beside the anchor it is compared to, measured in the same
-run."""
+"""``python -m wai_dispatch.tools.bench [all|NAME ...]``: run the benchmarks (names below),
+each printing its figures beside the anchor it is compared to, measured in the same run."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ BENCHES = {
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
+    "warm": "wai_dispatch.tools.bench_warm",  # first decode after ready vs a warm one
 }
 
 

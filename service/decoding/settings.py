@@ -105,6 +105,11 @@ class Settings(BaseSettings):
     max_latent_elements: int = Field(default=192 * 64 * 64, ge=1, description="C×H×W, header")
     memory_budget_bytes: int = Field(default=1536 * MiB, ge=64 * MiB)
     spool_max_bytes: int = Field(default=256 * MiB, ge=MiB)
+    warm: bool = Field(
+        default=True,
+        description="build every installed set's program, and decode once through it, before "
+        "/readyz says ready",
+    )
     spool_dir: Path | None = Field(
         default=None,
         description="the spool volume, a folder per replica; default <data_dir>/spool",

@@ -21,6 +21,7 @@ from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http import logs as jsonlog
 from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.admission import Admission
@@ -90,8 +91,13 @@ def start(settings: Settings) -> Service:
     metrics.bind("memory_held", lambda: float(admission.held()))
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
     _bind_cache(metrics, decoder)
+    warmup = Warmup(decoder)
+    if settings.warm:  # in a thread: /healthz answers meanwhile, /readyz says "warming"
+        warmup.start()
+    else:
+        warmup.skip()
     return Service(
-        settings, decoder, store, recorder, tokens, admission, metrics, PolicyStore(store)
+        settings, decoder, store, recorder, tokens, admission, metrics, PolicyStore(store), warmup
     )
 
 

@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.store.db import ReportStore
@@ -50,6 +51,7 @@ class Service:
     admission: Admission
     metrics: Metrics
     policies: PolicyStore
+    warmup: Warmup
 
     def close(self) -> None:
         self.admission.close()

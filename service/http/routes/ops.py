@@ -1,5 +1,6 @@
 """``/healthz`` (the process answers), ``/readyz`` (the store answers or the spool takes
-reports, and at least one installed set is whole; damaged ones are listed) and ``/metrics``
+reports, at least one installed set is whole, damaged ones listed, and every installed set's
+program was built and run once: ``programs`` is ``warming`` until then) and ``/metrics``
 (Prometheus text)."""
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ async def readyz(service: ServiceDep) -> JSONResponse:
         body["damaged_sets"] = damaged
     if not writable:
         body["spool"] = f"cannot write: {spool.failed}"
-    ready = (up or spooling) and sets > 0
+    warmup = service.warmup
+    body["programs"] = warmup.state()
+    if warmup.done.is_set():
+        body["warmed"] = [w.to_json() for w in warmup.results]
+    ready = (up or spooling) and sets > 0 and warmup.done.is_set()
     body["status"] = "ready" if ready else "not ready"
     return JSONResponse(body, 200 if ready else 503)
 

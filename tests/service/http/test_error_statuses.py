@@ -44,7 +44,7 @@ class _Client:
 def _client(tmp_path: Path) -> _Client:
     """The real app (its handlers, middleware and routes) with throwaway routes that raise; no
     lifespan, so nothing is opened."""
-    app: FastAPI = create_app(Settings(data_dir=tmp_path / "data"))
+    app: FastAPI = create_app(Settings(data_dir=tmp_path / "data", warm=False))
 
     @app.get("/_raise/{code}")
     def raise_code(code: str) -> None:

@@ -25,7 +25,7 @@ BOUND_S = 0.5
 @contextlib.contextmanager
 def replica(data_dir: Path) -> Iterator[Any]:
     """One app (its lifespan run) and a blocking ``get(path, token)`` on it."""
-    app = create_app(load(data_dir=data_dir, token_refresh_s=BOUND_S, page=False))
+    app = create_app(load(data_dir=data_dir, token_refresh_s=BOUND_S, page=False, warm=False))
     with (
         start_blocking_portal() as portal,
         portal.wrap_async_context_manager(app.router.lifespan_context(app)),

@@ -321,7 +321,7 @@ def test_the_service_starts_while_its_store_is_down(tmp_path: Path) -> None:
         tokens = first.tokens
     os.rename(db_dir, tmp_path / "db.old")
     db_dir.write_bytes(b"")  # the store's folder cannot be made: the store is down
-    app = create_app(load(data_dir=data, port=8000, database_url=url))
+    app = create_app(load(data_dir=data, port=8000, database_url=url, warm=False))
     acked: list[str] = []
     with (
         start_blocking_portal() as portal,
