@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 
 from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store.db import ReportStore
 
 SAMPLES = ("bmshj2018-demo-q3.json", "int-synth-demo-q3.json")
 
@@ -30,9 +32,6 @@ def _free_port() -> int:
 
 
 def _token(data: Path) -> str:
-    from wai_dispatch.service.store import tokens
-    from wai_dispatch.service.store.db import ReportStore
-
     store = ReportStore(f"sqlite:///{data / 'reports.db'}")
     store.migrate()
     secret = tokens.create(store, "bench", tokens.Role.sink)
