@@ -1,0 +1,213 @@
+"""``python -m wai_dispatch.tools.capacity``: the inputs of docs/scaling.md, measured here, and
+the fleet table computed from them, its latency claims checked by simulation.
+
+Measured: the CPU seconds one decode takes on one core (``process_time`` with one ONNX Runtime
+thread: what a core gives, whatever else the machine runs) for the float and the integer path
+at 256×256 and 768×512 (payloads coded from a photograph by the demo model), and the PNG
+answer's; the rows and bytes a decode adds to the report store (SQLite here, and PostgreSQL
+when one answers at ``--postgres``), and the store's single-connection insert rate.
+Computed: for fleets of sinks posting one envelope a minute, the decodes per second, cores and
+replicas at 80% utilisation, PostgreSQL's write rate and the storage a day and under retention.
+Simulated (``tools/queue_sim.py``): one replica's admission at 80% utilisation with the
+measured service times: p50/p99 latency and refusals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+
+from wai_dispatch.codec import payload
+from wai_dispatch.codec.entropy import tables_of
+from wai_dispatch.dispatch.report import Report
+from wai_dispatch.paths.onnx import configure_thread_pool
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.records import records_for
+from wai_dispatch.tools.bench_decode import SIZES, _model, _picture
+from wai_dispatch.tools.queue_sim import simulate
+
+FLEETS = (10_000, 100_000, 1_000_000)  # sinks, one envelope a minute each
+CORES_PER_REPLICA = 8
+UTILISATION = 0.8
+RETENTION_DAYS = 30
+
+
+def latents(checkpoint: str | None) -> dict[str, Any]:
+    """The quantized latent of a photograph per picture size, from the demo model's analysis
+    (each set codes it with its own tables)."""
+    import torch
+
+    net = _model(checkpoint)
+    eb = net.entropy_bottleneck
+    out = {}
+    for height, width in SIZES:
+        x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
+        with torch.no_grad():
+            y = net.g_a(x.float())
+        symbols = torch.round(y - eb._get_medians()).to(torch.int32).numpy()
+        out[f"{width}×{height}"] = symbols
+    return out
+
+
+def cpu_per_decode(decoder: Decoder, repeats: int, symbols: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for item in decoder.store.list():
+        tables = tables_of(decoder.open_set(item.digest))
+        for size, sym in symbols.items():
+            body = payload.encode(np.asarray(sym), tables)
+            result = decoder.decode_payload(
+                body, capability=item.capability, set_digest=item.digest
+            )
+            ran = result.reports[-1].ran
+            samples, png = [], []
+            for _ in range(repeats):
+                t0 = time.process_time()
+                result = decoder.decode_payload(
+                    body, capability=item.capability, set_digest=item.digest
+                )
+                t1 = time.process_time()
+                result.png()
+                png.append(time.process_time() - t1)
+                samples.append(t1 - t0)
+            rows.append({
+                "capability": item.capability, "path": str(ran.path) if ran else None,
+                "picture": size, "payload_bytes": len(body), "cpu_s": samples,
+                "png_s": statistics.median(png), "reports": [r.to_json() for r in result.reports],
+                "set": item.digest, "symbols_digest": result.part.symbols_digest,
+                "rgb_digest": result.rgb_digest,
+            })  # fmt: skip
+    return rows
+
+
+def store_cost(url: str, sample: dict[str, Any], n: int) -> dict[str, float]:
+    """Rows and bytes ``n`` decodes' records add to a fresh store at ``url``, and the inserts
+    per second of one connection."""
+    store = ReportStore(url)
+    store.migrate()
+    reports = [Report.from_json(r) for r in sample["reports"]]
+    before_rows, before_bytes = _rows(store), _bytes(store)
+    t0 = time.perf_counter()
+    for i in range(n):
+        store.insert(
+            records_for(
+                reports,
+                request_id=str(uuid.uuid4()),
+                sink=f"sink-{i % 100}",
+                set_digests=[sample["set"]],
+                symbols_digests=[sample["symbols_digest"]],
+                rgb_digest=sample["rgb_digest"],
+                duration_ms=12.5,
+            )
+        )
+    took = time.perf_counter() - t0
+    rows, size = _rows(store) - before_rows, _bytes(store) - before_bytes
+    store.dispose()
+    return {"rows": rows / n, "bytes": size / n, "inserts_per_s": n / took}
+
+
+def _rows(store: ReportStore) -> int:
+    with store.engine.connect() as conn:
+        names = [t for t in store.engine.dialect.get_table_names(conn) if t != "alembic_version"]
+        return sum(conn.execute(text(f'SELECT count(*) FROM "{t}"')).scalar_one() for t in names)
+
+
+def _bytes(store: ReportStore) -> int:
+    with store.engine.connect() as conn:
+        if store.engine.dialect.name == "sqlite":
+            conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+            pages = conn.execute(text("PRAGMA page_count")).scalar_one()
+            size = conn.execute(text("PRAGMA page_size")).scalar_one()
+            return int(pages * size)
+        return int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
+
+
+def fleet_table(cpu_s: float, png_s: float, rows: float, bytes_: float) -> list[dict[str, Any]]:
+    out = []
+    for sinks in FLEETS:
+        rate = sinks / 60
+        cores = rate * (cpu_s + png_s) / UTILISATION
+        replicas = max(1, -(-cores // CORES_PER_REPLICA))
+        out.append({
+            "sinks": sinks, "decodes_per_s": rate, "cores": cores, "replicas": int(replicas),
+            "pg_tx_per_s": rate, "pg_rows_per_s": rate * rows,
+            "gb_per_day": rate * 86_400 * bytes_ / 1e9,
+            "gb_retained": rate * 86_400 * RETENTION_DAYS * bytes_ / 1e9,
+        })  # fmt: skip
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.capacity", description=__doc__)
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--inserts", type=int, default=2000)
+    ap.add_argument("--postgres", help="a PostgreSQL URL whose database may be written to")
+    ap.add_argument("--checkpoint", help="a CompressAI state dict (default: the demo one)")
+    ap.add_argument("--json", action="store_true", help="print the measurements as JSON too")
+    args = ap.parse_args(argv)
+    configure_thread_pool(1)
+    print(f"load average {os.getloadavg()[0]:.2f}; CPU seconds per decode on one core")
+    with tempfile.TemporaryDirectory(prefix="wai-capacity-") as tmp:
+        decoder = Decoder.open(Path(tmp) / "data")
+        rows = cpu_per_decode(decoder, args.repeats, latents(args.checkpoint))
+        print(
+            f"{'path':<26} {'picture':<9} {'cpu ms (min/median)':>20} {'png ms':>7} {'/s/core':>8}"
+        )
+        for r in rows:
+            lo, med = min(r["cpu_s"]) * 1e3, statistics.median(r["cpu_s"]) * 1e3
+            print(
+                f"{r['path']:<26} {r['picture']:<9} {lo:>9.1f} / {med:>7.1f} "
+                f"{r['png_s'] * 1e3:>7.1f} {1 / (med / 1e3 + r['png_s']):>8.2f}"
+            )
+        stores = {"sqlite": f"sqlite:///{Path(tmp) / 'capacity.db'}"}
+        if args.postgres:
+            stores["postgresql"] = args.postgres
+        costs = {}
+        for name, url in stores.items():
+            costs[name] = store_cost(url, rows[0], args.inserts)
+            c = costs[name]
+            print(
+                f"store {name}: {c['rows']:.2f} rows and {c['bytes']:.0f} bytes a decode; "
+                f"{c['inserts_per_s']:.0f} decodes' inserts/s on one connection"
+            )
+    cost = costs.get("postgresql", costs["sqlite"])
+    for r in rows:
+        if r["picture"] != "256×256":
+            continue
+        med = statistics.median(r["cpu_s"])
+        print(f"\nfleet, {r['path']} at 256×256, one envelope a minute per sink, "
+              f"{CORES_PER_REPLICA}-core replicas at {UTILISATION:.0%}:")  # fmt: skip
+        print(f"{'sinks':>9} {'decodes/s':>10} {'cores':>8} {'replicas':>9} {'PG tx/s':>8} "
+              f"{'PG rows/s':>10} {'GB/day':>8} {'GB kept':>8}")  # fmt: skip
+        for f in fleet_table(med, r["png_s"], cost["rows"], cost["bytes"]):
+            print(f"{f['sinks']:>9,} {f['decodes_per_s']:>10.0f} {f['cores']:>8.1f} "
+                  f"{f['replicas']:>9} {f['pg_tx_per_s']:>8.0f} {f['pg_rows_per_s']:>10.0f} "
+                  f"{f['gb_per_day']:>8.2f} {f['gb_retained']:>8.1f}")  # fmt: skip
+        service = [s + r["png_s"] for s in r["cpu_s"]]
+        mean = statistics.fmean(service)
+        rate = UTILISATION * CORES_PER_REPLICA / mean
+        sim = simulate(rate, CORES_PER_REPLICA, service, queue=8, timeout_s=30.0, n=200_000)
+        median_ms = statistics.median(service) * 1e3
+        print(f"simulated replica ({CORES_PER_REPLICA} workers, queue 8, {rate:.1f} req/s, "
+              f"utilisation {sim.utilisation:.2f}): p50 {sim.p50_s * 1e3:.1f} ms, "
+              f"p99 {sim.p99_s * 1e3:.1f} ms (service median {median_ms:.1f} ms), "
+              f"refused {sim.refused:.2%}")  # fmt: skip
+    if args.json:
+        print(json.dumps({"decodes": rows, "stores": costs}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
