@@ -1,4 +1,4 @@
-"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard]``: run the
+"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard|int|cli]``: run the
 benchmarks, each printing its figures beside the anchor it is compared to, measured in the same
 run."""
 
@@ -16,6 +16,7 @@ BENCHES = {
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
+    "cli": "wai_dispatch.tools.bench_cli",  # `--help` of every command vs `python -c pass`
 }
 
 

@@ -11,6 +11,8 @@ import argparse
 import subprocess
 import sys
 import time
+
+from wai_dispatch.cli.main import COMMANDS
 from collections.abc import Sequence
 
 BUDGET_S = 0.3
@@ -28,7 +30,7 @@ def best_of(argv: list[str], repeats: int) -> float:
 
 def commands() -> list[str]:
     """The commands ``--help`` lists (read from the CLI's table, not its modules)."""
-    from wai_dispatch.cli.main import COMMANDS
+
 
     return list(COMMANDS)
 
