@@ -54,7 +54,8 @@ class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
         from wai_dispatch.cli.run import version  # importlib.metadata: ~60 ms, only here
 
-        parser.exit(EXIT_OK, f"wai-dispatch {version()}\n")
+        print(f"wai-dispatch {version()}")  # on stdout, as `--help` is
+        parser.exit(EXIT_OK)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
