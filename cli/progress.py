@@ -113,7 +113,7 @@ def spinner(label: str, stream: TextIO | None = None) -> Iterator[Bar]:
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
     try:
-        with contextlib.redirect_stderr(_Above(shown, under)):  # type: ignore[type-var]
+        with contextlib.redirect_stderr(_Above(shown, under)):
             yield shown
     finally:
         stop.set()

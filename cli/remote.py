@@ -60,7 +60,7 @@ def backoff(attempt: int, rng: Callable[[], float] = random.random) -> float:
     """Seconds before retry ``attempt`` (0, 1, …): the exponential step ``BASE·2^attempt``
     capped at ``CAP``, half of it fixed and half drawn at random ("equal jitter"), so that
     sinks that failed together do not come back together, and never sooner than half."""
-    step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
+    step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * float(2**attempt))
     return step / 2 + rng() * step / 2
 
 
@@ -145,7 +145,8 @@ def refusal(status: int, body: dict[str, Any], what: str) -> WaiError:
     """The service's error as a typed error: its code and message as it gave them (never the
     code twice); 5xx and 429 (still, after the retries) are unreachable (3), the rest
     refused (4)."""
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    given = body.get("error")
+    error: dict[str, Any] = given if isinstance(given, dict) else {}
     code = str(error.get("code") or ErrorCode.REMOTE_ERROR)
     message = str(error.get("message") or f"the service answered {status} to {what}")
     if status >= 500 or status == 429:

@@ -1,6 +1,6 @@
-"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard|int|cli]``: run the
-benchmarks, each printing its figures beside the anchor it is compared to, measured in the same
-run."""
+"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard|int|cli]``:
+run the benchmarks, each printing its figures beside the anchor it is compared to, measured in
+the same run."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ import argparse
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 from wai_dispatch.cli.main import COMMANDS
-from collections.abc import Sequence
 
 BUDGET_S = 0.3
 
@@ -30,7 +30,6 @@ def best_of(argv: list[str], repeats: int) -> float:
 
 def commands() -> list[str]:
     """The commands ``--help`` lists (read from the CLI's table, not its modules)."""
-
 
     return list(COMMANDS)
 

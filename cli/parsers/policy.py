@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wai_dispatch.cli.flags import STDIO, Parser, Sub, add_json, command, runs, setting_flags
+from wai_dispatch.cli.flags import STDIO, Sub, add_json, command, runs, setting_flags
 
 
 def add(sub: Sub) -> None:
@@ -21,7 +21,7 @@ def add(sub: Sub) -> None:
         "the model policy fleet run reports are held to",
         "wai-dispatch policy set policy.yaml\nwai-dispatch policy check run-report.json",
     )
-    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     v = command(
         verbs,

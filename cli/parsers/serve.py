@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wai_dispatch.cli.flags import Parser, Sub, add_json, command, runs, setting_flags
+from wai_dispatch.cli.flags import Sub, add_json, command, runs, setting_flags
 
 
 def add(sub: Sub) -> None:
@@ -28,7 +28,7 @@ def add(sub: Sub) -> None:
         "bearer tokens of the service (sink, operator, admin)",
         "wai-dispatch tokens create kiosk-01\nwai-dispatch tokens list",
     )
-    verbs = t.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
+    verbs = t.add_subparsers(dest="verb", metavar="VERB", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", type=Path, help="the data directory (WAI_DATA_DIR)")
     setting_flags(common, "data_dir")

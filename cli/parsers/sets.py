@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wai_dispatch.cli.flags import Parser, Sub, add_data_dir, add_json, command, runs
+from wai_dispatch.cli.flags import Sub, add_data_dir, add_json, command, runs
 
 
 def add(sub: Sub) -> None:
@@ -19,7 +19,7 @@ def add(sub: Sub) -> None:
         "wai-dispatch sets list\nwai-dispatch sets install bmshj2018-q3.tar.gz\n"
         "wai-dispatch sets verify 3f9a",
     )
-    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     v = command(
         verbs,
