@@ -5,10 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from wai_dispatch.dispatch import REFERENCE_OFFER, REGISTRY, Pin, admit, demand, parse_offer
+from wai_dispatch.dispatch import (
+    REFERENCE_OFFER,
+    REGISTRY,
+    Pin,
+    UnknownCapability,
+    admit,
+    demand,
+    parse_offer,
+)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.capability not in REGISTRY:
+        known = ", ".join(sorted(REGISTRY))
+        raise UnknownCapability(f"--capability {args.capability[:80]!r}: known are {known}")
     cap = REGISTRY[args.capability]
     offer = parse_offer(args.offer) if args.offer else REFERENCE_OFFER
     pins = [Pin(cap.name, "", args.pin_tier)] if args.pin_tier is not None else []
