@@ -15,8 +15,8 @@ from pathlib import Path
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK
 from wai_dispatch.cli.options import settings
-from wai_dispatch.codec.config import sets_dir
 from wai_dispatch.dispatch.paths import GPU_WGSL
+from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.store.db import ReportStore
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "firefox")
@@ -58,10 +58,10 @@ def store_check(url: str, exists: bool) -> dict[str, str]:
     )
 
 
-def sets_checks(args: argparse.Namespace, root: Path) -> list[dict[str, str]]:
-    if not sets_dir(root).is_dir():
+def sets_checks(ctx: Decoder) -> list[dict[str, str]]:
+    store = ctx.store
+    if not store.root.is_dir():
         return [_check("sets", INFO, "none installed yet: the bundled sets install on first use")]
-    store = decoder(args, bundled=False, ready=False).store
     out = [
         _check(f"set {digest[:16]}", FAIL, f"damaged: {problem.code}: {problem.message}")
         for digest, problem in sorted(store.damaged().items())
@@ -74,14 +74,13 @@ def sets_checks(args: argparse.Namespace, root: Path) -> list[dict[str, str]]:
     return out or [_check("sets", INFO, "none installed: the bundled sets install on first use")]
 
 
-def paths_checks(args: argparse.Namespace) -> list[dict[str, str]]:
-    rows = decoder(args, bundled=False, ready=False).paths()
+def paths_checks(ctx: Decoder) -> list[dict[str, str]]:
+    rows = ctx.paths()
     present = [str(r.path) for r in rows if r.present]
     verdict = OK if present else FAIL
     detail = f"present: {', '.join(present)}" if present else "no path of the offer is present"
     out = [_check("paths", verdict, detail)]
-    from_registry = {r.path: r for r in decoder(args, bundled=False, ready=False).paths([GPU_WGSL])}
-    gpu = from_registry[GPU_WGSL]
+    (gpu,) = ctx.paths([GPU_WGSL])
     out.append(
         _check("gpu (WebGPU)", INFO, "adapter found" if gpu.present else f"absent: {gpu.reason}")
     )
@@ -94,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
     chosen = settings(args)
     root = chosen.data_dir
     checks = [data_dir_check(root), store_check(chosen.url, root.is_dir())]
-    checks += sets_checks(args, root)
-    checks += paths_checks(args)
+    ctx = decoder(args, bundled=False, ready=False)  # nothing created: no folder, no set
+    checks += sets_checks(ctx)
+    checks += paths_checks(ctx)
     failed = any(c["verdict"] == FAIL for c in checks)
     if args.json:
         print(json.dumps({"ok": not failed, "checks": checks}, indent=2))
