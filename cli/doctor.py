@@ -44,9 +44,9 @@ def data_dir_check(root: Path) -> dict[str, str]:
     return _check("data dir", FAIL, f"{root}: absent, and {parent} is not writable")
 
 
-def store_check(url: str, exists: bool) -> dict[str, str]:
+def store_check(url: str) -> dict[str, str]:
     shown = url.split("@")[-1] if "@" in url else url  # never the password of a URL
-    if url.startswith("sqlite") and not exists:
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
         return _check("report store", OK, f"{shown}: created on first use")
     store = ReportStore(url)
     try:
@@ -92,7 +92,7 @@ def paths_checks(ctx: Decoder) -> list[dict[str, str]]:
 def run(args: argparse.Namespace) -> int:
     chosen = settings(args)
     root = chosen.data_dir
-    checks = [data_dir_check(root), store_check(chosen.url, root.is_dir())]
+    checks = [data_dir_check(root), store_check(chosen.url)]
     ctx = decoder(args, bundled=False, ready=False)  # nothing created: no folder, no set
     checks += sets_checks(ctx)
     checks += paths_checks(ctx)
