@@ -1,6 +1,8 @@
-"""The ``wai-dispatch`` command line: :mod:`.main` parses and runs a command, loading only that
-command's module; one module per group of commands (``decode``, ``verify``, ``paths``,
-``sets``, ``serve``, ``tools``, ``explain``, ``policy``), each with ``add(sub)``.
+"""The ``wai-dispatch`` command line (docs/cli.md): :mod:`.main` parses and runs a command,
+loading only that command's parser (``cli/parsers/``, each with ``add(sub)``) and, once the
+line has parsed, the module that runs it; one module per group of commands (``decode``,
+``remote``, ``verify``, ``paths``, ``sets``, ``serve``, ``tools``, ``explain``, ``policy``,
+``config``, ``doctor``, ``completion``).
 
 It imports no HTTP module: ``serve`` hands uvicorn the service's import string."""
 

@@ -1,20 +1,26 @@
 """``wai-dispatch decode`` and ``wai-dispatch demo``: decode envelopes through the dispatch
-rules and print the ``wai-neural-dispatch/1`` report of every decode tried."""
+rules and print the ``wai-neural-dispatch/1`` report of every decode tried. ``decode --url``
+posts the envelope instead (:mod:`cli.remote`): no decoder is opened and no data directory
+touched here, and the reports print as the service gave them."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-from wai_dispatch.cli.context import decoder, read_envelope
-from wai_dispatch.cli.options import add_data_dir, add_offer, setting_flags, settings
+from wai_dispatch.cli.context import decoder
+from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, is_stdio
+from wai_dispatch.cli.options import settings
+from wai_dispatch.cli.parsers.decode import NO_LIMITS
 from wai_dispatch.cli.remote import decode_remote
+from wai_dispatch.cli.streams import check_target, read_envelope, write_output
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.files import check_output, make_folder, write_atomic
+from wai_dispatch.codec.files import make_folder, write_atomic
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import Code, Report
 from wai_dispatch.service.decoding import estimate
@@ -23,37 +29,6 @@ from wai_dispatch.service.decoding.results import NoPath
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.decoding.settings import Settings
-
-NO_LIMITS = "--no-limits"
-
-
-def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("decode", help="decode an envelope (JSON or CBOR) to a PNG")
-    p.add_argument("envelope", type=FsPath, help="envelope file, JSON or CBOR")
-    p.add_argument("-o", "--output", type=FsPath, help="PNG to write")
-    p.add_argument("--url", help="post to the service at URL instead of decoding here")
-    p.add_argument("--token", help="bearer token for --url (default: WAI_TOKEN, WAI_TOKEN_FILE)")
-    setting_flags(p, "token")
-    p.add_argument("--retries", type=int, default=5, help="retries of a 429 for --url")
-    _common(p)
-    p.set_defaults(func=run_decode)
-
-    d = sub.add_parser("demo", help="decode the bundled sample envelopes with the bundled sets")
-    d.add_argument("-o", "--out-dir", type=FsPath, default=FsPath("out"))
-    _common(d)
-    d.set_defaults(func=run_demo)
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    add_offer(p)
-    add_data_dir(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument(
-        NO_LIMITS,
-        action="store_true",
-        help="decode even when the time or memory estimate is over the service's limits "
-        "(max_latent_elements, memory_budget_bytes, decode_timeout_s)",
-    )
 
 
 def decode_file(
@@ -99,19 +74,24 @@ def decode_file(
 
 def run_decode(args: argparse.Namespace) -> int:
     if args.output is not None:  # refused before the decode: nothing is done for nothing
-        check_output(args.output, inputs=[args.envelope])
-    ctx = decoder(args)
-    if args.url:
+        check_target(args.output, inputs=[args.envelope])
+    ctx: Decoder | None = None
+    if args.url:  # the sink's side: the service decodes; nothing local is opened
         token = settings(args).bearer()
-        outcome = decode_remote(args.url, args.envelope, token, args.retries)
+        outcome = decode_remote(
+            args.url, args.envelope, token, retries=args.retries, timeout=args.timeout
+        )
     else:
+        ctx = decoder(args)
         outcome = decode_file(ctx, args.envelope, _limits(args))
     png = outcome.pop("png", None)
     if png is not None and args.output is not None:
-        write_atomic(args.output, png, inputs=[args.envelope])
-        outcome["output"] = str(args.output)
-    _print(ctx, [outcome], as_json=args.json)
-    return 0 if outcome["decoded"] else 1
+        write_output(args.output, png, inputs=[args.envelope])
+        outcome["output"] = "(standard output)" if is_stdio(args.output) else str(args.output)
+    # with the picture on stdout, what is said of it goes to stderr
+    out = sys.stderr if is_stdio(args.output) else sys.stdout
+    _print(ctx, [outcome], as_json=args.json, out=out)
+    return EXIT_OK if outcome["decoded"] else EXIT_NO
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -140,36 +120,50 @@ def _limits(args: argparse.Namespace) -> Settings | None:
     return None if args.no_limits else settings(args)
 
 
-def _print(ctx: Decoder, outcomes: list[dict[str, Any]], *, as_json: bool) -> None:
+def _print(
+    ctx: Decoder | None,
+    outcomes: list[dict[str, Any]],
+    *,
+    as_json: bool,
+    out: TextIO | None = None,
+) -> None:
+    """The outcomes as text (or JSON) on ``out``; ``ctx``: the local decoder, whose adapters
+    say why a unit is absent here (``None`` for ``--url``: the service's codes as it gave
+    them)."""
+    out = sys.stdout if out is None else out
     if as_json:
-        json.dump(outcomes if len(outcomes) > 1 else outcomes[0], sys.stdout, indent=2)
-        print()
+        json.dump(outcomes if len(outcomes) > 1 else outcomes[0], out, indent=2)
+        print(file=out)
         return
+    print_ = functools.partial(print, file=out)
     for outcome in outcomes:
-        shown = os.path.relpath(outcome["envelope"])
-        print(shown if not shown.startswith("..") else outcome["envelope"])
+        shown = "(standard input)" if is_stdio(outcome["envelope"]) else outcome["envelope"]
+        if not is_stdio(shown):
+            relative = os.path.relpath(shown)
+            shown = relative if not relative.startswith("..") else shown
+        print_(shown)
         for skipped in outcome.get("undecodable", []):
-            print(f"  {skipped['capability']}: not decodable here: {skipped['code']}")
+            print_(f"  {skipped['capability']}: not decodable here: {skipped['code']}")
         for report_json in outcome["reports"]:
-            print(_describe(ctx, Report.from_json(report_json)))
+            print_(_describe(ctx, Report.from_json(report_json)))
         if outcome["decoded"]:
             pic = outcome["picture"]
             where = f" → {outcome['output']}" if "output" in outcome else ""
-            print(f"  picture  {pic['width']}×{pic['height']} RGB8{where}")
+            print_(f"  picture  {pic['width']}×{pic['height']} RGB8{where}")
         else:
             error = outcome["error"]
             what = "no path" if error["code"] == "decode_no_path" else error["code"]
-            print(f"  {what}  {error['message']}")
+            print_(f"  {what}  {error['message']}")
         if outcome.get("symbols_digest"):
-            print(f"  symbols  blake3 {outcome['symbols_digest']}")
-        print()
+            print_(f"  symbols  blake3 {outcome['symbols_digest']}")
+        print_()
 
 
-def _describe(ctx: Decoder, report: Report) -> str:
+def _describe(ctx: Decoder | None, report: Report) -> str:
     lines = [f"  {report.capability}: needs {report.needed}"]
     for refusal in report.refused:  # in the order offered (§5), before the path that ran
         why = refusal.reason.meaning
-        if refusal.reason is Code.UNIT_ABSENT:
+        if refusal.reason is Code.UNIT_ABSENT and ctx is not None:
             why = ctx.absent_reason(refusal.path)
         lines.append(f"    refused  {refusal.path!s:26} {refusal.reason}: {why}")
     if report.ran is None:

@@ -5,21 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from wai_dispatch.cli.options import add_offer
-from wai_dispatch.dispatch import REFERENCE_OFFER, REGISTRY, Pin, admit, demand, parse_offer
-
-
-def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("explain", help="the tier a decode needs and which offered paths §3 admits")
-    p.add_argument("--capability", default="wai.neural.bmshj2018", choices=sorted(REGISTRY))
-    p.add_argument("--intent", default=None, help="the envelope's intent (e.g. replicate)")
-    p.add_argument("--pin-tier", default=None, help="the tier token of the pin over the set")
-    add_offer(p, help="paths in order (default: the reference offer)", setting=False)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
+from wai_dispatch.dispatch import (
+    REFERENCE_OFFER,
+    REGISTRY,
+    Pin,
+    UnknownCapability,
+    admit,
+    demand,
+    parse_offer,
+)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.capability not in REGISTRY:
+        known = ", ".join(sorted(REGISTRY))
+        raise UnknownCapability(f"--capability {args.capability[:80]!r}: known are {known}")
     cap = REGISTRY[args.capability]
     offer = parse_offer(args.offer) if args.offer else REFERENCE_OFFER
     pins = [Pin(cap.name, "", args.pin_tier)] if args.pin_tier is not None else []

@@ -1,32 +1,33 @@
-"""``wai-dispatch``: one sub-command per module in ``cli/``; each module has ``add(sub)``.
+"""``wai-dispatch``: one sub-command per entry of :data:`COMMANDS`; each command's parser is
+declared in ``cli/parsers/<module>.py`` (``add(sub)``, the standard library only) and names the
+function that runs it (``module:function`` of ``wai_dispatch.cli``), imported only when the
+command runs. ``--help`` and ``COMMAND --help`` load no decoder, no settings, no runtime.
 
 Every typed error (:class:`dispatch.WaiError`) ends the command with its code and a one-line
-message on stderr and exit status 2; nothing prints a traceback for a user's mistake.
+message on stderr; the exit statuses are :mod:`cli.flags`' (docs/cli.md#exit-statuses).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
-import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from wai_dispatch.cli.options import settings
-from wai_dispatch.dispatch.codes import ErrorCode
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.cli.flags import EXIT_OK, EXIT_TABLE, Parser
 
-# Each command, in the order `--help` lists them: the module that defines it (with ``add(sub)``)
-# and its one-line help. A command's module is imported only when that command runs, so
-# `--help` and every command load only what they use; tests/project/test_architecture.py holds this
-# table equal to what the modules declare.
+__all__ = ["COMMANDS", "Parser", "build_parser", "main"]
+
+# Each command, in the order `--help` lists them: the parser module that declares it (with
+# ``add(sub)``, in cli/parsers/) and its one-line help. Only the named command's parser module
+# is imported; tests/project/test_architecture.py holds this table equal to what they declare.
 COMMANDS: dict[str, tuple[str, str]] = {
     "decode": ("decode", "decode an envelope (JSON or CBOR) to a PNG"),
     "demo": ("decode", "decode the bundled sample envelopes with the bundled sets"),
+    "report": ("decode", "post a run report (wai-run-report/1) to the service; print its verdict"),
     "verify": ("verify", "§6.4 agreement of every path here on each set's payload"),
-    "paths": ("paths", "each offered path: present, or absent and why"),
+    "paths": ("paths", "every path this build knows: offered or not, present or absent and why"),
     "plan": ("paths", "a path's placement for a set, without decoding (§5)"),
     "sets": ("sets", "the parameter sets in the local store"),
     "serve": ("serve", "run the HTTP decoder service"),
@@ -38,29 +39,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-set": ("tools", "write a parameter set (needs the tools extra)"),
     "explain": ("explain", "the tier a decode needs and which offered paths §3 admits"),
     "policy": ("policy", "the model policy fleet run reports are held to"),
+    "config": ("ops", "the effective settings and where each came from"),
+    "doctor": ("ops", "check this machine: data dir, store, sets, paths, browser and GPU"),
+    "completion": ("ops", "print a shell completion script (bash or zsh)"),
 }
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse whose own errors keep the one-line promise: ``wai-dispatch: error:
-    invalid_argument: …``, one line that names where the usage is (``--help``); exit 2.
-    Sub-command parsers are made of this class too (``add_subparsers`` uses the parent's
-    class)."""
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked."""
 
-    def error(self, message: str) -> NoReturn:
-        line = " ".join(message.split())
-        hint = f"{self.prog} --help"
-        self.exit(2, f"wai-dispatch: error: invalid_argument: {line} (usage: {hint})\n")
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from wai_dispatch.cli.run import version  # importlib.metadata: ~60 ms, only here
+
+        print(f"wai-dispatch {version()}")  # on stdout, as `--help` is
+        parser.exit(EXIT_OK)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; for ``argv``, with only the module of the command it names (the others are
-    listed by name and help). Without ``argv``: every command's module, the whole parser."""
+    """The parser; for ``argv``, with only the parser module of the command it names (the
+    others are listed by name and help). Without ``argv``: every command, the whole parser."""
     parser = Parser(
         prog="wai-dispatch",
         description="Decode learned-codec envelopes on the unit the WAI Neural Dispatch rules "
         "choose, and report the choice (wai-neural-dispatch/1).",
+        epilog=f"{EXIT_TABLE}\n\n'-' names standard input or output wherever a file is read or "
+        "written.\nexample:\n  wai-dispatch decode envelope.json -o picture.png\n"
+        "  wai-dispatch COMMAND --help",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     if argv is None:
         wanted = {module for module, _ in COMMANDS.values()}
@@ -72,45 +81,30 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if module in loaded:
             continue
         if module in wanted:
-            importlib.import_module(f"wai_dispatch.cli.{module}").add(sub)
+            importlib.import_module(f"wai_dispatch.cli.parsers.{module}").add(sub)
             loaded.add(module)
         else:
             sub.add_parser(command, help=help)
     return parser
 
 
+def runner(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
+    """The function that runs the parsed command (its parser's ``run``, ``module:function``)."""
+    module, function = str(args.run).split(":")
+    found: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f"wai_dispatch.cli.{module}"), function
+    )
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    try:
-        settings(args)  # read and validated once, before the command says anything
-        status: int = args.func(args)
-    except WaiError as exc:
-        return _report(exc, args)
-    except BrokenPipeError:  # `wai-dispatch … | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except OSError as exc:
-        # The last net: the system refused something no typed error above names (a full
-        # disk under the data directory, say). One line, never a traceback.
-        where = f": {exc.filename}" if exc.filename else ""
-        error = WaiError(f"{exc.strerror or exc}{where}", code=ErrorCode.IO_FAILED)
-        return _report(error, args)
-    except KeyboardInterrupt:
-        return 130
-    return status
+    args = build_parser(argv).parse_args(argv)
+    # the error tree, the settings and the command's module: after parsing, so that --help
+    # and a usage error load none of them
+    from wai_dispatch.cli.run import execute
 
-
-def _report(exc: WaiError, args: argparse.Namespace) -> int:
-    if getattr(args, "json", False):
-        print(json.dumps({"error": exc.to_json()}), file=sys.stderr)
-        return 2
-    # The one-line promise, whatever the text: one line per problem (every bad setting).
-    for problem in getattr(exc, "problems", None) or [exc.message]:
-        message = " ".join(str(problem).split())
-        print(f"wai-dispatch: error: {exc.code}: {message}", file=sys.stderr)
-    return 2
+    return execute(args, runner(args))
 
 
 if __name__ == "__main__":

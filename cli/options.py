@@ -1,48 +1,25 @@
-"""Options several sub-commands share, declared once, and the command's settings (its flags over
-the environment, :func:`settings`). Light on purpose: ``cli/main.py`` imports it before any
-command's module (the decoder comes from :mod:`cli.context`)."""
+"""The command's settings (its flags over the environment, :func:`settings`), and the shared
+options of :mod:`cli.flags` under their old names. Loads the settings module (pydantic):
+``cli/main.py`` imports it only once a command runs, never for ``--help``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from wai_dispatch.cli.flags import OFFER_HELP, add_data_dir, add_offer, setting_flags
 from wai_dispatch.service.decoding.settings import Settings, load
 
-OFFER_HELP = "paths in order (default: WAI_OFFER or the reference offer)"
-
-
-def setting_flags(parser: argparse.ArgumentParser, *names: str) -> None:
-    """Mark ``names`` (the parser's destinations) as flags that override the settings of the
-    same name (``--data-dir`` over ``WAI_DATA_DIR``): :func:`settings` hands them to
-    :func:`service.decoding.settings.load`."""
-    marked = tuple(parser.get_default("setting_flags") or ())
-    parser.set_defaults(setting_flags=(*marked, *names))
-
-
-def add_offer(
-    parser: argparse.ArgumentParser, help: str = OFFER_HELP, *, setting: bool = True
-) -> None:
-    """``--offer unit/backend/arithmetic …``: the paths to try, in order (§4); ``setting``:
-    it overrides the ``offer`` setting (``WAI_OFFER``)."""
-    parser.add_argument("--offer", nargs="+", metavar="UNIT/BACKEND/ARITH", help=help)
-    if setting:
-        setting_flags(parser, "offer")
-
-
-def add_data_dir(parser: argparse.ArgumentParser) -> None:
-    """``--data-dir DIR``: where the set store lives. Kept as text, so that an empty value is
-    refused (``settings_invalid``) rather than read as the working directory."""
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="where the set store lives (default: WAI_DATA_DIR or XDG's)",
-    )
-    setting_flags(parser, "data_dir")
+__all__ = ["OFFER_HELP", "add_data_dir", "add_offer", "setting_flags", "settings"]
 
 
 def _warn(line: str) -> None:
     print(f"wai-dispatch: warning: {line}", file=sys.stderr)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The setting flags the command was given (``None``: not given)."""
+    return {name: getattr(args, name, None) for name in getattr(args, "setting_flags", ())}
 
 
 def settings(args: argparse.Namespace) -> Settings:
@@ -52,7 +29,6 @@ def settings(args: argparse.Namespace) -> Settings:
     on stderr; bad values raise :class:`service.decoding.settings.SettingsInvalid`."""
     chosen: Settings | None = getattr(args, "settings", None)
     if chosen is None:
-        flags = {name: getattr(args, name, None) for name in getattr(args, "setting_flags", ())}
-        chosen = load(warn=_warn, **flags)
+        chosen = load(warn=_warn, **overrides(args))
         args.settings = chosen
     return chosen

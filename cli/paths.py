@@ -1,6 +1,6 @@
-"""``wai-dispatch paths`` (which offered paths this machine has, and why not) and
-``wai-dispatch plan`` (a path's placement for a set, without decoding: §4's device questions
-and the backend's plan, §5)."""
+"""``wai-dispatch paths`` (every path this build knows, offered or not: present, or absent and
+why, and its device) and ``wai-dispatch plan`` (a path's placement for a set, without decoding:
+§4's device questions and the backend's plan, §5; by default the first present path)."""
 
 from __future__ import annotations
 
@@ -8,62 +8,48 @@ import argparse
 import json
 
 from wai_dispatch.cli.context import decoder
-from wai_dispatch.cli.options import add_data_dir, add_offer
+from wai_dispatch.cli.flags import EXIT_NO
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch import NPU_MODEL_RUNTIME
 from wai_dispatch.dispatch.codes import ErrorCode
-
-
-def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("paths", help="each offered path: present, or absent and why")
-    add_offer(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run_paths)
-
-    q = sub.add_parser("plan", help="a path's placement for a set, without decoding (§5)")
-    which = q.add_mutually_exclusive_group()
-    which.add_argument(
-        "--set",
-        metavar="DIGEST",
-        help="a set in the store, by digest or a prefix of one (default: the store's "
-        "default set for --capability)",
-    )
-    which.add_argument("--set-dir", metavar="DIR", help="a set directory")
-    q.add_argument(
-        "--path",
-        default=str(NPU_MODEL_RUNTIME),
-        metavar="UNIT/BACKEND/ARITH",
-        help=f"the path to ask (default {NPU_MODEL_RUNTIME})",
-    )
-    q.add_argument(
-        "--capability",
-        default="wai.neural.bmshj2018",
-        help="the capability whose default set --set falls back to",
-    )
-    q.add_argument(
-        "--latent-shape",
-        metavar="N,C,H,W",
-        help="the latent to ask about (default: the program's fixed input, else the set's facts)",
-    )
-    add_data_dir(q)
-    q.add_argument("--json", action="store_true")
-    q.set_defaults(func=run_plan)
-
+from wai_dispatch.paths.registry import BUILDERS, PathStatus
 
 # --- paths ------------------------------------------------------------------------------------
 
 
 def run_paths(args: argparse.Namespace) -> int:
+    """Every path this build knows: the offer's first, in its order, then the others (marked
+    not offered), each present or absent (and why), with the device it would run on."""
     ctx = decoder(args, bundled=False, ready=False)  # no set is opened: no store touched
-    rows = ctx.paths()
+    offer = list(ctx.offer)
+    others = sorted((p for p in BUILDERS if p not in offer), key=str)
+    rows = ctx.paths([*offer, *others])
+    listed = [
+        {**row.to_json(), "offered": row.path in offer, "device": _device(row)} for row in rows
+    ]
     if args.json:
-        offer = [str(r.path) for r in rows]
-        print(json.dumps({"offer": offer, "paths": [r.to_json() for r in rows]}))
+        print(json.dumps({"offer": [str(p) for p in offer], "paths": listed}))
         return 0
-    for row in rows:
-        verdict = "present" if row.present else f"absent   {row.reason}"
-        print(f"{row.path!s:28} {verdict}")
+    for row, obj in zip(rows, listed, strict=True):
+        state = "present" if row.present else "absent"
+        offered = f"offered {offer.index(row.path) + 1}" if obj["offered"] else "not offered"
+        where = _device_text(obj["device"]) if row.present else str(row.reason)
+        print(f"{row.path!s:26} {state:8} {offered:11}  {where}")
     return 0
+
+
+def _device(row: PathStatus) -> dict[str, object] | None:
+    """Where a present path runs: its adapter's own account (the WebGPU adapter found), else
+    its unit; ``None`` for an absent path."""
+    if not row.present:
+        return None
+    found = row.to_json().get("device")
+    return dict(found) if isinstance(found, dict) else {"unit": str(row.path.unit)}
+
+
+def _device_text(device: object) -> str:
+    if not isinstance(device, dict):
+        return ""
+    return "device " + ", ".join(f"{k} {v}" for k, v in device.items())[:70]
 
 
 # --- plan -------------------------------------------------------------------------------------
@@ -71,8 +57,15 @@ def run_paths(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     ctx = decoder(args)
+    path = args.path
+    if path is None:  # the first path of the offer this machine has
+        present = [row.path for row in ctx.paths() if row.present]
+        if not present:
+            print("no path of the offer is present here (wai-dispatch paths says why)")
+            return EXIT_NO
+        path = present[0]
     answer = ctx.plan(
-        args.path,
+        path,
         set_digest=args.set,
         set_dir=args.set_dir,
         capability=args.capability,

@@ -12,43 +12,17 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.cli.options import setting_flags, settings
+from wai_dispatch.cli.flags import EXIT_NO, is_stdio
+from wai_dispatch.cli.options import settings
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.governance import judge, load_policy, loads_run_report
 
-EXIT_REFUSED = 1
-
-
-def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print JSON")
-    common.add_argument(
-        "--data-dir", type=Path, help="the data directory, whose report store keeps the policy"
-    )
-    setting_flags(common, "data_dir")
-    p = sub.add_parser("policy", help="the model policy fleet run reports are held to")
-    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
-
-    v = verbs.add_parser("show", parents=[common], help="the policy in force, or its history")
-    v.add_argument("--version", type=int, metavar="N", help="show version N instead")
-    v.add_argument("--history", action="store_true", help="list every version: who and when")
-    v.set_defaults(func=run_show)
-
-    v = verbs.add_parser("set", parents=[common], help="validate a policy and keep it in force")
-    v.add_argument("file", type=Path, help="a wai-model-policy/1 file (YAML or JSON)")
-    v.add_argument("--by", help="who sets it (default: the login name)")
-    v.set_defaults(func=run_set)
-
-    v = verbs.add_parser(
-        "check", parents=[common], help="judge a run report offline (exit 0 accepted, 1 refused)"
-    )
-    v.add_argument("run_report", type=Path, metavar="RUNREPORT", help="a wai-run-report/1 file")
-    v.add_argument("--policy", type=Path, metavar="FILE", help="this policy, not the one in force")
-    v.set_defaults(func=run_check)
+EXIT_REFUSED = EXIT_NO
 
 
 def _history(args: argparse.Namespace) -> Any:
@@ -63,6 +37,8 @@ def _history(args: argparse.Namespace) -> Any:
 
 
 def _read(path: Path) -> bytes:
+    if is_stdio(path):  # `-`: standard input
+        return sys.stdin.buffer.read()
     try:
         return path.read_bytes()
     except OSError as exc:

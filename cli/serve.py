@@ -10,10 +10,9 @@ import math
 import os
 import shlex
 import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wai_dispatch.cli.options import setting_flags, settings
+from wai_dispatch.cli.options import settings
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.settings import hand_over
 from wai_dispatch.service.store import tokens
@@ -22,32 +21,6 @@ from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, ensure_admin
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.settings import Settings
-
-
-def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("serve", help="run the HTTP decoder service")
-    p.add_argument("--host", help="address to listen on (WAI_HOST, default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (WAI_PORT, default 8080)")
-    p.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
-    p.add_argument("--data-dir", type=Path, help="sets, report store, spool (WAI_DATA_DIR)")
-    setting_flags(p, "host", "port", "data_dir")
-    p.set_defaults(func=run_serve)
-
-    t = sub.add_parser("tokens", help="bearer tokens of the service (sink, operator, admin)")
-    verbs = t.add_subparsers(dest="verb", metavar="VERB", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", type=Path, help="the data directory (WAI_DATA_DIR)")
-    setting_flags(common, "data_dir")
-    common.add_argument("--json", action="store_true", help="print JSON")
-    v = verbs.add_parser("create", parents=[common], help="create a token; prints it once")
-    v.add_argument("name", help="who holds it (a sink's name files its reports)")
-    v.add_argument("--role", default="sink", choices=("sink", "operator", "admin"))
-    v.set_defaults(func=run_create)
-    v = verbs.add_parser("list", parents=[common], help="tokens (never their secrets)")
-    v.set_defaults(func=run_list)
-    v = verbs.add_parser("revoke", parents=[common], help="revoke a name's tokens (or an id)")
-    v.add_argument("name")
-    v.set_defaults(func=run_revoke)
 
 
 def _store(args: argparse.Namespace) -> Any:

@@ -6,44 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from wai_dispatch.cli.context import decoder
-from wai_dispatch.cli.options import add_data_dir
 from wai_dispatch.codec.sets import SetError
-
-
-def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print JSON")
-    add_data_dir(common)
-    p = sub.add_parser("sets", help="the parameter sets in the local store")
-    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
-
-    v = verbs.add_parser(
-        "list", parents=[common], help="installed sets (bundled sets installed first)"
-    )
-    v.set_defaults(func=run_list)
-
-    v = verbs.add_parser("install", parents=[common], help="install a set folder or archive")
-    v.add_argument("source", type=Path, help="a set folder, or a .tar, .tar.gz or .zip of one")
-    v.set_defaults(func=run_install)
-
-    v = verbs.add_parser("verify", parents=[common], help="re-hash every file of a set")
-    v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
-    v.set_defaults(func=run_verify)
-
-    v = verbs.add_parser("remove", parents=[common], help="remove a set from the store")
-    v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
-    v.set_defaults(func=run_remove)
-
-    v = verbs.add_parser(
-        "default", parents=[common], help="the set a capability decodes with when unnamed"
-    )
-    v.add_argument("capability")
-    v.add_argument("digest", nargs="?", help="make this set the default (omit to show it)")
-    v.set_defaults(func=run_default)
 
 
 def _store(args: argparse.Namespace) -> Any:

@@ -1,28 +1,26 @@
 """``wai-dispatch verify``: §6.4 agreement on every installed set that carries a payload
-(:meth:`service.decoding.decoder.Decoder.verify`, service/decoding/verify.py), printed."""
+(:func:`service.decoding.verify.verify_store`), printed; a progress bar on a terminal."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from wai_dispatch.cli import progress
 from wai_dispatch.cli.context import decoder
-from wai_dispatch.cli.options import add_data_dir
-from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB, psnr_rgb8
+from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB, psnr_rgb8, verify_store
 
-__all__ = ["PSNR_BOUND_DB", "add", "psnr_rgb8", "run"]
-
-
-def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("verify", help="§6.4 agreement of every path here on each set's payload")
-    add_data_dir(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
+__all__ = ["PSNR_BOUND_DB", "psnr_rgb8", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
     ctx = decoder(args)
-    result = ctx.verify()
+    with progress.bar("verify") as shown:  # on a terminal only
+
+        def on_set(done: int, total: int, name: str) -> None:
+            shown.update(done, total, name)
+
+        result = verify_store(ctx, on_set=on_set)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0 if result.ok else 1

@@ -290,10 +290,19 @@ class ErrorCode(enum.StrEnum):
     REMOTE_ERROR = (
         "remote_error",
         422,
-        "the service refused a decode --url without a more specific code",
+        "the service refused a decode --url or report --url without a more specific code (exit 4)",
     )
-    REMOTE_UNREACHABLE = "remote_unreachable", 422, "decode --url could not reach the service"
-    REMOTE_INVALID = "remote_invalid", 422, "the service answered decode --url without JSON"
+    REMOTE_UNREACHABLE = (
+        "remote_unreachable",
+        422,
+        "decode --url or report --url could not reach the service, or it stayed busy after "
+        "the retries (exit 3)",
+    )
+    REMOTE_INVALID = (
+        "remote_invalid",
+        422,
+        "the service answered decode --url or report --url without JSON (exit 3)",
+    )
     SET_PAYLOAD_INFO_INVALID = (
         "set_payload_info_invalid",
         422,

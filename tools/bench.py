@@ -16,6 +16,7 @@ BENCHES = {
     "dashboard": "wai_dispatch.tools.bench_dashboard",
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
     "warm": "wai_dispatch.tools.bench_warm",  # first decode after ready vs a warm one
+    "cli": "wai_dispatch.tools.bench_cli",  # `--help` of every command vs `python -c pass`
 }
 
 

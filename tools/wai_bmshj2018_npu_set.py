@@ -43,6 +43,8 @@ from wai_dispatch.tools.bmshj2018_model import (
     plain_synthesis,
 )
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis
+from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
+from wai_dispatch.tools.set_writer_options import bmshj2018_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
 
 __all__ = [
@@ -63,8 +65,6 @@ __all__ = [
 ]
 
 CAPABILITY = "wai.neural.bmshj2018"
-DEFAULT_SEED = 20261109
-DEMO_QUALITY = 3
 SET_VERSION = "1"
 UPSAMPLING = 16
 PICTURE_SIZE = 256  # the payload's picture, and the Core ML program's fixed input (its latent)
@@ -522,37 +522,6 @@ def write_set(
         raise
     say(f"set {name}: {manifest_doc.digest} in {out}")
     return out
-
-
-def build_parser(
-    prog: str = "python -m wai_dispatch.tools.wai_bmshj2018_npu_set",
-    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
-) -> argparse.ArgumentParser:
-    """The writer's options; ``wai-dispatch make-set bmshj2018`` parses them with its own
-    parser class (argument errors as one typed line)."""
-    parser = parser_class(
-        prog=prog,
-        description="Write a wai.neural.bmshj2018 parameter set (spec §6.1).",
-    )
-    parser.add_argument("--out", required=True, type=Path, help="the set's directory")
-    parser.add_argument("--quality", type=int, default=DEMO_QUALITY)
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="draws the payload picture")
-    weights = parser.add_mutually_exclusive_group()
-    weights.add_argument("--checkpoint", type=Path, help="a CompressAI state dict (fp16 or fp32)")
-    weights.add_argument(
-        "--pretrained", action="store_true", help="CompressAI's zoo weights (needs the network)"
-    )
-    parser.add_argument("--licence", help="the weights' SPDX licence, for wai-usage.json")
-    parser.add_argument("--name", help="the set's name (default bmshj2018[-demo]-q<quality>)")
-    parser.add_argument("--force", action="store_true", help="replace an existing set")
-    parser.add_argument(
-        "--update-quantiles",
-        action="store_true",
-        help="re-estimate the entropy bottleneck's quantiles before cutting the tables "
-        "(CompressAI's update(force=True, update_quantiles=True)); for a checkpoint saved "
-        "before update() whose bitstreams were coded after that call (docs/bmshj2018-set.md)",
-    )
-    return parser
 
 
 def run(args: argparse.Namespace) -> Path:

@@ -22,13 +22,13 @@ import numpy as np
 
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import Manifest, write_manifest
-from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools import int_synth_ptq
 from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
+from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
 from wai_dispatch.tools.wai_bmshj2018_npu_set import weights_blob
 
@@ -230,32 +230,6 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
 
     store = Decoder.open(data_dir=data_dir).store  # the bundled sets installed, as every command
     return store.get(store.resolve(text)).path
-
-
-def build_parser(
-    prog: str = "python -m wai_dispatch.tools.wai_int_synth_set",
-    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
-) -> argparse.ArgumentParser:
-    """The writer's options; ``wai-dispatch make-set int-synth`` parses them with its own
-    parser class (argument errors as one typed line)."""
-
-    parser = parser_class(
-        prog=prog,
-        description="Derive a wai.neural.int_synth set (wai-ops/1) from a float bmshj2018 set.",
-    )
-    parser.add_argument("--out", required=True, type=Path, help="the set's directory")
-    parser.add_argument(
-        "--from",
-        dest="from_set",
-        default=str(sets_dir() / "bmshj2018-demo-q3"),
-        help="a float bmshj2018 set: its folder, or its digest (or a prefix) in the store "
-        "(default: the bundled demo set)",
-    )
-    parser.add_argument("--data-dir", type=Path, help="where the set store lives (WAI_DATA_DIR)")
-    parser.add_argument("--checkpoint", type=Path, help="its CompressAI checkpoint (default: demo)")
-    parser.add_argument("--name", help="the set's name")
-    parser.add_argument("--force", action="store_true", help="replace an existing set")
-    return parser
 
 
 def run(args: argparse.Namespace) -> Path:

@@ -327,6 +327,33 @@ def load(warn: Callable[[str], None] | None = None, **overrides: Any) -> Setting
     return settings
 
 
+def sources(**overrides: Any) -> dict[str, str]:
+    """Where each setting's value comes from, as :func:`load` reads them (``wai-dispatch
+    config``): ``flag`` (an override given), ``handover`` (a parent's, ``serve --workers``),
+    ``env`` (``WAI_<NAME>``), ``file`` (the ``WAI_CONFIG`` TOML file) or ``default``."""
+    given = {k for k, v in overrides.items() if v is not None}
+    environ = {name.upper() for name in os.environ}
+    in_file: set[str] = set()
+    path = os.environ.get(CONFIG_ENV)
+    if path:
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            in_file = set(tomllib.loads(Path(path).read_text()))
+    handed = bool(os.environ.get(HANDOVER_ENV))
+    out: dict[str, str] = {}
+    for field in Settings.model_fields:
+        if field in given:
+            out[field] = "flag"
+        elif handed:
+            out[field] = "handover"
+        elif env_name(field) in environ:
+            out[field] = "env"
+        elif field in in_file:
+            out[field] = "file"
+        else:
+            out[field] = "default"
+    return out
+
+
 @contextlib.contextmanager
 def handed_over(settings: Settings) -> Iterator[None]:
     """:func:`hand_over` for the length of a block (a service started in a thread of this

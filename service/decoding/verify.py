@@ -16,6 +16,7 @@ are checked all the same.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,12 +50,19 @@ def psnr_rgb8(a: np.ndarray, b: np.ndarray) -> float:
     return math.inf if mse == 0.0 else 10.0 * math.log10(255.0**2 / mse)
 
 
-def verify_store(decoder: Decoder) -> VerifyResult:
+def verify_store(
+    decoder: Decoder, on_set: Callable[[int, int, str], None] | None = None
+) -> VerifyResult:
+    """Every installed set checked; ``on_set(done, total, name)`` is told before each set
+    (the CLI's progress)."""
     store = decoder.store
     results: list[SetCheck] = []
     for digest, problem in sorted(store.damaged().items()):
         results.append(SetCheck(digest, "?", damaged=[problem.to_json()]))
-    for installed in store.list():
+    installed_sets = store.list()
+    for done, installed in enumerate(installed_sets):
+        if on_set is not None:
+            on_set(done, len(installed_sets), installed.name)
         results.append(verify_set(decoder, installed.digest, installed.name))
     return VerifyResult(results)
 

@@ -1,0 +1,99 @@
+"""What every command's parser shares, light on purpose (the standard library only): the parser
+class that keeps the one-line promise, the options several commands declare once, and the
+exit statuses (docs/cli.md#exit-statuses). ``wai-dispatch --help`` and every ``COMMAND --help``
+load this module and the command's parser module, nothing of the decoder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, NoReturn, TypeAlias
+
+#: The exit statuses of every command (docs/cli.md lists them; ``--help`` prints them).
+EXIT_OK = 0
+EXIT_NO = 1  # a negative answer: no path, verify fails, a policy refuses, doctor finds a fault
+EXIT_USAGE = 2  # the command line, its settings or its input do not hold (one typed line)
+EXIT_UNREACHABLE = 3  # --url: no answer (connection, timeout, 5xx or 429 after the retries)
+EXIT_REFUSED = 4  # --url: the service refused the call (401, 403, 4xx): its code, its words
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+EXIT_TABLE = f"""exit status:
+  {EXIT_OK}    ok
+  {EXIT_NO}    a negative answer: no path, verify fails, a policy refuses, doctor finds a fault
+  {EXIT_USAGE}    usage: a bad flag, setting or input (one line: wai-dispatch: error: CODE: …)
+  {EXIT_UNREACHABLE}    --url: no answer (connection, timeout, 5xx or 429 after the retries)
+  {EXIT_REFUSED}    --url: the service refused the call (token, role, 4xx), in its words
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+
+OFFER_HELP = "paths in order (default: WAI_OFFER or the reference offer)"
+#: ``-`` for a file argument: standard input (read) or standard output (write).
+STDIO = "-"
+
+
+def is_stdio(path: Path | str | None) -> bool:
+    """Whether ``path`` is the ``-`` that names standard input or output."""
+    return path is not None and str(path) == STDIO
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose own errors keep the one-line promise: ``wai-dispatch: error:
+    invalid_argument: …``, one line that names where the usage is (``--help``); exit 2.
+    Sub-command parsers are made of this class too (``add_subparsers`` uses the parent's
+    class). Help keeps the epilog's lines (each command's example) as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        line = " ".join(message.split())
+        hint = f"{self.prog} --help"
+        self.exit(EXIT_USAGE, f"wai-dispatch: error: invalid_argument: {line} (usage: {hint})\n")
+
+
+Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def command(sub: Sub, name: str, help: str, example: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A sub-command's parser: its one-line help, and an epilog with its example(s)."""
+    lines = "\n".join(f"  {line}" for line in example.strip().splitlines())
+    return sub.add_parser(name, help=help, description=help, epilog=f"example:\n{lines}", **kwargs)
+
+
+def runs(parser: argparse.ArgumentParser, target: str) -> None:
+    """The function that runs the command, as ``module:function`` of ``wai_dispatch.cli``:
+    imported only when the command runs (``cli/main.py``)."""
+    parser.set_defaults(run=target)
+
+
+def setting_flags(parser: argparse.ArgumentParser, *names: str) -> None:
+    """Mark ``names`` (the parser's destinations) as flags that override the settings of the
+    same name (``--data-dir`` over ``WAI_DATA_DIR``): :func:`cli.options.settings` hands them
+    to :func:`service.decoding.settings.load`."""
+    marked = tuple(parser.get_default("setting_flags") or ())
+    parser.set_defaults(setting_flags=(*marked, *names))
+
+
+def add_offer(
+    parser: argparse.ArgumentParser, help: str = OFFER_HELP, *, setting: bool = True
+) -> None:
+    """``--offer unit/backend/arithmetic …``: the paths to try, in order (§4); ``setting``:
+    it overrides the ``offer`` setting (``WAI_OFFER``)."""
+    parser.add_argument("--offer", nargs="+", metavar="UNIT/BACKEND/ARITH", help=help)
+    if setting:
+        setting_flags(parser, "offer")
+
+
+def add_data_dir(parser: argparse.ArgumentParser) -> None:
+    """``--data-dir DIR``: where the set store lives. Kept as text, so that an empty value is
+    refused (``settings_invalid``) rather than read as the working directory."""
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="where the set store lives (default: WAI_DATA_DIR or XDG's)",
+    )
+    setting_flags(parser, "data_dir")
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")

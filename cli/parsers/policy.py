@@ -1,0 +1,64 @@
+"""The parsers of ``policy show|set|check`` (run by :mod:`cli.policy`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from wai_dispatch.cli.flags import STDIO, Sub, add_json, command, runs, setting_flags
+
+
+def add(sub: Sub) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    add_json(common)
+    common.add_argument(
+        "--data-dir", type=Path, help="the data directory, whose report store keeps the policy"
+    )
+    setting_flags(common, "data_dir")
+    p = command(
+        sub,
+        "policy",
+        "the model policy fleet run reports are held to",
+        "wai-dispatch policy set policy.yaml\nwai-dispatch policy check run-report.json",
+    )
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    v = command(
+        verbs,
+        "show",
+        "the policy in force, or its history",
+        "wai-dispatch policy show --history",
+        parents=[common],
+    )
+    v.add_argument("--version", type=int, metavar="N", help="show version N instead")
+    v.add_argument("--history", action="store_true", help="list every version: who and when")
+    runs(v, "policy:run_show")
+
+    v = command(
+        verbs,
+        "set",
+        "validate a policy and keep it in force",
+        f"wai-dispatch policy set policy.yaml\ncat policy.yaml | wai-dispatch policy set {STDIO}",
+        parents=[common],
+    )
+    v.add_argument(
+        "file", type=Path, help=f"a wai-model-policy/1 file (YAML or JSON; {STDIO}: stdin)"
+    )
+    v.add_argument("--by", help="who sets it (default: the login name)")
+    runs(v, "policy:run_set")
+
+    v = command(
+        verbs,
+        "check",
+        "judge a run report offline (exit 0 accepted, 1 refused)",
+        "wai-dispatch policy check run-report.json --policy policy.yaml",
+        parents=[common],
+    )
+    v.add_argument(
+        "run_report",
+        type=Path,
+        metavar="RUNREPORT",
+        help=f"a wai-run-report/1 file ({STDIO}: stdin)",
+    )
+    v.add_argument("--policy", type=Path, metavar="FILE", help="this policy, not the one in force")
+    runs(v, "policy:run_check")

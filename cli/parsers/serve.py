@@ -1,0 +1,60 @@
+"""The parsers of ``serve`` and ``tokens create|list|revoke`` (run by :mod:`cli.serve`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from wai_dispatch.cli.flags import Sub, add_json, command, runs, setting_flags
+
+
+def add(sub: Sub) -> None:
+    p = command(
+        sub,
+        "serve",
+        "run the HTTP decoder service",
+        "wai-dispatch serve --host 0.0.0.0 --port 8080 --workers 4",
+    )
+    p.add_argument("--host", help="address to listen on (WAI_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (WAI_PORT, default 8080)")
+    p.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
+    p.add_argument("--data-dir", type=Path, help="sets, report store, spool (WAI_DATA_DIR)")
+    setting_flags(p, "host", "port", "data_dir")
+    runs(p, "serve:run_serve")
+
+    t = command(
+        sub,
+        "tokens",
+        "bearer tokens of the service (sink, operator, admin)",
+        "wai-dispatch tokens create kiosk-01\nwai-dispatch tokens list",
+    )
+    verbs = t.add_subparsers(dest="verb", metavar="VERB", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", type=Path, help="the data directory (WAI_DATA_DIR)")
+    setting_flags(common, "data_dir")
+    add_json(common)
+    v = command(
+        verbs,
+        "create",
+        "create a token; prints it once",
+        "wai-dispatch tokens create kiosk-01 > kiosk-01.token\n"
+        "wai-dispatch tokens create ops --role operator",
+        parents=[common],
+    )
+    v.add_argument("name", help="who holds it (a sink's name files its reports)")
+    v.add_argument("--role", default="sink", choices=("sink", "operator", "admin"))
+    runs(v, "serve:run_create")
+    v = command(
+        verbs, "list", "tokens (never their secrets)", "wai-dispatch tokens list --json",
+        parents=[common],
+    )  # fmt: skip
+    runs(v, "serve:run_list")
+    v = command(
+        verbs,
+        "revoke",
+        "revoke a name's tokens (or an id)",
+        "wai-dispatch tokens revoke kiosk-01",
+        parents=[common],
+    )
+    v.add_argument("name")
+    runs(v, "serve:run_revoke")

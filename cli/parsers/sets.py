@@ -1,0 +1,70 @@
+"""The parsers of ``sets list|install|verify|remove|default`` (run by :mod:`cli.sets`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from wai_dispatch.cli.flags import Sub, add_data_dir, add_json, command, runs
+
+
+def add(sub: Sub) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    add_json(common)
+    add_data_dir(common)
+    p = command(
+        sub,
+        "sets",
+        "the parameter sets in the local store",
+        "wai-dispatch sets list\nwai-dispatch sets install bmshj2018-q3.tar.gz\n"
+        "wai-dispatch sets verify 3f9a",
+    )
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    v = command(
+        verbs,
+        "list",
+        "installed sets (bundled sets installed first)",
+        "wai-dispatch sets list --json",
+        parents=[common],
+    )
+    runs(v, "sets:run_list")
+
+    v = command(
+        verbs,
+        "install",
+        "install a set folder or archive",
+        "wai-dispatch sets install ./bmshj2018-q3/",
+        parents=[common],
+    )
+    v.add_argument("source", type=Path, help="a set folder, or a .tar, .tar.gz or .zip of one")
+    runs(v, "sets:run_install")
+
+    v = command(
+        verbs,
+        "verify",
+        "re-hash every file of a set",
+        "wai-dispatch sets verify 3f9a",
+        parents=[common],
+    )
+    v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
+    runs(v, "sets:run_verify")
+
+    v = command(
+        verbs, "remove", "remove a set from the store", "wai-dispatch sets remove 3f9a",
+        parents=[common],
+    )  # fmt: skip
+    v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
+    runs(v, "sets:run_remove")
+
+    v = command(
+        verbs,
+        "default",
+        "the set a capability decodes with when unnamed",
+        "wai-dispatch sets default wai.neural.bmshj2018\n"
+        "wai-dispatch sets default wai.neural.bmshj2018 3f9a",
+        parents=[common],
+    )
+    v.add_argument("capability")
+    v.add_argument("digest", nargs="?", help="make this set the default (omit to show it)")
+    runs(v, "sets:run_default")

@@ -1,0 +1,74 @@
+"""The set writers' options, declared without torch: ``wai-dispatch make-set KIND --help``
+(and a usage error) answers from here before the writer (``wai_bmshj2018_npu_set``,
+``wai_int_synth_set``, which import the tools extra) is loaded."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from wai_dispatch.conformance import sets_dir
+
+DEFAULT_SEED = 20261109
+DEMO_QUALITY = 3
+
+
+def bmshj2018_parser(
+    prog: str = "python -m wai_dispatch.tools.wai_bmshj2018_npu_set",
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    """The bmshj2018 writer's options; ``wai-dispatch make-set bmshj2018`` parses them with its
+    own parser class (argument errors as one typed line)."""
+    parser = parser_class(
+        prog=prog,
+        description="Write a wai.neural.bmshj2018 parameter set (spec §6.1).",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="the set's directory")
+    parser.add_argument("--quality", type=int, default=DEMO_QUALITY)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="draws the payload picture")
+    weights = parser.add_mutually_exclusive_group()
+    weights.add_argument("--checkpoint", type=Path, help="a CompressAI state dict (fp16 or fp32)")
+    weights.add_argument(
+        "--pretrained", action="store_true", help="CompressAI's zoo weights (needs the network)"
+    )
+    parser.add_argument("--licence", help="the weights' SPDX licence, for wai-usage.json")
+    parser.add_argument("--name", help="the set's name (default bmshj2018[-demo]-q<quality>)")
+    parser.add_argument("--force", action="store_true", help="replace an existing set")
+    parser.add_argument(
+        "--update-quantiles",
+        action="store_true",
+        help="re-estimate the entropy bottleneck's quantiles before cutting the tables "
+        "(CompressAI's update(force=True, update_quantiles=True)); for a checkpoint saved "
+        "before update() whose bitstreams were coded after that call (docs/bmshj2018-set.md)",
+    )
+    return parser
+
+
+def int_synth_parser(
+    prog: str = "python -m wai_dispatch.tools.wai_int_synth_set",
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    """The int-synth writer's options; ``wai-dispatch make-set int-synth`` parses them with
+    its own parser class (argument errors as one typed line)."""
+
+    parser = parser_class(
+        prog=prog,
+        description="Derive a wai.neural.int_synth set (wai-ops/1) from a float bmshj2018 set.",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="the set's directory")
+    parser.add_argument(
+        "--from",
+        dest="from_set",
+        default=str(sets_dir() / "bmshj2018-demo-q3"),
+        help="a float bmshj2018 set: its folder, or its digest (or a prefix) in the store "
+        "(default: the bundled demo set)",
+    )
+    parser.add_argument("--data-dir", type=Path, help="where the set store lives (WAI_DATA_DIR)")
+    parser.add_argument("--checkpoint", type=Path, help="its CompressAI checkpoint (default: demo)")
+    parser.add_argument("--name", help="the set's name")
+    parser.add_argument("--force", action="store_true", help="replace an existing set")
+    return parser
+
+
+#: Each ``make-set`` kind's options.
+PARSERS = {"bmshj2018": bmshj2018_parser, "int-synth": int_synth_parser}
