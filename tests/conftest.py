@@ -124,7 +124,8 @@ def live_service(tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def browser() -> Callable[..., Any]:
-    """``browser(extra_args, init_script=None)``: a context manager giving a fresh page."""
+    """``browser(extra_args, init_script=None, token=None)``: a context manager giving a fresh
+    page (logged in to the page with ``token``: tests/pagekit.py)."""
     from pagekit import browser_page, require_browser
 
     require_browser()
