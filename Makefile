@@ -10,9 +10,12 @@ STAMP   := $(VENV)/.installed
 PIP_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e
 
 # `make fuzz`'s HTTP part: examples per hostile test (each sent with five roles' headers) and
-# per schemathesis operation and role; the CI suite runs 25 of each.
+# per schemathesis operation and role; the CI suite runs 25 of each. Stateful: scenarios per role
+# along the schema's links, of up to STATEFUL_STEPS steps (CI: 6 of up to 8).
 HOSTILE_EXAMPLES      ?= 10000
 SCHEMATHESIS_EXAMPLES ?= 500
+STATEFUL_SCENARIOS    ?= 300
+STATEFUL_STEPS        ?= 20
 
 .DEFAULT_GOAL := help
 .PHONY: help serve demo test lint typecheck unit bench fuzz tools clean
@@ -59,6 +62,7 @@ bench: $(STAMP) ## benchmarks, each printed beside its anchor
 fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
 	WAI_FUZZ_EXAMPLES=100000 $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests
 	WAI_FUZZ_EXAMPLES=$(HOSTILE_EXAMPLES) WAI_SCHEMATHESIS_EXAMPLES=$(SCHEMATHESIS_EXAMPLES) \
+	  WAI_SCHEMATHESIS_SCENARIOS=$(STATEFUL_SCENARIOS) WAI_SCHEMATHESIS_STEPS=$(STATEFUL_STEPS) \
 	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/service/http/test_hostile.py \
 	  tests/service/http/test_service_schemathesis.py
 

@@ -16,6 +16,9 @@ Fixtures (helpers in tests/_svc.py and tests/pagekit.py):
   ``WAI_REQUIRE_BROWSER=1`` as in CI); a factory of fresh pages.
 - ``wgpu_device``: a WebGPU adapter through wgpu (tests/paths/conftest.py; Mesa's lavapipe
   counts).
+- every httpx client made in the suite checks its error answers (tests/_leaks.py): a body with a
+  status >= 400 that names the repository, the temporary folder (every test's data directory),
+  ``site-packages``, the home directory or holds ``Traceback`` fails the test.
 - ``postgres``: the admin URL of PostgreSQL (the shared server on 127.0.0.1:5432 when it answers,
   else a private cluster started once with initdb/pg_ctl; skips where neither exists);
   ``postgres_url``: a fresh database on it, dropped afterwards.
@@ -55,6 +58,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in names:
                 item.add_marker(marker)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _error_answers_checked() -> Iterator[None]:
+    """Every httpx client of the session gets tests/_leaks.py's response hook."""
+    from _leaks import install
+
+    with install():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _no_leak_in_this_test() -> Iterator[None]:
+    """A leak the hook found fails the test even where the test's code swallowed the error."""
+    from _leaks import FOUND
+
+    FOUND.clear()
+    yield
+    assert not FOUND, "error answers name server paths:\n" + "\n".join(FOUND)
 
 
 @pytest.fixture(scope="session")
@@ -124,7 +146,8 @@ def live_service(tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def browser() -> Callable[..., Any]:
-    """``browser(extra_args, init_script=None)``: a context manager giving a fresh page."""
+    """``browser(extra_args, init_script=None, token=None)``: a context manager giving a fresh
+    page (logged in to the page with ``token``: tests/pagekit.py)."""
     from pagekit import browser_page, require_browser
 
     require_browser()

@@ -2,6 +2,10 @@
 driven by Playwright, and a loopback server for the page's site. tests/conftest.py's
 ``browser`` fixture hands out :func:`browser_page` after :func:`require_browser`.
 
+The page's data routes take a bearer token (docs/page.md): :func:`serve_service` creates a sink
+token in the service's store and yields it; :func:`browser_page` (``token=``) puts it in the
+page's sessionStorage, where the page keeps the token its login form takes (never in a URL).
+
 The browser is always ``/usr/bin/chromium`` (never a downloaded one), headless, with a fresh
 profile and no network beyond 127.0.0.1. Without it (or without Playwright) the browser tests
 skip, unless ``WAI_REQUIRE_BROWSER=1`` (set by ``.ci/run``), where they fail. Screenshots land
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import socket
@@ -36,6 +41,17 @@ BASE_ARGS = [
     "--no-first-run",
 ]
 WEBNN_ARGS = ["--enable-features=WebMachineLearningNeuralNetwork"]
+#: Where the page (service/web/page_files/js/auth.js) and the dashboard keep their token.
+TOKEN_KEY = "wai-dispatch.token"
+
+
+def login_script(token: str) -> str:
+    """An init script that logs a page of this suite's loopback service in with ``token``, as
+    the page's login form does (sessionStorage), before the page's own scripts run."""
+    return (
+        "if (location.protocol === 'http:') "
+        f"sessionStorage.setItem({json.dumps(TOKEN_KEY)}, {json.dumps(token)});"
+    )
 
 
 def require_browser() -> None:
@@ -68,18 +84,26 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any]]:
+def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any, str]]:
     """The real HTTP service (``wai-dispatch serve``'s app on uvicorn, SQLite store) on a
-    loopback port of this suite's range; yields the page's URL (``…/page/``) and the page's
-    data (:class:`service.web.page_data.PageData`) as the service made it."""
+    loopback port of this suite's range; yields the page's URL (``…/page/``), the page's
+    data (:class:`service.web.page_data.PageData`) as the service made it, and a sink token
+    (the page's data routes take one)."""
     import httpx
     import uvicorn
 
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store.db import ReportStore
 
     port = free_port()
-    app = create_app(load(data_dir=data_dir, port=port, **{"warm": False, **settings}))
+    chosen = load(data_dir=data_dir, port=port, **{"warm": False, **settings})
+    store = ReportStore(chosen.url)
+    store.migrate()
+    token = tokens.create(store, "page-tests", tokens.Role.sink)
+    store.dispose()
+    app = create_app(chosen)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -91,16 +115,20 @@ def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any]]:
         time.sleep(0.02)
     url = f"http://127.0.0.1:{port}/page/"
     try:
-        httpx.get(url + "samples.json", timeout=30)  # made on first use (None: the page is off)
-        yield url, getattr(app.state, "page_data", None)
+        auth = {"Authorization": f"Bearer {token}"}
+        httpx.get(url + "samples.json", headers=auth, timeout=30)  # made on first use
+        yield url, getattr(app.state, "page_data", None), token  # (None: the page is off)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
 
 
 @contextlib.contextmanager
-def browser_page(extra_args: list[str], init_script: str | None = None) -> Iterator[Any]:
-    """A fresh headless Chromium page; requests leaving 127.0.0.1 are aborted."""
+def browser_page(
+    extra_args: list[str], init_script: str | None = None, token: str | None = None
+) -> Iterator[Any]:
+    """A fresh headless Chromium page; requests leaving 127.0.0.1 are aborted. With ``token``
+    the page is logged in (:func:`login_script`)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -112,6 +140,8 @@ def browser_page(extra_args: list[str], init_script: str | None = None) -> Itera
             context.route(
                 lambda url: not url.startswith("http://127.0.0.1:"), lambda route: route.abort()
             )
+            if token is not None:
+                context.add_init_script(login_script(token))
             if init_script:
                 context.add_init_script(init_script)
             page = context.new_page()

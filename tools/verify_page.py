@@ -9,9 +9,11 @@ with ``$CHROME`` the browser's executable, e.g. on macOS
 ``/Applications/Google Chrome.app/Contents/MacOS/Google Chrome``, on Windows
 ``C:/Program Files/Google/Chrome/Application/chrome.exe``.
 
-It verifies against a running service's page (``--url http://host:port/page/``), or runs the
-HTTP service on a loopback port of its own (tools/_service.py; the page at /page/, the reference
-decodes on ``cpu/onnx-runtime/float``), starts the browser with WebNN enabled
+It verifies against a running service's page (``--url http://host:port/page/`` with
+``--token-file``: a file holding a bearer token of the sink role or above, ``-`` for standard
+input; the page's data routes take one), or runs the HTTP service on a loopback port of its own
+(tools/_service.py; the page at /page/, the reference decodes on ``cpu/onnx-runtime/float``,
+a sink token created in its store), starts the browser with WebNN enabled
 (``--enable-features=WebMachineLearningNeuralNetwork``) and a fresh profile, and needs
 Playwright (the test extra) but no downloaded browser.
 """
@@ -30,8 +32,13 @@ from typing import Any
 
 from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
 from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.tools._service import serve
 
+#: Where the page keeps its bearer token (service/web/page_files/js/auth.js): this tab's
+#: sessionStorage, as its login form does; the token never goes into a URL.
+TOKEN_KEY = "wai-dispatch.token"
 WEBNN_FEATURE = "--enable-features=WebMachineLearningNeuralNetwork"
 BROWSER_ARGS = [
     "--disable-background-networking",
@@ -45,12 +52,14 @@ def verify(
     browser: str,
     *,
     url: str,
+    token: str,
     headless: bool = True,
     extra_args: list[str] | None = None,
     init_script: str | None = None,
     timeout_s: float = 300.0,
 ) -> dict[str, Any]:
-    """Open ``<url>verify.html`` in ``browser`` and return the verifier's summary."""
+    """Open ``<url>verify.html`` in ``browser``, logged in with ``token``, and return the
+    verifier's summary."""
     from playwright.sync_api import sync_playwright  # lazy: the test extra
 
     with sync_playwright() as pw:
@@ -59,6 +68,9 @@ def verify(
         )
         try:
             context = instance.new_context()
+            context.add_init_script(
+                f"sessionStorage.setItem({json.dumps(TOKEN_KEY)}, {json.dumps(token)});"
+            )
             if init_script:
                 context.add_init_script(init_script)
             page = context.new_page()
@@ -73,9 +85,10 @@ def verify(
 
 
 @contextlib.contextmanager
-def serve_page(port: int = 0) -> Iterator[str]:
+def serve_page(port: int = 0) -> Iterator[tuple[str, str]]:
     """The HTTP service (tools/_service.py) on 127.0.0.1 with a fresh data directory and the
-    CPU offer; yields its page's URL (``…/page/``) and stops it when the block ends."""
+    CPU offer; yields its page's URL (``…/page/``) and a sink token made in its store, and stops
+    it when the block ends."""
     with tempfile.TemporaryDirectory() as tmp:
         settings = load(
             data_dir=Path(tmp) / "data",
@@ -84,8 +97,12 @@ def serve_page(port: int = 0) -> Iterator[str]:
             port=port or _free_port(),
             log_level="ERROR",
         )
+        store = ReportStore(settings.url)
+        store.migrate()
+        token = tokens.create(store, "verify-page", tokens.Role.sink)
+        store.dispose()
         with serve(settings) as base:
-            yield base + "/page/"
+            yield base + "/page/", token
 
 
 def _free_port() -> int:
@@ -95,11 +112,20 @@ def _free_port() -> int:
         return port
 
 
+def _read_token(where: str) -> str:
+    text = sys.stdin.read() if where == "-" else Path(where).read_text(encoding="utf-8")
+    return text.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.verify_page")
     parser.add_argument("--browser", required=True, help="the Chromium-family executable")
     parser.add_argument("--headed", action="store_true", help="show the browser window")
     parser.add_argument("--url", help="a running service's page (default: start one)")
+    parser.add_argument(
+        "--token-file",
+        help="with --url: a file holding a bearer token (sink role or above); '-': standard input",
+    )
     parser.add_argument("--port", type=int, default=0, help="its loopback port (default: any)")
     parser.add_argument("--json", action="store_true", help="print the whole summary as JSON")
     parser.add_argument(
@@ -110,10 +136,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     extra = ["--no-sandbox"] if args.no_sandbox else []
     if args.url:
-        summary = verify(args.browser, url=args.url, headless=not args.headed, extra_args=extra)
+        if not args.token_file:
+            parser.error("--url needs --token-file: the page's data routes take a bearer token")
+        token = _read_token(args.token_file)
+        summary = verify(
+            args.browser, url=args.url, token=token, headless=not args.headed, extra_args=extra
+        )
     else:
-        with serve_page(args.port) as url:
-            summary = verify(args.browser, url=url, headless=not args.headed, extra_args=extra)
+        with serve_page(args.port) as (url, token):
+            summary = verify(
+                args.browser, url=url, token=token, headless=not args.headed, extra_args=extra
+            )
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -124,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{row['verdict']:7}  {row['sample']}  ran {row.get('ran') or 'none'}{pic}")
             for why in row.get("why", []):
                 print(f"         {why}")
+        if summary.get("error"):
+            print(f"error    {summary['error']}")
         print(f"verdict  {summary['verdict']}")
     return 0 if summary.get("verdict") == "pass" else 1
 

@@ -4,7 +4,9 @@ Its static files (``page_files/``) through :class:`~service.web.static.WebAssets
 data routes a decode in the page reads (:class:`~service.web.page_data.PageData`): the bundled
 samples, a capability's default set, a set's manifest and files (each verified by the store),
 the native reference decode of a sample, the WebGPU path's kernel plans and constants, and the
-integer conformance corpus. They are public, as a page must be, and kept out of the OpenAPI
+integer conformance corpus. Every data route takes a bearer token of the sink role or above (the
+page asks its user for one, as the dashboard does); the costly ones are admitted as well. Only
+the static files and the ``/page`` redirect are public. The routes are kept out of the OpenAPI
 schema (they are the page's, not the API's); ``WAI_PAGE=false`` leaves them out. Every answer
 carries the page's Content-Security-Policy: it reaches nothing but this service.
 """
@@ -25,7 +27,9 @@ from fastapi.responses import RedirectResponse, Response
 
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.decoding import estimate
+from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import DecoderDep, ServiceDep
+from wai_dispatch.service.store.tokens import Role
 from wai_dispatch.service.web.page_data import PageData, media_type
 from wai_dispatch.service.web.page_wgsl import read_limits, read_shape
 from wai_dispatch.service.web.static import HEADERS, WebAssets
@@ -33,7 +37,14 @@ from wai_dispatch.service.web.static import HEADERS, WebAssets
 __all__ = ["install", "page_dir", "router"]
 
 T = TypeVar("T")
-router = APIRouter(prefix="/page", tags=["page"], include_in_schema=False)
+#: Every data route: a bearer token of the sink role or above (anyone who may decode), checked
+#: before the route reads its parameters or does any work.
+router = APIRouter(
+    prefix="/page",
+    tags=["page"],
+    include_in_schema=False,
+    dependencies=[Depends(require(Role.sink))],
+)
 _DIGEST = r"^[0-9a-f]{64}$"
 
 

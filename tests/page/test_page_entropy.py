@@ -39,8 +39,8 @@ DECODE = """async ([tablesText, bytes]) => {
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
     with (
-        serve_service(tmp_path_factory.mktemp("entropy")) as (url, _),
-        browser([]) as page,
+        serve_service(tmp_path_factory.mktemp("entropy")) as (url, _, token),
+        browser([], token=token) as page,
     ):
         open_page(page, url)
         yield page

@@ -1,7 +1,8 @@
-"""Issue 16, item 2: the page's routes that cost work take no token, so they are bounded and
-admitted: a WGSL plan's shape is bounded like a decode's header (refused before planning), the
-plans, set reads and reference decodes run through the service's admission (429 when full),
-and a sample's reference decode is made once however many ask for it at once."""
+"""Issue 16, item 2: the page's routes that cost work take a token (a sink's or above, as every
+page data route: tests/page/test_page_auth.py) and are bounded and admitted as well: a WGSL
+plan's shape is bounded like a decode's header (refused before planning), the plans, set reads
+and reference decodes run through the service's admission (429 when full), and a sample's
+reference decode is made once however many ask for it at once."""
 
 from __future__ import annotations
 
@@ -30,12 +31,18 @@ LIMITS = {
 URL = "http://testserver/page/"
 
 
+def _sink(app: Any) -> httpx.AsyncClient:
+    """A sink's client on ``app`` (the page's data routes take a token)."""
+    auth = {"Authorization": f"Bearer {app.state.test_tokens['sink']}"}
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), headers=auth)
+
+
 def _plan(shape: str) -> str:
     return f"{URL}sets/{CORPUS['set']}/wgsl/plan?shape={shape}&limits={quote(json.dumps(LIMITS))}"
 
 
 async def test_plan_shapes_are_bounded_before_planning(app: Any) -> None:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+    async with _sink(app) as client:
         assert (await client.get(_plan("1,192,12,20"))).status_code == 200
         for shape, code in [
             ("1,192,65535,65535", "payload_shape_over_limits"),  # the codec's header limits
@@ -50,7 +57,7 @@ async def test_plan_shapes_are_bounded_before_planning(app: Any) -> None:
 
 async def test_page_work_is_refused_when_admission_is_full(app: Any) -> None:
     admission = app.state.service.admission
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+    async with _sink(app) as client:
         saved = admission.inflight
         admission.inflight = admission.capacity  # every slot taken
         try:
@@ -69,7 +76,7 @@ async def test_page_work_is_refused_when_admission_is_full(app: Any) -> None:
 async def test_concurrent_first_reference_requests_share_one_decode(
     app: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+    async with _sink(app) as client:
         await client.get(URL + "samples.json")  # the page's data made
         data = app.state.page_data
         made: list[str] = []

@@ -24,8 +24,8 @@ JS = ROOT / "service" / "web" / "page_files" / "js"
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
     with (
-        serve_service(tmp_path_factory.mktemp("rules")) as (url, _),
-        browser([]) as page,
+        serve_service(tmp_path_factory.mktemp("rules")) as (url, _, token),
+        browser([], token=token) as page,
     ):
         open_page(page, url)
         yield page

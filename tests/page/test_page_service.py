@@ -1,6 +1,6 @@
 """The page's routes on the HTTP service, in process (httpx's ASGITransport; service/web/page.py):
-public, out of the OpenAPI schema, answering what service.web.page_data.PageData holds;
-WAI_PAGE=false turns them off."""
+out of the OpenAPI schema, answering what service.web.page_data.PageData holds (with a token:
+tests/page/test_page_auth.py holds them to 401 without one); WAI_PAGE=false turns them off."""
 
 from __future__ import annotations
 

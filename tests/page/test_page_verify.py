@@ -19,17 +19,19 @@ REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(enc
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[str]:
-    with serve_service(tmp_path_factory.mktemp("verify")) as (url, _):
-        yield url
+def served(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[tuple[str, str]]:
+    """The page's URL and a sink token (the page's data routes take one)."""
+    with serve_service(tmp_path_factory.mktemp("verify")) as (url, _, token):
+        yield url, token
 
 
 def by_sample(summary: dict[str, Any]) -> dict[str, Any]:
     return {row["sample"]: row for row in summary["samples"]}
 
 
-def test_no_webnn_context_verifies_nothing(url: str) -> None:
-    summary = verify_page.verify(str(CHROMIUM), url=url, extra_args=["--no-sandbox"])
+def test_no_webnn_context_verifies_nothing(served: tuple[str, str]) -> None:
+    url, token = served
+    summary = verify_page.verify(str(CHROMIUM), url=url, token=token, extra_args=["--no-sandbox"])
     assert summary["verdict"] == "absent"
     rows = by_sample(summary)
     assert {"bmshj2018-demo-q3-replicate.json", "bmshj2018-demo-q3.json"} <= set(rows)
@@ -47,16 +49,37 @@ def test_no_webnn_context_verifies_nothing(url: str) -> None:
 
 
 @pytest.mark.slow
-def test_reference_context_passes(url: str) -> None:
+def test_reference_context_passes(served: tuple[str, str]) -> None:
+    url, token = served
     summary = verify_page.verify(
-        str(CHROMIUM), url=url, extra_args=["--no-sandbox"], init_script=REFERENCE_WEBNN
-    )
+        str(CHROMIUM), url=url, token=token, extra_args=["--no-sandbox"],
+        init_script=REFERENCE_WEBNN,
+    )  # fmt: skip
     assert summary["verdict"] == "pass", summary
     plain = by_sample(summary)["bmshj2018-demo-q3.json"]
     assert plain["ran"] == "npu/webnn/float"
     assert plain["contexts"] == ["npu"]
     assert plain["psnr"] >= 40.0
     assert plain["report"]["ran"]["placement"] is None
+
+
+def test_command_against_a_url_needs_a_token_file(
+    served: tuple[str, str], tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Against a running service, the token comes from a file (never the command line or a
+    URL); a dead one is the page's 401, shown as the verifier's error."""
+    url, token = served
+    with pytest.raises(SystemExit) as exited:
+        verify_page.main(["--browser", str(CHROMIUM), "--url", url, "--no-sandbox"])
+    assert exited.value.code == 2
+    (tmp_path / "token").write_text(token + "\n")
+    argv = ["--browser", str(CHROMIUM), "--url", url, "--token-file", str(tmp_path / "token")]
+    assert verify_page.main([*argv, "--no-sandbox"]) == 1  # absent: no WebNN here
+    assert "verdict  absent" in capsys.readouterr().out
+    (tmp_path / "token").write_text("wai_not-a-live-token\n")
+    assert verify_page.main([*argv, "--no-sandbox"]) == 1
+    out = capsys.readouterr().out
+    assert "verdict  fail" in out and "the bearer token is not a live token" in out
 
 
 def test_command_exit_status(capsys: pytest.CaptureFixture[str], browser: Any) -> None:

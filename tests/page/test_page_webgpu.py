@@ -50,14 +50,14 @@ SWIFTSHADER_LIMITS = {
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
-    with serve_service(tmp_path_factory.mktemp("webgpu")) as (url, site):
-        site.url = url
+    with serve_service(tmp_path_factory.mktemp("webgpu")) as (url, site, token):
+        site.url, site.token = url, token
         yield site
 
 
 @pytest.fixture
 def gpu_page(site: Any, browser: Any) -> Iterator[Any]:
-    with browser(GPU_ARGS) as page:
+    with browser(GPU_ARGS, token=site.token) as page:
         yield page
 
 
@@ -140,7 +140,8 @@ def _plan(site: Any, limits: dict[str, int], shape: str = "1,192,12,20") -> http
     """The plan route of the running service (the page's data route, over HTTP)."""
     digest = CORPUS["set"]
     query = f"shape={shape}&limits={quote(json.dumps(limits))}"
-    return httpx.get(f"{site.url}sets/{digest}/wgsl/plan?{query}", timeout=60)
+    auth = {"Authorization": f"Bearer {site.token}"}
+    return httpx.get(f"{site.url}sets/{digest}/wgsl/plan?{query}", headers=auth, timeout=60)
 
 
 def test_the_plan_is_the_python_paths(site: Any) -> None:

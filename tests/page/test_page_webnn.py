@@ -48,14 +48,14 @@ if (navigator.ml) {
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any]:
-    with serve_service(tmp_path_factory.mktemp("webnn")) as (url, site):
-        site.url = url
+    with serve_service(tmp_path_factory.mktemp("webnn")) as (url, site, token):
+        site.url, site.token = url, token
         yield site
 
 
 @pytest.fixture
 def webnn_page(site: Any, browser: Any) -> Iterator[Any]:
-    with browser(WEBNN_ARGS, init_script=COUNT_CONTEXTS) as page:
+    with browser(WEBNN_ARGS, init_script=COUNT_CONTEXTS, token=site.token) as page:
         open_page(page, site.url)
         yield page
 
@@ -117,7 +117,7 @@ def test_replicate_refused_before_any_context(site: Any, webnn_page: Any) -> Non
 
 def test_no_navigator_ml(site: Any, browser: Any) -> None:
     """Chromium as it ships: no navigator.ml; every WebNN path is absent, the symbols decode."""
-    with browser([], init_script=COUNT_CONTEXTS) as page:
+    with browser([], init_script=COUNT_CONTEXTS, token=site.token) as page:
         open_page(page, site.url)
         assert page.evaluate("'ml' in navigator") is False
         result = decode_sample(page, "bmshj2018-demo-q3.json")

@@ -33,8 +33,8 @@ def decoded(
     tmp_path_factory: pytest.TempPathFactory, browser: Any
 ) -> Iterator[tuple[Any, Any, Any, Any]]:
     with (
-        serve_service(tmp_path_factory.mktemp("graph")) as (url, site),
-        browser([], init_script=REFERENCE_WEBNN) as page,
+        serve_service(tmp_path_factory.mktemp("graph")) as (url, site, token),
+        browser([], init_script=REFERENCE_WEBNN, token=token) as page,
     ):
         open_page(page, url)
         page.select_option("#sample", SAMPLE.name)

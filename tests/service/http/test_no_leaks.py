@@ -132,3 +132,43 @@ def test_a_client_gone_mid_body_is_counted_not_an_internal_error(
     assert metric._value.get() == before + 1
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert any(r.getMessage() == "client disconnected" for r in caplog.records)
+
+
+def test_every_client_of_the_suite_checks_its_error_answers() -> None:
+    """tests/_leaks.py's hook is on every httpx client the suite makes: an error answer naming
+    the repository, a temporary path or a traceback fails the request (and the test, even when
+    the error is swallowed); the same text echoed from the client's own request does not; a
+    success is not checked."""
+    import _leaks
+    import httpx
+
+    repo = str(Path(__file__).resolve().parents[3])
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        status, body = {
+            "/repo": (404, f"no such file {repo}/x"),
+            "/tmp": (422, "cannot read /tmp/pytest-of-x/data/sets"),
+            "/trace": (500, "Traceback (most recent call last):"),
+            "/ok": (200, f"{repo} is fine in a success"),
+        }.get(scope["path"], (404, scope["path"]))
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": body.encode()})
+
+    async def run() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            for path in ("/repo", "/tmp", "/trace"):
+                with pytest.raises(AssertionError, match="an error answer names"):
+                    await client.get(path)
+            assert (await client.get("/ok")).status_code == 200
+            echoed = await client.get("/tmp/echoed")  # the client's own text, echoed back
+            assert echoed.status_code == 404
+
+    import anyio
+
+    anyio.run(run)
+    trace = httpx.MockTransport(lambda request: httpx.Response(500, text="Traceback ..."))
+    with httpx.Client(transport=trace) as sync, pytest.raises(AssertionError):
+        sync.get("http://t/x")
+    assert len(_leaks.FOUND) == 4
+    _leaks.FOUND.clear()

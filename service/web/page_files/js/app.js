@@ -4,6 +4,7 @@ import { blake3Hex, decodeEnvelope, SetSource } from "./decode.js";
 import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
 import { WgslAdapter } from "./webgpu.js";
 import { GPU_WGSL, pathKey } from "./dispatch/paths.js";
+import { pageFetch, requireToken } from "./auth.js";
 
 const $ = (id) => document.getElementById(id);
 const source = new SetSource(new URL(".", document.baseURI).href);
@@ -102,17 +103,18 @@ export async function decodeBytes(bytes, name) {
 
 async function decodeSample() {
   const name = $("sample").value;
-  const res = await fetch(`samples/${encodeURIComponent(name)}`);
+  const res = await pageFetch(`samples/${encodeURIComponent(name)}`);
   return decodeBytes(new Uint8Array(await res.arrayBuffer()), name);
 }
 
 async function start() {
   window.waiPage = { decodeBytes, decodeSample, last: null };
+  requireToken(); // the login view, where this tab holds no token yet
   $("environment").textContent = (navigator.ml
     ? "This browser exposes navigator.ml (WebNN): the page asks it for contexts. "
     : "This browser exposes no navigator.ml: every WebNN path is dispatch_unit_absent; the entropy stage still runs here. ")
     + (navigator.gpu ? "It exposes navigator.gpu (WebGPU) for the integer kernels." : "It exposes no navigator.gpu (WebGPU).");
-  const samples = await (await fetch("samples.json")).json();
+  const samples = await (await pageFetch("samples.json")).json();
   for (const s of samples) {
     const opt = document.createElement("option");
     opt.value = s;

@@ -10,8 +10,10 @@ import { parseEnvelope } from "./codec/envelope.js";
 import { readTables } from "./codec/tables.js";
 import { decodePayload, latentOf, symbolBytes } from "./codec/payload.js";
 import { runProgram } from "./webgpu.js";
+import { pageFetch } from "./auth.js";
 
-/** Fetches what a decode reads from the service that serves the page (docs/page.md). */
+/** Fetches what a decode reads from the service that serves the page (docs/page.md), with the
+ * page's bearer token (auth.js). */
 export class SetSource {
   constructor(base) {
     this.base = base;
@@ -21,7 +23,7 @@ export class SetSource {
   async #get(url, kind) {
     if (!this.cache.has(url)) {
       this.cache.set(url, (async () => {
-        const res = await fetch(this.base + url);
+        const res = await pageFetch(this.base + url);
         if (!res.ok) {
           let body = null;
           try { body = await res.json(); } catch { /* not JSON */ }

@@ -6,6 +6,7 @@
 import { decodeEnvelope, SetSource } from "./decode.js";
 import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
 import { pathKey } from "./dispatch/paths.js";
+import { pageFetch, requireToken } from "./auth.js";
 
 export const MIN_PSNR_DB = 40;
 const $ = (id) => document.getElementById(id);
@@ -43,8 +44,8 @@ export function psnr(a, b) {
 }
 
 async function verifySample(source, name) {
-  const bytes = new Uint8Array(await (await fetch(`samples/${encodeURIComponent(name)}`)).arrayBuffer());
-  const reference = await (await fetch(`reference/${encodeURIComponent(name)}`)).json();
+  const bytes = new Uint8Array(await (await pageFetch(`samples/${encodeURIComponent(name)}`)).arrayBuffer());
+  const reference = await (await pageFetch(`reference/${encodeURIComponent(name)}`)).json();
   const before = asked.length;
   const result = await decodeEnvelope(bytes, { source, offer: WEBNN_PATHS, makeAdapters: () => webnnAdapters(navigator.ml) });
   const report = result.reports.at(-1);
@@ -97,8 +98,9 @@ function cell(text) {
 
 async function run() {
   $("environment").textContent = navigator.ml ? "navigator.ml is there (WebNN)." : "This browser exposes no navigator.ml (WebNN).";
+  requireToken(); // the login view, where this tab holds no token yet
   const source = new SetSource(base);
-  const samples = await (await fetch("samples.json")).json();
+  const samples = await (await pageFetch("samples.json")).json();
   const rows = [];
   for (const name of samples) {
     let row;

@@ -7,6 +7,7 @@
 // The summary is kept on window.waiVerifyInt.
 import { blake3Hex, entropyStage, Job, SetSource } from "./decode.js";
 import { describeAdapter, GpuRunner, isSoftware, loweredLimits } from "./webgpu.js";
+import { pageFetch, requireToken } from "./auth.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -17,21 +18,22 @@ function cell(text) {
 }
 
 async function run() {
+  requireToken(); // the login view, where this tab holds no token yet
   const source = new SetSource(new URL(".", document.baseURI).href);
+  const corpus = await (await pageFetch("corpus.json")).json(); // first: a refused token shows
   const runner = await GpuRunner.acquire(navigator.gpu);
   const query = new URLSearchParams(location.search);
   const limits = loweredLimits(runner.limits, location.search);
   const only = query.has("only") ? query.get("only").split(",") : null;
   const software = isSoftware(runner.adapter);
   $("environment").textContent = `Adapter: ${describeAdapter(runner.adapter)}. ${software ? "A decode here reports gpu/wgsl/integer dispatch_not_placed; the kernels run anyway for this check." : "A decode here runs on the GPU at decode-equivalence."}`;
-  const corpus = await (await fetch("corpus.json")).json();
   const manifest = await source.manifest(corpus.set);
   const rows = [];
   for (const entry of corpus.payloads.filter((p) => !only || only.includes(p.name))) {
     const t0 = performance.now();
     const row = { name: entry.name, expected: entry.rgb8_blake3, symbolsExpected: entry.symbols_digest };
     try {
-      const payload = new Uint8Array(await (await fetch(`corpus/${encodeURIComponent(entry.payload)}`)).arrayBuffer());
+      const payload = new Uint8Array(await (await pageFetch(`corpus/${encodeURIComponent(entry.payload)}`)).arrayBuffer());
       const stage = await entropyStage(source, corpus.set, manifest, payload);
       const job = new Job(source, corpus.set, manifest, stage.header, stage.latent, stage.symbols);
       const plan = await job.loadWgslPlan(limits);
