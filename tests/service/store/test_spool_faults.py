@@ -29,6 +29,8 @@ from wai_dispatch.service.store.spool import (
     SpoolFull,
     SpoolWriteFailed,
 )
+from wai_dispatch.service.store.tokens import Role
+from wai_dispatch.service.store.tokens import create as create_token
 
 T0 = 1_796_000_000_000
 
@@ -306,8 +308,9 @@ def test_a_locked_sqlite_spools_promptly(tmp_path: Path) -> None:
 
 def test_the_service_starts_while_its_store_is_down(tmp_path: Path) -> None:
     """Started once (its token view kept), then restarted while the SQLite store's folder
-    cannot exist (a file stands where it should be): it starts, decodes spool; when the folder
-    is back (empty: the store is migrated then) every acknowledged report is stored once."""
+    cannot exist (a file stands where it should be): it starts, decodes spool on the kept
+    token view; when the folder is back (empty: the store is migrated then) every acknowledged
+    report is stored once."""
     from anyio.from_thread import start_blocking_portal
 
     from wai_dispatch.service.decoding.settings import load
@@ -341,6 +344,11 @@ def test_the_service_starts_while_its_store_is_down(tmp_path: Path) -> None:
             _wait(lambda: svc.service.recorder.pending_bytes() == 0)
             assert svc.service.recorder.migrated
             assert c.get("/readyz").json()["store"] == "up"
+        # The store came back empty: its token table too, so the old token is refused once the
+        # view refreshes (within token_refresh_s); the sink gets a token of the new store.
+        svc.tokens = {**tokens, "sink": create_token(svc.service.store, "sink-a", Role.sink)}
+        _wait(lambda: svc.service.tokens.lookup(svc.tokens["sink"]) is not None)
+        with svc.client() as c:
             status, ids, _ = _decode(c, body)
             assert status == 200
             acked += ids
