@@ -50,8 +50,10 @@ _SERVE = re.compile(r"(^|\s)(\S*/)?wai-dispatch\s+serve(\s|$)")
 
 @dataclass
 class DocRun:
-    """What a run found: counts per file (``found``, ``run``, ``compared``, ``validated``,
-    ``parsed``, ``synopsis``, ``marked``, ``text``) and the failures, each one readable alone."""
+    """What a run found: counts per file and the failures, each one readable alone. A block
+    is one of ``run`` (commands), ``output`` (a command's output shown in a text block),
+    ``validated``, ``parsed``, ``synopsis``, ``marked`` (skipped, with its reason) or ``text``;
+    ``compared`` counts the run blocks that show output and the output blocks."""
 
     counts: dict[str, Counter[str]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -65,11 +67,12 @@ class DocRun:
         return out
 
     def table(self) -> str:
-        keys = ("found", "run", "compared", "validated", "parsed", "synopsis", "marked", "text")
-        rows = [f"{'file':<24}" + "".join(f"{k:>10}" for k in keys) + "  seconds"]
+        keys = ("found", "run", "output", "compared", "validated", "parsed", "synopsis")
+        keys += ("marked", "text")
+        rows = [f"{'file':<22}" + "".join(f"{k:>9}" for k in keys) + "  seconds"]
         for name, c in [*self.counts.items(), ("total", self.total())]:
             took = self.file_seconds.get(name, self.seconds)
-            rows.append(f"{name:<24}" + "".join(f"{c[k]:>10}" for k in keys) + f"{took:>9.1f}")
+            rows.append(f"{name:<22}" + "".join(f"{c[k]:>9}" for k in keys) + f"{took:>9.1f}")
         rows.append(f"{len(self.failures)} failure(s) in {self.seconds:.1f} s")
         return "\n".join(rows)
 
@@ -210,6 +213,9 @@ class Folder:
                     proc.wait()
             for reader in readers:
                 reader.join(5)
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
         if status == 0:
             return 0, "".join(out)
         note = f"\n(not ready within {READY_S:.0f} s: no 200 from /openapi.json)"
@@ -256,7 +262,7 @@ def _run_file(path: Path, name: str, run: DocRun) -> None:
                 counts["marked"] += 1
             elif block.synopsis:
                 counts["synopsis"] += 1
-                run.failures.extend(_failure(block, None, p) for p in check_synopsis(block))
+                run.failures.extend(f"{block.path}:{n}: {p}" for n, p in check_synopsis(block))
             elif block.is_command:
                 _run_block(block, folder, counts, run)
             elif block.info in ("json", "yaml"):
@@ -264,6 +270,7 @@ def _run_file(path: Path, name: str, run: DocRun) -> None:
                 counts[outcome] += 1
                 run.failures.extend(_failure(block, None, p) for p in problems)
             elif block.output_of is not None:
+                counts["output"] += 1
                 counts["compared"] += 1
                 got = folder.outputs.get(block.output_of)
                 if got is None:
@@ -315,14 +322,28 @@ def doc_files(root: Path = ROOT) -> list[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
-def run_docs(files: list[Path] | None = None) -> DocRun:
-    run = DocRun()
+def run_docs(files: list[Path] | None = None, *, workers: int = 2) -> DocRun:
+    """Run ``files`` (default :func:`doc_files`), ``workers`` files at a time (each in its own
+    folder; the counts and failures come in the files' order)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = files or doc_files()
+    names = [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in paths]
     start = time.monotonic()
-    for path in files or doc_files():
-        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+    def one(path: Path, name: str) -> DocRun:
+        part = DocRun()
         began = time.monotonic()
-        _run_file(path, name, run)
-        run.file_seconds[name] = time.monotonic() - began
+        _run_file(path, name, part)
+        part.file_seconds[name] = time.monotonic() - began
+        return part
+
+    run = DocRun()
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for part in pool.map(one, paths, names):
+            run.counts.update(part.counts)
+            run.failures.extend(part.failures)
+            run.file_seconds.update(part.file_seconds)
     run.seconds = time.monotonic() - start
     return run
 
@@ -334,8 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "files", nargs="*", type=Path, help="Markdown files (default: README.md, docs/*.md)"
     )
+    parser.add_argument("--workers", type=int, default=2, help="files run at once (default 2)")
     args = parser.parse_args(argv)
-    run = run_docs([p.resolve() for p in args.files] or None)
+    run = run_docs([p.resolve() for p in args.files] or None, workers=args.workers)
     print(run.table())
     for failure in run.failures:
         print("\n" + failure)

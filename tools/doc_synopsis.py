@@ -81,9 +81,9 @@ def _check_module(module: str, text: str) -> list[str]:
     ]
 
 
-def check_synopsis(block: Block) -> list[str]:
-    """Each problem, as ``line N: …``."""
-    problems: list[str] = []
+def check_synopsis(block: Block) -> list[tuple[int, str]]:
+    """Each problem with the line (in the file) of the synopsis line it is about."""
+    problems: list[tuple[int, str]] = []
     for line, text in _lines(block):
         words = text.split()
         head = words[0].rsplit("/", 1)[-1]
@@ -93,5 +93,5 @@ def check_synopsis(block: Block) -> list[str]:
             found = _check_module(words[2], text)
         else:
             found = [f"not a wai-dispatch or python -m line: {text!r}"]
-        problems.extend(f"line {line}: {p} ({text})" for p in found)
+        problems.extend((line, f"{p} ({text})") for p in found)
     return problems
