@@ -26,8 +26,8 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--set",
         dest="set_digest",
-        help="digest (or prefix) of the matching set "
-        "(default: the store's default set of the capability)",
+        help="digest (or prefix) of the matching set (default: the installed set whose model "
+        "and quality are the file's; yours before a bundled one)",
     )
     p.add_argument(
         "--capability",
@@ -75,6 +75,7 @@ def run_import(args: argparse.Namespace) -> int:
         "latent_shape": list(shape),
         "symbols_digest": result.symbols_digest,
         "payload_bytes": result.payload_bytes,
+        "set_chosen": result.chosen,
     }
     if args.json:
         print(json.dumps(summary))
@@ -82,7 +83,7 @@ def run_import(args: argparse.Namespace) -> int:
         print(
             f"wrote {args.output}: {result.capability}, latent {'×'.join(map(str, shape))}, "
             f"{result.payload_bytes} payload bytes, symbols blake3 {result.symbols_digest[:16]}…, "
-            f"set {result.set_name} {result.set_digest[:16]}…"
+            f"set {result.set_name} {result.set_digest[:16]}… ({result.chosen})"
         )
     return 0
 
