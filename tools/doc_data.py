@@ -105,7 +105,8 @@ def _envelope(obj: Any, text: str) -> list[str]:
 
 
 def _run_report(obj: Any) -> list[str]:
-    from wai_dispatch.service.governance.runreport import RunReportMalformed, parse_run_report
+    from wai_dispatch.service.governance.errors import RunReportMalformed
+    from wai_dispatch.service.governance.runreport import parse_run_report
 
     try:
         parse_run_report(obj)

@@ -67,8 +67,8 @@ class DocRun:
         return out
 
     def table(self) -> str:
-        keys = ("found", "run", "output", "compared", "validated", "parsed", "synopsis")
-        keys += ("marked", "text")
+        keys: tuple[str, ...] = ("found", "run", "output", "compared", "validated", "parsed")
+        keys += ("synopsis", "marked", "text")
         rows = [f"{'file':<22}" + "".join(f"{k:>9}" for k in keys) + "  seconds"]
         for name, c in [*self.counts.items(), ("total", self.total())]:
             took = self.file_seconds.get(name, self.seconds)
