@@ -26,6 +26,22 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import yaml
+from pydantic import ValidationError
+
+from wai_dispatch.codec.envelope import EnvelopeError
+from wai_dispatch.codec.envelope_read import parse_json
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.codec.sets.facts import SetFacts
+from wai_dispatch.dispatch import InvalidReport, Report
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.paths.waiops.errors import WaiOpsError
+from wai_dispatch.paths.waiops.program import parse_program
+from wai_dispatch.service.governance.errors import RunReportMalformed
+from wai_dispatch.service.governance.judge import DecodeVerdict, Reason, Rule, Verdict
+from wai_dispatch.service.governance.policy import load_policy
+from wai_dispatch.service.governance.runreport import parse_run_report
 from wai_dispatch.tools.doc_blocks import Block
 
 __all__ = ["check_data"]
@@ -36,8 +52,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def _parse(block: Block) -> tuple[Any, str | None]:
     text = _digests(block.text)
     if block.info == "yaml":
-        import yaml
-
         try:
             return yaml.safe_load(text), None
         except yaml.YAMLError as exc:
@@ -64,7 +78,6 @@ def _placeholder(value: object) -> bool:
 
 
 def _pydantic(model: Any, obj: object) -> list[str]:
-    from pydantic import ValidationError
 
     try:
         model.model_validate(obj)
@@ -78,7 +91,6 @@ def _pydantic(model: Any, obj: object) -> list[str]:
 
 
 def _report(obj: Any) -> list[str]:
-    from wai_dispatch.dispatch import InvalidReport, Report
 
     try:
         Report.from_json(obj)
@@ -88,10 +100,6 @@ def _report(obj: Any) -> list[str]:
 
 
 def _envelope(obj: Any, text: str) -> list[str]:
-    import jsonschema
-
-    from wai_dispatch.codec.envelope import EnvelopeError
-    from wai_dispatch.codec.envelope_read import parse_json
 
     problems = []
     schema = json.loads((ROOT / "docs" / "envelope.schema.json").read_text(encoding="utf-8"))
@@ -105,8 +113,6 @@ def _envelope(obj: Any, text: str) -> list[str]:
 
 
 def _run_report(obj: Any) -> list[str]:
-    from wai_dispatch.service.governance.errors import RunReportMalformed
-    from wai_dispatch.service.governance.runreport import parse_run_report
 
     try:
         parse_run_report(obj)
@@ -116,7 +122,6 @@ def _run_report(obj: Any) -> list[str]:
 
 
 def _verdict(obj: Any) -> list[str]:
-    from wai_dispatch.service.governance.judge import DecodeVerdict, Reason, Rule, Verdict
 
     decode = DecodeVerdict(0, None, None, (Reason(Rule.SINK_UNCLASSIFIED, ""),))
     want = Verdict("r", "s", None, "0" * 64, 1, (decode,)).to_json()
@@ -133,8 +138,6 @@ def _verdict(obj: Any) -> list[str]:
 
 
 def _policy(text: str) -> list[str]:
-    from wai_dispatch.dispatch.errors import WaiError
-    from wai_dispatch.service.governance.policy import load_policy
 
     try:
         load_policy(text, source="the block")
@@ -153,8 +156,6 @@ def _compressed(obj: Any) -> list[str]:
 
 
 def _waiops(obj: Any) -> list[str]:
-    from wai_dispatch.paths.waiops.errors import WaiOpsError
-    from wai_dispatch.paths.waiops.program import parse_program
 
     try:
         parse_program(obj, {})
@@ -189,11 +190,7 @@ def check_data(block: Block) -> tuple[str, list[str]]:
     if kind == "wai-ops/1":
         return "validated", _waiops(obj)
     if "capability" in obj and "files" in obj:
-        from wai_dispatch.codec.sets import Manifest
-
         return "validated", _pydantic(Manifest, obj)
     if set(obj) == {"programs"}:
-        from wai_dispatch.codec.sets.facts import SetFacts
-
         return "validated", _pydantic(SetFacts, obj)
     return "parsed", []

@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -325,8 +326,6 @@ def doc_files(root: Path = ROOT) -> list[Path]:
 def run_docs(files: list[Path] | None = None, *, workers: int = 2) -> DocRun:
     """Run ``files`` (default :func:`doc_files`), ``workers`` files at a time (each in its own
     folder; the counts and failures come in the files' order)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     paths = files or doc_files()
     names = [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in paths]
     start = time.monotonic()

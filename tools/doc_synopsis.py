@@ -10,6 +10,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+from wai_dispatch.cli.main import build_parser
 from wai_dispatch.tools.doc_blocks import Block
 
 __all__ = ["check_synopsis"]
@@ -44,8 +45,6 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def _check_cli(words: list[str]) -> list[str]:
-    from wai_dispatch.cli.main import build_parser
-
     if len(words) < 2:
         return ["names no sub-command"]
     if (module := _FORWARDED.get((words[1], words[2] if len(words) > 2 else ""))) is not None:
