@@ -70,10 +70,10 @@ class DocRun:
     def table(self) -> str:
         keys: tuple[str, ...] = ("found", "run", "output", "compared", "validated", "parsed")
         keys += ("synopsis", "marked", "text")
-        rows = [f"{'file':<22}" + "".join(f"{k:>9}" for k in keys) + "  seconds"]
+        rows = [f"{'file':<22}" + "".join(f"{k:>10}" for k in keys) + "  seconds"]
         for name, c in [*self.counts.items(), ("total", self.total())]:
             took = self.file_seconds.get(name, self.seconds)
-            rows.append(f"{name:<22}" + "".join(f"{c[k]:>9}" for k in keys) + f"{took:>9.1f}")
+            rows.append(f"{name:<22}" + "".join(f"{c[k]:>10}" for k in keys) + f"{took:>9.1f}")
         rows.append(f"{len(self.failures)} failure(s) in {self.seconds:.1f} s")
         return "\n".join(rows)
 
