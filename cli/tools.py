@@ -38,6 +38,7 @@ def run_import(args: argparse.Namespace) -> int:
         "latent_shape": list(shape),
         "symbols_digest": result.symbols_digest,
         "payload_bytes": result.payload_bytes,
+        "set_chosen": result.chosen,
     }
     if args.json:
         print(json.dumps(summary), file=out)
@@ -45,7 +46,7 @@ def run_import(args: argparse.Namespace) -> int:
         print(
             f"wrote {args.output}: {result.capability}, latent {'×'.join(map(str, shape))}, "
             f"{result.payload_bytes} payload bytes, symbols blake3 {result.symbols_digest[:16]}…, "
-            f"set {result.set_name} {result.set_digest[:16]}…",
+            f"set {result.set_name} {result.set_digest[:16]}… ({result.chosen})",
             file=out,
         )
     return 0

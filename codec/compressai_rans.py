@@ -165,6 +165,11 @@ def load_compressed(data: bytes) -> tuple[bytes, tuple[int, int], dict[str, Any]
             or not all(isinstance(v, int) and 0 < v <= 4096 for v in shape)
         ):
             raise ValueError("shape is [height, width] of the latent")
+        quality, model = obj.get("quality"), obj.get("model")
+        if quality is not None and (not isinstance(quality, int) or isinstance(quality, bool)):
+            raise ValueError(f"quality is an integer (CompressAI's quality), not {quality!r}")
+        if model is not None and not isinstance(model, str):
+            raise ValueError(f"model is a string (CompressAI's model name), not {model!r}")
         string = base64.b64decode(strings[0][0], validate=True)
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise CompressAIStreamError(f"compressed file: {exc}") from None

@@ -158,8 +158,7 @@ def browser() -> Callable[..., Any]:
 def postgres() -> str:
     from _svc import pg_admin_url
 
-    url = pg_admin_url()
-    if url is None:
+    if (url := pg_admin_url()) is None:
         pytest.skip("no PostgreSQL: nothing answers on 127.0.0.1:5432 and initdb is not installed")
     return url
 

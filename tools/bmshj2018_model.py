@@ -113,6 +113,14 @@ def load_model(
                 f"checkpoint {path}: not a FactorizedPrior({n}, {m}) state dict "
                 f"(quality {quality}): {_one_line(exc)}"
             ) from exc
+        tables = state.get("entropy_bottleneck._quantized_cdf")
+        if not update_quantiles and (tables is None or tables.numel() == 0):
+            raise SetWriterError(
+                f"checkpoint {path}: its entropy tables are empty (saved before net.update()), "
+                "so the tables your bitstreams were coded with are not in it; save it after "
+                "net.update(), or give --update-quantiles to cut them here as CompressAI's "
+                "update(force=True, update_quantiles=True) does"
+            )
         digest = _blake3_file(path)
         demo = DEMO_CHECKPOINT.is_file() and digest == _blake3_file(DEMO_CHECKPOINT)
         origin = {"kind": "demo" if demo else "checkpoint", "file": path.name, "blake3": digest}
@@ -121,7 +129,8 @@ def load_model(
     # zoo's weights, the demo weights) keeps them, as CompressAI's own update() without force
     # does: they are the checkpoint's bytes, not torch's float32 logistic on this CPU (whose
     # vectorised tanh/sigmoid differ between ISAs; docs/bmshj2018-set.md, "Determinism"). A
-    # checkpoint saved before update() (empty tables), or --update-quantiles, cuts them here.
+    # checkpoint saved before update() (empty tables) is refused above unless --update-quantiles
+    # asks to cut them here.
     model.update(force=update_quantiles, update_quantiles=update_quantiles)
     return model, origin
 

@@ -1,4 +1,5 @@
-"""The WebNN form of the bmshj2018 synthesis (spec §6.2): its GraphJson, its ``.webnn`` text and
+"""The WebNN form of the bmshj2018 synthesis (spec §6.2): its GraphJson, its ``.webnn`` text
+(:func:`to_text`, from ``tools/webnn_text.py``, which also reads it back) and
 a small NumPy reference evaluator that proves the form computes the synthesis.
 
 GraphJson as written here (webnn-graph's ``GraphJson``, version 2)::
@@ -34,6 +35,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from wai_dispatch.tools.webnn_text import to_text  # the text's writer, beside its parser
+
 __all__ = [
     "FORMAT",
     "WebNNFormError",
@@ -45,7 +48,6 @@ __all__ = [
 ]
 
 FORMAT = "webnn-graph-json"
-_TEXT_DTYPES = {"float32": "f32", "float16": "f16", "int32": "i32", "uint8": "u8"}
 _NP_DTYPES = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "uint8": "u1"}
 
 
@@ -183,57 +185,6 @@ def synthesis_graph(
 def to_json(graph: Mapping[str, Any]) -> bytes:
     """The GraphJson bytes as the set stores them (key order kept, two-space indent, final LF)."""
     return (json.dumps(graph, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode()
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int | float):
-        return json.dumps(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {_value(v)}" for k, v in value.items()) + "}"
-    raise WebNNFormError(f"cannot write {value!r} in the text format")
-
-
-def _dim(dim: Any) -> str:
-    if isinstance(dim, Mapping):
-        return f"dyn({json.dumps(dim['name'])}, {int(dim['maxSize'])})"
-    return str(int(dim))
-
-
-def to_text(graph: Mapping[str, Any]) -> str:
-    """The ``.webnn`` text (webnn-graph's DSL) of the GraphJson."""
-    lines = [f"webnn_graph {json.dumps(graph['name'])} v{int(graph['version'])} {{"]
-    lines.append("  inputs {")
-    for name, desc in graph["inputs"].items():
-        shape = ", ".join(_dim(d) for d in desc["shape"])
-        lines.append(f"    {name}: {_TEXT_DTYPES[desc['dataType']]}[{shape}];")
-    lines.append("  }")
-    lines.append("  consts {")
-    for name, decl in graph["consts"].items():
-        shape = ", ".join(str(int(d)) for d in decl["shape"])
-        init = decl["init"]
-        if init["kind"] != "weights":
-            raise WebNNFormError(f"const {name}: only @weights is written here")
-        lines.append(
-            f"    {name}: {_TEXT_DTYPES[decl['dataType']]}[{shape}] "
-            f"@weights({json.dumps(init['ref'])});"
-        )
-    lines.append("  }")
-    lines.append("  nodes {")
-    for node in graph["nodes"]:
-        args = list(node["inputs"]) + [f"{k}={_value(v)}" for k, v in node["options"].items()]
-        lines.append(f"    {node['id']} = {node['op']}({', '.join(args)});")
-    lines.append("  }")
-    lines.append(f"  outputs {{ {' '.join(f'{k};' for k in graph['outputs'])} }}")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
 
 
 # -- the NumPy reference evaluator ---------------------------------------------------------------

@@ -26,8 +26,8 @@ def add(sub: Sub) -> None:
     p.add_argument(
         "--set",
         dest="set_digest",
-        help="digest (or prefix) of the matching set "
-        "(default: the store's default set of the capability)",
+        help="digest (or prefix) of the matching set (default: the installed set whose model "
+        "and quality are the file's; yours before a bundled one)",
     )
     p.add_argument(
         "--capability",

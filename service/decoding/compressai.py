@@ -1,8 +1,9 @@
 """``import-compressai``: CompressAI's own bitstream file (docs/interop.md) turned into an
-envelope for a set. The set is the one named, else the capability's default, else the one
-installed set of the capability whose model and quality are the file's; the file's model and
-quality are checked against the set's before anything is decoded, and the latent's shape
-against the limits before anything of its size is allocated."""
+envelope for a set. The set is the one named, else the installed set of the capability whose
+model and quality are the file's — one of the user's own before a bundled one, the default
+among several — and the result says which and why; the file's model and quality are checked
+against the set's before anything is decoded, and the latent's shape against the limits before
+anything of its size is allocated."""
 
 from __future__ import annotations
 
@@ -38,8 +39,9 @@ def import_compressai(
     if set_digest is not None:
         files = decoder.open_set(set_digest)
         _check_facts(files, meta)
+        chosen = "named with --set"
     else:
-        files = _matching_set(decoder, capability or _capability_of(meta), meta)
+        files, chosen = _matching_set(decoder, capability or _capability_of(meta), meta)
     tables = tables_of(files)
     shape = (tables.channels, height, width)
     check_latent_shape(shape, decoder.limits, what="the bitstream's latent")
@@ -48,7 +50,10 @@ def import_compressai(
     except CompressAIStreamError as exc:
         raise CompressAIStreamError(
             f"{exc.message}; the set may not be the one the string was coded with "
-            f"(set {files.name} {files.digest[:16]}…)"
+            f"(set {files.name} {files.digest[:16]}…): name the right one with --set, or, if "
+            "the set was written from a checkpoint saved before net.update() and the strings "
+            "were coded after net.update(update_quantiles=True), write it again with "
+            "`wai-dispatch make-set bmshj2018 --checkpoint FILE --update-quantiles`"
         ) from None
     body = payload.encode(symbols, tables)
     envelope = Envelope(capability=files.capability, payload=body, set=files.digest)
@@ -60,6 +65,7 @@ def import_compressai(
         tuple(int(d) for d in symbols.shape),
         payload.symbols_digest(symbols),
         len(body),
+        chosen,
     )
 
 
@@ -92,19 +98,17 @@ def _check_facts(files: LoadedSet, meta: dict[str, Any]) -> None:
         raise SetFactsMismatch(why)
 
 
-def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> LoadedSet:
-    """The capability's default set when it fits the file, else the one installed set of
-    the capability that does; several or none is an error that says which."""
+def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> tuple[LoadedSet, str]:
+    """The installed set of ``capability`` whose model and quality are the file's, and why it
+    was chosen: the one of the user's own sets (not bundled) that fits, else the one bundled
+    set that does; among several, the default (``sets default``) if it is one of them, else an
+    error that names them; none is an error that says why the default does not fit."""
     store = decoder.store
-    try:
-        default = decoder.open_set(store.default_for(capability).digest)
-    except SetError:
-        default = None
-    if default is not None and _mismatch(default, meta) is None:
-        return default
-    fitting = []
+    bundled = {s.digest for s in decoder.bundled.installed}
+    defaults = store.defaults()
+    fitting: list[LoadedSet] = []
     for installed in store.list():
-        if installed.capability != capability or (default and installed.digest == default.digest):
+        if installed.capability != capability:
             continue
         try:
             files = decoder.open_set(installed.digest)
@@ -112,13 +116,30 @@ def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> Lo
             continue  # a damaged set is not a candidate
         if _mismatch(files, meta) is None:
             fitting.append(files)
-    if len(fitting) == 1:
-        return fitting[0]
-    if default is not None and not fitting:
+    what = _what(meta)
+    own = [f for f in fitting if f.digest not in bundled]
+    for group, kind in ((own, "installed"), (fitting, "bundled")):
+        if len(group) == 1:
+            return group[0], f"the one {kind} set of {capability} for {what}"
+        if group:
+            chosen = [f for f in group if f.digest == defaults.get(capability)]
+            if chosen:
+                return chosen[0], f"the default set of {capability}, among {len(group)} for {what}"
+            names = ", ".join(f"{f.name} {f.digest[:12]}" for f in group)
+            raise SetFactsMismatch(
+                f"several installed sets fit the file ({names}): name one with --set"
+            )
+    try:
+        default = decoder.open_set(store.default_for(capability).digest)
+    except SetError:
+        default = None
+    if default is not None:
         _check_facts(default, meta)
-    if fitting:
-        names = ", ".join(f"{f.name} {f.digest[:12]}" for f in fitting)
-        raise SetFactsMismatch(
-            f"several installed sets fit the file ({names}): name one with --set"
-        )
-    raise SetFactsMismatch(f"no installed set of {capability} fits the file")
+    raise SetFactsMismatch(f"no installed set of {capability} fits the file ({what})")
+
+
+def _what(meta: dict[str, Any]) -> str:
+    parts = [str(meta["model"])] if meta.get("model") is not None else []
+    if meta.get("quality") is not None:
+        parts.append(f"quality {meta['quality']}")
+    return ", ".join(parts) or "the file"

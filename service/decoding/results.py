@@ -154,6 +154,7 @@ class ImportResult:
     latent_shape: tuple[int, ...]
     symbols_digest: str
     payload_bytes: int
+    chosen: str = "named with --set"  # why this set: named, or the one that fits the file
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,6 @@ def test_good_ort_threads_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_failing_onnx_runtime_run_prints_nothing_raw() -> None:
     """ONNX Runtime logs a failing kernel in colour on stderr by itself; ours goes through
     Python logging (and the error is the adapter's BackendFailed)."""
-    pytest.importorskip("onnxruntime")
     script = textwrap.dedent(
         """
         import numpy as np

@@ -100,3 +100,25 @@ def test_documented_linux_report_and_readme_are_what_the_demo_prints(demo) -> No
     counts = " ".join(f"{k}={v}" for k, v in report["ran"]["placement"].items() if v)
     assert f"ran      cpu/onnx-runtime/float     tier none, placement {counts}" in readme
     assert counts == "cpu=16"
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the documented run is the Linux one")
+def test_the_int_synth_report_is_the_vector_and_the_documented_one(demo) -> None:  # type: ignore[no-untyped-def]
+    """The real wai-ops adapter states its placement (every operation on the CPU, §5): the demo's
+    int_synth report is conformance vector 006's (the reference offer) and docs/dispatch.md's
+    third example, placement and all."""
+    import re
+
+    _, outcomes = demo
+    by_name = {Path(str(o["envelope"])).name: o for o in outcomes}
+    report = by_name["int-synth-demo-q3.json"]["reports"][0]
+    assert report["ran"]["placement"] == {"npu": 0, "gpu": 0, "cpu": 12, "unknown": 0}
+    root = Path(__file__).resolve().parents[2]
+    vector = json.loads(
+        (root / "conformance/dispatch/006-int-synth-reference-offer.json").read_text("utf-8")
+    )
+    assert vector["expected"] == report
+    assert vector["adapters"]["cpu/wai-ops/integer"]["plan"] == report["ran"]["placement"]
+    docs = (root / "docs" / "dispatch.md").read_text()
+    third = re.findall(r"```json\n(.*?)```", docs, re.S)[2]
+    assert json.loads(third) == report

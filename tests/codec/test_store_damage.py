@@ -19,7 +19,7 @@ import pytest
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec.envelope import Envelope, Fallback
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.sets import Manifest, write_manifest
+from wai_dispatch.codec.sets import Manifest, SetError, write_manifest
 from wai_dispatch.conformance import envelopes_dir, sets_dir
 
 BUNDLED = Path(sets_dir()) / "bmshj2018-demo-q3"
@@ -306,7 +306,48 @@ def test_import_names_the_set_when_the_string_does_not_decode(
     status, _, err = cli(capsys, "import-compressai", compressed(tmp_path), *args)
     assert status == 2 and "error: compressai_stream_invalid:" in err
     assert "may not be the one" in err and "bmshj2018-demo-q3" in err
+    assert "--update-quantiles" in err and "--set" in err  # the two fixes, named
     assert len(err.strip().splitlines()) == 1
+
+
+def test_import_without_set_prefers_the_users_set_of_the_files_model_and_quality(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bundled demo set and the user's both are bmshj2018-factorized at quality 3: the
+    user's is taken (issue 21: the bundled default was), and the import says which and why."""
+    from wai_dispatch.service.decoding.compressai import _matching_set
+    from wai_dispatch.service.decoding.decoder import Decoder
+
+    data = tmp_path / "data"
+    mine = install(capsys, data, custom_set(tmp_path, name="mine-q3", quality=3))
+    args = ("-o", tmp_path / "env.json", "--data-dir", data)
+    status, _, err = cli(capsys, "import-compressai", compressed(tmp_path), *args)
+    assert status == 2 and "error: compressai_stream_invalid:" in err
+    assert "set mine-q3" in err and "bmshj2018-demo-q3" not in err
+    meta = {"model": "bmshj2018-factorized", "quality": 3}
+    decoder = Decoder.open(data_dir=data)
+    files, why = _matching_set(decoder, CAP, meta)
+    assert files.digest == mine
+    assert why == f"the one installed set of {CAP} for bmshj2018-factorized, quality 3"
+    install(capsys, data, custom_set(tmp_path, name="other-q3", quality=3))
+    with pytest.raises(SetError, match="several installed sets fit the file"):
+        _matching_set(decoder, CAP, meta)
+
+
+@pytest.mark.parametrize("quality", ['"3"', "3.0", "true", "[3]"])
+def test_a_quality_that_is_not_an_integer_is_a_format_error(
+    quality: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21: the string "3" was read as a quality and gave set_facts_mismatch."""
+    source = compressed(tmp_path)
+    source.write_text(source.read_text().replace('"quality": 3', f'"quality": {quality}'))
+    args = ("-o", tmp_path / "env.json", "--data-dir", tmp_path / "data")
+    status, _, err = cli(capsys, "import-compressai", source, *args)
+    assert (
+        status == 2
+        and "error: compressai_stream_invalid: compressed file: quality is an integer" in err
+    )
+    assert not (tmp_path / "env.json").exists()
 
 
 def test_import_without_set_takes_the_installed_set_of_the_files_quality(

@@ -105,3 +105,16 @@ def test_vector(file: FsPath) -> None:
     if isinstance(vector["capability"], dict):
         registry = REGISTRY.with_capability(capability_of(vector["capability"]))
     assert Report.from_json(vector["expected"], registry=registry) == report
+
+
+def test_a_wai_ops_adapter_states_its_placement() -> None:
+    """The real ``cpu/wai-ops/integer`` adapter always states a plan (every operation on the
+    CPU, paths/waiops/adapter.py); a vector whose interpreter runs says so too."""
+    for file in FILES:
+        vector = load(file)
+        answers = vector["adapters"].get("cpu/wai-ops/integer")
+        ran = vector["expected"]["ran"]
+        if ran is not None and ran["backend"] == "wai-ops":
+            assert answers is not None and answers.get("plan") is not None, file.name
+            plan = answers["plan"]
+            assert plan["cpu"] > 0 and plan["npu"] == plan["gpu"] == 0, file.name

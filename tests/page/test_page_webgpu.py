@@ -27,9 +27,6 @@ from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, dem
 from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
 from wai_dispatch.dispatch.report import Placement
 
-pytest.importorskip("wai_dispatch.paths.waiops.adapter", reason="the integer path is not here")
-pytest.importorskip("wai_dispatch.paths.wgsl.execute", reason="the WGSL path is not here")
-
 GPU_ARGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"]
 CORPUS = json.loads(
     (ROOT / "conformance" / "neural-conformance" / "corpus.json").read_text(encoding="utf-8")

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("onnxruntime")
-
 if not Path("/proc/self/statm").exists():  # pragma: no cover - Linux CI has it
     pytest.skip("resident memory is read from /proc/self/statm (Linux)", allow_module_level=True)
 

@@ -9,16 +9,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
-pytest.importorskip("onnxruntime")
-onnx = pytest.importorskip("onnx")
-
-import onnxruntime as ort  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from wai_dispatch.codec.sets import LoadedSet  # noqa: E402
-from wai_dispatch.dispatch import (  # noqa: E402
+from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.dispatch import (
     BMSHJ2018,
     CPU_ONNX_RUNTIME,
     CPU_WAI_OPS,
@@ -31,16 +28,16 @@ from wai_dispatch.dispatch import (  # noqa: E402
     choose,
     demand,
 )
-from wai_dispatch.paths.job import SynthesisJob  # noqa: E402
-from wai_dispatch.paths.lru import LRU, Programs  # noqa: E402
-from wai_dispatch.paths.onnx import (  # noqa: E402
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.lru import LRU, Programs
+from wai_dispatch.paths.onnx import (
     OnnxRuntimeAdapter,
     placement_from_trace,
     placement_of_program,
     program_operations,
     shared_session_options,
 )
-from wai_dispatch.paths.onnx_rewrite import (  # noqa: E402
+from wai_dispatch.paths.onnx_rewrite import (
     SPLIT_MIN_CHANNELS,
     phase_split_weights,
     phase_weights,
@@ -48,7 +45,7 @@ from wai_dispatch.paths.onnx_rewrite import (  # noqa: E402
     rewrite_model,
     shuffle_weights,
 )
-from wai_dispatch.tools.bench_onnx import memory_set, random_layers  # noqa: E402
+from wai_dispatch.tools.bench_onnx import memory_set, random_layers
 
 
 @pytest.fixture(scope="module")

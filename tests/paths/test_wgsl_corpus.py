@@ -11,10 +11,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
-pytest.importorskip(
-    "wai_dispatch.paths.waiops.program",
-    reason="the wai-ops/1 interpreter and its corpus (issue 8) are not in this build",
-)
 
 from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.sets import Manifest

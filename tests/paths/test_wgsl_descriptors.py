@@ -10,9 +10,6 @@ from importlib import resources
 
 import pytest
 
-pytest.importorskip("simpleeval", reason="the WGSL path needs simpleeval (pip install simpleeval)")
-pytest.importorskip("jinja2", reason="the WGSL path needs jinja2")
-
 from wai_dispatch.paths.wgsl.descriptor import (
     DescriptorInvalid,
     ShapeRefused,

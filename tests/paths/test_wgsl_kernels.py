@@ -13,17 +13,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
-pytest.importorskip("simpleeval", reason="the WGSL path needs simpleeval")
-reference = pytest.importorskip(
-    "wai_dispatch.paths.waiops.reference",
-    reason="the wai-ops/1 reference interpreter (paths/waiops, issue 8) is not in this build",
-)
 
-from wai_dispatch.paths.waiops.build import ProgramBuilder  # noqa: E402
-from wai_dispatch.paths.waiops.errors import BoundExceeded  # noqa: E402
-from wai_dispatch.paths.waiops.load import load_program  # noqa: E402
-from wai_dispatch.paths.wgsl.execute import run_program  # noqa: E402
-from wai_dispatch.paths.wgsl.runner import Runner  # noqa: E402
+from wai_dispatch.paths.waiops import reference
+from wai_dispatch.paths.waiops.build import ProgramBuilder
+from wai_dispatch.paths.waiops.errors import BoundExceeded
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.paths.wgsl.execute import run_program
+from wai_dispatch.paths.wgsl.runner import Runner
 
 I32 = (1 << 31) - 1
 SETTINGS = settings(

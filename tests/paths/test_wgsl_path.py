@@ -19,7 +19,6 @@ from wai_dispatch.dispatch.registry import INT_SYNTH
 from wai_dispatch.dispatch.report import Placement
 
 pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
-pytest.importorskip("simpleeval", reason="the WGSL path needs simpleeval")
 
 from wai_dispatch.paths.wgsl.adapter import WgslAdapter
 from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
@@ -84,10 +83,8 @@ class Job:
 
 @pytest.fixture
 def job() -> Job:
-    build = pytest.importorskip(
-        "wai_dispatch.paths.waiops.build",
-        reason="the wai-ops/1 interpreter (paths/waiops, issue 8) is not in this build",
-    )
+    from wai_dispatch.paths.waiops import build
+
     rng = np.random.default_rng(3)
     b = build.ProgramBuilder("x", 3, (-20, 20))
     b.add(
@@ -217,7 +214,6 @@ def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any
     ``gpu/wgsl/integer, cpu/wai-ops/integer``: on a CPU adapter the WGSL path is refused with
     ``dispatch_not_placed`` and the interpreter decodes to the corpus hash; on a GPU the WGSL
     path decodes to that same hash."""
-    pytest.importorskip("wai_dispatch.paths.waiops.adapter", reason="no interpreter in this build")
     import json
 
     from wai_dispatch.codec.envelope import Envelope

@@ -82,25 +82,41 @@ def test_update_quantiles_gives_compressais_tables(
     tmp_path: Path, demo_state: dict[str, Any]
 ) -> None:
     """A checkpoint saved before update(): --update-quantiles cuts the tables CompressAI's
-    update(force=True, update_quantiles=True) cuts; without it, those of update(force=True)."""
+    update(force=True, update_quantiles=True) cuts (without it: refused, next test)."""
     from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
 
     path = tmp_path / "early.pth.tar"
     torch.save({"state_dict": _before_update(demo_state)}, path)
-    for update_quantiles in (False, True):
-        model, _ = writer.load_model(
-            checkpoint=path, pretrained=False, quality=3, update_quantiles=update_quantiles
-        )
-        theirs = factorized_prior(128, 192)
-        theirs.load_state_dict(checkpoint_state_dict(torch.load(path, weights_only=True)))
-        theirs.eval().update(force=True, update_quantiles=update_quantiles)
-        mine, ref = model.entropy_bottleneck, theirs.entropy_bottleneck
-        assert torch.equal(mine._quantized_cdf, ref._quantized_cdf)
-        assert torch.equal(mine._offset, ref._offset)
-    plain, _ = writer.load_model(checkpoint=path, pretrained=False, quality=3)
+    model, _ = writer.load_model(
+        checkpoint=path, pretrained=False, quality=3, update_quantiles=True
+    )
+    theirs = factorized_prior(128, 192)
+    theirs.load_state_dict(checkpoint_state_dict(torch.load(path, weights_only=True)))
+    theirs.eval().update(force=True, update_quantiles=True)
+    mine, ref = model.entropy_bottleneck, theirs.entropy_bottleneck
+    assert torch.equal(mine._quantized_cdf, ref._quantized_cdf)
+    assert torch.equal(mine._offset, ref._offset)
     assert not torch.equal(
-        plain.entropy_bottleneck.quantiles, model.entropy_bottleneck.quantiles
+        demo_state["entropy_bottleneck.quantiles"], model.entropy_bottleneck.quantiles
     ), "update_quantiles re-estimates the quantiles"
+
+
+def test_a_checkpoint_without_tables_is_refused_unless_update_quantiles(
+    tmp_path: Path, demo_state: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Saved before net.update(): the tables its streams were coded with are not in it, so
+    make-set refuses it with one line that names the fix (issue 21: it was written silently)."""
+    path = tmp_path / "early.pth.tar"
+    torch.save({"state_dict": _before_update(demo_state)}, path)
+    with pytest.raises(writer.SetWriterError, match="--update-quantiles"):
+        writer.load_model(checkpoint=path, pretrained=False, quality=3)
+    status = main(
+        ["make-set", "bmshj2018", "--out", str(tmp_path / "set"), "--checkpoint", str(path)]
+    )
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("wai-dispatch: error: set_writer_refused: checkpoint ")
+    assert "--update-quantiles" in err and "net.update()" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "set").exists()
 
 
 def test_the_set_records_update_quantiles_only_when_used() -> None:

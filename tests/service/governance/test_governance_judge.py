@@ -180,12 +180,8 @@ def test_a_report_that_contradicts_itself_is_refused_with_the_validators_reason(
 
 def test_a_webnn_path_with_a_placement_is_refused() -> None:
     decode = _decode(ran_backend="webnn")  # the example's placement stays: WebNN states none
-    try:
+    with pytest.raises(InvalidReport, match="WebNN"):  # §5: WebNN states no placement
         Report.from_json(decode["report"])
-    except InvalidReport:
-        pass
-    else:
-        pytest.skip("dispatch.report does not refuse a WebNN placement yet (§5)")
     (reasons,) = _reasons(judge(_run(decode), POLICY))
     assert [rule for rule, _ in reasons] == ["report_invalid"]
 

@@ -1,0 +1,157 @@
+"""No test turns a regression into a skip: every skip in tests/ stands behind a condition on the
+environment (what is installed, the platform, a variable, a tool on PATH), never on what the
+code under test does.
+
+The rule, read from each file's syntax tree:
+
+- ``pytest.skip(...)`` / ``pytest.xfail(...)``: inside an ``if`` whose test mentions one of
+  :data:`PROBES`, or inside an ``except`` of :data:`ENV_ERRORS` (or a bare ``Exception`` around
+  nothing but imports and ``import_*()`` calls: the tools extra's loaders);
+- ``pytest.importorskip(NAME)``: ``NAME`` an optional package, not ``wai_dispatch`` and not one
+  of the core dependencies of pyproject.toml (those are installed wherever the package is: a
+  failed import is a regression);
+- ``@pytest.mark.skipif(COND)`` / ``xfail(COND)`` (also in ``pytestmark``): ``COND`` mentions one
+  of :data:`PROBES`; ``@pytest.mark.skip`` / ``xfail`` without a condition: never.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: What an environment condition mentions (a regular expression over the condition's source).
+PROBES = re.compile(
+    r"os\.environ|os\.getenv|shutil\.which|sys\.platform|platform\.|os\.geteuid|\.exists\(\)"
+    r"|find_spec|returncode|get_available_providers|\bpg_\w+\(|\bmissing\b|\bHAS_[A-Z_]+\b"
+)
+#: The exceptions of an availability probe.
+ENV_ERRORS = {"ImportError", "ModuleNotFoundError", "OSError", "UnitAbsent"}
+
+
+def core_dependencies() -> set[str]:
+    """The import names of pyproject's unconditional dependencies."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    names = set()
+    for spec in project["dependencies"]:
+        if ";" in spec:  # a platform's dependency (coremltools on macOS) is optional elsewhere
+            continue
+        name = re.split(r"[<>=!~\[ ]", spec, maxsplit=1)[0].lower().replace("-", "_")
+        names.add({"pillow": "PIL", "pyyaml": "yaml", "psycopg": "psycopg"}.get(name, name))
+    return names
+
+
+def _is_pytest_attr(node: ast.AST, *names: str) -> bool:
+    """``pytest.NAME`` or ``pytest.mark.NAME``."""
+    if not isinstance(node, ast.Attribute) or node.attr not in names:
+        return False
+    value = node.value
+    if isinstance(value, ast.Attribute) and value.attr == "mark":
+        value = value.value
+    return isinstance(value, ast.Name) and value.id == "pytest"
+
+
+def _guarded(parents: list[ast.AST], source: str) -> bool:
+    for node in reversed(parents):
+        if isinstance(node, ast.If | ast.IfExp) and PROBES.search(
+            ast.get_source_segment(source, node.test) or ""
+        ):
+            return True
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            caught = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
+            if caught & ENV_ERRORS:
+                return True
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id == "Exception" for h in node.handlers
+        ):
+            loads_only = all(
+                isinstance(s, ast.Import | ast.ImportFrom)
+                or (
+                    isinstance(s, ast.Expr)
+                    and isinstance(s.value, ast.Call)
+                    and isinstance(s.value.func, ast.Name)
+                    and s.value.func.id.startswith("import_")
+                )
+                for s in node.body
+            )
+            if loads_only and any(p in node.handlers for p in parents):
+                return True
+    return False
+
+
+def violations(path: Path, core: set[str], root: Path = ROOT) -> list[str]:
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    found: list[str] = []
+
+    def where(node: ast.AST) -> str:
+        return f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+
+    def visit(node: ast.AST, parents: list[ast.AST]) -> None:
+        if isinstance(node, ast.Call):
+            if _is_pytest_attr(node.func, "skip", "xfail") and not isinstance(
+                getattr(node.func, "value", None), ast.Attribute
+            ):
+                if not _guarded(parents, source):
+                    what = f"pytest.{node.func.attr}"  # type: ignore[attr-defined]
+                    found.append(f"{where(node)}: {what} not behind an environment condition")
+            elif _is_pytest_attr(node.func, "importorskip"):
+                arg = node.args[0] if node.args else None
+                name = arg.value if isinstance(arg, ast.Constant) else None
+                root = str(name).split(".")[0]
+                if root == "wai_dispatch" or root in core:
+                    found.append(
+                        f"{where(node)}: importorskip({name!r}) of a module that is always "
+                        "installed: import it (a failed import is a regression)"
+                    )
+            elif _is_pytest_attr(node.func, "skipif", "xfail") and isinstance(
+                node.func.value,  # type: ignore[attr-defined]
+                ast.Attribute,
+            ):
+                cond = node.args[0] if node.args else None
+                text = ast.get_source_segment(source, cond) if cond is not None else ""
+                if not PROBES.search(text or ""):
+                    what = f"{node.func.attr}({text})"  # type: ignore[attr-defined]
+                    found.append(f"{where(node)}: {what} is no environment condition")
+        elif isinstance(node, ast.Attribute) and _is_pytest_attr(node, "skip", "xfail"):
+            marks = isinstance(node.value, ast.Attribute)
+            parent = parents[-1] if parents else None
+            called = isinstance(parent, ast.Call) and parent.func is node and bool(parent.args)
+            if marks and (node.attr == "skip" or not called):
+                found.append(f"{where(node)}: an unconditional pytest.mark.{node.attr}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, [*parents, node])
+
+    visit(tree, [])
+    return found
+
+
+def test_every_skip_stands_behind_an_environment_condition() -> None:
+    core = core_dependencies()
+    assert {"numpy", "onnxruntime", "simpleeval", "jinja2"} <= core
+    files = sorted((ROOT / "tests").rglob("*.py"))
+    assert len(files) > 50
+    found = [v for f in files for v in violations(f, core)]
+    assert not found, "\n".join(found)
+
+
+def test_the_rule_catches_a_skip_on_the_code_under_test(tmp_path: Path) -> None:
+    """The shape issue 21 found: a skip when the code under test answers otherwise."""
+    bad = tmp_path / "test_bad.py"
+    bad.write_text(
+        "import os, pytest\n"
+        "def test_a():\n"
+        "    try:\n        check()\n    except ValueError:\n        pass\n"
+        "    else:\n        pytest.skip('not refused yet')\n"
+        "def test_b():\n    if os.environ.get('X'):\n        pytest.skip('env')\n"
+        "pytest.importorskip('wai_dispatch.paths.waiops')\n"
+        "pytest.importorskip('torch')\n"
+        "@pytest.mark.skipif(answer() == 1, reason='x')\ndef test_c(): pass\n"
+        "@pytest.mark.skip(reason='later')\ndef test_d(): pass\n",
+        encoding="utf-8",
+    )
+    found = violations(bad, {"numpy"}, tmp_path)
+    assert [line.split(":")[1] for line in found] == ["8", "12", "14", "16"], found

@@ -1,0 +1,96 @@
+"""A usage synopsis in the docs (``<!-- doc: synopsis -->``, tools/doc_blocks.py) held to the
+code: each ``wai-dispatch …`` line names sub-commands the parser has and options their
+``--help`` lists; each ``python -m MODULE …`` line names a module that exists and options its
+source defines. Lines that start with ``[`` or ``-`` continue the line above."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+from pathlib import Path
+
+from wai_dispatch.cli.main import build_parser
+from wai_dispatch.tools.doc_blocks import Block
+
+__all__ = ["check_synopsis"]
+
+#: ``make-set KIND``'s options are its writer's (the parser passes the rest on).
+_FORWARDED = {
+    ("make-set", "bmshj2018"): "wai_dispatch.tools.wai_bmshj2018_npu_set",
+    ("make-set", "int-synth"): "wai_dispatch.tools.wai_int_synth_set",
+}
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
+
+
+def _lines(block: Block) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for n, raw in enumerate(block.lines):
+        text = raw.strip().removeprefix("$ ")
+        text = re.split(r"\s#\s", text, maxsplit=1)[0]
+        if not text or text.startswith("#"):
+            continue
+        if out and (text.startswith("[") or text.startswith("-")):
+            out[-1] = (out[-1][0], f"{out[-1][1]} {text}")
+        else:
+            out.append((block.line + 1 + n, text))
+    return out
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _check_cli(words: list[str]) -> list[str]:
+    if len(words) < 2:
+        return ["names no sub-command"]
+    if (module := _FORWARDED.get((words[1], words[2] if len(words) > 2 else ""))) is not None:
+        return _check_module(module, " ".join(words))
+    parser = build_parser([words[1]])
+    chain = [parser]
+    for word in words[1:]:
+        name = word.split("|")[0]
+        children = _subparsers(chain[-1])
+        if name in children:
+            chain.append(children[name])
+        elif len(chain) == 1:
+            return [f"wai-dispatch has no command {name!r}"]
+        else:
+            break
+    helps = " ".join(p.format_help() for p in chain)
+    return [
+        f"{' '.join(p.prog for p in chain[-1:])} --help lists no {opt}"
+        for opt in _OPTION.findall(" ".join(words))
+        if opt not in helps
+    ]
+
+
+def _check_module(module: str, text: str) -> list[str]:
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return [f"no module {module}"]
+    source = Path(spec.origin).read_text(encoding="utf-8")
+    return [
+        f"{module} defines no {opt}"
+        for opt in _OPTION.findall(text)
+        if f'"{opt}"' not in source and f"'{opt}'" not in source
+    ]
+
+
+def check_synopsis(block: Block) -> list[tuple[int, str]]:
+    """Each problem with the line (in the file) of the synopsis line it is about."""
+    problems: list[tuple[int, str]] = []
+    for line, text in _lines(block):
+        words = text.split()
+        head = words[0].rsplit("/", 1)[-1]
+        if head == "wai-dispatch":
+            found = _check_cli(words)
+        elif head in ("python", "python3") and words[1:2] == ["-m"] and len(words) > 2:
+            found = _check_module(words[2], text)
+        else:
+            found = [f"not a wai-dispatch or python -m line: {text!r}"]
+        problems.extend((line, f"{p} ({text})") for p in found)
+    return problems
