@@ -18,6 +18,7 @@ from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.tokens import TokenCache
 
@@ -29,6 +30,7 @@ __all__ = [
     "RecorderDep",
     "Service",
     "ServiceDep",
+    "SetsDep",
     "SettingsDep",
     "StoreDep",
     "TokensDep",
@@ -40,7 +42,7 @@ __all__ = [
 class Service:
     """Everything the service holds while it runs: its settings, the one :class:`Decoder`
     (its set store, its adapters and their program cache), the report store, the recorder,
-    the token cache, admission, metrics and the policies."""
+    the token cache, admission, metrics, the policies and the set registry's sync."""
 
     settings: Settings
     decoder: Decoder
@@ -50,8 +52,10 @@ class Service:
     admission: Admission
     metrics: Metrics
     policies: PolicyStore
+    sets: SetSync
 
     def close(self) -> None:
+        self.sets.close()
         self.admission.close()
         self.recorder.close()
         self.store.dispose()
@@ -98,7 +102,12 @@ def _policies(service: ServiceDep) -> PolicyStore:
     return service.policies
 
 
+def _sets(service: ServiceDep) -> SetSync:
+    return service.sets
+
+
 SettingsDep = Annotated[Settings, Depends(_settings)]
+SetsDep = Annotated[SetSync, Depends(_sets)]
 DecoderDep = Annotated[Decoder, Depends(_decoder)]
 StoreDep = Annotated[ReportStore, Depends(_store)]
 RecorderDep = Annotated[Recorder, Depends(_recorder)]
