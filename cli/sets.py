@@ -1,28 +1,37 @@
-"""``wai-dispatch sets``: list, install, verify and remove the parameter sets in the local store,
-and choose a capability's default set (docs/sets.md)."""
+"""``wai-dispatch sets``: list, install, verify and remove the parameter sets, and choose a
+capability's default set (docs/sets.md). Installs, removals and defaults go through the set
+registry in the report database (``WAI_DATABASE_URL``, else ``<data_dir>/reports.db``), as the
+service's do, so every replica on that database sees them; the data directory's store is this
+machine's cache of the registry, synced first."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from wai_dispatch.cli.context import decoder
-from wai_dispatch.cli.options import add_data_dir
+from wai_dispatch.cli.options import add_data_dir, settings
 from wai_dispatch.codec.sets import SetError
+from wai_dispatch.service.decoding.setcache import bundled_dir
+from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.setregistry import SetRegistry
+from wai_dispatch.service.store.setsync import SetSync, registry_down
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON")
     add_data_dir(common)
-    p = sub.add_parser("sets", help="the parameter sets in the local store")
+    p = sub.add_parser("sets", help="the parameter sets (the set registry, cached here)")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     v = verbs.add_parser(
-        "list", parents=[common], help="installed sets (bundled sets installed first)"
+        "list", parents=[common], help="installed sets (synced from the registry first)"
     )
     v.set_defaults(func=run_list)
 
@@ -30,11 +39,13 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v.add_argument("source", type=Path, help="a set folder, or a .tar, .tar.gz or .zip of one")
     v.set_defaults(func=run_install)
 
-    v = verbs.add_parser("verify", parents=[common], help="re-hash every file of a set")
+    v = verbs.add_parser("verify", parents=[common], help="re-hash every file of a set's copy here")
     v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
     v.set_defaults(func=run_verify)
 
-    v = verbs.add_parser("remove", parents=[common], help="remove a set from the store")
+    v = verbs.add_parser(
+        "remove", parents=[common], help="remove a set (a tombstone: it stays removed)"
+    )
     v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
     v.set_defaults(func=run_remove)
 
@@ -46,8 +57,42 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v.set_defaults(func=run_default)
 
 
-def _store(args: argparse.Namespace) -> Any:
-    return decoder(args, bundled=False).store
+@contextmanager
+def _registry(args: argparse.Namespace, *, bootstrap: bool = True) -> Iterator[SetSync]:
+    """The set registry of the command's database and the local cache synced with it (the
+    cache's unknown sets and, with ``bundled_sets`` on, the bundled sets put into it first:
+    what the service does at start). A database that does not answer: ``set_registry_down``."""
+    chosen = settings(args)
+    cache = decoder(args, bundled=False)  # a bad data directory is data_dir_invalid first
+    store = ReportStore(chosen.url)
+    try:
+        store.migrate()
+        sync = SetSync(
+            SetRegistry(store),
+            cache,
+            chosen.sets_refresh_s,
+            bundled=bundled_dir() if chosen.bundled_sets else None,
+            repair=False,  # a damaged copy is shown as it is (the service fetches it again)
+        )
+        if bootstrap:
+            for folder, problem in sorted(sync.bootstrap().items()):
+                print(
+                    f"wai-dispatch: bundled set {folder} not installed: "
+                    f"{problem.code}: {problem.message}",
+                    file=sys.stderr,
+                )
+        yield sync
+    except StoreDown as exc:
+        raise registry_down(exc) from None
+    finally:
+        store.dispose()
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except StoreDown as exc:
+        raise registry_down(exc) from None
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
@@ -59,15 +104,16 @@ def _row(entry: Any, default: bool) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    ctx = decoder(args)  # installs (or repairs) the bundled sets first
-    store = ctx.store
-    rows = []
-    for entry in store.list():
-        try:
-            is_default = store.default_for(entry.capability).digest == entry.digest
-        except SetError:  # several sets of the capability and none chosen
-            is_default = False
-        rows.append({**_row(entry, is_default), "damaged": None})
+    with _registry(args) as sync:
+        store = sync.cache
+        rows = []
+        for entry in store.list():
+            try:
+                is_default = store.default_for(entry.capability).digest == entry.digest
+            except SetError:  # several sets of the capability and none chosen
+                is_default = False
+            rows.append({**_row(entry, is_default), "damaged": None})
+        problems = {**sync.state.problems}
     damaged = store.damaged()
     for digest, problem in sorted(damaged.items()):
         rows.append(
@@ -83,9 +129,10 @@ def run_list(args: argparse.Namespace) -> int:
                 "damaged": {"code": problem.code, "message": problem.message},
             }
         )
-    for folder, problem in sorted(ctx.bundled.problems.items()):
+    for digest, problem in sorted(problems.items()):
         print(
-            f"wai-dispatch: bundled set {folder} not installed: {problem.code}: {problem.message}",
+            f"wai-dispatch: set {digest} not fetched from the registry: "
+            f"{problem.code}: {problem.message}",
             file=sys.stderr,
         )
     lines = [
@@ -100,13 +147,14 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    entry = decoder(args, bundled=False).install_set(args.source)
+    with _registry(args, bootstrap=False) as sync:
+        entry = sync.cache.get(sync.install(args.source))
     _emit(args, entry.to_json(), f"installed {entry.name} {entry.digest}")
     return 0
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = decoder(args, bundled=False).store  # this machine's copy, as it is
     result = store.verify(store.resolve(args.digest))
     if result.ok:
         text = f"{result.digest}: every file matches its manifest"
@@ -120,18 +168,19 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    store = _store(args)
-    digest = store.resolve(args.digest)
-    store.remove(digest)
+    with _registry(args, bootstrap=False) as sync:
+        digest = _call(lambda: sync.registry.resolve(args.digest))
+        sync.remove(digest)
     _emit(args, {"removed": digest}, f"removed {digest}")
     return 0
 
 
 def run_default(args: argparse.Namespace) -> int:
-    store = _store(args)
-    if args.digest is not None:
-        entry = store.set_default(args.capability, store.resolve(args.digest))
-    else:
+    with _registry(args) as sync:
+        store = sync.cache
+        if args.digest is not None:
+            digest = _call(lambda: sync.registry.resolve(args.digest))
+            sync.set_default(args.capability, digest)
         entry = store.default_for(args.capability)
     _emit(args, _row(entry, True), f"{args.capability}: {entry.name} {entry.digest}")
     return 0

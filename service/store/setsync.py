@@ -71,12 +71,16 @@ class SetSync:
         refresh_s: float = 2.0,
         *,
         bundled: Path | None = None,
+        repair: bool = True,
     ) -> None:
         self.registry = registry
         self.decoder = decoder
         self.refresh_s = refresh_s
         #: Where the bundled sets are; ``None``: they are not put into the registry.
         self.bundled = bundled
+        #: A set the registry lists whose copy here is not whole is fetched again (the
+        #: service); else it is left for ``sets list`` and ``sets verify`` to show.
+        self.repair = repair
         self.state = SyncState()
         self.bootstrapped = False
         self._lock = threading.Lock()
@@ -168,7 +172,7 @@ class SetSync:
                 self._drop(digest)
             problems: dict[str, Problem] = {}
             for digest in sorted(live):
-                if digest in here and self.cache.intact(digest, full=False):
+                if digest in here and (not self.repair or self.cache.intact(digest, full=False)):
                     continue
                 try:
                     self._fetch(digest)
@@ -224,7 +228,7 @@ class SetSync:
                 if entry.digest not in existed:
                     self.cache.remove(entry.digest)
                     self.decoder.forget(entry.digest)
-                raise _down(exc) from None
+                raise registry_down(exc) from None
             write_removed(self.cache.root, gone)
             return entry.digest
 
@@ -234,7 +238,7 @@ class SetSync:
         try:
             self.registry.remove(digest)
         except StoreDown as exc:
-            raise _down(exc) from None
+            raise registry_down(exc) from None
         with self._lock:
             if digest in {e.digest for e in self.cache.list()} | set(self.cache.damaged()):
                 self._drop(digest)
@@ -247,7 +251,7 @@ class SetSync:
         try:
             self.registry.set_default(capability, digest)
         except StoreDown as exc:
-            raise _down(exc) from None
+            raise registry_down(exc) from None
 
     def _removed(self) -> set[str]:
         return {e.digest for e in self.registry.entries() if not e.live}
@@ -263,7 +267,9 @@ class SetSync:
         )
 
 
-def _down(exc: StoreDown) -> StoreError:
+def registry_down(exc: StoreDown) -> StoreError:
+    """``set_registry_down``: the registry's database did not answer (its words logged, not
+    answered: they may name a host or a file)."""
     log.warning("set registry down: %s", exc)
     return StoreError(
         "the set registry (the report database) does not answer; nothing changed",
