@@ -22,13 +22,17 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from wai_dispatch.codec.sets import MANIFEST_NAME, SetNotInstalled, SetStore
-from wai_dispatch.codec.sets.errors import SetAmbiguous, SetDigestInvalid
+from wai_dispatch.codec.sets.errors import SetAmbiguous, SetDigestInvalid, SetTooLarge
 from wai_dispatch.codec.sets.manifest import DIGEST_RE
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.models import SetChunkRow, SetDefaultRow, SetRow
 
 #: The size of one ``set_chunks`` row.
 CHUNK_BYTES = 4 * 1024 * 1024
+#: The largest set the registry takes (its files' bytes): an archive is built, stored and
+#: fetched whole in memory, and PostgreSQL's ``bytea`` ends at 1 GiB a value (a chunk is far
+#: below it). Bigger sets belong in an object store (docs/sets.md).
+MAX_SET_BYTES = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +130,14 @@ class SetRegistry:
     def publish(self, local: SetStore, digest: str, *, bundled: bool = False) -> bool:
         """Put the set installed in ``local`` into the registry (its archive with it); a
         removed one is installed again (its tombstone cleared). ``False`` when it was live
-        already (another replica, or a start racing this one, put it there)."""
+        already (another replica, or a start racing this one, put it there). A set over
+        :data:`MAX_SET_BYTES` is ``set_too_large``."""
         entry = local.get(digest)
+        if entry.manifest.total_size > MAX_SET_BYTES:
+            raise SetTooLarge(
+                f"set {digest[:16]}… is {entry.manifest.total_size:,} bytes; the set registry "
+                f"takes sets of at most {MAX_SET_BYTES:,}"
+            )
         table = SetRow.__table__
         try:
             with self.store.engine.begin() as conn:

@@ -224,11 +224,13 @@ class SetSync:
             try:
                 self.registry.publish(self.cache, entry.digest)
                 gone = self._removed()
-            except StoreDown as exc:
+            except (StoreDown, WaiError) as exc:  # down, or a set the registry cannot take
                 if entry.digest not in existed:
                     self.cache.remove(entry.digest)
                     self.decoder.forget(entry.digest)
-                raise registry_down(exc) from None
+                if isinstance(exc, StoreDown):
+                    raise registry_down(exc) from None
+                raise
             write_removed(self.cache.root, gone)
             return entry.digest
 
