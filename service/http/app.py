@@ -77,19 +77,22 @@ def start(settings: Settings) -> Service:
     try:
         store.migrate()
         _ensure_admin(store, settings)
+    except StoreDown as exc:
+        # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
+        log.warning("report store down at start, spooling until it returns: %s", exc)
+        recorder = Recorder(store, spool, migrate=lambda: _migrate(store, settings))
+    else:
+        recorder = Recorder(store, spool)
+    try:
         for folder, problem in sets.bootstrap().items():
             log.warning("bundled set %s not installed: %s: %s", folder, problem.code,
                         problem.message)  # fmt: skip
     except StoreDown as exc:
-        # Start anyway: decodes spool, and the recorder's thread migrates when it returns;
-        # the sets are the cache's as last synced (the bundled ones, unless removed, on a
-        # first start) until the sync's thread reaches the registry.
-        log.warning("report store down at start, spooling until it returns: %s", exc)
+        # The sets are the cache's as last synced (the bundled ones, unless removed, on a
+        # first start) until the sync's thread reaches the registry and bootstraps.
+        log.warning("set registry not read at start, serving the set cache: %s", exc)
         if settings.bundled_sets:
             install_bundled_sets(decoder.store, bundled_dir(), skip=removed(decoder.store.root))
-        recorder = Recorder(store, spool, migrate=lambda: _migrate(store, settings))
-    else:
-        recorder = Recorder(store, spool)
     sets.start()
     log.info("admin token: %s", admin_note(store, settings.admin_token_file))
     tokens.reload()
