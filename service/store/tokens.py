@@ -125,14 +125,13 @@ def ensure_admin(store: ReportStore, data_dir: Path, token_file: Path | None = N
     if token_file is not None:
         secret = read_token_file(token_file)
         row = {"name": "admin", "role": Role.admin.name, "hash": digest(secret)}
-        with store.engine.begin() as conn:
-            known = conn.execute(select(table.c.id).where(table.c.hash == row["hash"])).first()
-            if known is None:
-                try:
-                    with conn.begin_nested():
-                        conn.execute(insert(TokenRow).values(**row, created_ms=_now()))
-                except IntegrityError:
-                    pass  # another replica, starting at the same time, put it there
+        try:
+            with store.engine.begin() as conn:
+                known = conn.execute(select(table.c.id).where(table.c.hash == row["hash"])).first()
+                if known is None:
+                    conn.execute(insert(TokenRow).values(**row, created_ms=_now()))
+        except IntegrityError:
+            pass  # another replica, starting at the same time, put it there
         return None
     with store.engine.connect() as conn:
         live = conn.execute(
