@@ -83,6 +83,7 @@ class SetSync:
         self.repair = repair
         self.state = SyncState()
         self.bootstrapped = False
+        self._tried = -float("inf")  # when (monotonic) :meth:`fresh` last tried
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -149,8 +150,11 @@ class SetSync:
 
     def fresh(self) -> None:
         """Sync now when the last sync is older than ``refresh_s`` (a registry that is down
-        leaves the cache as it is)."""
-        if time.monotonic() - self.state.synced > self.refresh_s:
+        leaves the cache as it is, and is asked again at most every ``refresh_s``, so an
+        outage does not stall every listing)."""
+        now = time.monotonic()
+        if now - max(self.state.synced, self._tried) > self.refresh_s:
+            self._tried = now
             try:
                 if self.bootstrapped:
                     self.sync()
