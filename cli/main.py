@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "§6.4 agreement of every path here on each set's payload"),
     "paths": ("paths", "every path this build knows: offered or not, present or absent and why"),
     "plan": ("paths", "a path's placement for a set, without decoding (§5)"),
-    "sets": ("sets", "the parameter sets in the local store"),
+    "sets": ("sets", "the parameter sets (the set registry, cached here)"),
     "serve": ("serve", "run the HTTP decoder service"),
     "tokens": ("serve", "bearer tokens of the service (sink, operator, admin)"),
     "import-compressai": (

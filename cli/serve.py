@@ -10,17 +10,15 @@ import math
 import os
 import shlex
 import shutil
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from wai_dispatch.cli.options import settings
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.service.decoding.settings import hand_over
+from wai_dispatch.service.decoding.settings import Settings, hand_over
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.db import ReportStore, StoreDown
-from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, ensure_admin
-
-if TYPE_CHECKING:
-    from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, admin_note, ensure_admin
 
 
 def _store(args: argparse.Namespace) -> Any:
@@ -67,6 +65,43 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     return chosen.model_copy(update=update)
 
 
+def banner(chosen: Settings) -> list[str]:
+    """What ``serve`` prints at start, the store migrated and the admin token ensured first.
+    Its ``admin token:`` line is read from the token table (and ``WAI_ADMIN_TOKEN_FILE``), so
+    every replica on one database prints the same; the replica whose first start wrote
+    ``<data_dir>/admin-token`` says so on the next line (docs/service.md)."""
+    store = ReportStore(chosen.url)
+    written = None
+    try:
+        store.migrate()
+        written = ensure_admin(store, chosen.data_dir, chosen.admin_token_file)
+        note = admin_note(store, chosen.admin_token_file)
+    except StoreDown as exc:  # start anyway: decodes spool until the store returns
+        note = f"not read: the report store is down ({exc}); decodes spool until it returns"
+    finally:
+        store.dispose()
+    url = f"http://{chosen.host}:{chosen.port}"
+    local = chosen.data_dir / ADMIN_TOKEN_FILE
+    sample = envelopes_dir() / "bmshj2018-demo-q3.json"
+    docs = f"{url}/docs" if chosen.docs else f"{url}/openapi.json"
+    lines = [f"wai-dispatch serving on {url}  (API docs: {docs})", f"admin token: {note}"]
+    secret_file: Path | None = chosen.admin_token_file
+    if written is not None:
+        lines.append(f"admin token written to {local} (mode 0600; first start)")
+        secret_file = local
+    elif secret_file is None and local.is_file():
+        lines.append(f"admin token in {local}")
+        secret_file = local
+    bearer = f"$(cat {shlex.quote(str(secret_file))})" if secret_file else "$TOKEN"
+    lines.append("decode the sample envelope:" + ("" if secret_file else " (TOKEN: a token)"))
+    lines.append(
+        f'  curl -s -H "Authorization: Bearer {bearer}" '
+        f"-H 'Content-Type: application/json' --data-binary @{shlex.quote(str(sample))} "
+        f"{url}/v1/decode"
+    )
+    return lines
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -78,33 +113,7 @@ def run_serve(args: argparse.Namespace) -> int:
         values.mkdir(parents=True, mode=0o700)
         # the library's own variable, read when a worker imports it
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(values)
-    store = ReportStore(chosen.url)
-    written = None
-    try:
-        store.migrate()
-        written = ensure_admin(store, chosen.data_dir)
-    except StoreDown as exc:  # start anyway: decodes spool until the store returns
-        print(f"report store down ({exc}); decodes spool until it returns")
-    finally:
-        store.dispose()
-    url = f"http://{chosen.host}:{chosen.port}"
-    token_file = chosen.data_dir / ADMIN_TOKEN_FILE
-    sample = envelopes_dir() / "bmshj2018-demo-q3.json"
-    docs = f"{url}/docs" if chosen.docs else f"{url}/openapi.json"
-    print(f"wai-dispatch serving on {url}  (API docs: {docs})")
-    if written is not None:
-        print(f"admin token written to {token_file} (mode 0600; first start)")
-    elif token_file.is_file():
-        print(f"admin token in {token_file}")
-    else:
-        print("admin token: create one with `wai-dispatch tokens create NAME --role admin`")
-    print("decode the sample envelope:")
-    print(
-        f'  curl -s -H "Authorization: Bearer $(cat {shlex.quote(str(token_file))})" '
-        f"-H 'Content-Type: application/json' --data-binary @{shlex.quote(str(sample))} "
-        f"{url}/v1/decode",
-        flush=True,
-    )
+    print("\n".join(banner(chosen)), flush=True)
     uvicorn.run(
         "wai_dispatch.service.http.app:create_app",
         factory=True,

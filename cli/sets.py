@@ -1,19 +1,63 @@
-"""``wai-dispatch sets``: list, install, verify and remove the parameter sets in the local store,
-and choose a capability's default set (docs/sets.md)."""
+"""``wai-dispatch sets``: list, install, verify and remove the parameter sets, and choose a
+capability's default set (docs/sets.md). Installs, removals and defaults go through the set
+registry in the report database (``WAI_DATABASE_URL``, else ``<data_dir>/reports.db``), as the
+service's do, so every replica on that database sees them; the data directory's store is this
+machine's cache of the registry, synced first."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from wai_dispatch.cli.context import decoder
+from wai_dispatch.cli.options import settings
 from wai_dispatch.codec.sets import SetError
+from wai_dispatch.service.decoding.setcache import bundled_dir
+from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.setregistry import SetRegistry
+from wai_dispatch.service.store.setsync import SetSync, registry_down
 
 
-def _store(args: argparse.Namespace) -> Any:
-    return decoder(args, bundled=False).store
+@contextmanager
+def _registry(args: argparse.Namespace, *, bootstrap: bool = True) -> Iterator[SetSync]:
+    """The set registry of the command's database and the local cache synced with it (the
+    cache's unknown sets and, with ``bundled_sets`` on, the bundled sets put into it first:
+    what the service does at start). A database that does not answer: ``set_registry_down``."""
+    chosen = settings(args)
+    cache = decoder(args, bundled=False)  # a bad data directory is data_dir_invalid first
+    store = ReportStore(chosen.url)
+    try:
+        store.migrate()
+        sync = SetSync(
+            SetRegistry(store),
+            cache,
+            chosen.sets_refresh_s,
+            bundled=bundled_dir() if chosen.bundled_sets else None,
+            repair=False,  # a damaged copy is shown as it is (the service fetches it again)
+        )
+        if bootstrap:
+            for folder, problem in sorted(sync.bootstrap().items()):
+                print(
+                    f"wai-dispatch: bundled set {folder} not installed: "
+                    f"{problem.code}: {problem.message}",
+                    file=sys.stderr,
+                )
+        yield sync
+    except StoreDown as exc:
+        raise registry_down(exc) from None
+    finally:
+        store.dispose()
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except StoreDown as exc:
+        raise registry_down(exc) from None
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
@@ -25,15 +69,16 @@ def _row(entry: Any, default: bool) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    ctx = decoder(args)  # installs (or repairs) the bundled sets first
-    store = ctx.store
-    rows = []
-    for entry in store.list():
-        try:
-            is_default = store.default_for(entry.capability).digest == entry.digest
-        except SetError:  # several sets of the capability and none chosen
-            is_default = False
-        rows.append({**_row(entry, is_default), "damaged": None})
+    with _registry(args) as sync:
+        store = sync.cache
+        rows = []
+        for entry in store.list():
+            try:
+                is_default = store.default_for(entry.capability).digest == entry.digest
+            except SetError:  # several sets of the capability and none chosen
+                is_default = False
+            rows.append({**_row(entry, is_default), "damaged": None})
+        problems = {**sync.state.problems}
     damaged = store.damaged()
     for digest, problem in sorted(damaged.items()):
         rows.append(
@@ -49,9 +94,10 @@ def run_list(args: argparse.Namespace) -> int:
                 "damaged": {"code": problem.code, "message": problem.message},
             }
         )
-    for folder, problem in sorted(ctx.bundled.problems.items()):
+    for digest, problem in sorted(problems.items()):
         print(
-            f"wai-dispatch: bundled set {folder} not installed: {problem.code}: {problem.message}",
+            f"wai-dispatch: set {digest} not fetched from the registry: "
+            f"{problem.code}: {problem.message}",
             file=sys.stderr,
         )
     lines = [
@@ -66,13 +112,14 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    entry = decoder(args, bundled=False).install_set(args.source)
+    with _registry(args, bootstrap=False) as sync:
+        entry = sync.cache.get(sync.install(args.source))
     _emit(args, entry.to_json(), f"installed {entry.name} {entry.digest}")
     return 0
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = decoder(args, bundled=False).store  # this machine's copy, as it is
     result = store.verify(store.resolve(args.digest))
     if result.ok:
         text = f"{result.digest}: every file matches its manifest"
@@ -86,18 +133,19 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    store = _store(args)
-    digest = store.resolve(args.digest)
-    store.remove(digest)
+    with _registry(args, bootstrap=False) as sync:
+        digest = _call(lambda: sync.registry.resolve(args.digest))
+        sync.remove(digest)
     _emit(args, {"removed": digest}, f"removed {digest}")
     return 0
 
 
 def run_default(args: argparse.Namespace) -> int:
-    store = _store(args)
-    if args.digest is not None:
-        entry = store.set_default(args.capability, store.resolve(args.digest))
-    else:
+    with _registry(args) as sync:
+        store = sync.cache
+        if args.digest is not None:
+            digest = _call(lambda: sync.registry.resolve(args.digest))
+            sync.set_default(args.capability, digest)
         entry = store.default_for(args.capability)
     _emit(args, _row(entry, True), f"{args.capability}: {entry.name} {entry.digest}")
     return 0

@@ -169,6 +169,12 @@ class ErrorCode(enum.StrEnum):
     SET_DIGEST_INVALID = "set_digest_invalid", 422, "a set digest that is not 64 hex digits"
     SET_NOT_INSTALLED = "set_not_installed", 404, "a set digest that is not in the store"
     SET_AMBIGUOUS = "set_ambiguous", 409, "a default set that is not unique"
+    SET_REGISTRY_DOWN = (
+        "set_registry_down",
+        503,
+        "an install, removal or default of a set while the set registry (the report database) "
+        "does not answer: nothing changed; retry (503)",
+    )
     SET_NO_TABLES = "set_no_tables", 422, "a set whose manifest names no entropy tables file"
     SET_CAPABILITY_MISMATCH = (
         "set_capability_mismatch",

@@ -1,4 +1,5 @@
-"""The parsers of ``sets list|install|verify|remove|default`` (run by :mod:`cli.sets`)."""
+"""The parsers of ``sets list|install|verify|remove|default`` (run by :mod:`cli.sets`): the
+set registry every replica reads, cached in the data directory."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "sets",
-        "the parameter sets in the local store",
+        "the parameter sets (the set registry, cached here)",
         "wai-dispatch sets list\nwai-dispatch sets install bmshj2018-q3.tar.gz\n"
         "wai-dispatch sets verify 3f9a",
     )
@@ -24,7 +25,7 @@ def add(sub: Sub) -> None:
     v = command(
         verbs,
         "list",
-        "installed sets (bundled sets installed first)",
+        "installed sets (synced from the registry first)",
         "wai-dispatch sets list --json",
         parents=[common],
     )
@@ -43,7 +44,7 @@ def add(sub: Sub) -> None:
     v = command(
         verbs,
         "verify",
-        "re-hash every file of a set",
+        "re-hash every file of a set's copy here",
         "wai-dispatch sets verify 3f9a",
         parents=[common],
     )
@@ -51,9 +52,12 @@ def add(sub: Sub) -> None:
     runs(v, "sets:run_verify")
 
     v = command(
-        verbs, "remove", "remove a set from the store", "wai-dispatch sets remove 3f9a",
+        verbs,
+        "remove",
+        "remove a set (a tombstone: it stays removed)",
+        "wai-dispatch sets remove 3f9a",
         parents=[common],
-    )  # fmt: skip
+    )
     v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
     runs(v, "sets:run_remove")
 

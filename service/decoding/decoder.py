@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path as FsPath
 from typing import TYPE_CHECKING
 
 from wai_dispatch.codec.config import ready_sets_dir, sets_dir
@@ -36,11 +35,9 @@ from wai_dispatch.codec.sets import (
     SetCapabilityMismatch,
     SetNotInstalled,
     SetStore,
-    install_bundled,
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
 from wai_dispatch.codec.sets.loaded import check_pin
-from wai_dispatch.conformance import sets_dir as bundled_sets
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
@@ -71,6 +68,7 @@ from wai_dispatch.service.decoding.results import (
     Undecodable,
     VerifyResult,
 )
+from wai_dispatch.service.decoding.setcache import bundled_dir, install_bundled_sets, removed
 from wai_dispatch.service.decoding.settings import Settings, load
 from wai_dispatch.service.decoding.verify import verify_store
 
@@ -123,8 +121,9 @@ class Decoder:
         program_cache_bytes: int | None = None,
     ) -> Decoder:
         """The decoder of this machine: the store under ``data_dir`` (else the ``data_dir``
-        setting), with the bundled sets installed (a damaged one is repaired, or reported in
-        :attr:`bundled`, never raised), ``offer`` (else the ``offer`` setting or the
+        setting), with the bundled sets installed unless the ``bundled_sets`` setting is off
+        (a damaged one is repaired, or reported in :attr:`bundled`, never raised; one the set
+        registry removed is not), ``offer`` (else the ``offer`` setting or the
         reference offer) and the machine's adapters, ONNX Runtime's pool sized by the
         ``ort_threads`` setting. ``settings``: the process's (default: :func:`settings.load`
         when ``data_dir`` or ``offer`` is not given). ``ready``: the store's folder is
@@ -144,7 +143,14 @@ class Decoder:
         assert data_dir is not None and offer is not None
         store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
         chosen = parse_offer(offer)
-        found = install_bundled(store, _bundled_dir()) if bundled else None
+        if settings is not None and not settings.bundled_sets:
+            bundled = False
+        # a bundled set the set registry removed stays removed (service/decoding/setcache.py)
+        found = (
+            install_bundled_sets(store, bundled_dir(), skip=removed(store.root))
+            if bundled
+            else None
+        )
         programs: Programs | None = None
         if adapters is None:
             if program_cache_bytes is None:
@@ -394,7 +400,3 @@ def _check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
         raise SetCapabilityMismatch(
             f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
         )
-
-
-def _bundled_dir() -> FsPath | None:
-    return FsPath(bundled_sets())

@@ -126,6 +126,23 @@ class Settings(BaseSettings):
     token_refresh_s: float = Field(
         default=2.0, gt=0, le=300, description="a revoked token is refused within this bound"
     )
+    sets_refresh_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=300,
+        description="every replica polls the set registry this often: a set installed or "
+        "removed anywhere is seen within this bound (plus an installed set's fetch)",
+    )
+    bundled_sets: bool = Field(
+        default=True,
+        description="install the bundled demo sets into the set registry at start (one that "
+        "was removed stays removed); off for a fleet",
+    )
+    admin_token_file: Path | None = Field(
+        default=None,
+        description="a file holding an admin token (a secret mounted into every replica): "
+        "ensured in the token table at start; no admin-token file is written",
+    )
     header_timeout_s: float = Field(
         default=10.0, gt=0, le=600, description="a request's headers arrive within this"
     )

@@ -20,6 +20,7 @@ from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.setcache import bundled_dir, install_bundled_sets, removed
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http import logs as jsonlog
@@ -37,9 +38,11 @@ from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.setregistry import SetRegistry
+from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
-from wai_dispatch.service.store.tokens import TokenCache, ensure_admin
+from wai_dispatch.service.store.tokens import TokenCache, admin_note, ensure_admin
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
 
@@ -49,13 +52,19 @@ log = logging.getLogger("wai_dispatch.service")
 
 
 def start(settings: Settings) -> Service:
-    """Open everything ``serve`` needs, migrating the store; the first start on a store with no
-    admin token writes one to ``<data_dir>/admin-token`` and logs where. A store that is down
-    does not stop the start: decodes spool, and the store is migrated when it returns."""
+    """Open everything ``serve`` needs, migrating the store; the admin token of
+    ``WAI_ADMIN_TOKEN_FILE`` is ensured in the token table, else the first start on a store with
+    no admin token writes one to ``<data_dir>/admin-token`` and logs where; the set cache is
+    synced with the set registry, and kept so by a thread. A store that is down does not stop
+    the start: decodes spool, and the store is migrated when it returns."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # ONNX Runtime's one process-wide thread pool is created before any session.
     configure_thread_pool(settings.ort_threads)
-    decoder = Decoder.open(settings=settings, program_cache_bytes=settings.program_cache_bytes)
+    # The set store is this replica's cache of the set registry (docs/sets.md): the bundled
+    # sets go through the registry (service/store/setsync.py), not straight into the cache.
+    decoder = Decoder.open(
+        settings=settings, program_cache_bytes=settings.program_cache_bytes, bundled=False
+    )
     store = ReportStore(settings.url)
     volume = SpoolVolume(
         settings.spool_volume,
@@ -64,8 +73,15 @@ def start(settings: Settings) -> Service:
     )
     spool = volume.own
     tokens = TokenCache(store, settings.token_refresh_s, snapshot=settings.data_dir / "tokens.view")
+    sets = SetSync(
+        SetRegistry(store),
+        decoder,
+        settings.sets_refresh_s,
+        bundled=bundled_dir() if settings.bundled_sets else None,
+    )
     try:
         store.migrate()
+        _ensure_admin(store, settings)
     except StoreDown as exc:
         # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
         log.warning("report store down at start, spooling until it returns: %s", exc)
@@ -73,8 +89,19 @@ def start(settings: Settings) -> Service:
             store, spool, migrate=lambda: _migrate(store, settings), adopt=volume.adopt
         )
     else:
-        _ensure_admin(store, settings)
         recorder = Recorder(store, spool, adopt=volume.adopt)
+    try:
+        for folder, problem in sets.bootstrap().items():
+            log.warning("bundled set %s not installed: %s: %s", folder, problem.code,
+                        problem.message)  # fmt: skip
+    except StoreDown as exc:
+        # The sets are the cache's as last synced (the bundled ones, unless removed, on a
+        # first start) until the sync's thread reaches the registry and bootstraps.
+        log.warning("set registry not read at start, serving the set cache: %s", exc)
+        if settings.bundled_sets:
+            install_bundled_sets(decoder.store, bundled_dir(), skip=removed(decoder.store.root))
+    sets.start()
+    log.info("admin token: %s", admin_note(store, settings.admin_token_file))
     tokens.reload()
     admission = Admission(
         workers=settings.decode_workers,
@@ -97,7 +124,16 @@ def start(settings: Settings) -> Service:
     else:
         warmup.skip()
     return Service(
-        settings, decoder, store, recorder, tokens, admission, metrics, PolicyStore(store), warmup
+        settings,
+        decoder,
+        store,
+        recorder,
+        tokens,
+        admission,
+        metrics,
+        PolicyStore(store),
+        warmup,
+        sets,
     )
 
 
@@ -108,7 +144,7 @@ def _migrate(store: ReportStore, settings: Settings) -> None:
 
 def _ensure_admin(store: ReportStore, settings: Settings) -> None:
     try:
-        written = ensure_admin(store, settings.data_dir)
+        written = ensure_admin(store, settings.data_dir, settings.admin_token_file)
     except SQLAlchemyError as exc:
         raise StoreDown(str(exc).splitlines()[0]) from exc
     if written is not None:

@@ -19,6 +19,7 @@ from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.tokens import TokenCache
 
@@ -30,6 +31,7 @@ __all__ = [
     "RecorderDep",
     "Service",
     "ServiceDep",
+    "SetsDep",
     "SettingsDep",
     "StoreDep",
     "TokensDep",
@@ -41,7 +43,7 @@ __all__ = [
 class Service:
     """Everything the service holds while it runs: its settings, the one :class:`Decoder`
     (its set store, its adapters and their program cache), the report store, the recorder,
-    the token cache, admission, metrics and the policies."""
+    the token cache, admission, metrics, the policies and the set registry's sync."""
 
     settings: Settings
     decoder: Decoder
@@ -52,8 +54,10 @@ class Service:
     metrics: Metrics
     policies: PolicyStore
     warmup: Warmup
+    sets: SetSync
 
     def close(self) -> None:
+        self.sets.close()
         self.admission.close()
         self.recorder.close()
         self.store.dispose()
@@ -101,7 +105,12 @@ def _policies(service: ServiceDep) -> PolicyStore:
     return service.policies
 
 
+def _sets(service: ServiceDep) -> SetSync:
+    return service.sets
+
+
 SettingsDep = Annotated[Settings, Depends(_settings)]
+SetsDep = Annotated[SetSync, Depends(_sets)]
 DecoderDep = Annotated[Decoder, Depends(_decoder)]
 StoreDep = Annotated[ReportStore, Depends(_store)]
 RecorderDep = Annotated[Recorder, Depends(_recorder)]

@@ -8,7 +8,8 @@ service decoded it or a fleet sink reported it in a run report (``run_report``, 
 ``tokens``: bearer tokens, hashed.
 ``policies``: every version of the model policy, with who set it and when. ``run_reports``: each
 run report a sink submitted (its id unique per sink), as submitted, with the verdict it got
-(service/store/policies.py).
+(service/store/policies.py). ``sets``, ``set_chunks``, ``set_defaults``: the set registry every
+replica shares (service/store/setregistry.py, docs/sets.md).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -145,3 +147,42 @@ class RunReportRow(Base):
 
 Index("ix_run_reports_class_received", RunReportRow.sink_class, RunReportRow.received_ms)
 Index("ix_run_reports_accepted_received", RunReportRow.accepted, RunReportRow.received_ms)
+
+
+class SetRow(Base):
+    """One set in the registry every replica shares (service/store/setregistry.py), by its
+    BLAKE3 digest; ``removed_ms`` is its tombstone (a removed set stays removed, bundled or
+    not, until it is installed again)."""
+
+    __tablename__ = "sets"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    capability: Mapped[str] = mapped_column(String(256))
+    version: Mapped[str] = mapped_column(String(64))
+    archive_bytes: Mapped[int] = mapped_column(BigInteger)  # the tar's length, all chunks
+    chunks: Mapped[int] = mapped_column(Integer)
+    bundled: Mapped[bool] = mapped_column(Boolean)
+    installed_ms: Mapped[int] = mapped_column(BigInteger)
+    removed_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class SetChunkRow(Base):
+    """A set's archive (a plain tar of its folder) in chunks of at most 4 MiB, in order."""
+
+    __tablename__ = "set_chunks"
+
+    digest: Mapped[str] = mapped_column(
+        String(64), ForeignKey("sets.digest", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class SetDefaultRow(Base):
+    """Each capability's default set, as the fleet chose it (``sets default``)."""
+
+    __tablename__ = "set_defaults"
+
+    capability: Mapped[str] = mapped_column(String(256), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.codes import ErrorCode
@@ -103,10 +103,36 @@ def revoke(store: ReportStore, name_or_id: str) -> int:
     return int(result.rowcount)
 
 
-def ensure_admin(store: ReportStore, data_dir: Path) -> Path | None:
-    """On a store with no live admin token: create one, write it to ``<data_dir>/admin-token``
-    (mode 0600) and return that path; else ``None``."""
+def read_token_file(path: Path) -> str:
+    """The secret in a token file (``WAI_ADMIN_TOKEN_FILE``): its one line, stripped."""
+    try:
+        secret = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TokenError(f"admin token file {path}: does not read ({exc})") from None
+    if not secret or not secret.isprintable() or len(secret) > 1024:
+        raise TokenError(f"admin token file {path}: not one line of printable text")
+    return secret
+
+
+def ensure_admin(store: ReportStore, data_dir: Path, token_file: Path | None = None) -> Path | None:
+    """With ``token_file`` (``WAI_ADMIN_TOKEN_FILE``, the same secret mounted into every
+    replica): its token is put into the token table as an admin token named ``admin`` unless
+    there already (a token revoked there stays revoked); nothing is written; ``None``.
+
+    Without it, on a store with no live admin token: create one, write it to
+    ``<data_dir>/admin-token`` (mode 0600) and return that path; else ``None``."""
     table = TokenRow.__table__
+    if token_file is not None:
+        secret = read_token_file(token_file)
+        row = {"name": "admin", "role": Role.admin.name, "hash": digest(secret)}
+        try:
+            with store.engine.begin() as conn:
+                known = conn.execute(select(table.c.id).where(table.c.hash == row["hash"])).first()
+                if known is None:
+                    conn.execute(insert(TokenRow).values(**row, created_ms=_now()))
+        except IntegrityError:
+            pass  # another replica, starting at the same time, put it there
+        return None
     with store.engine.connect() as conn:
         live = conn.execute(
             select(table.c.id).where(table.c.role == "admin", table.c.revoked_ms.is_(None))
@@ -122,6 +148,32 @@ def ensure_admin(store: ReportStore, data_dir: Path) -> Path | None:
         fh.write(secret + "\n")
     os.replace(tmp, path)
     return path
+
+
+def admin_note(store: ReportStore, token_file: Path | None) -> str:
+    """What every replica's start says of the admin token, from the token table (and
+    ``WAI_ADMIN_TOKEN_FILE``), never from a local file, so that every replica says the same."""
+    table = TokenRow.__table__
+    try:
+        with store.engine.connect() as conn:
+            live = conn.execute(
+                select(table.c.hash).where(table.c.role == "admin", table.c.revoked_ms.is_(None))
+            ).all()
+    except SQLAlchemyError:
+        return "unknown: the report store is down"
+    if token_file is not None:
+        try:
+            mine = digest(read_token_file(token_file))
+        except TokenError as exc:
+            return exc.message
+        state = "live" if any(h == mine for (h,) in live) else "not live (revoked)"
+        return f"the one in {token_file} (WAI_ADMIN_TOKEN_FILE), {state} in the token table"
+    if not live:
+        return "none live: create one with `wai-dispatch tokens create NAME --role admin`"
+    return (
+        f"{len(live)} live in the token table (`wai-dispatch tokens list`; "
+        "another: `wai-dispatch tokens create NAME --role admin`)"
+    )
 
 
 class TokenCache:

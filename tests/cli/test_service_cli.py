@@ -87,10 +87,11 @@ def test_serve_prints_url_token_and_a_curl_that_decodes(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(4)]
+        lines = [proc.stdout.readline() for _ in range(5)]
         assert lines[0].startswith(f"wai-dispatch serving on http://127.0.0.1:{port}")
-        assert f"admin token written to {tmp_path / 'admin-token'}" in lines[1]
-        curl = lines[3].strip()
+        assert lines[1].startswith("admin token: 1 live in the token table")
+        assert f"admin token written to {tmp_path / 'admin-token'}" in lines[2]
+        curl = lines[4].strip()
         assert curl.startswith("curl ")
         deadline = time.monotonic() + 60
         while True:

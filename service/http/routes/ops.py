@@ -1,7 +1,7 @@
 """``/healthz`` (the process answers), ``/readyz`` (the store answers or the spool takes
-reports, at least one installed set is whole, damaged ones listed, and every installed set's
-program was built and run once: ``programs`` is ``warming`` until then) and ``/metrics``
-(Prometheus text)."""
+reports, this replica can decode every set the set registry lists: each in its cache and
+whole, missing and damaged ones listed; and the sets are warm: each one's program was built
+and run once, ``programs`` is ``warming`` until then) and ``/metrics`` (Prometheus text)."""
 
 from __future__ import annotations
 
@@ -23,27 +23,40 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Ready to decode: store up or spooling, sets installed")
+@router.get("/readyz", summary="Ready to decode: store up or spooling, the registry's sets here")
 async def readyz(service: ServiceDep) -> JSONResponse:
     up = await run_in_threadpool(service.store.ping)
     spool = service.recorder.spool
     writable = spool.healthy()
     spooling = writable and spool.new_bytes() < spool.max_bytes
     sets, damaged = await run_in_threadpool(_sets, service.decoder.store)
+    registry = service.sets
+    missing = await run_in_threadpool(registry.missing)
     body: dict[str, Any] = {
         "store": "up" if up else ("spooling" if spooling else "down"),
         "spool_bytes": service.recorder.pending_bytes(),
         "sets": sets,
+        "registry_sets": len(registry.state.listed),
     }
     if damaged:
         body["damaged_sets"] = damaged
+    if missing:
+        body["missing_sets"] = missing
     if not writable:
         body["spool"] = f"cannot write: {spool.failed}"
+    # Ready: this replica can decode every set the registry listed at its last sync (each in
+    # the cache and whole); before the registry was first read (down since the start), the
+    # cache's sets as last synced, at least one
+    if registry.state.read:
+        have_sets = not missing
+    else:
+        body["registry"] = "not read yet"
+        have_sets = sets > 0
     warmup = service.warmup
     body["programs"] = warmup.state()
     if warmup.done.is_set():
         body["warmed"] = [w.to_json() for w in warmup.results]
-    ready = (up or spooling) and sets > 0 and warmup.done.is_set()
+    ready = (up or spooling) and have_sets and warmup.done.is_set()
     body["status"] = "ready" if ready else "not ready"
     return JSONResponse(body, 200 if ready else 503)
 

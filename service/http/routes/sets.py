@@ -1,6 +1,8 @@
 """``GET /v1/paths``, ``GET /v1/sets``, ``GET /v1/sets/{digest}``, and (admin)
 ``POST /v1/sets`` (install an archive: the body is a .tar, .tar.gz or .zip) and
-``DELETE /v1/sets/{digest}``."""
+``DELETE /v1/sets/{digest}``. Installs and removals go through the set registry every replica
+shares (service/store/setsync.py); the listings are this replica's cache, synced first when
+older than ``sets_refresh_s``."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from wai_dispatch.codec.sets import InstalledSet, SetError
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import DecoderDep
+from wai_dispatch.service.http.deps import DecoderDep, SetsDep
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.http.routes.decode import read_body
 from wai_dispatch.service.store.tokens import Principal, Role
@@ -59,15 +61,20 @@ def _sets(decoder: Decoder) -> list[dict[str, Any]]:
 
 @router.get("/v1/sets", summary="Installed parameter sets")
 async def sets(
-    decoder: DecoderDep, _: Annotated[Principal, Depends(require(Role.sink))]
+    decoder: DecoderDep, registry: SetsDep, _: Annotated[Principal, Depends(require(Role.sink))]
 ) -> dict[str, Any]:
+    await run_in_threadpool(registry.fresh)
     return {"sets": await run_in_threadpool(_sets, decoder)}
 
 
 @router.get("/v1/sets/{digest}", summary="One installed set: its manifest")
 async def one_set(
-    decoder: DecoderDep, digest: Digest, _: Annotated[Principal, Depends(require(Role.sink))]
+    decoder: DecoderDep,
+    registry: SetsDep,
+    digest: Digest,
+    _: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
+    await run_in_threadpool(registry.fresh)
     entry = await run_in_threadpool(decoder.store.get, digest)
     return {**_public(entry), "facts": entry.manifest.facts.to_json()}
 
@@ -83,7 +90,10 @@ async def one_set(
     },
 )
 async def install(
-    request: Request, decoder: DecoderDep, _: Annotated[Principal, Depends(require(Role.admin))]
+    request: Request,
+    decoder: DecoderDep,
+    registry: SetsDep,
+    _: Annotated[Principal, Depends(require(Role.admin))],
 ) -> dict[str, Any]:
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     suffix = _SUFFIX.get(kind)
@@ -98,7 +108,8 @@ async def install(
         with tempfile.TemporaryDirectory(prefix="wai-upload-") as tmp:
             archive = FsPath(tmp) / f"set{suffix}"
             archive.write_bytes(body)
-            return decoder.install_set(archive)  # a set whose programs do not load is refused
+            # checked, its programs loaded (else refused), then put into the registry
+            return decoder.store.get(registry.install(archive))
 
     entry = await run_in_threadpool(put)
     return _public(entry)
@@ -106,9 +117,9 @@ async def install(
 
 @router.delete("/v1/sets/{digest}", summary="Remove a set (admin)")
 async def remove(
-    decoder: DecoderDep, digest: Digest, _: Annotated[Principal, Depends(require(Role.admin))]
+    registry: SetsDep, digest: Digest, _: Annotated[Principal, Depends(require(Role.admin))]
 ) -> dict[str, Any]:
-    await run_in_threadpool(decoder.store.get, digest)  # set_not_installed when absent
-    await run_in_threadpool(decoder.store.remove, digest)
-    decoder.forget(digest)  # dropped from the opened sets
+    # its tombstone in the registry (set_not_installed when not live there), then dropped from
+    # this replica's cache and opened sets; the others drop it at their next sync
+    await run_in_threadpool(registry.remove, digest)
     return {"removed": digest}

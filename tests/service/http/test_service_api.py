@@ -211,11 +211,14 @@ def test_admin_removes_a_set(live: InProcess, tmp_path: Path) -> None:
     (folder / "wai-usage.json").write_text("{}\n")
     digest = write_manifest(folder, name="gone", capability="wai.neural.int_synth",
                             version="1", facts={}).digest  # fmt: skip
-    live.service.decoder.store.install(folder)
+    assert live.service.sets.install(folder) == digest  # into the cache and the registry
     with live.client("admin") as c:
         assert c.delete(f"/v1/sets/{digest}").json() == {"removed": digest}
         r = c.delete(f"/v1/sets/{digest}")
     assert (r.status_code, r.json()["error"]["code"]) == (404, "set_not_installed")
+    assert digest not in {s.digest for s in live.service.decoder.store.list()}
+    gone = {e.digest: e for e in live.service.sets.registry.entries()}[digest]
+    assert gone.removed_ms is not None  # its tombstone
 
 
 def _all(c: Any, **params: Any) -> list[dict[str, Any]]:

@@ -370,9 +370,12 @@ def test_the_token_view_is_kept_for_a_start_without_store(tmp_path: Path) -> Non
 
 
 def test_a_damaged_set_is_a_server_fault_and_readyz_says_so(tmp_path: Path) -> None:
+    """A set file changed: its decode is 503 set_damaged; a file gone: /readyz is not ready (the
+    registry lists a set this replica cannot decode) until the next sync fetches the set again
+    from the registry (the sync's thread held off here: ``sets_refresh_s`` 300)."""
     body = SAMPLE_JSON.read_bytes()
     headers = {"Content-Type": "application/json"}
-    with in_process(tmp_path / "data") as svc:
+    with in_process(tmp_path / "data", sets_refresh_s=300) as svc:
         with svc.client() as c:
             r = c.post("/v1/decode", content=body, headers=headers)
             assert r.status_code == 200
@@ -390,14 +393,24 @@ def test_a_damaged_set_is_a_server_fault_and_readyz_says_so(tmp_path: Path) -> N
             assert "cdfs_q3.json" in r.json()["error"]["message"]
             assert str(store.root) not in r.text
             victim.unlink()  # a file gone: the cheap check sees it
-            ready = c.get("/readyz").json()
+            r = c.get("/readyz")
             others = [s.digest for s in store.list() if s.digest != used]
-            assert ready["damaged_sets"] == [used]
-            assert ready["status"] == ("ready" if others else "not ready")
-            for digest in others:  # every set damaged: not ready
+            assert others, "the bundled sets are two"
+            assert r.status_code == 503 and r.json()["status"] == "not ready"
+            assert r.json()["damaged_sets"] == [used]
+            assert r.json()["missing_sets"] == [used]
+            for digest in others:  # every set damaged
                 (store.root / digest / "set.json").chmod(0o644)
                 (store.root / digest / "set.json").write_bytes(b"{")
             r = c.get("/readyz")
             assert r.status_code == 503 and r.json()["status"] == "not ready"
             assert r.json()["damaged_sets"] == sorted([used, *others])
+            assert r.json()["missing_sets"] == sorted([used, *others])
+            svc.service.sets.sync()  # each fetched again from the registry, checked, installed
+            r = c.get("/readyz")
+            assert r.status_code == 200, r.text
+            assert "damaged_sets" not in r.json() and "missing_sets" not in r.json()
+            r = c.post("/v1/decode", content=body, headers=headers)
+            assert r.status_code == 200, r.text  # the set whole again: it decodes
+            acked += r.json()["report_ids"]
         _exactly_once(svc.service.store, acked)

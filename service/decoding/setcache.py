@@ -1,0 +1,96 @@
+"""The data directory's set store as a cache of the set registry (docs/sets.md): the sets the
+registry removed, as this replica last read them (``<data_dir>/sets/removed.json``, written by
+the service's sync in :mod:`service.store.setsync`), and the bundled sets installed into the
+cache unless removed. No database here: the registry is :mod:`service.store.setregistry`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from wai_dispatch.codec.sets import (
+    MANIFEST_NAME,
+    BundledResult,
+    Manifest,
+    Problem,
+    SetError,
+    SetStore,
+    canonical_json,
+)
+from wai_dispatch.codec.sets.manifest import DIGEST_RE
+from wai_dispatch.codec.sets.regular import atomic_write
+from wai_dispatch.conformance import sets_dir as bundled_sets
+from wai_dispatch.dispatch import strictjson
+
+#: The removed sets' digests, a JSON list, in the store's root.
+REMOVED = "removed.json"
+
+
+def bundled_dir() -> Path:
+    """Where the bundled demo sets are (``wai_dispatch.conformance``)."""
+    return Path(bundled_sets())
+
+
+def removed(root: Path) -> frozenset[str]:
+    """The digests the registry had removed when this replica last read it."""
+    try:
+        data = (root / REMOVED).read_bytes()
+    except OSError:
+        return frozenset()
+    try:
+        obj = strictjson.loads(data)
+    except ValueError:
+        return frozenset()
+    if not isinstance(obj, list):
+        return frozenset()
+    return frozenset(d for d in obj if isinstance(d, str) and DIGEST_RE.fullmatch(d))
+
+
+def write_removed(root: Path, digests: Iterable[str]) -> None:
+    """Record the registry's removed sets (written only when they changed)."""
+    wanted = sorted(set(digests))
+    if wanted == sorted(removed(root)) and (root / REMOVED).exists():
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write(root / REMOVED, canonical_json(wanted))
+
+
+def bundled_digest(folder: Path) -> str | None:
+    """A bundled set folder's digest (its manifest's), ``None`` when it does not read."""
+    try:
+        return Manifest.from_bytes((folder / MANIFEST_NAME).read_bytes(), where=folder.name).digest
+    except (OSError, SetError):
+        return None
+
+
+def bundled_folders(directory: Path | None) -> list[Path]:
+    """The bundled set folders, by name."""
+    if directory is None or not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if (p / MANIFEST_NAME).is_file())
+
+
+def install_bundled_sets(
+    store: SetStore, directory: Path | None, *, skip: frozenset[str] = frozenset()
+) -> BundledResult:
+    """Install (or repair) every bundled set the store lacks but those in ``skip`` (the
+    registry removed them: a removed bundled set stays removed), each its capability's default
+    when none is chosen. One that cannot be installed is reported, never raised."""
+    out = BundledResult()
+    for candidate in bundled_folders(directory):
+        if bundled_digest(candidate) in skip:
+            continue
+        try:
+            installed = store.install(candidate, check=False)
+            if installed.capability not in store.defaults():
+                store.set_default(installed.capability, installed.digest)
+        except SetError as exc:
+            out.problems[candidate.name] = Problem(MANIFEST_NAME, exc.code, exc.message)
+            continue
+        except OSError as exc:
+            out.problems[candidate.name] = Problem(
+                MANIFEST_NAME, "set_invalid", f"{candidate.name}: {exc.strerror or exc}"
+            )
+            continue
+        out.installed.append(installed)
+    return out

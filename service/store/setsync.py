@@ -1,0 +1,283 @@
+"""A replica's local set store kept as a cache of the set registry (docs/sets.md).
+
+:meth:`SetSync.sync` reads the registry (one small query) and makes the cache match it: a set
+the registry lists that the cache lacks is fetched by digest, installed into the cache with
+every file checked against its manifest, and used only when the installed digest is the one
+the registry names; a removed set leaves the cache and the decoder's opened sets; each
+capability's default is the registry's. The service runs it every ``sets_refresh_s`` seconds on
+a thread (:meth:`start`), so every replica sees an install or a removal made anywhere within
+``sets_refresh_s`` plus one sync (a removal: one query; an install: the set's fetch too), and
+the set routes sync first when the view is older than that (:meth:`fresh`).
+
+:meth:`bootstrap` runs once at start: sets in the cache the registry has never known are put
+into it (a data directory from before the registry), and, when the ``bundled_sets`` setting is
+on, the bundled sets too, unless the registry removed them (their tombstone stays)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wai_dispatch.codec.sets import (
+    MANIFEST_NAME,
+    Problem,
+    SetError,
+    SetStore,
+    canonical_json,
+)
+from wai_dispatch.codec.sets.regular import atomic_write
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.setcache import (
+    bundled_digest,
+    bundled_folders,
+    removed,
+    write_removed,
+)
+from wai_dispatch.service.store.db import StoreDown
+from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.setregistry import SetRegistry
+
+log = logging.getLogger("wai_dispatch.service.sets")
+
+#: The local store's file of chosen defaults (:class:`codec.sets.SetStore`'s).
+_DEFAULTS = "defaults.json"
+
+
+@dataclass
+class SyncState:
+    """What the last sync found: the live digests the registry listed, and the sets this
+    replica could not fetch or install, each with why."""
+
+    listed: frozenset[str] = frozenset()
+    problems: dict[str, Problem] = field(default_factory=dict)
+    synced: float = -float("inf")  # when (monotonic) the registry was last read
+    read: bool = False  # the registry was read at least once
+
+
+class SetSync:
+    """Keeps ``decoder.store`` (the local cache) as the registry lists."""
+
+    def __init__(
+        self,
+        registry: SetRegistry,
+        decoder: Decoder,
+        refresh_s: float = 2.0,
+        *,
+        bundled: Path | None = None,
+        repair: bool = True,
+    ) -> None:
+        self.registry = registry
+        self.decoder = decoder
+        self.refresh_s = refresh_s
+        #: Where the bundled sets are; ``None``: they are not put into the registry.
+        self.bundled = bundled
+        #: A set the registry lists whose copy here is not whole is fetched again (the
+        #: service); else it is left for ``sets list`` and ``sets verify`` to show.
+        self.repair = repair
+        self.state = SyncState()
+        self.bootstrapped = False
+        self._tried = -float("inf")  # when (monotonic) :meth:`fresh` last tried
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def cache(self) -> SetStore:
+        return self.decoder.store
+
+    # -- start
+
+    def bootstrap(self) -> dict[str, Problem]:
+        """Put into the registry the cache's sets it has never known, and the bundled sets
+        (from :attr:`bundled`) it has never known; then :meth:`sync`. A bundled set whose
+        folder does not install is reported by folder name, never raised."""
+        problems: dict[str, Problem] = {}
+        with self._lock:
+            known = {e.digest for e in self.registry.entries()}
+            for entry in self.cache.list():
+                if entry.digest not in known and self.cache.intact(entry.digest, full=False):
+                    self.registry.publish(self.cache, entry.digest)
+                    self.registry.set_default(entry.capability, entry.digest, replace=False)
+                    known.add(entry.digest)
+            for folder in bundled_folders(self.bundled):
+                digest = bundled_digest(folder)
+                if digest is None or digest in known:
+                    continue  # known: live (fetched below, or here) or removed (stays so)
+                try:
+                    entry = self.cache.install(folder, check=False)
+                except (SetError, OSError) as exc:
+                    message = exc.message if isinstance(exc, WaiError) else str(exc)
+                    code = exc.code if isinstance(exc, WaiError) else "set_invalid"
+                    problems[folder.name] = Problem(MANIFEST_NAME, code, message)
+                    continue
+                self.registry.publish(self.cache, entry.digest, bundled=True)
+                self.registry.set_default(entry.capability, entry.digest, replace=False)
+        self.sync()
+        self.bootstrapped = True
+        return problems
+
+    def start(self) -> None:
+        """Sync every ``refresh_s`` on a daemon thread (a registry that is down: the cache
+        stays as last synced, and the start's bootstrap is retried)."""
+        self._thread = threading.Thread(target=self._run, name="wai-set-sync", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.refresh_s):
+            try:
+                if not self.bootstrapped:
+                    self.bootstrap()
+                else:
+                    self.sync()
+            except StoreDown as exc:
+                log.warning("set registry down; the cache stays as last synced: %s", exc)
+            except Exception:  # the thread outlives any one bad sync
+                log.exception("set registry sync failed")
+
+    # -- keeping the cache
+
+    def fresh(self) -> None:
+        """Sync now when the last sync is older than ``refresh_s`` (a registry that is down
+        leaves the cache as it is, and is asked again at most every ``refresh_s``, so an
+        outage does not stall every listing)."""
+        now = time.monotonic()
+        if now - max(self.state.synced, self._tried) > self.refresh_s:
+            self._tried = now
+            try:
+                if self.bootstrapped:
+                    self.sync()
+                else:
+                    self.bootstrap()
+            except StoreDown:
+                return
+
+    def sync(self) -> SyncState:
+        """Make the cache what the registry lists (see the module's doc)."""
+        with self._lock:
+            asked = time.monotonic()
+            entries = self.registry.entries()
+            defaults = self.registry.defaults()
+            live = {e.digest: e for e in entries if e.live}
+            gone = {e.digest for e in entries if not e.live}
+            here = {e.digest for e in self.cache.list()} | set(self.cache.damaged())
+            for digest in sorted((gone | (here - live.keys() - gone)) & here):
+                self._drop(digest)
+            problems: dict[str, Problem] = {}
+            for digest in sorted(live):
+                if digest in here and (not self.repair or self.cache.intact(digest, full=False)):
+                    continue
+                try:
+                    self._fetch(digest)
+                except StoreDown:
+                    raise
+                except (WaiError, OSError) as exc:
+                    code = exc.code if isinstance(exc, WaiError) else "set_invalid"
+                    message = exc.message if isinstance(exc, WaiError) else str(exc)
+                    problems[digest] = Problem(MANIFEST_NAME, code, message)
+                    log.warning("set %s not fetched: %s: %s", digest[:16], code, message)
+            write_removed(self.cache.root, gone)
+            self._write_defaults({c: d for c, d in defaults.items() if d in live})
+            self.state = SyncState(frozenset(live), problems, asked, True)
+            return self.state
+
+    def _drop(self, digest: str) -> None:
+        with contextlib.suppress(SetError):  # gone already
+            self.cache.remove(digest)
+        self.decoder.forget(digest)
+        log.info("set %s removed from this replica's cache", digest[:16])
+
+    def _fetch(self, digest: str) -> None:
+        """Fetch the set by digest, install it into the cache (every file checked against
+        the manifest, its programs loaded) and check it is the set named; else it is left out
+        and the problem raised."""
+        data = self.registry.archive(digest)
+        with tempfile.TemporaryDirectory(prefix="wai-fetch-") as tmp:
+            archive = Path(tmp) / "set.tar"
+            archive.write_bytes(data)
+            entry = self.decoder.install_set(archive)
+        if entry.digest != digest:
+            self.cache.remove(entry.digest)
+            raise SetError(f"the registry's archive for {digest[:16]}… is set {entry.digest}")
+        log.info("set %s fetched from the set registry (%d bytes)", digest[:16], len(data))
+
+    def _write_defaults(self, defaults: dict[str, str]) -> None:
+        if defaults != self.cache.defaults():
+            self.cache.root.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.cache.root / _DEFAULTS, canonical_json(defaults))
+
+    # -- local changes, made through the registry
+
+    def install(self, source: Path) -> str:
+        """Install a set into the cache (checked, its programs loaded) and the registry;
+        its digest. The registry down: the cache keeps no set it did not have."""
+        with self._lock:  # a sync meanwhile would drop a set the registry does not list yet
+            existed = {e.digest for e in self.cache.list()}
+            entry = self.decoder.install_set(source)
+            try:
+                self.registry.publish(self.cache, entry.digest)
+                gone = self._removed()
+            except (StoreDown, WaiError) as exc:  # down, or a set the registry cannot take
+                if entry.digest not in existed:
+                    self.cache.remove(entry.digest)
+                    self.decoder.forget(entry.digest)
+                if isinstance(exc, StoreDown):
+                    raise registry_down(exc) from None
+                raise
+            write_removed(self.cache.root, gone)
+            return entry.digest
+
+    def remove(self, digest: str) -> None:
+        """Write the set's tombstone in the registry, then drop it here (the other replicas
+        drop it at their next sync)."""
+        try:
+            self.registry.remove(digest)
+        except StoreDown as exc:
+            raise registry_down(exc) from None
+        with self._lock:
+            if digest in {e.digest for e in self.cache.list()} | set(self.cache.damaged()):
+                self._drop(digest)
+            write_removed(self.cache.root, {*removed(self.cache.root), digest})
+
+    def set_default(self, capability: str, digest: str) -> None:
+        """Choose the capability's default for every replica (checked against the cache's
+        copy of the set first)."""
+        self.cache.set_default(capability, digest)  # set_capability_mismatch, not installed
+        try:
+            self.registry.set_default(capability, digest)
+        except StoreDown as exc:
+            raise registry_down(exc) from None
+
+    def _removed(self) -> set[str]:
+        return {e.digest for e in self.registry.entries() if not e.live}
+
+    # -- readiness
+
+    def missing(self) -> list[str]:
+        """The sets the registry listed at the last sync that this replica cannot decode
+        with: not in the cache, or not whole there (one ``lstat`` per file)."""
+        here = {e.digest for e in self.cache.list()}
+        return sorted(
+            d for d in self.state.listed if d not in here or not self.cache.intact(d, full=False)
+        )
+
+
+def registry_down(exc: StoreDown) -> StoreError:
+    """``set_registry_down``: the registry's database did not answer (its words logged, not
+    answered: they may name a host or a file)."""
+    log.warning("set registry down: %s", exc)
+    return StoreError(
+        "the set registry (the report database) does not answer; nothing changed",
+        code=ErrorCode.SET_REGISTRY_DOWN,
+    )
