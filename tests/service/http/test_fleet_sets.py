@@ -47,6 +47,7 @@ def replica(data_dir: Path, url: str, **settings: Any) -> Iterator[InProcess]:
     from wai_dispatch.service.store.db import ReportStore
 
     admin = settings.pop("admin", None)
+    settings.setdefault("warm", False)  # readiness here is the registry's, not the warming's
     chosen = load(
         data_dir=data_dir, port=8000, database_url=url, sets_refresh_s=REFRESH_S, **settings
     )
