@@ -12,13 +12,19 @@ from pathlib import Path
 
 from wai_dispatch.cli.main import build_parser
 from wai_dispatch.tools.doc_blocks import Block
+from wai_dispatch.tools.set_writer_options import PARSERS
 
 __all__ = ["check_synopsis"]
 
-#: ``make-set KIND``'s options are its writer's (the parser passes the rest on).
+#: ``make-set KIND``'s options are its writer's (the parser passes the rest on); the writers'
+#: parsers are declared in tools/set_writer_options.py, so their ``--help`` is the reference.
 _FORWARDED = {
     ("make-set", "bmshj2018"): "wai_dispatch.tools.wai_bmshj2018_npu_set",
     ("make-set", "int-synth"): "wai_dispatch.tools.wai_int_synth_set",
+}
+_WRITERS = {
+    "wai_dispatch.tools.wai_bmshj2018_npu_set": PARSERS["bmshj2018"],
+    "wai_dispatch.tools.wai_int_synth_set": PARSERS["int-synth"],
 }
 _OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 
@@ -49,6 +55,10 @@ def _check_cli(words: list[str]) -> list[str]:
         return ["names no sub-command"]
     if (module := _FORWARDED.get((words[1], words[2] if len(words) > 2 else ""))) is not None:
         return _check_module(module, " ".join(words))
+    if words[1].startswith("-"):  # the command's own options (--version, --help)
+        helps = build_parser([]).format_help()
+        return [f"wai-dispatch --help lists no {o}" for o in _OPTION.findall(" ".join(words))
+                if o not in helps]  # fmt: skip
     parser = build_parser([words[1]])
     chain = [parser]
     for word in words[1:]:
@@ -69,6 +79,9 @@ def _check_cli(words: list[str]) -> list[str]:
 
 
 def _check_module(module: str, text: str) -> list[str]:
+    if (writer := _WRITERS.get(module)) is not None:
+        helps = writer().format_help()
+        return [f"{module} --help lists no {o}" for o in _OPTION.findall(text) if o not in helps]
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         return [f"no module {module}"]
