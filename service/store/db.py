@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, select, t
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
+from wai_dispatch.service.store.errors import DriverMissing
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import ReportRecord
 
@@ -59,6 +60,11 @@ def make_engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    if url.startswith("postgresql+psycopg"):
+        try:
+            import psycopg  # noqa: F401  (SQLAlchemy's dialect imports it; checked first)
+        except ImportError:  # the postgres extra is not installed: say which to install
+            raise DriverMissing from None
     return create_engine(
         url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 3}
     )
