@@ -7,6 +7,7 @@ naming the extra."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -143,3 +144,34 @@ def test_postgresql_url_without_the_driver_names_the_extra(
     assert caught.value.code == ErrorCode.SETTINGS_INVALID
     assert "pip install 'wai-dispatch[postgres]'" in caught.value.message
     ReportStore("sqlite:///:memory:").dispose()  # SQLite, the default, needs no driver
+
+
+def test_tools_extra_lists_only_what_is_imported_or_compressai_requires() -> None:
+    """The tools extra: each package is imported by one of our modules, or is one of
+    CompressAI's own requirements (CompressAI is installed with --no-deps, and `import
+    compressai` imports einops, scipy, pandas, requests, tqdm, pytorch-msssim and
+    torch-geometric), never a package nothing needs."""
+    from importlib import metadata
+
+    try:
+        compressai = metadata.requires("compressai") or []
+    except metadata.PackageNotFoundError:
+        pytest.skip("CompressAI is not installed (make tools installs it)")
+    theirs: set[str] = set()  # CompressAI's requirements and theirs (requests: torch-geometric's)
+    todo = [Requirement(r).name for r in compressai if "extra ==" not in r]
+    while todo:
+        name = canonical(todo.pop())
+        if name in theirs:
+            continue
+        theirs.add(name)
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            todo += [
+                Requirement(r).name for r in metadata.requires(name) or [] if "extra ==" not in r
+            ]
+    ours = {"torch", "coremltools", "scikit-image"}  # tools/ imports these itself
+    for req in map(Requirement, PROJECT["optional-dependencies"]["tools"]):
+        name = canonical(req.name)
+        assert name in ours or name in theirs, f"{req.name}: imported by nothing"
+    assert ours <= {
+        canonical(Requirement(r).name) for r in PROJECT["optional-dependencies"]["tools"]
+    }
