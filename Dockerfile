@@ -1,11 +1,26 @@
 # wai-dispatch: the decoder service (`wai-dispatch serve`) on uvicorn.
-# Build stage: wheels for the package and every dependency; the runtime stage installs them
-# offline, runs as a non-root user, and checks /healthz. The demo weights stay out (they are
-# not in the wheel): the bundled parameter sets are.
-FROM python:3.11-slim AS build
+# Build stage: wheels, dependencies first (from pyproject.toml and constraints.txt only, so an
+# edit of the source reuses that layer), then the package. The runtime stage installs them
+# offline, in the same order, runs as a non-root user and checks /healthz. The demo weights stay
+# out (they are not in the wheel): the bundled parameter sets are.
+#
+# The base is pinned by digest: python:3.11-slim's multi-arch index digest as published on
+# Docker Hub (docker.io/library/python:3.11-slim, also served by the public.ecr.aws/docker/library
+# mirror), read from public Dockerfiles that pin it, not pulled here. To move it:
+#   docker buildx imagetools inspect python:3.11-slim   (the "Digest:" line), then edit ARG BASE.
+ARG BASE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
+
+FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# 1. the dependencies: the runtime's and PostgreSQL's driver (the postgres extra), every one at
+#    its constraints.txt pin
+COPY pyproject.toml constraints.txt ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['postgres']))" > requirements.txt \
+    && pip wheel --wheel-dir /wheels/deps -c constraints.txt -r requirements.txt
+# 2. the package itself, without its dependencies (they are above)
+COPY README.md ./
 COPY wai_dispatch ./wai_dispatch
 COPY dispatch ./dispatch
 COPY paths ./paths
@@ -14,14 +29,35 @@ COPY service ./service
 COPY cli ./cli
 COPY tools ./tools
 COPY conformance ./conformance
-RUN pip wheel --wheel-dir /wheels .
+RUN pip wheel --no-deps --wheel-dir /wheels/app .
 
-FROM python:3.11-slim
+FROM ${BASE}
+ARG BASE
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+# OCI annotations; REVISION and CREATED are given at build time:
+#   docker build --build-arg REVISION="$(git rev-parse HEAD)" \
+#     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" -t wai-dispatch .
+LABEL org.opencontainers.image.title="wai-dispatch" \
+      org.opencontainers.image.description="A decoder service for learned image codecs that dispatches each decode to a unit under the determinism tier it needs." \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${BASE}"
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
-    WAI_DATA_DIR=/var/lib/wai-dispatch WAI_HOST=0.0.0.0 WAI_PORT=8080
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    WAI_DATA_DIR=/var/lib/wai-dispatch WAI_HOST=0.0.0.0 WAI_PORT=8080 WAI_WORKERS=1
 RUN useradd --system --uid 10001 --home-dir /var/lib/wai-dispatch --create-home wai
-COPY --from=build /wheels /wheels
-RUN pip install --no-index --find-links=/wheels /wheels/wai_dispatch-*.whl && rm -rf /wheels
+COPY --from=build /src/requirements.txt /src/constraints.txt /wheels/
+COPY --from=build /wheels/deps /wheels/deps
+RUN pip install --no-index --find-links=/wheels/deps -c /wheels/constraints.txt \
+        -r /wheels/requirements.txt \
+    && rm -rf /wheels
+COPY --from=build /wheels/app /wheels/app
+RUN pip install --no-index --no-deps /wheels/app/wai_dispatch-*.whl \
+    && rm -rf /wheels
 USER 10001
 WORKDIR /var/lib/wai-dispatch
 VOLUME ["/var/lib/wai-dispatch"]

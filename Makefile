@@ -3,11 +3,14 @@ PY      ?= python3.11
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+# Every dependency pinned (`make constraints` writes it from what the venv resolved): the
+# installs here and the image's take exactly these versions, never the newest of each `>=`.
+PINS    := constraints.txt
 # The editable install maps the one import root, wai_dispatch, with a meta path finder, and
 # setuptools then prints an information-only note that folders may shadow it. Nothing shadows
 # wai_dispatch (its folders are symlinks inside it), so that note is filtered by its text; real
 # warnings still show.
-PIP_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e
+PIP_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -c $(PINS) -e
 
 # `make fuzz`'s HTTP part: examples per hostile test (each sent with five roles' headers) and
 # per schemathesis operation and role; the CI suite runs 25 of each. Stateful: scenarios per role
@@ -18,7 +21,7 @@ STATEFUL_SCENARIOS    ?= 300
 STATEFUL_STEPS        ?= 20
 
 .DEFAULT_GOAL := help
-.PHONY: help serve demo test lint typecheck unit bench fuzz tools clean
+.PHONY: help serve demo test lint typecheck unit bench fuzz tools constraints clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -27,13 +30,13 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.base: $(BIN)/python pyproject.toml
+$(VENV)/.base: $(BIN)/python pyproject.toml $(PINS)
 	$(PIP_EDITABLE) .
 	@touch $@
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml $(PINS)
 	$(PIP_EDITABLE) '.[test,tools]'
-	$(BIN)/pip install -q --no-deps 'compressai==1.2.8'
+	$(BIN)/pip install -q -c $(PINS) --no-deps 'compressai==1.2.8'
 	@touch $@ $(VENV)/.base
 
 serve: $(VENV)/.base ## install and start the HTTP service on its defaults (SQLite, bundled sets)
@@ -65,6 +68,9 @@ fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
 	  WAI_SCHEMATHESIS_SCENARIOS=$(STATEFUL_SCENARIOS) WAI_SCHEMATHESIS_STEPS=$(STATEFUL_STEPS) \
 	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/service/http/test_hostile.py \
 	  tests/service/http/test_service_schemathesis.py
+
+constraints: $(STAMP) ## rewrite constraints.txt from what the venv resolved (after changing pyproject.toml: upgrade in the venv, then run this)
+	$(BIN)/python .ci/constraints.py $(PINS)
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis out

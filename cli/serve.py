@@ -57,9 +57,9 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     sharing the CPUs) gives each ONNX Runtime pool and each decode pool its part of the CPUs
     unless ``ort_threads`` / ``decode_threads`` were set."""
     chosen = settings(args)
-    if args.workers <= 1:
+    if chosen.workers <= 1:
         return chosen
-    part = max(1, len(os.sched_getaffinity(0)) // args.workers)
+    part = max(1, len(os.sched_getaffinity(0)) // chosen.workers)
     given = chosen.model_fields_set
     update = {name: part for name in ("ort_threads", "decode_threads") if name not in given}
     return chosen.model_copy(update=update)
@@ -108,7 +108,7 @@ def run_serve(args: argparse.Namespace) -> int:
     chosen = serve_settings(args)
     hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these
     values = chosen.data_dir / "metrics" / str(os.getpid())
-    if args.workers > 1:  # one /metrics over every worker: prometheus-client's multiprocess mode
+    if chosen.workers > 1:  # one /metrics over every worker: prometheus-client's multiprocess mode
         shutil.rmtree(values, ignore_errors=True)
         values.mkdir(parents=True, mode=0o700)
         # the library's own variable, read when a worker imports it
@@ -119,8 +119,13 @@ def run_serve(args: argparse.Namespace) -> int:
         factory=True,
         host=chosen.host,
         port=chosen.port,
-        workers=args.workers,
+        workers=chosen.workers,
         log_config=None,
+        # behind a reverse proxy (docs/operations.md): the path prefix it serves us under, and
+        # the proxies whose X-Forwarded-For/-Proto headers give the client and the scheme
+        root_path=chosen.root_path,
+        proxy_headers=True,
+        forwarded_allow_ips=chosen.forwarded_allow_ips,
         access_log=False,
         # connection limits (docs/service.md): header and body read deadlines per request
         # (the protocol, named as uvicorn names its own), idle keep-alive, open connections,

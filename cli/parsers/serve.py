@@ -17,9 +17,9 @@ def add(sub: Sub) -> None:
     )
     p.add_argument("--host", help="address to listen on (WAI_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (WAI_PORT, default 8080)")
-    p.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
+    p.add_argument("--workers", type=int, help="server processes (WAI_WORKERS, default 1)")
     p.add_argument("--data-dir", type=Path, help="sets, report store, spool (WAI_DATA_DIR)")
-    setting_flags(p, "host", "port", "data_dir")
+    setting_flags(p, "host", "port", "workers", "data_dir")
     runs(p, "serve:run_serve")
 
     t = command(

@@ -95,6 +95,20 @@ class Settings(BaseSettings):
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
+    workers: int = Field(
+        default=1, ge=1, le=256, description="server processes of `serve` (uvicorn's workers)"
+    )
+    root_path: str = Field(
+        default="",
+        pattern=r"^(/[A-Za-z0-9._~-]+)*$",
+        description="the path prefix a reverse proxy serves the service under (e.g. /wai); "
+        "uvicorn's root_path",
+    )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="proxies whose X-Forwarded-For/-Proto are trusted (comma-separated "
+        "addresses or networks, * for any); uvicorn's forwarded_allow_ips",
+    )
     offer: str | None = Field(
         default=None, description="paths in order, comma-separated; default the reference offer"
     )

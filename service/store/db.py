@@ -5,6 +5,7 @@ report whose id is already stored is skipped, so a spool replay never duplicates
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,6 +15,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, select, t
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
+from wai_dispatch.service.store.errors import DriverMissing
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import ReportRecord
 
@@ -59,6 +61,9 @@ def make_engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    # SQLAlchemy's dialect imports psycopg; without the postgres extra, say which to install
+    if url.startswith("postgresql+psycopg") and importlib.util.find_spec("psycopg") is None:
+        raise DriverMissing
     return create_engine(
         url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 3}
     )

@@ -13,3 +13,16 @@ class StoreError(WaiError):
     ``cursor_invalid``, ``policy_busy``, …)."""
 
     code = ErrorCode.SERVICE_ERROR
+
+
+class DriverMissing(StoreError):
+    """A PostgreSQL URL where PostgreSQL's driver (psycopg, the ``postgres`` extra) is not
+    installed: a setting this installation cannot serve, named with the extra to install."""
+
+    code = ErrorCode.SETTINGS_INVALID
+
+    def __init__(self) -> None:
+        super().__init__(
+            "database_url (WAI_DATABASE_URL) names PostgreSQL, whose driver (psycopg) is not "
+            "installed: pip install 'wai-dispatch[postgres]'"
+        )

@@ -1,5 +1,7 @@
 /* The operator dashboard: reads the service's API with an operator bearer token and draws it.
-   Every request goes to this page's own origin; every value from the API is written with
+   Every request goes to this page's own service, relative to where the page is served
+   (/dashboard/ under the service's root, which a reverse proxy may put under a prefix such as
+   /wai/: docs/operations.md), never to an absolute /v1 path; every value from the API is written with
    textContent, never as HTML. A 401 or 403 sends the user back to the login view. */
 "use strict";
 
@@ -12,8 +14,11 @@ class AuthError extends Error {}
 
 function token() { return sessionStorage.getItem(TOKEN_KEY); }
 
+// The service's root: the folder above this page's (…/dashboard/ → …/).
+const API_ROOT = new URL("../", window.location.href);
+
 async function api(path, params) {
-  const url = new URL(path, window.location.origin);
+  const url = new URL(path, API_ROOT); // path is relative: "v1/…"
   for (const [k, v] of Object.entries(params || {})) {
     if (v !== null && v !== undefined && v !== "") url.searchParams.set(k, v);
   }
@@ -198,7 +203,7 @@ function drawDecodes(page) {
 
 async function openDetail(id) {
   try {
-    const r = await api("/v1/reports/" + encodeURIComponent(id));
+    const r = await api("v1/reports/" + encodeURIComponent(id));
     if (!r) return;
     $("d-id").textContent = r.id;
     $("d-sink").textContent = r.sink;
@@ -222,9 +227,9 @@ async function load() {
   $("status").textContent = "loading…";
   try {
     const [summary, page, governance] = await Promise.all([
-      api("/v1/reports/summary", { ...f, bucket_s: bucketFor(f) }),
-      api("/v1/reports", { ...f, limit: 25 }),
-      api("/v1/run-reports/summary", { since_ms: f.since_ms, until_ms: f.until_ms,
+      api("v1/reports/summary", { ...f, bucket_s: bucketFor(f) }),
+      api("v1/reports", { ...f, limit: 25 }),
+      api("v1/run-reports/summary", { since_ms: f.since_ms, until_ms: f.until_ms,
                                         sink_class: f.sink_class, sink: f.sink }),
     ]);
     if (mine !== generation) return;
