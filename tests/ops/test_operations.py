@@ -17,12 +17,17 @@ import _svc
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
+from wai_dispatch.service.store import migrations
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.tools.seed_reports import seed
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = (ROOT / "docs" / "operations.md").read_text()
-REVISIONS = ["0001", "0002", "0003"]
+#: Every migration, in order (their files are numbered as their down_revision chain runs).
+REVISIONS = sorted(
+    f.name[:4]
+    for f in (Path(migrations.__file__).parent / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")
+)
 
 
 def procedure(name: str) -> str:
@@ -168,10 +173,10 @@ def _down_and_up(url: str) -> None:
     seed(store, 40, sinks=2, days=1)
     assert _revision(url) == REVISIONS[-1]
     # one revision down keeps the reports; back up to head
-    assert "0002" in run("alembic-migrate", WAI_DATABASE_URL=url, REVISION="-1")
-    assert _revision(url) == "0002" and store.count() == 40
+    assert REVISIONS[-2] in run("alembic-migrate", WAI_DATABASE_URL=url, REVISION="-1")
+    assert _revision(url) == REVISIONS[-2] and store.count() == 40
     run("alembic-migrate", WAI_DATABASE_URL=url, REVISION="head")
-    assert _revision(url) == "0003" and store.count() == 40
+    assert _revision(url) == REVISIONS[-1] and store.count() == 40
     # every revision's downgrade, one at a time, to the base
     for expected in [*reversed(REVISIONS[:-1]), None]:
         run("alembic-migrate", WAI_DATABASE_URL=url, REVISION="-1")
@@ -181,7 +186,7 @@ def _down_and_up(url: str) -> None:
         assert set(inspect(conn).get_table_names()) <= {"alembic_version"}
     engine.dispose()
     store.migrate()  # what serve does at start: the base up to head
-    assert _revision(url) == "0003" and store.count() == 0
+    assert _revision(url) == REVISIONS[-1] and store.count() == 0
     seed(store, 5, sinks=1, days=1)
     assert store.count() == 5
     store.dispose()
