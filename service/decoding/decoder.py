@@ -57,6 +57,7 @@ from wai_dispatch.paths import registry as path_registry  # a module: tests swap
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
+from wai_dispatch.paths.tiling import request_tile_bytes
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.parts import NoProgram, OpenedSet, Prepared, PreparedPart
@@ -139,6 +140,7 @@ class Decoder:
             settings = load()
         if settings is not None:
             request_thread_pool(settings.ort_threads)
+            request_tile_bytes(settings.tile_bytes)
             data_dir = settings.data_dir if data_dir is None else data_dir
             offer = settings.offer_paths if offer is None else offer
         assert data_dir is not None and offer is not None

@@ -102,8 +102,18 @@ class Settings(BaseSettings):
     queue: int = Field(default=8, ge=0, le=10_000, description="decodes waiting beyond threads")
     decode_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     max_body_bytes: int = Field(default=16 * MiB, ge=1024)
-    max_latent_elements: int = Field(default=192 * 64 * 64, ge=1, description="C×H×W, header")
+    max_latent_elements: int = Field(
+        default=192 * 256 * 256, ge=1, description="C×H×W, header (4096×4096 with bmshj2018)"
+    )
     memory_budget_bytes: int = Field(default=1536 * MiB, ge=64 * MiB)
+    tile_bytes: int = Field(
+        default=256 * MiB,
+        ge=MiB,
+        description="one synthesis tile's activations at most (CPU paths; docs/onnx-path.md)",
+    )
+    png_level: int = Field(
+        default=1, ge=0, le=9, description="zlib level of the PNG answers (0: stored, 9: least)"
+    )
     spool_max_bytes: int = Field(default=256 * MiB, ge=MiB)
     program_cache_bytes: int = Field(default=512 * MiB, ge=MiB)
     ort_threads: int | None = Field(
