@@ -36,9 +36,16 @@ def rgb_digest(rgb: np.ndarray) -> str:
     return blake3.blake3(np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()).hexdigest()
 
 
-def to_png(rgb: np.ndarray) -> bytes:
+#: The zlib level of a decode's PNG by default (the ``png_level`` setting): level 1 took a
+#: fifth of level 6's time for about 10% more bytes (tools/bench_answer.py, docs/service.md).
+DEFAULT_PNG_LEVEL = 1
+
+
+def to_png(rgb: np.ndarray, level: int = DEFAULT_PNG_LEVEL) -> bytes:
+    """The RGB8 picture as PNG, zlib at ``level`` (0 stored … 9 smallest), no optimisation
+    pass (Pillow's ``optimize`` tries levels and filters again)."""
     from PIL import Image  # lazy: only a decode that writes a picture needs Pillow
 
     buf = io.BytesIO()
-    Image.fromarray(rgb, mode="RGB").save(buf, format="PNG", optimize=False)
+    Image.fromarray(rgb, mode="RGB").save(buf, format="PNG", optimize=False, compress_level=level)
     return buf.getvalue()

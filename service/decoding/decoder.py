@@ -29,7 +29,7 @@ from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.payload import read_header
-from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.picture import DEFAULT_PNG_LEVEL, to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
     LoadedSet,
@@ -96,6 +96,7 @@ class Decoder:
         bundled: BundledResult | None = None,
         sets: LRU[str, OpenedSet] | None = None,
         programs: Programs | None = None,
+        png_level: int = DEFAULT_PNG_LEVEL,
     ) -> None:
         self.store = store
         self.offer = parse_offer(offer)
@@ -109,6 +110,8 @@ class Decoder:
         #: (:meth:`open` builds it); its counters are the service's ``/metrics``.
         self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._opening = threading.Lock()
+        #: The zlib level of the decodes' PNG (the ``png_level`` setting).
+        self.png_level = png_level
 
     @classmethod
     def open(
@@ -157,7 +160,11 @@ class Decoder:
             else:
                 programs = LRU(program_cache_bytes)
                 adapters = path_registry.known_adapters(programs)
-        return cls(store, chosen, adapters, limits=limits, bundled=found, programs=programs)
+        level = DEFAULT_PNG_LEVEL if settings is None else settings.png_level
+        return cls(
+            store, chosen, adapters, limits=limits, bundled=found, programs=programs,
+            png_level=level,
+        )  # fmt: skip
 
     # -- decoding
 
@@ -256,7 +263,9 @@ class Decoder:
             )
             if decision.report.ran is not None:
                 rgb = to_rgb8(decision.output)
-                return DecodeResult(rgb, reports, done[-1], failures, undecodable)
+                return DecodeResult(
+                    rgb, reports, done[-1], failures, undecodable, png_level=self.png_level
+                )
         if not reports and undecodable:
             raise UnknownCapability(undecodable[0].message)
         tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])

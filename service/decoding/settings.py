@@ -29,6 +29,7 @@ from pydantic_settings import (
 )
 
 from wai_dispatch.codec.config import DataDirInvalid, check_data_dir
+from wai_dispatch.codec.picture import DEFAULT_PNG_LEVEL
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.paths import REFERENCE_OFFER, Offer, parse_offer
@@ -112,7 +113,10 @@ class Settings(BaseSettings):
         description="one synthesis tile's activations at most (CPU paths; docs/onnx-path.md)",
     )
     png_level: int = Field(
-        default=1, ge=0, le=9, description="zlib level of the PNG answers (0: stored, 9: least)"
+        default=DEFAULT_PNG_LEVEL,
+        ge=0,
+        le=9,
+        description="zlib level of the decoded PNG (0: stored … 9: smallest, slowest)",
     )
     spool_max_bytes: int = Field(default=256 * MiB, ge=MiB)
     program_cache_bytes: int = Field(default=512 * MiB, ge=MiB)
