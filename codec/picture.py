@@ -8,7 +8,6 @@ import io
 import blake3
 import numpy as np
 
-
 _BAND_ROWS = 256
 
 

@@ -32,14 +32,14 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_TILE_BYTES",
-    "Layer",
     "POINTWISE_ONNX",
+    "Layer",
     "Reach",
     "Tile",
+    "onnx_layers",
     "plan",
     "reach",
     "request_tile_bytes",
-    "onnx_layers",
     "run_tiled",
     "tile_bytes",
     "waiops_layers",
@@ -88,8 +88,12 @@ class Layer:
     def size(self, n: int) -> int:
         """The output size on one axis for an input of ``n`` positions."""
         if self.transposed:
-            return (n - 1) * self.stride - self.padding - self.padding_end + self.kernel + (
-                self.output_padding
+            return (
+                (n - 1) * self.stride
+                - self.padding
+                - self.padding_end
+                + self.kernel
+                + (self.output_padding)
             )
         return (n + self.padding + self.padding_end - self.kernel) // self.stride + 1
 
@@ -173,9 +177,7 @@ def _edges(n: int, step: int) -> list[tuple[int, int]]:
     return [(a, min(n, a + step)) for a in range(0, n, step)]
 
 
-def plan(
-    height: int, width: int, r: Reach, budget: int, bytes_per_pixel: float
-) -> list[Tile]:
+def plan(height: int, width: int, r: Reach, budget: int, bytes_per_pixel: float) -> list[Tile]:
     """The tiles of a ``height × width`` latent whose windows (interior and halo) hold at most
     ``budget`` bytes of activations at ``bytes_per_pixel`` per picture pixel; one tile, the
     whole latent, when it fits; at least one latent position of interior per tile."""
@@ -217,9 +219,7 @@ def run_tiled(
         if out is None:
             out = np.empty((1, int(piece.shape[1]), s * h, s * w), dtype=np.float32)
         oy, ox = s * (t.iy0 - t.y0), s * (t.ix0 - t.x0)
-        inner = piece[
-            :, :, oy : oy + s * (t.iy1 - t.iy0), ox : ox + s * (t.ix1 - t.ix0)
-        ]
+        inner = piece[:, :, oy : oy + s * (t.iy1 - t.iy0), ox : ox + s * (t.ix1 - t.ix0)]
         out[:, :, s * t.iy0 : s * t.iy1, s * t.ix0 : s * t.ix1] = (
             inner if convert is None else convert(inner)
         )
@@ -230,8 +230,29 @@ def run_tiled(
 
 #: ONNX operations that read and write the same spatial positions (with broadcasting).
 POINTWISE_ONNX = frozenset(
-    "Abs Add Cast Clip Div Exp Floor Identity Log Max Min Mul Neg Pow Reciprocal Relu Round "
-    "Sigmoid Sqrt Sub Tanh".split()
+    {
+        "Abs",
+        "Add",
+        "Cast",
+        "Clip",
+        "Div",
+        "Exp",
+        "Floor",
+        "Identity",
+        "Log",
+        "Max",
+        "Min",
+        "Mul",
+        "Neg",
+        "Pow",
+        "Reciprocal",
+        "Relu",
+        "Round",
+        "Sigmoid",
+        "Sqrt",
+        "Sub",
+        "Tanh",
+    }
 )
 
 

@@ -1,4 +1,4 @@
-"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard]``: run the
+"""``python -m wai_dispatch.tools.bench [all|NAME …]`` (NAME: a key of :data:`BENCHES`): run the
 benchmarks, each printing its figures beside the anchor it is compared to, measured in the same
 run."""
 
@@ -16,6 +16,9 @@ BENCHES = {
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
+    # a decode's VmHWM by picture size, tiled and untiled; 4096² through the CLI and service
+    "tiles": "wai_dispatch.tools.bench_tiles",
+    "answer": "wai_dispatch.tools.bench_answer",  # PNG levels and raw RGB8 beside the decode
 }
 
 

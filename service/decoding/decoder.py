@@ -57,8 +57,8 @@ from wai_dispatch.paths import registry as path_registry  # a module: tests swap
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
-from wai_dispatch.paths.tiling import request_tile_bytes
 from wai_dispatch.paths.programs import check_programs
+from wai_dispatch.paths.tiling import request_tile_bytes
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.parts import NoProgram, OpenedSet, Prepared, PreparedPart
 from wai_dispatch.service.decoding.plan import plan

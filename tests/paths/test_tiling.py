@@ -23,10 +23,10 @@ from wai_dispatch.paths.tiling import Layer, Reach, plan, reach
 
 pytest.importorskip("onnxruntime")
 
-from wai_dispatch.paths.onnx import TILE_BYTES_PER_PIXEL as FLOAT_BPP  # noqa: E402
-from wai_dispatch.paths.onnx import OnnxRuntimeAdapter  # noqa: E402
-from wai_dispatch.paths.waiops.adapter import TILE_BYTES_PER_PIXEL as INT_BPP  # noqa: E402
-from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter  # noqa: E402
+from wai_dispatch.paths.onnx import TILE_BYTES_PER_PIXEL as FLOAT_BPP
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+from wai_dispatch.paths.waiops.adapter import TILE_BYTES_PER_PIXEL as INT_BPP
+from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
 
 FLOAT_SET = sets_dir() / "bmshj2018-demo-q3"
 INT_SET = sets_dir() / "int-synth-demo-q3"
@@ -80,10 +80,10 @@ def test_the_bundled_programs_reach_one_latent_position_before_and_two_after(
     assert reach(layers, "latent", "x_hat") == BMSHJ
     adapter = WaiOpsAdapter()
     symbols = np.zeros((1, 192, 2, 2), dtype=np.int32)
-    program = adapter.program(SynthesisJob(_files(store, INT_SET), symbols.astype(np.float32),
-                                           symbols))  # fmt: skip
-    got = reach(tiling.waiops_layers(program.operations), program.input_name,
-                program.output_name)  # fmt: skip
+    program = adapter.program(
+        SynthesisJob(_files(store, INT_SET), symbols.astype(np.float32), symbols)
+    )
+    got = reach(tiling.waiops_layers(program.operations), program.input_name, program.output_name)
     assert got == BMSHJ and got.field == 4
 
 
@@ -98,8 +98,9 @@ def test_reach_of_hand_made_programs() -> None:
     up = Layer("y", ("x",), kernel=4, stride=2, padding=1, padding_end=1, transposed=True)
     assert reach([up], "x", "y") == Reach(2, 1, 1)
     # a strided convolution, a picture that is no multiple of the latent: not tiled
-    assert reach([Layer("y", ("x",), kernel=3, stride=2, padding=1, padding_end=1)], "x",
-                 "y") is None  # fmt: skip
+    assert (
+        reach([Layer("y", ("x",), kernel=3, stride=2, padding=1, padding_end=1)], "x", "y") is None
+    )
     assert reach([Layer("y", ("x",), kernel=3)], "x", "y") is None
     assert reach([conv3], "x", "nowhere") is None
 
@@ -107,9 +108,7 @@ def test_reach_of_hand_made_programs() -> None:
 def test_an_unknown_onnx_operation_is_not_tiled() -> None:
     from onnx import helper
 
-    graph = helper.make_graph(
-        [helper.make_node("Resize", ["x"], ["y"])], "g", [], []
-    )
+    graph = helper.make_graph([helper.make_node("Resize", ["x"], ["y"])], "g", [], [])
     assert tiling.onnx_layers(graph) is None
 
 
@@ -117,8 +116,8 @@ def test_an_unknown_onnx_operation_is_not_tiled() -> None:
 
 
 @pytest.mark.parametrize(
-    ("h", "w", "rows", "cols"), [(17, 23, 6, 6), (1, 37, 4, 9), (29, 1, 5, 4), (16, 16, 4, 4),
-                                 (5, 5, 100, 100), (3, 64, 2, 2)],  # fmt: skip
+    ("h", "w", "rows", "cols"),
+    [(17, 23, 6, 6), (1, 37, 4, 9), (29, 1, 5, 4), (16, 16, 4, 4), (5, 5, 100, 100), (3, 64, 2, 2)],
 )
 def test_tile_interiors_partition_the_latent_and_windows_keep_the_budget(
     h: int, w: int, rows: int, cols: int
@@ -207,8 +206,10 @@ def test_the_process_tile_budget_is_the_setting(
 
     seen: list[int] = []
     real = tiling.run_tiled
-    monkeypatch.setattr("wai_dispatch.paths.waiops.adapter.run_tiled",
-                        lambda x, r, tiles, *a: seen.append(len(tiles)) or real(x, r, tiles, *a))  # fmt: skip
+    monkeypatch.setattr(
+        "wai_dispatch.paths.waiops.adapter.run_tiled",
+        lambda x, r, tiles, *a: seen.append(len(tiles)) or real(x, r, tiles, *a),
+    )
     monkeypatch.setenv("WAI_TILE_BYTES", str(_budget(INT_BPP, 6, 6)))
     try:
         Decoder.open(store.root.parent, settings=load(), adapters={})
@@ -231,8 +232,12 @@ def _psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize(
-    ("name", "rows", "cols"), [("hubble-768x512.waip", 12, 12), ("chelsea-448x288.waip", 7, 9),
-                               ("coffee-strip-4096x16.waip", 1, 40)],  # fmt: skip
+    ("name", "rows", "cols"),
+    [
+        ("hubble-768x512.waip", 12, 12),
+        ("chelsea-448x288.waip", 7, 9),
+        ("coffee-strip-4096x16.waip", 1, 40),
+    ],
 )
 def test_the_float_path_tiled_is_within_60_db_of_the_untiled_decode(
     store: SetStore, tables: EntropyTables, name: str, rows: int, cols: int
