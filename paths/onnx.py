@@ -32,6 +32,7 @@ from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
+from wai_dispatch.paths import onnx_cache
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.onnx_placement import (
@@ -208,6 +209,7 @@ class OnnxRuntimeAdapter:
         # The programs' key: the path, and how the graph is built when it is not the default
         # (a cache shared with a differently built adapter of the same path holds both).
         variant = glue if rewrite else "no-rewrite"
+        self._variant = variant
         self._key = str(self.path) + ("" if variant == "split" else f" ({variant})")
 
     @property
@@ -329,7 +331,13 @@ class OnnxRuntimeAdapter:
         if spec.weights is not None:
             external[spec.weights] = files.read(spec.weights)
         nbytes = program_bytes([model, *external.values()])
-        model, operations, rewritten, tiles = self._prepared(model, external)
+        # the prepared graph is kept on disk by set digest (paths.onnx_cache): a process's
+        # first decode of a set another process prepared does not rewrite it again
+        cached = onnx_cache.load(files.digest, self._variant)
+        if cached is None:
+            cached = self._prepared(model, external)
+            onnx_cache.store(files.digest, self._variant, cached)
+        model, operations, rewritten, tiles = cached
         providers = [_PROVIDERS[self._unit]]
 
         def options() -> Any:

@@ -57,6 +57,7 @@ from wai_dispatch.paths import registry as path_registry  # a module: tests swap
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
+from wai_dispatch.paths.onnx_cache import request_cache_dir
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import request_tile_bytes
 from wai_dispatch.service.decoding.compressai import import_compressai
@@ -147,6 +148,7 @@ class Decoder:
             data_dir = settings.data_dir if data_dir is None else data_dir
             offer = settings.offer_paths if offer is None else offer
         assert data_dir is not None and offer is not None
+        request_cache_dir(data_dir)  # the ONNX path's prepared graphs (paths/onnx_cache.py)
         store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
         chosen = parse_offer(offer)
         found = install_bundled(store, _bundled_dir()) if bundled else None
