@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import threading
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,6 @@ def _names(folder: Path, digest: str, variant: str) -> tuple[Path, Path]:
 
 def _onnx_version() -> str:
     """The installed onnx's version, read from its metadata (importing onnx costs seconds)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("onnx")
     except PackageNotFoundError:  # pragma: no cover - the ONNX path needs onnx to rewrite

@@ -25,6 +25,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from wai_dispatch.codec import payload
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.tools.bench_service import _rss
+
 SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-demo-q3"}
 UNTILED = str(1 << 50)
 
@@ -59,13 +70,6 @@ print(json.dumps({"base": base, "peak": status()["VmHWM"], "seconds": took,
 def envelope_of(store: Any, set_name: str, height: int, width: int) -> Any:
     """An envelope of the bundled set ``set_name`` whose payload codes the corpus's 768×512
     symbols (hubble) repeated over a ``height × width`` latent."""
-    import numpy as np
-
-    from wai_dispatch.codec import payload
-    from wai_dispatch.codec.envelope import Envelope
-    from wai_dispatch.codec.sets import Manifest
-    from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 
     manifest = Manifest.from_bytes((sets_dir() / set_name / "set.json").read_bytes())
     files = store.open(manifest.digest)
@@ -97,7 +101,6 @@ def in_process(data_dir: Path, kind: str, side: int, tile_bytes: str | None) -> 
 def cli_4096(data_dir: Path, kind: str, side: int) -> dict[str, Any]:
     """``wai-dispatch decode`` of a ``side``² latent with the default settings: its peak
     resident memory (``wait4``'s ``ru_maxrss``) and wall time, start to exit."""
-    from wai_dispatch.service.decoding.decoder import Decoder
 
     store = Decoder.open(data_dir, adapters={}).store
     path = data_dir / f"{kind}-{side}.json"
@@ -164,8 +167,6 @@ def service_4096(
     serve`` on the default settings (``decode_timeout_s`` raised to ``timeout_s`` where
     given: a loaded machine runs past the default 30 s); the server's VmHWM after it."""
     import httpx
-
-    from wai_dispatch.tools.bench_service import _rss
 
     body = (data_dir / f"{kind}-{side}.json").read_bytes()
     proc = _serve(data_dir, port, timeout_s)
@@ -257,8 +258,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     line += f"{'(not run)':>11}"
                 print(line, flush=True)
         if args.big and not args.quick:
-            from wai_dispatch.service.decoding.settings import Settings
-
             budget = Settings.model_fields["memory_budget_bytes"].default
             print(
                 f"\n4096×4096 with the default settings (memory_budget_bytes {budget >> 20} "
