@@ -46,7 +46,9 @@ from wai_dispatch.paths.tiling import Reach, onnx_layers, plan, reach, run_tiled
 
 __all__ = [
     "PROGRAM_KEY",
+    "SHRINK_ARENA_ABOVE",
     "OnnxRuntimeAdapter",
+    "arena_shrink_options",
     "configure_thread_pool",
     "placement_from_trace",
     "placement_of_program",
@@ -113,6 +115,11 @@ def _run_options(job: SynthesisJob, last: bool = True) -> Any:
     the arena between its tiles, and none after)."""
     if job.latent.size <= SHRINK_ARENA_ABOVE or not last:
         return None
+    return arena_shrink_options()
+
+
+def arena_shrink_options() -> Any:
+    """``RunOptions`` that shrink the CPU arena once the run ends."""
     import onnxruntime as ort
 
     options = ort.RunOptions()

@@ -30,6 +30,7 @@ from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
+from wai_dispatch.paths.onnx import SHRINK_ARENA_ABOVE
 from wai_dispatch.paths.tiling import Reach, plan, reach, run_tiled, tile_bytes, waiops_layers
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
@@ -72,7 +73,9 @@ class _Runner(Protocol):
     """What the adapter asks of an engine: the NumPy :class:`~paths.waiops.engine.Engine`, or
     the ONNX Runtime one (:class:`~paths.waiops.onnx_engine.OnnxEngine`, optional)."""
 
-    def run(self, symbols: np.ndarray, limits: Limits | None = None) -> np.ndarray: ...
+    def run(
+        self, symbols: np.ndarray, limits: Limits | None = None, *, shrink_arena: bool = False
+    ) -> np.ndarray: ...
 
 
 class _Compiled:
@@ -174,9 +177,12 @@ class WaiOpsAdapter:
                 # Exact arithmetic: each tile's interior is the whole decode's, bit for bit
                 # (paths.tiling); the input is checked whole first, as an untiled run would.
                 check_input(compiled.program, symbols)
-                return run_tiled(
-                    symbols, r, tiles, lambda window, _last: runner.run(window), _to_float
-                )
+                big = symbols.size > SHRINK_ARENA_ABOVE  # its last tile shrinks the arena
+
+                def run(window: np.ndarray, last: bool) -> np.ndarray:
+                    return runner.run(window, shrink_arena=big and last)
+
+                return run_tiled(symbols, r, tiles, run, _to_float)
             out = runner.run(symbols)
         except WaiOpsError:
             raise
