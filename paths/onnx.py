@@ -32,6 +32,7 @@ from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
+from wai_dispatch.paths import onnx_cache
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.onnx_placement import (
@@ -41,10 +42,13 @@ from wai_dispatch.paths.onnx_placement import (
     program_operations,
 )
 from wai_dispatch.paths.onnx_rewrite import rewrite_model
+from wai_dispatch.paths.tiling import Reach, onnx_layers, plan, reach, run_tiled, tile_bytes
 
 __all__ = [
     "PROGRAM_KEY",
+    "SHRINK_ARENA_ABOVE",
     "OnnxRuntimeAdapter",
+    "arena_shrink_options",
     "configure_thread_pool",
     "placement_from_trace",
     "placement_of_program",
@@ -67,6 +71,9 @@ _ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose … 3 error, 4 fatal
 #: keep the arena warm (shrinking costs a run's allocations the next time).
 SHRINK_ARENA_ABOVE = 192 * 32 * 32
 _SHRINK_ENTRY = "memory.enable_memory_arena_shrinkage"
+#: A tile's peak memory per picture pixel of its window, as measured for the bmshj2018 set
+#: (tools/bench_tiles.py): what :func:`paths.tiling.plan` sizes the tiles by.
+TILE_BYTES_PER_PIXEL = 560
 _log = logging.getLogger(__name__)
 
 _pool_lock = threading.Lock()
@@ -101,11 +108,18 @@ def configure_thread_pool(intra_op_threads: int | None = None) -> int:
         return threads
 
 
-def _run_options(job: SynthesisJob) -> Any:
-    """``None`` (the defaults) for a run of :data:`SHRINK_ARENA_ABOVE` latent elements or
-    fewer; for a larger one, ``RunOptions`` that shrink the CPU arena once it ends."""
-    if job.latent.size <= SHRINK_ARENA_ABOVE:
+def _run_options(job: SynthesisJob, last: bool = True) -> Any:
+    """``None`` (the defaults) for a decode of :data:`SHRINK_ARENA_ABOVE` latent elements or
+    fewer, and for any tile of a larger one but its ``last``; for that run, ``RunOptions``
+    that shrink the CPU arena once it ends (a tiled decode keeps one tile's activations in
+    the arena between its tiles, and none after)."""
+    if job.latent.size <= SHRINK_ARENA_ABOVE or not last:
         return None
+    return arena_shrink_options()
+
+
+def arena_shrink_options() -> Any:
+    """``RunOptions`` that shrink the CPU arena once the run ends."""
     import onnxruntime as ort
 
     options = ort.RunOptions()
@@ -158,6 +172,7 @@ class _Program:
     runtime_nodes: Placement  # the nodes of the graph ONNX Runtime ran, for `plan --json`
     rewritten: int  # transposed convolutions rewritten as sub-pixel convolutions
     nbytes: int  # as the program cache counts it (paths.lru.program_bytes)
+    reach: Reach | None = None  # the receptive field, when the program tiles (paths.tiling)
 
 
 class OnnxRuntimeAdapter:
@@ -186,6 +201,7 @@ class OnnxRuntimeAdapter:
         rewrite: bool = True,
         glue: str = "split",
         programs: Programs | None = None,
+        tile_bytes: int | None = None,
     ):
         if unit not in _PROVIDERS:
             raise ValueError(f"ONNX Runtime runs on cpu or gpu, not {unit!r}")
@@ -196,9 +212,11 @@ class OnnxRuntimeAdapter:
         self._glue = glue
         self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.Lock()
+        self._tile_bytes = tile_bytes  # None: the process's (paths.tiling.tile_bytes)
         # The programs' key: the path, and how the graph is built when it is not the default
         # (a cache shared with a differently built adapter of the same path holds both).
         variant = glue if rewrite else "no-rewrite"
+        self._variant = variant
         self._key = str(self.path) + ("" if variant == "split" else f" ({variant})")
 
     @property
@@ -257,11 +275,26 @@ class OnnxRuntimeAdapter:
         return self._program(job).runtime_nodes
 
     def run(self, job: SynthesisJob) -> np.ndarray:
+        """The picture; a latent whose activations would pass the tile budget runs in tiles
+        (:mod:`paths.tiling`), each tile's interior written into one picture."""
         program = self._program(job)
-        try:
+        latent = job.latent
+        r = program.reach
+        tiles = []
+        if r is not None and program.input_shape[2:] == (None, None):
+            budget = tile_bytes() if self._tile_bytes is None else self._tile_bytes
+            tiles = plan(latent.shape[2], latent.shape[3], r, budget, TILE_BYTES_PER_PIXEL)
+
+        def run(x: np.ndarray, last: bool) -> np.ndarray:
             (out,) = program.session.run(
-                [program.output_name], {program.input_name: job.latent}, _run_options(job)
+                [program.output_name], {program.input_name: x}, _run_options(job, last)
             )
+            return np.asarray(out, dtype=np.float32)
+
+        try:
+            if r is not None and len(tiles) > 1:
+                return run_tiled(latent, r, tiles, run)
+            out = run(latent, True)
         except Exception as exc:
             _log.warning("onnx-runtime: the synthesis failed: %s", exc)
             raise BackendFailed(f"onnx-runtime: the synthesis failed: {exc}") from exc
@@ -305,7 +338,13 @@ class OnnxRuntimeAdapter:
         if spec.weights is not None:
             external[spec.weights] = files.read(spec.weights)
         nbytes = program_bytes([model, *external.values()])
-        model, operations, rewritten = self._prepared(model, external)
+        # the prepared graph is kept on disk by set digest (paths.onnx_cache): a process's
+        # first decode of a set another process prepared does not rewrite it again
+        cached = onnx_cache.load(files.digest, self._variant)
+        if cached is None:
+            cached = self._prepared(model, external)
+            onnx_cache.store(files.digest, self._variant, cached)
+        model, operations, rewritten, tiles = cached
         providers = [_PROVIDERS[self._unit]]
 
         def options() -> Any:
@@ -332,24 +371,33 @@ class OnnxRuntimeAdapter:
             placement_from_trace(events),
             rewritten,
             nbytes,
+            tiles,
         )
 
     def _prepared(
         self, model: bytes, external: Mapping[str, bytes]
-    ) -> tuple[bytes, list[str], int]:
+    ) -> tuple[bytes, list[str], int, Reach | None]:
         """The graph to run (every node named; rewritten when on), the program's operations
-        as the set ships them, and how many ConvTranspose the rewrite replaced."""
+        as the set ships them, how many ConvTranspose the rewrite replaced, and the
+        program's receptive field (read from the graph as shipped; ``None``: no tiles)."""
         import onnx
 
         proto = onnx.load_from_string(model)
         before = [n.name for n in proto.graph.node]
         operations = program_operations(proto)
+        layers = onnx_layers(proto.graph)
+        weights = {i.name for i in proto.graph.initializer}
+        graph_in = [i.name for i in proto.graph.input if i.name not in weights]
+        graph_out = [o.name for o in proto.graph.output]
+        tiles = None
+        if layers is not None and len(graph_in) == 1 and len(graph_out) == 1:
+            tiles = reach(layers, graph_in[0], graph_out[0])
         renamed = before != [n.name for n in proto.graph.node]
         count = 0
         if self._rewrite:
             count = rewrite_model(proto, external, self._glue)
         changed = renamed or count
-        return (proto.SerializeToString() if changed else model), operations, count
+        return (proto.SerializeToString() if changed else model), operations, count, tiles
 
 
 def _program_spec(files: SetFiles) -> _Spec | None:

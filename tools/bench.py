@@ -17,6 +17,9 @@ BENCHES = {
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
     "warm": "wai_dispatch.tools.bench_warm",  # first decode after ready vs a warm one
     "cli": "wai_dispatch.tools.bench_cli",  # `--help` of every command vs `python -c pass`
+    # a decode's VmHWM by picture size, tiled and untiled; 4096² through the CLI and service
+    "tiles": "wai_dispatch.tools.bench_tiles",
+    "answer": "wai_dispatch.tools.bench_answer",  # PNG levels and raw RGB8 beside the decode
 }
 
 

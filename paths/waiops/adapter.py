@@ -30,14 +30,22 @@ from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
+from wai_dispatch.paths.onnx import SHRINK_ARENA_ABOVE
+from wai_dispatch.paths.tiling import Reach, plan, reach, run_tiled, tile_bytes, waiops_layers
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
 from wai_dispatch.paths.waiops.program import Program
+from wai_dispatch.paths.waiops.run import check_input
 
 #: The key of this backend's program in a set's ``programs`` fact.
 PROGRAM_KEY = "wai-ops"
+
+#: A tile's peak memory per picture pixel of its window, as measured for the bmshj2018
+#: program on the ONNX Runtime engine (tools/bench_tiles.py; the NumPy engine's is lower):
+#: what :func:`paths.tiling.plan` sizes the tiles by.
+TILE_BYTES_PER_PIXEL = 600
 
 
 def program_spec(files: SetFiles) -> ProgramFacts | None:
@@ -65,7 +73,9 @@ class _Runner(Protocol):
     """What the adapter asks of an engine: the NumPy :class:`~paths.waiops.engine.Engine`, or
     the ONNX Runtime one (:class:`~paths.waiops.onnx_engine.OnnxEngine`, optional)."""
 
-    def run(self, symbols: np.ndarray, limits: Limits | None = None) -> np.ndarray: ...
+    def run(
+        self, symbols: np.ndarray, limits: Limits | None = None, *, shrink_arena: bool = False
+    ) -> np.ndarray: ...
 
 
 class _Compiled:
@@ -74,6 +84,9 @@ class _Compiled:
         self.nbytes = nbytes
         self.engine: _Runner | None = None
         self.lock = threading.Lock()
+        self.reach: Reach | None = reach(
+            waiops_layers(program.operations), program.input_name, program.output_name
+        )
 
     def runner(self) -> _Runner:
         with self.lock:
@@ -94,14 +107,21 @@ def _engine(program: Program) -> _Runner:
     return Engine(program)
 
 
+def _to_float(out: np.ndarray) -> np.ndarray:
+    """The program's RGB8 integers as the pipeline's float form (value / 255, float32)."""
+    result: np.ndarray = out.astype(np.float32) / np.float32(255.0)
+    return result
+
+
 class WaiOpsAdapter:
     """§4's answers and the run for ``cpu/wai-ops/integer``. Programs are kept per set digest
     in ``programs`` (the program cache the decoder's adapters share; one of its own with the
     default budget when none is given); the adapter is safe to share between threads."""
 
-    def __init__(self, programs: Programs | None = None) -> None:
+    def __init__(self, programs: Programs | None = None, *, tile_bytes: int | None = None) -> None:
         self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.Lock()
+        self._tile_bytes = tile_bytes  # None: the process's (paths.tiling.tile_bytes)
 
     @property
     def path(self) -> Path:
@@ -144,13 +164,31 @@ class WaiOpsAdapter:
         compiled = self._compiled(job)
         if job.symbols is None:  # takes_shape refuses such a job; the engines' check would too
             raise ShapeOverLimits("wai-ops input is missing: the job carries no symbols")
+        runner = compiled.runner()
+        symbols = job.symbols
+        r = compiled.reach
+        tiles = []
+        if r is not None and symbols.ndim == 4:
+            budget = tile_bytes() if self._tile_bytes is None else self._tile_bytes
+            h, w = int(symbols.shape[2]), int(symbols.shape[3])
+            tiles = plan(h, w, r, budget, TILE_BYTES_PER_PIXEL)
         try:
-            out = compiled.runner().run(job.symbols)
+            if r is not None and len(tiles) > 1:
+                # Exact arithmetic: each tile's interior is the whole decode's, bit for bit
+                # (paths.tiling); the input is checked whole first, as an untiled run would.
+                check_input(compiled.program, symbols)
+                big = symbols.size > SHRINK_ARENA_ABOVE  # its last tile shrinks the arena
+
+                def run(window: np.ndarray, last: bool) -> np.ndarray:
+                    return runner.run(window, shrink_arena=big and last)
+
+                return run_tiled(symbols, r, tiles, run, _to_float)
+            out = runner.run(symbols)
         except WaiOpsError:
             raise
         except Exception as exc:
             raise BackendFailed(f"wai-ops: the synthesis failed: {exc}") from exc
-        return out.astype(np.float32) / np.float32(255.0)
+        return _to_float(out)
 
     def program(self, job: SynthesisJob) -> Program:
         return self._compiled(job).program

@@ -149,8 +149,11 @@ class Engine:
             if op.op == "igdn"
         }
 
-    def run(self, symbols: np.ndarray, limits: Limits | None = None) -> np.ndarray:
-        """The program on ``symbols`` (int [1, C, h, w]) → int32 [1, C', H, W]."""
+    def run(
+        self, symbols: np.ndarray, limits: Limits | None = None, *, shrink_arena: bool = False
+    ) -> np.ndarray:
+        """The program on ``symbols`` (int [1, C, h, w]) → int32 [1, C', H, W]
+        (``shrink_arena``: nothing to do, NumPy keeps no arena)."""
         x = check_input(self.program, symbols, limits)
         values = {self.program.input_name: np.ascontiguousarray(x[0].transpose(1, 2, 0))}
         for op in self.program.operations:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.errors import Limits
-from wai_dispatch.paths.onnx import shared_session_options
+from wai_dispatch.paths.onnx import arena_shrink_options, shared_session_options
 from wai_dispatch.paths.onnx_rewrite import rewrite_model
 from wai_dispatch.paths.waiops.program import Operation, Program
 from wai_dispatch.paths.waiops.run import check_input
@@ -248,8 +248,13 @@ class OnnxEngine:
             self.model, shared_session_options(), providers=["CPUExecutionProvider"]
         )
 
-    def run(self, symbols: np.ndarray, limits: Limits | None = None) -> np.ndarray:
-        """The program on ``symbols`` (int [1, C, h, w]) → int32 [1, C', H, W]."""
+    def run(
+        self, symbols: np.ndarray, limits: Limits | None = None, *, shrink_arena: bool = False
+    ) -> np.ndarray:
+        """The program on ``symbols`` (int [1, C, h, w]) → int32 [1, C', H, W];
+        ``shrink_arena``: hand the run's activations back to the allocator once it ends (the
+        last tile of a large decode, as :mod:`paths.onnx` does)."""
         x = check_input(self.program, symbols, limits).astype(np.float32)
-        (out,) = self.session.run(["out"], {"symbols": x})
+        options = arena_shrink_options() if shrink_arena else None
+        (out,) = self.session.run(["out"], {"symbols": x}, options)
         return np.asarray(out).astype(np.int32)

@@ -28,7 +28,7 @@ from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.payload import read_header
-from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.picture import DEFAULT_PNG_LEVEL, to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
     LoadedSet,
@@ -54,7 +54,9 @@ from wai_dispatch.paths import registry as path_registry  # a module: tests swap
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
+from wai_dispatch.paths.onnx_cache import request_cache_dir
 from wai_dispatch.paths.programs import check_programs
+from wai_dispatch.paths.tiling import request_tile_bytes
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.parts import NoProgram, OpenedSet, Prepared, PreparedPart
 from wai_dispatch.service.decoding.plan import plan
@@ -93,6 +95,7 @@ class Decoder:
         bundled: BundledResult | None = None,
         sets: LRU[str, OpenedSet] | None = None,
         programs: Programs | None = None,
+        png_level: int = DEFAULT_PNG_LEVEL,
     ) -> None:
         self.store = store
         self.offer = parse_offer(offer)
@@ -106,6 +109,8 @@ class Decoder:
         #: (:meth:`open` builds it); its counters are the service's ``/metrics``.
         self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._opening = threading.Lock()
+        #: The zlib level of the decodes' PNG (the ``png_level`` setting).
+        self.png_level = png_level
 
     @classmethod
     def open(
@@ -138,9 +143,11 @@ class Decoder:
             settings = load()
         if settings is not None:
             request_thread_pool(settings.ort_threads)
+            request_tile_bytes(settings.tile_bytes)
             data_dir = settings.data_dir if data_dir is None else data_dir
             offer = settings.offer_paths if offer is None else offer
         assert data_dir is not None and offer is not None
+        request_cache_dir(data_dir)  # the ONNX path's prepared graphs (paths/onnx_cache.py)
         store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
         chosen = parse_offer(offer)
         if settings is not None and not settings.bundled_sets:
@@ -161,7 +168,11 @@ class Decoder:
             else:
                 programs = LRU(program_cache_bytes)
                 adapters = path_registry.known_adapters(programs)
-        return cls(store, chosen, adapters, limits=limits, bundled=found, programs=programs)
+        level = DEFAULT_PNG_LEVEL if settings is None else settings.png_level
+        return cls(
+            store, chosen, adapters, limits=limits, bundled=found, programs=programs,
+            png_level=level,
+        )  # fmt: skip
 
     # -- decoding
 
@@ -260,7 +271,9 @@ class Decoder:
             )
             if decision.report.ran is not None:
                 rgb = to_rgb8(decision.output)
-                return DecodeResult(rgb, reports, done[-1], failures, undecodable)
+                return DecodeResult(
+                    rgb, reports, done[-1], failures, undecodable, png_level=self.png_level
+                )
         if not reports and undecodable:
             raise UnknownCapability(undecodable[0].message)
         tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])

@@ -4,10 +4,15 @@ admission (service/http/admission.py) and the CLI's local decode (cli/decode.py)
 same estimate against the same settings (``max_latent_elements``, ``memory_budget_bytes``,
 ``decode_timeout_s``).
 
-The estimate (measured on this machine with the bmshj2018 synthesis, tools/bench_service.py):
-a decode's memory grows linearly with the picture, about 520 bytes per output pixel (256×256:
-32 MB, 1024×1024: 548 MB over a warm process); the estimate keeps a margin, 64 MiB + 560 bytes
-per pixel. Time is about 1.7 µs per pixel on 2 quiet cores.
+The estimate (measured on this machine with the bmshj2018 synthesis, tools/bench_service.py
+and tools/bench_tiles.py): an untiled decode's memory grows linearly with the picture, about
+520 bytes per output pixel (256×256: 32 MB, 1024×1024: 548 MB over a warm process), nearly all
+of it the synthesis's activations. The CPU paths run the synthesis in tiles whose activations
+stay within the ``tile_bytes`` setting (paths/tiling.py), so the estimate is 64 MiB, plus what
+the whole picture costs (:data:`PICTURE_BYTES_PER_PIXEL`: the float picture, its RGB8, the
+PNG and its answer), plus the activations (the rest of 560 bytes per pixel) up to one tile's
+budget: 560 bytes per pixel until the tiles start (about 700×700), 40 after. Time is
+about 1.7 µs per pixel on 2 quiet cores.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from dataclasses import dataclass
 
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.paths.tiling import tile_bytes as process_tile_bytes
 from wai_dispatch.service.decoding.parts import Prepared
 
 __all__ = [
     "BASE_BYTES",
     "BYTES_PER_PIXEL",
     "DEFAULT_UPSAMPLING",
+    "PICTURE_BYTES_PER_PIXEL",
     "SECONDS_PER_PIXEL",
     "Estimate",
     "check",
@@ -31,6 +38,9 @@ __all__ = [
 
 BASE_BYTES = 64 * 1024 * 1024
 BYTES_PER_PIXEL = 560
+#: What the picture itself costs per pixel whatever the tiles: the float32 synthesis output
+#: (12 B), its RGB8 (3), the PNG and the answer around it (base64 in JSON), with a margin.
+PICTURE_BYTES_PER_PIXEL = 40
 SECONDS_PER_PIXEL = 1.7e-6
 DEFAULT_UPSAMPLING = 16
 
@@ -45,10 +55,12 @@ class Estimate:
     seconds: float
 
 
-def estimate(prepared: Prepared) -> Estimate:
+def estimate(prepared: Prepared, tile_bytes: int | None = None) -> Estimate:
     """The cost of decoding an envelope from its payload headers alone, as
     :meth:`Decoder.prepare` read them (parts decode one at a time, so the dearest part is the
-    decode's); a part's set, where it is installed, may state its ``upsampling``."""
+    decode's); a part's set, where it is installed, may state its ``upsampling``.
+    ``tile_bytes``: the synthesis's tile budget (default: the process's, which
+    :meth:`Decoder.open` sets from the ``tile_bytes`` setting)."""
     elements = pixels = 0
     for item in prepared.parts:
         header = item.header
@@ -61,15 +73,18 @@ def estimate(prepared: Prepared) -> Estimate:
                 factor = up
         elements = max(elements, header.symbols)
         pixels = max(pixels, header.height * factor * header.width * factor)
-    return of(elements, pixels)
+    return of(elements, pixels, tile_bytes)
 
 
-def of(latent_elements: int, pixels: int) -> Estimate:
-    """The estimate of a decode of ``latent_elements`` to ``pixels`` output pixels."""
+def of(latent_elements: int, pixels: int, tile_bytes: int | None = None) -> Estimate:
+    """The estimate of a decode of ``latent_elements`` to ``pixels`` output pixels, its
+    synthesis in tiles of ``tile_bytes`` (default: the process's budget)."""
+    tile = process_tile_bytes() if tile_bytes is None else tile_bytes
+    activations = min((BYTES_PER_PIXEL - PICTURE_BYTES_PER_PIXEL) * pixels, tile)
     return Estimate(
         latent_elements,
         pixels,
-        BASE_BYTES + BYTES_PER_PIXEL * pixels,
+        BASE_BYTES + activations + PICTURE_BYTES_PER_PIXEL * pixels,
         SECONDS_PER_PIXEL * pixels,
     )
 

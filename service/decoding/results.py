@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.picture import rgb_digest, to_png
+from wai_dispatch.codec.picture import DEFAULT_PNG_LEVEL, rgb_digest, to_png
 from wai_dispatch.dispatch import Code, Path, Placement, Report, WaiError
 from wai_dispatch.dispatch.codes import ErrorCode
 
@@ -73,6 +73,8 @@ class DecodeResult:
     part: PartResult
     failures: Mapping[Path, BaseException] = field(default_factory=dict)
     undecodable: list[Undecodable] = field(default_factory=list)
+    #: The zlib level :meth:`png` uses (the decoder's ``png_level`` setting).
+    png_level: int = DEFAULT_PNG_LEVEL
 
     @property
     def rgb_digest(self) -> str:
@@ -103,8 +105,9 @@ class DecodeResult:
     def height(self) -> int:
         return int(self.rgb.shape[0])
 
-    def png(self) -> bytes:
-        return to_png(self.rgb)
+    def png(self, level: int | None = None) -> bytes:
+        """The picture as PNG at zlib ``level`` (default :attr:`png_level`)."""
+        return to_png(self.rgb, self.png_level if level is None else level)
 
 
 @dataclass(frozen=True)

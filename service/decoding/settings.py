@@ -29,6 +29,7 @@ from pydantic_settings import (
 )
 
 from wai_dispatch.codec.config import DataDirInvalid, check_data_dir
+from wai_dispatch.codec.picture import DEFAULT_PNG_LEVEL
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.paths import REFERENCE_OFFER, Offer, parse_offer
@@ -116,8 +117,21 @@ class Settings(BaseSettings):
     queue: int = Field(default=8, ge=0, le=10_000, description="decodes waiting beyond threads")
     decode_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     max_body_bytes: int = Field(default=16 * MiB, ge=1024)
-    max_latent_elements: int = Field(default=192 * 64 * 64, ge=1, description="C×H×W, header")
+    max_latent_elements: int = Field(
+        default=192 * 256 * 256, ge=1, description="C×H×W, header (4096×4096 with bmshj2018)"
+    )
     memory_budget_bytes: int = Field(default=1536 * MiB, ge=64 * MiB)
+    tile_bytes: int = Field(
+        default=256 * MiB,
+        ge=MiB,
+        description="one synthesis tile's activations at most (CPU paths; docs/onnx-path.md)",
+    )
+    png_level: int = Field(
+        default=DEFAULT_PNG_LEVEL,
+        ge=0,
+        le=9,
+        description="zlib level of the decoded PNG (0: stored … 9: smallest, slowest)",
+    )
     spool_max_bytes: int = Field(default=256 * MiB, ge=MiB)
     warm: bool = Field(
         default=True,

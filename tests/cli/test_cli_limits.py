@@ -28,8 +28,10 @@ def _asking_for(data_dir: Path, height: int, width: int) -> bytes:
 
 
 def test_a_4096_square_decode_is_refused_fast_naming_the_flag(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The default limit takes 4096 × 4096 (tiled synthesis); a lower one refuses it.
+    monkeypatch.setenv("WAI_MAX_LATENT_ELEMENTS", str(192 * 64 * 64))
     data_dir = tmp_path / "data"
     envelope = tmp_path / "big.json"
     envelope.write_bytes(_asking_for(data_dir, 256, 256))  # 4096 × 4096 at 16× upsampling

@@ -42,6 +42,7 @@ def _plan(shape: str) -> str:
 
 
 async def test_plan_shapes_are_bounded_before_planning(app: Any) -> None:
+    app.state.service.admission.max_latent_elements = 192 * 64 * 64  # as a service may set it
     async with _sink(app) as client:
         assert (await client.get(_plan("1,192,12,20"))).status_code == 200
         for shape, code in [

@@ -1,5 +1,6 @@
-"""``POST /v1/decode``: an envelope (JSON or CBOR) in; the picture (PNG, base64 in JSON, or raw
-``image/png`` with the reports in headers), its digests and every report out. No path: 422
+"""``POST /v1/decode``: an envelope (JSON or CBOR) in; the picture (PNG, base64 in JSON; raw
+``image/png``; or raw RGB8 as ``application/octet-stream``, the last two with the reports in
+headers), its digests and every report out. No path: 422
 with the reports and the symbols digest. Every report is stored, filed under the token's name.
 """
 
@@ -43,6 +44,10 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
         "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/Decoded"}},
             "image/png": {"schema": {"type": "string", "format": "binary"}},
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "RGB8 samples, row by row (X-Wai-Picture: WxH)",
+            },
         },
     },
     422: {"description": "bad input, or no offered path decodes the envelope"},
@@ -85,18 +90,26 @@ def _parse(body: bytes, content_type: str, limits: Limits) -> envelope_codec.Env
     )
 
 
-def _wants_png(accept: str) -> bool:
+#: The answers by media type: JSON (the PNG in base64 beside the digests and reports), the PNG
+#: itself, or the RGB8 samples themselves (row by row, R G B per pixel; for sinks that only hash
+#: or re-encode the picture), the last two with the reports in ``X-Wai-*`` headers.
+_KINDS = {"application/json": "json", "image/png": "png", "application/octet-stream": "rgb"}
+
+
+def _answer_kind(accept: str) -> str:
+    """``json``, ``png`` or ``rgb``: the first of the route's media types ``accept`` names;
+    JSON for none named and a wildcard (or no ``Accept``); else ``not_acceptable``."""
     kinds = [p.split(";", 1)[0].strip().lower() for p in accept.split(",")]
-    if "image/png" in kinds:
-        return "application/json" not in kinds or kinds.index("image/png") < kinds.index(
-            "application/json"
-        )
-    if accept and not any(k in ("application/json", "*/*", "application/*") for k in kinds):
+    for kind in kinds:
+        if kind in _KINDS:
+            return _KINDS[kind]
+    if accept and not any(k in ("*/*", "application/*") for k in kinds):
         raise ServiceError(
-            f"Accept {accept[:80]!r}: this route answers application/json or image/png",
+            f"Accept {accept[:80]!r}: this route answers application/json, image/png or "
+            "application/octet-stream (RGB8)",
             code=ErrorCode.NOT_ACCEPTABLE,
         )
-    return False
+    return "json"
 
 
 @router.post(
@@ -112,7 +125,7 @@ async def decode(
 ) -> Response:
     decoder = service.decoder
     rid = request.scope["state"]["request_id"]
-    raw_png = _wants_png(request.headers.get("accept", ""))
+    kind = _answer_kind(request.headers.get("accept", ""))
     body = await read_body(request, service.settings.max_body_bytes)
     ctype = request.headers.get("content-type", "")
     envelope = await run_in_threadpool(_parse, body, ctype, decoder.limits)
@@ -138,7 +151,9 @@ async def decode(
         _store(service, recs)
         ran = recs[-1].path_ran or "none"
         service.metrics.decode_seconds.labels(ran).observe(time.perf_counter() - t0)
-        return {"result": result, "records": recs, "png": result.png(), "rgb_digest": rgb_digest}
+        # the answer is made here, in the decode's thread: RGB8 as it is, else the PNG
+        answer = result.rgb.tobytes() if kind == "rgb" else result.png()
+        return {"result": result, "records": recs, "answer": answer, "rgb_digest": rgb_digest}
 
     out = await service.admission.run(est, work)
     service.metrics.request_seconds.observe(time.perf_counter() - started)
@@ -161,7 +176,7 @@ async def decode(
         "request_id": rid, "sink": principal.name, "outcome": "decoded",
         "path": records[-1].path_ran, "ms": records[-1].duration_ms,
     })  # fmt: skip
-    if raw_png:
+    if kind != "json":
         headers = {
             "X-Wai-Reports": json.dumps(reports, separators=(",", ":")),
             "X-Wai-Report-Ids": ",".join(ids),
@@ -170,12 +185,15 @@ async def decode(
             "X-Wai-Rgb-Digest": out["rgb_digest"],
             "X-Wai-Picture": f"{width}x{height}",
         }
-        return Response(out["png"], media_type="image/png", headers=headers)
+        if kind == "rgb":
+            headers["X-Wai-Format"] = "rgb8"
+            return Response(out["answer"], media_type="application/octet-stream", headers=headers)
+        return Response(out["answer"], media_type="image/png", headers=headers)
     return JSONResponse(
         {
             "request_id": rid,
             "picture": {"width": width, "height": height, "format": "png"},
-            "png": base64.b64encode(out["png"]).decode("ascii"),
+            "png": base64.b64encode(out["answer"]).decode("ascii"),
             "rgb_digest": out["rgb_digest"],
             "set": result.part.set_digest,
             "symbols_digest": result.part.symbols_digest,

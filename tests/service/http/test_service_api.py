@@ -84,6 +84,36 @@ def test_decode_raw_png_carries_reports_in_headers(
     assert r.headers["x-wai-picture"] == "256x256"
 
 
+def test_decode_raw_rgb8_is_the_samples_the_digest_names(
+    live: InProcess, cli_results: dict[str, Any]
+) -> None:
+    """``Accept: application/octet-stream``: the RGB8 samples themselves, row by row (no PNG
+    made), the reports in headers; the first of the route's types named wins."""
+    with live.client() as c:
+        r = c.post(
+            "/v1/decode",
+            content=SAMPLE_JSON.read_bytes(),
+            headers={"Content-Type": "application/json",
+                     "Accept": "application/octet-stream, application/json"},
+        )  # fmt: skip
+        png_first = c.post(
+            "/v1/decode",
+            content=SAMPLE_JSON.read_bytes(),
+            headers={"Content-Type": "application/json",
+                     "Accept": "image/png, application/octet-stream"},
+        )  # fmt: skip
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/octet-stream"
+    want = cli_results[SAMPLE_JSON.name]
+    assert len(r.content) == 256 * 256 * 3
+    assert blake3.blake3(r.content).hexdigest() == r.headers["x-wai-rgb-digest"]
+    rgb = np.asarray(Image.open(io.BytesIO(want["png"])).convert("RGB"))
+    assert r.content == rgb.tobytes()
+    assert (r.headers["x-wai-picture"], r.headers["x-wai-format"]) == ("256x256", "rgb8")
+    assert json.loads(r.headers["x-wai-reports"]) == want["reports"]
+    assert png_first.headers["content-type"] == "image/png"
+
+
 def test_no_path_is_422_with_reports_and_symbols(
     live: InProcess, cli_results: dict[str, Any]
 ) -> None:
@@ -171,7 +201,11 @@ def test_set_of_another_capability_is_refused(live: InProcess, other_set: str) -
     assert (r.status_code, r.json()["error"]["code"]) == (422, "set_capability_mismatch")
 
 
-def test_oversize_latent_is_refused_from_the_header(live: InProcess, tmp_path: Path) -> None:
+def test_oversize_latent_is_refused_from_the_header(
+    live: InProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the default limit takes 4096×4096 (tiled synthesis); a service may set a lower one
+    monkeypatch.setattr(live.service.admission, "max_latent_elements", 192 * 64 * 64)
     body = envelope_of_latent(tmp_path / "sets", 80, 80)  # 192×80×80 > 192×64×64
     with live.client() as c:
         r = c.post("/v1/decode", content=body, headers={"Content-Type": "application/json"})

@@ -1,0 +1,121 @@
+"""The ONNX path's prepared graphs on disk: the graph a set's program runs as (every node named,
+its transposed convolutions rewritten, :mod:`paths.onnx_rewrite`), with the facts read from the
+program as shipped (its operations, its receptive field), kept once per set digest and build
+variant, so a process's first decode reads them instead of rewriting the graph again (the
+rewrite took 4.7 s of a 5.3 s session build under load: docs/onnx-path.md, "The first decode").
+
+Where: ``<data_dir>/cache/onnx/`` (:func:`request_cache_dir`, which ``Decoder.open`` calls
+with its data directory); no directory, no disk cache. Each entry is two files named by the
+set digest, the variant and :data:`FORMAT`: the model and a JSON record of its facts with the
+BLAKE3 of the model's bytes. An entry is used only when the record parses, names the same
+set digest, variant, format and onnx version, and the model's bytes hash to the record's
+digest; anything else is rebuilt and written over (written to a temporary name, then renamed
+into place). The set's own files are verified against its manifest as always; the cache holds
+only what this code derived from them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import blake3
+
+from wai_dispatch.paths.tiling import Reach
+
+__all__ = ["FORMAT", "Prepared", "cache_dir", "load", "request_cache_dir", "store"]
+
+#: Bumped whenever the rewrite or the facts change what they produce.
+FORMAT = "onnx-prepared-1"
+
+_log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_dir: Path | None = None
+
+Prepared = tuple[bytes, list[str], int, Reach | None]
+
+
+def request_cache_dir(data_dir: str | os.PathLike[str] | None) -> None:
+    """Keep prepared graphs under ``<data_dir>/cache/onnx`` from now on (``None``: not on
+    disk)."""
+    global _dir
+    with _lock:
+        _dir = None if data_dir is None else Path(data_dir) / "cache" / "onnx"
+
+
+def cache_dir() -> Path | None:
+    with _lock:
+        return _dir
+
+
+def _names(folder: Path, digest: str, variant: str) -> tuple[Path, Path]:
+    stem = f"{digest}.{variant}.{FORMAT}"
+    return folder / f"{stem}.onnx", folder / f"{stem}.json"
+
+
+def _onnx_version() -> str:
+    """The installed onnx's version, read from its metadata (importing onnx costs seconds)."""
+    try:
+        return version("onnx")
+    except PackageNotFoundError:  # pragma: no cover - the ONNX path needs onnx to rewrite
+        return "none"
+
+
+def load(digest: str, variant: str) -> Prepared | None:
+    """The prepared graph of set ``digest`` built as ``variant``, when the disk holds a valid
+    entry (module docstring); else ``None``."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    model_path, record_path = _names(folder, digest, variant)
+    try:
+        record = json.loads(record_path.read_bytes())
+        model = model_path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    try:
+        expected = (digest, variant, FORMAT, _onnx_version())
+        if (record["set"], record["variant"], record["format"], record["onnx"]) != expected:
+            return None
+        if blake3.blake3(model).hexdigest() != record["blake3"]:
+            _log.warning("onnx cache: %s does not match its record; rebuilt", model_path.name)
+            return None
+        reach = record["reach"]
+        tiles = None if reach is None else Reach(*(int(v) for v in reach))
+        operations = [str(op) for op in record["operations"]]
+        return model, operations, int(record["rewritten"]), tiles
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def store(digest: str, variant: str, prepared: Prepared) -> None:
+    """Write the entry of set ``digest`` built as ``variant``; a disk that refuses is logged,
+    never raised (the decode goes on with what it built)."""
+    folder = cache_dir()
+    if folder is None:
+        return
+    model, operations, rewritten, tiles = prepared
+    record: dict[str, Any] = {
+        "set": digest,
+        "variant": variant,
+        "format": FORMAT,
+        "onnx": _onnx_version(),
+        "blake3": blake3.blake3(model).hexdigest(),
+        "operations": operations,
+        "rewritten": rewritten,
+        "reach": None if tiles is None else [tiles.stride, tiles.before, tiles.after],
+    }
+    model_path, record_path = _names(folder, digest, variant)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, data in ((model_path, model), (record_path, json.dumps(record).encode())):
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+    except OSError as exc:
+        _log.warning("onnx cache: could not write %s: %s", folder, exc)

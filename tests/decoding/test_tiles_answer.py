@@ -1,0 +1,66 @@
+"""Issue 18: the estimate counts one tile of activations, not the whole picture's (so a
+4096×4096 decode fits the default memory budget), and the decoded PNG's zlib level is the
+``png_level`` setting (1 by default)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.paths import tiling
+from wai_dispatch.service.decoding import estimate
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.settings import Settings, load
+
+MiB = 1 << 20
+SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
+
+
+def test_a_small_decode_is_estimated_as_before() -> None:
+    """Below one tile the activations are the whole picture's: 64 MiB + 560 B per pixel."""
+    est = estimate.of(192 * 16 * 16, 256 * 256, 256 * MiB)
+    assert est.memory_bytes == 64 * MiB + 560 * 256 * 256
+
+
+def test_a_4096_square_decode_fits_the_default_budget_and_limits() -> None:
+    defaults = Settings.model_fields
+    est = estimate.of(192 * 256 * 256, 4096 * 4096, defaults["tile_bytes"].default)
+    assert est.memory_bytes == 64 * MiB + 256 * MiB + 40 * 4096 * 4096
+    assert est.memory_bytes < defaults["memory_budget_bytes"].default
+    assert est.latent_elements <= defaults["max_latent_elements"].default
+    assert est.seconds <= defaults["decode_timeout_s"].default
+    # untiled it would not: the activations grow with the picture
+    assert estimate.of(0, 4096 * 4096, 1 << 50).memory_bytes > 8 << 30
+
+
+def test_the_estimate_follows_the_process_tile_budget() -> None:
+    try:
+        tiling.request_tile_bytes(64 * MiB)
+        assert estimate.of(0, 2048 * 2048).memory_bytes == 128 * MiB + 40 * 2048 * 2048
+    finally:
+        tiling.request_tile_bytes(None)
+
+
+@pytest.mark.parametrize("level", [0, 1, 9])
+def test_the_png_level_is_the_setting(tmp_path: Path, level: int) -> None:
+    decoder = Decoder.open(tmp_path / "data", settings=load(png_level=level))
+    assert decoder.png_level == level
+    result = decoder.decode(parse(SAMPLE.read_bytes()))
+    png = result.png()
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(png))), result.rgb)
+    sizes = {n: len(result.png(n)) for n in (0, 1, 9)}
+    assert len(png) == sizes[level]
+    assert sizes[0] > sizes[1] > sizes[9]
+
+
+def test_png_level_is_validated() -> None:
+    from wai_dispatch.service.decoding.settings import SettingsInvalid
+
+    with pytest.raises(SettingsInvalid, match="png_level"):
+        load(png_level=10)

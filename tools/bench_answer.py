@@ -1,0 +1,107 @@
+"""``python -m wai_dispatch.tools.bench_answer``: what answering a decode costs beside the
+decode itself, in the same run: the whole envelope through the decoder (payload → RGB8, warm)
+against the PNG at zlib levels 6 (Pillow's default, the answer before issue 18), 1 (the
+``png_level`` default) and 0, each with ``optimize=False``, ``optimize=True`` at level 6, the
+base64 of the JSON answer, and the raw RGB8 samples (``Accept: application/octet-stream``);
+at 256×256 (the bundled sample) and 768×512 (the corpus's hubble symbols). The goal: the
+answer at ≤ 15% of the decode. Medians of ``--repeat`` runs, interleaved."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.bench_tiles import envelope_of
+
+
+def _png(level: int, optimize: bool = False) -> Callable[[Any], bytes]:
+    def encode(rgb: Any) -> bytes:
+        from PIL import Image
+
+        buf = io.BytesIO()
+        Image.fromarray(rgb, mode="RGB").save(
+            buf, format="PNG", optimize=optimize, compress_level=level
+        )
+        return buf.getvalue()
+
+    return encode
+
+
+ANSWERS: dict[str, Callable[[Any], bytes]] = {
+    "PNG level 6": _png(6),
+    "PNG level 6, optimize": _png(6, optimize=True),
+    "PNG level 1 (default)": _png(1),
+    "PNG level 0 (stored)": _png(0),
+    "PNG level 1 + base64 JSON": lambda rgb: base64.b64encode(_png(1)(rgb)),
+    "raw RGB8 (octet-stream)": lambda rgb: rgb.tobytes(),
+}
+
+
+def run(repeat: int) -> list[tuple[str, float, dict[str, tuple[float, int]]]]:
+    """Per picture: its name, the decode's median seconds, and per answer (median seconds,
+    bytes)."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="wai-bench-answer-") as tmp:
+        decoder = Decoder.open(Path(tmp))
+        pictures = {
+            "256×256": parse((envelopes_dir() / "bmshj2018-demo-q3.json").read_bytes()),
+            "768×512": envelope_of(decoder.store, "bmshj2018-demo-q3", 32, 48),
+        }
+        for name, envelope in pictures.items():
+            prepared = decoder.prepare(envelope)
+            rgb = decoder.decode(prepared).rgb  # warm
+            decodes: list[float] = []
+            costs: dict[str, list[float]] = {k: [] for k in ANSWERS}
+            sizes: dict[str, int] = {}
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                rgb = decoder.decode(prepared).rgb
+                decodes.append(time.perf_counter() - t0)
+                for key, fn in ANSWERS.items():
+                    t0 = time.perf_counter()
+                    out = fn(rgb)
+                    took = time.perf_counter() - t0
+                    costs[key].append(took)
+                    sizes[key] = len(out)
+            rows.append(
+                (
+                    name,
+                    statistics.median(decodes),
+                    {k: (statistics.median(v), sizes[k]) for k, v in costs.items()},
+                )
+            )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_answer")
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--quick", action="store_true", help="two repeats (smoke)")
+    args = p.parse_args(argv)
+    rows = run(2 if args.quick else args.repeat)
+    print(
+        f"load average {Path('/proc/loadavg').read_text().split()[:3]}; "
+        f"{len(os.sched_getaffinity(0))} CPUs; medians of {2 if args.quick else args.repeat}"
+    )
+    for name, decode_s, answers in rows:
+        print(f"\n{name}: the decode (envelope → RGB8, warm) {decode_s * 1e3:.1f} ms")
+        print(f"  {'answer':28} {'ms':>7} {'of decode':>9} {'KiB':>8}")
+        for key, (secs, size) in answers.items():
+            print(f"  {key:28} {secs * 1e3:7.2f} {secs / decode_s:9.1%} {size / 1024:8.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

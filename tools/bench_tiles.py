@@ -1,0 +1,286 @@
+"""``python -m wai_dispatch.tools.bench_tiles``: a decode's peak memory (VmHWM) by picture size,
+with and without tiled synthesis (paths/tiling.py), on both CPU paths: the float bmshj2018 set
+(``cpu/onnx-runtime/float``) and the integer int-synth set (``cpu/wai-ops/integer``).
+
+Each decode runs in a fresh process (``Decoder.open``, one small warm decode, the high-water
+mark reset through ``/proc/self/clear_refs``, then the decode and its PNG), its payload the
+corpus's 768×512 symbols repeated to the size asked (real content, not a zero latent). Without
+tiling (``WAI_TILE_BYTES`` past any decode) only up to ``--untiled-max``: memory grows with the
+picture there (about 520 B per pixel, 8.7 GB at 4096²). Then 4096×4096 through the CLI
+(``wai-dispatch decode``, its peak from ``wait4``) and through the service (``wai-dispatch
+serve``, its VmHWM after the answer), with the default settings (``--no-big`` skips them: each
+takes about half a minute on 2 quiet cores, minutes on loaded ones): the figures
+docs/onnx-path.md gives. ``--quick``: one small size per path, for a smoke run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.codec import payload
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.tools.bench_service import _rss
+
+SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-demo-q3"}
+UNTILED = str(1 << 50)
+
+_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+from wai_dispatch.tools.bench_tiles import envelope_of
+from wai_dispatch.service.decoding.decoder import Decoder
+def status():
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            out[key] = int(value.split()[0]) * 1024
+    return out
+data_dir, set_name, h, w = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+decoder = Decoder.open(data_dir)
+small = envelope_of(decoder.store, set_name, 4, 4)
+big = envelope_of(decoder.store, set_name, h, w)
+decoder.decode(small).png()  # the session is built and warm
+Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+base = status()["VmRSS"]
+t0 = time.perf_counter()
+result = decoder.decode(big)
+png = result.png()
+took = time.perf_counter() - t0
+print(json.dumps({"base": base, "peak": status()["VmHWM"], "seconds": took,
+                  "path": str(result.reports[-1].ran.path), "png": len(png)}))
+"""
+
+
+def envelope_of(store: Any, set_name: str, height: int, width: int) -> Any:
+    """An envelope of the bundled set ``set_name`` whose payload codes the corpus's 768×512
+    symbols (hubble) repeated over a ``height × width`` latent."""
+
+    manifest = Manifest.from_bytes((sets_dir() / set_name / "set.json").read_bytes())
+    files = store.open(manifest.digest)
+    tables = EntropyTables.from_json(files.read(str(files.facts.tables)))
+    source = payload.decode((neural_conformance_dir() / "hubble-768x512.waip").read_bytes(), tables)
+    reps = (1, 1, -(-height // source.shape[2]), -(-width // source.shape[3]))
+    symbols = np.ascontiguousarray(np.tile(source, reps)[:, :, :height, :width])
+    body = payload.encode(symbols.astype(np.int32), tables)
+    return Envelope(capability=manifest.capability, payload=body, set=manifest.digest)
+
+
+def in_process(data_dir: Path, kind: str, side: int, tile_bytes: str | None) -> dict[str, Any]:
+    """One decode of a ``side × side`` latent in a fresh process; its memory and time."""
+    env = dict(os.environ)
+    env.pop("WAI_TILE_BYTES", None)
+    if tile_bytes is not None:
+        env["WAI_TILE_BYTES"] = tile_bytes
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(data_dir), SETS[kind], str(side), str(side)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    row: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return row
+
+
+def cli_4096(data_dir: Path, kind: str, side: int) -> dict[str, Any]:
+    """``wai-dispatch decode`` of a ``side``² latent with the default settings: its peak
+    resident memory (``wait4``'s ``ru_maxrss``) and wall time, start to exit."""
+
+    store = Decoder.open(data_dir, adapters={}).store
+    path = data_dir / f"{kind}-{side}.json"
+    path.write_bytes(envelope_of(store, SETS[kind], side, side).to_json())
+    png = data_dir / f"{kind}-{side}.png"
+    env = {k: v for k, v in os.environ.items() if k != "WAI_TILE_BYTES"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wai_dispatch",
+            "decode",
+            str(path),
+            "-o",
+            str(png),
+            "--data-dir",
+            str(data_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - t0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    return {
+        "status": os.waitstatus_to_exitcode(status),
+        "peak": usage.ru_maxrss * 1024,
+        "seconds": took,
+        "png": png.stat().st_size if png.exists() else 0,
+        "error": err.strip()[-300:],
+    }
+
+
+def _serve(data_dir: Path, port: int, timeout_s: float | None) -> subprocess.Popen[bytes]:
+    import httpx
+
+    env = {k: v for k, v in os.environ.items() if k != "WAI_TILE_BYTES"}
+    env.update(WAI_DATA_DIR=str(data_dir), WAI_LOG_LEVEL="WARNING")
+    if timeout_s is not None:
+        env["WAI_DECODE_TIMEOUT_S"] = str(timeout_s)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wai_dispatch", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the service did not start")
+
+
+def service_4096(
+    data_dir: Path, kind: str, side: int, port: int, timeout_s: float | None = None
+) -> dict[str, Any]:
+    """One ``POST /v1/decode`` (raw PNG answer) of a ``side``² latent to ``wai-dispatch
+    serve`` on the default settings (``decode_timeout_s`` raised to ``timeout_s`` where
+    given: a loaded machine runs past the default 30 s); the server's VmHWM after it."""
+    import httpx
+
+    body = (data_dir / f"{kind}-{side}.json").read_bytes()
+    proc = _serve(data_dir, port, timeout_s)
+    try:
+        token = (data_dir / "admin-token").read_text().strip()
+        base = _rss(proc.pid)["VmHWM"] * 2**20
+        t0 = time.perf_counter()
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/v1/decode",
+            content=body,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/json",
+                "Accept": "image/png",
+            },
+            timeout=600,
+        )
+        took = time.perf_counter() - t0
+        peak = _rss(proc.pid)["VmHWM"] * 2**20
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return {
+        "status": r.status_code,
+        "peak": peak,
+        "base": base,
+        "seconds": took,
+        "png": len(r.content),
+        "error": "" if r.status_code == 200 else r.text[:300],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_tiles")
+    p.add_argument(
+        "--sides",
+        type=int,
+        nargs="*",
+        default=[16, 32, 64, 128],
+        help="latent sides (the picture is 16× that)",
+    )
+    p.add_argument("--untiled-max", type=int, default=64, help="largest latent side untiled")
+    p.add_argument(
+        "--no-big",
+        dest="big",
+        action="store_false",
+        help="skip 4096×4096 through the CLI and the service",
+    )
+    p.add_argument("--quick", action="store_true", help="one small size per path (smoke)")
+    p.add_argument("--kinds", nargs="*", default=list(SETS), choices=list(SETS))
+    p.add_argument("--port", type=int, default=18191)
+    p.add_argument(
+        "--decode-timeout",
+        type=float,
+        default=None,
+        help="the service's decode_timeout_s for --big (default: the setting's)",
+    )
+    args = p.parse_args(argv)
+    sides = [16] if args.quick else args.sides
+    print(
+        f"load average {Path('/proc/loadavg').read_text().split()[:3]}; "
+        f"{len(os.sched_getaffinity(0))} CPUs"
+    )
+    print("one decode's peak memory (VmHWM, fresh warm process; MB over the warm process and")
+    print("total) by picture size, tiled (the default WAI_TILE_BYTES) and untiled:")
+    print(
+        f"  {'path':8} {'picture':>11} {'tiled +MB':>9} {'peak MB':>8} {'s':>6}   "
+        f"{'untiled +MB':>11} {'peak MB':>8} {'s':>6}"
+    )
+    with tempfile.TemporaryDirectory(prefix="wai-bench-tiles-") as tmp:
+        data_dir = Path(tmp)
+        for kind in args.kinds:
+            for side in sides:
+                tiled = in_process(data_dir, kind, side, None)
+                untiled = (
+                    in_process(data_dir, kind, side, UNTILED) if side <= args.untiled_max else None
+                )
+                line = (
+                    f"  {kind:8} {f'{16 * side}×{16 * side}':>11} "
+                    f"{(tiled['peak'] - tiled['base']) / 2**20:9.0f} "
+                    f"{tiled['peak'] / 2**20:8.0f} {tiled['seconds']:6.1f}   "
+                )
+                if untiled is not None:
+                    line += (
+                        f"{(untiled['peak'] - untiled['base']) / 2**20:11.0f} "
+                        f"{untiled['peak'] / 2**20:8.0f} {untiled['seconds']:6.1f}"
+                    )
+                else:
+                    line += f"{'(not run)':>11}"
+                print(line, flush=True)
+        if args.big and not args.quick:
+            budget = Settings.model_fields["memory_budget_bytes"].default
+            print(
+                f"\n4096×4096 with the default settings (memory_budget_bytes {budget >> 20} "
+                f"MiB; decode_timeout_s {args.decode_timeout or 'default'}), load average "
+                f"{Path('/proc/loadavg').read_text().split()[:3]}:"
+            )
+            for kind in args.kinds:
+                cli = cli_4096(data_dir, kind, 256)
+                print(
+                    f"  {kind:8} CLI      exit {cli['status']} peak {cli['peak'] / 2**20:6.0f} MB "
+                    f"{cli['seconds']:6.1f} s  PNG {cli['png'] / 2**20:.1f} MB "
+                    f"{cli['error']}",
+                    flush=True,
+                )
+                svc = service_4096(data_dir, kind, 256, args.port, args.decode_timeout)
+                print(
+                    f"  {kind:8} service  HTTP {svc['status']} peak {svc['peak'] / 2**20:6.0f} "
+                    f"MB {svc['seconds']:6.1f} s  PNG {svc['png'] / 2**20:.1f} MB "
+                    f"{svc['error']}",
+                    flush=True,
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
