@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-set": ("tools", "write a parameter set (needs the tools extra)"),
     "explain": ("explain", "the tier a decode needs and which offered paths §3 admits"),
     "policy": ("policy", "the model policy fleet run reports are held to"),
+    "reports": ("reports", "the report store's retention (prune old reports)"),
 }
 
 

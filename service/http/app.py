@@ -38,6 +38,7 @@ from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.spool import Recorder, Spool
 from wai_dispatch.service.store.tokens import TokenCache, ensure_admin
 from wai_dispatch.service.web import dashboard as dashboard_app
@@ -84,8 +85,16 @@ def start(settings: Settings) -> Service:
     metrics.bind("memory_held", lambda: float(admission.held()))
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
     _bind_cache(metrics, decoder)
+    pruner = None
+    if settings.report_retention_days or settings.rollup_retention_days:
+        pruner = Pruner(
+            store,
+            report_days=settings.report_retention_days,
+            rollup_days=settings.rollup_retention_days,
+            interval_s=settings.prune_interval_s,
+        )
     return Service(
-        settings, decoder, store, recorder, tokens, admission, metrics, PolicyStore(store)
+        settings, decoder, store, recorder, tokens, admission, metrics, PolicyStore(store), pruner
     )
 
 

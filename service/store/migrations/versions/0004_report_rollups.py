@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from wai_dispatch.service.store.rollups import rebuild
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -49,8 +51,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("sink", *_KEY, name="pk_report_rollups_sink"),
     )
     op.create_index("ix_report_rollups_sink_hour_ms", "report_rollups_sink", ["hour_ms"])
-    from wai_dispatch.service.store.rollups import rebuild
-
     rebuild(op.get_bind())
 
 
