@@ -1,6 +1,6 @@
-"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard]``: run the
-benchmarks, each printing its figures beside the anchor it is compared to, measured in the same
-run."""
+"""``python -m wai_dispatch.tools.bench [all|entropy|onnx|decode|service|dashboard|summary|int]``:
+run the benchmarks, each printing its figures beside the anchor it is compared to, measured in
+the same run."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ BENCHES = {
     "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
+    # the month summary from roll-ups at 1,000,000 reports vs the same from the reports alone
+    "summary": "wai_dispatch.tools.bench_summary",
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
 }
 

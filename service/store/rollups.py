@@ -16,9 +16,8 @@ code, are read from the same rows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Table, delete, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -26,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from wai_dispatch.service.store.models import RefusalRow, ReportRow, RollupRow, SinkRollupRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 
-__all__ = ["HOUR_MS", "Key", "add", "codes_of", "hour_of", "rebuild"]
+__all__ = ["HOUR_MS", "SUMS", "Key", "add", "add_counts", "codes_of", "hour_of", "rebuild"]
 
 HOUR_MS = 3_600_000
 FLEET: Table = RollupRow.__table__  # type: ignore[assignment]
@@ -46,8 +45,9 @@ def codes_of(codes: Iterable[str]) -> str:
     return " ".join(sorted(codes))
 
 
-@dataclass(frozen=True, order=True)
-class Key:
+class Key(NamedTuple):
+    """A report's key in the roll-ups (a tuple: sorted and hashed as one)."""
+
     sink: str
     hour_ms: int
     capability: str
@@ -71,7 +71,7 @@ class Key:
         )
 
     def row(self, *, sink: bool) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in KEY}
+        out = dict(zip(KEY, self[1:], strict=True))
         if sink:
             out["sink"] = self.sink
         return out
@@ -82,36 +82,43 @@ def _sums(rec: ReportRecord) -> list[int]:
 
 
 def add(conn: Connection, records: Iterable[ReportRecord]) -> None:
-    """Count ``records`` (reports this transaction has just inserted) into both roll-ups. One
-    upsert per distinct key and table, in key order (two transactions on PostgreSQL lock the
-    rows they share in the same order, so they wait, never deadlock)."""
+    """Count ``records`` (reports this transaction has just inserted) into both roll-ups."""
     deltas: dict[Key, list[int]] = {}
     for rec in records:
-        key = Key.of(rec)
-        into = deltas.setdefault(key, [0] * len(SUMS))
+        into = deltas.setdefault(Key.of(rec), [0] * len(SUMS))
         for i, v in enumerate(_sums(rec)):
             into[i] += v
+    add_counts(conn, deltas)
+
+
+def add_counts(conn: Connection, deltas: Mapping[Key, Sequence[int]]) -> None:
+    """Add ``deltas`` (per key: the report count and the placement sums, :data:`SUMS`) to both
+    roll-ups: one upsert statement per table, its rows in key order (two transactions on
+    PostgreSQL lock the rows they share in the same order, so they wait, never deadlock)."""
     if not deltas:
         return
     fleet: dict[tuple[Any, ...], list[int]] = {}
     for key, sums in deltas.items():
-        into = fleet.setdefault(tuple(getattr(key, k) for k in KEY), [0] * len(SUMS))
+        into = fleet.setdefault(key[1:], [0] * len(SUMS))
         for i, v in enumerate(sums):
             into[i] += v
-    for parts, sums in sorted(fleet.items()):
-        row = {**dict(zip(KEY, parts, strict=True)), **dict(zip(SUMS, sums, strict=True))}
-        _upsert(conn, FLEET, row)
-    for key, sums in sorted(deltas.items()):
-        _upsert(conn, SINK, {**key.row(sink=True), **dict(zip(SUMS, sums, strict=True))})
+    _upsert(conn, FLEET, [
+        {**dict(zip(KEY, parts, strict=True)), **dict(zip(SUMS, sums, strict=True))}
+        for parts, sums in sorted(fleet.items())
+    ])  # fmt: skip
+    _upsert(conn, SINK, [
+        {**key.row(sink=True), **dict(zip(SUMS, sums, strict=True))}
+        for key, sums in sorted(deltas.items())
+    ])  # fmt: skip
 
 
-def _upsert(conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+def _upsert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
     ins = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
-    stmt = ins.values(**row).on_conflict_do_update(
+    stmt = ins.on_conflict_do_update(
         index_elements=[c.name for c in table.primary_key.columns],
         set_={s: table.c[s] + ins.excluded[s] for s in SUMS},
     )
-    conn.execute(stmt)
+    conn.execute(stmt, rows)
 
 
 def rebuild(conn: Connection) -> int:
