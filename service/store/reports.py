@@ -8,7 +8,7 @@ import base64
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, exists, func, select
+from sqlalchemy import Connection, Select, and_, exists, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
@@ -172,36 +172,39 @@ def summary(
     (buckets that are no whole number of hours, a request-id filter) reads the reports only.
     On PostgreSQL its statements read one snapshot (repeatable read)."""
     bucket_ms = bucket_s * 1000
-    raw, hours = split(filters, bucket_ms) if rollups else ([filters], None)
+    whole = (filters.since_ms, filters.until_ms)
+    raw, hours = split(filters, bucket_ms) if rollups else ([whole], None)
     tally = _Tally()
     with store.engine.connect() as conn:
         if conn.dialect.name == "postgresql":
             conn = conn.execution_options(isolation_level="REPEATABLE READ")
         if hours is not None:
             _from_rollups(conn, filters, bucket_ms, hours, tally)
-        for part in raw:
-            _from_reports(conn, part, bucket_ms, tally)
+        if raw:
+            _from_reports(conn, filters, raw, bucket_ms, tally)
     return tally.render(bucket_s)
 
 
-def split(
-    filters: Filters, bucket_ms: int
-) -> tuple[list[Filters], tuple[int | None, int | None] | None]:
-    """The parts of a summary's window read from reports, and the whole hours ``[from, to)``
-    read from roll-ups (``None`` end: unbounded; ``None`` altogether: none)."""
+Range = tuple[int | None, int | None]
+
+
+def split(filters: Filters, bucket_ms: int) -> tuple[list[Range], Range | None]:
+    """The time ranges ``[from, to)`` of a summary's window read from reports, and the whole
+    hours read from roll-ups (``None`` end: unbounded; ``None`` altogether: none)."""
+    whole = (filters.since_ms, filters.until_ms)
     nullable = (filters.path, filters.tier, filters.set)
     if bucket_ms % HOUR_MS or filters.request_id is not None or "" in nullable:
-        return [filters], None  # roll-ups keep "" for none: an empty filter value reads reports
-    lo, hi = filters.since_ms, filters.until_ms
+        return [whole], None  # roll-ups keep "" for none: an empty filter value reads reports
+    lo, hi = whole
     h0 = None if lo is None else -(-lo // HOUR_MS) * HOUR_MS
     h1 = None if hi is None else hi - hi % HOUR_MS
     if h0 is not None and h1 is not None and h0 >= h1:
-        return [filters], None
-    raw = []
+        return [whole], None
+    raw: list[Range] = []
     if lo is not None and h0 is not None and lo < h0:
-        raw.append(replace(filters, since_ms=lo, until_ms=h0))
+        raw.append((lo, h0))
     if hi is not None and h1 is not None and h1 < hi:
-        raw.append(replace(filters, since_ms=h1, until_ms=hi))
+        raw.append((h1, hi))
     return raw, (h0, h1)
 
 
@@ -250,34 +253,37 @@ def _from_rollups(
             tally.refused(code, n)
 
 
-def _from_reports(conn: Connection, filters: Filters, bucket_ms: int, tally: _Tally) -> None:
-    """Three statements, each an aggregate read from ``ix_reports_summary`` (time first, then
-    every column the summary filters or sums, so no table row is read). Grouping by time first
-    keeps the planner on that index: grouped by path alone, SQLite would walk
-    ``ix_reports_path_ran`` over the whole table to skip a sort. Refusals are counted for the
-    reports the filters select (``IN`` a sub-select), found by the refusals' primary key."""
-    where = filters.where()
+def _from_reports(
+    conn: Connection, filters: Filters, ranges: list[Range], bucket_ms: int, tally: _Tally
+) -> None:
+    """Two statements over the reports of ``ranges`` (the window's edges, or all of it): the
+    counts and placement sums by time bucket, outcome, path and tier, an aggregate read from
+    ``ix_reports_summary`` (time first, then every column the summary filters or sums, so no
+    table row is read; grouping by time first keeps the planner on that index: grouped by path
+    alone, SQLite would walk ``ix_reports_path_ran`` over the whole table to skip a sort), and
+    the refusals of the reports selected (``IN`` a sub-select), found by their primary key."""
+    where = replace(filters, since_ms=None, until_ms=None).where()
+    spans: list[ColumnElement[bool]] = []
+    for lo, hi in ranges:
+        parts = [] if lo is None else [R.created_ms >= lo]
+        parts += [] if hi is None else [R.created_ms < hi]
+        if not parts:  # the whole time axis
+            spans = []
+            break
+        spans.append(and_(*parts))
+    if spans:
+        where.append(spans[0] if len(spans) == 1 else or_(*spans))
     bucket = (R.created_ms - R.created_ms % bucket_ms).label("bucket")
     n = func.count().label("n")
     sums = [func.sum(R[f"placement_{u}"]).label(u) for u in UNITS]
-    per_path = (
-        select(bucket, R.path_ran, R.tier, n).where(*where)
-        .group_by(bucket, R.path_ran, R.tier).subquery()
-    )  # fmt: skip
+    keys = (bucket, R.outcome, R.path_ran, R.tier)
+    groups = conn.execute(select(*keys, n, *sums).where(*where).group_by(*keys)).all()
     selected = select(R.seq).where(*where)
-    buckets = conn.execute(
-        select(bucket, R.outcome, n, *sums).where(*where).group_by(bucket, R.outcome)
-    ).all()
-    by_path = conn.execute(
-        select(per_path.c.path_ran, per_path.c.tier, func.sum(per_path.c.n))
-        .group_by(per_path.c.path_ran, per_path.c.tier)
-    ).all()  # fmt: skip
     refusals = conn.execute(
         select(F.code, n).where(F.report_seq.in_(selected)).group_by(F.code)
     ).all()
-    for b in buckets:
-        tally.count(int(b.bucket), b.outcome, int(b.n), [getattr(b, u) for u in UNITS])
-    for p, tier, c in by_path:
-        tally.path(p, tier, int(c))
+    for g in groups:
+        tally.count(int(g.bucket), g.outcome, int(g.n), [getattr(g, u) for u in UNITS])
+        tally.path(g.path_ran, g.tier, int(g.n))
     for code, c in refusals:
         tally.refused(code, int(c))
