@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("ops", "the effective settings and where each came from"),
     "doctor": ("ops", "check this machine: data dir, store, sets, paths, browser and GPU"),
     "completion": ("ops", "print a shell completion script (bash or zsh)"),
+    "reports": ("reports", "the report store's retention (prune old reports)"),
 }
 
 

@@ -14,6 +14,8 @@ BENCHES = {
     "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
+    # the month summary from roll-ups at 1,000,000 reports vs the same from the reports alone
+    "summary": "wai_dispatch.tools.bench_summary",
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
     "warm": "wai_dispatch.tools.bench_warm",  # first decode after ready vs a warm one
     "cli": "wai_dispatch.tools.bench_cli",  # `--help` of every command vs `python -c pass`

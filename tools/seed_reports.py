@@ -2,9 +2,10 @@
 synthetic but valid ``wai-neural-dispatch/1`` reports (and their refusals), spread over sinks,
 capabilities, sets, paths and time, for the dashboard's tests and benchmarks.
 
-Deterministic for a ``--seed``. Rows go in by bulk inserts with their ``seq`` chosen here, so
-100,000 reports take seconds, not a statement each; on PostgreSQL the sequence is moved past
-them afterwards, so the service's own inserts continue after the seeded rows.
+Deterministic for a ``--seed``. Rows go in through the driver in bulk (``COPY`` on
+PostgreSQL, ``executemany`` on SQLite), 50,000 a transaction, in time order, with their ``seq``
+chosen here, and are counted into the per-hour roll-ups; on PostgreSQL the sequence is moved
+past them afterwards, so the service's own inserts continue after the seeded rows.
 """
 
 from __future__ import annotations
@@ -14,22 +15,24 @@ import json
 import random
 import sys
 import time
-import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import Table, func, select, text
 
 from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.store import rollups
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.records import UNITS
 
 BMSHJ, INT = "wai.neural.bmshj2018", "wai.neural.int_synth"
 NPU = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float"}
 ORT = {"unit": "cpu", "backend": "onnx-runtime", "arithmetic": "float"}
 WAIOPS = {"unit": "cpu", "backend": "wai-ops", "arithmetic": "integer"}
 WGSL = {"unit": "gpu", "backend": "wgsl", "arithmetic": "integer"}
-CHUNK = 5000
+CHUNK = 50_000
 
 
 def _path(p: dict[str, str]) -> str:
@@ -65,6 +68,108 @@ def _report(rng: random.Random) -> dict[str, Any]:
             "needed": "decode-equivalence", "ran": None, "refused": refused}  # fmt: skip
 
 
+_REPORT_COLUMNS = (
+    "seq", "id", "request_id", "created_ms", "sink", "role", "capability", "set_digest",
+    "symbols_digest", "rgb_digest", "needed", "path_ran", "tier", "outcome", "duration_ms",
+    "placement_npu", "placement_gpu", "placement_cpu", "placement_unknown", "report", "source",
+    "run_report",
+)  # fmt: skip
+_REFUSAL_COLUMNS = ("report_seq", "position", "path", "code")
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    """One report of the pool rows are drawn from, with the columns derived from it."""
+
+    capability: str
+    needed: str
+    path: str | None
+    tier: str | None
+    outcome: str
+    placement: tuple[int, ...]
+    refused: tuple[tuple[str, str], ...]  # (path, code)
+    codes: str  # the roll-ups' key part
+    json: str
+
+
+def _pool(rng: random.Random, size: int = 512) -> list[_Drawn]:
+    out = []
+    for _ in range(size):
+        report = _report(rng)
+        ran = report["ran"]
+        placement = (ran or {}).get("placement") or {}
+        refused = tuple((_path(r), str(r["reason"])) for r in report["refused"])
+        out.append(_Drawn(
+            report["capability"], report["needed"], _path(ran) if ran else None,
+            ran["tier"] if ran else None, "decoded" if ran else "refused",
+            tuple(int(placement.get(u, 0)) for u in UNITS), refused,
+            rollups.codes_of(code for _, code in refused),
+            json.dumps(report, separators=(",", ":")),
+        ))  # fmt: skip
+    return out
+
+
+def _uuid(bits: int) -> str:
+    h = f"{bits:032x}"
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
+
+
+def _rows(
+    rng: random.Random, pool: list[_Drawn], start: int, times: list[int],
+    sink_names: list[str], sets: dict[str, list[str]], counts: dict[rollups.Key, list[int]],
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:  # fmt: skip
+    """Rows for reports created at ``times`` (in order), their refusals; each counted into
+    ``counts`` (the roll-ups' deltas)."""
+    rows: list[tuple[Any, ...]] = []
+    refusals: list[tuple[Any, ...]] = []
+    for k, created in enumerate(times):
+        seq = start + k
+        d = rng.choice(pool)
+        sink = rng.choice(sink_names)
+        digest = rng.choice(sets[d.capability])
+        rows.append((
+            seq, _uuid(rng.getrandbits(128)), _uuid(rng.getrandbits(128)), created, sink,
+            "primary", d.capability, digest, f"{rng.getrandbits(256):064x}", None, d.needed,
+            d.path, d.tier, d.outcome, round(rng.uniform(20, 400), 3), *d.placement, d.json,
+            "service", None,
+        ))  # fmt: skip
+        refusals += [(seq, i, path, code) for i, (path, code) in enumerate(d.refused)]
+        key = rollups.Key(sink, rollups.hour_of(created), d.capability, digest, d.path or "",
+                          d.tier or "", d.outcome, d.codes)  # fmt: skip
+        into = counts.get(key)
+        if into is None:
+            counts[key] = [1, *d.placement]
+        else:
+            into[0] += 1
+            for i, v in enumerate(d.placement, 1):
+                into[i] += v
+    return rows, refusals
+
+
+def _bulk_insert(store: ReportStore, rows: list[tuple[Any, ...]], refusals: list[Any]) -> None:
+    """One transaction of rows through the driver itself: ``COPY … FROM STDIN`` on PostgreSQL
+    (psycopg 3), ``executemany`` on SQLite."""
+    tables = (("reports", _REPORT_COLUMNS, rows), ("report_refusals", _REFUSAL_COLUMNS, refusals))
+    raw = store.engine.raw_connection()
+    try:
+        cur: Any = raw.cursor()
+        if store.dialect == "sqlite":  # index pages stay in memory across the bulk statements
+            cur.execute("PRAGMA cache_size = -262144")
+        for table, columns, data in tables:
+            names = ", ".join(columns)
+            if store.dialect == "postgresql":
+                with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                    for row in data:
+                        copy.write_row(row)
+            else:
+                marks = ", ".join("?" * len(columns))
+                cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", data)
+        cur.close()
+        raw.commit()
+    finally:
+        raw.close()
+
+
 def seed(
     store: ReportStore,
     count: int,
@@ -74,46 +179,39 @@ def seed(
     seed_value: int = 1,
     now_ms: int | None = None,
 ) -> int:
-    """Insert ``count`` reports ending at ``now_ms``; returns how many were inserted."""
+    """Insert ``count`` reports spread over the ``days`` before ``now_ms``, in time order (as
+    they would arrive), in bulk (:func:`_bulk_insert`), and count them into the per-hour
+    roll-ups (:func:`service.store.rollups.add_counts`, what inserting them one by one would
+    have added); returns how many were inserted."""
     rng = random.Random(seed_value)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     span = int(days * 86_400_000)
     sink_names = [f"sink-{i:03d}" for i in range(sinks)]
     sets = {BMSHJ: [f"{i:x}" * 64 for i in (10, 11)], INT: [f"{i:x}" * 64 for i in (12,)]}
+    pool = _pool(rng)
     with store.engine.begin() as conn:
         start = int(conn.execute(select(func.coalesce(func.max(ReportRow.seq), 0))).scalar_one())
+    counts: dict[rollups.Key, list[int]] = {}
+    # The secondary indexes are built once after the load, as a bulk loader does, rather than
+    # kept up to date row by row (the unique id stays, so a repeated id still fails).
+    tables: list[Table] = [ReportRow.__table__, RefusalRow.__table__]  # type: ignore[list-item]
+    indexes = [index for table in tables for index in table.indexes]
+    with store.engine.begin() as conn:
+        for index in indexes:
+            index.drop(conn)
     done = 0
     while done < count:
-        rows, refusals = [], []
-        for _ in range(min(CHUNK, count - done)):
-            done += 1
-            seq = start + done
-            report = _report(rng)
-            ran = report["ran"]
-            placement = (ran or {}).get("placement") or {}
-            rows.append({
-                "seq": seq, "id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-                "request_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-                "created_ms": now - rng.randrange(span), "sink": rng.choice(sink_names),
-                "role": "primary", "capability": report["capability"],
-                "set_digest": rng.choice(sets[report["capability"]]),
-                "symbols_digest": f"{rng.getrandbits(256):064x}", "rgb_digest": None,
-                "needed": report["needed"], "path_ran": _path(ran) if ran else None,
-                "tier": ran["tier"] if ran else None, "outcome": "decoded" if ran else "refused",
-                "duration_ms": round(rng.uniform(20, 400), 3),
-                **{f"placement_{u}": int(placement.get(u, 0))
-                   for u in ("npu", "gpu", "cpu", "unknown")},
-                "report": json.dumps(report, separators=(",", ":")),
-                "source": "service", "run_report": None,
-            })  # fmt: skip
-            refusals += [
-                {"report_seq": seq, "position": i, "path": _path(r), "code": r["reason"]}
-                for i, r in enumerate(report["refused"])
-            ]
-        with store.engine.begin() as conn:
-            conn.execute(insert(ReportRow), rows)
-            if refusals:
-                conn.execute(insert(RefusalRow), refusals)
+        n = min(CHUNK, count - done)
+        # this chunk's slice of the span, times sorted: created in (now - span, now]
+        lo, hi = done * span // count, (done + n) * span // count
+        times = sorted(now - span + 1 + lo + rng.randrange(max(1, hi - lo)) for _ in range(n))
+        rows, refusals = _rows(rng, pool, start + done + 1, times, sink_names, sets, counts)
+        _bulk_insert(store, rows, refusals)
+        done += n
+    with store.engine.begin() as conn:
+        for index in indexes:
+            index.create(conn)
+        rollups.add_counts(conn, counts)
     if store.dialect == "postgresql":
         with store.engine.begin() as conn:
             conn.execute(text(
@@ -122,7 +220,8 @@ def seed(
             ))  # fmt: skip
     if store.dialect == "postgresql":  # statistics, and the visibility map index-only scans need
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("VACUUM ANALYZE reports, report_refusals"))
+            conn.execute(text("VACUUM ANALYZE reports, report_refusals, report_rollups, "
+                              "report_rollups_sink"))  # fmt: skip
     else:
         with store.engine.begin() as conn:  # fresh statistics for the planner
             conn.execute(text("ANALYZE"))

@@ -151,6 +151,19 @@ class Settings(BaseSettings):
     ort_threads: int | None = Field(
         default=None, ge=1, le=256, description="ONNX Runtime's pool; default the CPUs"
     )
+    report_retention_days: int = Field(
+        default=30,
+        ge=0,
+        le=100_000,
+        description="reports older than this many days are pruned (whole hours); 0 keeps them "
+        "forever; the per-hour roll-ups are kept by rollup_retention_days",
+    )
+    rollup_retention_days: int = Field(
+        default=0, ge=0, le=100_000, description="per-hour roll-ups kept; 0: forever"
+    )
+    prune_interval_s: float = Field(
+        default=600.0, gt=0, le=86_400, description="how often the service prunes"
+    )
     token_refresh_s: float = Field(
         default=2.0, gt=0, le=300, description="a revoked token is refused within this bound"
     )

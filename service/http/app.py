@@ -38,6 +38,7 @@ from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
@@ -118,6 +119,14 @@ def start(settings: Settings) -> Service:
     metrics.bind("memory_held", lambda: float(admission.held()))
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
     _bind_cache(metrics, decoder)
+    pruner = None
+    if settings.report_retention_days or settings.rollup_retention_days:
+        pruner = Pruner(
+            store,
+            report_days=settings.report_retention_days,
+            rollup_days=settings.rollup_retention_days,
+            interval_s=settings.prune_interval_s,
+        )
     warmup = Warmup(decoder)
     if settings.warm:  # in a thread: /healthz answers meanwhile, /readyz says "warming"
         warmup.start()
@@ -134,6 +143,7 @@ def start(settings: Settings) -> Service:
         PolicyStore(store),
         warmup,
         sets,
+        pruner,
     )
 
 

@@ -19,6 +19,7 @@ from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.tokens import TokenCache
@@ -43,7 +44,8 @@ __all__ = [
 class Service:
     """Everything the service holds while it runs: its settings, the one :class:`Decoder`
     (its set store, its adapters and their program cache), the report store, the recorder,
-    the token cache, admission, metrics, the policies and the set registry's sync."""
+    the token cache, admission, metrics, the policies, the warming, the set registry's sync and
+    the retention thread."""
 
     settings: Settings
     decoder: Decoder
@@ -55,10 +57,13 @@ class Service:
     policies: PolicyStore
     warmup: Warmup
     sets: SetSync
+    pruner: Pruner | None = None  # retention (service/store/retention.py); None: keep all
 
     def close(self) -> None:
         self.sets.close()
         self.admission.close()
+        if self.pruner is not None:
+            self.pruner.close()
         self.recorder.close()
         self.store.dispose()
         self.metrics.close()

@@ -1,6 +1,7 @@
 """The report store: a SQLAlchemy engine over SQLite (default, a file in the data directory) or
 PostgreSQL (``WAI_DATABASE_URL``), migrated by Alembic at start, with idempotent inserts: a
-report whose id is already stored is skipped, so a spool replay never duplicates one."""
+report whose id is already stored is skipped, so a spool replay never duplicates one, nor counts
+it twice in the per-hour roll-ups (service/store/rollups.py) written with it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, select, t
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
+from wai_dispatch.service.store import rollups
 from wai_dispatch.service.store.errors import DriverMissing
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import ReportRecord
@@ -122,10 +124,11 @@ class ReportStore:
 
 
 def insert_records(conn: Connection, records: Iterable[ReportRecord]) -> int:
-    """Insert records inside the caller's transaction, skipping an id already stored; returns
-    how many were new."""
+    """Insert records inside the caller's transaction, skipping an id already stored, and count
+    the ones inserted into the per-hour roll-ups (:func:`rollups.add`, same transaction: a
+    skipped record is never counted twice); returns how many were new."""
     insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    new = 0
+    inserted: list[ReportRecord] = []
     for rec in records:
         row: dict[str, Any] = {k: getattr(rec, k) for k in _COLUMNS}
         row["source"] = rec.source
@@ -142,11 +145,12 @@ def insert_records(conn: Connection, records: Iterable[ReportRecord]) -> int:
         seq = conn.execute(stmt).scalar()
         if seq is None:
             continue
-        new += 1
+        inserted.append(rec)
         refusals = [
             {"report_seq": seq, "position": i, "path": r.path, "code": r.code}
             for i, r in enumerate(rec.refusals)
         ]
         if refusals:
             conn.execute(insert(RefusalRow), refusals)
-    return new
+    rollups.add(conn, inserted)
+    return len(inserted)

@@ -5,6 +5,9 @@ them; this module is their one description, read by queries and by the migration
 with the columns an operator filters and aggregates on indexed; ``source`` says whether the
 service decoded it or a fleet sink reported it in a run report (``run_report``, its id).
 ``report_refusals``: one row per refused path of a report, so SQL counts refusals by code.
+``report_rollups`` and ``report_rollups_sink``: per-hour counts of reports (by capability, set,
+path, tier, outcome and the report's refusal codes; the second also by sink), written in the
+transaction that inserts each report (service/store/rollups.py); pruning reports leaves them.
 ``tokens``: bearer tokens, hashed.
 ``policies``: every version of the model policy, with who set it and when. ``run_reports``: each
 run report a sink submitted (its id unique per sink), as submitted, with the verdict it got
@@ -101,6 +104,39 @@ Index(
     ReportRow.placement_cpu,
     ReportRow.placement_unknown,
 )
+
+
+class _RollupColumns:
+    """The key and the sums of a per-hour roll-up. A key part the report lacks is ``""`` (not
+    NULL: NULLs never conflict in a unique key, and the upsert needs them to)."""
+
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # the hour's first ms
+    capability: Mapped[str] = mapped_column(String(128), primary_key=True)
+    set_digest: Mapped[str] = mapped_column(String(64), primary_key=True)  # "": none
+    path: Mapped[str] = mapped_column(String(64), primary_key=True)  # "": no path ran
+    tier: Mapped[str] = mapped_column(String(32), primary_key=True)  # "": no path ran
+    outcome: Mapped[str] = mapped_column(String(16), primary_key=True)
+    codes: Mapped[str] = mapped_column(Text, primary_key=True)  # refusal codes, sorted, " "
+    n: Mapped[int] = mapped_column(BigInteger)  # reports
+    placement_npu: Mapped[int] = mapped_column(BigInteger)  # sums of the reports' placements
+    placement_gpu: Mapped[int] = mapped_column(BigInteger)
+    placement_cpu: Mapped[int] = mapped_column(BigInteger)
+    placement_unknown: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupRow(_RollupColumns, Base):
+    """Every sink's reports together: a few rows an hour, however large the fleet."""
+
+    __tablename__ = "report_rollups"
+
+
+class SinkRollupRow(_RollupColumns, Base):
+    """Per sink (the summary's sink and sink-class filters read this one, by sink first)."""
+
+    __tablename__ = "report_rollups_sink"
+
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True, sort_order=-1)
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
 
 
 class TokenRow(Base):

@@ -1,13 +1,14 @@
 """Reading the report store: filtered, cursor-paged listing, one report, and the dashboard's
-summary, every count an SQL aggregate computed in the database."""
+summary, every count an SQL aggregate computed in the database: from the per-hour roll-ups
+(service/store/rollups.py) for the whole hours of its window, from the reports for the rest."""
 
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Select, and_, exists, func, select
+from sqlalchemy import Connection, Select, and_, exists, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
@@ -15,7 +16,8 @@ from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
-from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.records import UNITS, ReportRecord
+from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK
 
 R = ReportRow.__table__.c
 MAX_SEQ = 2**63 - 1  # a BIGINT
@@ -118,55 +120,170 @@ def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str
     return _row(row)
 
 
-def summary(store: ReportStore, filters: Filters, *, bucket_s: int) -> dict[str, Any]:
+@dataclass
+class _Tally:
+    """What a summary adds up, from roll-up rows and from reports alike."""
+
+    reports: int = 0
+    by_path: dict[tuple[str | None, str | None], int] = field(default_factory=dict)
+    refusals: dict[str, int] = field(default_factory=dict)
+    ops: list[int] = field(default_factory=lambda: [0] * len(UNITS))
+    over_time: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, bucket: int, outcome: str, n: int, ops: Any) -> None:
+        self.reports += n
+        slot = self.over_time.setdefault(bucket, {})
+        slot[outcome] = slot.get(outcome, 0) + n
+        for i, v in enumerate(ops):
+            self.ops[i] += int(v or 0)
+
+    def path(self, path: str | None, tier: str | None, n: int) -> None:
+        self.by_path[(path, tier)] = self.by_path.get((path, tier), 0) + n
+
+    def refused(self, code: str, n: int) -> None:
+        self.refusals[code] = self.refusals.get(code, 0) + n
+
+    def render(self, bucket_s: int) -> dict[str, Any]:
+        total = sum(self.ops)
+        paths = sorted(
+            self.by_path.items(), key=lambda kv: (-kv[1], kv[0][0] or "", kv[0][1] or "")
+        )
+        return {
+            "reports": self.reports,
+            "by_path": [{"path": p, "tier": t, "count": c} for (p, t), c in paths],
+            "refusals": dict(sorted(self.refusals.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "placement": {
+                unit: (self.ops[i] / total if total else 0.0) for i, unit in enumerate(UNITS)
+            },
+            "bucket_s": bucket_s,
+            "over_time": [{"start_ms": k, **v} for k, v in sorted(self.over_time.items())],
+        }
+
+
+def summary(
+    store: ReportStore, filters: Filters, *, bucket_s: int, rollups: bool = True
+) -> dict[str, Any]:
     """Counts by path and tier, refusals by code, placement share per unit, and counts per
     time bucket (``bucket_s`` seconds, aligned to the Unix epoch).
 
-    Three statements, each an aggregate read from ``ix_reports_summary`` (time first, then every
-    column the summary filters or sums, so no table row is read). Grouping by time first keeps
-    the planner on that index: grouped by path alone, SQLite would walk ``ix_reports_path_ran``
-    over the whole table to skip a sort. Refusals are counted for the reports the filters select
-    (``IN`` a sub-select), found by the refusals' primary key."""
-    where = filters.where()
+    The whole hours of the window are read from the per-hour roll-ups, the partial hours at its
+    edges from the reports (:func:`split`); the answer is the one the reports alone give
+    (``rollups=False``, and a test that compares them). A summary the roll-ups cannot answer
+    (buckets that are no whole number of hours, a request-id filter) reads the reports only.
+    On PostgreSQL its statements read one snapshot (repeatable read)."""
     bucket_ms = bucket_s * 1000
+    whole = (filters.since_ms, filters.until_ms)
+    raw, hours = split(filters, bucket_ms) if rollups else ([whole], None)
+    tally = _Tally()
+    with store.engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        if hours is not None:
+            _from_rollups(conn, filters, bucket_ms, hours, tally)
+        if raw:
+            _from_reports(conn, filters, raw, bucket_ms, tally)
+    return tally.render(bucket_s)
+
+
+Range = tuple[int | None, int | None]
+
+
+def split(filters: Filters, bucket_ms: int) -> tuple[list[Range], Range | None]:
+    """The time ranges ``[from, to)`` of a summary's window read from reports, and the whole
+    hours read from roll-ups (``None`` end: unbounded; ``None`` altogether: none)."""
+    whole = (filters.since_ms, filters.until_ms)
+    nullable = (filters.path, filters.tier, filters.set)
+    if bucket_ms % HOUR_MS or filters.request_id is not None or "" in nullable:
+        return [whole], None  # roll-ups keep "" for none: an empty filter value reads reports
+    lo, hi = whole
+    h0 = None if lo is None else -(-lo // HOUR_MS) * HOUR_MS
+    h1 = None if hi is None else hi - hi % HOUR_MS
+    if h0 is not None and h1 is not None and h0 >= h1:
+        return [whole], None
+    raw: list[Range] = []
+    if lo is not None and h0 is not None and lo < h0:
+        raw.append((lo, h0))
+    if hi is not None and h1 is not None and h1 < hi:
+        raw.append((h1, hi))
+    return raw, (h0, h1)
+
+
+def _from_rollups(
+    conn: Connection,
+    filters: Filters,
+    bucket_ms: int,
+    hours: tuple[int | None, int | None],
+    tally: _Tally,
+) -> None:
+    """One aggregate over the roll-ups: the fleet's, or the sinks' when the summary is
+    restricted to sinks (read by sink first, their primary key)."""
+    per_sink = filters.sink is not None or filters.sinks is not None
+    c = (SINK if per_sink else FLEET).c
+    where: list[ColumnElement[bool]] = []
+    if hours[0] is not None:
+        where.append(c.hour_ms >= hours[0])
+    if hours[1] is not None:
+        where.append(c.hour_ms < hours[1])
+    path = "" if filters.path == "none" else filters.path
+    for column, value in (
+        (c.capability, filters.capability),
+        (c.tier, filters.tier),
+        (c.set_digest, filters.set),
+        (c.outcome, filters.outcome),
+        (c.path, path),
+    ):
+        if value is not None:
+            where.append(column == value)
+    if filters.sink is not None:
+        where.append(c.sink == filters.sink)
+    if filters.sinks is not None:
+        where.append(c.sink.in_(filters.sinks))
+    bucket = (c.hour_ms - c.hour_ms % bucket_ms).label("bucket")
+    keys = (bucket, c.outcome, c.path, c.tier, c.codes)
+    sums = [func.sum(c.n), *(func.sum(c[f"placement_{u}"]) for u in UNITS)]
+    rows = conn.execute(select(*keys, *sums).where(*where).group_by(*keys)).all()
+    for b, outcome, p, tier, codes, n, *ops in rows:
+        refusals = codes.split()
+        if filters.reason is not None and filters.reason not in refusals:
+            continue
+        n = int(n)
+        tally.count(int(b), outcome, n, ops)
+        tally.path(p or None, tier or None, n)
+        for code in refusals:
+            tally.refused(code, n)
+
+
+def _from_reports(
+    conn: Connection, filters: Filters, ranges: list[Range], bucket_ms: int, tally: _Tally
+) -> None:
+    """Two statements over the reports of ``ranges`` (the window's edges, or all of it): the
+    counts and placement sums by time bucket, outcome, path and tier, an aggregate read from
+    ``ix_reports_summary`` (time first, then every column the summary filters or sums, so no
+    table row is read; grouping by time first keeps the planner on that index: grouped by path
+    alone, SQLite would walk ``ix_reports_path_ran`` over the whole table to skip a sort), and
+    the refusals of the reports selected (``IN`` a sub-select), found by their primary key."""
+    where = replace(filters, since_ms=None, until_ms=None).where()
+    spans: list[ColumnElement[bool]] = []
+    for lo, hi in ranges:
+        parts = [] if lo is None else [R.created_ms >= lo]
+        parts += [] if hi is None else [R.created_ms < hi]
+        if not parts:  # the whole time axis
+            spans = []
+            break
+        spans.append(and_(*parts))
+    if spans:
+        where.append(spans[0] if len(spans) == 1 else or_(*spans))
     bucket = (R.created_ms - R.created_ms % bucket_ms).label("bucket")
     n = func.count().label("n")
-    units = ("npu", "gpu", "cpu", "unknown")
-    sums = [func.sum(R[f"placement_{u}"]).label(u) for u in units]
-    per_path = (
-        select(bucket, R.path_ran, R.tier, n).where(*where)
-        .group_by(bucket, R.path_ran, R.tier).subquery()
-    )  # fmt: skip
-    total_n = func.sum(per_path.c.n).label("n")
+    sums = [func.sum(R[f"placement_{u}"]).label(u) for u in UNITS]
+    keys = (bucket, R.outcome, R.path_ran, R.tier)
+    groups = conn.execute(select(*keys, n, *sums).where(*where).group_by(*keys)).all()
     selected = select(R.seq).where(*where)
-    with store.engine.connect() as conn:
-        buckets = conn.execute(
-            select(bucket, R.outcome, n, *sums).where(*where)
-            .group_by(bucket, R.outcome).order_by(bucket)
-        ).all()  # fmt: skip
-        by_path = conn.execute(
-            select(per_path.c.path_ran, per_path.c.tier, total_n)
-            .group_by(per_path.c.path_ran, per_path.c.tier)
-            .order_by(total_n.desc(), func.coalesce(per_path.c.path_ran, ""),
-                      func.coalesce(per_path.c.tier, ""))
-        ).all()  # fmt: skip
-        refusals = conn.execute(
-            select(F.code, n).where(F.report_seq.in_(selected))
-            .group_by(F.code).order_by(n.desc(), F.code)
-        ).all()  # fmt: skip
-    # What follows adds up the buckets' aggregates (at most one per bucket and outcome).
-    ops = [sum(int(getattr(b, u) or 0) for b in buckets) for u in units]
-    ops_total = sum(ops)
-    over_time: dict[int, dict[str, int]] = {}
-    for b in buckets:
-        over_time.setdefault(int(b.bucket), {})[b.outcome] = int(b.n)
-    return {
-        "reports": sum(int(b.n) for b in buckets),
-        "by_path": [{"path": p, "tier": t, "count": int(c)} for p, t, c in by_path],
-        "refusals": {code: int(c) for code, c in refusals},
-        "placement": {
-            unit: (ops[i] / ops_total if ops_total else 0.0) for i, unit in enumerate(units)
-        },
-        "bucket_s": bucket_s,
-        "over_time": [{"start_ms": k, **v} for k, v in sorted(over_time.items())],
-    }
+    refusals = conn.execute(
+        select(F.code, n).where(F.report_seq.in_(selected)).group_by(F.code)
+    ).all()
+    for g in groups:
+        tally.count(int(g.bucket), g.outcome, int(g.n), [getattr(g, u) for u in UNITS])
+        tally.path(g.path_ran, g.tier, int(g.n))
+    for code, c in refusals:
+        tally.refused(code, int(c))

@@ -2,7 +2,7 @@
 tombstone), ``set_chunks`` (each set's archive in chunks) and ``set_defaults``.
 
 Revision ID: 0005
-Revises: 0003 (0004, the report roll-ups, lands on another branch: on merge, this revises 0004)
+Revises: 0004
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,175 @@
+"""Retention: reports older than ``WAI_REPORT_RETENTION_DAYS`` (default 30; 0 keeps them) are
+deleted, and per-hour roll-ups older than ``WAI_ROLLUP_RETENTION_DAYS`` (default 0: kept
+forever), by :func:`prune`, which both the service's :class:`Pruner` thread (every
+``WAI_PRUNE_INTERVAL_S``) and ``wai-dispatch reports prune`` run.
+
+Reports go in batches, each its own short transaction (at most ``batch`` reports and their
+refusals, found by ``ix_reports_created_ms``), so a decode's insert waits for at most one batch
+(SQLite has one writer; on PostgreSQL the rows are disjoint, and a batch another replica is
+deleting is skipped: ``FOR UPDATE SKIP LOCKED``). The cut-off is the start of an hour, so the
+reports kept are whole hours, and the roll-ups, which pruning never touches, still count
+every report."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
+
+__all__ = ["BATCH", "Pruned", "Pruner", "cutoff", "prune", "prune_reports", "prune_rollups"]
+
+log = logging.getLogger("wai_dispatch.service.retention")
+
+#: Reports deleted per transaction.
+BATCH = 2000
+DAY_MS = 86_400_000
+R = ReportRow.__table__.c
+F = RefusalRow.__table__.c
+
+
+@dataclass(frozen=True)
+class Pruned:
+    reports: int
+    rollup_hours: int
+    reports_before_ms: int | None  # the cut-off; None: reports are kept forever
+    rollups_before_ms: int | None
+
+
+def cutoff(days: int, now_ms: int) -> int | None:
+    """The first millisecond kept when ``days`` are kept at ``now_ms`` (an hour's start);
+    ``None`` when ``days`` is 0 (kept forever)."""
+    return None if days <= 0 else hour_of(now_ms - days * DAY_MS)
+
+
+def prune_reports(
+    store: ReportStore,
+    before_ms: int,
+    *,
+    batch: int = BATCH,
+    pause_s: float = 0.0,
+    stop: Callable[[], bool] = lambda: False,
+) -> int:
+    """Delete the reports created before ``before_ms`` (and their refusals), ``batch`` a
+    transaction, ``pause_s`` between transactions; returns how many went."""
+    total = 0
+    pick = select(R.seq).where(R.created_ms < before_ms).order_by(R.created_ms).limit(batch)
+    if store.dialect == "postgresql":
+        pick = pick.with_for_update(skip_locked=True)
+    while not stop():
+        try:
+            with store.engine.begin() as conn:
+                seqs = list(conn.execute(pick).scalars())
+                if seqs:
+                    conn.execute(delete(RefusalRow).where(F.report_seq.in_(seqs)))
+                    conn.execute(delete(ReportRow).where(R.seq.in_(seqs)))
+        except SQLAlchemyError as exc:
+            raise StoreDown(str(exc).splitlines()[0]) from exc
+        total += len(seqs)
+        if len(seqs) < batch:
+            break
+        if pause_s:
+            time.sleep(pause_s)
+    return total
+
+
+def prune_rollups(store: ReportStore, before_ms: int, *, hours: int = 24) -> int:
+    """Delete the roll-ups of the hours before ``before_ms``, ``hours`` hours a transaction;
+    returns how many hours went."""
+    total = 0
+    while True:
+        try:
+            with store.engine.begin() as conn:
+                first = select(FLEET.c.hour_ms).where(FLEET.c.hour_ms < before_ms).distinct()
+                found = list(conn.execute(first.order_by(FLEET.c.hour_ms).limit(hours)).scalars())
+                upto = found[-1] + HOUR_MS if len(found) == hours else before_ms
+                conn.execute(delete(FLEET).where(FLEET.c.hour_ms < upto))
+                conn.execute(delete(SINK).where(SINK.c.hour_ms < upto))
+        except SQLAlchemyError as exc:
+            raise StoreDown(str(exc).splitlines()[0]) from exc
+        total += len(found)
+        if upto >= before_ms:
+            return total
+
+
+def prune(
+    store: ReportStore,
+    *,
+    report_days: int,
+    rollup_days: int,
+    now_ms: int | None = None,
+    batch: int = BATCH,
+    pause_s: float = 0.0,
+    stop: Callable[[], bool] = lambda: False,
+) -> Pruned:
+    """One pass of retention at ``now_ms`` (default now)."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    reports_before = cutoff(report_days, now)
+    rollups_before = cutoff(rollup_days, now)
+    n = 0
+    if reports_before is not None:
+        n = prune_reports(store, reports_before, batch=batch, pause_s=pause_s, stop=stop)
+    hours = 0 if rollups_before is None else prune_rollups(store, rollups_before)
+    return Pruned(n, hours, reports_before, rollups_before)
+
+
+class Pruner:
+    """The service's retention thread: :func:`prune` every ``interval_s`` (the first pass
+    ``first_after_s`` after start, or ``interval_s`` when that is sooner), a short pause
+    between batches so decodes' inserts interleave; a store that is down is tried again at
+    the next pass."""
+
+    def __init__(
+        self,
+        store: ReportStore,
+        *,
+        report_days: int,
+        rollup_days: int,
+        interval_s: float,
+        first_after_s: float = 60.0,
+        pause_s: float = 0.02,
+    ) -> None:
+        self.store = store
+        self.report_days = report_days
+        self.rollup_days = rollup_days
+        self.interval_s = interval_s
+        self.pause_s = pause_s
+        self.passes = 0
+        self.last: Pruned | None = None
+        self._first = first_after_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="report-pruner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        wait = min(self._first, self.interval_s)
+        while not self._stop.wait(wait):
+            wait = self.interval_s
+            try:
+                self.last = prune(
+                    self.store,
+                    report_days=self.report_days,
+                    rollup_days=self.rollup_days,
+                    pause_s=self.pause_s,
+                    stop=self._stop.is_set,
+                )
+            except StoreDown as exc:
+                log.warning("pruning reports: the store is down, next try in %.0f s: %s",
+                            wait, exc)  # fmt: skip
+                continue
+            self.passes += 1
+            if self.last.reports or self.last.rollup_hours:
+                log.info("pruned %d report(s) and %d hour(s) of roll-ups", self.last.reports,
+                         self.last.rollup_hours)  # fmt: skip
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)

@@ -1,0 +1,141 @@
+"""``python -m wai_dispatch.tools.bench_summary [--count 1000000 | --quick] [--postgres URL |
+--no-postgres]``: the dashboard's summary read from the per-hour roll-ups beside the same
+summary counted from the reports alone (``summary(…, rollups=False)``, the anchor, measured in
+the same run on the same store), for the month view and its usual filters, on SQLite and on
+PostgreSQL; then one retention pass.
+
+Seeds ``--count`` reports over 30 days and 24 sinks in bulk (tools/seed_reports.py: ``COPY`` on
+PostgreSQL, ``executemany`` on SQLite; ``--quick``: 100,000), times each summary in this process
+(p50 of ``--repeat`` after a warm-up, the reports-only anchor p50 of ``--raw-repeat``; wall
+time, and this process's CPU time, which on SQLite is the database's too), checks that both give
+the same answer, and prints the ratio. Goal: the month summary ≤ 100 ms at 1,000,000 reports.
+PostgreSQL: ``--postgres ADMIN_URL`` (a database is created for the run and dropped after), by
+default the local server when it answers (:data:`LOCAL_PG`)."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.reports import Filters, summary
+from wai_dispatch.service.store.retention import prune
+from wai_dispatch.tools.bench_dashboard import _database
+from wai_dispatch.tools.seed_reports import seed
+
+LOCAL_PG = "postgresql://postgres@127.0.0.1:5432/test"
+DAY_MS = 86_400_000
+GOAL_MS = 100.0
+
+
+def _time(
+    store: ReportStore, f: Filters, bucket_s: int, rollups: bool, repeat: int, warm: bool
+) -> tuple[float, float, float, dict[str, Any]]:
+    """p50 and max wall milliseconds, p50 CPU milliseconds of this process (on SQLite that is
+    the database's work too), and the answer."""
+    if warm:
+        summary(store, f, bucket_s=bucket_s, rollups=rollups)
+    walls, cpus, got = [], [], {}
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        got = summary(store, f, bucket_s=bucket_s, rollups=rollups)
+        walls.append((time.perf_counter() - t0) * 1000)
+        cpus.append((time.process_time() - c0) * 1000)
+    return statistics.median(walls), max(walls), statistics.median(cpus), got
+
+
+def run(count: int, admin_url: str | None, repeat: int, raw_repeat: int) -> bool:
+    """One database; returns whether the month summary met its goal."""
+    met = True
+    with (
+        tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp,
+        _database(admin_url, Path(tmp)) as url,
+    ):
+        store = ReportStore(url)
+        store.migrate()
+        now = int(time.time() * 1000)
+        t0 = time.perf_counter()
+        seed(store, count, now_ms=now)
+        seconds = time.perf_counter() - t0
+        print(f"{store.dialect}: seeded {count:,} reports (and their roll-ups) in {seconds:.1f} s "
+              f"({count / seconds:,.0f} reports/s)", flush=True)  # fmt: skip
+        month = Filters(since_ms=now - 30 * DAY_MS + 1234, until_ms=now)
+        views = {
+            "summary, 30 days (daily buckets)": (month, 86_400),
+            "summary, 30 days (hourly buckets)": (month, 3_600),
+            "summary, 30 days, one sink": (Filters(sink="sink-003", since_ms=month.since_ms,
+                                                   until_ms=now), 86_400),
+            "summary, 30 days, one refusal code": (Filters(reason="dispatch_tier_refused",
+                                                           since_ms=month.since_ms,
+                                                           until_ms=now), 86_400),
+            "summary, last 24 h (15-min buckets)": (Filters(since_ms=now - DAY_MS,
+                                                            until_ms=now), 900),
+        }  # fmt: skip
+        for name, (f, bucket_s) in views.items():
+            p50, worst, cpu, got = _time(store, f, bucket_s, True, repeat, warm=True)
+            raw50, _, raw_cpu, want = _time(store, f, bucket_s, False, raw_repeat, warm=False)
+            same = "same answer" if got == want else "DIFFERENT ANSWER"
+            goal = ""
+            if name.startswith("summary, 30 days (daily"):
+                met = p50 <= GOAL_MS and got == want
+                goal = f"  goal ≤ {GOAL_MS:.0f} ms: {'met' if met else 'NOT MET'}"
+            line = f"  {name:37} roll-ups p50 {p50:7.1f} ms (max {worst:6.1f}, cpu {cpu:6.1f})  "
+            line += f"anchor, reports only: {raw50:8.1f} ms (cpu {raw_cpu:7.1f})  "
+            line += f"×{raw50 / p50:6.1f}  {same}{goal}"
+            print(line, flush=True)
+        hours = Filters(
+            since_ms=now - 30 * DAY_MS - now % 3_600_000, until_ms=now - now % 3_600_000
+        )
+        before = summary(store, hours, bucket_s=86_400)
+        t0 = time.perf_counter()
+        done = prune(store, report_days=20, rollup_days=0, now_ms=now)
+        seconds = time.perf_counter() - t0
+        kept = summary(store, hours, bucket_s=86_400) == before
+        rate = done.reports / max(seconds, 1e-9)
+        line = f"  retention, 20 days: pruned {done.reports:,} reports in {seconds:.1f} s "
+        line += f"({rate:,.0f}/s, 2,000 a transaction); the month's whole-hour summary after it: "
+        print(line + ("unchanged" if kept else "CHANGED"), flush=True)
+        met = met and kept
+        store.dispose()
+    return met
+
+
+def _reachable(url: str) -> bool:
+    host_port = url.split("@", 1)[-1].split("/", 1)[0]
+    host, _, port = host_port.partition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port or 5432)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_summary")
+    parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--quick", action="store_true", help="100,000 reports (a smoke run)")
+    parser.add_argument("--postgres", metavar="ADMIN_URL", help=f"default {LOCAL_PG} if it answers")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument("--repeat", type=int, default=20, help="roll-up summaries timed per view")
+    parser.add_argument("--raw-repeat", type=int, default=2, help="reports-only summaries timed")
+    args = parser.parse_args(argv)
+    count = 100_000 if args.quick else args.count
+    met = True if args.no_sqlite else run(count, None, args.repeat, args.raw_repeat)
+    pg = None if args.no_postgres else (args.postgres or LOCAL_PG)
+    if pg is not None and (args.postgres or _reachable(pg)):
+        met = run(count, pg, args.repeat, args.raw_repeat) and met
+    elif pg is not None:
+        print(f"postgresql: nothing answers at {pg}; not measured")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
