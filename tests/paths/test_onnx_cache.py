@@ -16,9 +16,6 @@ from wai_dispatch.codec.sets import Manifest, SetStore
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths import onnx_cache
 from wai_dispatch.paths.job import SynthesisJob
-
-pytest.importorskip("onnxruntime")
-
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 
 SET = sets_dir() / "bmshj2018-demo-q3"

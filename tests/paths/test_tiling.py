@@ -19,12 +19,9 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths import tiling
 from wai_dispatch.paths.job import SynthesisJob
-from wai_dispatch.paths.tiling import Layer, Reach, plan, reach
-
-pytest.importorskip("onnxruntime")
-
 from wai_dispatch.paths.onnx import TILE_BYTES_PER_PIXEL as FLOAT_BPP
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+from wai_dispatch.paths.tiling import Layer, Reach, plan, reach
 from wai_dispatch.paths.waiops.adapter import TILE_BYTES_PER_PIXEL as INT_BPP
 from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
 
