@@ -19,6 +19,8 @@ Markers are HTML comments on the lines right above the fence (invisible when ren
 * ``<!-- doc: synopsis -->`` — a usage synopsis, not a command: each ``wai-dispatch …`` line's
   sub-command and ``--options`` must be in that sub-command's ``--help``; each
   ``python -m MODULE …`` line's module must exist and know its ``--options``.
+* ``<!-- run: NAME -->`` — a procedure of docs/operations.md that ``tests/ops/`` runs as written,
+  with the store and folders it needs: not run here (marked, with that reason).
 * ``<!-- doc: output of COMMAND -->`` — a ``text`` block showing what COMMAND (run by a command
   block above it in the same file) prints; compared like a console block's output.
 
@@ -45,6 +47,9 @@ __all__ = [
 COMMAND_INFO = frozenset({"sh", "bash", "shell", "console"})
 _FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([^\s`]*)")
 _MARKER = re.compile(r"^\s*<!--\s*doc:\s*(.*?)\s*-->\s*$")
+#: ``<!-- run: NAME -->``: a procedure of docs/operations.md that tests/ops/ runs as written,
+#: with the environment it needs (a live store, a backup folder): marked here with that reason.
+_RUN = re.compile(r"^\s*<!--\s*run:\s*(\S+)\s*-->\s*$")
 
 
 class BlockError(ValueError):
@@ -176,8 +181,13 @@ def read_blocks(path: Path, *, shown_as: Path | None = None) -> list[Block]:
                 "(sh, console, json, yaml, text, …; see tools/doc_blocks.py)"
             )
         above = start - 1
-        while above >= 0 and (marker := _MARKER.match(lines[above])):
-            _apply_marker(block, marker.group(1), f"{name}:{above + 1}")
+        while above >= 0:
+            if marker := _MARKER.match(lines[above]):
+                _apply_marker(block, marker.group(1), f"{name}:{above + 1}")
+            elif run := _RUN.match(lines[above]):
+                block.skip = f"the procedure {run.group(1)!r}, run as written by tests/ops/"
+            else:
+                break
             above -= 1
         blocks.append(block)
         i += 1
