@@ -103,6 +103,7 @@ def test_compose_runs_the_service_on_postgresql() -> None:
     dispatch, db = compose["services"]["dispatch"], compose["services"]["db"]
     assert dispatch["build"] == "."  # the image, which installs the postgres extra
     assert dispatch["environment"]["WAI_DATABASE_URL"].startswith("postgresql://")
+    assert dispatch["environment"]["WAI_BUNDLED_SETS"] == "false"  # the fleet's sets: the registry
     assert dispatch["depends_on"]["db"]["condition"] == "service_healthy"
     assert db["image"].startswith("postgres:")
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -144,8 +145,9 @@ def test_the_request_line_names_client_and_sink(
 
 @pytest.mark.slow  # two worker processes, each with its cold start
 def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
-    """``serve --workers 2``: whichever worker answers ``/metrics``, it counts every worker's
-    decodes (prometheus-client's multiprocess mode)."""
+    """``serve --workers 2`` under a cold-start burst answers every request (no worker is
+    killed for being busy), and whichever worker answers ``/metrics``, it counts every
+    worker's decodes (prometheus-client's multiprocess mode)."""
     from wai_dispatch.service.store import tokens
     from wai_dispatch.service.store.db import ReportStore
 
@@ -175,11 +177,17 @@ def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline, "serve --workers 2 did not start"
             time.sleep(0.3)
-        decodes = 6
+        decodes = 8
         headers = {"Authorization": f"Bearer {secret}"}
-        for _ in range(decodes):  # a fresh connection each: the kernel spreads them
+
+        def one(_: int) -> int:  # a fresh connection each: the kernel spreads them
             with httpx.Client(base_url=base, headers=headers, timeout=120) as c:
-                _decode(c)
+                return _decode(c).status_code
+
+        # a cold-start burst: every worker's first decodes at once, as soon as it answers
+        with ThreadPoolExecutor(decodes) as pool:
+            assert list(pool.map(one, range(decodes))) == [200] * decodes
+        assert "died" not in (tmp_path / "serve.log").read_text()  # no worker was killed
         time.sleep(1.5)  # every worker's sampler has written
         pids = set()
         for _ in range(6):
