@@ -80,8 +80,23 @@ function show(result) {
   }
 }
 
+/** Forget the previous result: its picture, digests, paths and reports. A decode that starts
+ * (or fails) never shows under another envelope's result. */
+function clearResult() {
+  $("result").hidden = true;
+  const canvas = $("picture");
+  canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+  $("picture-caption").textContent = "";
+  $("digests").tBodies[0].replaceChildren();
+  $("paths").tBodies[0].replaceChildren();
+  $("reports").textContent = "";
+  window.waiPage.picture = null;
+}
+
 /** Decode envelope bytes with the page's offer; the result is kept on window.waiPage.last. */
 export async function decodeBytes(bytes, name) {
+  clearResult();
+  window.waiPage.last = null;
   setStatus("busy", `Decoding ${name}…`);
   try {
     const result = await decodeEnvelope(bytes, { source, offer: OFFER, makeAdapters: pageAdapters });
@@ -95,6 +110,7 @@ export async function decodeBytes(bytes, name) {
     window.waiPage.picture = result.picture;
     return window.waiPage.last;
   } catch (err) {
+    clearResult();
     setStatus("error", `${name}: ${err.code || "error"}: ${err.message}`);
     window.waiPage.last = { name, error: { code: err.code || "error", message: err.message } };
     return window.waiPage.last;

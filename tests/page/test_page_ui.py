@@ -1,0 +1,85 @@
+"""The page's interface in Debian's Chromium against the real service (issue 19, item 7): a decode
+that fails clears the previous envelope's picture, digests, paths and reports (only the error is
+shown); the file picker is a visible control in the keyboard's tab order, reached with Tab."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pagekit import ROOT, open_page, screenshot, serve_service
+
+SAMPLE = ROOT / "conformance" / "envelopes" / "bmshj2018-demo-q3.json"
+REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(encoding="utf-8")
+# Painted pixels of the picture's canvas (alpha > 0): a cleared canvas has none.
+PAINTED = """(() => { const c = document.getElementById('picture');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; })()"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[tuple[str, str]]:
+    with serve_service(tmp_path_factory.mktemp("ui")) as (url, _, token):
+        yield url, token
+
+
+def _result_shown(page: Any) -> dict[str, Any]:
+    shown: dict[str, Any] = page.evaluate(
+        """({hidden: document.getElementById('result').hidden,
+             digests: document.querySelectorAll('#digests tbody tr').length,
+             paths: document.querySelectorAll('#paths tbody tr').length,
+             reports: document.getElementById('reports').textContent,
+             caption: document.getElementById('picture-caption').textContent,
+             picture: window.waiPage.picture !== null && window.waiPage.picture !== undefined})"""
+    )
+    shown["painted"] = page.evaluate(PAINTED)
+    return shown
+
+
+@pytest.mark.slow  # the good decode runs the synthesis in plain JavaScript (the WebNN stand-in)
+def test_a_failed_decode_clears_the_previous_result(
+    site: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
+    url, token = site
+    with browser([], init_script=REFERENCE_WEBNN, token=token) as page:
+        open_page(page, url)
+        page.select_option("#sample", SAMPLE.name)
+        good = page.evaluate("window.waiPage.decodeSample()")
+        assert good["decoded"] is True and good["picture"]["width"] == 256, good
+        before = _result_shown(page)
+        assert before["hidden"] is False and before["picture"] is True
+        assert before["painted"] == 256 * 256  # the picture is on the canvas
+        assert before["digests"] >= 3 and before["paths"] >= 1
+        assert "wai-neural-dispatch/1" in before["reports"]
+        assert "256×256" in before["caption"]
+
+        broken = tmp_path / "broken.json"
+        broken.write_bytes(json.dumps({"format": "wai-envelope/2"}).encode())
+        page.set_input_files("#file", str(broken))
+        page.wait_for_function(
+            "() => window.waiPage.last && window.waiPage.last.name === 'broken.json'"
+        )
+        assert page.evaluate("window.waiPage.last.error.code") == "envelope_format_unsupported"
+        after = _result_shown(page)
+        assert after == {
+            "hidden": True,
+            "digests": 0,
+            "paths": 0,
+            "reports": "",
+            "caption": "",
+            "picture": False,
+            "painted": 0,
+        }
+        assert page.is_hidden("#result")
+        assert page.get_attribute("#status", "data-state") == "error"
+        status = page.inner_text("#status")
+        assert "broken.json" in status and "envelope_format_unsupported" in status
+        # the previous envelope's digests appear nowhere on the page any more
+        symbols = good["parts"][0]["symbolsDigest"]
+        assert symbols not in page.inner_text("body")
+        screenshot(page, "failed-decode-cleared")
+        assert page.errors == []
+
