@@ -83,3 +83,31 @@ def test_a_failed_decode_clears_the_previous_result(
         screenshot(page, "failed-decode-cleared")
         assert page.errors == []
 
+
+def test_the_file_picker_is_reached_with_tab(site: tuple[str, str], browser: Any) -> None:
+    url, token = site
+    with browser([], token=token) as page:
+        open_page(page, url)
+        picker = page.locator("#file")
+        assert picker.is_visible() and picker.get_attribute("tabindex") in (None, "0")
+        # its label names it for assistive technology
+        assert page.evaluate("document.getElementById('file').labels.length") == 1
+        reached = []
+        for _ in range(12):
+            page.keyboard.press("Tab")
+            active = page.evaluate("document.activeElement && document.activeElement.id")
+            reached.append(active)
+            if active == "file":
+                break
+        assert reached[-1] == "file", reached
+        # operable from the keyboard: a key opens the browser's file chooser
+        with page.expect_file_chooser() as chooser:
+            page.keyboard.press("Space")
+        chooser.value.set_files(str(SAMPLE))
+        page.wait_for_function(
+            f"() => window.waiPage.last && window.waiPage.last.name === '{SAMPLE.name}'"
+        )
+        last = page.evaluate("window.waiPage.last")
+        assert "error" not in last and last["parts"], last
+        screenshot(page, "file-picker-focused")
+        assert page.errors == []
