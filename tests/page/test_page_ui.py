@@ -111,3 +111,36 @@ def test_the_file_picker_is_reached_with_tab(site: tuple[str, str], browser: Any
         assert "error" not in last and last["parts"], last
         screenshot(page, "file-picker-focused")
         assert page.errors == []
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("only=nope", 'no corpus payload matches only=nope (not in the corpus: "nope")'),
+        ("only=", "no corpus payload matches only="),
+        (
+            "only=chelsea-16x16,nope",
+            'names payloads the corpus does not hold (not in the corpus: "nope")',
+        ),
+    ],
+)
+def test_verify_int_with_no_payload_selected_is_no_pass(
+    site: tuple[str, str], browser: Any, query: str, says: str
+) -> None:
+    """Checking nothing is not a pass. Decided before WebGPU is asked for an adapter: this
+    Chromium is started without WebGPU, and the page still says what is wrong."""
+    url, token = site
+    with browser([], token=token) as page:
+        page.goto(f"{url}verify-int.html?{query}")
+        page.wait_for_function("() => window.waiVerifyInt && window.waiVerifyInt.done")
+        summary = page.evaluate("window.waiVerifyInt")
+        text = page.inner_text("#verdict")
+        assert summary["verdict"] == "none" and summary["rows"] == [], summary
+        assert "error" not in summary  # not the verifier failing on the missing WebGPU
+        assert text.startswith("NOT VERIFIED:") and says in text, text
+        assert "PASS" not in text and "chelsea-16x16" in text  # the names it could have used
+        assert page.get_attribute("#verdict", "data-state") == "error"
+        assert page.locator("#checks tbody tr").count() == 0
+        if query == "only=nope":
+            screenshot(page, "verify-int-nothing-selected")
+        assert page.errors == []

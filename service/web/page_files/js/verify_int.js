@@ -3,7 +3,8 @@
 // program through the page's WGSL kernels on this browser's WebGPU adapter, whatever its
 // placement — and each RGB8 picture's BLAKE3 held to the corpus hash. `?limit.NAME=N` lowers
 // an adapter limit the planner sees (never raises it), to force banded kernels; `?only=a,b`
-// checks those payloads only.
+// checks those payloads only (a name the corpus does not hold, or none selected, is verdict
+// "none": nothing checked is never a pass).
 // The summary is kept on window.waiVerifyInt.
 import { blake3Hex, entropyStage, Job, SetSource } from "./decode.js";
 import { describeAdapter, GpuRunner, isSoftware, loweredLimits } from "./webgpu.js";
@@ -21,15 +22,30 @@ async function run() {
   requireToken(); // the login view, where this tab holds no token yet
   const source = new SetSource(new URL(".", document.baseURI).href);
   const corpus = await (await pageFetch("corpus.json")).json(); // first: a refused token shows
-  const runner = await GpuRunner.acquire(navigator.gpu);
   const query = new URLSearchParams(location.search);
-  const limits = loweredLimits(runner.limits, location.search);
   const only = query.has("only") ? query.get("only").split(",") : null;
+  // Which payloads: checked before WebGPU is asked for anything. Checking none is no pass, and a
+  // name in ?only= that the corpus does not hold is a mistake to show, not to skip.
+  const selected = corpus.payloads.filter((p) => !only || only.includes(p.name));
+  const unknown = only ? only.filter((name) => !corpus.payloads.some((p) => p.name === name)) : [];
+  if (selected.length === 0 || unknown.length > 0) {
+    const named = only ? `only=${query.get("only")}` : "the corpus";
+    const missing = unknown.length > 0 ? ` (not in the corpus: ${unknown.map((n) => JSON.stringify(n)).join(", ")})` : "";
+    const text = selected.length === 0
+      ? `NOT VERIFIED: no corpus payload matches ${named}${missing}; nothing was checked. The corpus holds: ${corpus.payloads.map((p) => p.name).join(", ")}.`
+      : `NOT VERIFIED: ${named} names payloads the corpus does not hold${missing}; nothing was checked. The corpus holds: ${corpus.payloads.map((p) => p.name).join(", ")}.`;
+    $("verdict").dataset.state = "error";
+    $("verdict").textContent = text;
+    window.waiVerifyInt = { done: true, verdict: "none", message: text, unknown, rows: [] };
+    return;
+  }
+  const runner = await GpuRunner.acquire(navigator.gpu);
+  const limits = loweredLimits(runner.limits, location.search);
   const software = isSoftware(runner.adapter);
   $("environment").textContent = `Adapter: ${describeAdapter(runner.adapter)}. ${software ? "A decode here reports gpu/wgsl/integer dispatch_not_placed; the kernels run anyway for this check." : "A decode here runs on the GPU at decode-equivalence."}`;
   const manifest = await source.manifest(corpus.set);
   const rows = [];
-  for (const entry of corpus.payloads.filter((p) => !only || only.includes(p.name))) {
+  for (const entry of selected) {
     const t0 = performance.now();
     const row = { name: entry.name, expected: entry.rgb8_blake3, symbolsExpected: entry.symbols_digest };
     try {
@@ -58,7 +74,7 @@ async function run() {
     for (const t of [row.name, row.verdict, row.shape ? row.shape.join("×") : "", symbols, row.got || row.error || "", row.expected, String(row.ms)]) tr.appendChild(cell(t));
     $("checks").tBodies[0].appendChild(tr);
   }
-  const verdict = rows.every((r) => r.verdict === "pass") ? "pass" : "fail";
+  const verdict = rows.length > 0 && rows.every((r) => r.verdict === "pass") ? "pass" : "fail";
   $("verdict").dataset.state = verdict === "pass" ? "done" : "error";
   $("verdict").textContent = verdict === "pass" ? `PASS: all ${rows.length} corpus payloads decode through the page's kernels to their corpus hash.` : "FAIL: see the table.";
   window.waiVerifyInt = { done: true, verdict, software, adapter: describeAdapter(runner.adapter), limits, rows };
