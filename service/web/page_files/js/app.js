@@ -5,6 +5,7 @@ import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
 import { WgslAdapter } from "./webgpu.js";
 import { GPU_WGSL, pathKey } from "./dispatch/paths.js";
 import { pageFetch, requireToken } from "./auth.js";
+import { postRunReport, runReport } from "./runreport.js";
 
 const $ = (id) => document.getElementById(id);
 const source = new SetSource(new URL(".", document.baseURI).href);
@@ -90,7 +91,31 @@ function clearResult() {
   $("digests").tBodies[0].replaceChildren();
   $("paths").tBodies[0].replaceChildren();
   $("reports").textContent = "";
+  setRunReportStatus("", "");
   window.waiPage.picture = null;
+}
+
+function setRunReportStatus(state, text) {
+  $("run-report-status").dataset.state = state;
+  $("run-report-status").textContent = text;
+}
+
+/** Where the user opted in: post the decode's run report and show the service's verdict. */
+async function reportRun(result) {
+  const sink = $("sink-name").value.trim();
+  if (!sink) {
+    setRunReportStatus("error", "Run report not posted: name the sink your token carries.");
+    return { ok: false, status: 0, id: null, error: { code: null, message: "no sink name" } };
+  }
+  setRunReportStatus("busy", "Posting the run report…");
+  const posted = await postRunReport(runReport(result.decodes, sink));
+  if (posted.ok) {
+    const v = posted.verdict;
+    setRunReportStatus("done", `Run report ${posted.id} posted: ${v.accepted ? "accepted" : `refused (${v.refused_decodes} of ${v.decodes.length} decodes)`} under policy version ${v.policy.version}.`);
+  } else {
+    setRunReportStatus("error", `Run report ${posted.id} not posted: ${posted.error.code ? posted.error.code + ": " : ""}${posted.error.message}`);
+  }
+  return posted;
 }
 
 /** Decode envelope bytes with the page's offer; the result is kept on window.waiPage.last. */
@@ -108,6 +133,7 @@ export async function decodeBytes(bytes, name) {
       picture: result.picture && { width: result.picture.width, height: result.picture.height,
         blake3: blake3Hex(result.picture.data) } };
     window.waiPage.picture = result.picture;
+    if ($("post-run-report").checked) window.waiPage.last.runReport = await reportRun(result);
     return window.waiPage.last;
   } catch (err) {
     clearResult();

@@ -119,13 +119,16 @@ function withoutProgram(adapter) {
 
 /**
  * Decode an envelope's JSON bytes. makeAdapters() gives a fresh Map key → adapter per part.
- * Returns {decoded, reports, parts: [{capability, set, symbolsDigest, shape}], picture, adapters}.
+ * Returns {decoded, reports, parts: [{capability, set, symbolsDigest, shape}], picture, adapters,
+ * decodes}: `decodes` holds, per report, the run report's entry (docs/run-reports.md)
+ * `{set_digest, symbols_digest, report}` (`symbols_digest` null where the entropy stage did not run).
  */
 export async function decodeEnvelope(bytes, { source, offer, makeAdapters }) {
   const envelope = parseEnvelope(bytes);
   const reports = [];
   const parts = [];
   const adapterLog = [];
+  const decodes = [];
   for (const part of envelope.parts) {
     const cap = lookup(part.capability);
     const needed = demand(cap, { intent: envelope.intent, pins: envelope.pins });
@@ -140,6 +143,7 @@ export async function decodeEnvelope(bytes, { source, offer, makeAdapters }) {
       if (err.code !== "set_not_installed") throw err;
       const absent = new Map([...adapters].map(([k, a]) => [k, withoutProgram(a)]));
       reports.push((await choose(cap, needed, offer, absent)).report);
+      decodes.push({ set_digest: digest, symbols_digest: null, report: reports.at(-1) });
       continue;
     }
     if (manifest.capability !== cap.name) throw new WaiError("set_capability_mismatch", `set ${digest.slice(0, 16)}… is for ${manifest.capability}, not ${cap.name}`);
@@ -148,12 +152,13 @@ export async function decodeEnvelope(bytes, { source, offer, makeAdapters }) {
     const decision = await choose(cap, needed, offer, adapters, job);
     reports.push(decision.report);
     parts.push({ capability: cap.name, set: digest, symbolsDigest: stage.symbolsDigest, shape: stage.header.shape });
+    decodes.push({ set_digest: digest, symbols_digest: stage.symbolsDigest, report: decision.report });
     if (decision.report.ran !== null) {
       const picture = decision.output.rgb ?? toRgb8(decision.output.xHat, decision.output.shape);
-      return { decoded: true, reports, parts, picture, adapters: adapterLog };
+      return { decoded: true, reports, parts, picture, adapters: adapterLog, decodes };
     }
   }
-  return { decoded: false, reports, parts, picture: null, adapters: adapterLog };
+  return { decoded: false, reports, parts, picture: null, adapters: adapterLog, decodes };
 }
 
 /** Round half to even, as numpy's rint. */
