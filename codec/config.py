@@ -1,6 +1,8 @@
 """The data directory's layout: pure path helpers over a data directory the caller gives (the
 set store is ``<data_dir>/sets``). Where the data directory is (``WAI_DATA_DIR``, else XDG's) is
-a setting: :class:`service.decoding.settings.Settings` resolves it."""
+a setting: :class:`service.decoding.settings.Settings` resolves it. Also the codec's one output
+default the settings read (:data:`DEFAULT_PNG_LEVEL`), kept here, free of numpy, so that reading
+the settings imports no array library."""
 
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ from pathlib import Path
 
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch.codes import ErrorCode
+
+#: The zlib level of a decode's PNG by default (the ``png_level`` setting): level 1 took a
+#: fifth of level 6's time for about 10% more bytes (tools/bench_answer.py, docs/service.md).
+DEFAULT_PNG_LEVEL = 1
 
 
 class DataDirInvalid(CodecError):

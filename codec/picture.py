@@ -8,6 +8,8 @@ import io
 import blake3
 import numpy as np
 
+from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL
+
 _BAND_ROWS = 256
 
 
@@ -33,11 +35,6 @@ def to_rgb8(x_hat: np.ndarray) -> np.ndarray:
 def rgb_digest(rgb: np.ndarray) -> str:
     """BLAKE3 (hex) of the RGB8 samples, row by row, R G B per pixel (H×W×3, C order)."""
     return blake3.blake3(np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()).hexdigest()
-
-
-#: The zlib level of a decode's PNG by default (the ``png_level`` setting): level 1 took a
-#: fifth of level 6's time for about 10% more bytes (tools/bench_answer.py, docs/service.md).
-DEFAULT_PNG_LEVEL = 1
 
 
 def to_png(rgb: np.ndarray, level: int = DEFAULT_PNG_LEVEL) -> bytes:

@@ -26,6 +26,7 @@ from typing import Any
 
 import blake3
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.paths.tiling import Reach
 
 __all__ = ["FORMAT", "Prepared", "cache_dir", "load", "request_cache_dir", "store"]
@@ -74,7 +75,7 @@ def load(digest: str, variant: str) -> Prepared | None:
         return None
     model_path, record_path = _names(folder, digest, variant)
     try:
-        record = json.loads(record_path.read_bytes())
+        record = strictjson.loads(record_path.read_bytes())
         model = model_path.read_bytes()
     except (OSError, ValueError):
         return None

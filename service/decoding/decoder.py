@@ -22,13 +22,13 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from wai_dispatch.codec.config import ready_sets_dir, sets_dir
+from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, ready_sets_dir, sets_dir
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.payload import read_header
-from wai_dispatch.codec.picture import DEFAULT_PNG_LEVEL, to_rgb8
+from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
     LoadedSet,

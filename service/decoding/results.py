@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.picture import DEFAULT_PNG_LEVEL, rgb_digest, to_png
+from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL
+from wai_dispatch.codec.picture import rgb_digest, to_png
 from wai_dispatch.dispatch import Code, Path, Placement, Report, WaiError
 from wai_dispatch.dispatch.codes import ErrorCode
 
