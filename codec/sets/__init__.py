@@ -11,7 +11,13 @@
 The names most callers need are re-exported here.
 """
 
-from wai_dispatch.codec.sets.bundled import BundledResult, ensure_bundled, install_bundled
+from wai_dispatch.codec.sets.bundled import (
+    BundledResult,
+    bundled_digest,
+    bundled_folders,
+    ensure_bundled,
+    install_bundled,
+)
 from wai_dispatch.codec.sets.errors import (
     ManifestInvalid,
     PinMismatch,
@@ -70,6 +76,8 @@ __all__ = [
     "SetTooLarge",
     "SetUnsafeEntry",
     "Verification",
+    "bundled_digest",
+    "bundled_folders",
     "canonical_json",
     "check_digest",
     "ensure_bundled",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wai_dispatch.codec.sets.errors import SetError
-from wai_dispatch.codec.sets.manifest import MANIFEST_NAME
+from wai_dispatch.codec.sets.manifest import MANIFEST_NAME, Manifest
 from wai_dispatch.codec.sets.store import InstalledSet, Problem, SetStore
 
 
@@ -20,15 +20,34 @@ class BundledResult:
     problems: dict[str, Problem] = field(default_factory=dict)
 
 
-def install_bundled(store: SetStore, directory: Path | None) -> BundledResult:
-    """Install every bundled set the store lacks, and repair one whose copy in the store is
-    damaged (cheap when all are there: a manifest read and a ``stat`` per file). A bundled set
-    that cannot be installed is reported, never raised: one damaged set does not stop the
-    commands that need the others."""
-    out = BundledResult()
+def bundled_folders(directory: Path | None) -> list[Path]:
+    """The bundled set folders, by name."""
     if directory is None or not directory.is_dir():
-        return out
-    for candidate in sorted(p for p in directory.iterdir() if (p / MANIFEST_NAME).is_file()):
+        return []
+    return sorted(p for p in directory.iterdir() if (p / MANIFEST_NAME).is_file())
+
+
+def bundled_digest(folder: Path) -> str | None:
+    """A bundled set folder's digest (its manifest's), ``None`` when it does not read."""
+    try:
+        return Manifest.from_bytes((folder / MANIFEST_NAME).read_bytes(), where=folder.name).digest
+    except (OSError, SetError):
+        return None
+
+
+def install_bundled(
+    store: SetStore, directory: Path | None, *, skip: frozenset[str] = frozenset()
+) -> BundledResult:
+    """Install every bundled set the store lacks but those whose digest is in ``skip`` (the
+    set registry removed them: a removed bundled set stays removed), and repair one whose copy
+    in the store is damaged (cheap when all are there: a manifest read and a ``stat`` per
+    file); each its capability's default when none is chosen. A bundled set that cannot be
+    installed is reported, never raised: one damaged set does not stop the commands that need
+    the others."""
+    out = BundledResult()
+    for candidate in bundled_folders(directory):
+        if skip and bundled_digest(candidate) in skip:
+            continue
         try:
             installed = store.install(candidate, check=False)
             if installed.capability not in store.defaults():

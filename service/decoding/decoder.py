@@ -35,6 +35,7 @@ from wai_dispatch.codec.sets import (
     SetCapabilityMismatch,
     SetNotInstalled,
     SetStore,
+    install_bundled,
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
 from wai_dispatch.codec.sets.loaded import check_pin
@@ -70,7 +71,7 @@ from wai_dispatch.service.decoding.results import (
     Undecodable,
     VerifyResult,
 )
-from wai_dispatch.service.decoding.setcache import bundled_dir, install_bundled_sets, removed
+from wai_dispatch.service.decoding.setcache import bundled_dir, removed
 from wai_dispatch.service.decoding.settings import Settings, load
 from wai_dispatch.service.decoding.verify import verify_store
 
@@ -153,11 +154,7 @@ class Decoder:
         if settings is not None and not settings.bundled_sets:
             bundled = False
         # a bundled set the set registry removed stays removed (service/decoding/setcache.py)
-        found = (
-            install_bundled_sets(store, bundled_dir(), skip=removed(store.root))
-            if bundled
-            else None
-        )
+        found = install_bundled(store, bundled_dir(), skip=removed(store.root)) if bundled else None
         programs: Programs | None = None
         if adapters is None:
             if program_cache_bytes is None:

@@ -9,12 +9,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from wai_dispatch.codec.sets import (
-    MANIFEST_NAME,
-    BundledResult,
-    Manifest,
-    Problem,
-    SetError,
-    SetStore,
     canonical_json,
 )
 from wai_dispatch.codec.sets.manifest import DIGEST_RE
@@ -53,44 +47,3 @@ def write_removed(root: Path, digests: Iterable[str]) -> None:
         return
     root.mkdir(parents=True, exist_ok=True)
     atomic_write(root / REMOVED, canonical_json(wanted))
-
-
-def bundled_digest(folder: Path) -> str | None:
-    """A bundled set folder's digest (its manifest's), ``None`` when it does not read."""
-    try:
-        return Manifest.from_bytes((folder / MANIFEST_NAME).read_bytes(), where=folder.name).digest
-    except (OSError, SetError):
-        return None
-
-
-def bundled_folders(directory: Path | None) -> list[Path]:
-    """The bundled set folders, by name."""
-    if directory is None or not directory.is_dir():
-        return []
-    return sorted(p for p in directory.iterdir() if (p / MANIFEST_NAME).is_file())
-
-
-def install_bundled_sets(
-    store: SetStore, directory: Path | None, *, skip: frozenset[str] = frozenset()
-) -> BundledResult:
-    """Install (or repair) every bundled set the store lacks but those in ``skip`` (the
-    registry removed them: a removed bundled set stays removed), each its capability's default
-    when none is chosen. One that cannot be installed is reported, never raised."""
-    out = BundledResult()
-    for candidate in bundled_folders(directory):
-        if bundled_digest(candidate) in skip:
-            continue
-        try:
-            installed = store.install(candidate, check=False)
-            if installed.capability not in store.defaults():
-                store.set_default(installed.capability, installed.digest)
-        except SetError as exc:
-            out.problems[candidate.name] = Problem(MANIFEST_NAME, exc.code, exc.message)
-            continue
-        except OSError as exc:
-            out.problems[candidate.name] = Problem(
-                MANIFEST_NAME, "set_invalid", f"{candidate.name}: {exc.strerror or exc}"
-            )
-            continue
-        out.installed.append(installed)
-    return out

@@ -15,12 +15,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from wai_dispatch.codec.sets import install_bundled
 from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.setcache import bundled_dir, install_bundled_sets, removed
+from wai_dispatch.service.decoding.setcache import bundled_dir, removed
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http import logs as jsonlog
@@ -100,7 +101,7 @@ def start(settings: Settings) -> Service:
         # first start) until the sync's thread reaches the registry and bootstraps.
         log.warning("set registry not read at start, serving the set cache: %s", exc)
         if settings.bundled_sets:
-            install_bundled_sets(decoder.store, bundled_dir(), skip=removed(decoder.store.root))
+            install_bundled(decoder.store, bundled_dir(), skip=removed(decoder.store.root))
     sets.start()
     log.info("admin token: %s", admin_note(store, settings.admin_token_file))
     tokens.reload()

@@ -28,6 +28,8 @@ from wai_dispatch.codec.sets import (
     Problem,
     SetError,
     SetStore,
+    bundled_digest,
+    bundled_folders,
     canonical_json,
 )
 from wai_dispatch.codec.sets.regular import atomic_write
@@ -35,8 +37,6 @@ from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.setcache import (
-    bundled_digest,
-    bundled_folders,
     removed,
     write_removed,
 )
