@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -25,8 +26,23 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class _LibraryLines(logging.Handler):
+    """The library's log records in a command, as ``wai-dispatch: LEVEL: message`` lines on the
+    stderr of the moment; errors only: a condition the library warns of and the command then
+    turns into a typed error is said once, by that error (``serve`` replaces this handler with
+    the service's JSON lines)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = " ".join(record.getMessage().split())
+        print(f"wai-dispatch: {record.levelname.lower()}: {message}", file=sys.stderr)
+
+
 def execute(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) -> int:
     """``run(args)`` after the settings validate; its exit status, or a typed error's."""
+    logging.getLogger("wai_dispatch").handlers[:] = [_LibraryLines()]
     try:
         settings(args)  # read and validated once, before the command says anything
         return run(args)

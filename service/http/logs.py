@@ -33,9 +33,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(obj, default=str, ensure_ascii=False)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler on whatever ``sys.stderr`` is when a record is written, not on the stream
+    that was current when the service was configured: a process that redirects or replaces its
+    stderr later (a test runner's capture, a daemon's log file) never writes to a closed one."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass  # always sys.stderr
+
+
 def configure(level: str = "INFO") -> None:
     """JSON lines on stderr for the ``wai_dispatch`` and ``uvicorn`` loggers."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(JsonFormatter())
     for name in ("wai_dispatch", "uvicorn", "uvicorn.error"):
         logger = logging.getLogger(name)

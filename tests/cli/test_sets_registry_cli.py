@@ -6,6 +6,9 @@ line (``set_registry_down``)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +95,23 @@ def test_a_registry_that_does_not_answer_is_one_typed_line(
         "does not answer; nothing changed"
     )
     assert not any(p.name != "removed.json" for p in (data / "sets").glob("*"))
+
+
+def test_the_command_in_its_own_process_says_it_once(tmp_path: Path) -> None:
+    """In a process of its own no test runner holds a log handler, so a warning the library
+    logs on the way (the registry's) would reach stderr through Python's last-resort handler
+    beside the typed error: the command says the problem once, by its error."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the database's folder belongs")
+    env = dict(os.environ, WAI_DATABASE_URL=f"sqlite:///{blocker / 'db' / 'reports.db'}")
+    folder = Path(bundled_sets()) / "int-synth-demo-q3"
+    argv = ["sets", "install", str(folder), "--data-dir", str(tmp_path / "data")]
+    done = subprocess.run(
+        [sys.executable, "-m", "wai_dispatch.cli", *argv],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [
+        "wai-dispatch: error: set_registry_down: the set registry (the report database) "
+        "does not answer; nothing changed"
+    ]
