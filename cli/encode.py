@@ -39,6 +39,8 @@ def run_encode(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary), file=out)
         return 0
+    for note in result.notes:
+        print(f"wai-dispatch: warning: {note}", file=sys.stderr)
     width, height = result.picture_size
     coded_w, coded_h = result.coded_size
     padded = "" if (width, height) == (coded_w, coded_h) else f", padded to {coded_w}×{coded_h}"

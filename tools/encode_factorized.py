@@ -52,7 +52,8 @@ def quantize(y: npt.NDArray[np.float32], medians: npt.NDArray[np.float32]) -> np
     diff = (
         np.asarray(y, dtype=np.float32) - np.asarray(medians, dtype=np.float32)[None, :, None, None]
     )
-    return np.rint(diff).astype(np.int32)
+    symbols: npt.NDArray[np.int32] = np.rint(diff).astype(np.int32)
+    return symbols
 
 
 def analysis(

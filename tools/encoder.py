@@ -31,6 +31,7 @@ from wai_dispatch.codec.files import read_regular
 from wai_dispatch.codec.picture_read import PictureOverLimits, read_picture
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.conformance import weights_dir
+from wai_dispatch.dispatch import Arithmetic, Intent
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding import estimate
@@ -134,6 +135,8 @@ class EncodeResult:
     payload_bytes: int
     checkpoint: Checkpoint
     symbols: npt.NDArray[np.int32] = field(repr=False)
+    #: What the user should know about the envelope (a replicate intent no path can keep).
+    notes: tuple[str, ...] = ()
 
     @property
     def bpp(self) -> float:
@@ -153,6 +156,7 @@ class EncodeResult:
             "symbols_digest": self.symbols_digest,
             "payload_bytes": self.payload_bytes,
             "bpp": round(self.bpp, 4),
+            "notes": list(self.notes),
             "checkpoint": {
                 "path": str(self.checkpoint.path),
                 "blake3": self.checkpoint.blake3,
@@ -216,7 +220,18 @@ def encode(
         len(coded.payload),
         chosen,
         coded.symbols,
+        _notes(decoder, files.capability, intent),
     )
+
+
+def _notes(decoder: Decoder, capability: str, intent: str | None) -> tuple[str, ...]:
+    registered = decoder.registry.get(capability)
+    if intent == Intent.REPLICATE and registered and registered.networks is Arithmetic.FLOAT:
+        return (
+            f"{capability}'s networks are float: no path decodes a replicate envelope of it "
+            "(§3); encode for an integer set (wai.neural.int_synth) to replicate",
+        )
+    return ()
 
 
 def pad(rgb: npt.NDArray[np.uint8], multiple: int) -> npt.NDArray[np.uint8]:

@@ -101,7 +101,7 @@ def test_symbols_are_what_the_payload_decodes_to(decoder: Any, picture: np.ndarr
 
 def test_int_synth_round_trip_is_bit_identical(decoder: Any, picture: np.ndarray) -> None:
     result, first = _round_trip(decoder, picture, INT, intent="replicate")
-    assert result.envelope.intent == "replicate"
+    assert result.envelope.intent == "replicate" and result.notes == ()
     assert first.symbols_digest == result.symbols_digest
     ran = first.reports[-1].ran
     assert ran is not None and str(ran.path) == "cpu/wai-ops/integer"
@@ -179,3 +179,19 @@ def test_cli_stdin_to_stdout(
     envelope = parse(out)
     assert envelope.capability == INT and envelope.intent == "replicate"
     assert b"wrote - (cbor): wai.neural.int_synth, 130\xc3\x97100, padded to 144\xc3\x97112" in err
+
+
+def test_replicate_of_a_float_capability_is_written_with_a_note(
+    decoder: Any, picture: np.ndarray
+) -> None:
+    """A float capability's replicate envelope is valid (the bundled replicate sample is one)
+    but no path decodes it: the encoder writes it and says so."""
+    from wai_dispatch.service.decoding.results import NoPath
+
+    set_digest = decoder.store.default_for(FLOAT).digest
+    small = np.ascontiguousarray(picture[:16, :16])
+    result = encode(decoder, _png(small), set_digest=set_digest, intent="replicate")
+    assert result.notes and "no path decodes a replicate envelope" in result.notes[0]
+    with pytest.raises(NoPath) as refused:
+        decoder.decode(result.envelope)
+    assert all(r.ran is None for r in refused.value.reports)
