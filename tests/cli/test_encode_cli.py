@@ -2,8 +2,9 @@
 the analysis runs, so none needs torch — a picture over the set's limits (from its header,
 naming the limit; a few bytes claiming 5000×5000 are never decoded), one over the service's
 decode limits (lifted by ``--no-limits``), not a picture, truncated pixels, an unknown set, a
-checkpoint that is not the set's, no checkpoint at hand, a capability without an encoder, and
-no torch. The round trips are tests/tools/test_encode.py (the tools extra)."""
+checkpoint that is not the set's, no checkpoint at hand, a set of another capability, a
+capability without an encoder, and no torch; and the checkpoint a researcher's own set records
+taken (verified, or unverified and said). The round trips are tests/tools/test_encode.py (the tools extra)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import blake3
 import numpy as np
 import pytest
 from PIL import Image
 
 from wai_dispatch.cli.flags import EXIT_USAGE
 from wai_dispatch.cli.main import main
+from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.tools import encoder as encoder_module
+from wai_dispatch.tools.encoder import resolve_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = ROOT / "conformance" / "weights" / "bmshj2018-demo-q3.pt"
@@ -196,3 +201,35 @@ def test_picture_from_stdin_too_large(
     status, _, err = run(capsys, data_dir, "encode", "-", "-o", str(tmp_path / "e.json"))
     assert status == EXIT_USAGE
     assert "4100×8" in refused(err, "picture_over_limits")
+
+
+def test_a_set_of_another_capability(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, png: Path, tmp_path: Path
+) -> None:
+    status, _, err = run(
+        capsys, data_dir, "encode", str(png), "--set", "87e725b6", "--capability",
+        "wai.neural.bmshj2018", "-o", str(tmp_path / "e.json"),
+    )  # fmt: skip
+    assert status == EXIT_USAGE
+    assert "is of wai.neural.int_synth" in refused(err, "set_capability_mismatch")
+
+
+def _set_recording(weights: dict[str, Any]) -> LoadedSet:
+    usage = json.dumps({"format": "wai-usage/1", "weights": weights}).encode()
+    return LoadedSet.from_files({"wai-usage.json": usage}, name="mine")
+
+
+def test_the_checkpoint_a_set_records_is_taken_and_said(tmp_path: Path) -> None:
+    """A researcher's own set (make-set --checkpoint records the file's BLAKE3): that file is
+    taken, verified; a set that records no digest takes one unverified, and says so."""
+    mine = tmp_path / "model.pt"
+    mine.write_bytes(b"weights of mine")
+    digest = blake3.blake3(mine.read_bytes()).hexdigest()
+    chosen = resolve_checkpoint(_set_recording({"checkpoint": "model.pt", "blake3": digest}), mine)
+    assert chosen.verified and chosen.blake3 == digest and chosen.data == b"weights of mine"
+    zoo = _set_recording({"source": "compressai.zoo.bmshj2018_factorized(quality=3)"})
+    unverified = resolve_checkpoint(zoo, mine)
+    assert not unverified.verified and "records no checkpoint digest" in unverified.note
+    with pytest.raises(WaiError) as missing:
+        resolve_checkpoint(zoo, None)
+    assert missing.value.code == "encode_checkpoint_required"
