@@ -4,7 +4,8 @@ naming the limit; a few bytes claiming 5000×5000 are never decoded), one over t
 decode limits (lifted by ``--no-limits``), not a picture, truncated pixels, an unknown set, a
 checkpoint that is not the set's, no checkpoint at hand, a set of another capability, a
 capability without an encoder, and no torch; and the checkpoint a researcher's own set records
-taken (verified, or unverified and said). The round trips are tests/tools/test_encode.py (the tools extra)."""
+taken (verified, or unverified and said); ``encode --help``. The round trips are
+tests/tools/test_encode.py (the tools extra)."""
 
 from __future__ import annotations
 
@@ -233,3 +234,13 @@ def test_the_checkpoint_a_set_records_is_taken_and_said(tmp_path: Path) -> None:
     with pytest.raises(WaiError) as missing:
         resolve_checkpoint(zoo, None)
     assert missing.value.code == "encode_checkpoint_required"
+
+
+def test_help_has_an_example_and_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["encode", "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    assert "example:\n  wai-dispatch encode picture.png -o envelope.json" in out
+    for option in ("--set", "--checkpoint", "--intent", "--format", "--no-limits", "-o"):
+        assert option in out
