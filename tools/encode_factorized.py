@@ -23,14 +23,10 @@ from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
-from wai_dispatch.tools.encoder import Checkpoint, Coded, EncodeJob
+from wai_dispatch.tools.encoder import TOOLS_HINT, Checkpoint, Coded, EncodeJob
 
 __all__ = ["analysis", "encode", "quantize"]
 
-TOOLS_HINT = (
-    "encode needs the tools extra (torch and CompressAI): `make tools`, or "
-    "pip install 'wai-dispatch[tools]' and then pip install --no-deps compressai==1.2.8"
-)
 #: The analyses loaded, by (checkpoint BLAKE3, N, M): a process that encodes many pictures
 #: (a test, a batch) builds each once.
 _ANALYSES: dict[tuple[str, int, int], Any] = {}

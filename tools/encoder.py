@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKPOINT_LIMIT",
     "ENCODERS",
+    "TOOLS_HINT",
     "Checkpoint",
     "Coded",
     "EncodeJob",
@@ -56,6 +57,10 @@ __all__ = [
 CHECKPOINT_LIMIT = 1 << 30
 DEFAULT_CAPABILITY = "wai.neural.bmshj2018"
 DEFAULT_UPSAMPLING = 16
+TOOLS_HINT = (
+    "encode needs the tools extra (torch and CompressAI): `make tools`, or "
+    "pip install 'wai-dispatch[tools]' and then pip install --no-deps compressai==1.2.8"
+)
 
 
 @dataclass(frozen=True)
@@ -104,8 +109,14 @@ class Encoder:
     multiple: int
 
     def load(self) -> EncodeFn:
+        """The encode function; a module that needs what is not installed (torch at its top)
+        is ``tools_missing``."""
         module, function = self.target.split(":")
-        found: EncodeFn = getattr(importlib.import_module(f"wai_dispatch.tools.{module}"), function)
+        try:
+            loaded = importlib.import_module(f"wai_dispatch.tools.{module}")
+        except ImportError as exc:
+            raise CodecError(f"{TOOLS_HINT} ({exc})", code=ErrorCode.TOOLS_MISSING) from None
+        found: EncodeFn = getattr(loaded, function)
         return found
 
 
