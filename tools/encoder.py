@@ -359,17 +359,28 @@ def resolve_checkpoint(files: LoadedSet, given: Path | None) -> Checkpoint:
 
 
 def _bundled_checkpoint(name: str | None, recorded: str | None) -> Checkpoint | None:
-    """The demo weights of a checkout (conformance/weights/), when they are the recorded ones."""
-    if name is None or recorded is None or Path(name).name != name:
+    """The bundled weights of a checkout (conformance/weights/) whose BLAKE3 is the recorded
+    one: found by their ``.blake3`` file (a set written from a copy of the demo weights under
+    another name records that name), else by the recorded name; read and hashed before use."""
+    if recorded is None:
         return None
     try:
-        path = weights_dir() / name
+        folder = weights_dir()
     except FileNotFoundError:  # a wheel: the weights ship with a checkout only
         return None
-    if not path.is_file():
-        return None
-    data = read_regular(path, limit=CHECKPOINT_LIMIT, what="checkpoint")
-    digest = blake3.blake3(data).hexdigest()
-    if digest != recorded:
-        return None
-    return Checkpoint(path, data, digest, True, "the bundled demo weights the set records")
+    candidates = [
+        side.with_suffix("")
+        for side in sorted(folder.glob("*.blake3"))
+        if side.read_text(encoding="utf-8", errors="replace").strip() == recorded
+    ]
+    if name is not None and Path(name).name == name:
+        candidates.append(folder / name)
+    for path in candidates:
+        if not path.is_file():
+            continue
+        data = read_regular(path, limit=CHECKPOINT_LIMIT, what="checkpoint")
+        digest = blake3.blake3(data).hexdigest()
+        if digest == recorded:
+            note = "the bundled demo weights, the checkpoint the set records"
+            return Checkpoint(path, data, digest, True, note)
+    return None

@@ -234,6 +234,10 @@ def test_the_checkpoint_a_set_records_is_taken_and_said(tmp_path: Path) -> None:
     with pytest.raises(WaiError) as missing:
         resolve_checkpoint(zoo, None)
     assert missing.value.code == "encode_checkpoint_required"
+    # a set written from a renamed copy of the demo weights: they are found by their digest
+    demo = blake3.blake3(CHECKPOINT.read_bytes()).hexdigest()
+    copy = resolve_checkpoint(_set_recording({"checkpoint": "model.pt", "blake3": demo}), None)
+    assert copy.verified and copy.path == CHECKPOINT.resolve()
 
 
 def test_help_has_an_example_and_the_options(capsys: pytest.CaptureFixture[str]) -> None:
