@@ -143,6 +143,7 @@ def test_the_bundled_sample_is_reproduced(decoder: Any) -> None:
     bundled = (BUNDLED / "payload.bin").read_bytes()
     tables = tables_of(files)
     expected = codec_payload.decode(bundled, tables)
+    assert codec_payload.encode(expected, tables) == bundled  # the writer, pinned on any CPU
     y = encode_factorized.analysis(resolve_checkpoint(files, None), files, crop)
     diff = y - tables.medians[None, :, None, None]
     near_tie = np.abs(np.abs(diff - np.floor(diff)) - 0.5) < TIE_BAND
