@@ -37,6 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "turn what CompressAI's net.compress() produced into an envelope for a set",
     ),
     "make-set": ("tools", "write a parameter set (needs the tools extra)"),
+    "encode": (
+        "encode",
+        "encode a picture (PNG, JPEG, PPM) to an envelope for a set (needs the tools extra)",
+    ),
     "explain": ("explain", "the tier a decode needs and which offered paths §3 admits"),
     "policy": ("policy", "the model policy fleet run reports are held to"),
     "config": ("ops", "the effective settings and where each came from"),

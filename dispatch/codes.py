@@ -416,6 +416,49 @@ class ErrorCode(enum.StrEnum):
             "check that does not hold; the output folder is left as it was"
         ),
     )
+    # encode (docs/encode.md)
+    PICTURE_INVALID = (
+        "picture_invalid",
+        422,
+        "an encode input that is not a PNG, JPEG or PPM picture, or whose pixels do not decode",
+    )
+    PICTURE_OVER_LIMITS = (
+        "picture_over_limits",
+        413,
+        (
+            "a picture whose size (read from its header, before its pixels) the set's decode "
+            "limits do not take; the limit is named"
+        ),
+    )
+    ENCODE_UNSUPPORTED = (
+        "encode_unsupported",
+        422,
+        "a set whose capability has no encoder in this build",
+    )
+    ENCODE_CHECKPOINT_MISMATCH = (
+        "encode_checkpoint_mismatch",
+        422,
+        (
+            "a checkpoint whose BLAKE3 is not the one the set's usage statement records (the "
+            "set's synthesis was not written from it)"
+        ),
+    )
+    ENCODE_CHECKPOINT_REQUIRED = (
+        "encode_checkpoint_required",
+        422,
+        (
+            "encode without --checkpoint for a set whose checkpoint is not at hand (not the "
+            "bundled demo weights), or a checkpoint that does not read as the set's model"
+        ),
+    )
+    ENCODE_SYMBOLS_OUT_OF_RANGE = (
+        "encode_symbols_out_of_range",
+        422,
+        (
+            "a quantized latent with a symbol outside the range the set's integer program "
+            "declares (its decode would refuse it); the range is named"
+        ),
+    )
     IO_FAILED = (
         "io_failed",
         422,
