@@ -274,11 +274,25 @@ async function openRun(id, sink) {
     $("r-sink").textContent = sink;
     $("r-time").textContent = r.verdict.received_ms ? when(r.verdict.received_ms) : "—";
     $("r-verdict").textContent = (r.verdict.accepted ? "accepted" : "refused") + " under policy v" + r.verdict.policy.version;
-    const list = $("r-reasons");
-    list.replaceChildren();
-    for (const d of r.verdict.decodes) {
-      for (const reason of d.reasons) list.append(el("li", "decode " + d.index + " · " + reason.rule + " · " + reason.message));
-    }
+    const decodes = r.run_report.decodes;
+    fill("t-run-decodes", r.verdict.decodes.map((d) => {
+      const sent = decodes[d.index] || {};
+      const ran = sent.report && sent.report.ran;
+      const open = el("td");
+      open.append(button("decode " + d.index, () => {
+        $("r-decode").textContent = JSON.stringify(sent, null, 2);
+        $("r-decode").hidden = false;
+        $("r-decode").focus();
+      }));
+      const verdict = el("td", null, d.accepted ? "decoded" : "refused");
+      verdict.append(el("span", d.accepted ? "accepted" : "refused"));
+      const reasons = el("ul", null, "reasons");
+      for (const reason of d.reasons) reasons.append(el("li", reason.rule + " · " + reason.message));
+      if (d.reasons.length) verdict.append(reasons);
+      return [open, verdict, ran ? ran.unit + "/" + ran.backend + "/" + ran.arithmetic : "none ran",
+              el("td", d.set_digest || "—", "mono")];
+    }), "no decode");
+    $("r-decode").hidden = true;
     $("r-decodes").onclick = () => { state.run = id; state.run_sink = sink; cursors = [null]; load(); };
     $("run-detail").hidden = false;
     $("run-detail").focus();
