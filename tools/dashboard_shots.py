@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-__all__ = ["A", "B", "C", "SINKS", "Fleet", "populate", "shoot"]
+from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.store import tokens as tk
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.tools._service import serve
+
+__all__ = ["SINKS", "A", "B", "C", "Fleet", "populate", "shoot"]
 
 A, B, C = "a1" * 32, "b2" * 32, "c3" * 32  # sets: A allowed to kiosks, C to the archive, B to none
 SINKS = {"kiosk-1": "kiosk", "kiosk-2": "kiosk", "archive-1": "archive", "lab-1": "lab",
@@ -60,7 +67,8 @@ def report(unit: str) -> dict[str, Any]:
         refused = [{**NPU, "reason": "dispatch_unit_absent"}]
     else:
         ran = None
-        refused = [{**NPU, "reason": "dispatch_unit_absent"}, {**ORT, "reason": "dispatch_not_placed"}]
+        refused = [{**NPU, "reason": "dispatch_unit_absent"},
+                   {**ORT, "reason": "dispatch_not_placed"}]
     return {"kind": "wai-neural-dispatch/1", "capability": BMSHJ, "needed": "none", "ran": ran,
             "refused": refused}  # fmt: skip
 
@@ -151,19 +159,12 @@ def shoot(url: str, operator: str, out: Path) -> list[Path]:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def main(argv: list[str] | None = None) -> int:
-    from wai_dispatch.service.decoding.settings import load
-    from wai_dispatch.service.store import tokens as tk
-    from wai_dispatch.service.store.db import ReportStore
-    from wai_dispatch.tools._service import serve
-    from wai_dispatch.conformance import envelopes_dir
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("docs/img"))

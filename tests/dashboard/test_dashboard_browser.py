@@ -28,7 +28,7 @@ from pagekit import DASHBOARD_ARTIFACTS, browser_context, screenshot, wait_until
 
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.db import ReportStore
-from wai_dispatch.tools.dashboard_shots import A, B, C, SINKS, VIEWPORTS, populate
+from wai_dispatch.tools.dashboard_shots import SINKS, VIEWPORTS, A, B, C, populate
 
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 WIDTHS = list(VIEWPORTS)  # "1440" (1440×900) and "390" (390×844)
