@@ -67,16 +67,24 @@ def report(unit: str) -> dict[str, Any]:
         refused = [{**NPU, "reason": "dispatch_unit_absent"}]
     else:
         ran = None
-        refused = [{**NPU, "reason": "dispatch_unit_absent"},
-                   {**ORT, "reason": "dispatch_not_placed"}]
+        refused = [
+            {**NPU, "reason": "dispatch_unit_absent"},
+            {**ORT, "reason": "dispatch_not_placed"},
+        ]
     return {"kind": "wai-neural-dispatch/1", "capability": BMSHJ, "needed": "none", "ran": ran,
             "refused": refused}  # fmt: skip
 
 
 def run_report(run_id: str, sink: str, decodes: list[tuple[str, str]]) -> bytes:
     """A wai-run-report/1 of ``decodes`` (set digest, unit)."""
-    body = {"format": "wai-run-report/1", "id": run_id, "sink": sink, "decodes": [
-        {"set_digest": s, "symbols_digest": "4" * 64, "report": report(u)} for s, u in decodes]}
+    body = {
+        "format": "wai-run-report/1",
+        "id": run_id,
+        "sink": sink,
+        "decodes": [
+            {"set_digest": s, "symbols_digest": "4" * 64, "report": report(u)} for s, u in decodes
+        ],
+    }
     return json.dumps(body).encode()
 
 
@@ -134,7 +142,8 @@ VIEWPORTS = {"1440": {"width": 1440, "height": 900}, "390": {"width": 390, "heig
 
 
 def shoot(url: str, operator: str, out: Path) -> list[Path]:
-    """The dashboard at each of :data:`VIEWPORTS`, full page, as ``dashboard-<width>.png``."""
+    """The dashboard at each of :data:`VIEWPORTS` as ``dashboard-<width>.png``: the whole page
+    at 1440×900, the first three screens at 390 px."""
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
@@ -150,7 +159,11 @@ def shoot(url: str, operator: str, out: Path) -> list[Path]:
                 page.click("#login-form button[type=submit]")
                 page.wait_for_selector("#t-sets tbody td.digest", timeout=60_000)
                 path = out / f"dashboard-{name}.png"
-                page.screenshot(path=str(path), full_page=True)
+                tall = int(page.evaluate("document.documentElement.scrollHeight"))
+                # the wide view whole; the narrow one's first three screens (it is 15 tall)
+                high = tall if size["width"] >= 1000 else min(tall, 3 * size["height"])
+                clip = {"x": 0, "y": 0, "width": size["width"], "height": high}
+                page.screenshot(path=str(path), full_page=True, clip=clip)
                 written.append(path)
                 page.close()
         finally:
@@ -170,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("docs/img"))
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="wai-shots-") as tmp:
-        settings = load(data_dir=Path(tmp), host="127.0.0.1", port=free_port(), warm=False,
-                        log_level="error")
+        settings = load(
+            data_dir=Path(tmp), host="127.0.0.1", port=free_port(), warm=False, log_level="error"
+        )
         store = ReportStore(settings.url)
         store.migrate()
         made = {name: tk.create(store, name, tk.Role.sink) for name in [*SINKS, "sink-a"]}

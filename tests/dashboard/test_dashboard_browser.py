@@ -88,7 +88,8 @@ def _query(page: Any) -> dict[str, list[str]]:
 
 def _no_overflow(page: Any) -> list[str]:
     """Every card, table and the page itself: nothing wider than its box (cut off, or sideways)."""
-    return list(page.evaluate("""() => {
+    return list(
+        page.evaluate("""() => {
       const bad = [];
       const d = document.documentElement;
       if (d.scrollWidth > window.innerWidth + 1) bad.push('page ' + d.scrollWidth);
@@ -100,7 +101,8 @@ def _no_overflow(page: Any) -> list[str]:
         }
       }
       return bad;
-    }"""))
+    }""")
+    )
 
 
 def _axe(page: Any) -> list[dict[str, Any]]:
