@@ -138,7 +138,10 @@ def populate(url: str, tokens: dict[str, str], envelope: bytes) -> Fleet:
     return made
 
 
-VIEWPORTS = {"1440": {"width": 1440, "height": 900}, "390": {"width": 390, "height": 844}}
+VIEWPORTS: dict[str, Any] = {
+    "1440": {"width": 1440, "height": 900},
+    "390": {"width": 390, "height": 844},
+}
 
 
 def shoot(url: str, operator: str, out: Path) -> list[Path]:
@@ -162,7 +165,7 @@ def shoot(url: str, operator: str, out: Path) -> list[Path]:
                 tall = int(page.evaluate("document.documentElement.scrollHeight"))
                 # the wide view whole; the narrow one's first three screens (it is 15 tall)
                 high = tall if size["width"] >= 1000 else min(tall, 3 * size["height"])
-                clip = {"x": 0, "y": 0, "width": size["width"], "height": high}
+                clip: Any = {"x": 0, "y": 0, "width": size["width"], "height": high}
                 page.screenshot(path=str(path), full_page=True, clip=clip)
                 written.append(path)
                 page.close()

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RunReportRow, SetRow
@@ -63,17 +64,20 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
             _seen(row, last)
     if raw:
         where = replace(filters, since_ms=None, until_ms=None).where()
-        spans = [
-            and_(
-                *([R.created_ms >= lo] if lo is not None else []),
-                *([R.created_ms < hi] if hi is not None else []),
-            )
-            for lo, hi in raw
-        ]
-        col = R.sink if key == "sink" else R.set_digest
+        spans: list[ColumnElement[bool]] = []
+        for lo, hi in raw:
+            parts = [] if lo is None else [R.created_ms >= lo]
+            parts += [] if hi is None else [R.created_ms < hi]
+            if not parts:  # the whole time axis
+                spans = []
+                break
+            spans.append(and_(*parts))
+        if spans:
+            where.append(or_(*spans))
+        by = R.sink if key == "sink" else R.set_digest
         rows = conn.execute(
-            select(col, R.sink, R.outcome, func.count(), func.max(R.created_ms))
-            .where(*where, or_(*spans)).group_by(col, R.sink, R.outcome)
+            select(by, R.sink, R.outcome, func.count(), func.max(R.created_ms))
+            .where(*where).group_by(by, R.sink, R.outcome)
         ).all()  # fmt: skip
         for k, sink, outcome, n, last in rows:
             if not k:
@@ -85,11 +89,11 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
             _seen(row, last)
     # the exact time of the latest report still stored (the roll-ups keep an hour's start)
     if hours is not None and out:
-        col = R.sink if key == "sink" else R.set_digest
-        where = filters.where()
+        of = R.sink if key == "sink" else R.set_digest
         latest = conn.execute(
-            select(col, func.max(R.created_ms)).where(*where, col.in_(list(out))).group_by(col)
-        ).all()
+            select(of, func.max(R.created_ms))
+            .where(*filters.where(), of.in_(list(out))).group_by(of)
+        ).all()  # fmt: skip
         for k, last in latest:
             if last is not None:
                 out[k]["last_seen_ms"] = int(last)

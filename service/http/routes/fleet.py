@@ -11,11 +11,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
+from wai_dispatch.service.governance import PolicyNotSet
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import PoliciesDep, StoreDep
 from wai_dispatch.service.http.routes.reports import filters
 from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS, set_table, sink_table
-from wai_dispatch.service.store.policies import PolicyNotSet, PolicyStore, sinks_of_class
+from wai_dispatch.service.store.policies import PolicyStore, sinks_of_class
 from wai_dispatch.service.store.reports import Filters
 from wai_dispatch.service.store.request_errors import list_errors
 from wai_dispatch.service.store.tokens import Principal, Role

@@ -85,6 +85,10 @@ def test_per_sink_table(store: ReportStore) -> None:
             "a": (3, 1), "b": (2, 1)
         }  # fmt: skip
         assert rows["a"]["last_seen_ms"] == T0 + 3_600_500
+    # filters the roll-ups cannot answer read the reports, the whole time axis
+    one = sink_table(store, Filters(request_id="req-4"), classes={})["items"]
+    assert [(r["sink"], r["reports"]) for r in one] == [("a", 1)]
+    assert sink_table(store, Filters(reason="dispatch_unit_absent"), classes={})["total"] == 0
     late = sink_table(store, Filters(since_ms=T0 + 3_600_000), classes={})["items"]
     assert {r["sink"]: r["reports"] for r in late} == {"a": 2, "b": 1}
 
