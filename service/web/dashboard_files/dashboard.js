@@ -152,21 +152,6 @@ function drawSets(t) {
   $("l-set").replaceChildren(...t.items.map((r) => { const o = el("option"); o.value = r.set; return o; }));
 }
 
-function drawErrors(e) {
-  $("errors-total").textContent = e.total + " requests";
-  const max = Math.max(0, ...e.by_code.map((r) => r.count));
-  fill("t-error-codes", e.by_code.map((r) => [r.code, num(r.status), meterCell(r.count, max, r.count)]), "no request error");
-  const twoLines = (a, b, cls) => {
-    const td = el("td", null, "two-line" + (cls ? " " + cls : ""));
-    td.append(el("span", a), el("span", b));
-    return td;
-  };
-  fill("t-errors", e.items.map((r) => [
-    when(r.time_ms), twoLines(r.status + " " + r.code, r.sink ? "sink " + r.sink : "no sink's token"),
-    twoLines(r.method + " " + r.path, r.request_id, "mono")]), "no request error");
-  pager("errors-pager", e.total, e.offset, e.items.length, (at) => { state.errors_at = String(at); load(); }, PAGE.errors);
-}
-
 function drawGovernance(g) {
   if (!g) {
     $("policy-line").textContent = "this service keeps no run reports";
@@ -363,7 +348,7 @@ async function load() {
     drawGovernance(governance);
     drawSinks(sinks);
     drawSets(sets);
-    drawErrors(errors);
+    panels.drawErrors(errors, (at) => { state.errors_at = String(at); load(); }, PAGE.errors);
     lastGood = Date.now();
     document.body.classList.remove("stale");
     $("stale").hidden = true;

@@ -182,6 +182,21 @@ const panels = (() => {
       meterCell(s.placement[unit], 1, pct(s.placement[unit]))]));
   }
 
+  function drawErrors(e, onPage, limit) {
+    $("errors-total").textContent = e.total + " requests";
+    const max = Math.max(0, ...e.by_code.map((r) => r.count));
+    fill("t-error-codes", e.by_code.map((r) => [r.code, num(r.status), meterCell(r.count, max, r.count)]), "no request error");
+    const twoLines = (a, b, cls) => {
+      const td = el("td", null, "two-line" + (cls ? " " + cls : ""));
+      td.append(el("span", a), el("span", b));
+      return td;
+    };
+    fill("t-errors", e.items.map((r) => [
+      when(r.time_ms), twoLines(r.status + " " + r.code, r.sink ? "sink " + r.sink : "no sink's token"),
+      twoLines(r.method + " " + r.path, r.request_id, "mono")]), "no request error");
+    pager("errors-pager", e.total, e.offset, e.items.length, onPage, limit);
+  }
+
   return { $, el, button, fill, pager, meterCell, num, copyButton, when, parseLocal, pct,
-           setZone, tzName, drawSummary, follow };
+           setZone, tzName, drawSummary, drawErrors, follow };
 })();
