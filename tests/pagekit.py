@@ -154,8 +154,9 @@ def browser_page(
 
 
 @contextlib.contextmanager
-def browser_context() -> Iterator[Any]:
-    """A headless browser context on a fresh, throw-away profile (the dashboard's tests)."""
+def browser_context(**options: Any) -> Iterator[Any]:
+    """A headless browser context on a fresh, throw-away profile (the dashboard's tests);
+    ``options`` go to Playwright's ``launch_persistent_context`` (``timezone_id``, …)."""
     from playwright.sync_api import sync_playwright
 
     require_browser()
@@ -167,7 +168,7 @@ def browser_context() -> Iterator[Any]:
                 executable_path=str(CHROMIUM),
                 headless=True,
                 args=[*BASE_ARGS, "--headless", "--disable-gpu"],
-                viewport={"width": 1280, "height": 1000},
+                **{"viewport": {"width": 1280, "height": 1000}, **options},
             )
             try:
                 yield context

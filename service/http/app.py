@@ -33,18 +33,20 @@ from wai_dispatch.service.http.limits import BodyBudget
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.http.request_log import RequestId
 from wai_dispatch.service.http.routes import decode as api_decode
+from wai_dispatch.service.http.routes import fleet as api_fleet
 from wai_dispatch.service.http.routes import governance as api_governance
 from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
-from wai_dispatch.service.store.tokens import TokenCache, admin_note, ensure_admin
+from wai_dispatch.service.store.tokens import Role, TokenCache, admin_note, ensure_admin
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
 
@@ -145,6 +147,7 @@ def start(settings: Settings) -> Service:
         warmup,
         sets,
         pruner,
+        ErrorLog(store),
     )
 
 
@@ -199,7 +202,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodyBudget, limit=chosen.max_inflight_body_bytes)
     app.add_middleware(RequestId)
-    for module in (api_decode, api_reports, api_sets, api_ops, api_governance):
+    for module in (api_decode, api_reports, api_sets, api_ops, api_governance, api_fleet):
         app.include_router(module.router)
     dashboard_app.install(app)
     if chosen.page:
@@ -213,15 +216,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def _count(request: Request, code: str) -> None:
+def _count(request: Request, code: str, status: int) -> None:
+    """Count an error answer in ``/metrics``; note a 4xx for the dashboard (best-effort:
+    :class:`~service.store.request_errors.ErrorLog` only queues it)."""
     service = getattr(request.app.state, "service", None)
-    if service is not None:
-        service.metrics.errors.labels(code).inc()
+    if service is None:
+        return
+    service.metrics.errors.labels(code).inc()
+    if 400 <= status < 500 and service.errors is not None:
+        who = request.scope.get("state", {}).get("principal")
+        sink = who.name if who is not None and who.role == Role.sink else None
+        service.errors.note(
+            status, code, sink=sink, request_id=request_id(request),
+            method=request.method, path=request.url.path,
+        )  # fmt: skip
 
 
 async def _wai_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, WaiError)
-    _count(request, exc.code)
+    _count(request, exc.code, status_of(exc.code))
     headers = dict(exc.headers) if isinstance(exc, ServiceError) else {}
     retry_after = getattr(exc, "retry_after_s", None)  # the store's 503s (spool full, failed)
     if isinstance(retry_after, int) and "Retry-After" not in headers:
@@ -236,7 +249,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()))
     code = ErrorCode.REQUEST_INVALID
-    _count(request, code)
+    _count(request, code, code.status)
     msg = f"{where}: {first.get('msg', 'invalid')}"
     return JSONResponse(error_body(request, code, msg), code.status)
 
@@ -247,7 +260,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     # not_found and method_not_allowed answer their registry status (the same 404 and 405);
     # http_error, the rest of the HTTP layer's refusals, keeps the status that layer chose
     status = exc.status_code if code is ErrorCode.HTTP_ERROR else code.status
-    _count(request, code)
+    _count(request, code, status)
     return JSONResponse(error_body(request, code, str(exc.detail)), status, headers=exc.headers)
 
 
@@ -262,12 +275,12 @@ async def _client_disconnected(request: Request, exc: Exception) -> JSONResponse
     (the answer goes nowhere)."""
     code = ErrorCode.CLIENT_DISCONNECTED
     log.info("client disconnected", extra={"request_id": request_id(request)})
-    _count(request, code)
+    _count(request, code, code.status)
     return JSONResponse(error_body(request, code, "the client closed the connection"), code.status)
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("internal error", extra={"request_id": request_id(request)})
     code = ErrorCode.INTERNAL_ERROR
-    _count(request, code)
+    _count(request, code, code.status)
     return JSONResponse(error_body(request, code, "an internal error"), code.status)

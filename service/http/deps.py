@@ -19,6 +19,7 @@ from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
@@ -45,7 +46,7 @@ class Service:
     """Everything the service holds while it runs: its settings, the one :class:`Decoder`
     (its set store, its adapters and their program cache), the report store, the recorder,
     the token cache, admission, metrics, the policies, the warming, the set registry's sync and
-    the retention thread."""
+    the retention thread, and the request errors' writer."""
 
     settings: Settings
     decoder: Decoder
@@ -58,6 +59,7 @@ class Service:
     warmup: Warmup
     sets: SetSync
     pruner: Pruner | None = None  # retention (service/store/retention.py); None: keep all
+    errors: ErrorLog | None = None  # 4xx answers, noted for the dashboard (best-effort)
 
     def close(self) -> None:
         self.sets.close()
@@ -65,6 +67,8 @@ class Service:
         if self.pruner is not None:
             self.pruner.close()
         self.recorder.close()
+        if self.errors is not None:
+            self.errors.close()
         self.store.dispose()
         self.metrics.close()
 

@@ -13,6 +13,8 @@ transaction that inserts each report (service/store/rollups.py); pruning reports
 run report a sink submitted (its id unique per sink), as submitted, with the verdict it got
 (service/store/policies.py). ``sets``, ``set_chunks``, ``set_defaults``: the set registry every
 replica shares (service/store/setregistry.py, docs/sets.md).
+``request_errors``: requests answered with a 4xx, by code and sink (best-effort telemetry,
+service/store/request_errors.py).
 """
 
 from __future__ import annotations
@@ -222,3 +224,24 @@ class SetDefaultRow(Base):
 
     capability: Mapped[str] = mapped_column(String(256), primary_key=True)
     digest: Mapped[str] = mapped_column(String(64))
+
+
+class RequestErrorRow(Base):
+    """A request answered with a 4xx (service/store/request_errors.py): best-effort telemetry,
+    written off the request's path, pruned with the reports."""
+
+    __tablename__ = "request_errors"
+
+    seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    created_ms: Mapped[int] = mapped_column(BigInteger, index=True)
+    status: Mapped[int] = mapped_column(Integer)
+    code: Mapped[str] = mapped_column(String(64))
+    sink: Mapped[str | None] = mapped_column(String(128), nullable=True)  # a sink's token name
+    request_id: Mapped[str] = mapped_column(String(36))
+    method: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(String(256))
+
+
+Index("ix_request_errors_sink_created", RequestErrorRow.sink, RequestErrorRow.created_ms)

@@ -207,9 +207,11 @@ def governance_summary(
     sink_class: str | None,
     sink: str | None,
     latest: int = 10,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """Run reports accepted and refused per sink class (SQL counts over indexed columns), and
-    the latest refused ones with their reasons."""
+    a page of the refused ones, latest first (``latest`` of them from ``offset``; their total
+    is ``refused_total``), each with its first reasons and how many more it has."""
     where = []
     if since_ms is not None:
         where.append(RR.received_ms >= since_ms)
@@ -229,7 +231,7 @@ def governance_summary(
             select(RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version, RR.verdict)
             .where(and_(RR.accepted.is_(False), *where))
             .order_by(RR.received_ms.desc(), RR.seq.desc())
-            .limit(latest)
+            .limit(latest).offset(offset)
         ).all()  # fmt: skip
     try:
         current: PolicyVersion | None = policies.current()
@@ -247,6 +249,9 @@ def governance_summary(
         "policy": None if current is None else current.to_json(with_text=False),
         "classes": sorted(classes.values(), key=lambda c: (c["class"] is None, c["class"] or "")),
         "latest_refused": [_refused_row(r) for r in refused],
+        "refused_total": sum(int(n) for _, accepted, n in counts if not accepted),
+        "limit": latest,
+        "offset": offset,
     }
 
 

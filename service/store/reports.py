@@ -39,6 +39,7 @@ class Filters:
     since_ms: int | None = None
     until_ms: int | None = None
     sinks: tuple[str, ...] | None = None  # a sink class's sinks (the policy in force)
+    run_report: str | None = None  # the decodes of one run report (its id; with ``sink``)
 
     def where(self) -> list[ColumnElement[bool]]:
         out: list[ColumnElement[bool]] = []
@@ -49,6 +50,7 @@ class Filters:
             (R.set_digest, self.set),
             (R.outcome, self.outcome),
             (R.request_id, self.request_id),
+            (R.run_report, self.run_report),
         ):
             if value is not None:
                 out.append(column == value)
@@ -92,21 +94,34 @@ def decode_cursor(text: str) -> int:
 
 
 def list_reports(
-    store: ReportStore, filters: Filters, *, limit: int, cursor: str | None
+    store: ReportStore,
+    filters: Filters,
+    *,
+    limit: int,
+    cursor: str | None,
+    with_total: bool = False,
 ) -> dict[str, Any]:
-    """Newest first; ``next`` is the cursor of the following page, ``None`` on the last."""
+    """Newest first; ``next`` is the cursor of the following page, ``None`` on the last;
+    ``total`` (when asked) counts every report the filters select, on every page."""
     query: Select[Any] = select(ReportRow.__table__).where(*filters.where())
     if cursor is not None:
         query = query.where(R.seq < decode_cursor(cursor))
     query = query.order_by(R.seq.desc()).limit(limit + 1)
+    total = None
     with store.engine.connect() as conn:
         rows = conn.execute(query).mappings().all()
+        if with_total:
+            count = select(func.count()).select_from(ReportRow.__table__)
+            total = int(conn.execute(count.where(*filters.where())).scalar_one())
     page = rows[:limit]
     more = len(rows) > limit
-    return {
+    out: dict[str, Any] = {
         "items": [_row(r) for r in page],
         "next": encode_cursor(page[-1]["seq"]) if more and page else None,
     }
+    if with_total:
+        out["total"] = total
+    return out
 
 
 def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str, Any]:
@@ -143,8 +158,20 @@ class _Tally:
     def refused(self, code: str, n: int) -> None:
         self.refusals[code] = self.refusals.get(code, 0) + n
 
+    def decode_share(self) -> tuple[int, dict[str, float]]:
+        """Reports whose path ran (one per decode that ran), and the share of them per unit
+        (the path's first part; a unit outside :data:`UNITS` counts as ``unknown``)."""
+        ran = {unit: 0 for unit in UNITS}
+        for (path, _), n in self.by_path.items():
+            if path:
+                unit = path.split("/", 1)[0]
+                ran[unit if unit in ran else "unknown"] += n
+        decoded = sum(ran.values())
+        return decoded, {u: (n / decoded if decoded else 0.0) for u, n in ran.items()}
+
     def render(self, bucket_s: int) -> dict[str, Any]:
         total = sum(self.ops)
+        decoded, share = self.decode_share()
         paths = sorted(
             self.by_path.items(), key=lambda kv: (-kv[1], kv[0][0] or "", kv[0][1] or "")
         )
@@ -155,6 +182,8 @@ class _Tally:
             "placement": {
                 unit: (self.ops[i] / total if total else 0.0) for i, unit in enumerate(UNITS)
             },
+            "decoded": decoded,
+            "decode_share": share,
             "bucket_s": bucket_s,
             "over_time": [{"start_ms": k, **v} for k, v in sorted(self.over_time.items())],
         }
@@ -193,7 +222,8 @@ def split(filters: Filters, bucket_ms: int) -> tuple[list[Range], Range | None]:
     hours read from roll-ups (``None`` end: unbounded; ``None`` altogether: none)."""
     whole = (filters.since_ms, filters.until_ms)
     nullable = (filters.path, filters.tier, filters.set)
-    if bucket_ms % HOUR_MS or filters.request_id is not None or "" in nullable:
+    per_report = filters.request_id is not None or filters.run_report is not None
+    if bucket_ms % HOUR_MS or per_report or "" in nullable:
         return [whole], None  # roll-ups keep "" for none: an empty filter value reads reports
     lo, hi = whole
     h0 = None if lo is None else -(-lo // HOUR_MS) * HOUR_MS
@@ -219,6 +249,27 @@ def _from_rollups(
     restricted to sinks (read by sink first, their primary key)."""
     per_sink = filters.sink is not None or filters.sinks is not None
     c = (SINK if per_sink else FLEET).c
+    where = rollup_where(c, filters, hours)
+    bucket = (c.hour_ms - c.hour_ms % bucket_ms).label("bucket")
+    keys = (bucket, c.outcome, c.path, c.tier, c.codes)
+    sums = [func.sum(c.n), *(func.sum(c[f"placement_{u}"]) for u in UNITS)]
+    rows = conn.execute(select(*keys, *sums).where(*where).group_by(*keys)).all()
+    for b, outcome, p, tier, codes, n, *ops in rows:
+        refusals = codes.split()
+        if filters.reason is not None and filters.reason not in refusals:
+            continue
+        n = int(n)
+        tally.count(int(b), outcome, n, ops)
+        tally.path(p or None, tier or None, n)
+        for code in refusals:
+            tally.refused(code, n)
+
+
+def rollup_where(
+    c: Any, filters: Filters, hours: tuple[int | None, int | None]
+) -> list[ColumnElement[bool]]:
+    """The conditions selecting ``filters``' roll-up rows (columns ``c``: the fleet's or the
+    sinks', which alone has ``sink``) of the whole ``hours``."""
     where: list[ColumnElement[bool]] = []
     if hours[0] is not None:
         where.append(c.hour_ms >= hours[0])
@@ -238,19 +289,7 @@ def _from_rollups(
         where.append(c.sink == filters.sink)
     if filters.sinks is not None:
         where.append(c.sink.in_(filters.sinks))
-    bucket = (c.hour_ms - c.hour_ms % bucket_ms).label("bucket")
-    keys = (bucket, c.outcome, c.path, c.tier, c.codes)
-    sums = [func.sum(c.n), *(func.sum(c[f"placement_{u}"]) for u in UNITS)]
-    rows = conn.execute(select(*keys, *sums).where(*where).group_by(*keys)).all()
-    for b, outcome, p, tier, codes, n, *ops in rows:
-        refusals = codes.split()
-        if filters.reason is not None and filters.reason not in refusals:
-            continue
-        n = int(n)
-        tally.count(int(b), outcome, n, ops)
-        tally.path(p or None, tier or None, n)
-        for code in refusals:
-            tally.refused(code, n)
+    return where
 
 
 def _from_reports(

@@ -1,7 +1,8 @@
 """Retention: reports older than ``WAI_REPORT_RETENTION_DAYS`` (default 30; 0 keeps them) are
-deleted, and per-hour roll-ups older than ``WAI_ROLLUP_RETENTION_DAYS`` (default 0: kept
-forever), by :func:`prune`, which both the service's :class:`Pruner` thread (every
-``WAI_PRUNE_INTERVAL_S``) and ``wai-dispatch reports prune`` run.
+deleted, with the request errors noted before the same cut-off, and per-hour roll-ups older
+than ``WAI_ROLLUP_RETENTION_DAYS`` (default 0: kept forever), by :func:`prune`, which both the
+service's :class:`Pruner` thread (every ``WAI_PRUNE_INTERVAL_S``) and
+``wai-dispatch reports prune`` run.
 
 Reports go in batches, each its own short transaction (at most ``batch`` reports and their
 refusals, found by ``ix_reports_created_ms``), so a decode's insert waits for at most one batch
@@ -23,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.request_errors import prune_errors
 from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
 
 __all__ = ["BATCH", "Pruned", "Pruner", "cutoff", "prune", "prune_reports", "prune_rollups"]
@@ -42,6 +44,7 @@ class Pruned:
     rollup_hours: int
     reports_before_ms: int | None  # the cut-off; None: reports are kept forever
     rollups_before_ms: int | None
+    request_errors: int = 0  # service/store/request_errors.py, pruned with the reports
 
 
 def cutoff(days: int, now_ms: int) -> int | None:
@@ -114,11 +117,15 @@ def prune(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     reports_before = cutoff(report_days, now)
     rollups_before = cutoff(rollup_days, now)
-    n = 0
+    n = errors = 0
     if reports_before is not None:
         n = prune_reports(store, reports_before, batch=batch, pause_s=pause_s, stop=stop)
+        try:
+            errors = prune_errors(store, reports_before)
+        except SQLAlchemyError as exc:
+            raise StoreDown(str(exc).splitlines()[0]) from exc
     hours = 0 if rollups_before is None else prune_rollups(store, rollups_before)
-    return Pruned(n, hours, reports_before, rollups_before)
+    return Pruned(n, hours, reports_before, rollups_before, errors)
 
 
 class Pruner:

@@ -55,11 +55,13 @@ async def run_reports_summary(
     until_ms: Millis = None,
     sink_class: Annotated[str | None, Query(max_length=64)] = None,
     sink: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=500, description="refused run reports listed")] = 10,
+    offset: Annotated[int, Query(ge=0, le=10**7)] = 0,
 ) -> dict[str, Any]:
     return await run_in_threadpool(
         lambda: governance_summary(
             store, policies, since_ms=since_ms, until_ms=until_ms,
-            sink_class=sink_class, sink=sink,
+            sink_class=sink_class, sink=sink, latest=limit, offset=offset,
         )
     )  # fmt: skip
 

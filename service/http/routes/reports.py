@@ -38,6 +38,9 @@ def filters(
     sink_class: Annotated[
         str | None, Query(max_length=64, description="the sinks of this class in the policy")
     ] = None,
+    run_report: Annotated[
+        str | None, Query(max_length=128, description="the decodes of this run report")
+    ] = None,
 ) -> Filters:
     """The query's filters; a sink's own name replaces any ``sink`` it asks for."""
     if principal.role is Role.sink:
@@ -46,8 +49,9 @@ def filters(
     if sink_class:
         sinks = sinks_of_class(policies, sink_class)
     return Filters(
-        capability, path, reason, tier, sink, set, outcome, request_id, since_ms, until_ms, sinks
-    )
+        capability, path, reason, tier, sink, set, outcome, request_id, since_ms, until_ms, sinks,
+        run_report,
+    )  # fmt: skip
 
 
 @router.get("/v1/reports", summary="Reports, newest first")
@@ -56,8 +60,11 @@ async def reports(
     chosen: Annotated[Filters, Depends(filters)],
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
+    total: Annotated[bool, Query(description="also count every report selected")] = False,
 ) -> dict[str, Any]:
-    return await run_in_threadpool(list_reports, store, chosen, limit=limit, cursor=cursor)
+    return await run_in_threadpool(
+        lambda: list_reports(store, chosen, limit=limit, cursor=cursor, with_total=total)
+    )
 
 
 @router.get("/v1/reports/summary", summary="Counts for the dashboard, computed in the database")

@@ -1,14 +1,26 @@
-/* The operator dashboard: reads the service's API with an operator bearer token and draws it.
-   Every request goes to this page's own service, relative to where the page is served
-   (/dashboard/ under the service's root, which a reverse proxy may put under a prefix such as
-   /wai/: docs/operations.md), never to an absolute /v1 path; every value from the API is written with
-   textContent, never as HTML. A 401 or 403 sends the user back to the login view. */
+/* The operator dashboard: reads the service's API with an operator bearer token and draws it
+   (panels.js). Every request goes to this page's own service, relative to where the page is
+   served (/dashboard/ under the service's root, which a reverse proxy may put under a prefix such
+   as /wai/: docs/operations.md), never to an absolute /v1 path. What is shown (filters, time
+   zone, refresh, pages, the decode or run report open) is in the URL's query string, so a view
+   can be reloaded, bookmarked and shared; the token never is (sessionStorage). A 401 or 403
+   sends the user back to the login view; any other failed refresh leaves the data shown, marked
+   stale, until a refresh succeeds. */
 "use strict";
 
 const TOKEN_KEY = "wai-dispatch.token";
-const $ = (id) => document.getElementById(id);
-let timeChart = null;
+const { $, el, button, fill, pager, meterCell, num, copyButton, when, pct } = panels;
+const PAGE = { sinks: 20, sets: 20, errors: 10, runs: 10, decodes: 25 };
+const DEFAULTS = {
+  range: "86400", since: "", until: "", class: "", sink: "", capability: "", set: "",
+  tz: "utc", refresh: "30", sort: "sink", q: "", sinks_at: "0", prefix: "", sets_at: "0",
+  errors_at: "0", runs_at: "0", run: "", run_sink: "", decode: "",
+};
+const state = { ...DEFAULTS };
 let generation = 0; // a newer load supersedes an older one still in flight
+let timer = null;
+let lastGood = null;
+let cursors = [null]; // the decodes' pages: the cursor of each page seen, newest first
 
 class AuthError extends Error {}
 
@@ -33,10 +45,60 @@ async function api(path, params) {
   return res.json();
 }
 
+// --- the URL: every key of DEFAULTS that differs from its default ---
+function readURL() {
+  const q = new URLSearchParams(location.search);
+  for (const k of Object.keys(DEFAULTS)) state[k] = q.has(k) ? q.get(k) : DEFAULTS[k];
+}
+
+function writeURL() {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(state)) if (v !== DEFAULTS[k]) q.set(k, v);
+  const search = q.toString();
+  history.replaceState(null, "", location.pathname + (search ? "?" + search : ""));
+}
+
+function toForm() {
+  $("f-range").value = state.range;
+  $("filters").classList.toggle("custom-range", state.range === "custom");
+  $("f-since").value = state.since;
+  $("f-until").value = state.until;
+  $("f-sink").value = state.sink;
+  $("f-capability").value = state.capability;
+  $("f-set").value = state.set;
+  $("f-tz").value = state.tz;
+  $("f-refresh").value = state.refresh;
+  $("sink-sort").value = state.sort;
+  $("sink-q").value = state.q;
+  $("set-prefix").value = state.prefix;
+  panels.setZone(state.tz);
+}
+
+function filters() {
+  let since = null, until = null;
+  if (state.range === "custom") {
+    since = panels.parseLocal(state.since);
+    until = panels.parseLocal(state.until);
+  } else {
+    until = Date.now();
+    since = until - Number(state.range) * 1000;
+  }
+  return { since_ms: since, until_ms: until, sink_class: state.class, sink: state.sink,
+           capability: state.capability, set: state.set };
+}
+
+function bucketFor(f) {
+  const span = ((f.until_ms || Date.now()) - (f.since_ms || 0)) / 1000;
+  for (const b of [60, 300, 900, 3600, 21600, 86400]) if (span / b <= 96) return b;
+  return 7 * 86400;
+}
+
+// --- views ---
 function showLogin(message) {
   sessionStorage.removeItem(TOKEN_KEY);
+  clearTimeout(timer);
   $("dash-view").hidden = true;
-  $("logout").hidden = true;
+  $("header-controls").hidden = true;
   $("login-view").hidden = false;
   $("login-message").textContent = message || "";
   $("token").value = "";
@@ -46,107 +108,48 @@ function showLogin(message) {
 function showDashboard() {
   $("login-view").hidden = true;
   $("dash-view").hidden = false;
-  $("logout").hidden = false;
+  $("header-controls").hidden = false;
+  toForm();
   load();
 }
 
-function filters() {
-  const range = $("f-range").value;
-  let since = null, until = null;
-  if (range === "custom") {
-    since = $("f-since").value ? new Date($("f-since").value).getTime() : null;
-    until = $("f-until").value ? new Date($("f-until").value).getTime() : null;
-  } else {
-    until = Date.now();
-    since = until - Number(range) * 1000;
-  }
-  return {
-    since_ms: since, until_ms: until,
-    sink_class: $("f-class").value, sink: $("f-sink").value.trim(),
-    capability: $("f-capability").value.trim(), set: $("f-set").value.trim(),
-  };
+function setFilter(key, value) {
+  state[key] = value;
+  for (const k of ["sinks_at", "sets_at", "errors_at", "runs_at"]) state[k] = "0";
+  cursors = [null];
+  toForm();
+  load();
 }
 
-function bucketFor(f) {
-  const span = ((f.until_ms || Date.now()) - (f.since_ms || 0)) / 1000;
-  for (const b of [60, 300, 900, 3600, 21600, 86400]) if (span / b <= 96) return b;
-  return 7 * 86400;
+function drawSinks(t) {
+  $("sinks-total").textContent = t.total + " sinks";
+  const max = Math.max(0, ...t.items.map((r) => r.reports));
+  fill("t-sinks", t.items.map((r) => [
+    (() => { const td = el("td"); td.append(button(r.sink, () => setFilter("sink", r.sink))); return td; })(),
+    r.class === null ? el("td", "unclassified", "muted") : r.class,
+    meterCell(r.reports, max, r.reports),
+    num(r.no_path_rate === null ? "—" : pct(r.no_path_rate) + " (" + r.no_path + ")", r.no_path ? "refused" : ""),
+    num(r.request_errors, r.request_errors ? "refused" : ""),
+    num(r.runs_accepted + " / " + r.runs_refused, r.runs_refused ? "refused" : ""),
+    when(r.last_seen_ms)]), "no sink in this range");
+  pager("sinks-pager", t.total, t.offset, t.items.length, (at) => { state.sinks_at = String(at); load(); }, PAGE.sinks);
 }
 
-function el(tag, text, cls) {
-  const node = document.createElement(tag);
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  if (cls) node.className = cls;
-  return node;
-}
-
-function meterCell(value, max, label) {
-  const td = el("td", null, "num");
-  const bar = el("span", null, "meter");
-  bar.style.width = (max > 0 ? Math.round((80 * value) / max) : 0) + "px";
-  td.append(bar, label);
-  return td;
-}
-
-function fill(tableId, rows, empty) {
-  const body = document.querySelector("#" + tableId + " tbody");
-  body.replaceChildren();
-  if (!rows.length) {
-    const tr = el("tr");
-    const td = el("td", empty || "nothing in this range", "note");
-    td.colSpan = document.querySelectorAll("#" + tableId + " thead th").length;
-    tr.append(td);
-    body.append(tr);
-    return;
-  }
-  for (const cells of rows) {
-    const tr = el("tr");
-    for (const c of cells) tr.append(c instanceof Node ? c : el("td", c));
-    body.append(tr);
-  }
-}
-
-function when(ms) { return new Date(ms).toISOString().replace("T", " ").slice(0, 19); }
-function short(digest) { return digest ? digest.slice(0, 12) + "…" : "—"; }
-
-function drawTime(summary, f) {
-  // Every bucket of the range is drawn, the empty ones at zero, so the axis is the range chosen.
-  const step = summary.bucket_s * 1000;
-  const counts = new Map(summary.over_time.map((b) => [b.start_ms, b]));
-  const first = summary.over_time.length ? summary.over_time[0].start_ms : Date.now();
-  const last = summary.over_time.length ? summary.over_time[summary.over_time.length - 1].start_ms : first;
-  const lo = Math.min(first, f.since_ms === null ? first : f.since_ms - (f.since_ms % step));
-  const hi = Math.max(last, f.until_ms === null ? last : f.until_ms - (f.until_ms % step));
-  const xs = [], decoded = [], refused = [];
-  for (let t = lo, n = 0; t <= hi && n < 2000; t += step, n++) {
-    const b = counts.get(t) || {};
-    xs.push(t / 1000);
-    decoded.push(b.decoded || 0);
-    refused.push(b.refused || 0);
-  }
-  const box = $("chart-time");
-  if (timeChart) timeChart.destroy();
-  box.replaceChildren();
-  timeChart = new uPlot({
-    width: Math.max(320, box.clientWidth - 8), height: 240,
-    scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
-    series: [{}, { label: "decoded", stroke: "#2f7d4a", width: 2 },
-             { label: "refused (no path ran)", stroke: "#b3372f", width: 2 }],
-    axes: [{}, { label: "decodes per " + summary.bucket_s + " s" }],
-  }, [xs, decoded, refused], box);
-}
-
-function drawSummary(s, f) {
-  $("total").textContent = s.reports + " reports";
-  drawTime(s, f);
-  const maxPath = Math.max(0, ...s.by_path.map((r) => r.count));
-  fill("t-paths", s.by_path.map((r) => [
-    r.path || "none ran", r.tier || "—", meterCell(r.count, maxPath, r.count)]));
-  const codes = Object.entries(s.refusals);
-  const maxCode = Math.max(0, ...codes.map(([, n]) => n));
-  fill("t-refusals", codes.map(([code, n]) => [code, meterCell(n, maxCode, n)]), "no path refused");
-  fill("t-placement", Object.entries(s.placement).map(([unit, share]) =>
-    [unit, meterCell(share, 1, (100 * share).toFixed(1) + " %")]));
+function drawSets(t) {
+  $("sets-total").textContent = t.total + " sets";
+  fill("t-sets", t.items.map((r) => {
+    const td = el("td", null, "digest");
+    const pick = button(r.set, () => setFilter("set", r.set), "link mono");
+    pick.setAttribute("aria-label", "filter by set " + r.set);
+    const both = el("span");
+    both.append(pick, copyButton(r.set, "set digest " + r.set.slice(0, 12)));
+    td.append(both);
+    return [td, r.name ? r.name + (r.capability ? " · " + r.capability : "") : "—",
+            num(r.reports), num(r.no_path_rate === null ? "—" : pct(r.no_path_rate) + " (" + r.no_path + ")"),
+            num(r.sinks), when(r.last_seen_ms)];
+  }), "no set in this range");
+  pager("sets-pager", t.total, t.offset, t.items.length, (at) => { state.sets_at = String(at); load(); }, PAGE.sets);
+  $("l-set").replaceChildren(...t.items.map((r) => { const o = el("option"); o.value = r.set; return o; }));
 }
 
 function drawGovernance(g) {
@@ -157,23 +160,25 @@ function drawGovernance(g) {
     return;
   }
   $("policy-line").textContent = g.policy
-    ? "policy v" + g.policy.version + ", set by " + g.policy.set_by + " at " + when(g.policy.set_ms)
+    ? "policy v" + g.policy.version + ", set by " + g.policy.set_by + " at " + when(g.policy.set_ms) + " (" + panels.tzName() + ")"
     : "no model policy is set";
   const select = $("f-class");
-  const chosen = select.value;
   select.replaceChildren(el("option", "all"));
   select.firstChild.value = "";
   for (const c of g.classes) {
+    if (c.class === null) continue;
     const opt = el("option", c.class);
     opt.value = c.class;
     select.append(opt);
   }
-  select.value = chosen;
+  select.value = state.class;
   fill("t-classes", g.classes.map((c) => {
     const n = c.runs_accepted + c.runs_refused;
-    return [c.class, el("td", c.runs_accepted, "num"), el("td", c.runs_refused, "num refused"),
+    return [c.class === null ? el("td", "unclassified", "muted") : c.class, num(c.runs_accepted),
+            num(c.runs_refused, "refused"),
             meterCell(c.runs_accepted, n, n ? (100 * c.runs_accepted / n).toFixed(1) + " %" : "—")];
   }), "no sink class");
+  $("runs-total").textContent = g.refused_total + " refused";
   fill("t-runs", g.latest_refused.map((r) => {
     const list = el("ul");
     for (const reason of r.reasons) {
@@ -181,66 +186,192 @@ function drawGovernance(g) {
     }
     const td = el("td");
     td.append(list);
-    return [when(r.received_ms), r.id, r.sink, r.class || "(none)", "v" + r.policy_version, td];
+    if (r.more_reasons) td.append(el("p", "and " + r.more_reasons + " more reasons (open the run report)", "note"));
+    const open = el("td");
+    open.append(button(r.id, () => openRun(r.id, r.sink)));
+    return [when(r.received_ms), open, r.sink, r.class === null ? el("td", "unclassified", "muted") : r.class,
+            "v" + r.policy_version, td];
   }), "no refused run report");
+  pager("runs-pager", g.refused_total, g.offset, g.latest_refused.length, (at) => { state.runs_at = String(at); load(); }, PAGE.runs);
 }
 
 function drawDecodes(page) {
   const items = page.items;
-  fill("t-decodes", items.map((r) => [
-    when(r.time_ms), r.sink, r.capability, r.path || "none ran", r.tier || "—",
-    el("td", r.outcome, r.outcome), el("td", short(r.set), "mono")]));
-  const rows = document.querySelectorAll("#t-decodes tbody tr");
+  const at = (cursors.length - 1) * PAGE.decodes;
+  $("decodes-total").textContent = page.total + " reports";
+  const rows = fill("t-decodes", items.map((r) => {
+    const td = el("td");
+    const open = button(when(r.time_ms), () => openDetail(r.id));
+    open.setAttribute("aria-label", "open the decode of " + when(r.time_ms) + ", " + r.sink);
+    td.append(open);
+    return [td, r.sink, r.capability, r.path || "none ran", r.tier || "—", el("td", r.outcome, r.outcome),
+            num(r.source === "sink" ? "—" : r.duration_ms), el("td", r.set ? r.set.slice(0, 16) + "…" : "—", "mono")];
+  }));
   items.forEach((r, i) => {
     rows[i].dataset.id = r.id;
-    rows[i].addEventListener("click", () => openDetail(r.id));
+    rows[i].addEventListener("click", (ev) => { if (ev.target.tagName !== "BUTTON") openDetail(r.id); });
   });
-  for (const [list, key] of [["l-sink", "sink"], ["l-capability", "capability"], ["l-set", "set"]]) {
+  const nav = $("decodes-pager");
+  nav.replaceChildren(el("span", (items.length ? at + 1 : 0) + "–" + (at + items.length) + " of " + page.total, "pager-text"));
+  const newer = button("newer", () => { cursors.pop(); load(); }, "page");
+  newer.disabled = cursors.length <= 1;
+  const older = button("older", () => { cursors.push(page.next); load(); }, "page");
+  older.disabled = !page.next;
+  nav.append(newer, older);
+  for (const [list, key] of [["l-sink", "sink"], ["l-capability", "capability"]]) {
     const values = [...new Set(items.map((r) => r[key]).filter(Boolean))].sort();
     $(list).replaceChildren(...values.map((v) => { const o = el("option"); o.value = v; return o; }));
   }
+  $("decodes-scope").hidden = !state.run;
+  $("decodes-scope-text").textContent = state.run ? "Only the decodes of run report " + state.run + " (" + state.run_sink + ")." : "";
 }
 
 async function openDetail(id) {
   try {
     const r = await api("v1/reports/" + encodeURIComponent(id));
     if (!r) return;
+    state.decode = id;
+    writeURL();
     $("d-id").textContent = r.id;
+    $("d-time").textContent = when(r.time_ms) + " (" + panels.tzName() + ")";
+    $("d-request").textContent = r.request_id;
+    $("d-outcome").textContent = r.outcome + (r.path ? "" : " (no path ran)");
+    $("d-duration").textContent = r.source === "sink" ? "— (a run report states none)" : r.duration_ms + " ms";
     $("d-sink").textContent = r.sink;
     $("d-source").textContent = r.source === "sink" ? "reported by the sink (run report " + r.run_report + ")" : "decoded by this service";
+    $("d-path").textContent = (r.path || "none ran") + " · " + (r.tier || "—");
     $("d-set").textContent = r.set || "—";
     $("d-symbols").textContent = r.symbols_digest || "—";
+    $("d-rgb").textContent = r.rgb_digest || "—";
     $("d-report").textContent = JSON.stringify(r.report, null, 2);
     $("detail").hidden = false;
-    $("detail").scrollIntoView({ block: "nearest" });
+    $("detail").focus();
+  } catch (e) { failed(e); }
+}
+
+async function openRun(id, sink) {
+  try {
+    const r = await api(`v1/run-reports/${encodeURIComponent(id)}`, { sink });
+    if (!r) return;
+    state.decode = "";
+    writeURL();
+    $("r-id").textContent = id;
+    $("r-sink").textContent = sink;
+    $("r-time").textContent = r.verdict.received_ms ? when(r.verdict.received_ms) : "—";
+    $("r-verdict").textContent = (r.verdict.accepted ? "accepted" : "refused") + " under policy v" + r.verdict.policy.version;
+    const decodes = r.run_report.decodes;
+    fill("t-run-decodes", r.verdict.decodes.map((d) => {
+      const sent = decodes[d.index] || {};
+      const ran = sent.report && sent.report.ran;
+      const open = el("td");
+      open.append(button("decode " + d.index, () => {
+        $("r-decode").textContent = JSON.stringify(sent, null, 2);
+        $("r-decode").hidden = false;
+        $("r-decode").focus();
+      }));
+      const verdict = el("td", null, d.accepted ? "decoded" : "refused");
+      verdict.append(el("span", d.accepted ? "accepted" : "refused"));
+      const reasons = el("ul", null, "reasons");
+      for (const reason of d.reasons) reasons.append(el("li", reason.rule + " · " + reason.message));
+      if (d.reasons.length) verdict.append(reasons);
+      return [open, verdict, ran ? ran.unit + "/" + ran.backend + "/" + ran.arithmetic : "none ran",
+              el("td", d.set_digest || "—", "mono")];
+    }), "no decode");
+    $("r-decode").hidden = true;
+    $("r-decodes").onclick = () => { state.run = id; state.run_sink = sink; cursors = [null]; load(); };
+    $("run-detail").hidden = false;
+    $("run-detail").focus();
   } catch (e) { failed(e); }
 }
 
 function failed(e) {
-  if (e instanceof AuthError) showLogin("The service refused the token (" + e.message + "). Log in again.");
-  else $("status").textContent = "Could not load: " + e.message;
+  if (e instanceof AuthError) {
+    showLogin("The service refused the token (" + e.message + "). Log in again.");
+    return;
+  }
+  document.body.classList.add("stale");
+  $("stale").hidden = false;
+  $("stale").textContent = "Stale: the refresh at " + when(Date.now()) + " failed (" + e.message + "). " +
+    (lastGood ? "What is shown is from " + when(lastGood) + " (" + panels.tzName() + ")." : "Nothing could be loaded.");
+  $("status").textContent = "refresh failed";
+  schedule();
+}
+
+function schedule() {
+  clearTimeout(timer);
+  const every = Number(state.refresh);
+  $("refresh-line").textContent = every ? "auto-refresh every " + every + " s" : "auto-refresh off";
+  if (every) timer = setTimeout(load, every * 1000);
+}
+
+// Resolves a set filter that is a prefix of a digest: one match is that set, else the sets
+// panel lists those that match.
+async function resolveSet() {
+  const v = state.set.toLowerCase();
+  if (!v || /^[0-9a-f]{64}$/.test(v)) return true;
+  const found = /^[0-9a-f]+$/.test(v) ? await api("v1/fleet/sets", { prefix: v, limit: 2, since_ms: filters().since_ms }) : null;
+  if (found && found.total === 1) {
+    state.set = found.items[0].set;
+    $("f-set").value = state.set;
+    return true;
+  }
+  state.prefix = /^[0-9a-f]+$/.test(v) ? v : "";
+  state.set = "";
+  toForm();
+  $("status").textContent = (found ? found.total : 0) + " sets start with " + v + ": choose one in “Sets in use”.";
+  return true;
 }
 
 async function load() {
   const mine = ++generation;
-  const f = filters();
+  clearTimeout(timer);
   $("status").textContent = "loading…";
   try {
-    const [summary, page, governance] = await Promise.all([
+    await resolveSet();
+    writeURL();
+    const f = filters();
+    const scoped = state.run ? { ...f, run_report: state.run, sink: state.run_sink, since_ms: null, until_ms: null } : f;
+    const [summary, page, governance, sinks, sets, errors] = await Promise.all([
       api("v1/reports/summary", { ...f, bucket_s: bucketFor(f) }),
-      api("v1/reports", { ...f, limit: 25 }),
-      api("v1/run-reports/summary", { since_ms: f.since_ms, until_ms: f.until_ms,
-                                        sink_class: f.sink_class, sink: f.sink }),
+      api("v1/reports", { ...scoped, limit: PAGE.decodes, total: true, cursor: cursors[cursors.length - 1] }),
+      api("v1/run-reports/summary", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
+                                        sink: f.sink, limit: PAGE.runs, offset: state.runs_at }),
+      api("v1/fleet/sinks", { ...f, sort: state.sort.split(":")[0], desc: state.sort.endsWith(":desc"),
+                               q: state.q, limit: PAGE.sinks, offset: state.sinks_at }),
+      api("v1/fleet/sets", { ...f, set: null, prefix: state.prefix, limit: PAGE.sets, offset: state.sets_at }),
+      api("v1/request-errors", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
+                                  sink: f.sink, limit: PAGE.errors, offset: state.errors_at }),
     ]);
     if (mine !== generation) return;
-    drawSummary(summary, f);
+    panels.drawSummary(summary, f);
     drawDecodes(page);
     drawGovernance(governance);
-    $("status").textContent = "updated " + when(Date.now()) + " UTC";
+    drawSinks(sinks);
+    drawSets(sets);
+    panels.drawErrors(errors, (at) => { state.errors_at = String(at); load(); }, PAGE.errors);
+    lastGood = Date.now();
+    document.body.classList.remove("stale");
+    $("stale").hidden = true;
+    $("status").textContent = "updated " + when(lastGood) + " (" + panels.tzName() + ")";
+    if (state.decode && $("detail").hidden) openDetail(state.decode);
+    schedule();
     performance.mark("dashboard-rendered");
   } catch (e) {
     if (mine === generation) failed(e);
   }
+}
+
+function readForm() {
+  state.range = $("f-range").value;
+  state.since = $("f-since").value;
+  state.until = $("f-until").value;
+  state.class = $("f-class").value;
+  state.sink = $("f-sink").value.trim();
+  state.capability = $("f-capability").value.trim();
+  state.set = $("f-set").value.trim();
+  state.run = state.run_sink = "";
+  for (const k of ["sinks_at", "sets_at", "errors_at", "runs_at"]) state[k] = "0";
+  cursors = [null];
 }
 
 $("login-form").addEventListener("submit", (ev) => {
@@ -249,11 +380,27 @@ $("login-form").addEventListener("submit", (ev) => {
   showDashboard();
 });
 $("logout").addEventListener("click", () => showLogin(""));
-$("filters").addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
+$("filters").addEventListener("submit", (ev) => { ev.preventDefault(); readForm(); load(); });
 $("f-range").addEventListener("change", () => {
   $("filters").classList.toggle("custom-range", $("f-range").value === "custom");
 });
-$("f-class").addEventListener("change", load);
-$("d-close").addEventListener("click", () => { $("detail").hidden = true; });
+$("f-class").addEventListener("change", () => { readForm(); load(); });
+$("f-tz").addEventListener("change", () => { state.tz = $("f-tz").value; panels.setZone(state.tz); load(); });
+$("f-refresh").addEventListener("change", () => { state.refresh = $("f-refresh").value; writeURL(); schedule(); });
+$("sink-sort").addEventListener("change", () => { state.sort = $("sink-sort").value; state.sinks_at = "0"; load(); });
+$("sink-q").addEventListener("change", () => { state.q = $("sink-q").value.trim(); state.sinks_at = "0"; load(); });
+$("set-prefix").addEventListener("change", () => {
+  state.prefix = $("set-prefix").value.trim().toLowerCase().replace(/[^0-9a-f]/g, "");
+  state.sets_at = "0";
+  load();
+});
+$("d-close").addEventListener("click", () => { $("detail").hidden = true; state.decode = ""; writeURL(); });
+$("r-close").addEventListener("click", () => { $("run-detail").hidden = true; });
+$("decodes-scope-clear").addEventListener("click", () => { state.run = state.run_sink = ""; cursors = [null]; load(); });
+document.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && !$("detail").hidden) $("d-close").click();
+});
 
+readURL();
+panels.follow();
 if (token()) showDashboard(); else showLogin("");

@@ -302,7 +302,8 @@ def test_set_archives(live: InProcess, client: Any, body: bytes, ctype: str) -> 
 
 REPORT_QUERY = [
     "cursor", "limit", "unit", "reason", "set", "outcome", "request_id", "since_ms",
-    "until_ms", "sink_class", "sink", "bucket_s", "version",
+    "until_ms", "sink_class", "sink", "bucket_s", "version", "offset", "prefix", "sort", "desc",
+    "q", "code", "run_report", "total",
 ]  # fmt: skip
 #: Cursors shaped like the service's (base64 of ``r<seq>``), with any number or text after ``r``.
 cursors = (big_ints.map(str) | texts).map(
@@ -318,7 +319,8 @@ queries = st.dictionaries(st.sampled_from(REPORT_QUERY) | printable, query_value
 @given(
     route=st.sampled_from(
         ["/v1/reports", "/v1/reports/summary", "/v1/run-reports/summary", "/v1/policy",
-         "/v1/policy/history", "/v1/paths", "/v1/sets", "/metrics", "/readyz"]
+         "/v1/policy/history", "/v1/paths", "/v1/sets", "/metrics", "/readyz",
+         "/v1/fleet/sinks", "/v1/fleet/sets", "/v1/request-errors"]
     )
     | segments.map(lambda s: f"/v1/reports/{s}")
     | segments.map(lambda s: f"/v1/run-reports/{s}")

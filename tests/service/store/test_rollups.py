@@ -99,11 +99,14 @@ def recount(records: list[ReportRecord], f: Filters, bucket_s: int) -> dict[str,
             ops[i] += r.placement.get(u, 0)
     paths = sorted(by_path.items(), key=lambda kv: (-kv[1], kv[0][0] or "", kv[0][1] or ""))
     total = sum(ops)
+    ran = [r.path_ran.split("/")[0] for r in chosen if r.path_ran]
     return {
         "reports": len(chosen),
         "by_path": [{"path": p, "tier": t, "count": c} for (p, t), c in paths],
         "refusals": dict(sorted(refusals.items(), key=lambda kv: (-kv[1], kv[0]))),
         "placement": {u: (ops[i] / total if total else 0.0) for i, u in enumerate(UNITS)},
+        "decoded": len(ran),
+        "decode_share": {u: (ran.count(u) / len(ran) if ran else 0.0) for u in UNITS},
         "bucket_s": bucket_s,
         "over_time": [{"start_ms": k, **v} for k, v in sorted(over.items())],
     }

@@ -119,6 +119,9 @@ def test_filters_and_paging(store: ReportStore) -> None:
         if cursor is None:
             break
     assert seen == [5, 4, 3, 2, 1]
+    counted = list_reports(store, Filters(sink="b"), limit=1, cursor=None, with_total=True)
+    assert (len(counted["items"]), counted["total"]) == (1, 2)
+    assert "total" not in list_reports(store, Filters(), limit=1, cursor=None)
 
 
 def test_summary_is_computed_in_the_database(store: ReportStore) -> None:
@@ -137,6 +140,9 @@ def test_summary_is_computed_in_the_database(store: ReportStore) -> None:
             "dispatch_program_absent": 1,
         },
         "placement": {"npu": 0.0, "gpu": 0.0, "cpu": 1.0, "unknown": 0.0},
+        # per decode that ran a path: report 4 ran on the NPU, though its plan put it on the CPU
+        "decoded": 3,
+        "decode_share": {"npu": 1 / 3, "gpu": 0.0, "cpu": 2 / 3, "unknown": 0.0},
         "bucket_s": 3600,
         "over_time": [
             {"start_ms": HOUR, "decoded": 2},

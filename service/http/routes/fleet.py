@@ -1,0 +1,103 @@
+"""The operator's fleet tables over HTTP (the dashboard's panels): ``GET /v1/fleet/sinks`` (per
+sink: reports, no-path rate, request errors, run report verdicts, last seen), ``GET
+/v1/fleet/sets`` (per set, by full digest or a prefix of it) and ``GET /v1/request-errors``
+(4xx answers by code and by sink, and a page of them). Every list says its ``total`` and is
+paged with ``limit`` and ``offset``. Operators only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.concurrency import run_in_threadpool
+
+from wai_dispatch.service.governance import PolicyNotSet
+from wai_dispatch.service.http.auth import require
+from wai_dispatch.service.http.deps import PoliciesDep, StoreDep
+from wai_dispatch.service.http.routes.reports import filters
+from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS, set_table, sink_table
+from wai_dispatch.service.store.policies import PolicyStore, sinks_of_class
+from wai_dispatch.service.store.reports import Filters
+from wai_dispatch.service.store.request_errors import list_errors
+from wai_dispatch.service.store.tokens import Principal, Role
+
+router = APIRouter(tags=["fleet"])
+Operator = Annotated[Principal, Depends(require(Role.operator))]
+Limit = Annotated[int, Query(ge=1, le=500)]
+Offset = Annotated[int, Query(ge=0, le=10**7)]
+Millis = Annotated[int | None, Query(ge=0, le=2**53, description="Unix time, milliseconds")]
+
+
+def classes_of(policies: PolicyStore) -> dict[str, str]:
+    """``sink → class`` in the policy in force (empty when none is set)."""
+    try:
+        current = policies.current()
+    except PolicyNotSet:
+        return {}
+    return {
+        sink: name
+        for name, cls in sorted(policies.parsed(current).classes.items())
+        for sink in cls.sinks
+    }
+
+
+@router.get("/v1/fleet/sinks", summary="Per sink: reports, no-path rate, errors, verdicts")
+async def fleet_sinks(
+    store: StoreDep,
+    policies: PoliciesDep,
+    _: Operator,
+    chosen: Annotated[Filters, Depends(filters)],
+    sort: Annotated[str, Query(pattern="^(" + "|".join(SINK_SORTS) + ")$")] = "sink",
+    desc: bool = False,
+    q: Annotated[str | None, Query(max_length=128, description="sinks whose name holds it")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    classes = await run_in_threadpool(classes_of, policies)
+    return await run_in_threadpool(
+        lambda: sink_table(store, chosen, classes=classes, sort=sort, desc=desc, search=q,
+                           limit=limit, offset=offset)
+    )  # fmt: skip
+
+
+@router.get("/v1/fleet/sets", summary="Per set digest: reports, no-path rate, sinks, last seen")
+async def fleet_sets(
+    store: StoreDep,
+    _: Operator,
+    chosen: Annotated[Filters, Depends(filters)],
+    prefix: Annotated[
+        str | None, Query(pattern="^[0-9a-fA-F]{1,64}$", description="digests starting with it")
+    ] = None,
+    sort: Annotated[str, Query(pattern="^(" + "|".join(SET_SORTS) + ")$")] = "reports",
+    desc: bool = True,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    return await run_in_threadpool(
+        lambda: set_table(store, chosen, sort=sort, desc=desc, prefix=prefix, limit=limit,
+                          offset=offset)
+    )  # fmt: skip
+
+
+@router.get("/v1/request-errors", summary="Requests answered with a 4xx, by code and by sink")
+async def request_errors(
+    store: StoreDep,
+    policies: PoliciesDep,
+    _: Operator,
+    since_ms: Millis = None,
+    until_ms: Millis = None,
+    sink: Annotated[str | None, Query(max_length=128)] = None,
+    sink_class: Annotated[str | None, Query(max_length=64)] = None,
+    code: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    sinks: tuple[str, ...] | None = None
+    if sink:
+        sinks = (sink,)
+    elif sink_class:
+        sinks = await run_in_threadpool(sinks_of_class, policies, sink_class)
+    return await run_in_threadpool(
+        lambda: list_errors(store, since_ms=since_ms, until_ms=until_ms, sinks=sinks, code=code,
+                            limit=limit, offset=offset)
+    )  # fmt: skip

@@ -1,0 +1,204 @@
+"""The dashboard's per-sink and per-set tables: for each sink (or set) of a window, its reports,
+the reports where no path ran and their share, its request errors, its run reports' verdicts
+and when it was last seen; sorted, with the total of rows and one page of them.
+
+Report counts come from the per-hour roll-ups for the whole hours of the window and from the
+reports for its edges (the split of service/store/reports.py's summary, so they agree with it);
+a filter the roll-ups cannot answer (a refusal code, a request id) reads the reports only. The
+last-seen time is the latest report of the window (an hour's start, from the roll-ups, when its
+reports were pruned), request error or run report. Every sink the policy in force names is a
+row, seen or not, so a sink that went quiet shows; a sink no class names is ``class: null``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.models import RunReportRow, SetRow
+from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
+from wai_dispatch.service.store.request_errors import errors_by_sink
+from wai_dispatch.service.store.rollups import HOUR_MS, SINK
+
+__all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
+
+RR = RunReportRow.__table__.c
+S = SetRow.__table__.c
+SINK_SORTS = ("sink", "reports", "no_path_rate", "request_errors", "runs_refused", "last_seen_ms")
+SET_SORTS = ("set", "reports", "no_path_rate", "sinks", "last_seen_ms")
+
+
+def _blank() -> dict[str, Any]:
+    return {"reports": 0, "no_path": 0, "last_seen_ms": None, "sinks": set()}
+
+
+def _seen(row: dict[str, Any], ms: int | None) -> None:
+    if ms is not None and (row["last_seen_ms"] is None or ms > row["last_seen_ms"]):
+        row["last_seen_ms"] = int(ms)
+
+
+def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
+    """Per ``key`` (``sink`` or ``set``): reports, no-path reports, last seen, sinks."""
+    out: dict[str, dict[str, Any]] = {}
+    raw, hours = split(filters, HOUR_MS)
+    if filters.reason is not None:
+        raw, hours = [(filters.since_ms, filters.until_ms)], None
+    if hours is not None:
+        c = SINK.c  # per sink, so a set's distinct sinks are counted too
+        col = c.sink if key == "sink" else c.set_digest
+        rows = conn.execute(
+            select(col, c.sink, c.outcome, func.sum(c.n), func.max(c.hour_ms))
+            .where(*rollup_where(c, filters, hours)).group_by(col, c.sink, c.outcome)
+        ).all()  # fmt: skip
+        for k, sink, outcome, n, last in rows:
+            if not k:
+                continue
+            row = out.setdefault(k, _blank())
+            row["reports"] += int(n)
+            row["no_path"] += int(n) if outcome == "refused" else 0
+            row["sinks"].add(sink)
+            _seen(row, last)
+    if raw:
+        where = replace(filters, since_ms=None, until_ms=None).where()
+        spans: list[ColumnElement[bool]] = []
+        for lo, hi in raw:
+            parts = [] if lo is None else [R.created_ms >= lo]
+            parts += [] if hi is None else [R.created_ms < hi]
+            if not parts:  # the whole time axis
+                spans = []
+                break
+            spans.append(and_(*parts))
+        if spans:
+            where.append(or_(*spans))
+        by = R.sink if key == "sink" else R.set_digest
+        rows = conn.execute(
+            select(by, R.sink, R.outcome, func.count(), func.max(R.created_ms))
+            .where(*where).group_by(by, R.sink, R.outcome)
+        ).all()  # fmt: skip
+        for k, sink, outcome, n, last in rows:
+            if not k:
+                continue
+            row = out.setdefault(k, _blank())
+            row["reports"] += int(n)
+            row["no_path"] += int(n) if outcome == "refused" else 0
+            row["sinks"].add(sink)
+            _seen(row, last)
+    # the exact time of the latest report still stored (the roll-ups keep an hour's start)
+    if hours is not None and out:
+        of = R.sink if key == "sink" else R.set_digest
+        latest = conn.execute(
+            select(of, func.max(R.created_ms))
+            .where(*filters.where(), of.in_(list(out))).group_by(of)
+        ).all()  # fmt: skip
+        for k, last in latest:
+            if last is not None:
+                out[k]["last_seen_ms"] = int(last)
+    return out
+
+
+def _rate(row: dict[str, Any]) -> None:
+    row["no_path_rate"] = row["no_path"] / row["reports"] if row["reports"] else None
+
+
+def _page(rows: list[dict[str, Any]], sort: str, desc: bool, key: str, limit: int,
+          offset: int) -> dict[str, Any]:  # fmt: skip
+    rows.sort(key=lambda r: r[key])
+    present = [r for r in rows if r[sort] is not None]
+    present.sort(key=lambda r: r[sort], reverse=desc)  # stable: ties stay in ``key`` order
+    rows = present + [r for r in rows if r[sort] is None]
+    return {"total": len(rows), "limit": limit, "offset": offset, "sort": sort, "desc": desc,
+            "items": rows[offset:offset + limit]}  # fmt: skip
+
+
+def sink_table(
+    store: ReportStore,
+    filters: Filters,
+    *,
+    classes: dict[str, str],
+    sort: str = "sink",
+    desc: bool = False,
+    search: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """One row per sink of the window (and per sink ``classes``, the policy's ``sink →
+    class``, names): reports, no-path reports and rate, request errors (and the latest),
+    run reports accepted and refused, class, last seen. ``search``: sinks whose name holds it."""
+    with store.engine.connect() as conn:
+        counts = _counts(conn, filters, "sink")
+        errors = errors_by_sink(conn, filters.since_ms, filters.until_ms)
+        where = []
+        if filters.since_ms is not None:
+            where.append(RR.received_ms >= filters.since_ms)
+        if filters.until_ms is not None:
+            where.append(RR.received_ms < filters.until_ms)
+        runs = conn.execute(
+            select(RR.sink, RR.accepted, func.count(), func.max(RR.received_ms))
+            .where(*where).group_by(RR.sink, RR.accepted)
+        ).all()  # fmt: skip
+    keep: Callable[[str], bool] = lambda s: True  # noqa: E731
+    if filters.sink is not None:
+        keep = lambda s: s == filters.sink  # noqa: E731
+    elif filters.sinks is not None:
+        chosen = set(filters.sinks)
+        keep = lambda s: s in chosen  # noqa: E731
+    names = {*counts, *errors, *(r[0] for r in runs), *classes}
+    rows: dict[str, dict[str, Any]] = {}
+    for name in sorted(n for n in names if keep(n)):
+        if search and search.lower() not in name.lower():
+            continue
+        base = counts.get(name, _blank())
+        row = {"sink": name, "class": classes.get(name), "reports": base["reports"],
+               "no_path": base["no_path"], "last_seen_ms": base["last_seen_ms"],
+               "request_errors": 0, "runs_accepted": 0, "runs_refused": 0}  # fmt: skip
+        n_err, last_err = errors.get(name, (0, None))
+        row["request_errors"] = n_err
+        _seen(row, last_err)
+        _rate(row)
+        rows[name] = row
+    for sink, accepted, n, last in runs:
+        if sink in rows:
+            rows[sink]["runs_accepted" if accepted else "runs_refused"] += int(n)
+            _seen(rows[sink], last)
+    sort = sort if sort in SINK_SORTS else "sink"
+    return _page(list(rows.values()), sort, desc, "sink", limit, offset)
+
+
+def set_table(
+    store: ReportStore,
+    filters: Filters,
+    *,
+    sort: str = "reports",
+    desc: bool = True,
+    prefix: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """One row per set digest the window's reports name (the full 64 hex digits): reports,
+    no-path reports and rate, sinks using it, last seen, and its name and capability when the
+    set registry has it. ``prefix``: digests that start with it (any case)."""
+    with store.engine.connect() as conn:
+        counts = _counts(conn, replace(filters, set=None), "set")
+        if prefix:
+            counts = {d: r for d, r in counts.items() if d.startswith(prefix.lower())}
+        if filters.set is not None:
+            counts = {d: r for d, r in counts.items() if d == filters.set}
+        known = {}
+        if counts:
+            known = {d: (name, cap) for d, name, cap in conn.execute(
+                select(S.digest, S.name, S.capability).where(S.digest.in_(list(counts)))
+            ).all()}  # fmt: skip
+    rows = []
+    for digest, base in counts.items():
+        name, cap = known.get(digest, (None, None))
+        row = {"set": digest, "name": name, "capability": cap, "reports": base["reports"],
+               "no_path": base["no_path"], "sinks": len(base["sinks"]),
+               "last_seen_ms": base["last_seen_ms"]}  # fmt: skip
+        _rate(row)
+        rows.append(row)
+    sort = sort if sort in SET_SORTS else "reports"
+    return _page(rows, sort, desc, "set", limit, offset)

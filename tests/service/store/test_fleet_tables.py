@@ -1,0 +1,150 @@
+"""The dashboard's per-sink and per-set tables and the request errors, on SQLite and PostgreSQL:
+pinned counts, rates, classes, last-seen times, sorting, paging and totals; the counts read from
+the roll-ups (whole hours) equal the ones read from the reports; a set found by a prefix of its
+digest; request errors noted off the request's path, listed by code and sink, pruned with the
+reports, and dropped (counted, never raised) when the store is down."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.fleet import set_table, sink_table
+from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.reports import Filters
+from wai_dispatch.service.store.request_errors import ErrorLog, list_errors
+from wai_dispatch.service.store.retention import prune
+
+T0 = 1_796_000_000_000  # 3,200 s into its hour
+HOUR = T0 - T0 % 3_600_000
+A, B = "ab" * 32, "cd" * 32
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
+    if request.param == "sqlite":
+        yield request.getfixturevalue("report_store")
+        return
+    s = ReportStore(request.getfixturevalue("postgres_url"))
+    s.migrate()
+    yield s
+    s.dispose()
+
+
+def rec(i: int, sink: str, t: int, *, ran: bool = True, digest: str = A) -> ReportRecord:
+    return ReportRecord.from_json({
+        "id": f"00000000-0000-0000-0000-{i:012d}", "request_id": f"req-{i}",
+        "created_ms": T0 + t, "sink": sink, "role": "primary",
+        "capability": "wai.neural.bmshj2018", "set_digest": digest, "symbols_digest": None,
+        "rgb_digest": None, "needed": "none", "path_ran": "cpu/onnx-runtime/float" if ran else None,
+        "tier": "none" if ran else None, "outcome": "decoded" if ran else "refused",
+        "duration_ms": 1.0, "placement": {"cpu": 3} if ran else {}, "refusals": [],
+        "report": {"i": i},
+    })  # fmt: skip
+
+
+# sink a: 3 reports (1 no path), sink b: 2 reports (1 no path); set B only on sink b
+DATA = [
+    rec(1, "a", 0),
+    rec(2, "b", 1000),
+    rec(3, "a", 3_600_000, ran=False),
+    rec(4, "a", 3_600_500),
+    rec(5, "b", 7_200_000, ran=False, digest=B),
+]
+
+
+def test_per_sink_table(store: ReportStore) -> None:
+    store.insert(DATA)
+    classes = {"a": "kiosk", "c": "archive"}  # c: named by the policy, never seen
+    table = sink_table(store, Filters(), classes=classes)
+    assert table["total"] == 3
+    assert [r["sink"] for r in table["items"]] == ["a", "b", "c"]
+    a, b, c = table["items"]
+    assert a == {"sink": "a", "class": "kiosk", "reports": 3, "no_path": 1,
+                 "no_path_rate": 1 / 3, "request_errors": 0, "runs_accepted": 0,
+                 "runs_refused": 0, "last_seen_ms": T0 + 3_600_500}  # fmt: skip
+    assert (b["class"], b["reports"], b["no_path_rate"]) == (None, 2, 0.5)
+    assert (c["reports"], c["no_path_rate"], c["last_seen_ms"]) == (0, None, None)
+    worst = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True)
+    assert [r["sink"] for r in worst["items"]] == ["b", "a", "c"]  # never seen: last
+    page = sink_table(store, Filters(), classes=classes, limit=1, offset=1)
+    assert (page["total"], [r["sink"] for r in page["items"]]) == (3, ["b"])
+    assert sink_table(store, Filters(sinks=("a",)), classes=classes)["total"] == 1
+    assert [r["sink"] for r in sink_table(store, Filters(), classes={}, search="B")["items"]] == [
+        "b"
+    ]
+    # whole hours from the roll-ups, the edges from the reports: the same counts
+    window = Filters(since_ms=HOUR, until_ms=HOUR + 3 * 3_600_000)
+    edges = Filters(since_ms=T0 - 1, until_ms=T0 + 7_200_001)
+    for f in (window, edges):
+        rows = {r["sink"]: r for r in sink_table(store, f, classes={})["items"]}
+        assert {s: (r["reports"], r["no_path"]) for s, r in rows.items()} == {
+            "a": (3, 1), "b": (2, 1)
+        }  # fmt: skip
+        assert rows["a"]["last_seen_ms"] == T0 + 3_600_500
+    # filters the roll-ups cannot answer read the reports, the whole time axis
+    one = sink_table(store, Filters(request_id="req-4"), classes={})["items"]
+    assert [(r["sink"], r["reports"]) for r in one] == [("a", 1)]
+    assert sink_table(store, Filters(reason="dispatch_unit_absent"), classes={})["total"] == 0
+    late = sink_table(store, Filters(since_ms=T0 + 3_600_000), classes={})["items"]
+    assert {r["sink"]: r["reports"] for r in late} == {"a": 2, "b": 1}
+
+
+def test_per_set_table_and_prefix(store: ReportStore) -> None:
+    store.insert(DATA)
+    table = set_table(store, Filters())
+    assert table["total"] == 2
+    first, second = table["items"]  # most reports first
+    assert (first["set"], first["reports"], first["no_path"], first["sinks"]) == (A, 4, 1, 2)
+    assert (second["set"], second["no_path_rate"], second["last_seen_ms"]) == (
+        B, 1.0, T0 + 7_200_000
+    )  # fmt: skip
+    assert [r["set"] for r in set_table(store, Filters(), prefix="CD")["items"]] == [B]
+    assert set_table(store, Filters(), prefix="ef")["total"] == 0
+    assert set_table(store, Filters(sink="a"))["total"] == 1
+
+
+def test_request_errors_noted_listed_and_pruned(store: ReportStore) -> None:
+    errors = ErrorLog(store)
+    try:
+        errors.note(400, "request_invalid", sink="a", request_id="r1", method="POST",
+                    path="/v1/decode")  # fmt: skip
+        errors.note(400, "request_invalid", sink="a", request_id="r2", method="POST",
+                    path="/v1/decode")  # fmt: skip
+        errors.note(401, "auth_invalid", sink=None, request_id="r3", method="GET",
+                    path="/v1/reports")  # fmt: skip
+        assert errors.flush()
+        assert (errors.written, errors.dropped) == (3, 0)
+    finally:
+        errors.close()
+    got = list_errors(store, limit=2)
+    assert got["total"] == 3 and len(got["items"]) == 2
+    assert got["by_code"] == [
+        {"code": "request_invalid", "status": 400, "count": 2},
+        {"code": "auth_invalid", "status": 401, "count": 1},
+    ]
+    assert got["by_sink"] == [{"sink": "a", "count": 2}, {"sink": None, "count": 1}]
+    assert got["items"][0]["request_id"] == "r3"  # newest first
+    assert list_errors(store, sinks=("a",), offset=1)["items"][0]["request_id"] == "r1"
+    table = sink_table(store, Filters(), classes={})
+    assert [(r["sink"], r["request_errors"]) for r in table["items"]] == [("a", 2)]
+    assert prune(store, report_days=1, rollup_days=0).request_errors == 0  # all recent
+    now = got["items"][0]["time_ms"]
+    assert (
+        prune(store, report_days=1, rollup_days=0, now_ms=now + 3 * 86_400_000).request_errors == 3
+    )
+
+
+def test_request_errors_are_dropped_when_the_store_is_down(tmp_path: Path) -> None:
+    down = ReportStore(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
+    errors = ErrorLog(down)
+    try:
+        errors.note(404, "not_found", sink=None, request_id="r", method="GET", path="/x")
+        assert errors.flush()
+        assert (errors.written, errors.dropped) == (0, 1)
+    finally:
+        errors.close()
+        down.dispose()
