@@ -370,8 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sweep", action="store_true", help="also compare thread configurations")
     p.add_argument("--random", action="store_true", help="random weights (no torch needed)")
     p.add_argument("--set", metavar="DIR", help="a written set's directory (set.json and files)")
+    p.add_argument("--quick", action="store_true", help="64×64, random weights, 1 repeat (smoke)")
     p.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    sizes = ((64, 64),) if args.quick else SIZES
+    if args.quick:
+        args.repeats, args.random = 1, True
 
     if args.worker:
         kind, *rest = args.worker
@@ -413,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = os.getloadavg()
     gemm_before = gemm_rate(args.threads, args.repeats, clean_env=True)
     rows = []
-    for size in SIZES:
+    for size in sizes:
         x = _latent(channels, size)
         flops = synthesis_flops(model, (x.shape[2], x.shape[3]), channels)
         fns: dict[str, Callable[[], object]] = {
