@@ -14,7 +14,6 @@ The goal (issue 18): warm ≤ 0.35× at both sizes."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -198,8 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"decompress() → RGB8 of the same picture; {args.threads} threads each; "
           f"{load_line()}")  # fmt: skip
     print(f"ratio: ours ÷ CompressAI, in time (below 1: faster); goal warm ≤ {GOAL}×")
-    print(f"{'picture':>9} {'envelope':>9} | {'warm ours':>10} {'CompressAI':>10} {'ratio':>6} "
-          f"{'goal':>7} | {'cold ours':>10} {'CompressAI':>10} {'ratio':>6} | mean |Δ| vs theirs")
+    print(
+        f"{'picture':>9} {'envelope':>9} | {'warm ours':>10} {'CompressAI':>10} {'ratio':>6} "
+        f"{'goal':>7} | {'cold ours':>10} {'CompressAI':>10} {'ratio':>6} | mean |Δ| vs theirs"
+    )
     for h, c in zip(hot, fresh, strict=True):
         ratio = h["ours"] / h["compressai"]
         met = "met" if ratio <= GOAL else "NOT met"
