@@ -25,6 +25,8 @@ BENCHES = {
     "envelope": "wai_dispatch.tools.bench_envelope",
     # decodes/s per core, 1 and 2 processes, HTTP at concurrency 2, batching; CompressAI beside
     "throughput": "wai_dispatch.tools.bench_throughput",
+    # a warm decode's stages and ONNX Runtime's per-operator profile, as shares of the decode
+    "profile": "wai_dispatch.tools.bench_profile",
     "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
@@ -45,6 +47,7 @@ QUICK: dict[str, list[str]] = {
     "decode": ["--quick"],
     "envelope": ["--quick"],
     "throughput": ["--quick"],
+    "profile": ["--quick"],
     "service": ["--requests", "2", "--rounds", "1", "--no-memory"],
     "dashboard": ["--count", "1000", "--repeat", "2", "--loads", "1"],
     "summary": ["--count", "2000", "--repeat", "1", "--raw-repeat", "1", "--no-postgres"],
