@@ -120,9 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.peak_worker:
         print(json.dumps(_peak_worker(args.checkpoint)))
         return 0
-    result = run(
-        args.threads, args.repeats, args.checkpoint, ((64, 64),) if args.quick else SIZES
-    )
+    result = run(args.threads, args.repeats, args.checkpoint, ((64, 64),) if args.quick else SIZES)
     load = os.getloadavg()[0]
     print(
         f"decode payload → RGB8, bmshj2018-factorized q3 (demo weights), {args.threads} "
