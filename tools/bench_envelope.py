@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,9 @@ from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import sets_dir
+from wai_dispatch.paths.onnx import configure_thread_pool
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.bench_decode import _model, _picture
 from wai_dispatch.tools.bench_onnx import best_of_interleaved
 
 SET = "bmshj2018-demo-q3"
@@ -55,8 +59,6 @@ def pictures(sizes: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
     """Per size: CompressAI's compressed picture and our envelope (JSON bytes) of the same
     symbols, coded with the bundled set's tables (the demo checkpoint's own)."""
     import torch
-
-    from wai_dispatch.tools.bench_decode import _model, _picture
 
     net = _model(None)
     eb = net.entropy_bottleneck
@@ -85,9 +87,6 @@ def pictures(sizes: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
 
 def warm(rows: list[dict[str, Any]], data_dir: Path, repeats: int) -> list[dict[str, Any]]:
     import torch
-
-    from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.tools.bench_decode import _model
 
     decoder = Decoder.open(data_dir)
     net = _model(None)
@@ -147,7 +146,6 @@ def cold(
     """Per picture: the best wall time from spawning a fresh interpreter to its exit after one
     decode, ours and theirs, interleaved; and inside that, the start (imports, open) and the
     first decode."""
-    import pickle
 
     env = {**os.environ, "WAI_DATA_DIR": str(data_dir), "WAI_ORT_THREADS": str(threads)}
     out = []
@@ -182,8 +180,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.repeats, args.cold = 1, 1
     import torch
-
-    from wai_dispatch.paths.onnx import configure_thread_pool
 
     torch.set_num_threads(args.threads)
     configure_thread_pool(args.threads)

@@ -19,7 +19,20 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec.entropy import entropy_stage
+from wai_dispatch.codec.entropy import tables_of as read_tables
+from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.payload import read_header
+from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.onnx import (
+    OnnxRuntimeAdapter,
+    configure_thread_pool,
+    shared_session_options,
+)
+from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_envelope import load_line
+from wai_dispatch.tools.bench_onnx import _rewritten
 from wai_dispatch.tools.bench_tiles import envelope_of
 
 SET = "bmshj2018-demo-q3"
@@ -27,19 +40,12 @@ SET = "bmshj2018-demo-q3"
 
 def tables_of(opened: Any) -> Any:
     """The opened set's entropy tables, as the decoder reads them."""
-    from wai_dispatch.codec.entropy import tables_of as read
 
-    return opened.tables or read(opened.files)
+    return opened.tables or read_tables(opened.files)
 
 
 def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
     """Best seconds of each stage of ``Decoder.decode``, run as the decoder runs them."""
-    from wai_dispatch.codec.entropy import entropy_stage
-    from wai_dispatch.codec.envelope_read import parse
-    from wai_dispatch.codec.payload import read_header
-    from wai_dispatch.codec.picture import to_rgb8
-    from wai_dispatch.paths.job import SynthesisJob
-    from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 
     adapter = next(a for a in decoder.adapters.values() if isinstance(a, OnnxRuntimeAdapter))
     best: dict[str, float] = defaultdict(lambda: float("inf"))
@@ -69,9 +75,6 @@ def op_profile(files: Any, latent: np.ndarray, repeats: int) -> dict[str, float]
     """ONNX Runtime's profile of the set's rewritten graph: microseconds by operator type,
     summed over ``repeats`` runs, divided by the runs."""
     import onnxruntime as ort
-
-    from wai_dispatch.paths.onnx import shared_session_options
-    from wai_dispatch.tools.bench_onnx import _rewritten
 
     spec = files.facts.program("onnx-runtime")
     model, weights = files.read(spec.file), files.read(spec.weights)
@@ -105,10 +108,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.repeats = 1
-    from wai_dispatch.codec.entropy import entropy_stage
-    from wai_dispatch.codec.envelope_read import parse
-    from wai_dispatch.paths.onnx import configure_thread_pool
-    from wai_dispatch.service.decoding.decoder import Decoder
 
     configure_thread_pool(args.threads)
     sizes = ((4, 4),) if args.quick else ((16, 16), (32, 48))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -30,8 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec.entropy import entropy_stage, tables_of
+from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.bench_decode import _model
 from wai_dispatch.tools.bench_envelope import load_line, pictures, rgb8
-from wai_dispatch.tools.bench_onnx import best_of_interleaved
+from wai_dispatch.tools.bench_onnx import _ort_session, _rewritten, best_of_interleaved
+from wai_dispatch.tools.bench_service import _serve, in_process, over_http
 
 PORT = 18192
 
@@ -39,12 +45,9 @@ PORT = 18192
 def _worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -> dict[str, Any]:
     """One process, one thread: warm, say ready, wait for ``go`` to exist, decode for
     ``seconds``; its count and its start and end (``time.time()``)."""
-    import pickle
 
     row = pickle.loads(Path(data_file).read_bytes())
     if kind == "ours":
-        from wai_dispatch.service.decoding.decoder import Decoder
-
         decoder = Decoder.open(data_dir)
 
         def one() -> object:
@@ -52,8 +55,6 @@ def _worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -
 
     else:
         import torch
-
-        from wai_dispatch.tools.bench_decode import _model
 
         torch.set_num_threads(1)
         net = _model(None)
@@ -104,8 +105,6 @@ def per_core(kind: str, processes: int, data_dir: Path, data_file: Path, seconds
 def http_vs_in_process(data_dir: Path, body: bytes, n: int, rounds: int) -> tuple[float, float]:
     """Decodes per second at concurrency 2: over HTTP, and from 2 threads in this process;
     the median round of each, rounds taking turns."""
-    from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.tools.bench_service import _serve, in_process, over_http
 
     decoder = Decoder.open(data_dir)
     decoder.decode(body).png()
@@ -129,8 +128,6 @@ def _batched_session(model: bytes, weights: bytes) -> Any:
     builds it (the sub-pixel rewrite, optimisation level ALL, the process's pool)."""
     import onnx
 
-    from wai_dispatch.tools.bench_onnx import _ort_session, _rewritten
-
     proto = onnx.load_from_string(model)
     for value in (*proto.graph.input, *proto.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
@@ -141,9 +138,6 @@ def _batched_session(model: bytes, weights: bytes) -> Any:
 def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:
     """A batch of 2 same-shaped latents in one ONNX Runtime run beside 2 runs of 1, on the
     set's graph with its batch dimension made free (the set's own fixes it at 1)."""
-    from wai_dispatch.codec.entropy import entropy_stage, tables_of
-    from wai_dispatch.codec.envelope_read import parse
-    from wai_dispatch.service.decoding.decoder import Decoder
 
     decoder = Decoder.open(data_dir)
     part = parse(body).parts()[0]
@@ -183,7 +177,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.quick:
         args.seconds, args.requests, args.rounds, args.repeats = 0.2, 2, 1, 1
-    import pickle
 
     (row,) = pictures(((64, 64),) if args.quick else ((256, 256),))
     picture = f"{row['width']}×{row['height']}"
@@ -191,7 +184,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_dir = Path(tmp)
         data_file = data_dir / "row.pickle"
         data_file.write_bytes(pickle.dumps(row))
-        from wai_dispatch.service.decoding.decoder import Decoder
 
         # the bundled set installed and its prepared graph cached before the workers start
         Decoder.open(data_dir).decode(row["envelope"])
