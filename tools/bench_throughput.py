@@ -98,8 +98,8 @@ def per_core(kind: str, processes: int, data_dir: Path, data_file: Path, seconds
         if p.returncode != 0:
             raise RuntimeError(f"throughput worker {kind} failed")
         results.append(json.loads(out.strip().splitlines()[-1]))
-    span = max(r["end"] for r in results) - min(r["start"] for r in results)
-    return sum(r["count"] for r in results) / span / processes
+    span = float(max(r["end"] for r in results) - min(r["start"] for r in results))
+    return sum(int(r["count"]) for r in results) / span / processes
 
 
 def http_vs_in_process(data_dir: Path, body: bytes, n: int, rounds: int) -> tuple[float, float]:
