@@ -183,7 +183,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     configure_thread_pool(args.threads)
-    os.environ["WAI_ORT_THREADS"] = str(args.threads)
     rows = pictures(QUICK_SIZES if args.quick else SIZES)
     with tempfile.TemporaryDirectory(prefix="wai-bench-envelope-") as tmp:
         data_dir = Path(tmp)
