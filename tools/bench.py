@@ -1,16 +1,32 @@
-"""``python -m wai_dispatch.tools.bench [all|NAME ...]``: run the benchmarks (names below),
-each printing its figures beside the anchor it is compared to, measured in the same run."""
+"""``python -m wai_dispatch.tools.bench [--quick] [all|NAME ...]``: run the benchmarks (names
+below), each printing its figures beside the anchor it is compared to, measured in the same run,
+with the machine's load average (``/proc/loadavg``) printed before and after each.
+
+Ratios of a time to its anchor's are ours ÷ anchor (below 1: ours is faster); ratios of a rate
+(decodes/s, FLOP/s) are ours ÷ anchor as well (above 1: ours does more). Each bench says which.
+
+``--quick``: every bench with its smallest sizes and one repetition (:data:`QUICK`), a smoke run
+that shows each section runs and prints; its figures mean nothing."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 BENCHES = {
     "entropy": "wai_dispatch.tools.bench_entropy",  # rANS decode vs CompressAI's C++ rANS
     "onnx": "wai_dispatch.tools.bench_onnx",  # synthesis vs torch and vs this machine's GEMM rate
     "decode": "wai_dispatch.tools.bench_decode",  # payload → RGB8 vs CompressAI's net.decompress()
+    # the whole envelope through the decoder, warm and cold, vs CompressAI's decompress() → RGB8
+    "envelope": "wai_dispatch.tools.bench_envelope",
+    # decodes/s per core, 1 and 2 processes, HTTP at concurrency 2, batching; CompressAI beside
+    "throughput": "wai_dispatch.tools.bench_throughput",
+    # a warm decode's stages and ONNX Runtime's per-operator profile, as shares of the decode
+    "profile": "wai_dispatch.tools.bench_profile",
     "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
@@ -24,18 +40,52 @@ BENCHES = {
     "answer": "wai_dispatch.tools.bench_answer",  # PNG levels and raw RGB8 beside the decode
 }
 
+#: Each bench's arguments in a ``--quick`` run: the smallest sizes, one repetition.
+QUICK: dict[str, list[str]] = {
+    "entropy": ["--repeats", "1"],
+    "onnx": ["--quick"],
+    "decode": ["--quick"],
+    "envelope": ["--quick"],
+    "throughput": ["--quick"],
+    "profile": ["--quick"],
+    "service": ["--requests", "2", "--rounds", "1", "--no-memory"],
+    "dashboard": ["--count", "1000", "--repeat", "2", "--loads", "1"],
+    "summary": ["--count", "2000", "--repeat", "1", "--raw-repeat", "1", "--no-postgres"],
+    "int": ["--quick"],
+    "warm": ["--quick"],
+    "cli": ["--repeats", "1"],
+    "tiles": ["--quick", "--no-big"],
+    "answer": ["--quick"],
+}
+
+
+def loadavg() -> str:
+    """``/proc/loadavg``'s 1, 5 and 15-minute load averages, and the CPU count."""
+    try:
+        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"load average {load} on {os.cpu_count()} CPUs"
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    names = list(argv if argv is not None else sys.argv[1:]) or ["all"]
+    args = list(argv if argv is not None else sys.argv[1:])
+    quick = "--quick" in args
+    names = [a for a in args if a != "--quick"] or ["all"]
     if names == ["all"]:
         names = list(BENCHES)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        print(f"unknown benchmark {unknown[0]!r}; known: all, {', '.join(BENCHES)}")
+        return 2
     status = 0
     for name in names:
-        if name not in BENCHES:
-            print(f"unknown benchmark {name!r}; known: all, {', '.join(BENCHES)}")
-            return 2
         print(f"\n=== {name} ({BENCHES[name]}) ===", flush=True)
-        status |= importlib.import_module(BENCHES[name]).main([])
+        print(f"[{name}] before: {loadavg()}{' (--quick: figures mean nothing)' * quick}",
+              flush=True)  # fmt: skip
+        t0 = time.perf_counter()
+        status |= importlib.import_module(BENCHES[name]).main(QUICK[name] if quick else [])
+        print(f"[{name}] after {time.perf_counter() - t0:.0f} s: {loadavg()}", flush=True)
     return status
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.paths.job import SynthesisJob
-from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.paths.onnx_rewrite import rewrite_model
 from wai_dispatch.tools._compressai import factorized_prior
 
@@ -370,8 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sweep", action="store_true", help="also compare thread configurations")
     p.add_argument("--random", action="store_true", help="random weights (no torch needed)")
     p.add_argument("--set", metavar="DIR", help="a written set's directory (set.json and files)")
+    p.add_argument("--quick", action="store_true", help="64×64, random weights, 1 repeat (smoke)")
     p.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    sizes = ((64, 64),) if args.quick else SIZES
+    if args.quick:
+        args.repeats, args.random = 1, True
 
     if args.worker:
         kind, *rest = args.worker
@@ -388,7 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import onnxruntime as ort
 
-    ort.set_global_thread_pool_sizes(args.threads, 1)
+    # the process-wide pool, once: another bench of the same `bench` run may have made it
+    threads = configure_thread_pool(args.threads)
+    if threads != args.threads:
+        print(f"(ONNX Runtime's pool already holds {threads} threads in this process)")
     g_s = None
     if args.set:
         files = _read_dir(args.set)
@@ -413,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = os.getloadavg()
     gemm_before = gemm_rate(args.threads, args.repeats, clean_env=True)
     rows = []
-    for size in SIZES:
+    for size in sizes:
         x = _latent(channels, size)
         flops = synthesis_flops(model, (x.shape[2], x.shape[3]), channels)
         fns: dict[str, Callable[[], object]] = {

@@ -45,6 +45,7 @@ HANDOVER_ENV = "WAI_SETTINGS_HANDOVER"
 #: benchmarks, never warned about.
 NOT_SETTINGS = frozenset(
     {
+        "WAI_BENCH_SMOKE",
         "WAI_FUZZ_EXAMPLES",
         "WAI_PAGE_FULL_CORPUS",
         "WAI_REGEN_GOLDEN",

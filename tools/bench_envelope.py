@@ -1,0 +1,217 @@
+"""``python -m wai_dispatch.tools.bench_envelope``: what a user waits for, the whole envelope
+(its JSON bytes) through the one decoder object (``Decoder.decode`` → RGB8: parse, payload
+header, entropy stage, synthesis, RGB8), beside CompressAI's ``net.decompress()`` of the same
+picture with its result taken to RGB8 as well (the anchor, torch on the CPU, same thread count),
+in the same run, at 256×256 and 768×512 (``--quick``: 64×64, one repetition).
+
+Warm: both in this process, interleaved, best of ``--repeats``. Cold: each in a fresh process,
+from the interpreter's start to the RGB8 of one decode (ours: ``Decoder.open`` on a data
+directory already holding the bundled set and its prepared graph, as a restarted service finds
+it; theirs: importing CompressAI, loading the checkpoint, ``update()`` and ``decompress()``),
+best of ``--cold``, interleaved. Every ratio is ours ÷ anchor, in time: below 1 is faster.
+The goal (issue 18): warm ≤ 0.35× at both sizes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.codec import payload
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import sets_dir
+from wai_dispatch.paths.onnx import configure_thread_pool
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.bench_decode import _model, _picture
+from wai_dispatch.tools.bench_onnx import best_of_interleaved
+
+SET = "bmshj2018-demo-q3"
+SIZES = ((256, 256), (512, 768))  # (height, width)
+QUICK_SIZES = ((64, 64),)
+GOAL = 0.35
+
+
+def load_line() -> str:
+    """The machine's load averages as /proc/loadavg gives them, and its CPU count."""
+    return f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])} on " + (
+        f"{os.cpu_count()} CPUs"
+    )
+
+
+def rgb8(x_hat: Any) -> np.ndarray:
+    """CompressAI's ``x_hat`` (1×3×H×W float in [0, 1]) as H×W×3 uint8, as a user wants it."""
+    out: np.ndarray = (x_hat.clamp(0, 1)[0].permute(1, 2, 0) * 255).round().byte().numpy()
+    return out
+
+
+def pictures(sizes: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Per size: CompressAI's compressed picture and our envelope (JSON bytes) of the same
+    symbols, coded with the bundled set's tables (the demo checkpoint's own)."""
+    import torch
+
+    net = _model(None)
+    eb = net.entropy_bottleneck
+    folder = sets_dir() / SET
+    manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
+    tables = EntropyTables.from_json((folder / str(manifest.facts.tables)).read_bytes())
+    theirs = EntropyTables.from_compressai(
+        eb._quantized_cdf, eb._cdf_length, eb._offset, eb.quantiles[:, 0, 1]
+    )
+    assert tables == theirs, "the bundled set's tables are not the demo checkpoint's"
+    rows = []
+    for height, width in sizes:
+        x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
+        with torch.no_grad():
+            out = net.compress(x.float())
+            y = net.g_a(x.float())
+        symbols = torch.round(y - eb._get_medians()).to(torch.int32).numpy()
+        body = payload.encode(symbols, tables)
+        envelope = Envelope(capability=manifest.capability, payload=body, set=manifest.digest)
+        rows.append(
+            {"height": height, "width": width, "envelope": envelope.to_json(),
+             "strings": out["strings"], "shape": list(out["shape"])}
+        )  # fmt: skip
+    return rows
+
+
+def warm(rows: list[dict[str, Any]], data_dir: Path, repeats: int) -> list[dict[str, Any]]:
+    import torch
+
+    decoder = Decoder.open(data_dir)
+    net = _model(None)
+    out = []
+    for row in rows:
+        body = row["envelope"]
+
+        def ours(body: bytes = body) -> np.ndarray:
+            return decoder.decode(body).rgb
+
+        def theirs(row: dict[str, Any] = row) -> np.ndarray:
+            with torch.no_grad():
+                return rgb8(net.decompress(row["strings"], row["shape"])["x_hat"])
+
+        a, b = ours(), theirs()
+        same = float(np.mean(np.abs(a.astype(np.int16) - b.astype(np.int16))))
+        best = best_of_interleaved({"ours": ours, "compressai": theirs}, repeats)
+        out.append({**_label(row), "ours": best["ours"], "compressai": best["compressai"],
+                    "mean_abs_diff": same})  # fmt: skip
+    return out
+
+
+def _label(row: dict[str, Any]) -> dict[str, Any]:
+    return {"picture": f"{row['width']}×{row['height']}", "bytes": len(row["envelope"])}
+
+
+_COLD_OURS = """
+import sys, time
+t0 = time.perf_counter()
+from wai_dispatch.service.decoding.decoder import Decoder
+body = open(sys.argv[2], "rb").read()
+decoder = Decoder.open(sys.argv[1])
+t1 = time.perf_counter()
+decoder.decode(body).rgb
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+_COLD_THEIRS = """
+import sys, time, pickle
+t0 = time.perf_counter()
+import torch
+from wai_dispatch.tools.bench_decode import _model
+from wai_dispatch.tools.bench_envelope import rgb8
+torch.set_num_threads(int(sys.argv[2]))
+net = _model(None)
+strings, shape = pickle.loads(open(sys.argv[1], "rb").read())
+t1 = time.perf_counter()
+with torch.no_grad():
+    rgb8(net.decompress(strings, shape)["x_hat"])
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+
+def cold(
+    rows: list[dict[str, Any]], data_dir: Path, threads: int, repeats: int
+) -> list[dict[str, Any]]:
+    """Per picture: the best wall time from spawning a fresh interpreter to its exit after one
+    decode, ours and theirs, interleaved; and inside that, the start (imports, open) and the
+    first decode."""
+
+    env = {**os.environ, "WAI_DATA_DIR": str(data_dir), "WAI_ORT_THREADS": str(threads)}
+    out = []
+    for row in rows:
+        body_file, strings_file = data_dir / "bench.json", data_dir / "bench.pickle"
+        body_file.write_bytes(row["envelope"])
+        strings_file.write_bytes(pickle.dumps((row["strings"], row["shape"])))
+        best: dict[str, tuple[float, float, float]] = {}
+        for _ in range(repeats):
+            for name, argv in (
+                ("ours", ["-c", _COLD_OURS, str(data_dir), str(body_file)]),
+                ("compressai", ["-c", _COLD_THEIRS, str(strings_file), str(threads)]),
+            ):
+                t = time.perf_counter()
+                got = subprocess.run(
+                    [sys.executable, *argv], env=env, capture_output=True, text=True, check=True
+                ).stdout.split()
+                wall = time.perf_counter() - t
+                if name not in best or wall < best[name][0]:
+                    best[name] = (wall, float(got[-2]), float(got[-1]))
+        out.append({**_label(row), **best})
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_envelope")
+    p.add_argument("--threads", type=int, default=2, help="ONNX Runtime's and torch's (2)")
+    p.add_argument("--repeats", type=int, default=7, help="warm: best of N (7)")
+    p.add_argument("--cold", type=int, default=3, help="cold: best of N fresh processes (3)")
+    p.add_argument("--quick", action="store_true", help="64×64, one repetition (a smoke run)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.repeats, args.cold = 1, 1
+    import torch
+
+    torch.set_num_threads(args.threads)
+    configure_thread_pool(args.threads)
+    rows = pictures(QUICK_SIZES if args.quick else SIZES)
+    with tempfile.TemporaryDirectory(prefix="wai-bench-envelope-") as tmp:
+        data_dir = Path(tmp)
+        hot = warm(rows, data_dir, args.repeats)  # also installs the set and its prepared graph
+        fresh = cold(rows, data_dir, args.threads, args.cold)
+    print(f"whole envelope (JSON) → RGB8 through Decoder.decode, beside CompressAI "
+          f"decompress() → RGB8 of the same picture; {args.threads} threads each; "
+          f"{load_line()}")  # fmt: skip
+    print(f"ratio: ours ÷ CompressAI, in time (below 1: faster); goal warm ≤ {GOAL}×")
+    print(
+        f"{'picture':>9} {'envelope':>9} | {'warm ours':>10} {'CompressAI':>10} {'ratio':>6} "
+        f"{'goal':>7} | {'cold ours':>10} {'CompressAI':>10} {'ratio':>6} | mean |Δ| vs theirs"
+    )
+    for h, c in zip(hot, fresh, strict=True):
+        ratio = h["ours"] / h["compressai"]
+        met = "met" if ratio <= GOAL else "NOT met"
+        cr = c["ours"][0] / c["compressai"][0]
+        print(f"{h['picture']:>9} {h['bytes']:>7} B | {h['ours'] * 1e3:7.1f} ms "
+              f"{h['compressai'] * 1e3:7.1f} ms {ratio:6.2f} {met:>7} | "
+              f"{c['ours'][0]:8.2f} s {c['compressai'][0]:8.2f} s {cr:6.2f} | "
+              f"{h['mean_abs_diff']:.2f}")  # fmt: skip
+    print("cold, inside the process (start: imports and open/load; then the first decode):")
+    for c in fresh:
+        print(f"  {c['picture']:>9}: ours start {c['ours'][1]:.2f} s + first decode "
+              f"{c['ours'][2] * 1e3:.0f} ms; CompressAI start {c['compressai'][1]:.2f} s + "
+              f"first decode {c['compressai'][2] * 1e3:.0f} ms")  # fmt: skip
+    print(f"after the run: {load_line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""``python -m wai_dispatch.tools.bench_profile``: where a warm decode's time goes, for the
+roofline in docs/performance.md: the stages of the whole envelope (parse and header, entropy
+stage, synthesis, RGB8) each timed as the decoder runs them, and inside the synthesis ONNX
+Runtime's own profile of the bundled set's graph as the adapter builds it (the sub-pixel
+rewrite, optimisation level ALL), summed by operator type, at 256×256 and 768×512 (``--quick``:
+64×64, one run). Each share is of the same run's total: the anchor is the decode itself."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.codec.entropy import entropy_stage
+from wai_dispatch.codec.entropy import tables_of as read_tables
+from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.payload import read_header
+from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.onnx import (
+    OnnxRuntimeAdapter,
+    configure_thread_pool,
+    shared_session_options,
+)
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.bench_envelope import load_line
+from wai_dispatch.tools.bench_onnx import _rewritten
+from wai_dispatch.tools.bench_tiles import envelope_of
+
+SET = "bmshj2018-demo-q3"
+
+
+def tables_of(opened: Any) -> Any:
+    """The opened set's entropy tables, as the decoder reads them."""
+
+    return opened.tables or read_tables(opened.files)
+
+
+def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
+    """Best seconds of each stage of ``Decoder.decode``, run as the decoder runs them."""
+
+    adapter = next(a for a in decoder.adapters.values() if isinstance(a, OnnxRuntimeAdapter))
+    best: dict[str, float] = defaultdict(lambda: float("inf"))
+    for _ in range(repeats + 1):  # the first warms
+        t0 = time.perf_counter()
+        part = parse(body).parts()[0]
+        header = read_header(part.payload, limits=decoder.limits)
+        opened = decoder._open(str(part.set), None)
+        t1 = time.perf_counter()
+        stage = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits, header=header)
+        t2 = time.perf_counter()
+        out = adapter.run(SynthesisJob(opened.files, stage.latent, stage.symbols))
+        t3 = time.perf_counter()
+        to_rgb8(out)
+        t4 = time.perf_counter()
+        t5 = time.perf_counter()
+        decoder.decode(body)
+        t6 = time.perf_counter()
+        for name, took in (("parse, header, set", t1 - t0), ("entropy stage", t2 - t1),
+                           ("synthesis (ONNX Runtime)", t3 - t2), ("RGB8", t4 - t3),
+                           ("whole Decoder.decode", t6 - t5)):  # fmt: skip
+            best[name] = min(best[name], took)
+    return dict(best)
+
+
+def op_profile(files: Any, latent: np.ndarray, repeats: int) -> dict[str, float]:
+    """ONNX Runtime's profile of the set's rewritten graph: microseconds by operator type,
+    summed over ``repeats`` runs, divided by the runs."""
+    import onnxruntime as ort
+
+    spec = files.facts.program("onnx-runtime")
+    model, weights = files.read(spec.file), files.read(spec.weights)
+    with tempfile.TemporaryDirectory() as tmp:
+        so = shared_session_options()
+        so.add_external_initializers_from_files_in_memory(
+            ["decoder.weights"], [weights], [len(weights)]
+        )
+        so.enable_profiling = True
+        so.profile_file_prefix = str(Path(tmp) / "synthesis")
+        session = ort.InferenceSession(
+            _rewritten(model, weights), so, providers=["CPUExecutionProvider"]
+        )
+        name = session.get_inputs()[0].name
+        session.run(None, {name: latent})
+        for _ in range(repeats):
+            session.run(None, {name: latent})
+        trace = json.loads(Path(session.end_profiling()).read_text())
+    by_op: dict[str, float] = defaultdict(float)
+    for event in trace:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            by_op[event["args"]["op_name"]] += event["dur"] / (repeats + 1)
+    return dict(by_op)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_profile")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="64×64, one run (a smoke run)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.repeats = 1
+
+    configure_thread_pool(args.threads)
+    sizes = ((4, 4),) if args.quick else ((16, 16), (32, 48))
+    print(f"profile of a warm decode, {args.threads} threads, best of {args.repeats}; "
+          f"{load_line()}")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="wai-bench-profile-") as tmp:
+        decoder = Decoder.open(Path(tmp))
+        for h, w in sizes:
+            envelope = envelope_of(decoder.store, SET, h, w)
+            body = envelope.to_json()
+            times = stages(decoder, body, args.repeats)
+            whole = times.pop("whole Decoder.decode")
+            print(f"{w * 16}×{h * 16}: whole Decoder.decode {whole * 1e3:.1f} ms (the anchor)")
+            for name, took in times.items():
+                print(f"  {name:26} {took * 1e3:8.1f} ms {took / whole:6.1%}")
+            part = parse(body).parts()[0]
+            opened = decoder._open(str(part.set), None)
+            latent = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits).latent
+            ops = op_profile(opened.files, latent, args.repeats)
+            total = sum(ops.values())
+            print(f"  inside the synthesis, ONNX Runtime's profile ({total / 1e3:.1f} ms of "
+                  f"kernel time a run), by operator type:")  # fmt: skip
+            for op, us in sorted(ops.items(), key=lambda kv: -kv[1]):
+                print(f"    {op:22} {us / 1e3:8.1f} ms {us / total:6.1%}")
+    print(f"after the run: {load_line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
