@@ -84,8 +84,8 @@ def deploy(
     to ``address``, start Serve's HTTP proxy on the settings' host and port and run the
     application until its replicas answer; its handle."""
     ray, serve = _ray()
-    reachable(address)
     application = _builder()({**args, "env": env})
+    reachable(address)
     before()
     try:
         ray.init(address=address, logging_level="WARNING", log_to_driver=False)
