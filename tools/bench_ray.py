@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from sqlalchemy import create_engine, text
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster, replica_rss_mib
@@ -28,8 +29,6 @@ ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 @contextmanager
 def _database(admin_url: str) -> Iterator[str]:
-    from sqlalchemy import create_engine, text
-
     name = f"wai_bench_ray_{uuid.uuid4().hex[:8]}"
     engine_url = admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
     admin = create_engine(engine_url, isolation_level="AUTOCOMMIT")

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,8 +96,13 @@ class LocalCluster:
         for k in range(self.nodes):
             with (self.root / f"node{k}.log").open("wb") as log:  # the child keeps its own
                 self.starters.append(
-                    subprocess.Popen(self._args(k), stdout=log, stderr=subprocess.STDOUT,
-                                     env=self.env, start_new_session=True)  # fmt: skip
+                    subprocess.Popen(
+                        self._args(k),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=self.env,
+                        start_new_session=True,
+                    )
                 )
             deadline = time.monotonic() + timeout_s
             while b"block forever" not in (self.root / f"node{k}.log").read_bytes():
@@ -132,10 +137,8 @@ class LocalCluster:
         ``grace_s``; then remove the folder."""
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
             for pid, _ in self.processes():
-                try:
+                with suppress(ProcessLookupError):
                     os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + wait
             while self.processes() and time.monotonic() < deadline:
                 time.sleep(0.2)

@@ -30,7 +30,7 @@ def add(sub: Sub) -> None:
     scale.add_argument("--autoscale", metavar="MIN:MAX",
                        help="replicas from MIN to MAX, on ongoing requests")  # fmt: skip
     ray.add_argument("--replica-cpus", type=float, metavar="C",
-                     help="Ray CPUs of each replica, and its decode threads (default 1)")  # fmt: skip
+                     help="Ray CPUs of a replica, and its decode threads (default 1)")  # fmt: skip
     ray.add_argument("--detach", action="store_true",
                      help="return once deployed (`serve shutdown` removes it)")  # fmt: skip
     runs(p, "serve:run_serve")

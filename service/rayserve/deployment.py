@@ -14,6 +14,11 @@ environment, or ``serve --ray``'s hand-over), then takes three of its own:
 - ``replica_id``: ``ray-<Serve's replica id>``, so that each replica spools into a folder of
   its own on the shared spool volume; a replica Ray restarts gets a new id, and the folder the
   dead one left is adopted by a live replica (service/store/spool_volume.py);
+- ``data_dir``: ``<data_dir>/ray-replicas/<replica_id>``, its own set cache (replicas on one
+  node must not share one: a replica's sync drops from its cache a set another replica has
+  put there and not yet published), removed when the replica stops, and by a later replica
+  on the node when it was killed; ``spool_dir`` stays the shared ``<data_dir>/spool`` unless
+  set;
 - ``decode_threads`` and ``ort_threads``: the replica's CPUs (``replica_cpus``, rounded up),
   unless set;
 - answers carry ``X-Replica: <replica_id>`` (:class:`ReplicaHeader`).
@@ -25,11 +30,16 @@ shares PostgreSQL."""
 
 from __future__ import annotations
 
+import fcntl
 import math
+import os
 import re
+import shutil
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -62,6 +72,10 @@ DEPLOYMENT = "WaiDispatch"
 IMPORT_PATH = "wai_dispatch.service.rayserve.deployment:build"
 #: The answer header naming the replica that answered.
 REPLICA_HEADER = "x-replica"
+#: The folder of ``data_dir`` holding each replica's own data directory (its set cache).
+HOMES = "ray-replicas"
+#: A replica's folder younger than this is never swept (its replica may be starting).
+SWEEP_AFTER_S = 60.0
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -200,19 +214,52 @@ class ReplicaHeader:
 
 def replica_settings(unique_id: str, threads: int) -> Settings:
     """One replica's settings: the process's (environment or hand-over), its own replica id,
+    its own data directory (:func:`claim_home`) beside the spool volume every replica shares,
     and its CPUs as decode and ONNX Runtime threads unless those were set."""
     base = settings_mod.load()
-    update: dict[str, Any] = {"replica_id": replica_id_of(unique_id)}
+    replica = replica_id_of(unique_id)
+    update: dict[str, Any] = {
+        "replica_id": replica,
+        "data_dir": base.data_dir / HOMES / replica,
+        "spool_dir": base.spool_volume,
+    }
     for name in ("ort_threads", "decode_threads"):
         if name not in base.model_fields_set:
             update[name] = threads
+    (base.data_dir / HOMES / replica).mkdir(parents=True, exist_ok=True)
     return settings_mod.load(**update)
+
+
+def claim_home(home: Path) -> int:
+    """Hold ``home``'s owner lock (an exclusive ``flock`` on ``home/.owner``, kept while the
+    replica runs: the descriptor returned) and remove the sibling folders no live replica
+    holds: those of replicas that were killed (a replica that stops removes its own). A folder
+    whose lock file is younger than :data:`SWEEP_AFTER_S` is left: its replica may be
+    starting."""
+    fd = os.open(home / ".owner", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    for other in sorted(p for p in home.parent.iterdir() if p.is_dir() and p != home):
+        lock = other / ".owner"
+        try:
+            if time.time() - lock.stat().st_mtime < SWEEP_AFTER_S:
+                continue
+            theirs = os.open(lock, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(theirs, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # alive
+        finally:
+            os.close(theirs)
+        shutil.rmtree(other, ignore_errors=True)
+    return fd
 
 
 def replica_app(unique_id: str, threads: int) -> FastAPI:
     """The app one replica serves: ``create_app`` on :func:`replica_settings`, answering with
     :class:`ReplicaHeader`, its lifespan returning only once the sets are warm (so that Serve
-    routes to it warm)."""
+    routes to it warm), its data directory removed when it stops."""
     chosen = replica_settings(unique_id, threads)
     app = create_app(chosen)
     app.add_middleware(ReplicaHeader, replica=str(chosen.replica_id))
@@ -220,9 +267,14 @@ def replica_app(unique_id: str, threads: int) -> FastAPI:
 
     @asynccontextmanager
     async def warm_lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with started(app) as state:
-            await anyio.to_thread.run_sync(app.state.service.warmup.done.wait)
-            yield state
+        owner = claim_home(chosen.data_dir)
+        try:
+            async with started(app) as state:
+                await anyio.to_thread.run_sync(app.state.service.warmup.done.wait)
+                yield state
+        finally:
+            shutil.rmtree(chosen.data_dir, ignore_errors=True)
+            os.close(owner)
 
     app.router.lifespan_context = warm_lifespan
     return app

@@ -151,8 +151,11 @@ def _stored(database: str, ids: list[str]) -> dict[str, int]:
     try:
         with engine.connect() as conn:
             rows = conn.execute(
-                text("SELECT request_id, count(*) FROM reports WHERE request_id = ANY(:ids) "
-                     "GROUP BY request_id"), {"ids": ids}  # fmt: skip
+                text(
+                    "SELECT request_id, count(*) FROM reports WHERE request_id = ANY(:ids) "
+                    "GROUP BY request_id"
+                ),
+                {"ids": ids},
             ).all()
     finally:
         engine.dispose()

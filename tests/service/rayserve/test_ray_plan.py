@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from wai_dispatch.cli.main import main
+from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.rayserve.deployment import (
     Plan,
     PlanInvalid,
@@ -23,7 +24,6 @@ from wai_dispatch.service.rayserve.deployment import (
     check_store,
     replica_id_of,
 )
-from wai_dispatch.service.decoding.settings import load
 
 
 def test_a_fixed_plan_and_an_autoscaled_one_are_serve_s_options() -> None:
@@ -106,8 +106,11 @@ def test_serve_ray_without_the_extra_says_how_to_install_it(
 
 @pytest.mark.parametrize(
     ("flags", "named"),
-    [(["--replicas", "2"], "--replicas"), (["--autoscale", "1:2"], "--autoscale"),
-     (["--detach"], "--detach")],  # fmt: skip
+    [
+        (["--replicas", "2"], "--replicas"),
+        (["--autoscale", "1:2"], "--autoscale"),
+        (["--detach"], "--detach"),
+    ],
 )
 def test_ray_s_flags_without_ray_are_refused(
     flags: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
