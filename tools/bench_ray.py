@@ -50,7 +50,11 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
     """Decodes a second of ``clients`` closed-loop clients for ``seconds`` (after two warm-up
     decodes each); with the count of 200s and of other answers."""
     body = SAMPLE.read_bytes()
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    # a connection per request: the kernel spreads them over the nodes' Serve proxies (each
+    # listens on the port, SO_REUSEPORT) as a load balancer would; a proxy prefers its own
+    # node's replica
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+               "Connection": "close"}  # fmt: skip
     ok = [0] * clients
     bad = [0] * clients
     start = threading.Barrier(clients + 1)

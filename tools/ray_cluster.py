@@ -24,8 +24,10 @@ from pathlib import Path
 
 __all__ = ["LocalCluster", "deploy", "local_cluster", "replica_rss_mib"]
 
-#: Serve's process title of a replica of the service's deployment.
-REPLICA_TITLE = "ray::ServeReplica:wai-dispatch:WaiDispatch"
+#: In the process title of a replica of the service's deployment (Ray titles a worker
+#: ``ray::ServeReplica:APP:DEPLOYMENT`` when idle, ``ray::SERVE_REPLICA::…:ServeReplica:APP:
+#: DEPLOYMENT.METHOD`` while it runs a method).
+REPLICA_TITLE = "ServeReplica:wai-dispatch:WaiDispatch"
 #: Ports a node takes: its services, then its workers'.
 NODE_PORTS = 40
 #: The object store of each node (the service keeps nothing in it).
@@ -130,7 +132,7 @@ class LocalCluster:
 
     def replicas(self) -> list[int]:
         """The pids of the service's replicas, on every node."""
-        return sorted(pid for pid, title in self.processes() if title.startswith(REPLICA_TITLE))
+        return sorted(pid for pid, title in self.processes() if REPLICA_TITLE in title)
 
     def stop(self, grace_s: float = 15.0) -> None:
         """SIGTERM every process of the cluster's sessions, SIGKILL what is left after
