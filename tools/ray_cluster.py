@@ -33,6 +33,8 @@ NODE_PORTS = 40
 #: The object store of each node (the service keeps nothing in it).
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 REPO = Path(__file__).resolve().parents[1]
+#: Tries at starting the cluster (each from nothing).
+STARTS = 3
 
 
 def _free_block(size: int, start: int = 16000, stop: int = 17900) -> int:
@@ -158,12 +160,20 @@ class LocalCluster:
 def local_cluster(nodes: int = 2, cpus: int = 1) -> Iterator[LocalCluster]:
     """A started :class:`LocalCluster`, stopped when the block ends (on failure too). The
     nodes' workers import ``wai_dispatch`` from this checkout (``PYTHONPATH``)."""
-    root = Path(tempfile.mkdtemp(prefix="wai-ray-"))
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    cluster = LocalCluster(root, _free_block(NODE_PORTS * nodes + 1), nodes, cpus, env)
+    for attempt in range(1, STARTS + 1):
+        root = Path(tempfile.mkdtemp(prefix="wai-ray-"))
+        cluster = LocalCluster(root, _free_block(NODE_PORTS * nodes + 1), nodes, cpus, env)
+        try:
+            cluster.start()
+            break
+        except RuntimeError:
+            # `ray start` gives a node 30 s to register, which a loaded machine can miss
+            cluster.stop()
+            if attempt == STARTS:
+                raise
     try:
-        cluster.start()
         yield cluster
     finally:
         cluster.stop()

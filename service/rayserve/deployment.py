@@ -266,7 +266,7 @@ def replica_app(unique_id: str, threads: int) -> FastAPI:
     started = app.router.lifespan_context
 
     @asynccontextmanager
-    async def warm_lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def warm_lifespan(app: FastAPI) -> AsyncIterator[Mapping[str, Any] | None]:
         owner = claim_home(chosen.data_dir)
         try:
             async with started(app) as state:
