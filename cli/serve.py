@@ -112,7 +112,6 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     chosen = serve_settings(args)
-    hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these
     ray_flags = [f for f in ("replicas", "autoscale", "replica_cpus") if getattr(args, f, None)]
     if getattr(args, "ray", None):  # Ray Serve's replicas, each its own (docs/ray.md)
         if chosen.workers > 1:
@@ -122,6 +121,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if ray_flags or getattr(args, "detach", False):
         named = ", ".join("--" + f.replace("_", "-") for f in ray_flags or ["detach"])
         raise WaiError(f"{named}: only with --ray ADDRESS", code=ErrorCode.INVALID_ARGUMENT)
+    hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these
     values = chosen.data_dir / "metrics" / str(os.getpid())
     if chosen.workers > 1:  # one /metrics over every worker: prometheus-client's multiprocess mode
         shutil.rmtree(values, ignore_errors=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import signal
 import socket
 import threading
@@ -18,7 +17,7 @@ from typing import Any
 
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding.settings import HANDOVER_ENV, Settings
+from wai_dispatch.service.decoding.settings import HANDOVER_ENV, Settings, handed_over
 
 __all__ = ["IMPORT_PATH", "deploy", "plan_args", "reachable", "run_ray"]
 
@@ -104,8 +103,9 @@ def run_ray(
     until interrupted (Ctrl-C, SIGTERM), then delete the application."""
     ray, serve = _ray()
     lines: list[str] = []
-    env = {HANDOVER_ENV: os.environ[HANDOVER_ENV]}
-    deploy(args.ray, chosen, plan_args(args), env, lambda: lines.extend(banner(chosen)))
+    env = {HANDOVER_ENV: chosen.model_dump_json()}  # every replica's settings: these
+    with handed_over(chosen):  # the builder checks the plan against them, as Ray will
+        deploy(args.ray, chosen, plan_args(args), env, lambda: lines.extend(banner(chosen)))
     print("\n".join(lines), flush=True)
     if args.detach:
         print(f"deployed on Ray ({args.ray}) as the Serve application {APP_NAME!r}; "
