@@ -266,12 +266,12 @@ def replica_app(unique_id: str, threads: int) -> FastAPI:
     started = app.router.lifespan_context
 
     @asynccontextmanager
-    async def warm_lifespan(app: FastAPI) -> AsyncIterator[Mapping[str, Any] | None]:
+    async def warm_lifespan(app: FastAPI) -> AsyncIterator[None]:
         owner = claim_home(chosen.data_dir)
         try:
-            async with started(app) as state:
+            async with started(app):  # create_app's lifespan: it keeps no lifespan state
                 await anyio.to_thread.run_sync(app.state.service.warmup.done.wait)
-                yield state
+                yield
         finally:
             shutil.rmtree(chosen.data_dir, ignore_errors=True)
             os.close(owner)
