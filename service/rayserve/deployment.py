@@ -9,7 +9,7 @@ it: importing this module costs no runtime.
 
 Each replica loads its settings as any process of the service does
 (:func:`~service.decoding.settings.load`: the ``WAI_*`` variables of the deployment's runtime
-environment, or ``serve --ray``'s hand-over), then takes three of its own:
+environment, or ``serve --ray``'s hand-over), then takes these of its own:
 
 - ``replica_id``: ``ray-<Serve's replica id>``, so that each replica spools into a folder of
   its own on the shared spool volume; a replica Ray restarts gets a new id, and the folder the
