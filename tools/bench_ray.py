@@ -112,8 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("bench ray: skipped: the ray extra is not installed (pip install "
               "'wai-dispatch[ray]')")  # fmt: skip
         return 0
-    root = Path(tempfile.mkdtemp(prefix="wai-bench-ray-"))
-    with _database(args.postgres) as database, local_cluster(nodes=2, cpus=1) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="wai-bench-ray-") as folder,
+        _database(args.postgres) as database,
+        local_cluster(nodes=2, cpus=1) as cluster,
+    ):
+        root = Path(folder)
         env = {
             "WAI_DATABASE_URL": database,
             "WAI_DATA_DIR": str(root / "data"),
