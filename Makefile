@@ -21,7 +21,7 @@ STATEFUL_SCENARIOS    ?= 300
 STATEFUL_STEPS        ?= 20
 
 .DEFAULT_GOAL := help
-.PHONY: help serve demo test lint typecheck unit bench fuzz tools constraints clean
+.PHONY: help serve demo test lint typecheck unit bench fuzz ray tools constraints clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -68,6 +68,14 @@ fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
 	  WAI_SCHEMATHESIS_SCENARIOS=$(STATEFUL_SCENARIOS) WAI_SCHEMATHESIS_STEPS=$(STATEFUL_STEPS) \
 	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/service/http/test_hostile.py \
 	  tests/service/http/test_service_schemathesis.py
+
+$(VENV)/.ray: $(STAMP)
+	$(PIP_EDITABLE) '.[test,tools,ray]'
+	@touch $@
+
+ray: $(VENV)/.ray ## the ray extra; the Ray Serve tests on a real local cluster, then `bench ray` (minutes; not in CI)
+	$(BIN)/python -m pytest -q -m ray -s -p no:cacheprovider tests/service/rayserve
+	$(BIN)/python -m wai_dispatch.tools.bench ray
 
 constraints: $(STAMP) ## rewrite constraints.txt from what the venv resolved (after changing pyproject.toml: upgrade in the venv, then run this)
 	$(BIN)/python .ci/constraints.py $(PINS)

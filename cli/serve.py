@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from wai_dispatch.cli.options import settings
+from wai_dispatch.cli.serve_ray import run_ray
 from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.settings import Settings, hand_over
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.db import ReportStore, StoreDown
@@ -55,8 +58,11 @@ def run_revoke(args: argparse.Namespace) -> int:
 def serve_settings(args: argparse.Namespace) -> Settings:
     """The settings ``serve`` runs on: the command's, where ``--workers N`` (N processes
     sharing the CPUs) gives each ONNX Runtime pool and each decode pool its part of the CPUs
-    unless ``ort_threads`` / ``decode_threads`` were set."""
+    unless ``ort_threads`` / ``decode_threads`` were set (``--ray``: each replica takes its
+    ``--replica-cpus``, service/rayserve/deployment.py)."""
     chosen = settings(args)
+    if getattr(args, "ray", None):
+        return chosen
     if chosen.workers <= 1:
         return chosen
     part = max(1, len(os.sched_getaffinity(0)) // chosen.workers)
@@ -106,6 +112,15 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     chosen = serve_settings(args)
+    ray_flags = [f for f in ("replicas", "autoscale", "replica_cpus") if getattr(args, f, None)]
+    if getattr(args, "ray", None):  # Ray Serve's replicas, each its own (docs/ray.md)
+        if chosen.workers > 1:
+            raise WaiError("--workers is uvicorn's; on Ray, --replicas N or --autoscale MIN:MAX",
+                           code=ErrorCode.INVALID_ARGUMENT)  # fmt: skip
+        return run_ray(args, chosen, banner)
+    if ray_flags or getattr(args, "detach", False):
+        named = ", ".join("--" + f.replace("_", "-") for f in ray_flags or ["detach"])
+        raise WaiError(f"{named}: only with --ray ADDRESS", code=ErrorCode.INVALID_ARGUMENT)
     hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these
     values = chosen.data_dir / "metrics" / str(os.getpid())
     if chosen.workers > 1:  # one /metrics over every worker: prometheus-client's multiprocess mode

@@ -408,6 +408,21 @@ class ErrorCode(enum.StrEnum):
         ),
     )
     TOOLS_MISSING = "tools_missing", 422, "a command that needs the tools extra, without it"
+    RAY_MISSING = (
+        "ray_missing",
+        422,
+        "`serve --ray` without the ray extra (pip install 'wai-dispatch[ray]')",
+    )
+    RAY_UNREACHABLE = (
+        "ray_unreachable",
+        422,
+        "no Ray cluster answers at the address `serve --ray` names, or it refused the deployment",
+    )
+    STORE_NOT_SHARED = (
+        "store_not_shared",
+        422,
+        "more than one replica (`serve --ray`) on a SQLite report store: a fleet shares PostgreSQL",
+    )
     SET_WRITER_REFUSED = (
         "set_writer_refused",
         422,

@@ -11,6 +11,7 @@ that shows each section runs and prints; its figures mean nothing."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 import time
@@ -38,7 +39,11 @@ BENCHES = {
     # a decode's VmHWM by picture size, tiled and untiled; 4096² through the CLI and service
     "tiles": "wai_dispatch.tools.bench_tiles",
     "answer": "wai_dispatch.tools.bench_answer",  # PNG levels and raw RGB8 beside the decode
+    # decodes/s through Ray Serve with 2 replicas vs 1 on a local 2-node cluster (ray extra)
+    "ray": "wai_dispatch.tools.bench_ray",
 }
+#: Benchmarks that `all` runs only where their extra is installed (by name, they run anyway).
+NEEDS = {"ray": "ray"}
 
 #: Each bench's arguments in a ``--quick`` run: the smallest sizes, one repetition.
 QUICK: dict[str, list[str]] = {
@@ -56,6 +61,7 @@ QUICK: dict[str, list[str]] = {
     "cli": ["--repeats", "1"],
     "tiles": ["--quick", "--no-big"],
     "answer": ["--quick"],
+    "ray": ["--seconds", "3", "--clients", "2"],
 }
 
 
@@ -73,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     quick = "--quick" in args
     names = [a for a in args if a != "--quick"] or ["all"]
     if names == ["all"]:
-        names = list(BENCHES)
+        names = [n for n in BENCHES if n not in NEEDS or importlib.util.find_spec(NEEDS[n])]
     unknown = [n for n in names if n not in BENCHES]
     if unknown:
         print(f"unknown benchmark {unknown[0]!r}; known: all, {', '.join(BENCHES)}")

@@ -13,13 +13,26 @@ def add(sub: Sub) -> None:
         sub,
         "serve",
         "run the HTTP decoder service",
-        "wai-dispatch serve --host 0.0.0.0 --port 8080 --workers 4",
+        "wai-dispatch serve --host 0.0.0.0 --port 8080 --workers 4\n"
+        "wai-dispatch serve --ray 10.0.0.5:6379 --autoscale 2:8 --port 8000",
     )
     p.add_argument("--host", help="address to listen on (WAI_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (WAI_PORT, default 8080)")
     p.add_argument("--workers", type=int, help="server processes (WAI_WORKERS, default 1)")
     p.add_argument("--data-dir", type=Path, help="sets, report store, spool (WAI_DATA_DIR)")
     setting_flags(p, "host", "port", "workers", "data_dir")
+    ray = p.add_argument_group("on a Ray cluster (the ray extra; docs/ray.md)")
+    ray.add_argument("--ray", metavar="ADDRESS",
+                     help="deploy on the Ray cluster at ADDRESS (HOST:PORT of its head) as a Ray "
+                     "Serve application; its HTTP proxy listens on --host/--port")  # fmt: skip
+    scale = ray.add_mutually_exclusive_group()
+    scale.add_argument("--replicas", type=int, metavar="N", help="replicas (default 1)")
+    scale.add_argument("--autoscale", metavar="MIN:MAX",
+                       help="replicas from MIN to MAX, on ongoing requests")  # fmt: skip
+    ray.add_argument("--replica-cpus", type=float, metavar="C",
+                     help="Ray CPUs of a replica, and its decode threads (default 1)")  # fmt: skip
+    ray.add_argument("--detach", action="store_true",
+                     help="return once deployed (`serve shutdown` removes it)")  # fmt: skip
     runs(p, "serve:run_serve")
 
     t = command(

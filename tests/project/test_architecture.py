@@ -145,6 +145,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "service.http",
         "service.web",
     ),
+    # the Ray Serve deployment: the same composition root's app, as a replica of a fleet
+    # (`serve --ray` hands Ray its builder as an import string, as `serve` hands uvicorn the
+    # app's)
+    "service.rayserve": (
+        *LOW,
+        "service.governance",
+        "service.store",
+        "service.http",
+        "service.http.app",
+    ),
     # the command line and the tools: the decoding library, the store and governance, each
     # other, never an HTTP module (test_cli_and_tools_import_no_http_module)
     "cli": (*LOW, "service.governance", "service.store", "tools"),
@@ -343,6 +353,7 @@ HEAVY = frozenset(
         "pytorch_msssim",  # tools extra
         "threadpoolctl",  # bench_onnx's optional BLAS thread limit
         "httpx",  # the HTTP client (~0.1 s): `decode --url` and the benches only
+        "ray",  # the ray extra: `serve --ray` and its deployment (service/rayserve/)
     }
 )
 # Modules that load a command's module when the command runs, and which modules: cli/main.py

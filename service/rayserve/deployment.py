@@ -1,0 +1,309 @@
+"""The service as a Ray Serve deployment: the same FastAPI app as ``wai-dispatch serve``
+(:func:`~service.http.app.create_app`), each replica a full decoder on the shared set registry
+and the shared report store, N replicas or autoscaled on ongoing requests (docs/ray.md).
+
+:func:`build` is the application builder, for ``serve run``/``serve deploy`` (its import path
+is :data:`IMPORT_PATH`; its arguments :class:`Plan`'s fields) and for ``wai-dispatch serve
+--ray``, which hands Ray the same import path. Ray is imported inside the functions that need
+it: importing this module costs no runtime.
+
+Each replica loads its settings as any process of the service does
+(:func:`~service.decoding.settings.load`: the ``WAI_*`` variables of the deployment's runtime
+environment, or ``serve --ray``'s hand-over), then takes these of its own:
+
+- ``replica_id``: ``ray-<Serve's replica id>``, so that each replica spools into a folder of
+  its own on the shared spool volume; a replica Ray restarts gets a new id, and the folder the
+  dead one left is adopted by a live replica (service/store/spool_volume.py);
+- ``data_dir``: ``<data_dir>/ray-replicas/<replica_id>``, its own set cache (replicas on one
+  node must not share one: a replica's sync drops from its cache a set another replica has
+  put there and not yet published), removed when the replica stops, and by a later replica
+  on the node when it was killed; ``spool_dir`` stays the shared ``<data_dir>/spool`` unless
+  set;
+- ``decode_threads`` and ``ort_threads``: the replica's CPUs (``replica_cpus``, rounded up),
+  unless set;
+- answers carry ``X-Replica: <replica_id>`` (:class:`ReplicaHeader`).
+
+A replica takes requests once its lifespan has started the service *and* warmed its sets
+(Ray Serve routes to a replica when its start-up returns; ``/readyz`` stays the service's
+own). More than one replica on a SQLite store is refused (:class:`StoreNotShared`): a fleet
+shares PostgreSQL."""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import re
+import shutil
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import anyio
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoding import settings as settings_mod
+from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.http.app import create_app
+
+__all__ = [
+    "APP_NAME",
+    "DEPLOYMENT",
+    "IMPORT_PATH",
+    "Plan",
+    "PlanInvalid",
+    "ReplicaHeader",
+    "StoreNotShared",
+    "build",
+    "replica_app",
+    "replica_id_of",
+]
+
+#: The Serve application's name and its one deployment's.
+APP_NAME = "wai-dispatch"
+DEPLOYMENT = "WaiDispatch"
+#: The application builder, as ``serve run`` and ``serve --ray`` name it.
+IMPORT_PATH = "wai_dispatch.service.rayserve.deployment:build"
+#: The answer header naming the replica that answered.
+REPLICA_HEADER = "x-replica"
+#: The folder of ``data_dir`` holding each replica's own data directory (its set cache).
+HOMES = "ray-replicas"
+#: A replica's folder younger than this is never swept (its replica may be starting).
+SWEEP_AFTER_S = 60.0
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class PlanInvalid(WaiError):
+    """A replica plan that does not hold (a count below 1, MIN over MAX, an unknown key)."""
+
+    code = ErrorCode.SETTINGS_INVALID
+
+
+class StoreNotShared(WaiError):
+    """More than one replica on a SQLite report store: each replica would write its own file."""
+
+    code = ErrorCode.STORE_NOT_SHARED
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many replicas, and what each takes: ``replicas`` fixed, or ``autoscale`` = (MIN,
+    MAX) with Serve's autoscaler keeping ``target_ongoing_requests`` per replica;
+    ``replica_cpus`` (Ray's ``num_cpus`` of each replica, and its decode threads);
+    ``max_ongoing_requests`` a replica is sent at once (more wait in Serve's queue)."""
+
+    replicas: int = 1
+    autoscale: tuple[int, int] | None = None
+    target_ongoing_requests: float = 2.0
+    replica_cpus: float = 1.0
+    max_ongoing_requests: int = 16
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.replicas < 1:
+            problems.append(f"replicas: {self.replicas}, at least 1")
+        if self.autoscale is not None:
+            low, high = self.autoscale
+            if low < 0 or high < 1 or low > high:
+                problems.append(f"autoscale: {low}:{high}, 0 <= MIN <= MAX and MAX >= 1")
+        if not self.target_ongoing_requests > 0:
+            problems.append("target_ongoing_requests: above 0")
+        if not 0 < self.replica_cpus <= 256:
+            problems.append("replica_cpus: above 0, at most 256")
+        if self.max_ongoing_requests < 1:
+            problems.append("max_ongoing_requests: at least 1")
+        if problems:
+            raise PlanInvalid("; ".join(problems), code=ErrorCode.SETTINGS_INVALID)
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any]) -> Plan:
+        """The plan of ``serve run``'s ``args`` (or the CLI's): the field names, ``autoscale``
+        as ``"MIN:MAX"`` or a pair."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(args) - known)
+        if unknown:
+            raise PlanInvalid(f"unknown argument(s) {', '.join(unknown)}; known: "
+                              f"{', '.join(sorted(known))}")  # fmt: skip
+        given = dict(args)
+        scale = given.get("autoscale")
+        if isinstance(scale, str):
+            low, sep, high = scale.partition(":")
+            if not (sep and low.strip().isdigit() and high.strip().isdigit()):
+                raise PlanInvalid(f"autoscale: {scale!r}, MIN:MAX (two counts)")
+            given["autoscale"] = (int(low), int(high))
+        elif scale is not None:
+            given["autoscale"] = (int(scale[0]), int(scale[1]))
+        try:
+            return cls(**given)
+        except (TypeError, ValueError) as exc:
+            raise PlanInvalid(str(exc)) from None
+
+    @property
+    def most(self) -> int:
+        """The most replicas the plan may run at once."""
+        return self.autoscale[1] if self.autoscale else self.replicas
+
+    def threads(self) -> int:
+        return max(1, math.ceil(self.replica_cpus))
+
+    def options(self) -> dict[str, Any]:
+        """The deployment's options (``serve.deployment(**options)``), runtime env aside."""
+        scale: dict[str, Any]
+        if self.autoscale is None:
+            scale = {"num_replicas": self.replicas}
+        else:
+            scale = {"autoscaling_config": {
+                "min_replicas": self.autoscale[0],
+                "max_replicas": self.autoscale[1],
+                "target_ongoing_requests": self.target_ongoing_requests,
+            }}  # fmt: skip
+        return {
+            **scale,
+            "max_ongoing_requests": self.max_ongoing_requests,
+            "ray_actor_options": {"num_cpus": self.replica_cpus},
+        }
+
+    def to_args(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.autoscale is not None:
+            out["autoscale"] = f"{self.autoscale[0]}:{self.autoscale[1]}"
+        return out
+
+
+def check_store(settings: Settings, plan: Plan) -> None:
+    """Refuse a plan of more than one replica on SQLite (:class:`StoreNotShared`)."""
+    if plan.most > 1 and settings.url.startswith("sqlite"):
+        raise StoreNotShared(
+            f"{plan.most} replicas on the SQLite report store {settings.url}: a fleet shares "
+            "PostgreSQL (WAI_DATABASE_URL=postgresql://…); one replica may use SQLite",
+            code=ErrorCode.STORE_NOT_SHARED,
+        )
+
+
+def replica_id_of(unique_id: str) -> str:
+    """A replica's spool folder name from Serve's replica id (``ray-<id>``)."""
+    return "ray-" + (_UNSAFE.sub("_", unique_id).strip("._") or "replica")
+
+
+class ReplicaHeader:
+    """ASGI middleware: every answer carries ``X-Replica: <replica_id>``."""
+
+    def __init__(self, app: ASGIApp, replica: str) -> None:
+        self.app = app
+        self.value = replica.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_replica(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-replica", self.value)]
+            await send(message)
+
+        await self.app(scope, receive, send_with_replica)
+
+
+def replica_settings(unique_id: str, threads: int) -> Settings:
+    """One replica's settings: the process's (environment or hand-over), its own replica id,
+    its own data directory (:func:`claim_home`) beside the spool volume every replica shares,
+    and its CPUs as decode and ONNX Runtime threads unless those were set."""
+    base = settings_mod.load()
+    replica = replica_id_of(unique_id)
+    update: dict[str, Any] = {
+        "replica_id": replica,
+        "data_dir": base.data_dir / HOMES / replica,
+        "spool_dir": base.spool_volume,
+    }
+    for name in ("ort_threads", "decode_threads"):
+        if name not in base.model_fields_set:
+            update[name] = threads
+    (base.data_dir / HOMES / replica).mkdir(parents=True, exist_ok=True)
+    return settings_mod.load(**update)
+
+
+def claim_home(home: Path) -> int:
+    """Hold ``home``'s owner lock (an exclusive ``flock`` on ``home/.owner``, kept while the
+    replica runs: the descriptor returned) and remove the sibling folders no live replica
+    holds: those of replicas that were killed (a replica that stops removes its own). A folder
+    whose lock file is younger than :data:`SWEEP_AFTER_S` is left: its replica may be
+    starting."""
+    fd = os.open(home / ".owner", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    for other in sorted(p for p in home.parent.iterdir() if p.is_dir() and p != home):
+        lock = other / ".owner"
+        try:
+            if time.time() - lock.stat().st_mtime < SWEEP_AFTER_S:
+                continue
+            theirs = os.open(lock, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(theirs, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # alive
+        finally:
+            os.close(theirs)
+        shutil.rmtree(other, ignore_errors=True)
+    return fd
+
+
+def replica_app(unique_id: str, threads: int) -> FastAPI:
+    """The app one replica serves: ``create_app`` on :func:`replica_settings`, answering with
+    :class:`ReplicaHeader`, its lifespan returning only once the sets are warm (so that Serve
+    routes to it warm), its data directory removed when it stops."""
+    chosen = replica_settings(unique_id, threads)
+    app = create_app(chosen)
+    app.add_middleware(ReplicaHeader, replica=str(chosen.replica_id))
+    started = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def warm_lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owner = claim_home(chosen.data_dir)
+        try:
+            async with started(app):  # create_app's lifespan: it keeps no lifespan state
+                await anyio.to_thread.run_sync(app.state.service.warmup.done.wait)
+                yield
+        finally:
+            shutil.rmtree(chosen.data_dir, ignore_errors=True)
+            os.close(owner)
+
+    app.router.lifespan_context = warm_lifespan
+    return app
+
+
+def build(args: Mapping[str, Any] | None = None) -> Any:
+    """The Serve application (``serve run wai_dispatch.service.rayserve.deployment:build``):
+    one deployment, :data:`DEPLOYMENT`, of :class:`Plan` ``args`` (and ``env``: variables set in
+    every replica, besides the application's runtime environment). Raises
+    :class:`PlanInvalid` and :class:`StoreNotShared` (checked against this process's
+    settings)."""
+    from ray import serve  # the ray extra
+
+    given = dict(args or {})
+    env = {str(k): str(v) for k, v in dict(given.pop("env", None) or {}).items()}
+    plan = Plan.from_args(given)
+    check_store(settings_mod.load(), plan)
+    threads = plan.threads()
+    options = plan.options()
+    if env:  # the replicas' environment (serve --ray: its hand-over of the settings)
+        options["ray_actor_options"]["runtime_env"] = {"env_vars": env}
+
+    class WaiDispatch:
+        """One replica: the service's app, built when Serve starts the replica."""
+
+        def __serve_build_asgi_app__(self) -> FastAPI:
+            context = serve.get_replica_context()
+            return replica_app(context.replica_id.unique_id, threads)
+
+    ingress = serve.ingress()(WaiDispatch)
+    deployment = serve.deployment(name=DEPLOYMENT, **options)(ingress)
+    return deployment.bind()

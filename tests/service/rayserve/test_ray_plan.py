@@ -1,0 +1,144 @@
+"""``serve --ray`` without a cluster (the default suite; well under a second each): the replica
+plan and the deployment's options, the replica's id and its answer header, and the command's
+typed refusals — no ray extra (``ray_missing``, the install line), Ray's flags without
+``--ray``, more than one replica on SQLite (``store_not_shared``), a plan that does not hold,
+an address where no cluster answers (``ray_unreachable``)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from wai_dispatch.cli.main import main
+from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.rayserve.deployment import (
+    Plan,
+    PlanInvalid,
+    ReplicaHeader,
+    StoreNotShared,
+    check_store,
+    replica_id_of,
+)
+
+
+def test_a_fixed_plan_and_an_autoscaled_one_are_serve_s_options() -> None:
+    assert Plan(replicas=3).options() == {
+        "num_replicas": 3,
+        "max_ongoing_requests": 16,
+        "ray_actor_options": {"num_cpus": 1.0},
+    }
+    scaled = Plan.from_args({"autoscale": "1:4", "target_ongoing_requests": 3, "replica_cpus": 2})
+    assert scaled.options() == {
+        "autoscaling_config": {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 3},
+        "max_ongoing_requests": 16,
+        "ray_actor_options": {"num_cpus": 2},
+    }
+    assert scaled.most == 4 and scaled.threads() == 2 and Plan(replica_cpus=0.5).threads() == 1
+    assert Plan.from_args(scaled.to_args()) == scaled
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        ({"replicas": 0}, "replicas: 0"),
+        ({"autoscale": "3:1"}, "autoscale: 3:1"),
+        ({"autoscale": "two"}, "MIN:MAX"),
+        ({"replica_cpus": 0}, "replica_cpus"),
+        ({"replicaz": 2}, "unknown argument(s) replicaz"),
+    ],
+)
+def test_a_plan_that_does_not_hold_is_refused_by_name(args: dict[str, object], names: str) -> None:
+    with pytest.raises(PlanInvalid, match=r".") as caught:
+        Plan.from_args(args)
+    assert names in caught.value.message and caught.value.code == "settings_invalid"
+
+
+def test_more_than_one_replica_on_sqlite_is_refused(tmp_path: Path) -> None:
+    sqlite = load(data_dir=tmp_path)
+    check_store(sqlite, Plan(replicas=1))  # one replica may keep SQLite
+    for plan in (Plan(replicas=2), Plan(autoscale=(1, 2))):
+        with pytest.raises(StoreNotShared) as caught:
+            check_store(sqlite, plan)
+        assert caught.value.code == "store_not_shared" and "PostgreSQL" in caught.value.message
+    check_store(load(data_dir=tmp_path, database_url="postgresql://db/wai"), Plan(replicas=8))
+
+
+def test_the_replica_id_is_a_spool_folder_name() -> None:
+    assert replica_id_of("oqm3poz3") == "ray-oqm3poz3"
+    assert replica_id_of("a/b c..") == "ray-a_b_c"
+    assert replica_id_of("..") == "ray-replica"
+
+
+async def _ok() -> dict[str, str]:
+    return {"ok": "yes"}
+
+
+@pytest.mark.anyio
+async def test_every_answer_names_its_replica() -> None:
+    app = FastAPI()
+    app.get("/x")(_ok)
+    app.add_middleware(ReplicaHeader, replica="ray-abc")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        for path in ("/x", "/missing"):
+            assert (await c.get(path)).headers["x-replica"] == "ray-abc"
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    status = main(argv)
+    return status, capsys.readouterr().err.strip()
+
+
+def test_serve_ray_without_the_extra_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as without the extra
+    status, err = _run(["serve", "--ray", "127.0.0.1:6379", "--data-dir", str(tmp_path)], capsys)
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("wai-dispatch: error: ray_missing: ")
+    assert "pip install 'wai-dispatch[ray]'" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--replicas", "2"], "--replicas"),
+        (["--autoscale", "1:2"], "--autoscale"),
+        (["--detach"], "--detach"),
+    ],
+)
+def test_ray_s_flags_without_ray_are_refused(
+    flags: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, err = _run(["serve", *flags, "--data-dir", str(tmp_path)], capsys)
+    assert status == 2 and err.startswith("wai-dispatch: error: invalid_argument: " + named)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when the block ends: nothing listens
+
+
+@pytest.mark.parametrize(
+    ("flags", "code"),
+    [
+        (["--replicas", "2"], "store_not_shared"),  # the default store is SQLite
+        (["--autoscale", "4:2"], "settings_invalid"),
+        (["--replicas", "1"], "ray_unreachable"),
+    ],
+)
+def test_serve_ray_refusals_are_one_typed_line(
+    flags: list[str], code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("ray", reason="the ray extra: pip install 'wai-dispatch[ray]'")
+    address = f"127.0.0.1:{_closed_port()}"
+    status, err = _run(["serve", "--ray", address, *flags, "--data-dir", str(tmp_path)], capsys)
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"wai-dispatch: error: {code}: "), err
+    assert not (tmp_path / "reports.db").exists()  # refused before the store was touched

@@ -1,0 +1,163 @@
+"""``python -m wai_dispatch.tools.bench_ray``: the service on a real local Ray cluster (two
+nodes of one CPU each, tools/ray_cluster.py), deployed by ``wai-dispatch serve --ray`` on a
+fresh PostgreSQL database: decodes per second through Serve's HTTP proxy with 1 replica (the
+anchor) and then 2, from the same closed loop of clients, and their ratio; each replica's
+resident memory; the load average around each run. The 1-replica run is made before and after
+the 2-replica one, and the anchor is their mean. On a machine of 2 cores shared with other
+work the ratio is the figure, not the decodes a second. Needs the ray extra and PostgreSQL."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, text
+
+from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster, replica_rss_mib
+
+SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@contextmanager
+def _database(admin_url: str) -> Iterator[str]:
+    name = f"wai_bench_ray_{uuid.uuid4().hex[:8]}"
+    engine_url = admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    admin = create_engine(engine_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int, int]:
+    """Decodes a second of ``clients`` closed-loop clients for ``seconds`` (after two warm-up
+    decodes each); with the count of 200s and of other answers."""
+    body = SAMPLE.read_bytes()
+    # a connection per request: the kernel spreads them over the nodes' Serve proxies (each
+    # listens on the port, SO_REUSEPORT) as a load balancer would; a proxy prefers its own
+    # node's replica
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+               "Connection": "close"}  # fmt: skip
+    ok = [0] * clients
+    bad = [0] * clients
+    start = threading.Barrier(clients + 1)
+    stop = threading.Event()
+
+    def one(i: int) -> None:
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
+            for _ in range(2):
+                c.post("/v1/decode", content=body)
+            start.wait()
+            while not stop.is_set():
+                r = c.post("/v1/decode", content=body)
+                if stop.is_set():
+                    break
+                if r.status_code == 200:
+                    ok[i] += 1
+                else:
+                    bad[i] += 1
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    took = time.perf_counter() - t0
+    for t in threads:
+        t.join()
+    return sum(ok) / took, sum(ok), sum(bad)
+
+
+def _ready(cluster: LocalCluster, url: str, replicas: int, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if len(cluster.replicas()) == replicas:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+        time.sleep(1)
+    raise RuntimeError(f"{replicas} replica(s) not ready within {timeout_s} s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_ray")
+    parser.add_argument("--seconds", type=float, default=20.0, help="each measured run")
+    parser.add_argument("--clients", type=int, default=4, help="closed-loop clients")
+    parser.add_argument("--postgres", default=ADMIN_URL, help="a PostgreSQL admin URL")
+    args = parser.parse_args(argv)
+    try:
+        import ray  # noqa: F401  (the ray extra: only its presence is checked here)
+    except ImportError:
+        print("bench ray: skipped: the ray extra is not installed (pip install "
+              "'wai-dispatch[ray]')")  # fmt: skip
+        return 0
+    with (
+        tempfile.TemporaryDirectory(prefix="wai-bench-ray-") as folder,
+        _database(args.postgres) as database,
+        local_cluster(nodes=2, cpus=1) as cluster,
+    ):
+        root = Path(folder)
+        env = {
+            "WAI_DATABASE_URL": database,
+            "WAI_DATA_DIR": str(root / "data"),
+            "WAI_SPOOL_DIR": str(root / "spool"),
+            "WAI_LOG_LEVEL": "WARNING",
+        }
+        url = f"http://127.0.0.1:{cluster.proxy_port}"
+        runs: list[tuple[int, float]] = []
+        rss: dict[int, float] = {}
+        # 1, 2, then 1 again: the anchor is the mean of the runs either side, so that a drift
+        # of the machine's other load over the minutes shows (and is halved) rather than
+        # passing for the replicas' effect
+        for replicas in (1, 2, 1):
+            t0 = time.monotonic()
+            deploy(cluster, env, "--replicas", str(replicas))
+            _ready(cluster, url, replicas)
+            print(f"{replicas} replica(s) deployed and ready in {time.monotonic() - t0:.0f} s",
+                  flush=True)  # fmt: skip
+            token = (root / "data" / "admin-token").read_text().strip()
+            before = _load()
+            per_s, ok, bad = rate(url, token, args.seconds, args.clients)
+            runs.append((replicas, per_s))
+            if replicas == 2:
+                rss = replica_rss_mib(cluster)
+            print(f"  {replicas} replica(s): {per_s:6.2f} decodes/s ({ok} answered 200, {bad} "
+                  f"other; {args.clients} clients, {args.seconds:.0f} s); load average "
+                  f"{before} → {_load()}", flush=True)  # fmt: skip
+        ones = [r for n, r in runs if n == 1]
+        anchor = sum(ones) / len(ones)
+        two = next(r for n, r in runs if n == 2)
+        ratio = two / anchor if anchor else float("nan")
+        print(f"2 replicas: {two:.2f} decodes/s = {ratio:.2f}× the 1-replica anchor "
+              f"({anchor:.2f} decodes/s, the mean of {ones[0]:.2f} before and {ones[1]:.2f} "
+              f"after); 256×256 sample, cpu/onnx-runtime/float, 1 CPU each, "
+              f"{os.cpu_count()} cores in the machine")  # fmt: skip
+        print("replica RSS: " + ", ".join(f"{v:.0f} MiB" for v in rss.values()) + " (VmRSS of "
+              "each ray::ServeReplica process, warm, after the 2-replica run)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
