@@ -11,6 +11,8 @@ BENCHES = {
     "entropy": "wai_dispatch.tools.bench_entropy",  # rANS decode vs CompressAI's C++ rANS
     "onnx": "wai_dispatch.tools.bench_onnx",  # synthesis vs torch and vs this machine's GEMM rate
     "decode": "wai_dispatch.tools.bench_decode",  # payload → RGB8 vs CompressAI's net.decompress()
+    # the hyperprior decode (integer entropy stage + ORT) vs CompressAI's ScaleHyperprior
+    "hyperprior": "wai_dispatch.tools.bench_hyperprior",
     "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",

@@ -338,7 +338,9 @@ class Decoder:
         existed = {entry.digest for entry in self.store.list()}
         entry = self.store.install(source)
         try:
-            check_programs(self.store.open(entry.digest))
+            files = self.store.open(entry.digest)
+            check_programs(files)
+            HyperStage.of(files)  # a hyperprior set's hyper-synthesis: the bound rule too
         except WaiError:
             if entry.digest not in existed:
                 self.store.remove(entry.digest)
