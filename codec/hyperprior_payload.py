@@ -174,7 +174,7 @@ def encode(
     for k in range(y_tables.channels - 1, -1, -1):
         if bounds[k + 1] > bounds[k]:
             coder.encode_reverse(index[bounds[k] : bounds[k + 1]], models[k])
-    words = coder.get_compressed().astype("<u4", copy=False).tobytes()
+    words: bytes = coder.get_compressed().astype("<u4", copy=False).tobytes()
     escapes = waip._write_varints(raw.astype(np.uint64))
     head = _HEADER.pack(
         MAGIC, VERSION, 0, y.shape[1], len(z_payload), len(words) // 4, int(raw.size), len(escapes)

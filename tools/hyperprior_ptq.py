@@ -65,7 +65,8 @@ def _acc_hi(wq: np.ndarray, bq: np.ndarray, amax: np.ndarray, transposed: bool) 
         a[:, None, None, None] if transposed else a[None, :, None, None]
     )
     if not transposed:
-        return t.sum(axis=(1, 2, 3)) + np.abs(bq.astype(np.int64))
+        total: np.ndarray = t.sum(axis=(1, 2, 3)) + np.abs(bq.astype(np.int64))
+        return total
     worst = np.zeros(wq.shape[1], dtype=np.int64)
     for ry in range(2):
         for rx in range(2):

@@ -118,3 +118,9 @@ class HyperStage:
             raise TablesError(f"the hyper-synthesis gives {index.shape}, y is {header.y_shape}")
         y = waih.decode_y(payload, header, index, self.y_tables)
         return EntropyResult(y, waih.symbols_digest(z, y), y.astype(np.float32))
+
+    def zeros_payload(self, z_height: int, z_width: int) -> bytes:
+        """A payload whose z symbols are all 0 (y's too): what warming decodes."""
+        z = np.zeros((1, self.program.input_channels, z_height, z_width), dtype=np.int32)
+        index = self.indexes(z, Limits())
+        return waih.encode(z, np.zeros(index.shape, np.int32), index, self.z_tables, self.y_tables)
