@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import blake3
 import numpy as np
 import torch
 
@@ -179,8 +180,6 @@ def write_set(
     log: Callable[[str], None] | None = None,
 ) -> Path:
     """Write the set into ``out_dir`` (built in a temporary sibling, renamed into place)."""
-    import blake3
-
     say = log or (lambda _msg: None)
     out = Path(out_dir).resolve()
     if out.exists() and not overwrite and any(out.iterdir()):
