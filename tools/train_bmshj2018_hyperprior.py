@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         pixels = x.shape[0] * x.shape[2] * x.shape[3]
         bpp_y = torch.log(y_lk).sum() / (-math.log(2) * pixels)
         bpp_z = torch.log(z_lk).sum() / (-math.log(2) * pixels)
-        loss = bpp_y + bpp_z
+        loss: Any = bpp_y + bpp_z  # Tensor.backward is untyped in torch 2.13
         loss.backward()
         torch.nn.utils.clip_grad_norm_(hyper + density, 1.0)
         opt.step()
