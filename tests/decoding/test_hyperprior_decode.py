@@ -38,6 +38,7 @@ from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage, scale_indexes
 from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.decoding.verify import verify_set
 from wai_dispatch.tools.hyperprior_encode import open_folder
 
 SET = sets_dir() / "bmshj2018-hyperprior-demo-q3"
@@ -84,8 +85,12 @@ def test_the_sample_decodes_at_entropy_consistency_on_onnx_runtime(onnx_result: 
 
 
 def test_replicate_leaves_no_path(store: SetStore) -> None:
+    decoder = Decoder(store, REFERENCE_OFFER, known_adapters())
+    prepared = decoder.prepare(_envelope(intent="replicate"))  # the service's admission
+    assert prepared.parts[0].header is not None
+    assert prepared.parts[0].header.shape == (1, 192, 16, 16)  # y's, from the WAIH header
     with pytest.raises(NoPath) as err:
-        Decoder(store, REFERENCE_OFFER, known_adapters()).decode(_envelope(intent="replicate"))
+        decoder.decode(prepared)
     (report,) = err.value.reports
     assert report.needed is Tier.DECODE_EQUIVALENCE and report.ran is None
     reasons = {str(r.path): r.reason for r in report.refused}
@@ -205,3 +210,11 @@ def test_a_program_that_breaks_the_bound_rule_is_refused_as_the_set_loads(
         decoder.install_set(broken)
     assert err.value.code == "waiops_bound_exceeded"
     assert decoder.store.list() == []
+
+
+def test_verify_checks_the_symbols_digest_alone(store: SetStore) -> None:
+    """§6.4 at entropy-consistency: the symbols digest decides; no 40 dB check is made."""
+    check = verify_set(
+        Decoder(store, REFERENCE_OFFER, known_adapters()), MANIFEST.digest, MANIFEST.name
+    )
+    assert [(c["check"], c["ok"]) for c in check.checks] == [("symbols_digest", True)]
