@@ -27,8 +27,9 @@ import numpy as np
 import torch
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.errors import Limits
+from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.sets import LoadedSet, Manifest, load
+from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactConv
@@ -116,7 +117,9 @@ def encode_hyperprior(
     checkpoint: str | os.PathLike[str] | None = None,
     quality: int | None = None,
 ) -> bytes:
-    """The ``WAIH`` payload of ``rgb`` (uint8 H×W×3, H and W multiples of 64) for the set."""
+    """The ``WAIH`` payload of ``rgb`` (uint8 H×W×3, H and W multiples of 64) for the set.
+    Bad input is a typed :class:`CodecError`: ``invalid_argument`` (the picture),
+    ``set_capability_mismatch`` (a set that is not a hyperprior set)."""
     files = (
         loaded_set_or_dir
         if isinstance(loaded_set_or_dir, LoadedSet)
@@ -124,12 +127,22 @@ def encode_hyperprior(
     )
     stage = HyperStage.of(files)
     if stage is None:
-        raise ValueError(f"set {files.digest[:16]}… is no hyperprior set")
+        raise CodecError(
+            f"set {files.digest[:16]}… is {files.capability}'s, not a hyperprior set",
+            code=ErrorCode.SET_CAPABILITY_MISMATCH,
+        )
     picture = np.ascontiguousarray(rgb)
     if picture.dtype != np.uint8 or picture.ndim != 3 or picture.shape[2] != 3:
-        raise ValueError(f"the picture must be uint8 H×W×3, not {picture.dtype} {picture.shape}")
+        raise CodecError(
+            f"the picture must be uint8 H×W×3, not {picture.dtype} {picture.shape}",
+            code=ErrorCode.INVALID_ARGUMENT,
+        )
     if picture.shape[0] % MULTIPLE or picture.shape[1] % MULTIPLE:
-        raise ValueError(f"the picture's height and width must be multiples of {MULTIPLE}")
+        raise CodecError(
+            f"the picture's height and width ({picture.shape[0]}×{picture.shape[1]}) must be "
+            f"multiples of {MULTIPLE}",
+            code=ErrorCode.INVALID_ARGUMENT,
+        )
     q = quality if quality is not None else (files.facts.quality or 3)
     path = str(Path(checkpoint).resolve() if checkpoint is not None else DEMO_CHECKPOINT)
     return encode_with(_analysis(path, q), stage, picture)
