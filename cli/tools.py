@@ -67,6 +67,8 @@ def run_make_set(args: argparse.Namespace) -> int:
     try:  # the set writer is loaded when make-set runs: it needs the tools extra (torch)
         if args.kind == "int-synth":
             from wai_dispatch.tools import wai_int_synth_set as writer
+        elif args.kind == "bmshj2018-hyperprior":
+            from wai_dispatch.tools import wai_bmshj2018_hyperprior_set as writer
         else:
             from wai_dispatch.tools import wai_bmshj2018_npu_set as writer
     except ImportError as exc:

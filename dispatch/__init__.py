@@ -18,13 +18,14 @@ from .paths import (
     Path,
     parse_offer,
 )
-from .registry import BMSHJ2018, INT_SYNTH, REGISTRY, Capability, Registry
+from .registry import BMSHJ2018, BMSHJ2018_HYPERPRIOR, INT_SYNTH, REGISTRY, Capability, Registry
 from .report import KIND, Placement, Ran, Refusal, Report
 from .rules import Answer, Decision, Pin, admit, ask_path, choose, demand, held_tier
 from .tokens import Arithmetic, Backend, Code, Intent, RegistryClass, Tier, Unit
 
 __all__ = [
     "BMSHJ2018",
+    "BMSHJ2018_HYPERPRIOR",
     "CPU_ONNX_RUNTIME",
     "CPU_WAI_OPS",
     "INT_SYNTH",

@@ -398,6 +398,14 @@ class ErrorCode(enum.StrEnum):
         422,
         ("the page could not read a file from the service that serves it (names the route)"),
     )
+    PAGE_ENTROPY_UNSUPPORTED = (
+        "page_entropy_unsupported",
+        422,
+        (
+            "the page cannot run this set's entropy stage (a hyperprior set's integer "
+            "hyper-synthesis): the service or the CLI decodes it"
+        ),
+    )
     # the command line
     INVALID_ARGUMENT = (
         "invalid_argument",

@@ -75,4 +75,10 @@ INT_SYNTH = Capability(
     "wai.neural.int_synth", RegistryClass.NEURAL_INTEGER_EXACT, Arithmetic.INTEGER
 )
 
-REGISTRY = Registry([BMSHJ2018, INT_SYNTH])
+#: bmshj2018-hyperprior with an integer entropy stage (its hyper-synthesis a wai-ops/1 program)
+#: and a float main synthesis: its symbols are the same on every machine (§3).
+BMSHJ2018_HYPERPRIOR = Capability(
+    "wai.neural.bmshj2018_hyperprior", RegistryClass.NEURAL_ENTROPY_EXACT, Arithmetic.FLOAT
+)
+
+REGISTRY = Registry([BMSHJ2018, INT_SYNTH, BMSHJ2018_HYPERPRIOR])

@@ -20,7 +20,7 @@ import sys
 import types
 from typing import Any
 
-__all__ = ["checkpoint_state_dict", "factorized_prior", "import_compressai"]
+__all__ = ["checkpoint_state_dict", "factorized_prior", "import_compressai", "scale_hyperprior"]
 
 
 def _install_torchvision_stub() -> None:
@@ -57,6 +57,17 @@ def factorized_prior(N: int = 128, M: int = 192) -> Any:
     from compressai.models import FactorizedPrior
 
     return FactorizedPrior(N, M)
+
+
+def scale_hyperprior(N: int = 128, M: int = 192) -> Any:
+    """Return an untrained ``compressai.models.ScaleHyperprior(N, M)`` (bmshj2018-hyperprior).
+
+    N=128, M=192 is CompressAI's ``bmshj2018_hyperprior`` architecture for qualities 1-5.
+    """
+    import_compressai()
+    from compressai.models import ScaleHyperprior
+
+    return ScaleHyperprior(N, M)
 
 
 #: Where CompressAI's own tools find the state dict in a saved checkpoint, in the order its

@@ -28,6 +28,8 @@ BENCHES = {
     "throughput": "wai_dispatch.tools.bench_throughput",
     # a warm decode's stages and ONNX Runtime's per-operator profile, as shares of the decode
     "profile": "wai_dispatch.tools.bench_profile",
+    # the hyperprior decode (integer entropy stage + ORT) vs CompressAI's ScaleHyperprior
+    "hyperprior": "wai_dispatch.tools.bench_hyperprior",
     "service": "wai_dispatch.tools.bench_service",  # HTTP decodes/s vs the in-process loop
     # summary latency and the dashboard's first paint with 100,000 reports vs 100 ms and 1 s
     "dashboard": "wai_dispatch.tools.bench_dashboard",
@@ -62,6 +64,7 @@ QUICK: dict[str, list[str]] = {
     "tiles": ["--quick", "--no-big"],
     "answer": ["--quick"],
     "ray": ["--seconds", "3", "--clients", "2"],
+    "hyperprior": ["--repeats", "1"],
 }
 
 

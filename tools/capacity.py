@@ -34,6 +34,7 @@ from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.dispatch.report import Report
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.records import records_for
 from wai_dispatch.tools.bench_decode import SIZES, _model, _picture
@@ -65,7 +66,10 @@ def latents(checkpoint: str | None) -> dict[str, Any]:
 def cpu_per_decode(decoder: Decoder, repeats: int, symbols: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in decoder.store.list():
-        tables = tables_of(decoder.open_set(item.digest))
+        files = decoder.open_set(item.digest)
+        if HyperStage.of(files) is not None:
+            continue  # the float sets' figures; bench_hyperprior measures the hyperprior's
+        tables = tables_of(files)
         for size, sym in symbols.items():
             body = payload.encode(np.asarray(sym), tables)
             result = decoder.decode_payload(

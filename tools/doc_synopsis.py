@@ -21,10 +21,12 @@ __all__ = ["check_synopsis"]
 _FORWARDED = {
     ("make-set", "bmshj2018"): "wai_dispatch.tools.wai_bmshj2018_npu_set",
     ("make-set", "int-synth"): "wai_dispatch.tools.wai_int_synth_set",
+    ("make-set", "bmshj2018-hyperprior"): "wai_dispatch.tools.wai_bmshj2018_hyperprior_set",
 }
 _WRITERS = {
     "wai_dispatch.tools.wai_bmshj2018_npu_set": PARSERS["bmshj2018"],
     "wai_dispatch.tools.wai_int_synth_set": PARSERS["int-synth"],
+    "wai_dispatch.tools.wai_bmshj2018_hyperprior_set": PARSERS["bmshj2018-hyperprior"],
 }
 _OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 

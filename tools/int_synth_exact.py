@@ -28,8 +28,8 @@ SUM_BITS = 52
 
 
 class ExactConv:
-    """A convolution (``conv2d`` k5 s2 p2, ``conv_transpose2d`` k5 s2 p2 op1, or a 1×1
-    ``conv2d``) evaluated exactly on a fixed-point grid (module doc)."""
+    """A convolution (``conv2d`` k5 s2 p2, ``conv_transpose2d`` k5 s2 p2 op1, ``conv2d`` k3 s1
+    p1, or a 1×1 ``conv2d``) evaluated exactly on a fixed-point grid (module doc)."""
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray, kind: str) -> None:
         w = np.asarray(weight, dtype=np.float64)
@@ -67,6 +67,8 @@ class ExactConv:
                 acc = F.conv_transpose2d(xt, self._w, None, 2, 2, output_padding=1)
             elif self.kind == "conv":
                 acc = F.conv2d(xt, self._w, None, 2, 2)
+            elif self.kind == "conv3":  # k3 s1 p1 (the hyperprior's h_a and h_s)
+                acc = F.conv2d(xt, self._w, None, 1, 1)
             else:
                 acc = F.conv2d(xt, self._w)
         out = acc.numpy() + b_int[None, :, None, None]  # integers below 2^53: exact

@@ -70,5 +70,35 @@ def int_synth_parser(
     return parser
 
 
+def hyperprior_parser(
+    prog: str = "python -m wai_dispatch.tools.wai_bmshj2018_hyperprior_set",
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    """The bmshj2018-hyperprior writer's options (``wai-dispatch make-set
+    bmshj2018-hyperprior``)."""
+    parser = parser_class(
+        prog=prog,
+        description="Write a wai.neural.bmshj2018_hyperprior parameter set: the float main "
+        "synthesis, and the entropy stage with an integer (wai-ops/1) hyper-synthesis.",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="the set's directory")
+    parser.add_argument("--quality", type=int, default=DEMO_QUALITY, help="1-8 (N, M by quality)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="draws the payload picture")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="a CompressAI ScaleHyperprior state dict, bare or under network/state_dict, fp16 "
+        "or fp32 (default: the demo weights)",
+    )
+    parser.add_argument("--licence", help="the weights' SPDX licence, for wai-usage.json")
+    parser.add_argument("--name", help="the set's name")
+    parser.add_argument("--force", action="store_true", help="replace an existing set")
+    return parser
+
+
 #: Each ``make-set`` kind's options.
-PARSERS = {"bmshj2018": bmshj2018_parser, "int-synth": int_synth_parser}
+PARSERS = {
+    "bmshj2018": bmshj2018_parser,
+    "int-synth": int_synth_parser,
+    "bmshj2018-hyperprior": hyperprior_parser,
+}

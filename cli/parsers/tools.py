@@ -51,13 +51,15 @@ def add(sub: Sub) -> None:
         "write a parameter set (needs the tools extra)",
         "wai-dispatch make-set bmshj2018 --help\n"
         "wai-dispatch make-set bmshj2018 --out sets/bmshj2018-q3 --checkpoint q3.pth.tar\n"
-        "wai-dispatch make-set int-synth --out sets/int-synth-q3 --from 3f9a",
+        "wai-dispatch make-set int-synth --out sets/int-synth-q3 --from 3f9a\n"
+        "wai-dispatch make-set bmshj2018-hyperprior --out sets/hp-q3 --checkpoint hp.pth.tar",
     )
     m.add_argument(
         "kind",
-        choices=["bmshj2018", "int-synth"],
+        choices=["bmshj2018", "int-synth", "bmshj2018-hyperprior"],
         help="bmshj2018: a float set from a CompressAI checkpoint; int-synth: an integer set "
-        "derived from a float set (--from DIGEST)",
+        "derived from a float set (--from DIGEST); bmshj2018-hyperprior: a hyperprior set "
+        "(integer hyper-synthesis) from a CompressAI ScaleHyperprior checkpoint",
     )
     m.add_argument(
         "rest", nargs=argparse.REMAINDER, help="the writer's own options (--out …; KIND --help)"

@@ -22,12 +22,13 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, ready_sets_dir, sets_dir
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError, Limits
-from wai_dispatch.codec.payload import read_header
+from wai_dispatch.codec.payload import Header, read_header
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
@@ -59,6 +60,7 @@ from wai_dispatch.paths.onnx_cache import request_cache_dir
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import request_tile_bytes
 from wai_dispatch.service.decoding.compressai import import_compressai
+from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.parts import NoProgram, OpenedSet, Prepared, PreparedPart
 from wai_dispatch.service.decoding.plan import plan
 from wai_dispatch.service.decoding.results import (
@@ -201,7 +203,7 @@ class Decoder:
             if self.registry.get(part.capability) is None:
                 out.append(PreparedPart(part, None))
                 continue
-            header = read_header(part.payload, limits=self.limits)
+            header = any_header(part.payload, limits=self.limits)
             try:
                 digest = part.set or self.store.default_for(part.capability).digest
                 opened = self._open(digest, None)
@@ -253,8 +255,11 @@ class Decoder:
                 reports.append(decision.report)
                 missing.append(exc.message)
                 continue
-            tables = opened.tables or tables_of(opened.files)  # the latter raises why not
-            stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)
+            if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
+                stage = opened.hyper.run(part.payload, limits=self.limits)
+            else:
+                tables = opened.tables or tables_of(opened.files)  # the latter raises why not
+                stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)
             # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
             # when no path runs the networks.
             job = SynthesisJob(opened.files, stage.latent, stage.symbols)
@@ -320,7 +325,8 @@ class Decoder:
                         tables = tables_of(files)
                     except CodecError:
                         tables = None
-                    opened = OpenedSet(files, tables)
+                    # a hyperprior set's program is bound-checked here, as the set loads
+                    opened = OpenedSet(files, tables, HyperStage.of(files))
                     nbytes = sum(len(data) for data in files.files.values())
                     self.sets.put(digest, opened, nbytes)
         check_pin(opened.files.manifest, pin)  # §2: a pinned decode uses exactly these bytes
@@ -332,7 +338,9 @@ class Decoder:
         existed = {entry.digest for entry in self.store.list()}
         entry = self.store.install(source)
         try:
-            check_programs(self.store.open(entry.digest))
+            files = self.store.open(entry.digest)
+            check_programs(files)
+            HyperStage.of(files)  # a hyperprior set's hyper-synthesis: the bound rule too
         except WaiError:
             if entry.digest not in existed:
                 self.store.remove(entry.digest)
@@ -403,6 +411,14 @@ class Decoder:
         model and quality are the file's."""
 
         return import_compressai(self, data, set_digest=set_digest, capability=capability)
+
+
+def any_header(payload: bytes, *, limits: Limits) -> Header:
+    """The payload's header, checked against ``limits``: a ``WAIP`` payload's own, or for a
+    hyperprior (``WAIH``) payload, its latent y's (what the cost estimate reads)."""
+    if waih.is_hyperprior(payload):
+        return waih.read_header(payload, limits=limits).as_latent_header()
+    return read_header(payload, limits=limits)
 
 
 def _check_capability(digest: str, opened: OpenedSet, capability: str) -> None:

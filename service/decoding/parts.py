@@ -14,6 +14,7 @@ from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.dispatch import Adapter, Path
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoding.hyperprior import HyperStage
 
 __all__ = ["NoProgram", "OpenedSet", "Prepared", "PreparedPart"]
 
@@ -25,6 +26,8 @@ class OpenedSet:
 
     files: LoadedSet
     tables: EntropyTables | None
+    #: A hyperprior set's entropy stage (service/decoding/hyperprior.py), else ``None``.
+    hyper: HyperStage | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,9 @@
 2. Every float path that can run here reconstructs RGB8 within 40 dB PSNR of the reference
    sink's decode on the CPU (ONNX Runtime).
 
+A set of a capability registered at entropy-consistency (``wai.neural.bmshj2018_hyperprior``)
+is checked by its symbols digest alone (§6.4); the 40 dB bound is for tier none only.
+
 An integer set (``wai.neural.int_synth``) is held to more: its wai-ops/1 program loads under
 the bound rule, and every payload of the conformance corpus made for it decodes to the corpus's
 RGB8 hash exactly (``paths/waiops/verify.py``).
@@ -26,12 +29,21 @@ from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import SetError
 from wai_dispatch.conformance import neural_conformance_dir
-from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, Arithmetic, Code, admit, choose, strictjson
+from wai_dispatch.dispatch import (
+    CPU_ONNX_RUNTIME,
+    Arithmetic,
+    Code,
+    Tier,
+    admit,
+    choose,
+    strictjson,
+)
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.waiops.verify import verify_integer_set
+from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
 
 if TYPE_CHECKING:
@@ -107,8 +119,12 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     checks: list[dict[str, Any]] = []
     try:
         expected = expected_symbols_digest(set_files)
-        stage = entropy_stage(
-            set_files.read(payload_name), tables_of(set_files), limits=decoder.limits
+        hyper = HyperStage.of(set_files)
+        payload = set_files.read(payload_name)
+        stage = (
+            hyper.run(payload, limits=decoder.limits)
+            if hyper is not None
+            else entropy_stage(payload, tables_of(set_files), limits=decoder.limits)
         )
     except (ValueError, KeyError, RecursionError, WaiError) as exc:
         code = getattr(exc, "code", "set_invalid")
@@ -126,6 +142,10 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     if capability.networks is Arithmetic.INTEGER:
         tables = tables_of(set_files)
         checks += verify_integer_set(set_files, tables, [neural_conformance_dir()])
+        return SetCheck(digest, name, checks=checks)
+    if capability.registered_tier is Tier.ENTROPY_CONSISTENCY:
+        # §6.4 at entropy-consistency: the symbols digest alone decides; the 40 dB bound is
+        # an implementation check at tier none only.
         return SetCheck(digest, name, checks=checks)
     job = SynthesisJob(set_files, stage.latent, stage.symbols)
     needed = capability.registered_tier

@@ -21,6 +21,7 @@ from wai_dispatch.codec import payload
 from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.hyperprior import HyperStage
 
 __all__ = ["SIDE", "Warmed", "Warmup"]
 
@@ -79,9 +80,14 @@ class Warmup:
     def _one(self, digest: str, capability: str) -> Warmed:
         t0 = time.perf_counter()
         try:
-            tables = tables_of(self.decoder.open_set(digest))
-            zeros = np.zeros((1, tables.channels, SIDE, SIDE), dtype=np.int32)
-            body = payload.encode(zeros, tables)
+            files = self.decoder.open_set(digest)
+            hyper = HyperStage.of(files)
+            if hyper is not None:  # a hyperprior set: z of SIDE/4, so y is SIDE × SIDE
+                body = hyper.zeros_payload(max(1, SIDE // 4), max(1, SIDE // 4))
+            else:
+                tables = tables_of(files)
+                zeros = np.zeros((1, tables.channels, SIDE, SIDE), dtype=np.int32)
+                body = payload.encode(zeros, tables)
             result = self.decoder.decode_payload(body, capability=capability, set_digest=digest)
         except WaiError as exc:
             ms = (time.perf_counter() - t0) * 1000

@@ -268,5 +268,5 @@ def test_the_fuzz_store_is_not_disturbed(data_dir: Path) -> None:
 
     bundled = [p for p in sets_dir().iterdir() if (p / "set.json").is_file()]
     sets = [p for p in (data_dir / "sets").iterdir() if re.fullmatch(r"[0-9a-f]{64}", p.name)]
-    assert len(sets) == len(bundled) == 2
+    assert len(sets) == len(bundled) == 3
     shutil.disk_usage(data_dir)  # the folder is still there and readable

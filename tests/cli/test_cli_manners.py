@@ -138,7 +138,11 @@ def test_make_set_help_without_torch(tmp_path: Path) -> None:
     blocker = tmp_path / "sitecustomize.py"
     blocker.write_text("import sys\nsys.modules['torch'] = None  # `import torch` fails\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    for kind, flag in (("bmshj2018", "--checkpoint"), ("int-synth", "--from")):
+    for kind, flag in (
+        ("bmshj2018", "--checkpoint"),
+        ("int-synth", "--from"),
+        ("bmshj2018-hyperprior", "--checkpoint"),
+    ):
         done = subprocess.run([*CLI, "make-set", kind, "--help"], capture_output=True,
                               text=True, env=env, timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr

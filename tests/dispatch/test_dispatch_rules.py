@@ -597,16 +597,19 @@ def test_s7_code_meaning_and_section(token: str) -> None:
 
 
 def test_registry_lookup_and_unknown() -> None:
-    """§2/§6: the registry holds bmshj2018 (Neural) and int_synth (NeuralIntegerExact);
-    an unknown name is UnknownCapability, but ``get`` and ``in`` answer plainly."""
+    """§2/§6: the registry holds bmshj2018 (Neural), int_synth (NeuralIntegerExact) and
+    bmshj2018_hyperprior (NeuralEntropyExact); an unknown name is UnknownCapability, but
+    ``get`` and ``in`` answer plainly."""
     assert REGISTRY["wai.neural.bmshj2018"] is BMSHJ2018
     assert REGISTRY["wai.neural.int_synth"] is INT_SYNTH
+    hyper = REGISTRY["wai.neural.bmshj2018_hyperprior"]
+    assert hyper.registered_tier is Tier.ENTROPY_CONSISTENCY and hyper.networks.value == "float"
     with pytest.raises(UnknownCapability, match=r"wai\.nope"):
         REGISTRY["wai.nope"]
     assert REGISTRY.get("wai.nope") is None
     assert "wai.nope" not in REGISTRY
     assert "wai.neural.bmshj2018" in REGISTRY
     extended = REGISTRY.with_capability(ENTROPY)
-    assert extended[ENTROPY.name] is ENTROPY and len(extended) == 3
+    assert extended[ENTROPY.name] is ENTROPY and len(extended) == 4
     with pytest.raises(ValueError, match="twice"):
         extended.with_capability(ENTROPY)

@@ -34,6 +34,14 @@ def test_no_webnn_context_verifies_nothing(served: tuple[str, str]) -> None:
     summary = verify_page.verify(str(CHROMIUM), url=url, token=token, extra_args=["--no-sandbox"])
     assert summary["verdict"] == "absent"
     rows = by_sample(summary)
+    # the hyperprior's samples: the page does not run their entropy stage, and says so
+    hyper = {k: rows.pop(k) for k in list(rows) if k.startswith("bmshj2018-hyperprior-")}
+    assert set(hyper) == {
+        "bmshj2018-hyperprior-demo-q3.json",
+        "bmshj2018-hyperprior-demo-q3-replicate.json",
+    }
+    for row in hyper.values():
+        assert row["verdict"] == "unsupported" and "page_entropy_unsupported" in row["why"][0]
     assert {"bmshj2018-demo-q3-replicate.json", "bmshj2018-demo-q3.json"} <= set(rows)
     for row in rows.values():
         # every bundled sample is coded from the same picture's latent (docs/int-synth-set.md)

@@ -367,6 +367,7 @@ LAZY_COMMANDS = {
     f"{PREFIX}.cli.tools": (
         f"{PREFIX}.tools.wai_int_synth_set",
         f"{PREFIX}.tools.wai_bmshj2018_npu_set",
+        f"{PREFIX}.tools.wai_bmshj2018_hyperprior_set",
     ),
 }
 

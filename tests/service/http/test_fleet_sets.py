@@ -121,7 +121,7 @@ def test_an_install_and_a_removal_reach_every_replica_within_the_bound(
     with replica(tmp_path / "a", database) as a, replica(tmp_path / "b", database) as b:
         b.tokens["admin"] = a.tokens["admin"]  # the one token A's first start wrote
         # the bundled sets: put into the registry by the first start, fetched by the second
-        assert _cached(a) == _cached(b) and sample_set in _cached(b) and len(_cached(b)) == 2
+        assert _cached(a) == _cached(b) and sample_set in _cached(b) and len(_cached(b)) == 3
         assert _decode(a) == _decode(b) == (200, None)
 
         # a set posted to A: B has it within the bound, fetched by digest and verified
@@ -209,9 +209,9 @@ def test_without_bundled_sets_the_registry_starts_empty(tmp_path: Path) -> None:
     # the same database, bundled sets on: they come in once, and a later start with them off
     # does not take them away
     with replica(tmp_path / "a", url) as a:
-        assert len(_cached(a)) == 2
+        assert len(_cached(a)) == 3
     with replica(tmp_path / "b", url, bundled_sets=False) as b:
-        assert len(_cached(b)) == 2
+        assert len(_cached(b)) == 3
 
 
 def test_admin_token_file_is_ensured_on_every_replica_and_the_banners_agree(

@@ -98,6 +98,11 @@ export class Job {
 
 /** The entropy stage on the page (§6.3): symbols, their digest and the latent. */
 export async function entropyStage(source, digest, manifest, payload) {
+  if (manifest.facts && manifest.facts.hyperprior) {
+    // A hyperprior set's entropy stage runs its integer hyper-synthesis (docs/bmshj2018-hyperprior-set.md);
+    // the page does not run it, and says so rather than decode other symbols.
+    throw new WaiError("page_entropy_unsupported", `the page does not run ${manifest.capability}'s entropy stage (the set's integer hyper-synthesis decides every table of y); decode this envelope with the service (POST /v1/decode) or \`wai-dispatch decode\``);
+  }
   const tablesName = manifest.facts && manifest.facts.tables;
   if (typeof tablesName !== "string") throw new WaiError("set_no_tables", `set ${digest.slice(0, 16)}… names no entropy tables file`);
   const tables = readTables(await source.text(digest, tablesName));

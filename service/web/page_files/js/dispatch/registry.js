@@ -17,9 +17,12 @@ export function capability(name, registryClass, networks) {
 
 export const BMSHJ2018 = capability("wai.neural.bmshj2018", "Neural", "float");
 export const INT_SYNTH = capability("wai.neural.int_synth", "NeuralIntegerExact", "integer");
+export const BMSHJ2018_HYPERPRIOR = capability("wai.neural.bmshj2018_hyperprior", "NeuralEntropyExact", "float");
 
 /** The registry: name → capability. */
-export const REGISTRY = Object.freeze(new Map([[BMSHJ2018.name, BMSHJ2018], [INT_SYNTH.name, INT_SYNTH]]));
+export const REGISTRY = Object.freeze(new Map([
+  [BMSHJ2018.name, BMSHJ2018], [INT_SYNTH.name, INT_SYNTH], [BMSHJ2018_HYPERPRIOR.name, BMSHJ2018_HYPERPRIOR],
+]));
 
 export function lookup(name, registry = REGISTRY) {
   const cap = registry.get(name);

@@ -1,0 +1,258 @@
+"""The payload of a hyperprior capability (``WAIH``, docs/payload.md "Hyperprior payload"): the
+side latent ``z`` as a whole ``WAIP`` payload against the set's factorized tables, then the
+latent ``y``'s rANS stream against the Gaussian tables that ``z``'s scale indexes choose, and its
+escapes. Decoding ``y`` needs the indexes, which only the set's integer hyper-synthesis gives:
+:func:`decode_y` takes them; the decode's stage (service/decoding/hyperprior.py) computes them.
+
+``y``'s symbols are coded grouped by table index: for each index ``k`` = 0, 1, … in turn, the
+symbols whose index is ``k``, in C, H, W order, with table ``k`` (one constriction call each);
+the stream's bottom holds y's height and width as in ``WAIP``. The symbols digest is BLAKE3 over
+``z``'s symbols then ``y``'s, each int32 little-endian in C, H, W order.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+import blake3
+import numpy as np
+import numpy.typing as npt
+
+from wai_dispatch.codec import payload as waip
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.payload import (
+    PayloadFormatError,
+    PayloadLengthError,
+    PayloadLimitError,
+    PayloadStreamError,
+    PayloadTablesMismatch,
+    SymbolsError,
+)
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.dispatch.codes import ErrorCode
+
+__all__ = [
+    "HEADER_SIZE",
+    "MAGIC",
+    "UPSAMPLING",
+    "HyperHeader",
+    "decode_y",
+    "decode_z",
+    "encode",
+    "is_hyperprior",
+    "read_header",
+    "symbols_digest",
+]
+
+_DEFAULT_LIMITS: Final = Limits()
+MAGIC = b"WAIH"
+VERSION = 1
+#: magic, version, flags, y channels, z bytes, y stream words, y escape count, y escape bytes
+_HEADER = struct.Struct("<4sBBHIIII")
+HEADER_SIZE = _HEADER.size  # 24
+#: ``y`` has 4× the side latent's height and width (h_s: two stride-2 transposed convolutions).
+UPSAMPLING = 4
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class HyperHeader:
+    """The ``WAIH`` header, and the side latent's ``WAIP`` header inside it."""
+
+    y_channels: int
+    z_bytes: int
+    y_words: int
+    y_escape_count: int
+    y_escape_bytes: int
+    z: waip.Header
+
+    @property
+    def y_shape(self) -> tuple[int, int, int, int]:
+        return (1, self.y_channels, UPSAMPLING * self.z.height, UPSAMPLING * self.z.width)
+
+    def as_latent_header(self) -> waip.Header:
+        """A ``WAIP``-shaped header of ``y`` (what a decode's cost estimate reads)."""
+        _, c, h, w = self.y_shape
+        return waip.Header(VERSION, c, h, w, self.y_words, self.y_escape_count, self.y_escape_bytes)
+
+
+def is_hyperprior(payload: bytes) -> bool:
+    return bytes(payload[:4]) == MAGIC
+
+
+def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHeader:
+    """Parse and check both headers against ``limits`` and the payload's length."""
+    size = len(payload)
+    if size > limits.max_payload_bytes:
+        raise PayloadLimitError(f"payload of {size} bytes exceeds {limits.max_payload_bytes}")
+    if size < 4 or bytes(payload[:4]) != MAGIC:
+        raise PayloadFormatError(
+            "payload: bad magic (expected b'WAIH')", code=ErrorCode.PAYLOAD_MAGIC
+        )
+    if size >= 5 and payload[4] != VERSION:
+        raise PayloadFormatError(
+            f"payload: WAIH version {payload[4]} is not supported (only {VERSION})",
+            code=ErrorCode.PAYLOAD_VERSION,
+        )
+    if size < HEADER_SIZE:
+        raise PayloadLengthError(
+            f"payload of {size} bytes is shorter than its {HEADER_SIZE}-byte header"
+        )
+    _, _, flags, channels, z_bytes, words, esc_count, esc_bytes = _HEADER.unpack_from(payload)
+    if flags != 0 or channels == 0:
+        raise PayloadFormatError(
+            f"payload: WAIH flags {flags:#04x} or y channels {channels} invalid"
+        )
+    if HEADER_SIZE + z_bytes > size:
+        raise PayloadLengthError(f"payload: the side latent's {z_bytes} bytes are not all present")
+    z = waip.read_header(bytes(payload[HEADER_SIZE : HEADER_SIZE + z_bytes]), limits=limits)
+    header = HyperHeader(channels, z_bytes, words, esc_count, esc_bytes, z)
+    _, c, h, w = header.y_shape
+    if (
+        c > limits.max_channels
+        or h > limits.max_latent_height
+        or w > limits.max_latent_width
+        or (c * h * w > limits.max_symbols)
+    ):
+        raise PayloadLimitError(
+            f"payload: latent shape {header.y_shape} exceeds the limits",
+            code=ErrorCode.PAYLOAD_SHAPE_OVER_LIMITS,
+        )
+    if esc_count > c * h * w or not esc_count <= esc_bytes <= 5 * esc_count:
+        raise PayloadFormatError(f"payload: {esc_count} escapes in {esc_bytes} bytes")
+    total = HEADER_SIZE + z_bytes + 4 * words + esc_bytes
+    if total != size:
+        raise PayloadLengthError(
+            f"payload: header declares {total} bytes, {size} present",
+            code=ErrorCode.PAYLOAD_TRAILING if total < size else ErrorCode.PAYLOAD_TRUNCATED,
+        )
+    return header
+
+
+def symbols_digest(z: np.ndarray, y: np.ndarray) -> str:
+    """BLAKE3 (hex) of z's symbols then y's, each int32 little-endian in C, H, W order."""
+    h = blake3.blake3()
+    for s in (z, y):
+        h.update(np.ascontiguousarray(s, dtype="<i4").tobytes())
+    return h.hexdigest()
+
+
+def encode(
+    z: np.ndarray,
+    y: np.ndarray,
+    indexes: np.ndarray,
+    z_tables: EntropyTables,
+    y_tables: EntropyTables,
+) -> bytes:
+    """The payload of symbols ``z`` (1, Cz, h, w) and ``y`` (1, Cy, 4h, 4w), ``indexes`` being
+    y's table indexes (what the set's hyper-synthesis gives for ``z``)."""
+    import constriction
+
+    z_payload = waip.encode(z, z_tables)
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    if y.ndim != 4 or y.shape[2:] != (UPSAMPLING * z.shape[2], UPSAMPLING * z.shape[3]):
+        raise SymbolsError(f"y of shape {y.shape} for z of shape {z.shape}")
+    if indexes.shape != y.shape:
+        raise SymbolsError(f"indexes of shape {indexes.shape} for y of shape {y.shape}")
+    flat, idx = y.reshape(-1), indexes.reshape(-1).astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= y_tables.channels):
+        raise SymbolsError("an index names no table")
+    offsets, escape = y_tables.offsets.astype(np.int64), y_tables.cdf_lengths.astype(np.int64) - 2
+    coder = constriction.stream.stack.AnsCoder()
+    coder.encode_reverse(np.array(y.shape[2:], dtype=np.int32), waip._shape_model())
+    models = y_tables.models()
+    order = np.argsort(idx, kind="stable")  # grouped by index, C, H, W order within a group
+    values, groups = flat[order], idx[order]
+    index = values - offsets[groups]
+    low, high = index < 0, index >= escape[groups]
+    raw = np.where(low, -2 * index - 1, 2 * (index - escape[groups]))[low | high]
+    index = np.where(low | high, escape[groups], index).astype(np.int32)
+    bounds = np.searchsorted(groups, np.arange(y_tables.channels + 1))
+    for k in range(y_tables.channels - 1, -1, -1):
+        if bounds[k + 1] > bounds[k]:
+            coder.encode_reverse(index[bounds[k] : bounds[k + 1]], models[k])
+    words: bytes = coder.get_compressed().astype("<u4", copy=False).tobytes()
+    escapes = waip._write_varints(raw.astype(np.uint64))
+    head = _HEADER.pack(
+        MAGIC, VERSION, 0, y.shape[1], len(z_payload), len(words) // 4, int(raw.size), len(escapes)
+    )
+    return head + z_payload + words + escapes
+
+
+def decode_z(payload: bytes, header: HyperHeader, z_tables: EntropyTables) -> npt.NDArray[np.int32]:
+    """The side latent's symbols (1, Cz, h, w)."""
+    section = bytes(payload[HEADER_SIZE : HEADER_SIZE + header.z_bytes])
+    return waip.decode(section, z_tables, header=header.z)
+
+
+def decode_y(
+    payload: bytes, header: HyperHeader, indexes: np.ndarray, y_tables: EntropyTables
+) -> npt.NDArray[np.int32]:
+    """y's symbols, given the table index of every position (the hyper-synthesis's)."""
+    if indexes.shape != header.y_shape:
+        raise PayloadTablesMismatch(f"indexes of shape {indexes.shape}, y is {header.y_shape}")
+    try:
+        return _decode_y(payload, header, indexes, y_tables)
+    except CodecError:
+        raise
+    except Exception as exc:
+        raise PayloadStreamError(f"payload: y's stream does not decode: {exc}") from exc
+
+
+def _decode_y(
+    payload: bytes, header: HyperHeader, indexes: np.ndarray, y_tables: EntropyTables
+) -> npt.NDArray[np.int32]:
+    import constriction
+
+    start = HEADER_SIZE + header.z_bytes
+    words = np.frombuffer(payload, dtype="<u4", count=header.y_words, offset=start)
+    if header.y_words and words[-1] == 0:
+        raise PayloadStreamError("payload: y's rANS stream ends in a zero word")
+    coder = constriction.stream.stack.AnsCoder(words.astype(np.uint32))
+    models = y_tables.models()
+    idx = indexes.reshape(-1).astype(np.int64)
+    order = np.argsort(idx, kind="stable")
+    groups = idx[order]
+    bounds = np.searchsorted(groups, np.arange(y_tables.channels + 1))
+    table_index = np.empty(idx.size, dtype=np.int32)
+    for k in range(y_tables.channels):
+        n = int(bounds[k + 1] - bounds[k])
+        if n:
+            words_left, state = coder.pos()
+            if words_left == 0 and state < 1 << 24:
+                raise PayloadStreamError("payload: y's rANS stream ends early")
+            table_index[bounds[k] : bounds[k + 1]] = coder.decode(models[k], n)
+    shape = coder.decode(waip._shape_model(), 2)
+    _, _, h, w = header.y_shape
+    if shape[0] != h or shape[1] != w or not coder.is_empty():
+        raise PayloadStreamError("payload: y's rANS stream does not hold exactly its symbols")
+    escape = y_tables.cdf_lengths.astype(np.int64)[groups] - 2
+    values = table_index.astype(np.int64) + y_tables.offsets.astype(np.int64)[groups]
+    where = np.flatnonzero(table_index == escape)
+    if where.size != header.y_escape_count:
+        raise PayloadStreamError(
+            f"payload: y's stream holds {where.size} escapes, the header {header.y_escape_count}",
+            code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
+        )
+    if where.size:
+        at = start + 4 * header.y_words
+        raw = waip._read_varints(bytes(payload[at : at + header.y_escape_bytes]), where.size)
+        g = groups[where]
+        off = y_tables.offsets.astype(np.int64)[g]
+        esc = y_tables.cdf_lengths.astype(np.int64)[g] - 2
+        values[where] = (
+            np.where(
+                raw & 1 == 1, -((raw + 1) >> 1).astype(np.int64), (raw >> 1).astype(np.int64) + esc
+            )
+            + off
+        )
+        if int(values.min()) < _INT32_MIN or int(values.max()) > _INT32_MAX:
+            raise PayloadStreamError(
+                "payload: an escaped symbol is outside int32", code=ErrorCode.PAYLOAD_ESCAPE_INVALID
+            )
+    out = np.empty(idx.size, dtype=np.int32)
+    out[order] = values.astype(np.int32)
+    return out.reshape(header.y_shape)

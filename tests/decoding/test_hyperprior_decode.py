@@ -1,0 +1,220 @@
+"""wai.neural.bmshj2018_hyperprior through the decode pipeline (§2, §3, §6.4): the bundled set
+decodes its sample at entropy-consistency on the float paths with one symbols digest whatever
+path runs the synthesis (ONNX Runtime, the scripted neural processor with a float16 synthesis),
+the hyper-synthesis on the integer engines and the WGSL kernels gives the same indexes, a float
+hyper-synthesis gives other symbols, ``intent: replicate`` leaves no path, a program that breaks
+the bound rule is refused when the set loads, and the corpus's digests hold."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from wai_dispatch.codec import hyperprior_payload as waih
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
+from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir, sets_dir
+from wai_dispatch.dispatch import (
+    CPU_ONNX_RUNTIME,
+    NPU_MODEL_RUNTIME,
+    REFERENCE_OFFER,
+    Code,
+    Tier,
+)
+from wai_dispatch.dispatch.paths import CPU_WAI_OPS
+from wai_dispatch.paths.coreml import CoreMLAdapter, ScriptedCoreML
+from wai_dispatch.paths.registry import known_adapters
+from wai_dispatch.paths.waiops import reference
+from wai_dispatch.paths.waiops.errors import WaiOpsError
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.hyperprior import HyperStage, scale_indexes
+from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.decoding.verify import verify_set
+from wai_dispatch.tools.hyperprior_encode import open_folder
+
+SET = sets_dir() / "bmshj2018-hyperprior-demo-q3"
+MANIFEST = Manifest.from_bytes((SET / "set.json").read_bytes())
+PINNED = json.loads((SET / "payload.json").read_bytes())["symbols_digest"]
+CORPUS_DIR = neural_conformance_dir() / "bmshj2018-hyperprior"
+CORPUS = json.loads((CORPUS_DIR / "corpus.json").read_bytes())
+CAPABILITY = "wai.neural.bmshj2018_hyperprior"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> SetStore:
+    store = SetStore(tmp_path_factory.mktemp("hp") / "sets")
+    store.install(SET)
+    return store
+
+
+@pytest.fixture(scope="module")
+def stage() -> HyperStage:
+    got = HyperStage.of(open_folder(SET))
+    assert got is not None
+    return got
+
+
+def _envelope(**kw: Any) -> Envelope:
+    return Envelope(
+        capability=CAPABILITY, payload=(SET / "payload.bin").read_bytes(), set=MANIFEST.digest, **kw
+    )
+
+
+@pytest.fixture(scope="module")
+def onnx_result(store: SetStore) -> Any:
+    return Decoder(store, REFERENCE_OFFER, known_adapters()).decode(_envelope())
+
+
+def test_the_sample_decodes_at_entropy_consistency_on_onnx_runtime(onnx_result: Any) -> None:
+    result = onnx_result
+    (report,) = result.reports
+    assert report.needed is Tier.ENTROPY_CONSISTENCY
+    assert report.ran is not None and report.ran.path == CPU_ONNX_RUNTIME
+    assert report.ran.tier is Tier.ENTROPY_CONSISTENCY
+    assert result.part.symbols_digest == PINNED
+    assert result.rgb.shape == (256, 256, 3)
+
+
+def test_replicate_leaves_no_path(store: SetStore) -> None:
+    decoder = Decoder(store, REFERENCE_OFFER, known_adapters())
+    prepared = decoder.prepare(_envelope(intent="replicate"))  # the service's admission
+    assert prepared.parts[0].header is not None
+    assert prepared.parts[0].header.shape == (1, 192, 16, 16)  # y's, from the WAIH header
+    with pytest.raises(NoPath) as err:
+        decoder.decode(prepared)
+    (report,) = err.value.reports
+    assert report.needed is Tier.DECODE_EQUIVALENCE and report.ran is None
+    reasons = {str(r.path): r.reason for r in report.refused}
+    assert reasons[str(CPU_ONNX_RUNTIME)] is Code.TIER_REFUSED
+    assert reasons[str(NPU_MODEL_RUNTIME)] is Code.TIER_REFUSED
+    assert reasons[str(CPU_WAI_OPS)] is Code.ARITHMETIC_MISMATCH
+    # the entropy stage ran all the same (§3): its digest is reported
+    assert err.value.parts[0].symbols_digest == PINNED
+
+
+def test_scripted_npu_with_float16_synthesis_gives_the_same_symbols(
+    store: SetStore, onnx_result: Any
+) -> None:
+    onnx = onnx_result
+    x16 = (onnx.rgb.astype(np.float32).transpose(2, 0, 1)[None] / 255.0).astype(np.float16)
+    x16 = x16 + np.float16(1 / 512)  # a float16 synthesis: another picture, nearly
+    runtime = ScriptedCoreML([("ios17.conv", "MLNeuralEngineComputeDevice")] * 16, output=x16)
+    npu = Decoder(store, (NPU_MODEL_RUNTIME,), {NPU_MODEL_RUNTIME: CoreMLAdapter(runtime)})
+    result = npu.decode(_envelope())
+    assert result.reports[0].ran is not None and result.reports[0].ran.path == NPU_MODEL_RUNTIME
+    assert result.part.symbols_digest == onnx.part.symbols_digest == PINNED
+    assert not np.array_equal(result.rgb, onnx.rgb)
+
+
+@pytest.mark.slow
+def test_onnx_runtime_one_and_two_threads_give_one_digest(tmp_path: Path) -> None:
+    """The CLI decodes the sample with ONNX Runtime on 1 and 2 threads (separate processes:
+    the pool is process-wide): one symbols digest."""
+    digests = set()
+    for threads in ("1", "2"):
+        env = dict(os.environ, WAI_ORT_THREADS=threads, WAI_DATA_DIR=str(tmp_path / threads))
+        out = subprocess.run(
+            [sys.executable, "-m", "wai_dispatch", "decode",
+             str(envelopes_dir() / "bmshj2018-hyperprior-demo-q3.json"),
+             "-o", str(tmp_path / f"{threads}.png"), "--json"],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        doc = json.loads(out.stdout)
+        assert doc["reports"][-1]["ran"]["backend"] == "onnx-runtime"
+        digests.add(doc["symbols_digest"])
+    assert digests == {PINNED}
+
+
+def test_integer_engines_agree_on_the_indexes(stage: HyperStage) -> None:
+    payload = (SET / "payload.bin").read_bytes()
+    header = waih.read_header(payload)
+    z = waih.decode_z(payload, header, stage.z_tables)
+    fast = stage.indexes(z, Limits())
+    ref = scale_indexes(reference.run(stage.program, z), stage.thresholds)
+    assert np.array_equal(fast, ref)
+
+
+@pytest.mark.tools
+@pytest.mark.slow
+def test_a_float_hyper_synthesis_makes_the_symbols_diverge(stage: HyperStage) -> None:
+    """A float decoder's h_s (CompressAI's, float32, on z_hat = symbol + median) chooses other
+    tables at some positions; decoding y with them gives other symbols, or a broken stream."""
+    import torch
+
+    from wai_dispatch.tools.hyperprior_encode import DEMO_CHECKPOINT, load_hyper_model
+
+    net = load_hyper_model(DEMO_CHECKPOINT)
+    payload = (CORPUS_DIR / "hubble-512x384.waih").read_bytes()
+    header = waih.read_header(payload)
+    z = waih.decode_z(payload, header, stage.z_tables)
+    ours = stage.indexes(z, Limits())
+    medians = net.entropy_bottleneck._get_medians().detach()
+    with torch.no_grad():
+        scales = net.h_s(torch.from_numpy(z).float() + medians)
+        theirs = net.gaussian_conditional.build_indexes(scales).numpy()
+    differ = int((theirs != ours).sum())
+    assert 0 < differ < ours.size // 10  # close, and not the same
+    y = waih.decode_y(payload, header, ours, stage.y_tables)
+    assert waih.symbols_digest(z, y) == next(
+        c["symbols_digest"] for c in CORPUS["payloads"] if c["name"] == "hubble-512x384"
+    )
+    try:
+        wrong = waih.decode_y(payload, header, theirs.astype(np.int32), stage.y_tables)
+    except CodecError:
+        return
+    assert int((wrong != y).sum()) > 0
+
+
+@pytest.mark.parametrize("case", CORPUS["payloads"], ids=[c["name"] for c in CORPUS["payloads"]])
+def test_corpus_payload_gives_its_symbols_digest(stage: HyperStage, case: dict[str, Any]) -> None:
+    assert CORPUS["set"] == MANIFEST.digest, "the corpus names another set than the bundled one"
+    result = stage.run((CORPUS_DIR / case["payload"]).read_bytes(), limits=Limits())
+    assert list(result.latent.shape) == case["latent_shape"]
+    assert result.symbols_digest == case["symbols_digest"], case["name"]
+
+
+def test_a_program_that_breaks_the_bound_rule_is_refused_as_the_set_loads(
+    tmp_path: Path,
+) -> None:
+    from safetensors.numpy import load, save
+
+    broken = tmp_path / "broken"
+    shutil.copytree(SET, broken)
+    spec = MANIFEST.facts.to_json()["hyperprior"]
+    tensors = dict(load((SET / spec["weights"]).read_bytes()))
+    w = tensors["conv3.weight"].copy()
+    w[...] = 32767
+    tensors["conv3.weight"] = w
+    (broken / spec["weights"]).write_bytes(
+        save(dict(sorted(tensors.items())), metadata={"format": "wai-ops/1"})
+    )
+    (broken / "set.json").unlink()
+    write_manifest(
+        broken,
+        name=MANIFEST.name,
+        capability=CAPABILITY,
+        version="1",
+        facts=MANIFEST.facts.to_json(),
+    )
+    decoder = Decoder(SetStore(tmp_path / "sets"), REFERENCE_OFFER, known_adapters())
+    with pytest.raises(WaiOpsError) as err:
+        decoder.install_set(broken)
+    assert err.value.code == "waiops_bound_exceeded"
+    assert decoder.store.list() == []
+
+
+def test_verify_checks_the_symbols_digest_alone(store: SetStore) -> None:
+    """§6.4 at entropy-consistency: the symbols digest decides; no 40 dB check is made."""
+    check = verify_set(
+        Decoder(store, REFERENCE_OFFER, known_adapters()), MANIFEST.digest, MANIFEST.name
+    )
+    assert [(c["check"], c["ok"]) for c in check.checks] == [("symbols_digest", True)]

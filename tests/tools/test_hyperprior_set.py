@@ -1,0 +1,78 @@
+"""The hyperprior set writer (tools/wai_bmshj2018_hyperprior_set.py) and its corpus writer: they
+reproduce the bundled ``bmshj2018-hyperprior-demo-q3`` set and the corpus byte for byte (the
+written things are pure functions of their inputs), and the hyper-synthesis program holds the
+bound rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.tools
+
+try:
+    import torch  # noqa: F401
+
+    from wai_dispatch.tools._compressai import import_compressai
+
+    import_compressai()
+except Exception as exc:  # ImportError, or a broken torch build
+    pytest.skip(f"torch and CompressAI are not importable: {exc}", allow_module_level=True)
+
+import numpy as np  # noqa: E402
+
+from wai_dispatch.codec.errors import CodecError  # noqa: E402
+from wai_dispatch.conformance import sets_dir  # noqa: E402
+from wai_dispatch.tools import hyperprior_conformance  # noqa: E402
+from wai_dispatch.tools import wai_bmshj2018_hyperprior_set as writer  # noqa: E402
+from wai_dispatch.tools.hyperprior_encode import encode_hyperprior  # noqa: E402
+
+BUNDLED = sets_dir() / "bmshj2018-hyperprior-demo-q3"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_writer_reproduces_the_bundled_set_and_the_corpus(tmp_path: Path) -> None:
+    out = writer.write_set(tmp_path / "set")
+    got, want = _files(out), _files(BUNDLED)
+    assert sorted(got) == sorted(want)
+    differ = [name for name in want if got[name] != want[name]]
+    assert differ == [], f"files differ from the bundled set: {differ}"
+    corpus = hyperprior_conformance.write_corpus(tmp_path / "corpus", out, log=lambda _m: None)
+    bundled = _files(hyperprior_conformance.corpus_dir())
+    bundled.pop("README.md")
+    assert _files(tmp_path / "corpus") == bundled
+    assert len(corpus["payloads"]) >= 4
+
+
+@pytest.mark.parametrize(
+    ("folder", "picture", "code"),
+    [
+        ("bmshj2018-hyperprior-demo-q3", np.zeros((64, 100, 3), np.uint8), "invalid_argument"),
+        ("bmshj2018-hyperprior-demo-q3", np.zeros((64, 64), np.uint8), "invalid_argument"),
+        ("bmshj2018-hyperprior-demo-q3", np.zeros((64, 64, 3), np.float32), "invalid_argument"),
+        ("bmshj2018-demo-q3", np.zeros((64, 64, 3), np.uint8), "set_capability_mismatch"),
+    ],
+)
+def test_the_encoder_refuses_bad_input_with_a_typed_error(
+    folder: str, picture: np.ndarray, code: str
+) -> None:
+    with pytest.raises(CodecError) as err:
+        encode_hyperprior(sets_dir() / folder, picture)
+    assert err.value.code == code
+
+
+def test_the_encoder_codes_the_sets_own_payload() -> None:
+    """``encode_hyperprior`` on the set's payload picture gives the set's payload, byte for
+    byte (the set writer coded it with the same function)."""
+    import json
+
+    from wai_dispatch.tools.wai_bmshj2018_npu_set import payload_picture
+
+    info = json.loads((BUNDLED / "payload.json").read_bytes())
+    picture, _ = payload_picture(info["seed"])
+    assert encode_hyperprior(BUNDLED, picture) == (BUNDLED / "payload.bin").read_bytes()

@@ -1,0 +1,111 @@
+"""``python -m wai_dispatch.tools.bench_hyperprior``: the whole hyperprior decode, ``WAIH``
+payload bytes → RGB8 (z, the integer hyper-synthesis, the indexes, y, then the main synthesis on
+the ONNX Runtime CPU path), beside CompressAI's own float ``ScaleHyperprior.decompress()`` (torch
+on the CPU, same thread count, same weights), in the same run, at 256×256 and 768×512."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.codec.errors import Limits
+from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.conformance import sets_dir
+from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
+from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.tools.bench_decode import SIZES, _picture
+from wai_dispatch.tools.bench_onnx import best_of_interleaved
+from wai_dispatch.tools.hyperprior_encode import (
+    DEMO_CHECKPOINT,
+    HyperAnalysis,
+    encode_with,
+    load_hyper_model,
+    open_folder,
+)
+
+SET_NAME = "bmshj2018-hyperprior-demo-q3"
+
+
+def run(threads: int, repeats: int) -> list[dict[str, Any]]:
+    import torch
+
+    torch.set_num_threads(threads)
+    configure_thread_pool(threads)
+    files = open_folder(sets_dir() / SET_NAME)
+    stage = HyperStage.of(files)
+    assert stage is not None
+    net = load_hyper_model(DEMO_CHECKPOINT)
+    analysis = HyperAnalysis(net)
+    adapter = OnnxRuntimeAdapter()
+    limits = Limits()
+    rows = []
+    for height, width in SIZES:
+        picture = np.ascontiguousarray(_picture(height, width))
+        body = encode_with(analysis, stage, picture)
+        x = torch.from_numpy(picture.copy()).permute(2, 0, 1)[None].float() / 255.0
+        with torch.no_grad():
+            out = net.compress(x)
+
+        def ours(body: bytes = body) -> np.ndarray:
+            result = stage.run(body, limits=limits)
+            return to_rgb8(adapter.run(SynthesisJob(files, result.latent, result.symbols)))
+
+        def theirs(out: dict[str, Any] = out) -> Any:
+            with torch.no_grad():
+                return net.decompress(out["strings"], out["shape"])["x_hat"]
+
+        def entropy(body: bytes = body) -> Any:
+            return stage.run(body, limits=limits)
+
+        best = best_of_interleaved(
+            {"ours": ours, "compressai": theirs, "entropy": entropy}, repeats
+        )
+        rows.append(
+            {
+                "picture": f"{width}×{height}",
+                "ours_ms": best["ours"] * 1e3,
+                "entropy_ms": best["entropy"] * 1e3,
+                "compressai_ms": best["compressai"] * 1e3,
+                "ratio": best["ours"] / best["compressai"],
+                "payload_bytes": len(body),
+                "compressai_bytes": sum(len(s) for g in out["strings"] for s in g),
+            }
+        )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m wai_dispatch.tools.bench_hyperprior", description=__doc__
+    )
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    rows = run(args.threads, args.repeats)
+    load = os.getloadavg()[0]
+    print(
+        f"hyperprior decode WAIH → RGB8, bmshj2018-hyperprior q3 (demo weights), {args.threads} "
+        f"threads, best of {args.repeats}, interleaved; load average {load:.2f} on "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'picture':>9} | {'ours (ORT cpu)':>15} | {'of it: entropy':>15} | "
+        f"{'CompressAI':>12} | {'ratio':>6} | bytes ours / CompressAI"
+    )
+    for r in rows:
+        print(
+            f"{r['picture']:>9} | {r['ours_ms']:12.1f} ms | {r['entropy_ms']:12.1f} ms | "
+            f"{r['compressai_ms']:9.1f} ms | {r['ratio']:6.2f} | "
+            f"{r['payload_bytes']} / {r['compressai_bytes']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The hyperprior's encoder (``wai.neural.bmshj2018_hyperprior``; docs/bmshj2018-hyperprior-set.md):
+picture → ``WAIH`` payload, with the very integer hyper-synthesis the decoder runs.
+
+:func:`encode_hyperprior` takes a set (a :class:`LoadedSet` or its folder) and an RGB8 picture
+(height and width multiples of 64) and needs the model's analysis transforms, which a set does
+not carry: the CompressAI checkpoint the set was written from (default: the bundled demo
+weights). The analysis ``g_a`` and hyper-analysis ``h_a`` are computed in exact arithmetic
+(tools/int_synth_exact.py), so the payload is a pure function of the picture, the checkpoint
+and the set on every CPU:
+
+1. ``y = g_a(x)``; ``z = h_a(|y|)``; z's symbols ``round(z − median)``, clamped to the
+   program's declared input range (a symbol outside it would be refused by the decoder);
+2. the set's ``wai-ops/1`` hyper-synthesis on z's symbols → integer scales → table indexes
+   (the set's threshold table) — exactly what the decoder computes;
+3. y's symbols ``round(y)`` (CompressAI's ``GaussianConditional`` without means), coded with
+   the tables those indexes choose.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wai_dispatch.codec import hyperprior_payload as waih
+from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.sets import LoadedSet, Manifest, load
+from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
+from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactConv
+
+__all__ = [
+    "DEMO_CHECKPOINT",
+    "HyperAnalysis",
+    "encode_hyperprior",
+    "load_hyper_model",
+    "open_folder",
+]
+
+DEMO_CHECKPOINT = (
+    Path(__file__).resolve().parent.parent / "conformance/weights/bmshj2018-hyperprior-demo-q3.pt"
+)
+#: The picture's height and width must be multiples of this (g_a and h_a: 2^6).
+MULTIPLE = 64
+
+
+def architecture(quality: int) -> tuple[int, int]:
+    """CompressAI's (N, M) of bmshj2018_hyperprior at ``quality``."""
+    if not 1 <= quality <= 8:
+        raise ValueError(f"quality {quality}: bmshj2018-hyperprior has qualities 1 to 8")
+    return (128, 192) if quality <= 5 else (192, 320)
+
+
+def load_hyper_model(path: str | os.PathLike[str], quality: int = 3) -> Any:
+    """ScaleHyperprior(N, M) of ``quality`` from a checkpoint (a bare state dict, or one under
+    ``network``/``state_dict``, ``module.`` prefixes dropped), float32, eval, its tables kept
+    as stored (cut here only when it has none)."""
+    state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    n, m = architecture(quality)
+    net: Any = scale_hyperprior(n, m)
+    net.load_state_dict(state)
+    empty = state.get("gaussian_conditional._quantized_cdf")
+    net.update(force=empty is None or empty.numel() == 0)
+    return net.eval()
+
+
+class HyperAnalysis:
+    """``g_a`` then ``h_a`` of a ScaleHyperprior, exact on fixed-point grids."""
+
+    def __init__(self, model: Any) -> None:
+        self.g_a = ExactAnalysis(model)
+        state = model.state_dict()
+
+        def conv(i: int, kind: str) -> ExactConv:
+            return ExactConv(
+                state[f"h_a.{i}.weight"].detach().numpy(),
+                state[f"h_a.{i}.bias"].detach().numpy(),
+                kind,
+            )
+
+        self.h_a = [conv(0, "conv3"), conv(2, "conv"), conv(4, "conv")]
+        quantiles = state["entropy_bottleneck.quantiles"].detach().numpy()
+        self.z_medians = quantiles[:, 0, 1].astype(np.float64)
+
+    def latents(self, picture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(y, z − median)`` in float64 for an RGB8 picture (HWC)."""
+        y = self.g_a.latent(picture)
+        x = np.abs(y)
+        for i, c in enumerate(self.h_a):
+            x = c(x)
+            if i < 2:
+                x = np.maximum(x, 0.0)
+        return y, x - self.z_medians[None, :, None, None]
+
+
+def open_folder(folder: str | os.PathLike[str]) -> LoadedSet:
+    """A set folder (``set.json`` and its files), verified."""
+    directory = Path(folder)
+    manifest = Manifest.from_bytes((directory / "set.json").read_bytes())
+    return load(directory, manifest.digest)
+
+
+@lru_cache(maxsize=4)
+def _analysis(path: str, quality: int) -> HyperAnalysis:
+    return HyperAnalysis(load_hyper_model(path, quality))
+
+
+def encode_hyperprior(
+    loaded_set_or_dir: LoadedSet | str | os.PathLike[str],
+    rgb: np.ndarray,
+    *,
+    checkpoint: str | os.PathLike[str] | None = None,
+    quality: int | None = None,
+) -> bytes:
+    """The ``WAIH`` payload of ``rgb`` (uint8 H×W×3, H and W multiples of 64) for the set.
+    Bad input is a typed :class:`CodecError`: ``invalid_argument`` (the picture),
+    ``set_capability_mismatch`` (a set that is not a hyperprior set)."""
+    files = (
+        loaded_set_or_dir
+        if isinstance(loaded_set_or_dir, LoadedSet)
+        else open_folder(loaded_set_or_dir)
+    )
+    stage = HyperStage.of(files)
+    if stage is None:
+        raise CodecError(
+            f"set {files.digest[:16]}… is {files.capability}'s, not a hyperprior set",
+            code=ErrorCode.SET_CAPABILITY_MISMATCH,
+        )
+    picture = np.ascontiguousarray(rgb)
+    if picture.dtype != np.uint8 or picture.ndim != 3 or picture.shape[2] != 3:
+        raise CodecError(
+            f"the picture must be uint8 H×W×3, not {picture.dtype} {picture.shape}",
+            code=ErrorCode.INVALID_ARGUMENT,
+        )
+    if picture.shape[0] % MULTIPLE or picture.shape[1] % MULTIPLE:
+        raise CodecError(
+            f"the picture's height and width ({picture.shape[0]}×{picture.shape[1]}) must be "
+            f"multiples of {MULTIPLE}",
+            code=ErrorCode.INVALID_ARGUMENT,
+        )
+    q = quality if quality is not None else (files.facts.quality or 3)
+    path = str(Path(checkpoint).resolve() if checkpoint is not None else DEMO_CHECKPOINT)
+    return encode_with(_analysis(path, q), stage, picture)
+
+
+def encode_with(analysis: HyperAnalysis, stage: HyperStage, picture: np.ndarray) -> bytes:
+    """The payload, from an analysis and a set's stage already opened."""
+    y, z_frac = analysis.latents(picture)
+    lo, hi = stage.program.input_range
+    z = np.clip(np.rint(z_frac), lo, hi).astype(np.int32)
+    indexes = stage.indexes(z, Limits())
+    y_symbols = np.rint(y).astype(np.int32)
+    return waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables)

@@ -1,0 +1,178 @@
+"""Post-training quantisation of the bmshj2018-hyperprior hyper-synthesis ``h_s`` into a
+``wai-ops/1`` program (docs/bmshj2018-hyperprior-set.md): the side latent's symbols in, the
+Gaussian scales out as integers of 1/2^SCALE_FRAC, every value an integer under the bound rule.
+
+``h_s`` is ``deconv(N, N, 5, 2)``, ReLU, ``deconv(N, N, 5, 2)``, ReLU, ``conv(N, M, 3, 1)``,
+ReLU. The program: ``channel_affine`` (symbol·2^4 + round(median·2^4)), then per layer its
+convolution and a ``requantize`` whose clamp ``[0, hi]`` is the ReLU. The interior activations
+are ACT-bounded with per-channel scales from calibration maxima; the output's scale is fixed,
+2^-SCALE_FRAC, so the scale-index table is one integer threshold per table scale. Weights are
+per output channel as large as the accumulator budget and int16 allow, with power-of-two
+requantisation. The arithmetic is that of tools/int_synth_ptq.py (correctly rounded float64,
+``frexp``/``ldexp``, ``math.fsum``): the program is the same bits on every CPU."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from wai_dispatch.paths.waiops.build import ProgramBuilder
+from wai_dispatch.tools.int_synth_ptq import (
+    INT32_MAX,
+    LATENT_FRAC,
+    WEIGHT_MAX,
+    _floor_log2,
+    _fsum,
+    _pow2,
+)
+
+#: Interior activations: 13-bit unsigned after the ReLU, [0, 4095].
+ACT = 4095
+#: The program's output is the scale in units of 2^-SCALE_FRAC (1/256).
+SCALE_FRAC = 8
+#: Largest output: 65535/256 ≈ 256, CompressAI's largest table scale.
+SCALE_MAX = 65535
+#: Largest accumulator the quantiser aims at (the bound rule's limit is 2^31 - 1).
+BUDGET = 1 << 30
+
+#: (name, op, attrs) of h_s's three convolutions, in order.
+LAYERS: tuple[tuple[str, str, dict[str, int]], ...] = (
+    ("deconv1", "conv_transpose2d", {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1}),
+    ("deconv2", "conv_transpose2d", {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1}),
+    ("conv3", "conv2d", {"kernel": 3, "padding": 1}),
+)
+
+
+def _l1(wi: np.ndarray, amax: np.ndarray, transposed: bool) -> np.ndarray:
+    """Per output channel, the largest Σ|w·x| over the taps meeting one output position."""
+    t = np.abs(wi) * (amax[:, None, None, None] if transposed else amax[None, :, None, None])
+    if not transposed:
+        return _fsum(t.reshape(t.shape[0], -1))
+    co = t.shape[1]
+    worst = np.zeros(co)
+    for ry in range(2):
+        for rx in range(2):
+            phase = t[:, :, ry::2, rx::2].transpose(1, 0, 2, 3).reshape(co, -1)
+            worst = np.maximum(worst, _fsum(phase))
+    return worst
+
+
+def _acc_hi(wq: np.ndarray, bq: np.ndarray, amax: np.ndarray, transposed: bool) -> np.ndarray:
+    """The same bound on the integer weights, exactly (int64)."""
+    a = amax.astype(np.int64)
+    t = np.abs(wq).astype(np.int64) * (
+        a[:, None, None, None] if transposed else a[None, :, None, None]
+    )
+    if not transposed:
+        total: np.ndarray = t.sum(axis=(1, 2, 3)) + np.abs(bq.astype(np.int64))
+        return total
+    worst = np.zeros(wq.shape[1], dtype=np.int64)
+    for ry in range(2):
+        for rx in range(2):
+            worst = np.maximum(worst, t[:, :, ry::2, rx::2].sum(axis=(0, 2, 3)))
+    return worst + np.abs(bq.astype(np.int64))
+
+
+def quantise(
+    weights: Mapping[str, np.ndarray],
+    stats: Mapping[str, np.ndarray],
+    medians: np.ndarray,
+    symbol_range: tuple[int, int],
+) -> tuple[ProgramBuilder, dict[str, object]]:
+    """The program and what was chosen per layer. ``weights``: ``deconv1``/``deconv2``
+    (``[Ci, Co, 5, 5]``) and ``conv3`` (``[Co, Ci, 3, 3]``) ``.weight``/``.bias``, float;
+    ``stats``: per-channel largest activation of ``a1`` and ``a2`` (after the ReLU) over the
+    calibration set; ``medians``: the side latent's medians; ``symbol_range``: the program's
+    declared input range."""
+    n = int(medians.shape[0])
+    lo_s, hi_s = symbol_range
+    b = ProgramBuilder("z_symbols", n, (lo_s, hi_s))
+    offset = np.rint(medians.astype(np.float64) * (1 << LATENT_FRAC)).astype(np.int64)
+    b.add(
+        "channel_affine",
+        "z_hat",
+        ["z_symbols"],
+        "t",
+        params={
+            "scale": np.full(n, 1 << LATENT_FRAC, dtype=np.int32),
+            "offset": offset.astype(np.int32),
+        },
+    )
+    s_in = np.full(n, 1.0 / (1 << LATENT_FRAC))
+    amax = np.maximum(
+        np.abs(lo_s * (1 << LATENT_FRAC) + offset), np.abs(hi_s * (1 << LATENT_FRAC) + offset)
+    )
+    value = "t"
+    report: dict[str, object] = {}
+    for i, (name, op, attrs) in enumerate(LAYERS):
+        transposed = op == "conv_transpose2d"
+        w = weights[f"{name}.weight"].astype(np.float64)
+        bias = weights[f"{name}.bias"].astype(np.float64)
+        out_axis = 1 if transposed else 0
+        in_shape = [1, 1, 1, 1]
+        in_shape[1 - out_axis] = -1
+        co = w.shape[out_axis]
+        last = i == len(LAYERS) - 1
+        if last:
+            s_out = np.full(co, 1.0 / (1 << SCALE_FRAC))
+            clamp = [0, SCALE_MAX]
+        else:
+            # A channel calibration never saw active gets the scale of 1/1024 of the layer's
+            # largest, not a vanishing one (its weights would not fit otherwise).
+            peak = stats[f"a{i + 1}"].astype(np.float64)
+            s_out = np.maximum(peak, np.ldexp(float(peak.max()), -10)) / ACT
+            clamp = [0, ACT]
+        wi = w * s_in.reshape(in_shape)  # the real weight per unit of the integer input
+        l1 = _l1(wi, amax, transposed) + np.abs(bias)
+        w_peak = np.abs(wi).max(axis=tuple(a for a in range(4) if a != out_axis))
+        k_max = np.minimum(BUDGET / np.maximum(l1, 1e-30), WEIGHT_MAX / np.maximum(w_peak, 1e-30))
+        shift = np.clip(_floor_log2(k_max * s_out), 0, 30)
+        out_shape = [1, 1, 1, 1]
+        out_shape[out_axis] = -1
+        while True:
+            k = _pow2(shift) / s_out
+            wq = np.rint(wi * k.reshape(out_shape))
+            bq = np.rint(bias * k)
+            acc = _acc_hi(wq, bq, amax, transposed)
+            half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
+            peak = np.abs(wq).max(axis=tuple(a for a in range(4) if a != out_axis))
+            over = (acc + half > INT32_MAX) | (peak > WEIGHT_MAX)
+            if not over.any():
+                break
+            # Fewer fraction bits; at none left, a coarser output scale (by two).
+            s_out = np.where(over & (shift == 0), s_out * 2.0, s_out)
+            shift = np.where(over & (shift > 0), shift - 1, shift)
+        b.add(op, name, [value], f"a{i + 1}", attrs, {
+            "weight": wq.astype(np.int16), "bias": bq.astype(np.int32)
+        })  # fmt: skip
+        value = b.add(
+            "requantize",
+            f"{name}.requant",
+            [f"a{i + 1}"],
+            f"x{i + 1}",
+            {"clamp": clamp},
+            {"multiplier": np.ones(co, dtype=np.int32), "shift": shift.astype(np.int32)},
+        )
+        report[name] = {
+            "weight_bits": int(np.abs(wq).max()).bit_length() + 1,
+            "shift": [int(shift.min()), int(shift.max())],
+            "accumulator_max": int(acc.max()),
+        }
+        s_in = s_out
+        amax = np.full(co, clamp[1], dtype=np.int64)
+    return b, report
+
+
+def scale_thresholds(scale_table: Sequence[float]) -> list[int]:
+    """The scale-index table: ``T_j = floor(s_j · 2^SCALE_FRAC)`` for every table scale but the
+    last. CompressAI's ``build_indexes`` gives index ``#{j : scale > s_j}``; with the scale an
+    integer ``q`` of 2^-SCALE_FRAC, ``q/2^f > s_j`` holds exactly when ``q > T_j``."""
+    return [int(np.floor(np.ldexp(np.float64(s), SCALE_FRAC))) for s in list(scale_table)[:-1]]
+
+
+def scale_indexes(q: np.ndarray, thresholds: Sequence[int]) -> np.ndarray:
+    """Each integer scale's table index: how many thresholds lie below it (int32)."""
+    t = np.asarray(thresholds, dtype=np.int64)
+    out: np.ndarray = np.searchsorted(t, q.astype(np.int64), side="left").astype(np.int32)
+    return out

@@ -1,0 +1,98 @@
+"""``python -m wai_dispatch.tools.hyperprior_quality``: the integer hyper-synthesis against the
+anchor (docs/bmshj2018-hyperprior-set.md, "Quality"): on the held-out photographs, bpp and RGB8
+PSNR of our coding (exact analysis, the set's integer ``h_s``, the set's tables, ``WAIH``) beside
+CompressAI's own float ``ScaleHyperprior`` ``compress``/``decompress`` with the same weights.
+
+Each picture is padded by edge replication to a multiple of 64 (both sides code the same padded
+picture); bpp is payload bytes × 8 over the picture's own pixels; PSNR is that of the clamped,
+rounded RGB8 reconstruction over the picture's own pixels. Our reconstruction runs CompressAI's
+``g_s`` on our latent, so the rows differ only by the entropy stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from wai_dispatch.codec.errors import Limits
+from wai_dispatch.conformance import sets_dir
+from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.tools.hyperprior_encode import (
+    DEMO_CHECKPOINT,
+    HyperAnalysis,
+    encode_with,
+    load_hyper_model,
+    open_folder,
+)
+from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image, psnr_rgb8, to_tensor
+
+SET_NAME = "bmshj2018-hyperprior-demo-q3"
+
+
+def _pad64(img: np.ndarray) -> np.ndarray:
+    h, w = img.shape[:2]
+    return np.pad(img, ((0, (-h) % 64), (0, (-w) % 64), (0, 0)), mode="edge")
+
+
+def _rgb8(x_hat: torch.Tensor, h: int, w: int) -> np.ndarray:
+    out = x_hat[0, :, :h, :w].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
+    return np.ascontiguousarray(out)
+
+
+@torch.no_grad()
+def measure(set_dir: Path, checkpoint: Path, images: Sequence[str]) -> list[dict[str, Any]]:
+    files = open_folder(set_dir)
+    stage = HyperStage.of(files)
+    assert stage is not None
+    net = load_hyper_model(checkpoint, files.facts.quality or 3)
+    analysis = HyperAnalysis(net)
+    rows = []
+    for name in images:
+        img = load_image(name)
+        h, w = img.shape[:2]
+        padded = _pad64(img)
+        payload = encode_with(analysis, stage, padded)
+        result = stage.run(payload, limits=Limits())
+        ours = _rgb8(net.g_s(torch.from_numpy(result.latent)), h, w)
+        x = F.pad(to_tensor(img), (0, (-w) % 64, 0, (-h) % 64), mode="replicate")
+        enc = net.compress(x)
+        nbytes = sum(len(s) for group in enc["strings"] for s in group)
+        theirs = _rgb8(net.decompress(enc["strings"], enc["shape"])["x_hat"], h, w)
+        row = {
+            "picture": name,
+            "height": h,
+            "width": w,
+            "ours_bytes": len(payload),
+            "ours_bpp": round(len(payload) * 8 / (h * w), 4),
+            "ours_psnr": round(psnr_rgb8(img, ours), 3),
+            "compressai_bytes": nbytes,
+            "compressai_bpp": round(nbytes * 8 / (h * w), 4),
+            "compressai_psnr": round(psnr_rgb8(img, theirs), 3),
+        }
+        row["rate_change_pct"] = round(100 * (row["ours_bytes"] / nbytes - 1), 2)
+        row["psnr_change_db"] = round(row["ours_psnr"] - row["compressai_psnr"], 3)
+        rows.append(row)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.hyperprior_quality")
+    parser.add_argument("--set", type=Path, default=sets_dir() / SET_NAME)
+    parser.add_argument("--checkpoint", type=Path, default=DEMO_CHECKPOINT)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    for row in measure(args.set, args.checkpoint, HELD_OUT_IMAGES):
+        print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""Write a ``wai.neural.bmshj2018_hyperprior`` parameter set (docs/bmshj2018-hyperprior-set.md)
+from a CompressAI bmshj2018-hyperprior (``ScaleHyperprior``) checkpoint: the main synthesis
+``g_s`` for every float path the bmshj2018 set has a program for (ONNX Runtime, Core ML, WebNN;
+the same writers, tools/wai_bmshj2018_npu_set.py), and the entropy stage's pieces: the side
+latent's factorized tables, the Gaussian-conditional tables, the hyper-synthesis ``h_s``
+quantised after training into a ``wai-ops/1`` program (tools/hyperprior_ptq.py; calibrated on
+the demo weights' training photographs, in exact arithmetic), the scale-index table, the usage
+statement and one payload.
+
+Run: ``python -m wai_dispatch.tools.wai_bmshj2018_hyperprior_set --out DIR [--checkpoint FILE]
+[--quality 3] [--seed 20261109] [--licence SPDX] [--name NAME] [--force]``. Exit status 2 when
+the set is refused; the output directory is then left as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import blake3
+import numpy as np
+import torch
+
+from wai_dispatch.codec import hyperprior_payload as waih
+from wai_dispatch.codec.errors import Limits
+from wai_dispatch.codec.sets import write_manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops.errors import WaiOpsError
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
+from wai_dispatch.tools import coreml_program, hyperprior_ptq, webnn_form
+from wai_dispatch.tools.bmshj2018_model import SetWriterError, plain_synthesis
+from wai_dispatch.tools.hyperprior_encode import (
+    DEMO_CHECKPOINT,
+    HyperAnalysis,
+    architecture,
+    encode_with,
+    load_hyper_model,
+)
+from wai_dispatch.tools.int_synth_exact import ExactConv
+from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
+from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_parser
+from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
+from wai_dispatch.tools.wai_bmshj2018_npu_set import (
+    PICTURE_SIZE,
+    TOLERANCE,
+    UPSAMPLING,
+    _install,
+    _json_bytes,
+    _max_abs,
+    check_plain_synthesis,
+    export_onnx,
+    onnx_session,
+    payload_picture,
+    weights_blob,
+)
+
+__all__ = ["CAPABILITY", "build_parser", "calibrate", "main", "run", "write_set"]
+
+CAPABILITY = "wai.neural.bmshj2018_hyperprior"
+SET_VERSION = "1"
+PROGRAM_FILE = "hyper_synthesis.wai-ops.json"
+WEIGHTS_FILE = "hyper_synthesis.safetensors"
+CALIBRATION_SEED = 2019  # Ballé, Johnston, Minnen: integer networks (ICLR 2019)
+CALIBRATION_CROPS = 4
+CALIBRATION_CROP = 256
+CHECK_SEED = 1802
+
+COMPRESSAI_ATTRIBUTION = (
+    "bmshj2018-hyperprior (J. Ballé, D. Minnen, S. Singh, S. J. Hwang, N. Johnston, 'Variational "
+    "image compression with a scale hyperprior', ICLR 2018) as implemented by CompressAI, "
+    "Copyright (c) 2021-2024 InterDigital Communications, Inc., BSD-3-Clause-Clear"
+)
+
+
+def hs_weights(model: Any) -> dict[str, np.ndarray]:
+    state = model.state_dict()
+    out = {}
+    for name, i in (("deconv1", 0), ("deconv2", 2), ("conv3", 4)):
+        out[f"{name}.weight"] = state[f"h_s.{i}.weight"].detach().numpy().astype(np.float32)
+        out[f"{name}.bias"] = state[f"h_s.{i}.bias"].detach().numpy().astype(np.float32)
+    return out
+
+
+def _crops(rng: np.random.Generator, n: int) -> Iterator[np.ndarray]:
+    for name in TRAIN_IMAGES:
+        image = load_image(name)
+        h, w = image.shape[:2]
+        for _ in range(n):
+            top = int(rng.integers(0, h - CALIBRATION_CROP + 1))
+            left = int(rng.integers(0, w - CALIBRATION_CROP + 1))
+            yield np.ascontiguousarray(
+                image[top : top + CALIBRATION_CROP, left : left + CALIBRATION_CROP]
+            )
+
+
+def calibrate(
+    analysis: HyperAnalysis,
+    weights: dict[str, np.ndarray],
+    symbol_range: tuple[int, int],
+    crops: int = CALIBRATION_CROPS,
+) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """Per-channel largest activation after h_s's first two ReLUs over crops of the training
+    pictures (exact arithmetic: the same bits on every CPU), and the crops' y latents (the
+    plain synthesis's check latents)."""
+    rng = np.random.default_rng(CALIBRATION_SEED)
+    d1 = ExactConv(weights["deconv1.weight"], weights["deconv1.bias"], "transposed")
+    d2 = ExactConv(weights["deconv2.weight"], weights["deconv2.bias"], "transposed")
+    stats: dict[str, np.ndarray] = {}
+    ys = []
+    medians = analysis.z_medians.reshape(1, -1, 1, 1)
+    for crop in _crops(rng, crops):
+        y, z_frac = analysis.latents(crop)
+        ys.append(y)
+        z_hat = np.clip(np.rint(z_frac), *symbol_range) + medians
+        a1 = np.maximum(d1(z_hat), 0.0)
+        a2 = np.maximum(d2(a1), 0.0)
+        for key, a in (("a1", a1), ("a2", a2)):
+            mx = a.max(axis=(0, 2, 3))
+            stats[key] = mx if key not in stats else np.maximum(stats[key], mx)
+    return stats, ys
+
+
+def _check_latents(ys: list[np.ndarray], seed: int = CHECK_SEED) -> Iterator[Any]:
+    for y in ys[:3]:
+        yield torch.from_numpy(np.rint(y).astype(np.float32))
+    spread = np.concatenate([np.rint(y) for y in ys]).std(axis=(0, 2, 3))
+    rng = np.random.default_rng(seed)
+    for shape, scale in (((16, 16), 1.0), ((12, 20), 3.0)):
+        draw = rng.normal(size=(1, spread.size, *shape)) * (scale * spread + 0.5)[:, None, None]
+        yield torch.from_numpy(np.rint(draw).astype(np.float32))
+
+
+def _usage(origin: dict[str, Any], name: str, quality: int, licence: str | None) -> dict[str, Any]:
+    demo = origin["kind"] == "demo"
+    return {
+        "format": "wai-usage/1",
+        "set": name,
+        "capability": CAPABILITY,
+        "quality": quality,
+        "weights": {
+            "origin": "wai-dispatch demo weights, trained by tools/train_bmshj2018_hyperprior.py"
+            if demo
+            else "a CompressAI bmshj2018-hyperprior checkpoint",
+            "checkpoint": origin["file"],
+            "blake3": origin["blake3"],
+            "licence": licence or ("Apache-2.0" if demo else "NOASSERTION"),
+        },
+        "attribution": (
+            "Weights: the wai-dispatch authors"
+            if demo
+            else "Weights: as stated by the checkpoint's publisher"
+        )
+        + ". Model: "
+        + COMPRESSAI_ATTRIBUTION,
+        "usage": (
+            "The networks of this set decode wai.neural.bmshj2018_hyperprior payloads coded "
+            "against its tables and hyper-synthesis; they may be used, copied and redistributed "
+            "under the weights' licence, with this statement kept beside them."
+        ),
+    }
+
+
+def write_set(
+    out_dir: str | os.PathLike[str],
+    *,
+    checkpoint: str | os.PathLike[str] | None = None,
+    quality: int = DEMO_QUALITY,
+    seed: int = DEFAULT_SEED,
+    licence: str | None = None,
+    name: str | None = None,
+    overwrite: bool = False,
+    coreml: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """Write the set into ``out_dir`` (built in a temporary sibling, renamed into place)."""
+    say = log or (lambda _msg: None)
+    out = Path(out_dir).resolve()
+    if out.exists() and not overwrite and any(out.iterdir()):
+        raise SetWriterError(f"{out} exists and is not empty (pass --force to replace it)")
+    path = Path(checkpoint) if checkpoint is not None else DEMO_CHECKPOINT
+    if not path.is_file():
+        raise SetWriterError(f"checkpoint {path} not found")
+    n, m = architecture(quality)
+    try:
+        model = load_hyper_model(path, quality)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise SetWriterError(
+            f"checkpoint {path}: not a ScaleHyperprior({n}, {m}) state dict (quality {quality})"
+            f": {str(exc).splitlines()[0]}"
+        ) from exc
+    digest = blake3.blake3(path.read_bytes()).hexdigest()
+    demo = (
+        DEMO_CHECKPOINT.is_file()
+        and digest == blake3.blake3(DEMO_CHECKPOINT.read_bytes()).hexdigest()
+    )
+    origin = {"kind": "demo" if demo else "checkpoint", "file": path.name, "blake3": digest}
+    name = name or (
+        f"bmshj2018-hyperprior-demo-q{quality}" if demo else f"bmshj2018-hyperprior-q{quality}"
+    )
+
+    # The entropy stage's tables.
+    eb, gc = model.entropy_bottleneck, model.gaussian_conditional
+    z_tables = EntropyTables.from_compressai(
+        eb._quantized_cdf, eb._cdf_length, eb._offset, eb._get_medians().detach().reshape(-1)
+    )
+    y_tables = EntropyTables.from_compressai(
+        gc._quantized_cdf, gc._cdf_length, gc._offset, np.zeros(gc._offset.numel())
+    )
+    scale_index = {
+        "format": "wai-scale-index/1",
+        "scale_frac": hyperprior_ptq.SCALE_FRAC,
+        "thresholds": hyperprior_ptq.scale_thresholds(gc.scale_table.tolist()),
+    }
+    scale_index_bytes = _json_bytes(scale_index)
+    thresholds = read_thresholds(scale_index_bytes, y_tables.channels)
+
+    # The hyper-synthesis, quantised after training.
+    offsets, lengths = z_tables.offsets.astype(np.int64), z_tables.cdf_lengths.astype(np.int64)
+    z_range = (int(offsets.min()), int((offsets + lengths - 3).max()))
+    analysis = HyperAnalysis(model)
+    weights = hs_weights(model)
+    stats, ys = calibrate(analysis, weights, z_range)
+    builder, chosen = hyperprior_ptq.quantise(weights, stats, analysis.z_medians, z_range)
+    program_json = builder.program_json("x3", m)
+    program_weights = builder.weights()
+    try:
+        program = load_program(program_json, program_weights)
+    except WaiOpsError as exc:
+        raise SetWriterError(f"the hyper-synthesis program does not load: {exc}") from exc
+    say(f"hyper-synthesis: {program.operation_count} operations; bound rule holds")
+
+    # The main synthesis, bit-identical to g_s, and its programs.
+    plain = plain_synthesis(model)
+    check_plain_synthesis(model, plain, _check_latents(ys))
+    blob, manifest = weights_blob(plain)
+    onnx_bytes = export_onnx(plain, manifest, blob, m)
+    stage = HyperStage(z_tables, y_tables, thresholds, program, Engine(program))
+    picture, source = payload_picture(seed)
+    payload = encode_with(analysis, stage, picture)
+    result = stage.run(payload, limits=Limits())
+    latent = result.latent
+    with torch.no_grad():
+        reference = plain(torch.from_numpy(latent)).numpy()
+    got = onnx_session(onnx_bytes, blob).run(["x_hat"], {"latent": latent})[0]
+    if got.shape != reference.shape or _max_abs(got, reference) > TOLERANCE:
+        raise SetWriterError("decoder.onnx differs from torch on the payload's latent")
+    graph = webnn_form.synthesis_graph(plain.layers(), manifest)
+    consts = webnn_form.load_weights(graph, manifest, blob)
+    got = webnn_form.evaluate(graph, consts, {"latent": latent})["x_hat"]
+    if got.shape != reference.shape or _max_abs(got, reference) > TOLERANCE:
+        raise SetWriterError("the WebNN form differs from torch on the payload's latent")
+    files: dict[str, bytes] = {
+        "decoder.onnx": onnx_bytes,
+        "decoder.weights": blob,
+        "decoder.manifest.json": _json_bytes(manifest),
+        "decoder.webnn": webnn_form.to_text(graph).encode(),
+        "decoder.webnn.json": webnn_form.to_json(graph),
+    }
+    programs: dict[str, Any] = {
+        "onnx-runtime": {
+            "file": "decoder.onnx",
+            "weights": "decoder.weights",
+            "input": "latent",
+            "output": "x_hat",
+        },
+        "webnn": {
+            "file": "decoder.webnn.json",
+            "text": "decoder.webnn",
+            "weights": "decoder.weights",
+            "manifest": "decoder.manifest.json",
+        },
+    }
+    if coreml:
+        shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
+        try:
+            mlmodel, weight_bin, operations = coreml_program.program_files(plain, shape)
+        except coreml_program.CoreMLProgramError as exc:
+            raise SetWriterError(str(exc)) from exc
+        files["decoder.mlmodel"], files["decoder.weight.bin"] = mlmodel, weight_bin
+        programs["model-runtime"] = {
+            "file": "decoder.mlmodel",
+            "weights": "decoder.weight.bin",
+            "input": "latent",
+            "output": "x_hat",
+            "latent_shape": shape,
+            "operations": operations,
+            "precision": "float16",
+            "input_dtype": "float32",
+            "output_dtype": "float16",
+        }
+    files.update(
+        {
+            f"cdfs_z_q{quality}.json": z_tables.to_json(),
+            f"gaussian_q{quality}.json": y_tables.to_json(),
+            "scale_index.json": scale_index_bytes,
+            PROGRAM_FILE: program_json,
+            WEIGHTS_FILE: program_weights,
+            "wai-usage.json": _json_bytes(_usage(origin, name, quality, licence)),
+            "payload.bin": payload,
+            "payload.json": _json_bytes(
+                {
+                    "symbols_digest": result.symbols_digest,
+                    "latent_shape": list(latent.shape),
+                    "side_latent_shape": list(waih.read_header(payload).z.shape),
+                    "picture_shape": [1, 3, PICTURE_SIZE, PICTURE_SIZE],
+                    "seed": seed,
+                    "source": source,
+                }
+            ),
+        }
+    )
+    facts = {
+        "quality": quality,
+        "N": n,
+        "M": m,
+        "latent_channels": m,
+        "upsampling": UPSAMPLING,
+        "payload": "payload.bin",
+        "payload_info": "payload.json",
+        "weights_origin": origin["kind"],
+        "hyperprior": {
+            "z_tables": f"cdfs_z_q{quality}.json",
+            "y_tables": f"gaussian_q{quality}.json",
+            "scale_index": "scale_index.json",
+            "program": PROGRAM_FILE,
+            "weights": WEIGHTS_FILE,
+            "operations": program.operation_count,
+            "quantisation": {
+                "activation_max": hyperprior_ptq.ACT,
+                "scale_fraction_bits": hyperprior_ptq.SCALE_FRAC,
+                "weight_dtype": "int16",
+                "calibration": {
+                    "pictures": "tools/train_bmshj2018.py TRAIN_IMAGES",
+                    "crops_per_picture": CALIBRATION_CROPS,
+                    "crop": CALIBRATION_CROP,
+                    "seed": CALIBRATION_SEED,
+                },
+                "layers": chosen,
+            },
+        },
+        "programs": programs,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        for file_name, data in files.items():
+            (tmp / file_name).write_bytes(data)
+        manifest_doc = write_manifest(
+            tmp, name=name, capability=CAPABILITY, version=SET_VERSION, facts=facts
+        )
+        _install(tmp, out, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    say(f"set {name}: {manifest_doc.digest} in {out}")
+    return out
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Write the set the parsed options ask for; :class:`SetWriterError` when it is refused."""
+    return write_set(
+        args.out,
+        checkpoint=args.checkpoint,
+        quality=args.quality,
+        seed=args.seed,
+        licence=args.licence,
+        name=args.name,
+        overwrite=args.force,
+        log=lambda msg: print(msg, file=sys.stderr),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except SetWriterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
