@@ -93,6 +93,9 @@ class Coded:
 
     payload: bytes
     symbols: npt.NDArray[np.int32]
+    #: The symbols digest a decode reports, where it covers more than ``symbols`` (a
+    #: hyperprior's: z's symbols, then y's); ``None``: the digest of ``symbols``.
+    digest: str | None = None
 
 
 class EncodeFn(Protocol):
@@ -125,6 +128,7 @@ class Encoder:
 ENCODERS: dict[str, Encoder] = {
     "wai.neural.bmshj2018": Encoder("encode_factorized:encode", 16),
     "wai.neural.int_synth": Encoder("encode_factorized:encode", 16),
+    "wai.neural.bmshj2018_hyperprior": Encoder("hyperprior_encode:encode", 64),
 }
 
 
@@ -227,7 +231,7 @@ def encode(
         (width, height),
         (int(padded.shape[1]), int(padded.shape[0])),
         tuple(int(d) for d in coded.symbols.shape),
-        payload_codec.symbols_digest(coded.symbols),
+        coded.digest or payload_codec.symbols_digest(coded.symbols),
         len(coded.payload),
         chosen,
         coded.symbols,
@@ -343,7 +347,7 @@ def resolve_checkpoint(files: LoadedSet, given: Path | None) -> Checkpoint:
                 f"checkpoint {given} has blake3 {digest[:16]}…; {what} was written from "
                 f"{name or 'a checkpoint'} with blake3 {recorded[:16]}…: the analysis must be "
                 "the one its synthesis was trained with (write a set from this checkpoint with "
-                "`wai-dispatch make-set bmshj2018 --checkpoint FILE`)",
+                "`wai-dispatch make-set KIND --checkpoint FILE`)",
                 code=ErrorCode.ENCODE_CHECKPOINT_MISMATCH,
             )
         return Checkpoint(given, data, digest, True, f"blake3 equals {what}'s record")

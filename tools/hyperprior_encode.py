@@ -32,11 +32,14 @@ from wai_dispatch.codec.sets import LoadedSet, Manifest, load
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
+from wai_dispatch.tools.encoder import Coded, EncodeJob
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactConv
 
 __all__ = [
     "DEMO_CHECKPOINT",
     "HyperAnalysis",
+    "code_with",
+    "encode",
     "encode_hyperprior",
     "load_hyper_model",
     "open_folder",
@@ -150,9 +153,32 @@ def encode_hyperprior(
 
 def encode_with(analysis: HyperAnalysis, stage: HyperStage, picture: np.ndarray) -> bytes:
     """The payload, from an analysis and a set's stage already opened."""
+    return code_with(analysis, stage, picture)[0]
+
+
+def code_with(
+    analysis: HyperAnalysis, stage: HyperStage, picture: np.ndarray
+) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """The payload and its symbols ``z`` and ``y`` (int32), from an analysis and a set's stage."""
     y, z_frac = analysis.latents(picture)
     lo, hi = stage.program.input_range
     z = np.clip(np.rint(z_frac), lo, hi).astype(np.int32)
     indexes = stage.indexes(z, Limits())
     y_symbols = np.rint(y).astype(np.int32)
-    return waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables)
+    return waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables), z, y_symbols
+
+
+def encode(job: EncodeJob) -> Coded:
+    """``wai-dispatch encode``'s entry for the capability (:data:`tools.encoder.ENCODERS`): the
+    checkpoint the encoder resolved and verified against the set's record; the symbols
+    digest over z then y, as the decoder reports it."""
+    stage = HyperStage.of(job.files)
+    if stage is None:
+        raise CodecError(
+            f"set {job.files.digest[:16]}… is {job.files.capability}'s, not a hyperprior set",
+            code=ErrorCode.SET_CAPABILITY_MISMATCH,
+        )
+    quality = job.files.facts.quality or 3
+    analysis = _analysis(str(job.checkpoint.path.resolve()), quality)
+    payload, z, y = code_with(analysis, stage, np.ascontiguousarray(job.picture))
+    return Coded(payload, y, waih.symbols_digest(z, y))

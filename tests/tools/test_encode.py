@@ -38,6 +38,11 @@ ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "conformance" / "sets" / "bmshj2018-demo-q3"
 FLOAT = "wai.neural.bmshj2018"
 INT = "wai.neural.int_synth"
+HYPER = "wai.neural.bmshj2018_hyperprior"
+#: The hyperprior's analysis runs in exact arithmetic (tools/hyperprior_encode.py), so its
+#: payload for the 130×100 crop is pinned whole, on every CPU.
+HYPER_SYMBOLS = "2a7779cdbb2f53dd3d5ab95858bdb0acc36181e54b2f58b75a3833d3dd0f3901"
+HYPER_PAYLOAD = "4a41ccf580ca18af5e6a371d9a940fc79ac6f478e214da20058ccbd9c3f77f93"
 #: The decoded picture's PSNR over the input's own pixels (RGB8), at least; the demo weights
 #: measure 29.7 dB (float) and 29.6 dB (integer) on this 130×100 crop of coffee.
 PSNR_FLOOR_DB = 26.0
@@ -114,6 +119,21 @@ def test_int_synth_round_trip_is_bit_identical(decoder: Any, picture: np.ndarray
         decoder, _png(picture), set_digest=decoder.store.default_for(FLOAT).digest
     )
     assert float_result.envelope.payload == result.envelope.payload
+
+
+def test_hyperprior_round_trip_holds_entropy_consistency(
+    decoder: Any, picture: np.ndarray
+) -> None:
+    import blake3
+
+    result, decoded = _round_trip(decoder, picture, HYPER)
+    assert result.coded_size == (192, 128) and result.latent_shape == (1, 192, 8, 12)
+    # the digest covers z's symbols then y's, as the decoder's entropy stage reports it
+    assert (result.symbols_digest, decoded.symbols_digest) == (HYPER_SYMBOLS, HYPER_SYMBOLS)
+    assert blake3.blake3(result.envelope.payload).hexdigest() == HYPER_PAYLOAD
+    ran = decoded.reports[-1].ran
+    assert ran is not None and str(ran.tier) == "entropy-consistency"
+    assert _psnr(decoded.rgb[:100, :130], picture) >= PSNR_FLOOR_DB
 
 
 def test_quantization_is_compressais(decoder: Any, picture: np.ndarray) -> None:
