@@ -121,9 +121,7 @@ def test_int_synth_round_trip_is_bit_identical(decoder: Any, picture: np.ndarray
     assert float_result.envelope.payload == result.envelope.payload
 
 
-def test_hyperprior_round_trip_holds_entropy_consistency(
-    decoder: Any, picture: np.ndarray
-) -> None:
+def test_hyperprior_round_trip_holds_entropy_consistency(decoder: Any, picture: np.ndarray) -> None:
     import blake3
 
     result, decoded = _round_trip(decoder, picture, HYPER)
