@@ -11,15 +11,24 @@ the set routes sync first when the view is older than that (:meth:`fresh`).
 
 :meth:`bootstrap` runs once at start: sets in the cache the registry has never known are put
 into it (a data directory from before the registry), and, when the ``bundled_sets`` setting is
-on, the bundled sets too, unless the registry removed them (their tombstone stays)."""
+on, the bundled sets too, unless the registry removed them (their tombstone stays).
+
+Every change to the cache (a sync, an install, a removal, the bootstrap) holds the cache's lock:
+a thread lock within the process and an exclusive ``flock`` on ``.sync.lock`` in the cache's
+folder across processes, since the processes of ``serve --workers N`` share one data directory.
+Without it one process's sync drops a set another has just put into the cache and not yet
+published to the registry."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +57,8 @@ log = logging.getLogger("wai_dispatch.service.sets")
 
 #: The local store's file of chosen defaults (:class:`codec.sets.SetStore`'s).
 _DEFAULTS = "defaults.json"
+#: The file in the cache's folder whose ``flock`` every process changing the cache holds.
+LOCK_NAME = ".sync.lock"
 
 
 @dataclass
@@ -92,6 +103,18 @@ class SetSync:
     def cache(self) -> SetStore:
         return self.decoder.store
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """The cache to this thread alone: the thread lock, then the folder's ``flock``."""
+        with self._lock:
+            self.cache.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.cache.root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing the last descriptor releases the flock
+
     # -- start
 
     def bootstrap(self) -> dict[str, Problem]:
@@ -99,7 +122,7 @@ class SetSync:
         (from :attr:`bundled`) it has never known; then :meth:`sync`. A bundled set whose
         folder does not install is reported by folder name, never raised."""
         problems: dict[str, Problem] = {}
-        with self._lock:
+        with self._exclusive():
             known = {e.digest for e in self.registry.entries()}
             for entry in self.cache.list():
                 if entry.digest not in known and self.cache.intact(entry.digest, full=False):
@@ -165,7 +188,7 @@ class SetSync:
 
     def sync(self) -> SyncState:
         """Make the cache what the registry lists (see the module's doc)."""
-        with self._lock:
+        with self._exclusive():
             asked = time.monotonic()
             entries = self.registry.entries()
             defaults = self.registry.defaults()
@@ -222,7 +245,7 @@ class SetSync:
     def install(self, source: Path) -> str:
         """Install a set into the cache (checked, its programs loaded) and the registry;
         its digest. The registry down: the cache keeps no set it did not have."""
-        with self._lock:  # a sync meanwhile would drop a set the registry does not list yet
+        with self._exclusive():  # a sync meanwhile would drop a set the registry does not list yet
             existed = {e.digest for e in self.cache.list()}
             entry = self.decoder.install_set(source)
             try:
@@ -245,7 +268,7 @@ class SetSync:
             self.registry.remove(digest)
         except StoreDown as exc:
             raise registry_down(exc) from None
-        with self._lock:
+        with self._exclusive():
             if digest in {e.digest for e in self.cache.list()} | set(self.cache.damaged()):
                 self._drop(digest)
             write_removed(self.cache.root, {*removed(self.cache.root), digest})
