@@ -32,7 +32,8 @@ CORPUS = json.loads(
     (ROOT / "conformance" / "neural-conformance" / "corpus.json").read_text(encoding="utf-8")
 )
 # SwiftShader runs the kernels on two shared cores: 0.2 s to 5 min a payload here. The suite
-# checks three by default; WAI_PAGE_FULL_CORPUS=1 (.ci/run) checks every one.
+# checks three by default (CI too); WAI_PAGE_FULL_CORPUS=1 (`make bench`'s long browser run,
+# about 4.5 minutes) checks every one.
 QUICK = ["chelsea-16x16", "coffee-256x256", "extreme-symbols-320x192"]
 SWIFTSHADER_LIMITS = {
     "maxComputeWorkgroupsPerDimension": 65535,
