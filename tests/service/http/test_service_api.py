@@ -226,7 +226,11 @@ def test_wrong_role_is_403(live: InProcess, method: str, path: str) -> None:
 def test_sets_and_paths(live: InProcess, other_set: str) -> None:
     with live.client() as c:
         sets = c.get("/v1/sets").json()["sets"]
-        assert {s["capability"] for s in sets} == {"wai.neural.bmshj2018", "wai.neural.int_synth"}
+        assert {s["capability"] for s in sets} == {
+            "wai.neural.bmshj2018",
+            "wai.neural.bmshj2018_hyperprior",
+            "wai.neural.int_synth",
+        }
         one = c.get(f"/v1/sets/{other_set}").json()
         assert one["digest"] == other_set and one["facts"] == {}
         assert c.get("/v1/sets/" + "1" * 64).json()["error"]["code"] == "set_not_installed"
