@@ -59,10 +59,10 @@ unit: $(STAMP) ## the test suite only
 
 test: lint typecheck unit ## install, then lint, typecheck and run the whole suite
 
-bench: $(STAMP) ## benchmarks, each printed beside its anchor; then the long browser run (every corpus payload through the page's WebGPU kernels)
+bench: $(STAMP) ## benchmarks, each printed beside its anchor; then the long corpus runs (every corpus payload through the WGSL kernels, natively and in the page)
 	$(BIN)/python -m wai_dispatch.tools.bench all
-	WAI_PAGE_FULL_CORPUS=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
-	  tests/page/test_page_webgpu.py -k test_corpus_through_the_page_kernels
+	WAI_FULL_CORPUS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/paths/test_wgsl_corpus.py \
+	  tests/page/test_page_webgpu.py::test_corpus_through_the_page_kernels
 
 fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
 	WAI_FUZZ_EXAMPLES=100000 $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests

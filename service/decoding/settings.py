@@ -47,7 +47,7 @@ NOT_SETTINGS = frozenset(
     {
         "WAI_BENCH_SMOKE",
         "WAI_FUZZ_EXAMPLES",
-        "WAI_PAGE_FULL_CORPUS",
+        "WAI_FULL_CORPUS",
         "WAI_REGEN_GOLDEN",
         "WAI_REQUIRE_BROWSER",
         "WAI_SCHEMATHESIS_EXAMPLES",

@@ -32,7 +32,7 @@ CORPUS = json.loads(
     (ROOT / "conformance" / "neural-conformance" / "corpus.json").read_text(encoding="utf-8")
 )
 # SwiftShader runs the kernels on two shared cores: 0.2 s to 5 min a payload here. The suite
-# checks three by default (CI too); WAI_PAGE_FULL_CORPUS=1 (`make bench`'s long browser run,
+# checks three by default (CI too); WAI_FULL_CORPUS=1 (`make bench`'s long browser run,
 # about 4.5 minutes) checks every one.
 QUICK = ["chelsea-16x16", "coffee-256x256", "extreme-symbols-320x192"]
 SWIFTSHADER_LIMITS = {
@@ -107,7 +107,7 @@ def test_int_synth_shape_refused_under_lowered_limits(site: Any, gpu_page: Any) 
 
 @pytest.mark.slow
 def test_corpus_through_the_page_kernels(site: Any, gpu_page: Any) -> None:
-    full = os.environ.get("WAI_PAGE_FULL_CORPUS") == "1"
+    full = os.environ.get("WAI_FULL_CORPUS") == "1"
     names = [p["name"] for p in CORPUS["payloads"]] if full else QUICK
     summary = verify_int(gpu_page, site.url, "only=" + ",".join(names))
     assert summary["software"] is True
