@@ -1,7 +1,10 @@
 """``python -m wai_dispatch.tools.bench_hyperprior``: the whole hyperprior decode, ``WAIH``
 payload bytes → RGB8 (z, the integer hyper-synthesis, the indexes, y, then the main synthesis on
 the ONNX Runtime CPU path), beside CompressAI's own float ``ScaleHyperprior.decompress()`` (torch
-on the CPU, same thread count, same weights), in the same run, at 256×256 and 768×512."""
+on the CPU, same thread count, same weights), in the same run, at 256×256 and 768×512; and the
+entropy stage alone (both latents, our integer hyper-synthesis and indexes) beside CompressAI's
+(its C++ rANS decode of z and y, with its float ``h_s`` and ``build_indexes`` between): all of
+``decompress()`` but the synthesis ``g_s``."""
 
 from __future__ import annotations
 
@@ -63,8 +66,21 @@ def run(threads: int, repeats: int) -> list[dict[str, Any]]:
         def entropy(body: bytes = body) -> Any:
             return stage.run(body, limits=limits)
 
+        def theirs_entropy(out: dict[str, Any] = out) -> Any:
+            # ScaleHyperprior.decompress() without its last line, g_s
+            with torch.no_grad():
+                z_hat = net.entropy_bottleneck.decompress(out["strings"][1], out["shape"])
+                indexes = net.gaussian_conditional.build_indexes(net.h_s(z_hat))
+                return net.gaussian_conditional.decompress(out["strings"][0], indexes, z_hat.dtype)
+
         best = best_of_interleaved(
-            {"ours": ours, "compressai": theirs, "entropy": entropy}, repeats
+            {
+                "ours": ours,
+                "compressai": theirs,
+                "entropy": entropy,
+                "compressai_entropy": theirs_entropy,
+            },
+            repeats,
         )
         rows.append(
             {
@@ -73,6 +89,8 @@ def run(threads: int, repeats: int) -> list[dict[str, Any]]:
                 "entropy_ms": best["entropy"] * 1e3,
                 "compressai_ms": best["compressai"] * 1e3,
                 "ratio": best["ours"] / best["compressai"],
+                "compressai_entropy_ms": best["compressai_entropy"] * 1e3,
+                "entropy_ratio": best["entropy"] / best["compressai_entropy"],
                 "payload_bytes": len(body),
                 "compressai_bytes": sum(len(s) for g in out["strings"] for s in g),
             }
@@ -103,6 +121,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['picture']:>9} | {r['ours_ms']:12.1f} ms | {r['entropy_ms']:12.1f} ms | "
             f"{r['compressai_ms']:9.1f} ms | {r['ratio']:6.2f} | "
             f"{r['payload_bytes']} / {r['compressai_bytes']}"
+        )
+    print(
+        "entropy stage (z, hyper-synthesis, indexes, y): ours (integers) vs CompressAI (C++ rANS, "
+        "float h_s); goal ≤ 1.0"
+    )
+    print(f"{'picture':>9} | {'ours':>12} | {'CompressAI':>12} | {'ratio':>6}")
+    for r in rows:
+        print(
+            f"{r['picture']:>9} | {r['entropy_ms']:9.1f} ms | {r['compressai_entropy_ms']:9.1f} ms"
+            f" | {r['entropy_ratio']:6.2f}"
         )
     return 0
 
