@@ -86,7 +86,9 @@ def test_install_repairs_a_damaged_set(tmp_path: Path, capsys: pytest.CaptureFix
     assert install(capsys, data, BUNDLED) == digest  # not a no-op: the set is re-verified
     status, out, _ = cli(capsys, "sets", "verify", digest, "--data-dir", data, "--json")
     assert status == 0 and json.loads(out)["ok"] is True
-    assert not [p for p in (data / "sets").iterdir() if p.name.startswith(".")]
+    # no temporary folder left behind (the set cache's lock file, .sync.lock, stays by design)
+    assert not [p for p in (data / "sets").iterdir() if p.name.startswith(".install")]
+    assert {p.name for p in (data / "sets").iterdir() if p.name.startswith(".")} <= {".sync.lock"}
 
 
 def test_list_reports_a_garbled_manifest_and_keeps_the_others(
