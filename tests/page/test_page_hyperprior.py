@@ -2,8 +2,9 @@
 js/codec/waiops.js) in Debian's Chromium: the bundled sample and corpus payloads (one with
 escapes in z and y) decode to the pinned symbols digests (z's symbols then y's); the synthesis is
 then dispatched as the Python core dispatches it (this Chromium has no WebNN: every WebNN path's
-unit is absent, the integer WebGPU path is no path for a float capability); a broken payload is
-refused with the code the native sink gives. One page load."""
+unit is absent, the integer WebGPU path is no path for a float capability); broken payloads
+(header, z's and y's streams, y's channels) are refused with the code the native entropy stage
+gives. One page load."""
 
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ from pagekit import ROOT, open_page, serve_service
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.errors import Limits
 from wai_dispatch.dispatch import REGISTRY, Report, choose, demand
+from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.tools.hyperprior_encode import open_folder
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
+SET = ROOT / "conformance" / "sets" / "bmshj2018-hyperprior-demo-q3"
 CORPUS = ROOT / "conformance" / "neural-conformance" / "bmshj2018-hyperprior"
 SAMPLE = "bmshj2018-hyperprior-demo-q3.json"
 SAMPLE_DIGEST = "8186fe1e6c8b562855576fd20c757bd06d24125286237c2051a1df0489a8e0ae"
@@ -41,10 +46,17 @@ def envelope(payload: bytes, set_digest: str) -> str:
     )
 
 
-def native_code(payload: bytes) -> str:
-    with pytest.raises(CodecError) as refused:
-        waih.read_header(payload)
+def native_code(stage: HyperStage, payload: bytes) -> str:
+    """The code the native entropy stage (service/decoding/hyperprior.py) refuses it with."""
+    with pytest.raises(WaiError) as refused:
+        stage.run(payload, limits=Limits())
     return str(refused.value.code)
+
+
+def flipped(payload: bytes, at: int) -> bytes:
+    out = bytearray(payload)
+    out[at] ^= 0x5A
+    return bytes(out)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +68,17 @@ def results(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[
     good = (CORPUS / "extreme-2x3.waih").read_bytes()
     payloads = {n: (CORPUS / entries[n]["payload"]).read_bytes() for n in NAMES}
     files = {n: envelope(b, corpus["set"]) for n, b in payloads.items()}
-    broken = {"truncated": good[:-1], "trailing": good + b"\0", "magic": b"WAIX" + good[4:]}
+    head = waih.read_header(good)
+    small = payloads["chelsea-64x64"]
+    broken = {
+        "truncated": good[:-1],
+        "trailing": good + b"\0",
+        "magic": b"WAIX" + good[4:],
+        "z stream": flipped(good, waih.HEADER_SIZE + 34),
+        "y stream": flipped(good, waih.HEADER_SIZE + head.z_bytes + 40),
+        # the hyper-synthesis gives 192 channels, the header says 64
+        "y channels": small[:6] + b"\x40\x00" + small[8:],
+    }
     files |= {n: envelope(b, corpus["set"]) for n, b in broken.items()}
     with (
         serve_service(tmp_path_factory.mktemp("hyperprior")) as (url, _, token),
@@ -79,7 +101,9 @@ def results(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[
         )
         out["errors"] = page.errors
         out["pinned"] = {n: entries[n]["symbols_digest"] for n in NAMES}
-        out["broken"] = {n: native_code(b) for n, b in broken.items()}
+        stage = HyperStage.of(open_folder(SET))
+        assert stage is not None
+        out["broken"] = {n: native_code(stage, b) for n, b in broken.items()}
         yield out
 
 
@@ -112,6 +136,8 @@ def test_synthesis_dispatched_as_the_core_does(results: dict[str, Any]) -> None:
     Report.from_json(got["reports"][0])
 
 
-@pytest.mark.parametrize("name", ["truncated", "trailing", "magic"])
+@pytest.mark.parametrize(
+    "name", ["truncated", "trailing", "magic", "z stream", "y stream", "y channels"]
+)
 def test_broken_payload_same_code_as_native(results: dict[str, Any], name: str) -> None:
     assert results[name]["error"]["code"] == results["broken"][name]

@@ -11,32 +11,32 @@ const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
 const OPS = new Set(["channel_affine", "conv2d", "conv_transpose2d", "requantize", "add", "mul"]);
 
-function fail(code, message) {
-  throw new WaiError(code, message);
+function err(code, message) {
+  return new WaiError(code, message);
 }
 
 /** SafeTensors bytes → Map name → {dtype, shape, data} (I16 / I32 / I8 as typed arrays). */
 export function readSafetensors(bytes) {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (bytes.length < 8) fail("waiops_weights_mismatch", "wai-ops weights: not a SafeTensors file");
+  if (bytes.length < 8) throw err("waiops_weights_mismatch", "wai-ops weights: not a SafeTensors file");
   const n = Number(view.getBigUint64(0, true));
-  if (8 + n > bytes.length) fail("waiops_weights_mismatch", "wai-ops weights: header runs past the file");
+  if (8 + n > bytes.length) throw err("waiops_weights_mismatch", "wai-ops weights: header runs past the file");
   let head;
   try {
     head = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
   } catch {
-    fail("waiops_weights_mismatch", "wai-ops weights: header is not JSON");
+    throw err("waiops_weights_mismatch", "wai-ops weights: header is not JSON");
   }
   const kinds = { I8: [Int8Array, 1], I16: [Int16Array, 2], I32: [Int32Array, 4] };
   const out = new Map();
   for (const [name, t] of Object.entries(head)) {
     if (name === "__metadata__") continue;
     const kind = kinds[t.dtype];
-    if (!kind) fail("waiops_weights_mismatch", `wai-ops weights: ${name} is ${t.dtype}`);
+    if (!kind) throw err("waiops_weights_mismatch", `wai-ops weights: ${name} is ${t.dtype}`);
     const [Type, size] = kind;
     const [a, b] = t.data_offsets;
     const count = t.shape.reduce((x, y) => x * y, 1);
-    if (b - a !== count * size || 8 + n + b > bytes.length) fail("waiops_weights_mismatch", `wai-ops weights: ${name}'s bytes`);
+    if (b - a !== count * size || 8 + n + b > bytes.length) throw err("waiops_weights_mismatch", `wai-ops weights: ${name}'s bytes`);
     const copy = bytes.slice(8 + n + a, 8 + n + b); // aligned
     out.set(name, { dtype: t.dtype, shape: t.shape, data: new Type(copy.buffer) });
   }
@@ -46,7 +46,7 @@ export function readSafetensors(bytes) {
 function param(tensors, op, key) {
   const name = op.params && op.params[key];
   const t = tensors.get(name);
-  if (!t) fail("waiops_weights_mismatch", `${op.name}: no tensor ${JSON.stringify(name)} for ${key}`);
+  if (!t) throw err("waiops_weights_mismatch", `${op.name}: no tensor ${JSON.stringify(name)} for ${key}`);
   return t.data;
 }
 
@@ -61,7 +61,7 @@ function checkExact(op, weight, bias, co, per, xmax) {
   for (let o = 0; o < co; o++) {
     let s = Math.abs(bias[o]);
     for (let i = 0; i < per; i++) s += Math.abs(weight(o, i));
-    if (s * xmax >= EXACT || Math.abs(bias[o]) >= EXACT) fail("waiops_bound_exceeded", `${op.name}: a sum may exceed 2^53`);
+    if (s * xmax >= EXACT || Math.abs(bias[o]) >= EXACT) throw err("waiops_bound_exceeded", `${op.name}: a sum may exceed 2^53`);
   }
 }
 
@@ -168,7 +168,11 @@ function apply(op, values, tensors) {
       const m = param(tensors, op, "multiplier");
       const sh = param(tensors, op, "shift");
       const [lo, hi] = op.attrs.clamp;
-      return perChannel(x, (v, c) => Math.min(Math.max(roundShift(v * m[c], sh[c]), lo), hi));
+      return perChannel(x, (v, c) => {
+        const prod = v * m[c]; // within int32 by the bound rule, which this holds the set to
+        if (prod < INT32_MIN || prod > INT32_MAX) throw err("waiops_bound_exceeded", `${op.name}: x · multiplier leaves int32`);
+        return Math.min(Math.max(roundShift(prod, sh[c]), lo), hi);
+      });
     }
     default: {
       const y = values.get(op.inputs[1]);
@@ -183,23 +187,23 @@ function apply(op, values, tensors) {
  * {c, h, w, data: Int32Array} of its output. Refuses, with wai-ops's codes, an operation the page
  * does not run, an input outside the declared range, and any value that leaves int32. */
 export function runWaiOps(program, tensors, symbols, [c, h, w]) {
-  if (!program || program.format !== "wai-ops/1") fail("waiops_program_invalid", "not a wai-ops/1 program");
+  if (!program || program.format !== "wai-ops/1") throw err("waiops_program_invalid", "not a wai-ops/1 program");
   for (const op of program.operations) {
-    if (!OPS.has(op.op)) fail("waiops_unknown_op", `the page does not run wai-ops's ${op.op} (${op.name})`);
+    if (!OPS.has(op.op)) throw err("waiops_unknown_op", `the page does not run wai-ops's ${op.op} (${op.name})`);
   }
-  if (c !== program.input.channels) fail("waiops_shape_over_limits", `wai-ops input has ${c} channels, not ${program.input.channels}`);
+  if (c !== program.input.channels) throw err("waiops_shape_over_limits", `wai-ops input has ${c} channels, not ${program.input.channels}`);
   const [lo, hi] = program.input.range;
   const data = new Float64Array(symbols.length);
   for (let i = 0; i < symbols.length; i++) {
     const v = symbols[i];
-    if (v < lo || v > hi) fail("waiops_input_out_of_range", `wai-ops input value ${v} is outside the program's declared range [${lo}, ${hi}]`);
+    if (v < lo || v > hi) throw err("waiops_input_out_of_range", `wai-ops input value ${v} is outside the program's declared range [${lo}, ${hi}]`);
     data[i] = v;
   }
   const values = new Map([[program.input.name, { c, h, w, data }]]);
   for (const op of program.operations) {
     const out = apply(op, values, tensors);
     for (let i = 0; i < out.data.length; i++) {
-      if (out.data[i] < INT32_MIN || out.data[i] > INT32_MAX) fail("waiops_bound_exceeded", `${op.name}: a value leaves int32`);
+      if (out.data[i] < INT32_MIN || out.data[i] > INT32_MAX) throw err("waiops_bound_exceeded", `${op.name}: a value leaves int32`);
     }
     values.set(op.output, out);
   }
