@@ -74,6 +74,10 @@ def test_reference_context_passes(served: tuple[str, str]) -> None:
     assert plain["contexts"] == ["npu"]
     assert plain["psnr"] >= 40.0
     assert plain["report"]["ran"]["placement"] is None
+    # the hyperprior's synthesis on the stand-in, at the tier its class needs (§3)
+    hyper = by_sample(summary)["bmshj2018-hyperprior-demo-q3.json"]
+    assert hyper["ran"] == "npu/webnn/float" and hyper["psnr"] >= 40.0
+    assert hyper["report"]["ran"]["tier"] == "entropy-consistency"
 
 
 def test_command_against_a_url_needs_a_token_file(

@@ -71,7 +71,8 @@ async function verifySample(source, name) {
     verdict = why.length ? "fail" : "pass";
   } else if (report.ran !== null) {
     const ran = report.ran;
-    if (ran.backend !== "webnn" || ran.placement !== null || ran.tier !== "none") why.push("the report's ran is not a WebNN path at tier none with placement null");
+    // the tier the decode needs (none; entropy-consistency for a NeuralEntropyExact capability)
+    if (ran.backend !== "webnn" || ran.placement !== null || ran.tier !== report.needed) why.push(`the report's ran is not a WebNN path at tier ${report.needed} with placement null`);
     if (!reference.picture) {
       why.push("the native sink decoded no picture to compare with");
     } else {
