@@ -1,8 +1,8 @@
 """The page's WebNN verifier (service/web/page_files/verify.html, run by tools/verify_page.py) in
 Debian's Chromium: with WebNN exposed but no context it verifies nothing ("absent", exit 1) while
-every sample's symbols agree and replicate is refused with no context; with the test-only
-reference WebNN context (tests/page/webnn_reference.js) it passes, the picture within 40 dB of ONNX
-Runtime."""
+every sample's symbols agree (the hyperprior's too) and replicate is refused with no context;
+with the test-only reference WebNN context (tests/page/webnn_reference.js) it passes, the picture
+within 40 dB of ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pagekit import CHROMIUM, ROOT, free_port, serve_service
 from wai_dispatch.tools import verify_page
 
 NATIVE_DIGEST = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
+HYPER_DIGEST = "8186fe1e6c8b562855576fd20c757bd06d24125286237c2051a1df0489a8e0ae"
 REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(encoding="utf-8")
 
 
@@ -34,14 +35,18 @@ def test_no_webnn_context_verifies_nothing(served: tuple[str, str]) -> None:
     summary = verify_page.verify(str(CHROMIUM), url=url, token=token, extra_args=["--no-sandbox"])
     assert summary["verdict"] == "absent"
     rows = by_sample(summary)
-    # the hyperprior's samples: the page does not run their entropy stage, and says so
+    # the hyperprior's samples: the page runs their entropy stage (the integer hyper-synthesis)
     hyper = {k: rows.pop(k) for k in list(rows) if k.startswith("bmshj2018-hyperprior-")}
     assert set(hyper) == {
         "bmshj2018-hyperprior-demo-q3.json",
         "bmshj2018-hyperprior-demo-q3-replicate.json",
     }
     for row in hyper.values():
-        assert row["verdict"] == "unsupported" and "page_entropy_unsupported" in row["why"][0]
+        assert row["symbols"] == {"page": HYPER_DIGEST, "native": HYPER_DIGEST}
+    assert hyper["bmshj2018-hyperprior-demo-q3.json"]["verdict"] == "absent"
+    assert hyper["bmshj2018-hyperprior-demo-q3.json"]["contexts"] == ["npu", "gpu", "cpu"]
+    replicated = hyper["bmshj2018-hyperprior-demo-q3-replicate.json"]
+    assert replicated["verdict"] == "pass" and replicated["contexts"] == []
     assert {"bmshj2018-demo-q3-replicate.json", "bmshj2018-demo-q3.json"} <= set(rows)
     for row in rows.values():
         # every bundled sample is coded from the same picture's latent (docs/int-synth-set.md)
@@ -69,6 +74,10 @@ def test_reference_context_passes(served: tuple[str, str]) -> None:
     assert plain["contexts"] == ["npu"]
     assert plain["psnr"] >= 40.0
     assert plain["report"]["ran"]["placement"] is None
+    # the hyperprior's synthesis on the stand-in, at the tier its class needs (§3)
+    hyper = by_sample(summary)["bmshj2018-hyperprior-demo-q3.json"]
+    assert hyper["ran"] == "npu/webnn/float" and hyper["psnr"] >= 40.0
+    assert hyper["report"]["ran"]["tier"] == "entropy-consistency"
 
 
 def test_command_against_a_url_needs_a_token_file(

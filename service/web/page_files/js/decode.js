@@ -9,6 +9,7 @@ import { WaiError } from "./dispatch/tokens.js";
 import { parseEnvelope } from "./codec/envelope.js";
 import { readTables } from "./codec/tables.js";
 import { decodePayload, latentOf, symbolBytes } from "./codec/payload.js";
+import { decodeHyperprior, loadHyperStage } from "./codec/hyperprior.js";
 import { runProgram } from "./webgpu.js";
 import { pageFetch } from "./auth.js";
 
@@ -18,6 +19,7 @@ export class SetSource {
   constructor(base) {
     this.base = base;
     this.cache = new Map();
+    this.hyperStages = new Map(); // set digest → a hyperprior set's loaded entropy stage
   }
 
   async #get(url, kind) {
@@ -98,17 +100,31 @@ export class Job {
 
 /** The entropy stage on the page (§6.3): symbols, their digest and the latent. */
 export async function entropyStage(source, digest, manifest, payload) {
-  if (manifest.facts && manifest.facts.hyperprior) {
-    // A hyperprior set's entropy stage runs its integer hyper-synthesis (docs/bmshj2018-hyperprior-set.md);
-    // the page does not run it, and says so rather than decode other symbols.
-    throw new WaiError("page_entropy_unsupported", `the page does not run ${manifest.capability}'s entropy stage (the set's integer hyper-synthesis decides every table of y); decode this envelope with the service (POST /v1/decode) or \`wai-dispatch decode\``);
-  }
+  if (manifest.facts && manifest.facts.hyperprior) return hyperpriorStage(source, digest, manifest, payload);
   const tablesName = manifest.facts && manifest.facts.tables;
   if (typeof tablesName !== "string") throw new WaiError("set_no_tables", `set ${digest.slice(0, 16)}… names no entropy tables file`);
   const tables = readTables(await source.text(digest, tablesName));
   const { header, symbols } = decodePayload(payload, tables);
   const symbolsDigest = bytesToHex(blake3(symbolBytes(symbols)));
   return { header, symbols, symbolsDigest, latent: latentOf(symbols, header, tables) };
+}
+
+/** A hyperprior set's entropy stage (codec/hyperprior.js): z, the integer hyper-synthesis, y;
+ * the digest over z's symbols then y's; the latent y as float32 (no medians). */
+async function hyperpriorStage(source, digest, manifest, payload) {
+  source.hyperStages ??= new Map(); // a source other than SetSource
+  if (!source.hyperStages.has(digest)) {
+    const loading = loadHyperStage(source, digest, manifest.facts.hyperprior);
+    source.hyperStages.set(digest, loading);
+    loading.catch(() => source.hyperStages.delete(digest));
+  }
+  const stage = await source.hyperStages.get(digest);
+  const { header, z, y } = decodeHyperprior(payload, stage);
+  const both = new Int32Array(z.length + y.length);
+  both.set(z);
+  both.set(y, z.length);
+  const symbolsDigest = bytesToHex(blake3(symbolBytes(both)));
+  return { header, symbols: y, symbolsDigest, latent: Float32Array.from(y) };
 }
 
 /** A path's adapter for a part whose set is not there: the unit as the real adapter says, no program. */

@@ -118,7 +118,7 @@ export function decodePayload(bytes, tables, limits = LIMITS) {
 }
 
 /** Exactly `count` minimal LEB128 values (at most 5 bytes each) filling `data`. */
-function readVarints(data, count) {
+export function readVarints(data, count) {
   const out = [];
   let value = 0;
   let shift = 0;
@@ -145,7 +145,7 @@ function readVarints(data, count) {
 }
 
 /** constriction's AnsCoder, decoding only. */
-class AnsDecoder {
+export class AnsDecoder {
   constructor(words) {
     this.words = words;
     this.top = words.length; // words[0 .. top) are still to be read, from the end
