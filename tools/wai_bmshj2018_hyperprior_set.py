@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -28,7 +27,6 @@ import torch
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.errors import Limits
-from wai_dispatch.codec.sets import write_manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.errors import WaiOpsError
@@ -44,6 +42,7 @@ from wai_dispatch.tools.hyperprior_encode import (
     load_hyper_model,
 )
 from wai_dispatch.tools.int_synth_exact import ExactConv
+from wai_dispatch.tools.set_folder import write_set_folder
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
@@ -51,7 +50,6 @@ from wai_dispatch.tools.wai_bmshj2018_npu_set import (
     PICTURE_SIZE,
     TOLERANCE,
     UPSAMPLING,
-    _install,
     _json_bytes,
     _max_abs,
     check_plain_synthesis,
@@ -347,20 +345,10 @@ def write_set(
         },
         "programs": programs,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        for file_name, data in files.items():
-            (tmp / file_name).write_bytes(data)
-        manifest_doc = write_manifest(
-            tmp, name=name, capability=CAPABILITY, version=SET_VERSION, facts=facts
-        )
-        _install(tmp, out, overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    manifest_doc = write_set_folder(
+        out, files, name=name, capability=CAPABILITY, version=SET_VERSION, facts=facts,
+        overwrite=overwrite,
+    )  # fmt: skip
     say(f"set {name}: {manifest_doc.digest} in {out}")
     return out
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import warnings
@@ -27,7 +26,6 @@ import numpy.typing as npt
 import torch
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.sets import write_manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.paths.onnx import shared_session_options
 from wai_dispatch.tools import coreml_program, webnn_form
@@ -43,6 +41,7 @@ from wai_dispatch.tools.bmshj2018_model import (
     plain_synthesis,
 )
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis
+from wai_dispatch.tools.set_folder import write_set_folder
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import bmshj2018_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
@@ -331,23 +330,6 @@ def _usage(
     }
 
 
-def _install(tmp: Path, out: Path, overwrite: bool) -> None:
-    """Rename the finished set into place (the old one, with --force, removed after)."""
-    if out.exists():
-        if not overwrite and any(out.iterdir()):
-            raise SetWriterError(f"{out} exists and is not empty (pass --force to replace it)")
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-        try:
-            tmp.rename(out)
-        except BaseException:
-            old.rename(out)
-            raise
-        shutil.rmtree(old)
-    else:
-        tmp.rename(out)
-
-
 def write_set(
     out_dir: str | os.PathLike[str],
     *,
@@ -505,21 +487,10 @@ def write_set(
         },
     }
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    try:
-        for file_name, data in files.items():
-            (tmp / file_name).write_bytes(data)
-        manifest_doc = write_manifest(
-            tmp, name=name, capability=CAPABILITY, version=SET_VERSION, facts=facts
-        )
-        _install(tmp, out, overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    manifest_doc = write_set_folder(
+        out, files, name=name, capability=CAPABILITY, version=SET_VERSION, facts=facts,
+        overwrite=overwrite,
+    )  # fmt: skip
     say(f"set {name}: {manifest_doc.digest} in {out}")
     return out
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,13 +20,14 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.codec.sets import Manifest, write_manifest
+from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools import int_synth_ptq
 from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
+from wai_dispatch.tools.set_folder import write_set_folder
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
 from wai_dispatch.tools.wai_bmshj2018_npu_set import weights_blob
@@ -203,22 +203,10 @@ def write_set(
             }
         },
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        for file_name, data in files.items():
-            (tmp / file_name).write_bytes(data)
-        manifest = write_manifest(
-            tmp, name=name, capability=CAPABILITY, version=SET_VERSION, facts=new_facts
-        )
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    manifest = write_set_folder(
+        out, files, name=name, capability=CAPABILITY, version=SET_VERSION, facts=new_facts,
+        overwrite=True,
+    )  # fmt: skip
     say(f"set {name}: {manifest.digest} in {out}")
     return out
 
