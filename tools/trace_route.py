@@ -1,0 +1,150 @@
+"""``python -m wai_dispatch.tools.trace_route``: which of our modules one ``POST /v1/decode``
+runs through, and how often the call chain changes package on the way. The service runs on a
+loopback port in a thread of this process (:mod:`tools._service`); every thread's Python calls
+are recorded with :func:`sys.setprofile` (and :func:`threading.setprofile` for the server's and
+the worker threads) while one decode of the 256×256 sample is answered, after one untraced
+decode that loads and warms everything.
+
+It prints the distinct ``wai_dispatch`` modules the request visited, and the package changes:
+two consecutive calls of ours in one thread whose modules are in different packages (``codec``,
+``paths``, ``service.decoding``, ``service.http``, …; a package is the layer of
+docs/architecture.md) count one. Changes are given in total (every thread) and inside the
+decode thread (the thread that ran ``Decoder.decode``). The request's threads are those that
+ran a module of the HTTP layer; the threads that run beside it (the set sync, the spool) are
+left out. ``--modules`` lists the modules and
+``--json`` prints the figures as one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import socket
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.tools._service import serve
+
+PREFIX = "wai_dispatch."
+DECODER = "wai_dispatch.service.decoding.decoder"
+SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
+
+
+def package_of(module: str) -> str:
+    """The package (layer) of one of our modules: ``service.http`` for
+    ``wai_dispatch.service.http.routes.decode``, ``codec`` for ``wai_dispatch.codec.sets.store``."""
+    parts = module[len(PREFIX) :].split(".")
+    return ".".join(parts[:2]) if parts[0] == "service" and len(parts) > 1 else parts[0]
+
+
+class Trace:
+    """The calls of ours, per thread, while :attr:`on` is set."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.calls: dict[int, list[tuple[str, str]]] = {}
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if not self.on or event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        if isinstance(module, str) and module.startswith(PREFIX):
+            key = threading.get_ident()
+            self.calls.setdefault(key, []).append((module, frame.f_code.co_name))
+
+    def figures(self) -> dict[str, Any]:
+        # the request's threads: those that ran a module of the HTTP layer (the event loop's,
+        # the worker threads'); the others (the set sync, the spool's) run beside it
+        request = {
+            key: calls
+            for key, calls in self.calls.items()
+            if any(package_of(m) == "service.http" for m, _ in calls)
+        }
+        modules = sorted({m for calls in request.values() for m, _ in calls})
+        changes = {key: _changes([m for m, _ in calls]) for key, calls in request.items()}
+        decode = [k for k, calls in request.items() if (DECODER, "decode") in calls]
+        return {
+            "modules": len(modules),
+            "package_changes": sum(changes.values()),
+            "package_changes_in_decode_thread": sum(changes[k] for k in decode),
+            "threads": len(request),
+            "background_threads": len(self.calls) - len(request),
+            "module_names": modules,
+        }
+
+
+def _changes(modules: list[str]) -> int:
+    packages = [package_of(m) for m in modules]
+    return sum(1 for a, b in itertools.pairwise(packages) if a != b)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def trace_one_decode(data_dir: Path) -> dict[str, Any]:
+    """Start the service on ``data_dir``, decode the sample once untraced and once traced."""
+    import httpx  # lazy: the HTTP client, only for the tools that call a service
+
+    settings = load(
+        data_dir=data_dir, host="127.0.0.1", port=_free_port(), warm=False, log_level="error"
+    )
+    store = ReportStore(settings.url)
+    store.migrate()
+    token = tokens.create(store, "trace", tokens.Role.sink)
+    store.dispose()
+    body = SAMPLE.read_bytes()
+    trace = Trace()
+    threading.setprofile(trace)
+    sys.setprofile(trace)
+    try:
+        with serve(settings) as url:
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
+                client.post("/v1/decode", content=body).raise_for_status()  # warm
+                trace.on = True
+                answer = client.post("/v1/decode", content=body)
+                trace.on = False
+                answer.raise_for_status()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    # the client's own thread is ours too: keep only the server's threads
+    trace.calls.pop(threading.get_ident(), None)
+    return trace.figures()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.trace_route")
+    parser.add_argument("--modules", action="store_true", help="list the modules visited")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = trace_one_decode(Path(tmp) / "data")
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"modules of ours visited: {figures['modules']}")
+    print(f"package changes: {figures['package_changes']} in the request's "
+          f"{figures['threads']} threads, {figures['package_changes_in_decode_thread']} of "
+          "them in the decode thread")  # fmt: skip
+    if args.modules:
+        for name in figures["module_names"]:
+            print(f"  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
