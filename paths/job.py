@@ -4,11 +4,13 @@ reads. ``dispatch.choose`` passes it through untouched (the core never looks ins
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from wai_dispatch.codec.sets.facts import SetFacts
+from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 
 
 class SetFiles(Protocol):
@@ -34,11 +36,18 @@ class SetFiles(Protocol):
 class SynthesisJob:
     """Run the synthesis of ``set_files`` on ``latent`` (float32, 1×C×h×w). ``symbols`` are
     the entropy stage's integers (int32, 1×C×h×w) the latent was made from: an integer path
-    (``wai-ops``) reads them instead of the float latent."""
+    (``wai-ops``) reads them instead of the float latent.
+
+    What the decoder that asks sets for its own decodes, never the process: ``tile_bytes``,
+    the synthesis's tile budget (the ``tile_bytes`` setting; an adapter built with a budget of
+    its own keeps that one), and ``cache_dir``, where the ONNX path keeps its prepared graphs
+    (``<data_dir>/cache/onnx``, :mod:`paths.onnx_cache`; ``None``: not on disk)."""
 
     set_files: SetFiles
     latent: np.ndarray
     symbols: np.ndarray | None = None
+    tile_bytes: int = DEFAULT_TILE_BYTES
+    cache_dir: Path | None = None
 
     @property
     def latent_shape(self) -> tuple[int, ...]:

@@ -42,7 +42,7 @@ from wai_dispatch.paths.onnx_placement import (
     program_operations,
 )
 from wai_dispatch.paths.onnx_rewrite import rewrite_model
-from wai_dispatch.paths.tiling import Reach, onnx_layers, plan, reach, run_tiled, tile_bytes
+from wai_dispatch.paths.tiling import Reach, onnx_layers, plan, reach, run_tiled
 
 __all__ = [
     "PROGRAM_KEY",
@@ -212,7 +212,7 @@ class OnnxRuntimeAdapter:
         self._glue = glue
         self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.Lock()
-        self._tile_bytes = tile_bytes  # None: the process's (paths.tiling.tile_bytes)
+        self._tile_bytes = tile_bytes  # None: the job's (the decoder's setting)
         # The programs' key: the path, and how the graph is built when it is not the default
         # (a cache shared with a differently built adapter of the same path holds both).
         variant = glue if rewrite else "no-rewrite"
@@ -282,7 +282,7 @@ class OnnxRuntimeAdapter:
         r = program.reach
         tiles = []
         if r is not None and program.input_shape[2:] == (None, None):
-            budget = tile_bytes() if self._tile_bytes is None else self._tile_bytes
+            budget = job.tile_bytes if self._tile_bytes is None else self._tile_bytes
             tiles = plan(latent.shape[2], latent.shape[3], r, budget, TILE_BYTES_PER_PIXEL)
 
         def run(x: np.ndarray, last: bool) -> np.ndarray:
@@ -340,10 +340,10 @@ class OnnxRuntimeAdapter:
         nbytes = program_bytes([model, *external.values()])
         # the prepared graph is kept on disk by set digest (paths.onnx_cache): a process's
         # first decode of a set another process prepared does not rewrite it again
-        cached = onnx_cache.load(files.digest, self._variant)
+        cached = onnx_cache.load(job.cache_dir, files.digest, self._variant)
         if cached is None:
             cached = self._prepared(model, external)
-            onnx_cache.store(files.digest, self._variant, cached)
+            onnx_cache.store(job.cache_dir, files.digest, self._variant, cached)
         model, operations, rewritten, tiles = cached
         providers = [_PROVIDERS[self._unit]]
 

@@ -4,8 +4,9 @@ program as shipped (its operations, its receptive field), kept once per set dige
 variant, so a process's first decode reads them instead of rewriting the graph again (the
 rewrite took 4.7 s of a 5.3 s session build under load: docs/onnx-path.md, "The first decode").
 
-Where: ``<data_dir>/cache/onnx/`` (:func:`request_cache_dir`, which ``Decoder.open`` calls
-with its data directory); no directory, no disk cache. Each entry is two files named by the
+Where: the folder a decode's job names (:attr:`paths.job.SynthesisJob.cache_dir`: a decoder's
+``<data_dir>/cache/onnx/``, :func:`cache_dir`); no folder, no disk cache. Each decoder has its
+own: opening one changes no other's. Each entry is two files named by the
 set digest, the variant and :data:`FORMAT`: the model and a JSON record of its facts with the
 BLAKE3 of the model's bytes. An entry is used only when the record parses, names the same
 set digest, variant, format and onnx version, and the model's bytes hash to the record's
@@ -29,29 +30,19 @@ import blake3
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.paths.tiling import Reach
 
-__all__ = ["FORMAT", "Prepared", "cache_dir", "load", "request_cache_dir", "store"]
+__all__ = ["FORMAT", "Prepared", "cache_dir", "load", "store"]
 
 #: Bumped whenever the rewrite or the facts change what they produce.
 FORMAT = "onnx-prepared-1"
 
 _log = logging.getLogger(__name__)
-_lock = threading.Lock()
-_dir: Path | None = None
 
 Prepared = tuple[bytes, list[str], int, Reach | None]
 
 
-def request_cache_dir(data_dir: str | os.PathLike[str] | None) -> None:
-    """Keep prepared graphs under ``<data_dir>/cache/onnx`` from now on (``None``: not on
-    disk)."""
-    global _dir
-    with _lock:
-        _dir = None if data_dir is None else Path(data_dir) / "cache" / "onnx"
-
-
-def cache_dir() -> Path | None:
-    with _lock:
-        return _dir
+def cache_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Where a decoder on ``data_dir`` keeps its prepared graphs (``<data_dir>/cache/onnx``)."""
+    return Path(data_dir) / "cache" / "onnx"
 
 
 def _names(folder: Path, digest: str, variant: str) -> tuple[Path, Path]:
@@ -67,10 +58,9 @@ def _onnx_version() -> str:
         return "none"
 
 
-def load(digest: str, variant: str) -> Prepared | None:
-    """The prepared graph of set ``digest`` built as ``variant``, when the disk holds a valid
-    entry (module docstring); else ``None``."""
-    folder = cache_dir()
+def load(folder: Path | None, digest: str, variant: str) -> Prepared | None:
+    """The prepared graph of set ``digest`` built as ``variant``, when ``folder`` holds a valid
+    entry (module docstring); else ``None`` (and for no folder)."""
     if folder is None:
         return None
     model_path, record_path = _names(folder, digest, variant)
@@ -94,10 +84,9 @@ def load(digest: str, variant: str) -> Prepared | None:
         return None
 
 
-def store(digest: str, variant: str, prepared: Prepared) -> None:
-    """Write the entry of set ``digest`` built as ``variant``; a disk that refuses is logged,
-    never raised (the decode goes on with what it built)."""
-    folder = cache_dir()
+def store(folder: Path | None, digest: str, variant: str, prepared: Prepared) -> None:
+    """Write the entry of set ``digest`` built as ``variant`` into ``folder`` (none: nothing);
+    a disk that refuses is logged, never raised (the decode goes on with what it built)."""
     if folder is None:
         return
     model, operations, rewritten, tiles = prepared

@@ -23,7 +23,6 @@ otherwise, and the decode runs whole).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,32 +38,15 @@ __all__ = [
     "onnx_layers",
     "plan",
     "reach",
-    "request_tile_bytes",
     "run_tiled",
-    "tile_bytes",
     "waiops_layers",
 ]
 
 MiB = 1024 * 1024
-#: One tile's activations at most, by default (the ``tile_bytes`` setting).
+#: One tile's activations at most, by default (the ``tile_bytes`` setting). The budget of a
+#: decode is its job's (:attr:`paths.job.SynthesisJob.tile_bytes`, the decoder's setting): no
+#: process-wide budget.
 DEFAULT_TILE_BYTES = 256 * MiB
-
-_lock = threading.Lock()
-_requested: int | None = None
-
-
-def request_tile_bytes(nbytes: int | None) -> None:
-    """The tile budget the CPU paths use from now on (``None``: :data:`DEFAULT_TILE_BYTES`).
-    Imports no runtime: the decoder calls it with the ``tile_bytes`` setting when it opens."""
-    global _requested
-    with _lock:
-        _requested = nbytes
-
-
-def tile_bytes() -> int:
-    """The tile budget in force (:func:`request_tile_bytes`)."""
-    with _lock:
-        return DEFAULT_TILE_BYTES if _requested is None else _requested
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.onnx import SHRINK_ARENA_ABOVE
-from wai_dispatch.paths.tiling import Reach, plan, reach, run_tiled, tile_bytes, waiops_layers
+from wai_dispatch.paths.tiling import Reach, plan, reach, run_tiled, waiops_layers
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
@@ -121,7 +121,7 @@ class WaiOpsAdapter:
     def __init__(self, programs: Programs | None = None, *, tile_bytes: int | None = None) -> None:
         self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.Lock()
-        self._tile_bytes = tile_bytes  # None: the process's (paths.tiling.tile_bytes)
+        self._tile_bytes = tile_bytes  # None: the job's (the decoder's setting)
 
     @property
     def path(self) -> Path:
@@ -169,7 +169,7 @@ class WaiOpsAdapter:
         r = compiled.reach
         tiles = []
         if r is not None and symbols.ndim == 4:
-            budget = tile_bytes() if self._tile_bytes is None else self._tile_bytes
+            budget = job.tile_bytes if self._tile_bytes is None else self._tile_bytes
             h, w = int(symbols.shape[2]), int(symbols.shape[3])
             tiles = plan(h, w, r, budget, TILE_BYTES_PER_PIXEL)
         try:

@@ -20,7 +20,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path as FsPath
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, ready_sets_dir, sets_dir
@@ -52,13 +55,13 @@ from wai_dispatch.dispatch import (
     parse_offer,
 )
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
+from wai_dispatch.paths import onnx_cache
 from wai_dispatch.paths import registry as path_registry  # a module: tests swap its adapters
-from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
-from wai_dispatch.paths.onnx_cache import request_cache_dir
 from wai_dispatch.paths.programs import check_programs
-from wai_dispatch.paths.tiling import request_tile_bytes
+from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.parts import NoProgram, OpenedSet, Prepared, PreparedPart
@@ -99,6 +102,8 @@ class Decoder:
         sets: LRU[str, OpenedSet] | None = None,
         programs: Programs | None = None,
         png_level: int = DEFAULT_PNG_LEVEL,
+        tile_bytes: int = DEFAULT_TILE_BYTES,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.store = store
         self.offer = parse_offer(offer)
@@ -114,6 +119,11 @@ class Decoder:
         self._opening = threading.Lock()
         #: The zlib level of the decodes' PNG (the ``png_level`` setting).
         self.png_level = png_level
+        #: This decoder's tile budget (the ``tile_bytes`` setting) and the folder of the ONNX
+        #: path's prepared graphs (``<data_dir>/cache/onnx``): each decode's job carries them,
+        #: so opening a decoder changes no other decoder's (no process-wide state).
+        self.tile_bytes = tile_bytes
+        self.cache_dir = None if cache_dir is None else FsPath(cache_dir)
 
     @classmethod
     def open(
@@ -146,11 +156,9 @@ class Decoder:
             settings = load()
         if settings is not None:
             request_thread_pool(settings.ort_threads)
-            request_tile_bytes(settings.tile_bytes)
             data_dir = settings.data_dir if data_dir is None else data_dir
             offer = settings.offer_paths if offer is None else offer
         assert data_dir is not None and offer is not None
-        request_cache_dir(data_dir)  # the ONNX path's prepared graphs (paths/onnx_cache.py)
         store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
         chosen = parse_offer(offer)
         if settings is not None and not settings.bundled_sets:
@@ -168,9 +176,10 @@ class Decoder:
                 programs = LRU(program_cache_bytes)
                 adapters = path_registry.known_adapters(programs)
         level = DEFAULT_PNG_LEVEL if settings is None else settings.png_level
+        tile = DEFAULT_TILE_BYTES if settings is None else settings.tile_bytes
         return cls(
             store, chosen, adapters, limits=limits, bundled=found, programs=programs,
-            png_level=level,
+            png_level=level, tile_bytes=tile, cache_dir=onnx_cache.cache_dir(data_dir),
         )  # fmt: skip
 
     # -- decoding
@@ -217,7 +226,7 @@ class Decoder:
                 out.append(PreparedPart(part, header, None, exc))
                 continue
             out.append(PreparedPart(part, header, opened))
-        return Prepared(envelope, tuple(out))
+        return Prepared(envelope, tuple(out), self.tile_bytes)
 
     def decode_payload(
         self, payload: bytes, *, capability: str, set_digest: str | None = None
@@ -262,7 +271,7 @@ class Decoder:
                 stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)
             # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
             # when no path runs the networks.
-            job = SynthesisJob(opened.files, stage.latent, stage.symbols)
+            job = self.job(opened.files, stage.latent, stage.symbols)
             decision = choose(capability, needed, self.offer, self.adapters, job)
             reports.append(decision.report)
             failures.update(decision.failures)
@@ -291,6 +300,11 @@ class Decoder:
         raise NoPath(
             f"no offered path decodes this envelope ({tried}){why}", reports, done, undecodable
         )
+
+    def job(self, files: SetFiles, latent: np.ndarray, symbols: np.ndarray | None) -> SynthesisJob:
+        """The synthesis job of one of this decoder's decodes: its tile budget and the ONNX
+        path's cache folder go with it (the decode, the plan and §6.4's check use it)."""
+        return SynthesisJob(files, latent, symbols, self.tile_bytes, self.cache_dir)
 
     # -- sets, kept by digest
 

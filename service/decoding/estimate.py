@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.paths.tiling import tile_bytes as process_tile_bytes
+from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.parts import Prepared
 
 __all__ = [
@@ -59,8 +59,8 @@ def estimate(prepared: Prepared, tile_bytes: int | None = None) -> Estimate:
     """The cost of decoding an envelope from its payload headers alone, as
     :meth:`Decoder.prepare` read them (parts decode one at a time, so the dearest part is the
     decode's); a part's set, where it is installed, may state its ``upsampling``.
-    ``tile_bytes``: the synthesis's tile budget (default: the process's, which
-    :meth:`Decoder.open` sets from the ``tile_bytes`` setting)."""
+    ``tile_bytes``: the synthesis's tile budget (default: the preparing decoder's,
+    :attr:`Prepared.tile_bytes`, its ``tile_bytes`` setting)."""
     elements = pixels = 0
     for item in prepared.parts:
         header = item.header
@@ -73,14 +73,13 @@ def estimate(prepared: Prepared, tile_bytes: int | None = None) -> Estimate:
                 factor = up
         elements = max(elements, header.symbols)
         pixels = max(pixels, header.height * factor * header.width * factor)
-    return of(elements, pixels, tile_bytes)
+    return of(elements, pixels, prepared.tile_bytes if tile_bytes is None else tile_bytes)
 
 
-def of(latent_elements: int, pixels: int, tile_bytes: int | None = None) -> Estimate:
+def of(latent_elements: int, pixels: int, tile_bytes: int = DEFAULT_TILE_BYTES) -> Estimate:
     """The estimate of a decode of ``latent_elements`` to ``pixels`` output pixels, its
-    synthesis in tiles of ``tile_bytes`` (default: the process's budget)."""
-    tile = process_tile_bytes() if tile_bytes is None else tile_bytes
-    activations = min((BYTES_PER_PIXEL - PICTURE_BYTES_PER_PIXEL) * pixels, tile)
+    synthesis in tiles of ``tile_bytes`` (default: :data:`paths.tiling.DEFAULT_TILE_BYTES`)."""
+    activations = min((BYTES_PER_PIXEL - PICTURE_BYTES_PER_PIXEL) * pixels, tile_bytes)
     return Estimate(
         latent_elements,
         pixels,

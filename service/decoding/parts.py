@@ -14,6 +14,7 @@ from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.dispatch import Adapter, Path
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 
 __all__ = ["NoProgram", "OpenedSet", "Prepared", "PreparedPart"]
@@ -46,10 +47,12 @@ class PreparedPart:
 @dataclass(frozen=True)
 class Prepared:
     """An envelope whose parts' headers were read and sets opened, once, for
-    :meth:`Decoder.decode`."""
+    :meth:`Decoder.decode`; ``tile_bytes`` is the preparing decoder's tile budget (what the
+    cost estimate reads)."""
 
     envelope: Envelope
     parts: Sequence[PreparedPart]
+    tile_bytes: int = DEFAULT_TILE_BYTES
 
 
 @dataclass(frozen=True)

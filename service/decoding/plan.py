@@ -43,7 +43,7 @@ def plan(
     shape = latent_shape if latent_shape is not None else _stated_shape(decoder, files, path)
     check_latent_shape(shape, decoder.limits, what="the latent")
     cap = decoder.registry.get(files.capability)
-    job = SynthesisJob(files, np.zeros(shape, np.float32), np.zeros(shape, np.int32))
+    job = decoder.job(files, np.zeros(shape, np.float32), np.zeros(shape, np.int32))
     adapter = decoder.adapters.get(path)
     answer = ask_path(path, None if cap is None else cap.registered_tier, cap, adapter, job)
     reason: str | None = None

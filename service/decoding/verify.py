@@ -40,7 +40,6 @@ from wai_dispatch.dispatch import (
 )
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.waiops.verify import verify_integer_set
 from wai_dispatch.service.decoding.hyperprior import HyperStage
@@ -147,7 +146,7 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
         # §6.4 at entropy-consistency: the symbols digest alone decides; the 40 dB bound is
         # an implementation check at tier none only.
         return SetCheck(digest, name, checks=checks)
-    job = SynthesisJob(set_files, stage.latent, stage.symbols)
+    job = decoder.job(set_files, stage.latent, stage.symbols)
     needed = capability.registered_tier
     adapters = decoder.adapters
     reference_adapter = adapters.get(CPU_ONNX_RUNTIME)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,12 +40,11 @@ def test_a_4096_square_decode_fits_the_default_budget_and_limits() -> None:
     assert estimate.of(0, 4096 * 4096, 1 << 50).memory_bytes > 8 << 30
 
 
-def test_the_estimate_follows_the_process_tile_budget() -> None:
-    try:
-        tiling.request_tile_bytes(64 * MiB)
-        assert estimate.of(0, 2048 * 2048).memory_bytes == 128 * MiB + 40 * 2048 * 2048
-    finally:
-        tiling.request_tile_bytes(None)
+def test_the_estimate_follows_the_tile_budget() -> None:
+    assert estimate.of(0, 2048 * 2048, 64 * MiB).memory_bytes == 128 * MiB + 40 * 2048 * 2048
+    assert estimate.of(0, 2048 * 2048).memory_bytes == (
+        64 * MiB + tiling.DEFAULT_TILE_BYTES + 40 * 2048 * 2048
+    )
 
 
 @pytest.mark.parametrize("level", [0, 1, 9])
@@ -64,3 +64,30 @@ def test_png_level_is_validated() -> None:
 
     with pytest.raises(SettingsInvalid, match="png_level"):
         load(png_level=10)
+
+
+def test_opening_a_decoder_changes_no_other_decoders_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoder A opened with WAI_TILE_BYTES=64 MiB keeps 64 MiB after B opens with 256 MiB:
+    its estimates and its decodes' jobs carry its own budget, and B's carry B's."""
+    monkeypatch.setenv("WAI_TILE_BYTES", str(64 * MiB))
+    a = Decoder.open(tmp_path / "a", settings=load(data_dir=tmp_path / "a"))
+    monkeypatch.setenv("WAI_TILE_BYTES", str(256 * MiB))
+    b = Decoder.open(tmp_path / "b", settings=load(data_dir=tmp_path / "b"))
+    assert (a.tile_bytes, b.tile_bytes) == (64 * MiB, 256 * MiB)
+    envelope = parse(SAMPLE.read_bytes())
+    pa, pb = a.prepare(envelope), b.prepare(envelope)
+    assert (pa.tile_bytes, pb.tile_bytes) == (64 * MiB, 256 * MiB)
+    jobs: list[int] = []
+    for decoder in (a, b):
+        real = decoder.job
+        def job(*args: Any, real: Any = real) -> Any:
+            made = real(*args)
+            jobs.append(made.tile_bytes)
+            return made
+
+        monkeypatch.setattr(decoder, "job", job)
+        decoder.decode(decoder.prepare(envelope))
+    assert jobs == [64 * MiB, 256 * MiB]
+    assert (a.cache_dir, b.cache_dir) == (tmp_path / "a/cache/onnx", tmp_path / "b/cache/onnx")

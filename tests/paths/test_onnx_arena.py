@@ -24,7 +24,7 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from _svc import envelope_of_latent
 from wai_dispatch.codec.envelope_read import parse_json
-from wai_dispatch.paths import onnx, tiling
+from wai_dispatch.paths import onnx
 from wai_dispatch.service.decoding.decoder import Decoder
 
 if sys.argv[3] == "off":
@@ -38,7 +38,7 @@ root = Path(sys.argv[2])
 small = envelope_of_latent(root / "sets", 4, 4)
 big = envelope_of_latent(root / "sets", 64, 64)
 decoder = Decoder.open(root)
-tiling.request_tile_bytes(int(sys.argv[4]))
+decoder.tile_bytes = int(sys.argv[4])
 decoder.decode(decoder.prepare(parse_json(small)))
 before = rss()
 decoder.decode(decoder.prepare(parse_json(big)))

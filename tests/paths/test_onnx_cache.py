@@ -4,8 +4,8 @@ of rewriting the graph again, and rebuilt when the bytes do not match their reco
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +22,24 @@ SET = sets_dir() / "bmshj2018-demo-q3"
 
 
 @pytest.fixture
-def cache(tmp_path: Path) -> Iterator[Path]:
-    onnx_cache.request_cache_dir(tmp_path)
-    yield tmp_path / "cache" / "onnx"
-    onnx_cache.request_cache_dir(None)
+def cache(tmp_path: Path) -> Path:
+    return onnx_cache.cache_dir(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory) -> SynthesisJob:
+def bare_job(tmp_path_factory: pytest.TempPathFactory) -> SynthesisJob:
+    """A job that names no cache folder."""
     store = SetStore(tmp_path_factory.mktemp("cache") / "sets")
     store.install(SET)
     files = store.open(Manifest.from_bytes((SET / "set.json").read_bytes()).digest)
     latent = np.random.default_rng(0).normal(0, 2, size=(1, 192, 3, 4)).astype(np.float32)
     return SynthesisJob(files, latent)
+
+
+@pytest.fixture
+def job(bare_job: SynthesisJob, cache: Path) -> SynthesisJob:
+    """The job of a decoder whose cache folder is ``cache``."""
+    return dataclasses.replace(bare_job, cache_dir=cache)
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -87,21 +92,19 @@ def test_a_damaged_entry_is_rebuilt(
         record.write_text(json.dumps({**facts, "format": "onnx-prepared-0"}))
     assert np.array_equal(OnnxRuntimeAdapter().run(job), first)
     assert calls == [1, 1]
-    assert onnx_cache.load(job.set_files.digest, "split") is not None  # written over
+    assert onnx_cache.load(cache, job.set_files.digest, "split") is not None  # written over
 
 
-def test_no_cache_dir_writes_nothing(tmp_path: Path, job: SynthesisJob) -> None:
-    onnx_cache.request_cache_dir(None)
-    OnnxRuntimeAdapter().run(job)
-    assert onnx_cache.load(job.set_files.digest, "split") is None
+def test_no_cache_dir_writes_nothing(tmp_path: Path, bare_job: SynthesisJob) -> None:
+    OnnxRuntimeAdapter().run(bare_job)
+    assert onnx_cache.load(None, bare_job.set_files.digest, "split") is None
     assert not any(tmp_path.rglob("*.onnx"))
 
 
-def test_the_decoder_keeps_its_cache_in_the_data_dir(tmp_path: Path) -> None:
+def test_each_decoder_keeps_its_cache_in_its_data_dir(tmp_path: Path) -> None:
     from wai_dispatch.service.decoding.decoder import Decoder
 
-    try:
-        Decoder.open(tmp_path / "data", offer=["cpu/onnx-runtime/float"], adapters={})
-        assert onnx_cache.cache_dir() == tmp_path / "data" / "cache" / "onnx"
-    finally:
-        onnx_cache.request_cache_dir(None)
+    a = Decoder.open(tmp_path / "a", offer=["cpu/onnx-runtime/float"], adapters={})
+    b = Decoder.open(tmp_path / "b", offer=["cpu/onnx-runtime/float"], adapters={})
+    assert a.cache_dir == tmp_path / "a" / "cache" / "onnx"
+    assert b.cache_dir == tmp_path / "b" / "cache" / "onnx"

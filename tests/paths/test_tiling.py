@@ -193,11 +193,11 @@ def test_the_integer_path_tiled_gives_the_corpus_hashes(
     assert rgb_digest(rgb) == case["rgb8_blake3"], case["name"]
 
 
-def test_the_process_tile_budget_is_the_setting(
+def test_each_decoder_tiles_by_its_own_setting(
     store: SetStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An adapter without a budget of its own tiles by :func:`tiling.tile_bytes`, which
-    ``Decoder.open`` sets from ``tile_bytes`` (``WAI_TILE_BYTES``)."""
+    """An adapter without a budget of its own tiles by its job's, which the decoder sets from
+    its ``tile_bytes`` (``WAI_TILE_BYTES``): opening decoder B does not change decoder A's."""
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.decoding.settings import load
 
@@ -207,17 +207,20 @@ def test_the_process_tile_budget_is_the_setting(
         "wai_dispatch.paths.waiops.adapter.run_tiled",
         lambda x, r, tiles, *a: seen.append(len(tiles)) or real(x, r, tiles, *a),
     )
-    monkeypatch.setenv("WAI_TILE_BYTES", str(_budget(INT_BPP, 6, 6)))
-    try:
-        Decoder.open(store.root.parent, settings=load(), adapters={})
-        assert tiling.tile_bytes() == _budget(INT_BPP, 6, 6)
-        symbols = np.ones((1, 192, 7, 7), dtype=np.int32)
-        job = SynthesisJob(_files(store, INT_SET), symbols.astype(np.float32), symbols)
-        WaiOpsAdapter().run(job)
-        assert seen == [len(plan(7, 7, BMSHJ, _budget(INT_BPP, 6, 6), INT_BPP))] and seen[0] > 1
-    finally:
-        tiling.request_tile_bytes(None)
-    assert tiling.tile_bytes() == tiling.DEFAULT_TILE_BYTES
+    small = _budget(INT_BPP, 6, 6)
+    monkeypatch.setenv("WAI_TILE_BYTES", str(small))
+    a = Decoder.open(store.root.parent, settings=load(), adapters={})
+    monkeypatch.setenv("WAI_TILE_BYTES", str(tiling.DEFAULT_TILE_BYTES))
+    b = Decoder.open(store.root.parent, settings=load(), adapters={})
+    assert (a.tile_bytes, b.tile_bytes) == (small, tiling.DEFAULT_TILE_BYTES)
+    symbols = np.ones((1, 192, 7, 7), dtype=np.int32)
+    latent = symbols.astype(np.float32)
+    files = _files(store, INT_SET)
+    WaiOpsAdapter().run(a.job(files, latent, symbols))
+    assert seen == [len(plan(7, 7, BMSHJ, small, INT_BPP))] and seen[0] > 1
+    WaiOpsAdapter().run(b.job(files, latent, symbols))  # one tile: run whole
+    assert len(seen) == 1
+    assert SynthesisJob(files, latent, symbols).tile_bytes == tiling.DEFAULT_TILE_BYTES
 
 
 # the float path: within 60 dB --------------------------------------------------------------
