@@ -82,6 +82,7 @@ def test_opening_a_decoder_changes_no_other_decoders_budget(
     jobs: list[int] = []
     for decoder in (a, b):
         real = decoder.job
+
         def job(*args: Any, real: Any = real) -> Any:
             made = real(*args)
             jobs.append(made.tile_bytes)
