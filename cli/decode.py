@@ -19,12 +19,11 @@ from wai_dispatch.cli.options import settings
 from wai_dispatch.cli.parsers.decode import NO_LIMITS
 from wai_dispatch.cli.remote import decode_remote
 from wai_dispatch.cli.streams import check_target, read_envelope, write_output
-from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.files import make_folder, write_atomic
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import Code, Report
 from wai_dispatch.service.decoding import estimate
-from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.usecase.decode import NoPathFound, Refused, decode_here, local_request
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
@@ -34,42 +33,47 @@ if TYPE_CHECKING:
 def decode_file(
     ctx: Decoder, envelope_path: FsPath, limits: Settings | None = None
 ) -> dict[str, Any]:
-    """Decode one envelope file; the result as JSON-able data (PNG bytes under ``png``).
-    With ``limits``, a decode whose estimate from its payload headers is over them (the
-    service's admission: :func:`service.decoding.estimate.check`) is refused before it runs,
-    naming the limit and ``--no-limits``."""
+    """Decode one envelope file through the decode use case (:func:`service.usecase.decode.
+    decode_here`, as the service's route does); the result as JSON-able data (PNG bytes under
+    ``png``). With ``limits``, a decode whose estimate from its payload headers is over them
+    (the service's admission: :func:`service.decoding.estimate.check`) is refused before it
+    runs, naming the limit and ``--no-limits``."""
 
-    prepared = ctx.prepare(parse(read_envelope(envelope_path), limits=ctx.limits))
-    if limits is not None:
-        estimate.check(
-            estimate.estimate(prepared),
-            max_latent_elements=limits.max_latent_elements,
-            memory_budget_bytes=limits.memory_budget_bytes,
-            decode_timeout_s=limits.decode_timeout_s,
-            lifted_by=NO_LIMITS,
-        )
-    try:
-        result = ctx.decode(prepared)
-    except NoPath as exc:
+    check = None if limits is None else functools.partial(_check, limits)
+    outcome = decode_here(ctx, local_request(read_envelope(envelope_path)), check=check)
+    if isinstance(outcome, Refused):
+        raise outcome.error
+    if isinstance(outcome, NoPathFound):
         return {
             "envelope": str(envelope_path),
             "decoded": False,
-            "error": exc.to_json(),
-            "reports": [r.to_json() for r in exc.reports],
-            "undecodable": [u.to_json() for u in exc.undecodable],
-            "symbols_digest": exc.parts[-1].symbols_digest if exc.parts else None,
+            "error": outcome.error.to_json(),
+            "reports": outcome.reports,
+            "undecodable": [u.to_json() for u in outcome.error.undecodable],
+            "symbols_digest": outcome.symbols_digest,
         }
+    result = outcome.result
     return {
         "envelope": str(envelope_path),
         "decoded": True,
-        "reports": [r.to_json() for r in result.reports],
+        "reports": outcome.reports,
         "undecodable": [u.to_json() for u in result.undecodable],
         "set": result.set_digest,
         "symbols_digest": result.symbols_digest,
         "picture": {"width": result.width, "height": result.height},
         "rgb_digest": result.rgb_digest,
-        "png": result.png(),
+        "png": outcome.picture,
     }
+
+
+def _check(limits: Settings, est: estimate.Estimate) -> None:
+    estimate.check(
+        est,
+        max_latent_elements=limits.max_latent_elements,
+        memory_budget_bytes=limits.memory_budget_bytes,
+        decode_timeout_s=limits.decode_timeout_s,
+        lifted_by=NO_LIMITS,
+    )
 
 
 def run_decode(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import platform
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -31,6 +31,8 @@ from prometheus_client import (
 )
 
 from wai_dispatch import __version__
+from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.usecase.decode import NoPathFound, Outcome, Refused
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics", "multiprocess_on"]
 
@@ -105,6 +107,25 @@ class Metrics:
         self._stop = threading.Event()
         if self.multiprocess:
             threading.Thread(target=self._sampler, name="metrics-sampler", daemon=True).start()
+
+    def decode_recorded(self, records: Sequence[ReportRecord], seconds: float | None) -> None:
+        """A decode's stored records, by path, tier and outcome, and their refusals by code;
+        ``seconds``: the decode's time where a path ran (the use case's :class:`Meter`)."""
+        for rec in records:
+            self.decodes.labels(rec.path_ran or "none", rec.tier or "none", rec.outcome).inc()
+            for refusal in rec.refusals:
+                self.refusals.labels(refusal.code).inc()
+        if seconds is not None:
+            self.decode_seconds.labels(records[-1].path_ran or "none").observe(seconds)
+
+    def decode_answered(self, outcome: Outcome, seconds: float) -> None:
+        """``POST /v1/decode`` answered with ``outcome`` after ``seconds`` (a refusal is counted
+        where its error is answered, by the app's error handler)."""
+        if isinstance(outcome, Refused):
+            return
+        self.request_seconds.observe(seconds)
+        if isinstance(outcome, NoPathFound):
+            self.errors.labels(outcome.code).inc()
 
     def _gauge(self, name: str, doc: str, mode: str, labels: list[str] | None = None) -> Gauge:
         return Gauge(

@@ -1,10 +1,13 @@
 """The one report record: a decode's dispatch report as the store keeps it, whether the service
 decoded it (``source="service"``) or a fleet sink reported it in a run report (``"sink"``).
 
-:meth:`ReportRecord.of` derives the columns an operator filters on (the path that ran, its tier,
-the outcome, the placement, the refusals) from a ``wai-neural-dispatch/1`` report, in this one
-place; the decode route, the governance store, the spool and the API all use this type. Its JSON
-form (:meth:`~ReportRecord.to_json`) is what the spool writes, one list of records per line.
+:meth:`ReportRecord.of_report` derives the columns an operator filters on (the path that ran, its
+tier, the outcome, the placement, the refusals) from the core's typed ``dispatch.Report`` and
+makes its JSON form once (the decode use case's records, :func:`records_for`);
+:meth:`ReportRecord.of` derives the same columns from a report a sink sent as JSON (a run
+report's). The decode use case, the governance store, the spool and the API all use this
+type. Its JSON form (:meth:`~ReportRecord.to_json`) is what the spool writes, one list of
+records per line.
 """
 
 from __future__ import annotations
@@ -101,6 +104,50 @@ class ReportRecord:
             run_report=run_report,
         )
 
+    @classmethod
+    def of_report(
+        cls,
+        report: Report,
+        *,
+        id: str,
+        request_id: str,
+        created_ms: int,
+        sink: str,
+        role: Role,
+        set_digest: str | None,
+        symbols_digest: str | None,
+        rgb_digest: str | None,
+        duration_ms: float,
+    ) -> ReportRecord:
+        """The record of one of this service's decodes, from the core's typed ``report``: the
+        columns read from its fields, its JSON form made once here (what the store writes and
+        the answer carries)."""
+        ran = report.ran
+        placement = ran.placement if ran is not None else None
+        return cls(
+            id=id,
+            request_id=request_id,
+            created_ms=created_ms,
+            sink=sink,
+            role=role,
+            capability=report.capability,
+            set_digest=set_digest,
+            symbols_digest=symbols_digest,
+            rgb_digest=rgb_digest if ran else None,
+            needed=str(report.needed),
+            path_ran=str(ran.path) if ran else None,
+            tier=str(ran.tier) if ran else None,
+            outcome="decoded" if ran else "refused",
+            duration_ms=round(duration_ms, 3),
+            placement=(
+                {unit: 0 if placement is None else getattr(placement, unit) for unit in UNITS}
+                if ran
+                else {}
+            ),
+            refusals=tuple(Refusal(str(r.path), str(r.reason)) for r in report.refused),
+            report=report.to_json(),
+        )
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (the spool's line form)."""
         out = asdict(self)
@@ -157,8 +204,8 @@ def records_for(
     had none); the RGB digest goes on the report whose path ran."""
     now = int(time.time() * 1000)
     return [
-        ReportRecord.of(
-            report.to_json(),
+        ReportRecord.of_report(
+            report,
             id=str(uuid.uuid4()),
             request_id=request_id,
             created_ms=now,

@@ -135,13 +135,22 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "service.decoding": ("dispatch", "codec", "paths"),  # the decoding library
     "service.governance": ("dispatch",),  # pure policy, judge and run reports
     "service.store": ("dispatch", "codec", "paths", "service.decoding", "service.governance"),
-    "service.http": (*LOW, "service.governance", "service.store"),
-    "service.web": (*LOW, "service.governance", "service.store", "service.http"),
+    # the use cases below HTTP (the decode: parse, prepare, admit, decode, record)
+    "service.usecase": (*LOW, "service.governance", "service.store"),
+    "service.http": (*LOW, "service.governance", "service.store", "service.usecase"),
+    "service.web": (
+        *LOW,
+        "service.governance",
+        "service.store",
+        "service.usecase",
+        "service.http",
+    ),
     # the composition root: builds the application from http's routes and web's mounts
     "service.http.app": (
         *LOW,
         "service.governance",
         "service.store",
+        "service.usecase",
         "service.http",
         "service.web",
     ),
@@ -152,13 +161,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         *LOW,
         "service.governance",
         "service.store",
+        "service.usecase",
         "service.http",
         "service.http.app",
     ),
     # the command line and the tools: the decoding library, the store and governance, each
     # other, never an HTTP module (test_cli_and_tools_import_no_http_module)
-    "cli": (*LOW, "service.governance", "service.store", "tools"),
-    "tools": (*LOW, "service.governance", "service.store", "cli"),
+    "cli": (*LOW, "service.governance", "service.store", "service.usecase", "tools"),
+    "tools": (*LOW, "service.governance", "service.store", "service.usecase", "cli"),
     "service": (),  # service/__init__.py: the folder's docstring, nothing more
     "conformance": (),  # data helpers (importlib.resources): importable from every layer
 }
@@ -245,6 +255,18 @@ def test_decoding_library_imports_no_web_framework_or_database() -> None:
         if imp.target.split(".")[0] in banned
     ]
     assert not wrong, "the decoding library imports a web framework:\n" + "\n".join(wrong)
+
+
+def test_use_cases_import_no_web_framework() -> None:
+    """The use cases sit below HTTP: the CLI runs them as the service does."""
+    wrong = [
+        f"{imp.importer}:{imp.line} imports {imp.target}"
+        for module in SOURCES
+        if layer_of(module) == "service.usecase"
+        for imp in IMPORTS[module]
+        if _is_http(imp.target)
+    ]
+    assert not wrong, "a use case imports a web framework:\n" + "\n".join(wrong)
 
 
 # --- no cycles ----------------------------------------------------------------------------
@@ -400,6 +422,7 @@ FACES = (
     "service.http",
     "service.store",
     "service.governance",
+    "service.usecase",
     "service.web",
     "cli",
     "tools",

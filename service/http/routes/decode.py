@@ -2,33 +2,36 @@
 ``image/png``; or raw RGB8 as ``application/octet-stream``, the last two with the reports in
 headers), its digests and every report out. No path: 422
 with the reports and the symbols digest. Every report is stored, filed under the token's name.
+
+The handler reads the request, calls the decode use case (:func:`service.usecase.decode.decode`:
+parse, prepare, admit, decode, record) and maps its typed outcome to the answer.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import logging
 import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
-from wai_dispatch.codec import envelope as envelope_codec
-from wai_dispatch.codec import envelope_read
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.dispatch.codes import ErrorCode, status_of
-from wai_dispatch.service.decoding.results import NoPath
-from wai_dispatch.service.http.admission import estimate
+from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import Service, ServiceDep
+from wai_dispatch.service.http.deps import ServiceDep
 from wai_dispatch.service.http.errors import ServiceError, error_body
-from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.tokens import Principal, Role
+from wai_dispatch.service.usecase import decode as usecase
+from wai_dispatch.service.usecase.decode import (
+    Decoded,
+    DecodeRequest,
+    Format,
+    NoPathFound,
+    Refused,
+)
 
-log = logging.getLogger("wai_dispatch.decode")
 router = APIRouter(tags=["decode"])
 
 _BODY = {
@@ -78,16 +81,18 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _parse(body: bytes, content_type: str, limits: Limits) -> envelope_codec.Envelope:
+#: The envelope's formats by the request's media type (none: JSON).
+_FORMATS: dict[str, Format] = {"application/json": "json", "": "json", "application/cbor": "cbor"}
+
+
+def _format(content_type: str) -> Format:
     kind = content_type.split(";", 1)[0].strip().lower()
-    if kind in ("application/json", ""):
-        return envelope_read.parse_json(body, limits=limits)
-    if kind == "application/cbor":
-        return envelope_read.parse_cbor(body, limits=limits)
-    raise ServiceError(
-        f"Content-Type {kind!r}: send application/json or application/cbor",
-        code=ErrorCode.CONTENT_TYPE_UNSUPPORTED,
-    )
+    if kind not in _FORMATS:
+        raise ServiceError(
+            f"Content-Type {kind!r}: send application/json or application/cbor",
+            code=ErrorCode.CONTENT_TYPE_UNSUPPORTED,
+        )
+    return _FORMATS[kind]
 
 
 #: The answers by media type: JSON (the PNG in base64 beside the digests and reports), the PNG
@@ -116,6 +121,7 @@ def _answer_kind(accept: str) -> str:
     "/v1/decode",
     openapi_extra={"requestBody": _BODY},
     responses=_ANSWERS,
+    response_model=openapi.Decoded,
     summary="Decode an envelope",
 )
 async def decode(
@@ -123,114 +129,60 @@ async def decode(
     service: ServiceDep,
     principal: Annotated[Principal, Depends(require(Role.sink))],
 ) -> Response:
-    decoder = service.decoder
-    rid = request.scope["state"]["request_id"]
     kind = _answer_kind(request.headers.get("accept", ""))
     body = await read_body(request, service.settings.max_body_bytes)
-    ctype = request.headers.get("content-type", "")
-    envelope = await run_in_threadpool(_parse, body, ctype, decoder.limits)
-    # Each part's header read and set opened once: the estimate and the decode share them.
-    prepared = await run_in_threadpool(decoder.prepare, envelope)
-    est = estimate(prepared)
+    asked = DecodeRequest(
+        body, _format(request.headers.get("content-type", "")), principal.name,
+        request.scope["state"]["request_id"], "rgb" if kind == "rgb" else "png",
+    )  # fmt: skip
     started = time.perf_counter()
+    outcome = await usecase.decode(service.decoder, asked, gate=service.admission,
+                                   recorder=service.recorder, meter=service.metrics)  # fmt: skip
+    service.metrics.decode_answered(outcome, time.perf_counter() - started)
+    match outcome:
+        case Refused(error=error):
+            raise error
+        case NoPathFound():
+            return JSONResponse(_no_path(request, outcome), status_of(outcome.code))
+        case Decoded():
+            return _decoded(kind, asked.request_id, outcome)
 
-    def work() -> dict[str, Any]:
-        t0 = time.perf_counter()
-        try:
-            result = decoder.decode(prepared)
-        except NoPath as exc:
-            facts = {p.capability: (p.set_digest, p.symbols_digest) for p in exc.parts}
-            recs = _records(exc.reports, facts, None, t0, rid, principal, envelope)
-            _store(service, recs)
-            return {"no_path": exc, "records": recs}
-        service.admission.measured(est.pixels, time.perf_counter() - t0)  # calibrates the time
-        part = result.part
-        facts = {part.capability: (part.set_digest, part.symbols_digest)}
-        rgb_digest = result.rgb_digest
-        recs = _records(result.reports, facts, rgb_digest, t0, rid, principal, envelope)
-        _store(service, recs)
-        ran = recs[-1].path_ran or "none"
-        service.metrics.decode_seconds.labels(ran).observe(time.perf_counter() - t0)
-        # the answer is made here, in the decode's thread: RGB8 as it is, else the PNG
-        answer = result.rgb.tobytes() if kind == "rgb" else result.png()
-        return {"result": result, "records": recs, "answer": answer, "rgb_digest": rgb_digest}
 
-    out = await service.admission.run(est, work)
-    service.metrics.request_seconds.observe(time.perf_counter() - started)
-    records = out["records"]
-    reports = [r.report for r in records]
-    ids = [r.id for r in records]
-    if "no_path" in out:
-        exc: NoPath = out["no_path"]
-        service.metrics.errors.labels(exc.code).inc()
-        symbols_digest = exc.parts[-1].symbols_digest if exc.parts else None
-        body_obj = error_body(
-            request, exc.code, exc.message, reports=reports, report_ids=ids,
-            symbols_digest=symbols_digest, undecodable=[u.to_json() for u in exc.undecodable],
-        )  # fmt: skip
-        log.info("decode", extra={"request_id": rid, "sink": principal.name, "outcome": "no_path"})
-        return JSONResponse(body_obj, status_of(exc.code))
-    result = out["result"]
+def _no_path(request: Request, outcome: NoPathFound) -> dict[str, Any]:
+    return error_body(
+        request, outcome.code, outcome.error.message, reports=outcome.reports,
+        report_ids=outcome.report_ids, symbols_digest=outcome.symbols_digest,
+        undecodable=[u.to_json() for u in outcome.error.undecodable],
+    )  # fmt: skip
+
+
+def _decoded(kind: str, request_id: str, outcome: Decoded) -> Response:
+    """The answer of a decode that ran: JSON (:class:`Decoded`), or the picture itself with
+    the reports in ``X-Wai-*`` headers."""
+    result = outcome.result
     height, width = result.rgb.shape[:2]
-    log.info("decode", extra={
-        "request_id": rid, "sink": principal.name, "outcome": "decoded",
-        "path": records[-1].path_ran, "ms": records[-1].duration_ms,
-    })  # fmt: skip
     if kind != "json":
         headers = {
-            "X-Wai-Reports": json.dumps(reports, separators=(",", ":")),
-            "X-Wai-Report-Ids": ",".join(ids),
+            "X-Wai-Reports": json.dumps(outcome.reports, separators=(",", ":")),
+            "X-Wai-Report-Ids": ",".join(outcome.report_ids),
             "X-Wai-Set": result.part.set_digest,
             "X-Wai-Symbols-Digest": result.part.symbols_digest,
-            "X-Wai-Rgb-Digest": out["rgb_digest"],
+            "X-Wai-Rgb-Digest": outcome.records[-1].rgb_digest or result.rgb_digest,
             "X-Wai-Picture": f"{width}x{height}",
         }
         if kind == "rgb":
             headers["X-Wai-Format"] = "rgb8"
-            return Response(out["answer"], media_type="application/octet-stream", headers=headers)
-        return Response(out["answer"], media_type="image/png", headers=headers)
-    return JSONResponse(
-        {
-            "request_id": rid,
-            "picture": {"width": width, "height": height, "format": "png"},
-            "png": base64.b64encode(out["answer"]).decode("ascii"),
-            "rgb_digest": out["rgb_digest"],
-            "set": result.part.set_digest,
-            "symbols_digest": result.part.symbols_digest,
-            "reports": reports,
-            "report_ids": ids,
-            "undecodable": [u.to_json() for u in result.undecodable],
-        }
+            return Response(outcome.picture, media_type="application/octet-stream", headers=headers)
+        return Response(outcome.picture, media_type="image/png", headers=headers)
+    answer = openapi.Decoded(
+        request_id=request_id,
+        picture=openapi.Picture(width=width, height=height, format="png"),
+        png=base64.b64encode(outcome.picture).decode("ascii"),
+        rgb_digest=outcome.records[-1].rgb_digest or result.rgb_digest,
+        set=result.part.set_digest,
+        symbols_digest=result.part.symbols_digest,
+        reports=outcome.reports,
+        report_ids=outcome.report_ids,
+        undecodable=[u.to_json() for u in result.undecodable],
     )
-
-
-def _records(
-    reports: list[Any],
-    facts: dict[str, tuple[str, str]],
-    rgb_digest: str | None,
-    t0: float,
-    rid: str,
-    principal: Principal,
-    envelope: envelope_codec.Envelope,
-) -> list[ReportRecord]:
-    """The records of a decode's reports; a part the entropy stage never reached (its set not
-    installed, or a primary that had no path) has the set the envelope named, if any."""
-    given = {p.capability: p.set for p in envelope.parts()}
-    return records_for(
-        reports,
-        request_id=rid,
-        sink=principal.name,
-        set_digests=[facts.get(r.capability, (given.get(r.capability), ""))[0] for r in reports],
-        symbols_digests=[facts.get(r.capability, (None, None))[1] for r in reports],
-        rgb_digest=rgb_digest,
-        duration_ms=(time.perf_counter() - t0) * 1000,
-    )
-
-
-def _store(service: Service, records: list[ReportRecord]) -> None:
-    service.recorder.record(records)
-    for rec in records:
-        service.metrics.decodes.labels(rec.path_ran or "none", rec.tier or "none",
-                                       rec.outcome).inc()  # fmt: skip
-        for refusal in rec.refusals:
-            service.metrics.refusals.labels(refusal.code).inc()
+    return JSONResponse(answer.model_dump())

@@ -1,0 +1,298 @@
+"""The decode use case: an envelope's bytes, their media type, the sink and the limits in; a
+typed outcome out (:class:`Decoded`, :class:`NoPathFound` or :class:`Refused` with its code),
+every report already recorded. ``POST /v1/decode`` (and so each Ray replica, which serves the
+same app) calls :func:`decode`; the CLI's local decode calls :func:`decode_here`. Both run the
+same two steps:
+
+1. :func:`prepare`: the envelope parsed against the decoder's limits, each part's payload
+   header read and set opened once (:meth:`Decoder.prepare`), and the cost estimated from the
+   headers (:mod:`service.decoding.estimate`);
+2. :func:`run`, once the estimate is admitted (the service's :class:`Gate`: its queue, memory
+   budget and timeouts; the CLI holds the estimate to the service's limits and runs at once):
+   the decode, the records of its reports (:func:`service.store.records.records_for`: each
+   ``dispatch.Report`` becomes one typed :class:`ReportRecord`, serialised once), handed to
+   the recorder in one call, and the picture made in the decode's own thread (PNG, or the
+   RGB8 samples as they are).
+
+A typed error of the request (bad input, a limit, the store that cannot record) is the outcome
+:class:`Refused`; anything else is a fault and raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar
+
+import anyio
+
+from wai_dispatch.codec import envelope_read
+from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.dispatch import Report, WaiError
+from wai_dispatch.service.decoding import estimate as estimates
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.estimate import Estimate
+from wai_dispatch.service.decoding.parts import Prepared
+from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PartResult
+from wai_dispatch.service.store.records import ReportRecord, records_for
+
+__all__ = [
+    "DecodeRequest",
+    "Decoded",
+    "Gate",
+    "Meter",
+    "NoPathFound",
+    "Outcome",
+    "Recorder",
+    "Refused",
+    "decode",
+    "decode_here",
+    "prepare",
+    "run",
+]
+
+log = logging.getLogger("wai_dispatch.decode")
+T = TypeVar("T")
+
+#: How the envelope's bytes are written: JSON, CBOR, or ``None``: told apart by their first
+#: byte (a file named on the command line).
+Format = Literal["json", "cbor"] | None
+#: The picture the outcome carries: PNG, or the RGB8 samples row by row.
+Picture = Literal["png", "rgb"]
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    """One decode asked for: the envelope's bytes and their format, who asks (``sink``, the
+    name its reports are filed under) and the request's id, and the picture wanted."""
+
+    body: bytes
+    format: Format
+    sink: str
+    request_id: str
+    picture: Picture = "png"
+
+
+class Recorder(Protocol):
+    """Where a decode's records go (:class:`service.store.spool.Recorder`): one call per
+    decode; it raises a typed error when it cannot take them."""
+
+    def record(self, records: list[ReportRecord]) -> None: ...
+
+
+class Gate(Protocol):
+    """What admits a decode (:class:`service.http.admission.Admission`): ``run`` calls ``fn``
+    in a worker thread once ``est`` is admitted, or raises a typed error; ``measured`` is told
+    each decode's running time."""
+
+    def run(self, est: Estimate, fn: Callable[[], T]) -> Awaitable[T]: ...
+
+    def measured(self, pixels: int, took: float) -> None: ...
+
+
+class Meter(Protocol):
+    """What counts decodes (:class:`service.http.metrics.Metrics`): the records a decode
+    stored, and the seconds it took where a path ran."""
+
+    def decode_recorded(self, records: Sequence[ReportRecord], seconds: float | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A path ran: the result, its records (primary first; the last one's path ran) and the
+    picture's bytes as the request asked for them."""
+
+    result: DecodeResult
+    records: list[ReportRecord]
+    picture: bytes
+
+    @property
+    def reports(self) -> list[dict[str, object]]:
+        return [r.report for r in self.records]
+
+    @property
+    def report_ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+
+@dataclass(frozen=True)
+class NoPathFound:
+    """No offered path decodes the envelope (or only its sets are missing): the error and the
+    records of every report, already recorded."""
+
+    error: NoPath
+    records: list[ReportRecord]
+
+    @property
+    def code(self) -> str:
+        return self.error.code
+
+    @property
+    def symbols_digest(self) -> str | None:
+        return self.error.parts[-1].symbols_digest if self.error.parts else None
+
+    @property
+    def reports(self) -> list[dict[str, object]]:
+        return [r.report for r in self.records]
+
+    @property
+    def report_ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The request refused with a typed error (its ``code``): nothing was decoded."""
+
+    error: WaiError
+
+    @property
+    def code(self) -> str:
+        return self.error.code
+
+
+Outcome = Decoded | NoPathFound | Refused
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A request :func:`prepare` read: its envelope prepared and its estimate."""
+
+    request: DecodeRequest
+    prepared: Prepared
+    estimate: Estimate
+
+
+def prepare(decoder: Decoder, request: DecodeRequest) -> Admitted:
+    """Step 1: parse, prepare and estimate (raises the request's typed error)."""
+    envelope = _parse(decoder, request)
+    prepared = decoder.prepare(envelope)
+    return Admitted(request, prepared, estimates.estimate(prepared))
+
+
+def run(
+    decoder: Decoder,
+    admitted: Admitted,
+    recorder: Recorder | None,
+    *,
+    meter: Meter | None = None,
+    measured: Callable[[int, float], None] | None = None,
+) -> Decoded | NoPathFound:
+    """Step 2: decode, record every report (``recorder``; ``None``: kept, not recorded), and
+    make the picture. ``measured`` is told the pixels and seconds of a decode that ran."""
+    request, envelope = admitted.request, admitted.prepared.envelope
+    t0 = time.perf_counter()
+    try:
+        result = decoder.decode(admitted.prepared)
+    except NoPath as exc:
+        records = _records(exc.reports, exc.parts, None, t0, request, envelope)
+        _record(recorder, meter, records, None)
+        log.info("decode", extra={"request_id": request.request_id, "sink": request.sink,
+                                  "outcome": "no_path"})  # fmt: skip
+        return NoPathFound(exc, records)
+    took = time.perf_counter() - t0
+    if measured is not None:
+        measured(admitted.estimate.pixels, took)  # calibrates the time estimate
+    records = _records(result.reports, [result.part], result.rgb_digest, t0, request, envelope)
+    _record(recorder, meter, records, t0)
+    # the answer is made here, in the decode's thread: RGB8 as it is, else the PNG
+    picture = result.rgb.tobytes() if request.picture == "rgb" else result.png()
+    log.info("decode", extra={
+        "request_id": request.request_id, "sink": request.sink, "outcome": "decoded",
+        "path": records[-1].path_ran, "ms": records[-1].duration_ms,
+    })  # fmt: skip
+    return Decoded(result, records, picture)
+
+
+async def decode(
+    decoder: Decoder,
+    request: DecodeRequest,
+    *,
+    gate: Gate,
+    recorder: Recorder,
+    meter: Meter | None = None,
+) -> Outcome:
+    """The service's decode: :func:`prepare` in a worker thread, then :func:`run` as ``gate``
+    admits it. A typed error on the way is :class:`Refused` (the gate's own included: a full
+    queue, a timeout)."""
+    try:
+        admitted = await anyio.to_thread.run_sync(prepare, decoder, request)
+        return await gate.run(
+            admitted.estimate,
+            lambda: run(decoder, admitted, recorder, meter=meter, measured=gate.measured),
+        )
+    except WaiError as exc:
+        return Refused(exc)
+
+
+def decode_here(
+    decoder: Decoder,
+    request: DecodeRequest,
+    *,
+    check: Callable[[Estimate], None] | None = None,
+    recorder: Recorder | None = None,
+) -> Outcome:
+    """A decode in this thread (the CLI's): :func:`prepare`, ``check`` (the service's limits,
+    :func:`service.decoding.estimate.check`; ``None``: none), then :func:`run`."""
+    try:
+        admitted = prepare(decoder, request)
+        if check is not None:
+            check(admitted.estimate)
+        return run(decoder, admitted, recorder)
+    except WaiError as exc:
+        return Refused(exc)
+
+
+def local_request(body: bytes, *, sink: str = "local") -> DecodeRequest:
+    """A request for a decode in this process (the CLI's): the format told from the bytes,
+    a fresh request id."""
+    return DecodeRequest(body, None, sink, str(uuid.uuid4()))
+
+
+def _parse(decoder: Decoder, request: DecodeRequest) -> Envelope:
+    if request.format == "json":
+        return envelope_read.parse_json(request.body, limits=decoder.limits)
+    if request.format == "cbor":
+        return envelope_read.parse_cbor(request.body, limits=decoder.limits)
+    return envelope_read.parse(request.body, limits=decoder.limits)
+
+
+def _record(
+    recorder: Recorder | None,
+    meter: Meter | None,
+    records: list[ReportRecord],
+    started: float | None,
+) -> None:
+    """The one call that records a decode's reports, then the meter (the seconds since
+    ``started`` where a path ran)."""
+    if recorder is not None:
+        recorder.record(records)
+    if meter is not None:
+        seconds = None if started is None else time.perf_counter() - started
+        meter.decode_recorded(records, seconds)
+
+
+def _records(
+    reports: list[Report],
+    parts: list[PartResult],
+    rgb_digest: str | None,
+    t0: float,
+    request: DecodeRequest,
+    envelope: Envelope,
+) -> list[ReportRecord]:
+    """The records of a decode's reports; a part the entropy stage never reached (its set not
+    installed, or a primary that had no path) has the set the envelope named, if any."""
+    facts = {p.capability: (p.set_digest, p.symbols_digest) for p in parts}
+    given = {p.capability: p.set for p in envelope.parts()}
+    return records_for(
+        reports,
+        request_id=request.request_id,
+        sink=request.sink,
+        set_digests=[facts.get(r.capability, (given.get(r.capability), ""))[0] for r in reports],
+        symbols_digests=[facts.get(r.capability, (None, None))[1] for r in reports],
+        rgb_digest=rgb_digest,
+        duration_ms=(time.perf_counter() - t0) * 1000,
+    )
