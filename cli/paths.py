@@ -9,8 +9,8 @@ import json
 
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import EXIT_NO
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.paths.registry import BUILDERS, PathStatus
 
 # --- paths ------------------------------------------------------------------------------------
@@ -94,11 +94,11 @@ def _shape(text: str) -> tuple[int, ...]:
         shape = tuple(int(d) for d in text.split(","))
     except ValueError:
         raise CodecError(
-            f"--latent-shape {text[:80]!r} is not N,C,H,W", code=ErrorCode.INVALID_ARGUMENT
+            f"--latent-shape {text[:80]!r} is not N,C,H,W", code=CodecCode.INVALID_ARGUMENT
         ) from None
     if len(shape) != 4 or any(d < 1 for d in shape):
         raise CodecError(
             f"--latent-shape {text[:80]!r} is not four positive integers N,C,H,W",
-            code=ErrorCode.INVALID_ARGUMENT,
+            code=CodecCode.INVALID_ARGUMENT,
         )
     return shape

@@ -18,7 +18,7 @@ from typing import Any
 
 from wai_dispatch.cli.flags import EXIT_NO, is_stdio
 from wai_dispatch.cli.options import settings
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.governance import judge, load_policy, loads_run_report
 
@@ -43,7 +43,7 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise WaiError(
-            f"cannot read {path}: {exc.strerror}", code=ErrorCode.FILE_UNREADABLE
+            f"cannot read {path}: {exc.strerror}", code=CodecCode.FILE_UNREADABLE
         ) from None
 
 

@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
 from wai_dispatch.cli.options import settings
 from wai_dispatch.cli.streams import read_envelope, read_input
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 #: Statuses worth another attempt: the service is busy or a proxy lost it for a moment.
@@ -39,21 +39,21 @@ MAX_RUN_REPORT_BYTES = 16 * 1024 * 1024
 class RemoteError(WaiError):
     """The service answered with an error of its own (its code kept): exit 4."""
 
-    code = ErrorCode.REMOTE_ERROR
+    code = CliCode.REMOTE_ERROR
     exit_status = EXIT_REFUSED
 
 
 class RemoteUnreachable(WaiError):
     """No usable answer: no connection, a timeout, or 5xx/429 still after the retries: exit 3."""
 
-    code = ErrorCode.REMOTE_UNREACHABLE
+    code = CliCode.REMOTE_UNREACHABLE
     exit_status = EXIT_UNREACHABLE
 
 
 class RemoteInvalid(RemoteUnreachable):
     """An answer that is not the service's JSON (a proxy's page, say): exit 3."""
 
-    code = ErrorCode.REMOTE_INVALID
+    code = CliCode.REMOTE_INVALID
 
 
 def backoff(attempt: int, rng: Callable[[], float] = random.random) -> float:
@@ -147,7 +147,7 @@ def refusal(status: int, body: dict[str, Any], what: str) -> WaiError:
     refused (4)."""
     given = body.get("error")
     error: dict[str, Any] = given if isinstance(given, dict) else {}
-    code = str(error.get("code") or ErrorCode.REMOTE_ERROR)
+    code = str(error.get("code") or CliCode.REMOTE_ERROR)
     message = str(error.get("message") or f"the service answered {status} to {what}")
     if status >= 500 or status == 429:
         return RemoteUnreachable(f"{message} (HTTP {status})", code=code)

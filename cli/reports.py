@@ -11,9 +11,10 @@ import json
 import time
 from datetime import UTC, datetime
 
+from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.cli.options import settings
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.retention import prune
 
@@ -24,7 +25,7 @@ def _iso(ms: int | None) -> str | None:
 
 def run_prune(args: argparse.Namespace) -> int:
     if args.batch < 1:
-        raise WaiError("--batch is at least 1", code=ErrorCode.SETTINGS_INVALID)
+        raise WaiError("--batch is at least 1", code=DecodingCode.SETTINGS_INVALID)
     chosen = settings(args)
     store = ReportStore(chosen.url)
     t0 = time.perf_counter()
@@ -38,7 +39,7 @@ def run_prune(args: argparse.Namespace) -> int:
         )
     except StoreDown as exc:
         message = f"the report store does not answer: {exc}"
-        raise WaiError(message, code=ErrorCode.IO_FAILED) from None
+        raise WaiError(message, code=CliCode.IO_FAILED) from None
     finally:
         store.dispose()
     seconds = time.perf_counter() - t0

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable
 from importlib import metadata
 
+from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.cli.flags import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from wai_dispatch.cli.options import settings
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 
@@ -55,7 +55,7 @@ def execute(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) 
         # The last net: the system refused something no typed error above names (a full
         # disk under the data directory, say). One line, never a traceback.
         where = f": {exc.filename}" if exc.filename else ""
-        error = WaiError(f"{exc.strerror or exc}{where}", code=ErrorCode.IO_FAILED)
+        error = WaiError(f"{exc.strerror or exc}{where}", code=CliCode.IO_FAILED)
         return report(error, args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.cli.codes import CliCode
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.settings import HANDOVER_ENV, Settings, handed_over
 
@@ -47,13 +48,13 @@ def reachable(address: str, timeout_s: float = 5.0) -> None:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise WaiError(f"--ray {address!r}: HOST:PORT of the cluster's head (its GCS), "
-                       "ray://HOST:PORT or auto", code=ErrorCode.INVALID_ARGUMENT)  # fmt: skip
+                       "ray://HOST:PORT or auto", code=CodecCode.INVALID_ARGUMENT)  # fmt: skip
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
             pass
     except OSError as exc:
         raise WaiError(f"no Ray cluster answers at {address}: {exc.strerror or exc}",
-                       code=ErrorCode.RAY_UNREACHABLE) from None  # fmt: skip
+                       code=CliCode.RAY_UNREACHABLE) from None  # fmt: skip
 
 
 def _ray() -> Any:
@@ -62,7 +63,7 @@ def _ray() -> Any:
         from ray import serve
     except ImportError as exc:
         raise WaiError(f"serve --ray needs the ray extra: {INSTALL} ({exc})",
-                       code=ErrorCode.RAY_MISSING) from None  # fmt: skip
+                       code=CliCode.RAY_MISSING) from None  # fmt: skip
     return ray, serve
 
 
@@ -93,7 +94,7 @@ def deploy(
     except (ConnectionError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise WaiError(f"the Ray cluster at {address}: {first}",
-                       code=ErrorCode.RAY_UNREACHABLE) from None  # fmt: skip
+                       code=CliCode.RAY_UNREACHABLE) from None  # fmt: skip
 
 
 def run_ray(

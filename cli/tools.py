@@ -10,11 +10,11 @@ from pathlib import Path as FsPath
 from typing import Protocol
 
 from wai_dispatch.cli import progress
+from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import Parser, is_stdio
 from wai_dispatch.cli.streams import check_target, read_input, write_output
 from wai_dispatch.codec.errors import CodecError, Limits
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.tools.set_writer_options import PARSERS
 
 
@@ -73,7 +73,7 @@ def run_make_set(args: argparse.Namespace) -> int:
             from wai_dispatch.tools import wai_bmshj2018_npu_set as writer
     except ImportError as exc:
         raise CodecError(
-            f"make-set needs the tools extra (`make tools`): {exc}", code=ErrorCode.TOOLS_MISSING
+            f"make-set needs the tools extra (`make tools`): {exc}", code=CliCode.TOOLS_MISSING
         ) from None
 
     with progress.spinner(f"make-set {args.kind}"):

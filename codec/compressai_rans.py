@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
 
 _RANS_L = 1 << 31  # lower bound of the normalised state interval
 _MASK64 = (1 << 64) - 1
@@ -27,7 +27,7 @@ _MAX_GROUPS = 8
 
 
 class CompressAIStreamError(CodecError):
-    code = ErrorCode.COMPRESSAI_STREAM_INVALID
+    code = CodecCode.COMPRESSAI_STREAM_INVALID
 
 
 def decode_string(data: bytes, tables: EntropyTables, shape: tuple[int, int, int]) -> np.ndarray:

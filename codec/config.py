@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch.codes import ErrorCode
 
 #: The zlib level of a decode's PNG by default (the ``png_level`` setting): level 1 took a
 #: fifth of level 6's time for about 10% more bytes (tools/bench_answer.py, docs/service.md).
@@ -20,7 +20,7 @@ DEFAULT_PNG_LEVEL = 1
 class DataDirInvalid(CodecError):
     """A data directory that is empty, a file, or cannot be created or read."""
 
-    code = ErrorCode.DATA_DIR_INVALID
+    code = CodecCode.DATA_DIR_INVALID
 
 
 def check_data_dir(data_dir: str | os.PathLike[str]) -> Path:

@@ -37,8 +37,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError, Limits
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.rules import Pin
 
 FORMAT: Final = "wai-envelope/1"
@@ -56,31 +56,31 @@ _BOM: Final = b"\xef\xbb\xbf"
 class EnvelopeError(CodecError):
     """An envelope that parses but is not a valid ``wai-envelope/1``."""
 
-    code = ErrorCode.ENVELOPE_INVALID
+    code = CodecCode.ENVELOPE_INVALID
 
 
 class EnvelopeMalformed(EnvelopeError):
-    code = ErrorCode.ENVELOPE_MALFORMED
+    code = CodecCode.ENVELOPE_MALFORMED
 
 
 class EnvelopeTooLarge(EnvelopeError):
-    code = ErrorCode.ENVELOPE_TOO_LARGE
+    code = CodecCode.ENVELOPE_TOO_LARGE
 
 
 class EnvelopeUnknownField(EnvelopeError):
-    code = ErrorCode.ENVELOPE_UNKNOWN_FIELD
+    code = CodecCode.ENVELOPE_UNKNOWN_FIELD
 
 
 class EnvelopeFormat(EnvelopeError):
-    code = ErrorCode.ENVELOPE_FORMAT_UNSUPPORTED
+    code = CodecCode.ENVELOPE_FORMAT_UNSUPPORTED
 
 
 class DuplicatePin(EnvelopeError):
-    code = ErrorCode.ENVELOPE_DUPLICATE_PIN
+    code = CodecCode.ENVELOPE_DUPLICATE_PIN
 
 
 class PinConflict(EnvelopeError):
-    code = ErrorCode.ENVELOPE_PIN_CONFLICT
+    code = CodecCode.ENVELOPE_PIN_CONFLICT
 
 
 # Error types our own validators raise (PydanticCustomError), mapped back to their classes.

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.dispatch.errors import WaiError
 
 
 class CodecError(WaiError, ValueError):
     """Bad input to the data layer: an envelope, a payload, a table or a parameter set."""
 
-    code = ErrorCode.CODEC_ERROR
+    code: str = CodecCode.CODEC_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class Limits:
 class ShapeOverLimits(CodecError):
     """A latent shape over :class:`Limits`, refused before anything is allocated."""
 
-    code = ErrorCode.PAYLOAD_SHAPE_OVER_LIMITS
+    code = CodecCode.PAYLOAD_SHAPE_OVER_LIMITS
 
 
 def check_latent_shape(shape: tuple[int, ...], limits: Limits, *, what: str = "latent") -> None:
@@ -50,12 +50,12 @@ def check_latent_shape(shape: tuple[int, ...], limits: Limits, *, what: str = "l
         dims = dims[1:] if dims[0] == 1 else (dims[0] * dims[1], *dims[2:])
     if len(dims) != 3:
         raise CodecError(
-            f"{what} shape {tuple(shape)} is not N×C×H×W", code=ErrorCode.INVALID_ARGUMENT
+            f"{what} shape {tuple(shape)} is not N×C×H×W", code=CodecCode.INVALID_ARGUMENT
         )
     channels, height, width = dims
     if min(dims) <= 0:
         raise CodecError(
-            f"{what} shape {tuple(shape)} has a dimension under 1", code=ErrorCode.INVALID_ARGUMENT
+            f"{what} shape {tuple(shape)} has a dimension under 1", code=CodecCode.INVALID_ARGUMENT
         )
     if (
         channels > limits.max_channels

@@ -29,30 +29,30 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch.codes import ErrorCode
 
 _CHUNK = 1 << 20
 
 
 class FileError(CodecError):
-    code = ErrorCode.FILE_UNREADABLE
+    code = CodecCode.FILE_UNREADABLE
 
 
 class FileNotRegular(FileError):
-    code = ErrorCode.FILE_NOT_REGULAR
+    code = CodecCode.FILE_NOT_REGULAR
 
 
 class FileTooLarge(FileError):
-    code = ErrorCode.FILE_TOO_LARGE
+    code = CodecCode.FILE_TOO_LARGE
 
 
 class FileUnwritable(FileError):
-    code = ErrorCode.FILE_UNWRITABLE
+    code = CodecCode.FILE_UNWRITABLE
 
 
 class OutputIsInput(FileError):
-    code = ErrorCode.OUTPUT_IS_INPUT
+    code = CodecCode.OUTPUT_IS_INPUT
 
 
 def _kind(mode: int) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from wai_dispatch.codec import payload as waip
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.payload import (
     PayloadFormatError,
@@ -31,7 +32,6 @@ from wai_dispatch.codec.payload import (
     SymbolsError,
 )
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.dispatch.codes import ErrorCode
 
 __all__ = [
     "HEADER_SIZE",
@@ -90,12 +90,12 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
         raise PayloadLimitError(f"payload of {size} bytes exceeds {limits.max_payload_bytes}")
     if size < 4 or bytes(payload[:4]) != MAGIC:
         raise PayloadFormatError(
-            "payload: bad magic (expected b'WAIH')", code=ErrorCode.PAYLOAD_MAGIC
+            "payload: bad magic (expected b'WAIH')", code=CodecCode.PAYLOAD_MAGIC
         )
     if size >= 5 and payload[4] != VERSION:
         raise PayloadFormatError(
             f"payload: WAIH version {payload[4]} is not supported (only {VERSION})",
-            code=ErrorCode.PAYLOAD_VERSION,
+            code=CodecCode.PAYLOAD_VERSION,
         )
     if size < HEADER_SIZE:
         raise PayloadLengthError(
@@ -119,7 +119,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
     ):
         raise PayloadLimitError(
             f"payload: latent shape {header.y_shape} exceeds the limits",
-            code=ErrorCode.PAYLOAD_SHAPE_OVER_LIMITS,
+            code=CodecCode.PAYLOAD_SHAPE_OVER_LIMITS,
         )
     if esc_count > c * h * w or not esc_count <= esc_bytes <= 5 * esc_count:
         raise PayloadFormatError(f"payload: {esc_count} escapes in {esc_bytes} bytes")
@@ -127,7 +127,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
     if total != size:
         raise PayloadLengthError(
             f"payload: header declares {total} bytes, {size} present",
-            code=ErrorCode.PAYLOAD_TRAILING if total < size else ErrorCode.PAYLOAD_TRUNCATED,
+            code=CodecCode.PAYLOAD_TRAILING if total < size else CodecCode.PAYLOAD_TRUNCATED,
         )
     return header
 
@@ -235,7 +235,7 @@ def _decode_y(
     if where.size != header.y_escape_count:
         raise PayloadStreamError(
             f"payload: y's stream holds {where.size} escapes, the header {header.y_escape_count}",
-            code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
+            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     if where.size:
         at = start + 4 * header.y_words
@@ -251,7 +251,7 @@ def _decode_y(
         )
         if int(values.min()) < _INT32_MIN or int(values.max()) > _INT32_MAX:
             raise PayloadStreamError(
-                "payload: an escaped symbol is outside int32", code=ErrorCode.PAYLOAD_ESCAPE_INVALID
+                "payload: an escaped symbol is outside int32", code=CodecCode.PAYLOAD_ESCAPE_INVALID
             )
     out = np.empty(idx.size, dtype=np.int32)
     out[order] = values.astype(np.int32)

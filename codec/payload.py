@@ -22,9 +22,9 @@ import blake3
 import numpy as np
 import numpy.typing as npt
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.dispatch.codes import ErrorCode
 
 __all__ = [
     "HEADER_SIZE",
@@ -60,39 +60,39 @@ _STATE_FLOOR = 1 << 24
 
 
 class PayloadError(CodecError):
-    code = ErrorCode.PAYLOAD_INVALID
+    code = CodecCode.PAYLOAD_INVALID
 
 
 class PayloadFormatError(PayloadError):
     """Not a payload of this format: magic, version, reserved bits, zero dimensions."""
 
-    code = ErrorCode.PAYLOAD_HEADER_INVALID
+    code = CodecCode.PAYLOAD_HEADER_INVALID
 
 
 class PayloadLengthError(PayloadError):
     """Fewer or more bytes than the header declares."""
 
-    code = ErrorCode.PAYLOAD_TRUNCATED
+    code = CodecCode.PAYLOAD_TRUNCATED
 
 
 class PayloadLimitError(PayloadError):
     """Bytes or a shape over :class:`Limits`, refused before anything is allocated."""
 
-    code = ErrorCode.PAYLOAD_TOO_LARGE
+    code = CodecCode.PAYLOAD_TOO_LARGE
 
 
 class PayloadStreamError(PayloadError):
     """The stream does not decode to exactly the header's symbols, or a bad escape section."""
 
-    code = ErrorCode.PAYLOAD_STREAM_INVALID
+    code = CodecCode.PAYLOAD_STREAM_INVALID
 
 
 class PayloadTablesMismatch(PayloadError):
-    code = ErrorCode.PAYLOAD_TABLES_MISMATCH
+    code = CodecCode.PAYLOAD_TABLES_MISMATCH
 
 
 class SymbolsError(CodecError):
-    code = ErrorCode.SYMBOLS_INVALID
+    code = CodecCode.SYMBOLS_INVALID
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +135,12 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
         if size < 4 and bytes(payload) == MAGIC[:size]:
             raise PayloadLengthError(f"payload of {size} bytes is shorter than its header")
         raise PayloadFormatError(
-            "payload: bad magic (expected b'WAIP')", code=ErrorCode.PAYLOAD_MAGIC
+            "payload: bad magic (expected b'WAIP')", code=CodecCode.PAYLOAD_MAGIC
         )
     if size >= 5 and payload[4] != VERSION:
         raise PayloadFormatError(
             f"payload: version {payload[4]} is not supported (only {VERSION})",
-            code=ErrorCode.PAYLOAD_VERSION,
+            code=CodecCode.PAYLOAD_VERSION,
         )
     if size < HEADER_SIZE:
         raise PayloadLengthError(
@@ -164,7 +164,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
             f"payload: latent shape {header.shape} exceeds the limits "
             f"({limits.max_channels} channels, {limits.max_latent_height} x "
             f"{limits.max_latent_width}, {limits.max_symbols} symbols)",
-            code=ErrorCode.PAYLOAD_SHAPE_OVER_LIMITS,
+            code=CodecCode.PAYLOAD_SHAPE_OVER_LIMITS,
         )
     # Each escape is one to five bytes (docs/payload.md); a header claiming otherwise lies.
     if esc_count > header.symbols or not esc_count <= esc_bytes <= _MAX_VARINT_BYTES * esc_count:
@@ -179,7 +179,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
         raise PayloadLengthError(
             f"payload: {size - header.total_bytes} trailing bytes after the declared "
             f"{header.total_bytes}",
-            code=ErrorCode.PAYLOAD_TRAILING,
+            code=CodecCode.PAYLOAD_TRAILING,
         )
     return header
 
@@ -339,14 +339,14 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
         if is_escape.any():
             raise PayloadStreamError(
                 "payload: the stream holds escapes, the header none",
-                code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
+                code=CodecCode.PAYLOAD_ESCAPE_INVALID,
             )
         return symbols.reshape(header.shape)
     where = np.flatnonzero(is_escape)
     if where.size != header.escape_count:
         raise PayloadStreamError(
             f"payload: the stream holds {where.size} escapes, the header {header.escape_count}",
-            code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
+            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     start = HEADER_SIZE + 4 * header.stream_words
     raw = _read_varints(payload[start : start + header.escape_bytes], where.size)
@@ -361,7 +361,7 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
     )
     if int(value.min()) < _INT32_MIN or int(value.max()) > _INT32_MAX:
         raise PayloadStreamError(
-            "payload: an escaped symbol is outside int32", code=ErrorCode.PAYLOAD_ESCAPE_INVALID
+            "payload: an escaped symbol is outside int32", code=CodecCode.PAYLOAD_ESCAPE_INVALID
         )
     symbols.reshape(-1)[where] = value.astype(np.int32)
     return symbols.reshape(header.shape)
@@ -392,7 +392,7 @@ def _read_varints(data: bytes, count: int) -> npt.NDArray[np.uint64]:
     if last.size != count or last[-1] != b.size - 1:
         raise PayloadStreamError(
             f"payload: the escape section does not hold exactly {count} values",
-            code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
+            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     starts = np.concatenate(([0], last[:-1] + 1))
     lengths = last - starts + 1
@@ -401,7 +401,7 @@ def _read_varints(data: bytes, count: int) -> npt.NDArray[np.uint64]:
     if int(lengths.max()) > _MAX_VARINT_BYTES or bool(np.any((lengths > 1) & (b[last] == 0))):
         raise PayloadStreamError(
             "payload: an escape value is not a minimal varint of at most 5 bytes",
-            code=ErrorCode.PAYLOAD_ESCAPE_INVALID,
+            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     group = np.repeat(np.arange(count), lengths)
     position = np.arange(b.size) - starts[group]

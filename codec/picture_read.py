@@ -17,8 +17,8 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch.codes import ErrorCode
 
 __all__ = ["FORMATS", "PictureInvalid", "PictureOverLimits", "read_picture"]
 
@@ -27,11 +27,11 @@ FORMATS = ("PNG", "JPEG", "PPM")
 
 
 class PictureInvalid(CodecError):
-    code = ErrorCode.PICTURE_INVALID
+    code = CodecCode.PICTURE_INVALID
 
 
 class PictureOverLimits(CodecError):
-    code = ErrorCode.PICTURE_OVER_LIMITS
+    code = CodecCode.PICTURE_OVER_LIMITS
 
 
 def read_picture(data: bytes, check_size: Callable[[int, int], None]) -> npt.NDArray[np.uint8]:

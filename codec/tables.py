@@ -17,9 +17,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
 
 __all__ = ["FORMAT", "EntropyTables", "TablesError", "laplacian_tables"]
 
@@ -35,7 +35,7 @@ _INT32_MAX = (1 << 31) - 1
 class TablesError(CodecError):
     """Tables that are malformed or fail validation; the message names the channel."""
 
-    code = ErrorCode.TABLES_INVALID
+    code = CodecCode.TABLES_INVALID
 
 
 def _as_numpy(value: Any) -> np.ndarray[Any, Any]:
@@ -322,6 +322,6 @@ def _verify_model(model: Any, freqs: npt.NDArray[np.int64], channel: int) -> Non
             raise TablesError(
                 f"tables: channel {channel}: the coder does not reproduce the 16-bit table "
                 f"at index {s}",
-                code=ErrorCode.TABLES_UNSUPPORTED,
+                code=CodecCode.TABLES_UNSUPPORTED,
             )
         left += f

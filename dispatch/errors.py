@@ -1,5 +1,6 @@
 """The error tree of wai-dispatch. Every error a client can cause carries a stable ``code``,
-a member of :class:`dispatch.codes.ErrorCode` (the one registry of codes; docs/errors.md lists it).
+a member of a layer's :class:`dispatch.codes.ErrorCode` subclass (each layer declares its own in
+its ``codes.py``; docs/errors.md lists them all).
 
     WaiError                 base: ``code`` (stable token) and a one-line message
     ├── UnknownToken         a token the vocabulary does not know (``unknown_token``)
@@ -16,34 +17,34 @@ a member of :class:`dispatch.codes.ErrorCode` (the one registry of codes; docs/e
                              with the backend's own exception kept as ``__cause__``
                              (dispatch/adapter.py)
 
-The service answers every ``WaiError`` with its code's status (``ErrorCode.status``) and the
-code; the CLI prints it on one line and exits 2. A code must be registered: defining a subclass
-with one that is not raises at import, and passing one as ``code=`` raises ``TypeError``, so an
-unregistered code never reaches a user.
+The service answers every ``WaiError`` with its code's status (the HTTP layer's table,
+service/http/statuses.py) and the code; the CLI prints it on one line and exits 2. A code must
+be registered: defining a subclass with one that is not raises at import, and passing one as
+``code=`` raises ``TypeError``, so an unregistered code never reaches a user.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .codes import ErrorCode, is_code
+from .codes import DispatchCode, is_code
 
 
 class WaiError(Exception):
     """Base of every typed error. ``code`` is stable; the message is one line for a person."""
 
-    code: str = ErrorCode.WAI_ERROR
+    code: str = DispatchCode.WAI_ERROR
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if not is_code(cls.code):
-            raise TypeError(f"{cls.__name__}.code {cls.code!r} is not in dispatch.codes.ErrorCode")
+            raise TypeError(f"{cls.__name__}.code {cls.code!r} is not a registered error code")
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
         if code is not None:
             if not is_code(code):
-                raise TypeError(f"code {code!r} is not in dispatch.codes.ErrorCode")
+                raise TypeError(f"code {code!r} is not a registered error code")
             self.code = code
 
     @property
@@ -55,16 +56,16 @@ class WaiError(Exception):
 
 
 class UnknownToken(WaiError, ValueError):
-    code = ErrorCode.UNKNOWN_TOKEN
+    code = DispatchCode.UNKNOWN_TOKEN
 
 
 class InvalidReport(WaiError, ValueError):
-    code = ErrorCode.INVALID_REPORT
+    code = DispatchCode.INVALID_REPORT
 
 
 class InvalidOffer(WaiError, ValueError):
-    code = ErrorCode.INVALID_OFFER
+    code = DispatchCode.INVALID_OFFER
 
 
 class UnknownCapability(WaiError, LookupError):
-    code = ErrorCode.UNKNOWN_CAPABILITY
+    code = DispatchCode.UNKNOWN_CAPABILITY

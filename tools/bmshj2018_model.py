@@ -16,12 +16,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.tools._compressai import (
     checkpoint_state_dict,
     factorized_prior,
     import_compressai,
 )
+from wai_dispatch.tools.codes import ToolsCode
 
 __all__ = [
     "DEMO_CHECKPOINT",
@@ -42,7 +42,7 @@ DEMO_CHECKPOINT = REPO_ROOT / "conformance" / "weights" / "bmshj2018-demo-q3.pt"
 class SetWriterError(CodecError):
     """The set is refused; the message says why.  ``main`` exits with status 2."""
 
-    code = ErrorCode.SET_WRITER_REFUSED
+    code = ToolsCode.SET_WRITER_REFUSED
 
 
 class SynthesisMismatch(SetWriterError):

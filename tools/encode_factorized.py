@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.codec import payload as payload_codec
 from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
+from wai_dispatch.tools.codes import ToolsCode
 from wai_dispatch.tools.encoder import TOOLS_HINT, Checkpoint, Coded, EncodeJob
 
 __all__ = ["analysis", "encode", "quantize"]
@@ -70,7 +71,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise CodecError(f"{TOOLS_HINT} ({exc})", code=ErrorCode.TOOLS_MISSING) from None
+        raise CodecError(f"{TOOLS_HINT} ({exc})", code=CliCode.TOOLS_MISSING) from None
     return torch
 
 
@@ -80,7 +81,7 @@ def _architecture(files: LoadedSet) -> tuple[int, int]:
     if not (isinstance(n, int) and isinstance(m, int) and 1 <= n <= 4096 and 1 <= m <= 4096):
         raise CodecError(
             f"set {files.name}: its facts N={n!r}, M={m!r} are not a FactorizedPrior's",
-            code=ErrorCode.ENCODE_UNSUPPORTED,
+            code=ToolsCode.ENCODE_UNSUPPORTED,
         )
     return n, m
 
@@ -101,7 +102,7 @@ def _load(checkpoint: Checkpoint, n: int, m: int) -> Any:
     try:
         net = factorized_prior(n, m)
     except ImportError as exc:
-        raise CodecError(f"{TOOLS_HINT} ({exc})", code=ErrorCode.TOOLS_MISSING) from None
+        raise CodecError(f"{TOOLS_HINT} ({exc})", code=CliCode.TOOLS_MISSING) from None
     try:
         loaded = torch.load(io.BytesIO(checkpoint.data), map_location="cpu", weights_only=True)
         net.load_state_dict(checkpoint_state_dict(loaded))
@@ -109,7 +110,7 @@ def _load(checkpoint: Checkpoint, n: int, m: int) -> Any:
         line = " ".join(str(exc).split())[:300]
         raise CodecError(
             f"checkpoint {checkpoint.path} does not read as FactorizedPrior({n}, {m}): {line}",
-            code=ErrorCode.ENCODE_CHECKPOINT_REQUIRED,
+            code=ToolsCode.ENCODE_CHECKPOINT_REQUIRED,
         ) from None
     return net.g_a.eval()
 
@@ -131,5 +132,5 @@ def _check_program_range(files: LoadedSet, symbols: npt.NDArray[np.int32]) -> No
             f"the quantized latent holds {outside} symbols outside [{lo}, {hi}] (from {low} to "
             f"{high}), the input range set {files.name}'s wai-ops program declares: its decode "
             "would refuse them; encode for the float set instead",
-            code=ErrorCode.ENCODE_SYMBOLS_OUT_OF_RANGE,
+            code=ToolsCode.ENCODE_SYMBOLS_OUT_OF_RANGE,
         )

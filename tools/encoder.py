@@ -24,7 +24,9 @@ import blake3
 import numpy as np
 import numpy.typing as npt
 
+from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.codec import payload as payload_codec
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.envelope import Envelope, EnvelopePin
 from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.files import read_regular
@@ -32,9 +34,9 @@ from wai_dispatch.codec.picture_read import PictureOverLimits, read_picture
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.conformance import weights_dir
 from wai_dispatch.dispatch import Arithmetic, Intent
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding import estimate
+from wai_dispatch.tools.codes import ToolsCode
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
@@ -118,7 +120,7 @@ class Encoder:
         try:
             loaded = importlib.import_module(f"wai_dispatch.tools.{module}")
         except ImportError as exc:
-            raise CodecError(f"{TOOLS_HINT} ({exc})", code=ErrorCode.TOOLS_MISSING) from None
+            raise CodecError(f"{TOOLS_HINT} ({exc})", code=CliCode.TOOLS_MISSING) from None
         found: EncodeFn = getattr(loaded, function)
         return found
 
@@ -202,14 +204,14 @@ def encode(
     if capability is not None and capability != files.capability:
         raise CodecError(
             f"set {files.name} ({files.digest[:16]}…) is of {files.capability}, not {capability}",
-            code=ErrorCode.SET_CAPABILITY_MISMATCH,
+            code=CodecCode.SET_CAPABILITY_MISMATCH,
         )
     encoder = ENCODERS.get(files.capability)
     if encoder is None:
         known = ", ".join(sorted(ENCODERS))
         raise CodecError(
             f"no encoder for {files.capability} (set {files.name}); this build encodes {known}",
-            code=ErrorCode.ENCODE_UNSUPPORTED,
+            code=ToolsCode.ENCODE_UNSUPPORTED,
         )
     chosen = resolve_checkpoint(files, checkpoint)
     check = _size_check(files, encoder.multiple, decoder.limits, settings)
@@ -348,7 +350,7 @@ def resolve_checkpoint(files: LoadedSet, given: Path | None) -> Checkpoint:
                 f"{name or 'a checkpoint'} with blake3 {recorded[:16]}…: the analysis must be "
                 "the one its synthesis was trained with (write a set from this checkpoint with "
                 "`wai-dispatch make-set KIND --checkpoint FILE`)",
-                code=ErrorCode.ENCODE_CHECKPOINT_MISMATCH,
+                code=ToolsCode.ENCODE_CHECKPOINT_MISMATCH,
             )
         return Checkpoint(given, data, digest, True, f"blake3 equals {what}'s record")
     demo = _bundled_checkpoint(name, recorded)
@@ -358,7 +360,7 @@ def resolve_checkpoint(files: LoadedSet, given: Path | None) -> Checkpoint:
         f"{what} records checkpoint {name or '(unnamed)'}"
         + (f" with blake3 {recorded[:16]}…" if recorded else "")
         + ", which is not bundled here: give it with --checkpoint FILE",
-        code=ErrorCode.ENCODE_CHECKPOINT_REQUIRED,
+        code=ToolsCode.ENCODE_CHECKPOINT_REQUIRED,
     )
 
 

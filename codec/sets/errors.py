@@ -19,71 +19,71 @@ SetError                 set_invalid: base
 
 from __future__ import annotations
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch.codes import ErrorCode
 
 
 class SetError(CodecError):
-    code = ErrorCode.SET_INVALID
+    code: str = CodecCode.SET_INVALID
 
 
 class ManifestInvalid(SetError):
-    code = ErrorCode.SET_MANIFEST_INVALID
+    code = CodecCode.SET_MANIFEST_INVALID
 
 
 class SetFileMismatch(SetError):
-    code = ErrorCode.SET_FILE_MISMATCH
+    code = CodecCode.SET_FILE_MISMATCH
 
 
 class SetDamaged(SetFileMismatch):
     """An installed set whose folder no longer matches its manifest (a file changed or gone)
     when it is opened: the store's fault, not the request's (503)."""
 
-    code = ErrorCode.SET_DAMAGED
+    code = CodecCode.SET_DAMAGED
 
 
 class SetFileMissing(SetError):
-    code = ErrorCode.SET_FILE_MISSING
+    code = CodecCode.SET_FILE_MISSING
 
 
 class SetFileUnexpected(SetError):
-    code = ErrorCode.SET_FILE_UNEXPECTED
+    code = CodecCode.SET_FILE_UNEXPECTED
 
 
 class SetUnsafeEntry(SetError):
-    code = ErrorCode.SET_UNSAFE_ENTRY
+    code = CodecCode.SET_UNSAFE_ENTRY
 
 
 class SetTooLarge(SetError):
-    code = ErrorCode.SET_TOO_LARGE
+    code = CodecCode.SET_TOO_LARGE
 
 
 class SetArchiveInvalid(SetError):
-    code = ErrorCode.SET_ARCHIVE_INVALID
+    code = CodecCode.SET_ARCHIVE_INVALID
 
 
 class SetDigestInvalid(SetError):
-    code = ErrorCode.SET_DIGEST_INVALID
+    code = CodecCode.SET_DIGEST_INVALID
 
 
 class SetNotInstalled(SetError, LookupError):
-    code = ErrorCode.SET_NOT_INSTALLED
+    code = CodecCode.SET_NOT_INSTALLED
 
 
 class SetAmbiguous(SetError, LookupError):
-    code = ErrorCode.SET_AMBIGUOUS
+    code = CodecCode.SET_AMBIGUOUS
 
 
 class SetCapabilityMismatch(SetError):
-    code = ErrorCode.SET_CAPABILITY_MISMATCH
+    code = CodecCode.SET_CAPABILITY_MISMATCH
 
 
 class SetNoTables(SetError):
-    code = ErrorCode.SET_NO_TABLES
+    code = CodecCode.SET_NO_TABLES
 
 
 class PinMismatch(SetError):
-    code = ErrorCode.PIN_MISMATCH
+    code = CodecCode.PIN_MISMATCH
 
 
 def one_line(exc: object) -> str:

@@ -11,35 +11,35 @@ WaiOpsError                 waiops_program_invalid (base)
 
 from __future__ import annotations
 
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.paths.codes import PathsCode
 
 
 class WaiOpsError(WaiError, ValueError):
     """A ``wai-ops/1`` program, its weights or its input refused (bad input, never a bug)."""
 
-    code = ErrorCode.WAIOPS_PROGRAM_INVALID
+    code = PathsCode.WAIOPS_PROGRAM_INVALID
 
 
 class UnknownOp(WaiOpsError):
-    code = ErrorCode.WAIOPS_UNKNOWN_OP
+    code = PathsCode.WAIOPS_UNKNOWN_OP
 
 
 class UnknownAttribute(WaiOpsError):
-    code = ErrorCode.WAIOPS_UNKNOWN_ATTRIBUTE
+    code = PathsCode.WAIOPS_UNKNOWN_ATTRIBUTE
 
 
 class WeightsMismatch(WaiOpsError):
-    code = ErrorCode.WAIOPS_WEIGHTS_MISMATCH
+    code = PathsCode.WAIOPS_WEIGHTS_MISMATCH
 
 
 class BoundExceeded(WaiOpsError):
-    code = ErrorCode.WAIOPS_BOUND_EXCEEDED
+    code = PathsCode.WAIOPS_BOUND_EXCEEDED
 
 
 class InputOutOfRange(WaiOpsError):
-    code = ErrorCode.WAIOPS_INPUT_OUT_OF_RANGE
+    code = PathsCode.WAIOPS_INPUT_OUT_OF_RANGE
 
 
 class ShapeOverLimits(WaiOpsError):
-    code = ErrorCode.WAIOPS_SHAPE_OVER_LIMITS
+    code = PathsCode.WAIOPS_SHAPE_OVER_LIMITS

@@ -15,7 +15,7 @@ from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.errors import check_latent_shape
 from wai_dispatch.codec.sets import LoadedSet, SetError
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.results import ImportResult
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ DEFAULT_CAPABILITY = "wai.neural.bmshj2018"
 class SetFactsMismatch(SetError):
     """The set's model or quality is not the one the input was coded with."""
 
-    code = ErrorCode.SET_FACTS_MISMATCH
+    code = DecodingCode.SET_FACTS_MISMATCH
 
 
 def import_compressai(

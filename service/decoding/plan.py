@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError, check_latent_shape
 from wai_dispatch.codec.sets import MANIFEST_NAME, LoadedSet, Manifest, SetFileMissing, load
 from wai_dispatch.codec.sets.loaded import read_exact
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, Placement, ask_path, strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.paths.coreml import program_shape
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.service.decoding.results import PlanResult
@@ -100,7 +100,7 @@ def _stated_shape(decoder: Decoder, files: LoadedSet, path: Path) -> tuple[int, 
     if stated is None:
         raise CodecError(
             f"set {files.digest[:16]}… states no latent shape: give --latent-shape N,C,H,W",
-            code=ErrorCode.INVALID_ARGUMENT,
+            code=CodecCode.INVALID_ARGUMENT,
         )
     return stated
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL
 from wai_dispatch.codec.picture import rgb_digest, to_png
 from wai_dispatch.dispatch import Code, Path, Placement, Report, WaiError
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.decoding.codes import DecodingCode
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Undecodable:
 class NoPath(WaiError):
     """Every offered path was refused for every decode the envelope allows (§4)."""
 
-    code = ErrorCode.DECODE_NO_PATH
+    code: str = DecodingCode.DECODE_NO_PATH
 
     def __init__(
         self,
@@ -60,7 +61,7 @@ class SetMissing(NoPath):
     """No path ran only because every part's set is not installed here (404
     ``set_not_installed``, naming the digest): the reports say so path by path all the same."""
 
-    code = ErrorCode.SET_NOT_INSTALLED
+    code = CodecCode.SET_NOT_INSTALLED
 
 
 @dataclass(frozen=True)

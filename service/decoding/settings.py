@@ -29,9 +29,9 @@ from pydantic_settings import (
 )
 
 from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, DataDirInvalid, check_data_dir
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.paths import REFERENCE_OFFER, Offer, parse_offer
+from wai_dispatch.service.decoding.codes import DecodingCode
 
 MiB = 1024 * 1024
 log = logging.getLogger("wai_dispatch.settings")
@@ -65,7 +65,7 @@ _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
 class SettingsInvalid(WaiError, ValueError):
     """One or more settings that do not validate; :attr:`problems` names each, one line."""
 
-    code = ErrorCode.SETTINGS_INVALID
+    code = DecodingCode.SETTINGS_INVALID
 
     def __init__(self, problems: str | Iterable[str]) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)

@@ -38,10 +38,10 @@ from wai_dispatch.dispatch import (
     choose,
     strictjson,
 )
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.waiops.verify import verify_integer_set
+from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
 
@@ -85,20 +85,20 @@ def expected_symbols_digest(set_files: Any) -> str:
     where = f"set {set_files.digest[:16]}…: payload_info {name[:80]!r}"
     if not set_files.has(name):
         raise CodecError(
-            f"{where} is not a file of the set", code=ErrorCode.SET_PAYLOAD_INFO_INVALID
+            f"{where} is not a file of the set", code=DecodingCode.SET_PAYLOAD_INFO_INVALID
         )
     try:
         info = strictjson.loads(set_files.read(name).decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         why = " ".join(str(exc).split())[:120]
         raise CodecError(
-            f"{where} is not JSON ({why})", code=ErrorCode.SET_PAYLOAD_INFO_INVALID
+            f"{where} is not JSON ({why})", code=DecodingCode.SET_PAYLOAD_INFO_INVALID
         ) from None
     digest = info.get("symbols_digest") if isinstance(info, dict) else None
     if not isinstance(digest, str):
         raise CodecError(
             f"{where} states no symbols_digest (a text member)",
-            code=ErrorCode.SET_PAYLOAD_INFO_INVALID,
+            code=DecodingCode.SET_PAYLOAD_INFO_INVALID,
         )
     return digest
 

@@ -6,21 +6,21 @@ A run report that reads but breaks the policy is not an error: it is a verdict t
 
 from __future__ import annotations
 
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.governance.codes import GovernanceCode
 
 
 class PolicyMalformed(WaiError, ValueError):
-    code = ErrorCode.POLICY_MALFORMED
+    code = GovernanceCode.POLICY_MALFORMED
 
 
 class PolicyInvalid(WaiError, ValueError):
-    code = ErrorCode.POLICY_INVALID
+    code = GovernanceCode.POLICY_INVALID
 
 
 class PolicyNotSet(WaiError, LookupError):
-    code = ErrorCode.POLICY_NOT_SET
+    code = GovernanceCode.POLICY_NOT_SET
 
 
 class RunReportMalformed(WaiError, ValueError):
-    code = ErrorCode.RUN_REPORT_MALFORMED
+    code = GovernanceCode.RUN_REPORT_MALFORMED

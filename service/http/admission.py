@@ -29,8 +29,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.estimate import SECONDS_PER_PIXEL, Estimate, estimate
+from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.errors import ServiceError
 
 T = TypeVar("T")
@@ -124,14 +125,14 @@ class Admission:
             raise ServiceError(
                 f"the latent has {est.latent_elements} elements, over the limit "
                 f"max_latent_elements={self.max_latent_elements}",
-                code=ErrorCode.LATENT_OVER_LIMIT,
+                code=DecodingCode.LATENT_OVER_LIMIT,
             )
         if est.memory_bytes > self.memory_budget:
             raise ServiceError(
                 f"a {est.pixels}-pixel decode needs about {est.memory_bytes >> 20} MiB, over "
                 f"the limit memory_budget_bytes={self.memory_budget} "
                 f"({self.memory_budget >> 20} MiB)",
-                code=ErrorCode.DECODE_MEMORY_OVER_BUDGET,
+                code=DecodingCode.DECODE_MEMORY_OVER_BUDGET,
             )
         seconds = self.seconds(est)
         if seconds > self.timeout_s:
@@ -139,7 +140,7 @@ class Admission:
                 f"a {est.pixels}-pixel decode takes about {seconds:.1f} s on this machine "
                 f"({self.seconds_per_pixel * 1e6:.2f} µs per pixel, measured), over the limit "
                 f"decode_timeout_s={self.timeout_s:g}",
-                code=ErrorCode.DECODE_TIME_OVER_LIMIT,
+                code=DecodingCode.DECODE_TIME_OVER_LIMIT,
             )
 
     def _retry_after(self) -> str:
@@ -151,7 +152,7 @@ class Admission:
                 raise ServiceError(
                     f"{self.inflight} decodes running or queued (limit workers+queue="
                     f"{self.capacity}); retry later",
-                    code=ErrorCode.QUEUE_FULL,
+                    code=HttpCode.QUEUE_FULL,
                     headers={"Retry-After": self._retry_after()},
                 )
             held = self.held()
@@ -160,7 +161,7 @@ class Admission:
                     f"decodes admitted and the process hold {held >> 20} MiB of the "
                     f"memory_budget_bytes={self.memory_budget >> 20} MiB; this decode needs "
                     f"about {est.memory_bytes >> 20} MiB more; retry later",
-                    code=ErrorCode.MEMORY_BUSY,
+                    code=HttpCode.MEMORY_BUSY,
                     headers={"Retry-After": self._retry_after()},
                 )
             self.inflight += 1
@@ -210,7 +211,7 @@ class Admission:
             raise ServiceError(
                 f"the decode could not start within decode_timeout_s={self.timeout_s:g} "
                 f"({self.waiting} queued); nothing ran, retry later",
-                code=ErrorCode.QUEUE_TIMEOUT,
+                code=HttpCode.QUEUE_TIMEOUT,
                 headers={"Retry-After": self._retry_after()},
             )
         # Running: timeout_s counts from when it started.
@@ -221,7 +222,7 @@ class Admission:
         except TimeoutError:
             raise ServiceError(
                 f"the decode ran past decode_timeout_s={self.timeout_s:g}",
-                code=ErrorCode.DECODE_TIMEOUT,
+                code=HttpCode.DECODE_TIMEOUT,
             ) from None
 
     def close(self) -> None:

@@ -16,7 +16,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from wai_dispatch.codec.sets import install_bundled
-from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding import settings as settings_mod
@@ -27,6 +26,7 @@ from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http import logs as jsonlog
 from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.admission import Admission
+from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import Service
 from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
 from wai_dispatch.service.http.limits import BodyBudget
@@ -38,6 +38,7 @@ from wai_dispatch.service.http.routes import governance as api_governance
 from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
+from wai_dispatch.service.http.statuses import status_of
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.request_errors import ErrorLog
@@ -248,39 +249,41 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()))
-    code = ErrorCode.REQUEST_INVALID
-    _count(request, code, code.status)
+    code = HttpCode.REQUEST_INVALID
+    _count(request, code, status_of(code))
     msg = f"{where}: {first.get('msg', 'invalid')}"
-    return JSONResponse(error_body(request, code, msg), code.status)
+    return JSONResponse(error_body(request, code, msg), status_of(code))
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = _HTTP_CODES.get(exc.status_code, ErrorCode.HTTP_ERROR)
+    code = _HTTP_CODES.get(exc.status_code, HttpCode.HTTP_ERROR)
     # not_found and method_not_allowed answer their registry status (the same 404 and 405);
     # http_error, the rest of the HTTP layer's refusals, keeps the status that layer chose
-    status = exc.status_code if code is ErrorCode.HTTP_ERROR else code.status
+    status = exc.status_code if code is HttpCode.HTTP_ERROR else status_of(code)
     _count(request, code, status)
     return JSONResponse(error_body(request, code, str(exc.detail)), status, headers=exc.headers)
 
 
 _HTTP_CODES = {
-    ErrorCode.NOT_FOUND.status: ErrorCode.NOT_FOUND,
-    ErrorCode.METHOD_NOT_ALLOWED.status: ErrorCode.METHOD_NOT_ALLOWED,
+    status_of(HttpCode.NOT_FOUND): HttpCode.NOT_FOUND,
+    status_of(HttpCode.METHOD_NOT_ALLOWED): HttpCode.METHOD_NOT_ALLOWED,
 }
 
 
 async def _client_disconnected(request: Request, exc: Exception) -> JSONResponse:
     """The client went away mid-request: its event, logged and counted, not a fault of ours
     (the answer goes nowhere)."""
-    code = ErrorCode.CLIENT_DISCONNECTED
+    code = HttpCode.CLIENT_DISCONNECTED
     log.info("client disconnected", extra={"request_id": request_id(request)})
-    _count(request, code, code.status)
-    return JSONResponse(error_body(request, code, "the client closed the connection"), code.status)
+    _count(request, code, status_of(code))
+    return JSONResponse(
+        error_body(request, code, "the client closed the connection"), status_of(code)
+    )
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("internal error", extra={"request_id": request_id(request)})
-    code = ErrorCode.INTERNAL_ERROR
-    _count(request, code, code.status)
-    return JSONResponse(error_body(request, code, "an internal error"), code.status)
+    code = HttpCode.INTERNAL_ERROR
+    _count(request, code, status_of(code))
+    return JSONResponse(error_body(request, code, "an internal error"), status_of(code))

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import TokensDep
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.store.tokens import Principal, Role
@@ -33,21 +33,21 @@ def require(role: Role) -> Callable[..., Principal]:
         if credentials is None or credentials.scheme.lower() != "bearer":
             raise ServiceError(
                 "this route needs 'Authorization: Bearer <token>'",
-                code=ErrorCode.TOKEN_MISSING,
+                code=HttpCode.TOKEN_MISSING,
                 headers=_CHALLENGE,
             )
         principal = tokens.lookup(credentials.credentials.strip())
         if principal is None:
             raise ServiceError(
                 "the bearer token is not a live token",
-                code=ErrorCode.TOKEN_UNKNOWN,
+                code=HttpCode.TOKEN_UNKNOWN,
                 headers=_CHALLENGE,
             )
         request.scope.setdefault("state", {})["principal"] = principal  # for the request log
         if principal.role < role:
             raise ServiceError(
                 f"this route needs the {role.name} role; the token is a {principal.role.name}'s",
-                code=ErrorCode.ROLE_FORBIDDEN,
+                code=HttpCode.ROLE_FORBIDDEN,
             )
         return principal
 

@@ -1,7 +1,7 @@
 """The service's own errors (limits, auth, the request body).
 
 A client's mistake is a 4xx carrying ``{"error": {"code", "message"}}``; the status of every
-code is the registry's (``dispatch.codes.ErrorCode.status``), never a table here.
+code is the HTTP layer's one table (service/http/statuses.py), assigned nowhere else.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from typing import Any
 
 from fastapi import Request
 
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.store.codes import StoreCode
 
 
 class ServiceError(WaiError):
     """An error of the service itself; ``headers`` go on the answer (e.g. ``Retry-After``)."""
 
-    code = ErrorCode.SERVICE_ERROR
+    code = StoreCode.SERVICE_ERROR
 
     def __init__(
         self, message: str, *, code: str | None = None, headers: dict[str, str] | None = None

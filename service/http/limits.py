@@ -25,9 +25,10 @@ import h11
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.decoding import settings as settings_mod
 from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.http.codes import HttpCode
+from wai_dispatch.service.http.statuses import status_of
 
 __all__ = ["BodyBudget", "ReadTimeouts", "read_timeouts"]
 
@@ -104,7 +105,7 @@ class ReadTimeouts(H11Protocol):
         answered = what == "body" and self.cycle is not None and self.cycle.response_started
         if not answered:
             name = "header_timeout_s" if what == "headers" else "body_timeout_s"
-            code = ErrorCode.REQUEST_TIMEOUT
+            code = HttpCode.REQUEST_TIMEOUT
             message = f"the request's {what} did not arrive within {name}={self._limits[what]:g}"
             body = json.dumps({"error": {"code": code.value, "message": message}}).encode()
             self.transport.write(
@@ -168,7 +169,7 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def _refuse_busy(budget: BodyBudget, scope: Scope, receive: Receive, send: Send) -> None:
-    code = ErrorCode.BODIES_BUSY
+    code = HttpCode.BODIES_BUSY
     message = (
         f"request bodies being read hold {budget.held >> 20} MiB of "
         f"max_inflight_body_bytes={budget.limit >> 20} MiB; retry later"
@@ -178,7 +179,7 @@ async def _refuse_busy(budget: BodyBudget, scope: Scope, receive: Receive, send:
     data = body.encode()
     await send({
         "type": "http.response.start",
-        "status": code.status,
+        "status": status_of(code),
         "headers": [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(data)).encode()),

@@ -46,11 +46,12 @@ import anyio
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding import settings as settings_mod
+from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.app import create_app
+from wai_dispatch.service.rayserve.codes import RayCode
 
 __all__ = [
     "APP_NAME",
@@ -83,13 +84,13 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 class PlanInvalid(WaiError):
     """A replica plan that does not hold (a count below 1, MIN over MAX, an unknown key)."""
 
-    code = ErrorCode.SETTINGS_INVALID
+    code = DecodingCode.SETTINGS_INVALID
 
 
 class StoreNotShared(WaiError):
     """More than one replica on a SQLite report store: each replica would write its own file."""
 
-    code = ErrorCode.STORE_NOT_SHARED
+    code = RayCode.STORE_NOT_SHARED
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class Plan:
         if self.max_ongoing_requests < 1:
             problems.append("max_ongoing_requests: at least 1")
         if problems:
-            raise PlanInvalid("; ".join(problems), code=ErrorCode.SETTINGS_INVALID)
+            raise PlanInvalid("; ".join(problems), code=DecodingCode.SETTINGS_INVALID)
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Plan:
@@ -183,7 +184,7 @@ def check_store(settings: Settings, plan: Plan) -> None:
         raise StoreNotShared(
             f"{plan.most} replicas on the SQLite report store {settings.url}: a fleet shares "
             "PostgreSQL (WAI_DATABASE_URL=postgresql://…); one replica may use SQLite",
-            code=ErrorCode.STORE_NOT_SHARED,
+            code=RayCode.STORE_NOT_SHARED,
         )
 
 

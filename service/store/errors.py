@@ -4,22 +4,23 @@ the service answers it with that code's status like every :class:`WaiError`."""
 
 from __future__ import annotations
 
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.decoding.codes import DecodingCode
+from wai_dispatch.service.store.codes import StoreCode
 
 
 class StoreError(WaiError):
     """A refusal of the report store; raised with the specific ``code`` (``report_not_found``,
     ``cursor_invalid``, ``policy_busy``, …)."""
 
-    code = ErrorCode.SERVICE_ERROR
+    code: str = StoreCode.SERVICE_ERROR
 
 
 class DriverMissing(StoreError):
     """A PostgreSQL URL where PostgreSQL's driver (psycopg, the ``postgres`` extra) is not
     installed: a setting this installation cannot serve, named with the extra to install."""
 
-    code = ErrorCode.SETTINGS_INVALID
+    code = DecodingCode.SETTINGS_INVALID
 
     def __init__(self) -> None:
         super().__init__(

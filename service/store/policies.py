@@ -20,7 +20,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.governance import (
     Policy,
     PolicyNotSet,
@@ -30,6 +29,7 @@ from wai_dispatch.service.governance import (
     judge,
     load_policy,
 )
+from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.db import ReportStore, insert_records
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow
@@ -102,7 +102,7 @@ class PolicyStore:
             except IntegrityError:
                 continue
         raise StoreError(
-            "the policy changed under this request; try again", code=ErrorCode.POLICY_BUSY
+            "the policy changed under this request; try again", code=StoreCode.POLICY_BUSY
         )
 
 
@@ -142,7 +142,7 @@ def submit(
     if run.sink != sink:
         raise StoreError(
             f"the run report is for sink {run.sink!r}, the token is {sink!r}'s",
-            code=ErrorCode.RUN_REPORT_SINK_MISMATCH,
+            code=StoreCode.RUN_REPORT_SINK_MISMATCH,
         )
     digest = hashlib.sha256(body).hexdigest()
     stored = _stored(store, run.sink, run.id)
@@ -181,7 +181,7 @@ def _replay(stored: Any, digest: str) -> tuple[dict[str, Any], bool]:
         raise StoreError(
             "this sink submitted a run report with this id before, with another body; a run "
             "report's id names one run report of its sink",
-            code=ErrorCode.RUN_REPORT_CONFLICT,
+            code=StoreCode.RUN_REPORT_CONFLICT,
         )
     return strictjson.loads(stored.verdict), True
 
@@ -194,7 +194,7 @@ def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[st
     with store.engine.connect() as conn:
         row = conn.execute(query).first()
     if row is None:
-        raise StoreError(f"no run report {run_id[:40]!r}", code=ErrorCode.RUN_REPORT_NOT_FOUND)
+        raise StoreError(f"no run report {run_id[:40]!r}", code=StoreCode.RUN_REPORT_NOT_FOUND)
     return {"run_report": strictjson.loads(row.body), "verdict": strictjson.loads(row.verdict)}
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Select, and_, exists, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
@@ -89,7 +89,7 @@ def decode_cursor(text: str) -> int:
         return int(digits)
     except ValueError:
         raise StoreError(
-            "the cursor is not one this service gave", code=ErrorCode.CURSOR_INVALID
+            "the cursor is not one this service gave", code=StoreCode.CURSOR_INVALID
         ) from None
 
 
@@ -131,7 +131,7 @@ def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str
     with store.engine.connect() as conn:
         row = conn.execute(query).mappings().first()
     if row is None:
-        raise StoreError(f"no report {report_id[:40]!r}", code=ErrorCode.REPORT_NOT_FOUND)
+        raise StoreError(f"no report {report_id[:40]!r}", code=StoreCode.REPORT_NOT_FOUND)
     return _row(row)
 
 

@@ -42,13 +42,13 @@ from wai_dispatch.codec.sets import (
     canonical_json,
 )
 from wai_dispatch.codec.sets.regular import atomic_write
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.setcache import (
     removed,
     write_removed,
 )
+from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.db import StoreDown
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.setregistry import SetRegistry
@@ -302,5 +302,5 @@ def registry_down(exc: StoreDown) -> StoreError:
     log.warning("set registry down: %s", exc)
     return StoreError(
         "the set registry (the report database) does not answer; nothing changed",
-        code=ErrorCode.SET_REGISTRY_DOWN,
+        code=StoreCode.SET_REGISTRY_DOWN,
     )

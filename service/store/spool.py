@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.records import ReportRecord
 
@@ -46,7 +46,7 @@ class SpoolFull(WaiError):
     """The store is down and the spool has reached its size: a decode now would lose its
     report, so it is refused until the store returns."""
 
-    code = ErrorCode.REPORT_SPOOL_FULL
+    code = StoreCode.REPORT_SPOOL_FULL
     retry_after_s = 5
 
 
@@ -54,7 +54,7 @@ class SpoolWriteFailed(WaiError):
     """The spool could not write and fsync a whole line (the disk is full, or the write came
     up short): nothing of the line stays, and the decode is refused before it answers."""
 
-    code = ErrorCode.REPORT_SPOOL_FAILED
+    code = StoreCode.REPORT_SPOOL_FAILED
     retry_after_s = 5
 
 

@@ -22,8 +22,8 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.models import TokenRow
 
@@ -37,7 +37,7 @@ class Role(enum.IntEnum):
 
 
 class TokenError(WaiError, ValueError):
-    code = ErrorCode.TOKEN_INVALID
+    code = StoreCode.TOKEN_INVALID
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def revoke(store: ReportStore, name_or_id: str) -> int:
             update(TokenRow).where(where, table.c.revoked_ms.is_(None)).values(revoked_ms=_now())
         )
     if not result.rowcount:
-        raise TokenError(f"no live token named {name_or_id!r}", code=ErrorCode.TOKEN_NOT_FOUND)
+        raise TokenError(f"no live token named {name_or_id!r}", code=StoreCode.TOKEN_NOT_FOUND)
     return int(result.rowcount)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 
-from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.web.static import WebAssets
 
 __all__ = ["dashboard_dir", "install"]
@@ -28,5 +28,5 @@ def install(app: FastAPI) -> None:
     async def dashboard_root(request: Request) -> RedirectResponse:
         return RedirectResponse(str(request.url_for("dashboard", path="/")), status_code=308)
 
-    assets = WebAssets(str(dashboard_dir()), missing=ErrorCode.NOT_FOUND)
+    assets = WebAssets(str(dashboard_dir()), missing=HttpCode.NOT_FOUND)
     app.mount("/dashboard", assets, name="dashboard")

@@ -22,7 +22,6 @@ from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
 from wai_dispatch.paths.lru import LRU
@@ -30,6 +29,7 @@ from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.parts import Prepared
 from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.web.codes import PageCode
 from wai_dispatch.service.web.page_wgsl import WgslPrograms
 
 __all__ = ["PageData"]
@@ -38,7 +38,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 
 def _missing(message: str) -> WaiError:
-    return WaiError(message, code=ErrorCode.PAGE_NOT_FOUND)
+    return WaiError(message, code=PageCode.PAGE_NOT_FOUND)
 
 
 class PageData:

@@ -19,13 +19,13 @@ import numpy as np
 
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.lru import LRU
 from wai_dispatch.paths.waiops.adapter import load_set_program
 from wai_dispatch.paths.wgsl.descriptor import ShapeRefused, render
 from wai_dispatch.paths.wgsl.execute import plan_program
 from wai_dispatch.paths.wgsl.runner import LIMITS
+from wai_dispatch.service.web.codes import PageCode
 
 #: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
 _MAX_LIMIT = 1 << 53
@@ -107,11 +107,11 @@ def read_limits(text: str) -> dict[str, int]:
     if not isinstance(obj, dict) or set(obj) != set(LIMITS):
         raise WaiError(
             f"limits: a JSON object with exactly {', '.join(LIMITS)}",
-            code=ErrorCode.PAGE_BAD_REQUEST,
+            code=PageCode.PAGE_BAD_REQUEST,
         )
     for key, value in obj.items():
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_LIMIT:
-            raise WaiError(f"limits.{key}: a positive integer", code=ErrorCode.PAGE_BAD_REQUEST)
+            raise WaiError(f"limits.{key}: a positive integer", code=PageCode.PAGE_BAD_REQUEST)
     return dict(obj)
 
 
@@ -123,7 +123,7 @@ def read_shape(text: str) -> list[int]:
         shape = []
     if len(shape) != 4 or shape[0] != 1 or not all(0 < d <= 0xFFFF for d in shape):
         raise WaiError(
-            "shape: 1,C,h,w with each dimension in 1 … 65535", code=ErrorCode.PAGE_BAD_REQUEST
+            "shape: 1,C,h,w with each dimension in 1 … 65535", code=PageCode.PAGE_BAD_REQUEST
         )
     return shape
 

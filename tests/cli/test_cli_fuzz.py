@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec.compressai_rans import dump_compressed
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.dispatch.codes import is_code
+from wai_dispatch.tools.error_registry import is_registered as is_code
 
 BOUNDED = settings(
     max_examples=200,

@@ -15,7 +15,7 @@ import pytest
 from pagekit import ROOT, open_page, serve_service
 
 from wai_dispatch.dispatch import REGISTRY, Arithmetic, Capability, RegistryClass, Report
-from wai_dispatch.dispatch.codes import is_code
+from wai_dispatch.tools.error_registry import is_registered as is_code
 
 VECTORS = sorted((ROOT / "conformance" / "dispatch").glob("*.json"))
 JS = ROOT / "service" / "web" / "page_files" / "js"

@@ -187,6 +187,20 @@ def test_every_module_is_in_a_layer() -> None:
         layer_of(module)
 
 
+# The one registry of error codes (tools/error_registry.py) lists every layer's codes, so it
+# imports the codes modules of the layers above the tools too: those leaves, and nothing else
+# of those layers (each imports dispatch.codes alone: test_codes_modules_are_leaves).
+REGISTRY = f"{PREFIX}.tools.error_registry"
+CODE_LEAVES = frozenset(
+    {
+        f"{PREFIX}.service.http.codes",
+        f"{PREFIX}.service.http.statuses",
+        f"{PREFIX}.service.web.codes",
+        f"{PREFIX}.service.rayserve.codes",
+    }
+)
+
+
 def test_layers() -> None:
     """A module imports only its own layer, the layers below it that ALLOWED lists, and the
     conformance data helpers."""
@@ -195,6 +209,8 @@ def test_layers() -> None:
         mine = layer_of(module)
         for imp in imports:
             if imp.target not in SOURCES:
+                continue
+            if module == REGISTRY and imp.target in CODE_LEAVES:
                 continue
             theirs = layer_of(imp.target)
             if theirs == mine or theirs in ALLOWED[mine] or theirs in ANYWHERE:
@@ -240,7 +256,9 @@ def test_cli_and_tools_import_no_http_module() -> None:
         for module in SOURCES
         if layer_of(module) in ("cli", "tools")
         for imp in IMPORTS[module]
-        if _is_http(imp.target) and (module, imp.target.split(".")[0]) not in SERVE_EXCEPTION
+        if _is_http(imp.target)
+        and (module, imp.target.split(".")[0]) not in SERVE_EXCEPTION
+        and not (module == REGISTRY and imp.target in CODE_LEAVES)
     ]
     assert not wrong, "the command line or a tool imports an HTTP module:\n" + "\n".join(wrong)
 
@@ -267,6 +285,38 @@ def test_use_cases_import_no_web_framework() -> None:
         if _is_http(imp.target)
     ]
     assert not wrong, "a use case imports a web framework:\n" + "\n".join(wrong)
+
+
+def test_codes_modules_are_leaves() -> None:
+    """Every layer's ``codes.py`` (and the HTTP layer's statuses) imports ``dispatch.codes``
+    at most: the registry can list them all without loading a layer."""
+    leaves = [m for m in SOURCES if m.endswith(".codes") or m in CODE_LEAVES]
+    assert len(leaves) >= 11
+    wrong = [
+        f"{imp.importer}:{imp.line} imports {imp.target}"
+        for module in leaves
+        for imp in IMPORTS[module]
+        if imp.target.startswith(PREFIX) and imp.target != f"{PREFIX}.dispatch.codes"
+    ]
+    assert not wrong, "a codes module imports more than dispatch.codes:\n" + "\n".join(wrong)
+
+
+def test_the_core_holds_no_http_status() -> None:
+    """HTTP statuses are the HTTP layer's (service/http/statuses.py): no module of dispatch/
+    names a status (an integer 100–599, or a name with "status" in it), and no layer's
+    ``codes.py`` does either."""
+    wrong = []
+    modules = [m for m in SOURCES if layer_of(m) == "dispatch" or m.endswith(".codes")]
+    for module in modules:
+        tree = ast.parse(SOURCES[module].read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            value = node.value if isinstance(node, ast.Constant) else None
+            if type(value) is int and 100 <= value <= 599:
+                wrong.append(f"{module}:{node.lineno} {value}")
+            name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+            if isinstance(name, str) and "status" in name.lower():
+                wrong.append(f"{module}:{node.lineno} {name}")
+    assert not wrong, "an HTTP status outside the HTTP layer:\n" + "\n".join(wrong)
 
 
 # --- no cycles ----------------------------------------------------------------------------

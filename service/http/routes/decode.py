@@ -17,11 +17,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from wai_dispatch.dispatch.codes import ErrorCode, status_of
 from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.auth import require
+from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import ServiceDep
 from wai_dispatch.service.http.errors import ServiceError, error_body
+from wai_dispatch.service.http.statuses import status_of
 from wai_dispatch.service.store.tokens import Principal, Role
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
@@ -67,7 +68,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ServiceError(
             f"the body of {declared} bytes is over max_body_bytes={limit}",
-            code=ErrorCode.BODY_TOO_LARGE,
+            code=HttpCode.BODY_TOO_LARGE,
         )
     chunks: list[bytes] = []
     size = 0
@@ -75,7 +76,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise ServiceError(
-                f"the body is over max_body_bytes={limit}", code=ErrorCode.BODY_TOO_LARGE
+                f"the body is over max_body_bytes={limit}", code=HttpCode.BODY_TOO_LARGE
             )
         chunks.append(chunk)
     return b"".join(chunks)
@@ -90,7 +91,7 @@ def _format(content_type: str) -> Format:
     if kind not in _FORMATS:
         raise ServiceError(
             f"Content-Type {kind!r}: send application/json or application/cbor",
-            code=ErrorCode.CONTENT_TYPE_UNSUPPORTED,
+            code=HttpCode.CONTENT_TYPE_UNSUPPORTED,
         )
     return _FORMATS[kind]
 
@@ -112,7 +113,7 @@ def _answer_kind(accept: str) -> str:
         raise ServiceError(
             f"Accept {accept[:80]!r}: this route answers application/json, image/png or "
             "application/octet-stream (RGB8)",
-            code=ErrorCode.NOT_ACCEPTABLE,
+            code=HttpCode.NOT_ACCEPTABLE,
         )
     return "json"
 

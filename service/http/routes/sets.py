@@ -14,9 +14,9 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
 
 from wai_dispatch.codec.sets import InstalledSet, SetError
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.http.auth import require
+from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import DecoderDep, SetsDep
 from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.http.routes.decode import read_body
@@ -100,7 +100,7 @@ async def install(
     if suffix is None:
         raise ServiceError(
             f"Content-Type {kind!r}: send a set archive as {', '.join(_SUFFIX)}",
-            code=ErrorCode.CONTENT_TYPE_UNSUPPORTED,
+            code=HttpCode.CONTENT_TYPE_UNSUPPORTED,
         )
     body = await read_body(request, MAX_ARCHIVE_BYTES)
 

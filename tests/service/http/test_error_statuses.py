@@ -1,4 +1,5 @@
-"""Every error code's HTTP status comes from the one registry (``ErrorCode.status``): each code,
+"""Every error code's HTTP status comes from the HTTP layer's one table (service/http/statuses.py,
+over every layer's codes: tools/error_registry.py): each code,
 raised as a ``WaiError`` through the real application's exception handlers, answers its
 registry status with the code in its body; the HTTP layer's own refusals and an internal fault
 answer theirs; the page's error answers use the same statuses. In process, no server."""
@@ -12,13 +13,16 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.app import create_app
+from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.web.codes import PageCode
 from wai_dispatch.service.web.dashboard import dashboard_dir
 from wai_dispatch.service.web.page import page_dir
+from wai_dispatch.tools.error_registry import codes
 
 
 class _Client:
@@ -75,14 +79,14 @@ def _error(res: httpx.Response) -> str:
 def test_every_code_answers_its_registry_status(tmp_path: Path) -> None:
     client = _client(tmp_path)
     seen = 0
-    for code in ErrorCode:
+    for code in codes():
         res = client.get(f"/_raise/{code.value}")
-        assert (res.status_code, _error(res)) == (code.status, code.value), code
+        assert (res.status_code, _error(res)) == (status_of(code), code.value), code
         res = client.get(f"/_service/{code.value}")
-        assert (res.status_code, _error(res)) == (code.status, code.value), code
+        assert (res.status_code, _error(res)) == (status_of(code), code.value), code
         assert res.headers["retry-after"] == "7"
         seen += 1
-    assert seen == len(ErrorCode) >= 100
+    assert seen == len(codes()) >= 100
 
 
 def test_a_few_statuses_pinned(tmp_path: Path) -> None:
@@ -108,13 +112,13 @@ def test_the_http_layers_refusals_and_a_fault_answer_their_registry_status(
 ) -> None:
     client = _client(tmp_path)
     for res, code in [
-        (client.get("/no/such/route"), ErrorCode.NOT_FOUND),
-        (client.post("/_bug"), ErrorCode.METHOD_NOT_ALLOWED),
-        (client.get("/_count", params={"n": "many"}), ErrorCode.REQUEST_INVALID),
-        (client.get("/_bug"), ErrorCode.INTERNAL_ERROR),
+        (client.get("/no/such/route"), HttpCode.NOT_FOUND),
+        (client.post("/_bug"), HttpCode.METHOD_NOT_ALLOWED),
+        (client.get("/_count", params={"n": "many"}), HttpCode.REQUEST_INVALID),
+        (client.get("/_bug"), HttpCode.INTERNAL_ERROR),
     ]:
-        assert (res.status_code, _error(res)) == (code.status, code.value), code
-    assert ErrorCode.INTERNAL_ERROR.status == 500
+        assert (res.status_code, _error(res)) == (status_of(code), code.value), code
+    assert status_of(HttpCode.INTERNAL_ERROR) == 500
 
 
 def test_an_unregistered_code_is_a_500_not_an_answer_with_it(tmp_path: Path) -> None:
@@ -130,14 +134,14 @@ def test_the_static_trees_answer_refusals_from_the_registry(tmp_path: Path) -> N
     registry's status; a served file carries the page's Content-Security-Policy."""
     client = _client(tmp_path)
     for url, code in [
-        ("/page/no-such-file.html", ErrorCode.PAGE_NOT_FOUND),
-        ("/page/.hidden", ErrorCode.PAGE_NOT_FOUND),
-        ("/page/js%2F..%2F..%2Fpage.py", ErrorCode.PAGE_NOT_FOUND),
-        ("/dashboard/__init__.py", ErrorCode.NOT_FOUND),
-        ("/dashboard/nothing.js", ErrorCode.NOT_FOUND),
+        ("/page/no-such-file.html", PageCode.PAGE_NOT_FOUND),
+        ("/page/.hidden", PageCode.PAGE_NOT_FOUND),
+        ("/page/js%2F..%2F..%2Fpage.py", PageCode.PAGE_NOT_FOUND),
+        ("/dashboard/__init__.py", HttpCode.NOT_FOUND),
+        ("/dashboard/nothing.js", HttpCode.NOT_FOUND),
     ]:
         res = client.get(url)
-        assert (res.status_code, _error(res)) == (code.status, code.value), url
+        assert (res.status_code, _error(res)) == (status_of(code), code.value), url
     served = client.get("/page/js/app.js")
     assert served.status_code == 200
     assert served.headers["content-type"].startswith("text/javascript")

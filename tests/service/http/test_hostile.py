@@ -28,7 +28,7 @@ from _svc import SAMPLE_CBOR, SAMPLE_JSON, InProcess, in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wai_dispatch.dispatch.codes import is_code
+from wai_dispatch.tools.error_registry import is_registered as is_code
 
 EXAMPLES = int(os.environ.get("WAI_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(
