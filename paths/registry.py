@@ -120,6 +120,16 @@ def known_adapters(programs: Programs | None = None) -> dict[Path, Adapter]:
     return dict((_built() if programs is None else _build(programs))[0])
 
 
+def adapters_for(program_cache_bytes: int | None) -> tuple[Programs, dict[Path, Adapter]]:
+    """A decoder's program cache and adapters: without a budget, :func:`default_programs` and
+    the process's adapters (built once); with one, adapters built anew around one cache of
+    that budget."""
+    if program_cache_bytes is None:
+        return default_programs(), known_adapters()
+    programs: Programs = LRU(program_cache_bytes)
+    return programs, known_adapters(programs)
+
+
 def probe(
     offer: Iterable[Path] | None = None, adapters: Mapping[Path, Adapter] | None = None
 ) -> list[PathStatus]:

@@ -8,7 +8,8 @@ Opened sets and their parsed entropy tables are kept, keyed by set digest, in an
 changed on disk since it was verified (one ``lstat`` per file tells), and always reads the
 bytes that were verified, never the disk. The adapters :meth:`Decoder.open` builds keep their
 programs in one program cache (:attr:`Decoder.programs`) under one byte budget. ``decode`` may
-be called from several threads at once.
+be called from several threads at once. Opening a decoder changes no process-wide state: its
+tile budget and the ONNX path's cache folder go with each of its decodes' jobs.
 
 :meth:`Decoder.prepare` reads an envelope's payload headers and opens its sets once, before
 the decode, for whoever must know the cost first (the HTTP service's admission);
@@ -25,18 +26,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, ready_sets_dir, sets_dir
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError, Limits
-from wai_dispatch.codec.payload import Header, read_header
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
     LoadedSet,
-    SetCapabilityMismatch,
     SetNotInstalled,
     SetStore,
     install_bundled,
@@ -64,17 +62,23 @@ from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.hyperprior import HyperStage
-from wai_dispatch.service.decoding.parts import NoProgram, OpenedSet, Prepared, PreparedPart
+from wai_dispatch.service.decoding.parts import (
+    NoProgram,
+    OpenedSet,
+    Prepared,
+    PreparedPart,
+    any_header,
+    check_capability,
+)
 from wai_dispatch.service.decoding.plan import plan
 from wai_dispatch.service.decoding.results import (
     DecodeResult,
     ImportResult,
-    NoPath,
     PartResult,
     PlanResult,
-    SetMissing,
     Undecodable,
     VerifyResult,
+    no_path,
 )
 from wai_dispatch.service.decoding.setcache import bundled_dir, removed
 from wai_dispatch.service.decoding.settings import Settings, load
@@ -167,14 +171,7 @@ class Decoder:
         found = install_bundled(store, bundled_dir(), skip=removed(store.root)) if bundled else None
         programs: Programs | None = None
         if adapters is None:
-            if program_cache_bytes is None:
-                programs, adapters = (
-                    path_registry.default_programs(),
-                    path_registry.known_adapters(),
-                )
-            else:
-                programs = LRU(program_cache_bytes)
-                adapters = path_registry.known_adapters(programs)
+            programs, adapters = path_registry.adapters_for(program_cache_bytes)
         level = DEFAULT_PNG_LEVEL if settings is None else settings.png_level
         tile = DEFAULT_TILE_BYTES if settings is None else settings.tile_bytes
         return cls(
@@ -219,7 +216,7 @@ class Decoder:
             except WaiError as exc:
                 out.append(PreparedPart(part, header, None, exc))
                 continue
-            _check_capability(digest, opened, part.capability)
+            check_capability(digest, opened, part.capability)
             try:
                 check_pin(opened.files.manifest, part.pin)
             except WaiError as exc:
@@ -285,21 +282,7 @@ class Decoder:
                 return DecodeResult(
                     rgb, reports, done[-1], failures, undecodable, png_level=self.png_level
                 )
-        if not reports and undecodable:
-            raise UnknownCapability(undecodable[0].message)
-        tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])
-        # A path refused because its program is bad input (a wai-ops program that breaks the
-        # bound rule, say) names the error: the report's code alone would hide it.
-        if missing and len(missing) == len(reports) and not undecodable:
-            # Nothing else stood in the way: say so, not "no path" with its refusals.
-            raise SetMissing("; ".join(missing), reports, done, undecodable)
-        bad = [
-            f"{p}: {e.code}: {e.message}" for p, e in failures.items() if isinstance(e, WaiError)
-        ]
-        why = "".join(f"; {m}" for m in missing + [u.message for u in undecodable] + bad)
-        raise NoPath(
-            f"no offered path decodes this envelope ({tried}){why}", reports, done, undecodable
-        )
+        raise no_path(reports, done, undecodable, missing, failures)
 
     def job(self, files: SetFiles, latent: np.ndarray, symbols: np.ndarray | None) -> SynthesisJob:
         """The synthesis job of one of this decoder's decodes: its tile budget and the ONNX
@@ -324,7 +307,7 @@ class Decoder:
     def _opened(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
         digest = given or self.store.default_for(capability).digest
         opened = self._open(digest, pin)
-        _check_capability(digest, opened, capability)
+        check_capability(digest, opened, capability)
         return opened
 
     def _open(self, digest: str, pin: Pin | None) -> OpenedSet:
@@ -376,14 +359,11 @@ class Decoder:
 
     def paths(self, offer: Iterable[Path | str] | None = None) -> list[PathStatus]:
         """Each offered path (default: this decoder's offer), present or absent and why."""
-
-        return path_registry.probe(
-            self.offer if offer is None else parse_offer(offer), self.adapters
-        )
+        chosen = self.offer if offer is None else parse_offer(offer)
+        return path_registry.probe(chosen, self.adapters)
 
     def absent_reason(self, path: Path) -> str:
         """Why ``path``'s unit is absent here, in its adapter's words."""
-
         return path_registry.absent_reason(self.adapters.get(path))
 
     def plan(
@@ -400,22 +380,15 @@ class Decoder:
         networks (service/decoding/plan.py). The set: ``set_dir`` (a folder outside the store), else
         ``set_digest``, else the store's default set of ``capability``. Every shape is checked
         against the limits before anything of its size is allocated."""
-
         return plan(
-            self,
-            path if isinstance(path, Path) else Path.parse(path),
-            set_digest=set_digest,
-            set_dir=set_dir,
-            capability=capability,
-            latent_shape=latent_shape,
-        )
+            self, path if isinstance(path, Path) else Path.parse(path), set_digest=set_digest,
+            set_dir=set_dir, capability=capability, latent_shape=latent_shape,
+        )  # fmt: skip
 
     # -- §6.4 and the CompressAI import (service/decoding/verify.py, service/decoding/compressai.py)
 
     def verify(self) -> VerifyResult:
-        """§6.4 agreement on every installed set; damaged sets and sets of a capability this
-        build does not know are reported, and the others checked."""
-
+        """§6.4 agreement on every installed set (damaged or unknown ones reported)."""
         return verify_store(self)
 
     def import_compressai(
@@ -423,20 +396,4 @@ class Decoder:
     ) -> ImportResult:
         """CompressAI's own bitstream file (docs/interop.md) as an envelope for a set whose
         model and quality are the file's."""
-
         return import_compressai(self, data, set_digest=set_digest, capability=capability)
-
-
-def any_header(payload: bytes, *, limits: Limits) -> Header:
-    """The payload's header, checked against ``limits``: a ``WAIP`` payload's own, or for a
-    hyperprior (``WAIH``) payload, its latent y's (what the cost estimate reads)."""
-    if waih.is_hyperprior(payload):
-        return waih.read_header(payload, limits=limits).as_latent_header()
-    return read_header(payload, limits=limits)
-
-
-def _check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
-    if opened.files.capability != capability:
-        raise SetCapabilityMismatch(
-            f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
-        )

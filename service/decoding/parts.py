@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.envelope import Envelope, Part
-from wai_dispatch.codec.payload import Header
-from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.codec.errors import Limits
+from wai_dispatch.codec.payload import Header, read_header
+from wai_dispatch.codec.sets import LoadedSet, SetCapabilityMismatch
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.dispatch import Adapter, Path
 from wai_dispatch.dispatch.errors import WaiError
@@ -80,3 +82,19 @@ class NoProgram:
 
     def run(self, job: object) -> None:
         raise AssertionError("not asked: program_present is False")
+
+
+def any_header(payload: bytes, *, limits: Limits) -> Header:
+    """The payload's header, checked against ``limits``: a ``WAIP`` payload's own, or for a
+    hyperprior (``WAIH``) payload, its latent y's (what the cost estimate reads)."""
+    if waih.is_hyperprior(payload):
+        return waih.read_header(payload, limits=limits).as_latent_header()
+    return read_header(payload, limits=limits)
+
+
+def check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
+    """Refuse a set of another capability than its part's (``set_capability_mismatch``)."""
+    if opened.files.capability != capability:
+        raise SetCapabilityMismatch(
+            f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
+        )

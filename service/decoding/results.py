@@ -13,6 +13,7 @@ from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL
 from wai_dispatch.codec.picture import rgb_digest, to_png
 from wai_dispatch.dispatch import Code, Path, Placement, Report, WaiError
+from wai_dispatch.dispatch.errors import UnknownCapability
 from wai_dispatch.service.decoding.codes import DecodingCode
 
 
@@ -58,10 +59,35 @@ class NoPath(WaiError):
 
 
 class SetMissing(NoPath):
-    """No path ran only because every part's set is not installed here (404
-    ``set_not_installed``, naming the digest): the reports say so path by path all the same."""
+    """No path ran only because every part's set is not installed here
+    (``set_not_installed``, naming the digest): the reports say so path by path all the same."""
 
     code = CodecCode.SET_NOT_INSTALLED
+
+
+def no_path(
+    reports: list[Report],
+    done: list[PartResult],
+    undecodable: list[Undecodable],
+    missing: list[str],
+    failures: Mapping[Path, BaseException],
+) -> WaiError:
+    """The error of a decode no path ran: ``unknown_capability`` when no part was of a
+    capability this sink knows; :class:`SetMissing` when only sets were missing; else
+    :class:`NoPath`, its message naming what stood in the way (a path refused because its
+    program is bad input, a wai-ops program that breaks the bound rule say, names the error:
+    the report's code alone would hide it)."""
+    if not reports and undecodable:
+        return UnknownCapability(undecodable[0].message)
+    if missing and len(missing) == len(reports) and not undecodable:
+        # Nothing else stood in the way: say so, not "no path" with its refusals.
+        return SetMissing("; ".join(missing), reports, done, undecodable)
+    tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])
+    bad = [f"{p}: {e.code}: {e.message}" for p, e in failures.items() if isinstance(e, WaiError)]
+    why = "".join(f"; {m}" for m in missing + [u.message for u in undecodable] + bad)
+    return NoPath(
+        f"no offered path decodes this envelope ({tried}){why}", reports, done, undecodable
+    )
 
 
 @dataclass(frozen=True)
