@@ -9,7 +9,8 @@ It prints the distinct ``wai_dispatch`` modules the request visited, and the pac
 two consecutive calls of ours in one thread whose modules are in different packages (``codec``,
 ``paths``, ``service.decoding``, ``service.http``, …; a package is the layer of
 docs/architecture.md) count one. Changes are given in total (every thread) and inside the
-decode thread (the thread that ran ``Decoder.decode``). The request's threads are those that
+decode thread (the thread that ran ``Decoder.decode``), with how often the calls come back to
+the HTTP layer (``service.http``) after leaving it. The request's threads are those that
 ran a module of the HTTP layer; the threads that run beside it (the set sync, the spool) are
 left out. ``--modules`` lists the modules and
 ``--json`` prints the figures as one JSON object."""
@@ -46,16 +47,28 @@ def package_of(module: str) -> str:
     return ".".join(parts[:2]) if parts[0] == "service" and len(parts) > 1 else parts[0]
 
 
+#: A generator's or a coroutine's code (CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE,
+#: CO_ASYNC_GENERATOR): each resume of its frame is a profiler "call" too.
+_RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200
+
+
 class Trace:
-    """The calls of ours, per thread, while :attr:`on` is set."""
+    """The calls of ours, per thread, while :attr:`on` is set. A generator or a coroutine
+    counts once, when it first runs: resuming one after an ``await`` or a ``yield`` is no
+    call."""
 
     def __init__(self) -> None:
         self.on = False
         self.calls: dict[int, list[tuple[str, str]]] = {}
+        self._started: dict[int, FrameType] = {}  # the frames kept, so their ids stay theirs
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         if not self.on or event != "call":
             return
+        if frame.f_code.co_flags & _RESUMABLE:
+            if id(frame) in self._started:
+                return
+            self._started[id(frame)] = frame
         module = frame.f_globals.get("__name__", "")
         if isinstance(module, str) and module.startswith(PREFIX):
             key = threading.get_ident()
@@ -72,14 +85,22 @@ class Trace:
         modules = sorted({m for calls in request.values() for m, _ in calls})
         changes = {key: _changes([m for m, _ in calls]) for key, calls in request.items()}
         decode = [k for k, calls in request.items() if (DECODER, "decode") in calls]
+        returns = sum(_returns_to_http([m for m, _ in calls]) for calls in request.values())
         return {
             "modules": len(modules),
             "package_changes": sum(changes.values()),
             "package_changes_in_decode_thread": sum(changes[k] for k in decode),
+            "returns_to_http": returns,
             "threads": len(request),
             "background_threads": len(self.calls) - len(request),
             "module_names": modules,
         }
+
+
+def _returns_to_http(modules: list[str]) -> int:
+    """How often a thread's calls come back to the HTTP layer after leaving it."""
+    http = [package_of(m) == "service.http" for m in modules]
+    return sum(1 for a, b in itertools.pairwise(http) if b and not a)
 
 
 def _changes(modules: list[str]) -> int:
@@ -140,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"package changes: {figures['package_changes']} in the request's "
           f"{figures['threads']} threads, {figures['package_changes_in_decode_thread']} of "
           "them in the decode thread")  # fmt: skip
+    print(f"returns to the HTTP layer: {figures['returns_to_http']}")
     if args.modules:
         for name in figures["module_names"]:
             print(f"  {name}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import platform
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -31,8 +31,7 @@ from prometheus_client import (
 )
 
 from wai_dispatch import __version__
-from wai_dispatch.service.store.records import ReportRecord
-from wai_dispatch.service.usecase.decode import NoPathFound, Outcome, Refused
+from wai_dispatch.service.usecase.decode import Decoded, NoPathFound
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics", "multiprocess_on"]
 
@@ -108,24 +107,21 @@ class Metrics:
         if self.multiprocess:
             threading.Thread(target=self._sampler, name="metrics-sampler", daemon=True).start()
 
-    def decode_recorded(self, records: Sequence[ReportRecord], seconds: float | None) -> None:
+    def decode_done(self, outcome: Decoded | NoPathFound, seconds: float) -> None:
         """A decode's stored records, by path, tier and outcome, and their refusals by code;
-        ``seconds``: the decode's time where a path ran (the use case's :class:`Meter`)."""
-        for rec in records:
+        the decode's time where a path ran; ``POST /v1/decode``'s time (``seconds``); a no
+        path counted as its error (the use case's :class:`~service.usecase.decode.Meter`; a
+        refused request is counted where its error is answered, by the app's handler)."""
+        for rec in outcome.records:
             self.decodes.labels(rec.path_ran or "none", rec.tier or "none", rec.outcome).inc()
             for refusal in rec.refusals:
                 self.refusals.labels(refusal.code).inc()
-        if seconds is not None:
-            self.decode_seconds.labels(records[-1].path_ran or "none").observe(seconds)
-
-    def decode_answered(self, outcome: Outcome, seconds: float) -> None:
-        """``POST /v1/decode`` answered with ``outcome`` after ``seconds`` (a refusal is counted
-        where its error is answered, by the app's error handler)."""
-        if isinstance(outcome, Refused):
-            return
-        self.request_seconds.observe(seconds)
-        if isinstance(outcome, NoPathFound):
+        if isinstance(outcome, Decoded):
+            ran = outcome.records[-1].path_ran or "none"
+            self.decode_seconds.labels(ran).observe(outcome.seconds)
+        else:
             self.errors.labels(outcome.code).inc()
+        self.request_seconds.observe(seconds)
 
     def _gauge(self, name: str, doc: str, mode: str, labels: list[str] | None = None) -> Gauge:
         return Gauge(

@@ -12,7 +12,8 @@ same two steps:
    the decode, the records of its reports (:func:`service.store.records.records_for`: each
    ``dispatch.Report`` becomes one typed :class:`ReportRecord`, serialised once), handed to
    the recorder in one call, and the picture made in the decode's own thread (PNG, or the
-   RGB8 samples as they are).
+   RGB8 samples as they are). The gate's calibration and the meter are told afterwards, off
+   the decode's thread.
 
 A typed error of the request (bad input, a limit, the store that cannot record) is the outcome
 :class:`Refused`; anything else is a fault and raises.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
@@ -94,10 +95,11 @@ class Gate(Protocol):
 
 
 class Meter(Protocol):
-    """What counts decodes (:class:`service.http.metrics.Metrics`): the records a decode
-    stored, and the seconds it took where a path ran."""
+    """What counts decodes (:class:`service.http.metrics.Metrics`): told each decode that
+    was not refused, once its reports are stored, with the seconds since the request was
+    handed to :func:`decode` (queueing included)."""
 
-    def decode_recorded(self, records: Sequence[ReportRecord], seconds: float | None) -> None: ...
+    def decode_done(self, outcome: Decoded | NoPathFound, seconds: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ class Decoded:
     result: DecodeResult
     records: list[ReportRecord]
     picture: bytes
+    #: The decode's running seconds, and with its records stored.
+    decode_seconds: float = 0.0
+    seconds: float = 0.0
 
     @property
     def reports(self) -> list[dict[str, object]]:
@@ -164,47 +169,37 @@ class Admitted:
     request: DecodeRequest
     prepared: Prepared
     estimate: Estimate
+    #: The set each part names, by capability (``None``: the store's default).
+    named_sets: dict[str, str | None]
 
 
 def prepare(decoder: Decoder, request: DecodeRequest) -> Admitted:
     """Step 1: parse, prepare and estimate (raises the request's typed error)."""
     envelope = _parse(decoder, request)
     prepared = decoder.prepare(envelope)
-    return Admitted(request, prepared, estimates.estimate(prepared))
+    named = {p.capability: p.set for p in envelope.parts()}
+    return Admitted(request, prepared, estimates.estimate(prepared), named)
 
 
-def run(
-    decoder: Decoder,
-    admitted: Admitted,
-    recorder: Recorder | None,
-    *,
-    meter: Meter | None = None,
-    measured: Callable[[int, float], None] | None = None,
-) -> Decoded | NoPathFound:
-    """Step 2: decode, record every report (``recorder``; ``None``: kept, not recorded), and
-    make the picture. ``measured`` is told the pixels and seconds of a decode that ran."""
-    request, envelope = admitted.request, admitted.prepared.envelope
+def run(decoder: Decoder, admitted: Admitted, recorder: Recorder | None) -> Decoded | NoPathFound:
+    """Step 2: decode, record every report (``recorder``, one call; ``None``: kept, not
+    recorded), and make the picture."""
     t0 = time.perf_counter()
     try:
         result = decoder.decode(admitted.prepared)
     except NoPath as exc:
-        records = _records(exc.reports, exc.parts, None, t0, request, envelope)
-        _record(recorder, meter, records, None)
-        log.info("decode", extra={"request_id": request.request_id, "sink": request.sink,
-                                  "outcome": "no_path"})  # fmt: skip
+        records = _records(exc.reports, exc.parts, None, t0, admitted)
+        if recorder is not None:
+            recorder.record(records)
         return NoPathFound(exc, records)
     took = time.perf_counter() - t0
-    if measured is not None:
-        measured(admitted.estimate.pixels, took)  # calibrates the time estimate
-    records = _records(result.reports, [result.part], result.rgb_digest, t0, request, envelope)
-    _record(recorder, meter, records, t0)
+    records = _records(result.reports, [result.part], result.rgb_digest, t0, admitted)
+    if recorder is not None:
+        recorder.record(records)
+    seconds = time.perf_counter() - t0
     # the answer is made here, in the decode's thread: RGB8 as it is, else the PNG
-    picture = result.rgb.tobytes() if request.picture == "rgb" else result.png()
-    log.info("decode", extra={
-        "request_id": request.request_id, "sink": request.sink, "outcome": "decoded",
-        "path": records[-1].path_ran, "ms": records[-1].duration_ms,
-    })  # fmt: skip
-    return Decoded(result, records, picture)
+    picture = result.rgb.tobytes() if admitted.request.picture == "rgb" else result.png()
+    return Decoded(result, records, picture, took, seconds)
 
 
 async def decode(
@@ -216,16 +211,21 @@ async def decode(
     meter: Meter | None = None,
 ) -> Outcome:
     """The service's decode: :func:`prepare` in a worker thread, then :func:`run` as ``gate``
-    admits it. A typed error on the way is :class:`Refused` (the gate's own included: a full
-    queue, a timeout)."""
+    admits it; once it is done, ``gate`` is told the decode's time and ``meter`` the outcome.
+    A typed error on the way is :class:`Refused` (the gate's own included: a full queue, a
+    timeout)."""
+    started = time.perf_counter()
     try:
         admitted = await anyio.to_thread.run_sync(prepare, decoder, request)
-        return await gate.run(
-            admitted.estimate,
-            lambda: run(decoder, admitted, recorder, meter=meter, measured=gate.measured),
-        )
+        outcome = await gate.run(admitted.estimate, lambda: run(decoder, admitted, recorder))
     except WaiError as exc:
         return Refused(exc)
+    if isinstance(outcome, Decoded):
+        gate.measured(admitted.estimate.pixels, outcome.decode_seconds)  # calibrates the time
+    _log(request, outcome)
+    if meter is not None:
+        meter.decode_done(outcome, time.perf_counter() - started)
+    return outcome
 
 
 def decode_here(
@@ -241,9 +241,11 @@ def decode_here(
         admitted = prepare(decoder, request)
         if check is not None:
             check(admitted.estimate)
-        return run(decoder, admitted, recorder)
+        outcome = run(decoder, admitted, recorder)
     except WaiError as exc:
         return Refused(exc)
+    _log(request, outcome)
+    return outcome
 
 
 def local_request(body: bytes, *, sink: str = "local") -> DecodeRequest:
@@ -260,19 +262,14 @@ def _parse(decoder: Decoder, request: DecodeRequest) -> Envelope:
     return envelope_read.parse(request.body, limits=decoder.limits)
 
 
-def _record(
-    recorder: Recorder | None,
-    meter: Meter | None,
-    records: list[ReportRecord],
-    started: float | None,
-) -> None:
-    """The one call that records a decode's reports, then the meter (the seconds since
-    ``started`` where a path ran)."""
-    if recorder is not None:
-        recorder.record(records)
-    if meter is not None:
-        seconds = None if started is None else time.perf_counter() - started
-        meter.decode_recorded(records, seconds)
+def _log(request: DecodeRequest, outcome: Decoded | NoPathFound) -> None:
+    extra: dict[str, object] = {"request_id": request.request_id, "sink": request.sink}
+    if isinstance(outcome, NoPathFound):
+        log.info("decode", extra={**extra, "outcome": "no_path"})
+        return
+    last = outcome.records[-1]
+    log.info("decode", extra={**extra, "outcome": "decoded", "path": last.path_ran,
+                              "ms": last.duration_ms})  # fmt: skip
 
 
 def _records(
@@ -280,13 +277,12 @@ def _records(
     parts: list[PartResult],
     rgb_digest: str | None,
     t0: float,
-    request: DecodeRequest,
-    envelope: Envelope,
+    admitted: Admitted,
 ) -> list[ReportRecord]:
     """The records of a decode's reports; a part the entropy stage never reached (its set not
     installed, or a primary that had no path) has the set the envelope named, if any."""
     facts = {p.capability: (p.set_digest, p.symbols_digest) for p in parts}
-    given = {p.capability: p.set for p in envelope.parts()}
+    given, request = admitted.named_sets, admitted.request
     return records_for(
         reports,
         request_id=request.request_id,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -136,10 +135,8 @@ async def decode(
         body, _format(request.headers.get("content-type", "")), principal.name,
         request.scope["state"]["request_id"], "rgb" if kind == "rgb" else "png",
     )  # fmt: skip
-    started = time.perf_counter()
     outcome = await usecase.decode(service.decoder, asked, gate=service.admission,
                                    recorder=service.recorder, meter=service.metrics)  # fmt: skip
-    service.metrics.decode_answered(outcome, time.perf_counter() - started)
     match outcome:
         case Refused(error=error):
             raise error
