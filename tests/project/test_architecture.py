@@ -319,6 +319,20 @@ def test_the_core_holds_no_http_status() -> None:
     assert not wrong, "an HTTP status outside the HTTP layer:\n" + "\n".join(wrong)
 
 
+def test_the_decode_route_calls_one_use_case() -> None:
+    """``POST /v1/decode``'s handler reads the request, calls the decode use case and maps its
+    outcome: under 30 lines, the use case called once, no decoder or recorder touched."""
+    path = SOURCES[f"{PREFIX}.service.http.routes.decode"]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    (handler,) = [
+        n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "decode"
+    ]
+    assert handler.end_lineno is not None and handler.end_lineno - handler.lineno + 1 < 30
+    calls = [ast.unparse(n.func) for n in ast.walk(handler) if isinstance(n, ast.Call)]
+    assert calls.count("usecase.decode") == 1, calls
+    assert not [c for c in calls if c.startswith(("service.decoder.", "service.recorder."))]
+
+
 # --- no cycles ----------------------------------------------------------------------------
 
 
