@@ -62,12 +62,8 @@ def int8_units() -> str:
         if line.startswith(("flags", "Features")):
             flags.update(line.split(":", 1)[1].split())
             break
-    found = [
-        name
-        for name in ("amx_int8", "avx512_vnni", "avx_vnni", "avx512bw", "avx2", "sse4_1")
-        if name in flags
-    ]
-    found += [name for name in ("i8mm", "asimddp") if name in flags]
+    known = ("amx_int8", "avx512_vnni", "avx_vnni", "avx512bw", "avx2", "sse4_1", "i8mm", "asimddp")
+    found = [name for name in known if name in flags]
     return " ".join(found[:2]) or platform.machine() or "unknown"
 
 

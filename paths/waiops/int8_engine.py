@@ -23,7 +23,6 @@ inverse GDN and the clamps are :class:`~paths.waiops.engine.Engine`'s (int32, ex
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +37,6 @@ PLANE_BITS = 7
 #: Weight digits lie in [−DIGIT_MAX, DIGIT_MAX], base 2·DIGIT_MAX + 1 = 255.
 DIGIT_MAX = 127
 DIGIT_BASE = 2 * DIGIT_MAX + 1
-_PLANE_MAX = (1 << PLANE_BITS) - 1
 #: Rows × K of one GEMM's left operand at most (its size bounds the engine's scratch memory).
 _CHUNK_BYTES = 1 << 24
 
@@ -60,9 +58,18 @@ def weight_digits(w: np.ndarray) -> list[np.ndarray]:
             return digits
 
 
-def activation_planes(span: int) -> int:
-    """How many 7-bit planes hold every ``u`` in [0, span]."""
-    return max(1, -(-max(span, 1).bit_length() // PLANE_BITS))
+def set_plane_bits(bits: int) -> None:
+    """Engines built after this call use ``bits``-bit planes: only for showing what 8-bit
+    planes do on a saturating kernel (``tools/int8_check.py``, the tests); 7 is the engine's."""
+    global PLANE_BITS
+    if not 1 <= bits <= 8:
+        raise ValueError("plane bits are 1…8")
+    PLANE_BITS = bits
+
+
+def activation_planes(span: int, bits: int = 7) -> int:
+    """How many ``bits``-bit planes hold every ``u`` in [0, span]."""
+    return max(1, -(-max(span, 1).bit_length() // bits))
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,7 @@ class Int8Engine(Engine):
         import onnxruntime as ort
 
         super().__init__(program)
-        self._lock = threading.Lock()
+        self._bits = PLANE_BITS
         self._offsets: dict[str, tuple[int, int]] = {}  # conv → (lo, planes)
         self._gemms: dict[str, list[_Gemm | None]] = {}
         options = shared_session_options()
@@ -109,7 +116,7 @@ class Int8Engine(Engine):
                 continue
             lo, hi = program.bounds[op.inputs[0]]
             low, span = int(lo.min()), int(hi.max()) - int(lo.min())
-            planes = activation_planes(span)
+            planes = activation_planes(span, self._bits)
             self._offsets[op.name] = (low, planes)
             plan = self._convs[op.name]
             gemms: list[_Gemm | None] = []
@@ -118,7 +125,7 @@ class Int8Engine(Engine):
                 if w.shape[0] == 0:
                     gemms.append(None)
                     continue
-                if _PLANE_MAX * DIGIT_MAX * w.shape[0] >= 1 << 31:
+                if ((1 << self._bits) - 1) * DIGIT_MAX * w.shape[0] >= 1 << 31:
                     raise NotInt8Exact(f"{op.name}: {w.shape[0]} terms could pass int32")
                 digits = weight_digits(w)
                 b = np.ascontiguousarray(np.concatenate(digits, axis=1))
@@ -145,6 +152,7 @@ class Int8Engine(Engine):
             ho, wo = h + 2 * c.padding - c.kernel + 1, w + 2 * c.padding - c.kernel + 1
         out = np.empty((ho, wo, co), dtype=np.int32)
         low, planes = self._offsets[name]
+        bits, top_value = self._bits, (1 << self._bits) - 1
         for ph, gemm in zip(c.phases, self._gemms[name], strict=True):
             rows = (ho - ph.a + c.stride - 1) // c.stride
             cols = (wo - ph.b + c.stride - 1) // c.stride
@@ -161,7 +169,7 @@ class Int8Engine(Engine):
             # padding is x = 0, i.e. u = −lo: the correction's −lo·Σw covers it everywhere
             u = np.pad(x, ((top, bottom), (left, right), (0, 0))).astype(np.int64) - low
             plane = np.stack(
-                [((u >> (PLANE_BITS * j)) & _PLANE_MAX).astype(np.uint8) for j in range(planes)]
+                [((u >> (bits * j)) & top_value).astype(np.uint8) for j in range(planes)]
             )
             k = ph.weights.shape[0]
             step = max(1, _CHUNK_BYTES // max(planes * cols * k, 1))
@@ -177,9 +185,7 @@ class Int8Engine(Engine):
                 acc = np.broadcast_to(gemm.correction, ((r1 - r0) * cols, co)).copy()
                 for j in range(planes):
                     for i in range(gemm.digits):
-                        acc += y[j, :, i].astype(np.int64) * (
-                            (1 << (PLANE_BITS * j)) * DIGIT_BASE**i
-                        )
+                        acc += y[j, :, i].astype(np.int64) * ((1 << (bits * j)) * DIGIT_BASE**i)
                 out[ph.a + r0 * c.stride : ph.a + r1 * c.stride : c.stride, ph.b :: c.stride] = (
                     acc.reshape(r1 - r0, cols, co).astype(np.int32)
                 )
