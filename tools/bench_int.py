@@ -94,8 +94,8 @@ def int8_profile(int_job: Any, wai: WaiOpsAdapter) -> str:
     engine.run(int_job.symbols)
     profiler.disable()
     stats: Any = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    names = ("GEMMs (MatMulInteger)", "im2col, recombination (int8_engine)", "planes")
-    names += ("dtype conversions", "requantize, IGDN (NumPy int32)", "other")
+    names: tuple[str, ...] = ("GEMMs (MatMulInteger)", "im2col, recombination (int8_engine)")
+    names += ("planes", "dtype conversions", "requantize, IGDN (NumPy int32)", "other")
     stages = dict.fromkeys(names, 0.0)
     total = 0.0
     for (file, _, func), (_, _, tottime, _, _) in stats.items():
