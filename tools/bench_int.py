@@ -11,8 +11,10 @@ beside the float synthesis, with its GOP/s against this CPU's int8 (ONNX Runtime
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -84,9 +86,6 @@ def program_ops(program: Any, h: int, w: int) -> int:
 
 def int8_profile(int_job: Any, wai: WaiOpsAdapter) -> str:
     """Where one 256×256 run of the int8 engine spends its time (cProfile, by stage)."""
-    import cProfile
-    import pstats
-
     engine = Int8Engine(wai.program(int_job))
     engine.run(int_job.symbols)
     profiler = cProfile.Profile()

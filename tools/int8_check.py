@@ -24,6 +24,7 @@ from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.paths.waiops import int8_engine, reference
 from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.choose import int8_units
@@ -113,8 +114,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-hyper", action="store_true")
     parser.add_argument("--plane-bits", type=int, default=int8_engine.PLANE_BITS)
     args = parser.parse_args(argv)
-    from wai_dispatch.paths.onnx import configure_thread_pool
-
     threads = configure_thread_pool(args.threads)
     int8_engine.set_plane_bits(args.plane_bits)
     payloads = args.payloads

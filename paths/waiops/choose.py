@@ -26,6 +26,8 @@ import numpy as np
 
 from wai_dispatch.codec.errors import Limits
 from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops.int8_engine import Int8Engine, NotInt8Exact
+from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
 from wai_dispatch.paths.waiops.program import Program
 
 log = logging.getLogger(__name__)
@@ -110,8 +112,6 @@ def build(program: Program, where: str = "wai-ops") -> Runner:
 
 def engine_name(runner: object) -> str:
     """An engine's name as :func:`build` chose it."""
-    from wai_dispatch.paths.waiops.int8_engine import Int8Engine
-
     if isinstance(runner, Int8Engine):
         return "int8"
     return "numpy" if isinstance(runner, Engine) else "float32"
@@ -123,16 +123,12 @@ def _try(name: str, program: Program) -> Runner | None:
     if not _onnxruntime():
         return None
     if name == "float32":
-        from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
-
         if not program.float32_exact:
             return None
         try:
             return OnnxEngine(program)
         except SqrtNotExact:  # this build's square root is not correctly rounded
             return None
-    from wai_dispatch.paths.waiops.int8_engine import Int8Engine, NotInt8Exact
-
     try:
         return Int8Engine(program)
     except NotInt8Exact:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -130,7 +131,7 @@ def test_corpus_payloads_and_h_s_are_exact_with_1_and_2_threads(threads: int) ->
 def _qemu() -> None:
     if shutil.which("qemu-x86_64") is None:
         pytest.skip("qemu-user is not installed (apt-get install qemu-user): no emulated CPUs")
-    if os.uname().machine != "x86_64":
+    if platform.machine() != "x86_64":
         pytest.skip("the emulated CPU models are x86-64 ones; this machine is not x86-64")
 
 
