@@ -121,13 +121,9 @@ class WaiOpsAdapter:
 
     def device(self) -> dict[str, str]:
         """Where the path runs (``wai-dispatch paths``): the CPU, the engine a float32-exact
-        program gets here (:mod:`paths.waiops.choose`; a program past 2^24 gets ``int8``),
-        and the CPU's int8 dot-product units."""
-        return {
-            "unit": "cpu",
-            "engine": choose.machine_engine(),
-            "int8_units": choose.int8_units(),
-        }
+        program gets here (:mod:`paths.waiops.choose`; a program past 2^24 gets ``int8``;
+        the log names the CPU's int8 units at each choice)."""
+        return {"unit": "cpu", "engine": choose.machine_engine()}
 
     def program_present(self, job: SynthesisJob) -> bool:
         spec = program_spec(job.set_files)
