@@ -1,16 +1,20 @@
 """Benchmark the integer path: the ``wai.neural.int_synth`` synthesis on ``cpu/wai-ops/integer``
 against the ONNX Runtime float decode of the same latent (``cpu/onnx-runtime/float`` on the float
-set it was derived from), at 256×256 and 768×512, with peak memory, and the integer engine's
-GOP/s against this CPU's int8 (ONNX Runtime ``MatMulInteger``) and float32 (NumPy GEMM) peaks
-measured in the same run.
+set it was derived from), at 256×256, 768×512 and 1024×1024, with peak memory; each exact engine
+(:mod:`paths.waiops.choose`: the float32-exact graph, the int8 engine, the NumPy engine) timed
+beside the float synthesis, with its GOP/s against this CPU's int8 (ONNX Runtime
+``MatMulInteger``) and float32 (NumPy GEMM) peaks measured in the same run.
 
-    python -m wai_dispatch.tools.bench_int [--repeats N] [--threads 2]
+    python -m wai_dispatch.tools.bench_int [--repeats N] [--threads 2] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import os
+import pstats
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -27,10 +31,17 @@ from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+from wai_dispatch.paths.waiops.choose import int8_units, machine_engine
 from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops.int8_engine import Int8Engine
+from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
 from wai_dispatch.tools.bench_onnx import best_of, best_of_interleaved, gemm_rate
 
-CASES = (("256x256", "coffee-256x256"), ("768x512", "hubble-768x512"))
+CASES = (
+    ("256x256", "coffee-256x256"),
+    ("768x512", "hubble-768x512"),
+    ("1024x1024", "hubble-768x512"),  # its latent tiled to 64×64
+)
 
 
 def _set(folder: Path) -> Any:
@@ -41,16 +52,18 @@ def _set(folder: Path) -> Any:
     return LoadedSet.from_files(files, facts=manifest.facts, capability=manifest.capability)
 
 
-def _inputs(case: str) -> tuple[np.ndarray, np.ndarray]:
+def _inputs(case: str, label: str = "") -> tuple[np.ndarray, np.ndarray]:
     tables = EntropyTables.from_json(
         (sets_dir() / "int-synth-demo-q3" / "cdfs_q3.json").read_bytes()
     )
     symbols = codec_payload.decode((neural_conformance_dir() / f"{case}.waip").read_bytes(), tables)
+    if label == "1024x1024":  # no corpus payload that large: the 768×512 latent, tiled
+        symbols = np.ascontiguousarray(np.tile(symbols, (1, 1, 2, 2))[:, :, :64, :64])
     return symbols, codec_payload.latent(symbols, tables)
 
 
-def _jobs(case: str) -> tuple[Any, Any]:
-    symbols, latent = _inputs(case)
+def _jobs(case: str, label: str = "") -> tuple[Any, Any]:
+    symbols, latent = _inputs(case, label)
     int_job = SynthesisJob(_set(sets_dir() / "int-synth-demo-q3"), latent, symbols)
     float_job = SynthesisJob(_set(sets_dir() / "bmshj2018-demo-q3"), latent, symbols)
     return int_job, float_job
@@ -69,6 +82,38 @@ def program_ops(program: Any, h: int, w: int) -> int:
             c = op.params["gamma"].shape[0]
             macs += c * c * h * w
     return 2 * macs
+
+
+def int8_profile(int_job: Any, wai: WaiOpsAdapter) -> str:
+    """Where one 256×256 run of the int8 engine spends its time (cProfile, by stage)."""
+    engine = Int8Engine(wai.program(int_job))
+    engine.run(int_job.symbols)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    engine.run(int_job.symbols)
+    profiler.disable()
+    stats: Any = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    names: tuple[str, ...] = ("GEMMs (MatMulInteger)", "im2col, recombination (int8_engine)")
+    names += ("planes", "dtype conversions", "requantize, IGDN (NumPy int32)", "other")
+    stages = dict.fromkeys(names, 0.0)
+    total = 0.0
+    for (file, _, func), (_, _, tottime, _, _) in stats.items():
+        total += tottime
+        if "onnxruntime" in func:
+            stage = names[0]
+        elif func == "<listcomp>" and "int8_engine" in file:
+            stage = names[2]
+        elif "int8_engine" in file:  # np.concatenate's time is counted in its caller
+            stage = names[1]
+        elif "astype" in func:
+            stage = names[3]
+        elif file.endswith("engine.py"):
+            stage = names[4]
+        else:
+            stage = names[5]
+        stages[stage] += tottime
+    shares = ", ".join(f"{k} {v / max(total, 1e-9):.0%}" for k, v in stages.items())
+    return f"int8 engine, one 256×256 run ({total * 1e3:.0f} ms profiled): {shares}"
 
 
 def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
@@ -158,32 +203,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"float32 GEMM 2048² {f32['gflops']:.0f} GFLOP/s"
     )
     wai, ort_adapter = WaiOpsAdapter(), OnnxRuntimeAdapter()
-    print("ratio: integer ÷ float, in time (below 1: the integer path is faster); goal ≤ 1.0")
     print(
-        f"{'picture':9} {'float (ORT)':>12} {'integer':>12} {'ratio':>6} {'GOP/s':>6} "
-        f"{'of int8':>8} {'of f32':>7} {'int NumPy f64/f32':>18}"
+        f"load average {os.getloadavg()[0]:.2f}; CPU int8 units: {int8_units()}; the path "
+        f"chooses the {machine_engine()} engine for this program; ratio: engine ÷ float "
+        "synthesis in time (goal ≤ 0.6)"
+    )
+    print(
+        f"{'picture':9} {'engine':8} {'time':>10} {'float':>10} {'ratio':>6} {'GOP/s':>6} "
+        f"{'of int8':>8} {'of f32':>7}"
     )
     for label, case in CASES[:1] if args.quick else CASES:
-        int_job, float_job = _jobs(case)
+        int_job, float_job = _jobs(case, label)
         program = wai.program(int_job)
-        numpy_engine = Engine(program)
-        best = best_of_interleaved(
-            {
-                "float": partial(ort_adapter.run, float_job),
-                "integer": partial(wai.run, int_job),
-            },
-            args.repeats,
-        )
-        slow = float("nan")  # the NumPy engine takes seconds a run: not in a --quick run
-        if not args.quick:
-            slow = best_of(partial(numpy_engine.run, int_job.symbols), max(2, args.repeats // 3))
+        engines: dict[str, Any] = {"float32": OnnxEngine(program), "int8": Int8Engine(program)}
+        runs = {"float": partial(ort_adapter.run, float_job)}
+        runs |= {name: partial(e.run, int_job.symbols) for name, e in engines.items()}
+        best = best_of_interleaved(runs, args.repeats)
+        if not args.quick:  # the NumPy engine takes seconds a run: not in a --quick run
+            best["numpy"] = best_of(
+                partial(Engine(program).run, int_job.symbols), max(2, args.repeats // 3)
+            )
         ops = program_ops(program, *int_job.symbols.shape[2:])
-        rate = ops / best["integer"] / 1e9
-        print(
-            f"{label:9} {best['float'] * 1e3:9.1f} ms {best['integer'] * 1e3:9.1f} ms "
-            f"{best['integer'] / best['float']:6.2f} {rate:6.0f} {rate / int8['gops']:8.0%} "
-            f"{rate / f32['gflops']:7.0%} {slow * 1e3:15.1f} ms"
-        )
+        for name in ("float32", "int8", "numpy"):
+            if name not in best:
+                continue
+            rate = ops / best[name] / 1e9
+            print(
+                f"{label:9} {name:8} {best[name] * 1e3:7.1f} ms {best['float'] * 1e3:7.1f} ms "
+                f"{best[name] / best['float']:6.2f} {rate:6.0f} {rate / int8['gops']:8.0%} "
+                f"{rate / f32['gflops']:7.0%}"
+            )
+    print(int8_profile(_jobs(CASES[0][1])[0], wai))
     rss_int, rss_float = _worker(["rss", "integer"]), _worker(["rss", "float"])
     print(
         f"peak memory, one 768×512 decode in a fresh process (VmHWM): integer "

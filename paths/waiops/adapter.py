@@ -10,20 +10,19 @@ The set's manifest facts name the program::
 The program is loaded from the set's verified bytes once per set digest and checked whole —
 format, operations, attributes, weights, the bound rule (docs/wai-ops.md) — before anything
 runs; a program that fails is refused with its typed error (:mod:`paths.waiops.errors`) kept as
-the cause of ``dispatch_backend_failed``. It runs on the float32-exact ONNX Runtime engine when
-the bound rule proves every value below 2^24 and ONNX Runtime is installed, else on the float64
-NumPy engine; both are exact and held to the int64 reference by the tests. The input is the
+the cause of ``dispatch_backend_failed``. It runs on the exact engine :mod:`paths.waiops.choose`
+picks for the program at open (the float32-exact ONNX Runtime graph, the int8 engine, or the
+NumPy engine; each held to the int64 reference by the tests), which the log and ``wai-dispatch
+paths`` name; the report stays ``cpu/wai-ops/integer`` whatever the engine. The input is the
 decode's symbols (§6.3), not the float latent: the medians enter as integers inside the program.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Protocol
 
 import numpy as np
 
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets.facts import ProgramFacts
 from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
@@ -32,12 +31,13 @@ from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.onnx import SHRINK_ARENA_ABOVE
 from wai_dispatch.paths.tiling import Reach, plan, reach, run_tiled, waiops_layers
-from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops import choose
 from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
-from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.paths.waiops.run import check_input
+
+CPU_WAI_OPS_NAME = str(CPU_WAI_OPS)
 
 #: The key of this backend's program in a set's ``programs`` fact.
 PROGRAM_KEY = "wai-ops"
@@ -69,13 +69,7 @@ def load_set_program(files: SetFiles) -> Program:
     )
 
 
-class _Runner(Protocol):
-    """What the adapter asks of an engine: the NumPy :class:`~paths.waiops.engine.Engine`, or
-    the ONNX Runtime one (:class:`~paths.waiops.onnx_engine.OnnxEngine`, optional)."""
-
-    def run(
-        self, symbols: np.ndarray, limits: Limits | None = None, *, shrink_arena: bool = False
-    ) -> np.ndarray: ...
+_Runner = choose.Runner
 
 
 class _Compiled:
@@ -96,15 +90,7 @@ class _Compiled:
 
 
 def _engine(program: Program) -> _Runner:
-    if program.float32_exact:
-        try:
-            return OnnxEngine(program)
-        except ImportError:  # no onnxruntime/onnx: the NumPy engine is exact too
-            pass
-        except SqrtNotExact:  # this build's square root is not correctly rounded
-            pass
-
-    return Engine(program)
+    return choose.build(program, CPU_WAI_OPS_NAME)
 
 
 def _to_float(out: np.ndarray) -> np.ndarray:
@@ -132,6 +118,12 @@ class WaiOpsAdapter:
 
     def unit_present(self) -> bool:
         return True
+
+    def device(self) -> dict[str, str]:
+        """Where the path runs (``wai-dispatch paths``): the CPU, the engine a float32-exact
+        program gets here (:mod:`paths.waiops.choose`; a program past 2^24 gets ``int8``;
+        the log names the CPU's int8 units at each choice)."""
+        return {"unit": "cpu", "engine": choose.machine_engine()}
 
     def program_present(self, job: SynthesisJob) -> bool:
         spec = program_spec(job.set_files)

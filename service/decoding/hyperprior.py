@@ -29,7 +29,7 @@ from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.codec.sets.errors import SetNoTables
 from wai_dispatch.codec.tables import EntropyTables, TablesError
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops import choose
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 
@@ -83,7 +83,7 @@ class HyperStage:
     y_tables: EntropyTables
     thresholds: np.ndarray
     program: Program
-    engine: Engine
+    engine: choose.Runner  # the exact engine paths.waiops.choose picks (int8 here)
 
     @classmethod
     def of(cls, files: LoadedSet) -> HyperStage | None:
@@ -99,7 +99,7 @@ class HyperStage:
             y_tables,
             read_thresholds(files.read(names["scale_index"]), y_tables.channels),
             program,
-            Engine(program),
+            choose.build(program, "hyperprior h_s"),
         )
 
     def indexes(self, z: np.ndarray, limits: Limits) -> np.ndarray:

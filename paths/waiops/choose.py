@@ -1,0 +1,135 @@
+"""Which exact engine runs a ``wai-ops/1`` program: the one place that decides (docs/wai-ops.md,
+"Engines"). Every engine computes the program's integers bit for bit; the choice is speed only.
+
+- ``float32``: the program as one float32-exact ONNX Runtime graph
+  (:class:`~paths.waiops.onnx_engine.OnnxEngine`), for a program whose every bound is below
+  2^24 — measured the fastest on this project's CPUs (``bench int``);
+- ``int8``: the convolutions on the CPU's int8 units, 7-bit activation planes × int8 weight
+  digits through ``MatMulInteger`` (:class:`~paths.waiops.int8_engine.Int8Engine`), for any
+  program the bound rule admits — the exact engine for programs past 2^24 (the hyperprior's
+  hyper-synthesis);
+- ``numpy``: the float64/float32 NumPy engine (:class:`~paths.waiops.engine.Engine`), where
+  ONNX Runtime is absent.
+
+``WAI_WAIOPS_ENGINE`` (``int8``, ``float32``, ``numpy``; unset or ``auto``: the rule above)
+forces one for a process (tests, benchmarks); a forced engine that cannot take the program
+falls back by the rule, and the log says so."""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+from typing import Protocol
+
+import numpy as np
+
+from wai_dispatch.codec.errors import Limits
+from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops.int8_engine import Int8Engine, NotInt8Exact
+from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
+from wai_dispatch.paths.waiops.program import Program
+
+log = logging.getLogger(__name__)
+
+ENV = "WAI_WAIOPS_ENGINE"
+ENGINES = ("int8", "float32", "numpy")
+
+
+class Runner(Protocol):
+    """What a caller asks of an engine."""
+
+    def run(
+        self, symbols: np.ndarray, limits: Limits | None = None, *, shrink_arena: bool = False
+    ) -> np.ndarray: ...
+
+
+def requested() -> str:
+    """The engine ``WAI_WAIOPS_ENGINE`` asks for, or ``auto``."""
+    value = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    return value if value in ENGINES else "auto"
+
+
+def int8_units() -> str:
+    """The CPU's int8 dot-product instructions as the kernel (MLAS) sees them, in words: what
+    ``wai-dispatch paths`` shows beside the engine. Linux's ``/proc/cpuinfo`` flags; on other
+    systems the machine's name only."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return platform.machine() or "unknown"
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags.update(line.split(":", 1)[1].split())
+            break
+    known = ("amx_int8", "avx512_vnni", "avx_vnni", "avx512bw", "avx2", "sse4_1", "i8mm", "asimddp")
+    found = [name for name in known if name in flags]
+    return " ".join(found[:2]) or platform.machine() or "unknown"
+
+
+def _onnxruntime() -> bool:
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def machine_engine() -> str:
+    """The engine a float32-exact program gets on this machine (``wai-dispatch paths``)."""
+    want = requested()
+    if not _onnxruntime():
+        return "numpy"
+    return "float32" if want == "auto" else want
+
+
+def build(program: Program, where: str = "wai-ops") -> Runner:
+    """The exact engine for ``program`` (module docstring), built; logged once per build."""
+    want = requested()
+    order: list[str] = [want] if want != "auto" else []
+    order += ["float32", "int8", "numpy"] if program.float32_exact else ["int8", "numpy"]
+    runner: Runner | None = None
+    chosen = "numpy"
+    for name in order:
+        runner = _try(name, program)
+        if runner is not None:
+            chosen = name
+            break
+    if want not in ("auto", chosen):
+        log.warning("%s: %s=%s cannot take this program; %s runs it", where, ENV, want, chosen)
+    log.info(
+        "%s: the %s engine runs the program (%d operations; CPU int8 units: %s)",
+        where,
+        chosen,
+        program.operation_count,
+        int8_units(),
+    )
+    return runner if runner is not None else Engine(program)
+
+
+def engine_name(runner: object) -> str:
+    """An engine's name as :func:`build` chose it."""
+    if isinstance(runner, Int8Engine):
+        return "int8"
+    return "numpy" if isinstance(runner, Engine) else "float32"
+
+
+def _try(name: str, program: Program) -> Runner | None:
+    if name == "numpy":
+        return Engine(program)
+    if not _onnxruntime():
+        return None
+    if name == "float32":
+        if not program.float32_exact:
+            return None
+        try:
+            return OnnxEngine(program)
+        except SqrtNotExact:  # this build's square root is not correctly rounded
+            return None
+    try:
+        return Int8Engine(program)
+    except NotInt8Exact:
+        return None

@@ -1,0 +1,130 @@
+"""``python -m wai_dispatch.tools.int8_check``: the int8 engine of ``wai-ops/1`` on this CPU (or
+an emulated one: ``qemu-x86_64 -cpu Haswell .venv/bin/python -m wai_dispatch.tools.int8_check``)
+against the pinned hashes and the int64 reference, in one JSON line.
+
+Checks: the neural-conformance payloads named (default: the two smallest) decode to their
+pinned RGB8 hashes; the hyperprior's hyper-synthesis on a side latent at its range's ends
+equals the int64 reference; and the **16-bit edge layer** — a convolution whose every pair of
+plane × weight products is ``2 · 127 · 127``, the largest the engine's planes allow — equals
+the reference. ``--plane-bits 8`` runs the same with 8-bit planes, which ONNX Runtime's u8×s8
+kernel on AVX2 without VNNI (``vpmaddubsw``) saturates: that run is expected to differ there
+(docs/wai-ops.md). Exit status 0 when every check holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.sets import Manifest
+from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.paths.onnx import configure_thread_pool
+from wai_dispatch.paths.waiops import int8_engine, reference
+from wai_dispatch.paths.waiops.build import ProgramBuilder
+from wai_dispatch.paths.waiops.choose import int8_units
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.paths.waiops.program import Program
+from wai_dispatch.paths.waiops.verify import rgb8_digest
+
+SMALL = ("chelsea-16x16", "extreme-symbols-320x192")
+
+
+def edge_program(ci: int = 16, co: int = 4) -> tuple[Program, np.ndarray]:
+    """A 3×3 convolution whose input is the range's top (every 7-bit plane 127) or bottom, and
+    whose weights are ±127 in runs of one sign, so pairs of products reach ``2 · 127 · 127``;
+    the input: one [1, ci, 6, 7] latent of both ends and a border of zeros."""
+    lo, hi = -8192, 8191  # u = x − lo spans 0…16383: two 7-bit planes, both 127 at the top
+    rng = np.random.default_rng(28)
+    w = np.where(np.arange(co)[:, None, None, None] % 2 == 0, 127, -127) * np.ones(
+        (co, ci, 3, 3), dtype=np.int64
+    )
+    w[co // 2 :, : ci // 2] *= -1
+    b = ProgramBuilder("x", ci, (lo, hi))
+    b.add(
+        "conv2d",
+        "edge",
+        ["x"],
+        "y",
+        {"kernel": 3, "padding": 1},
+        {"weight": w.astype(np.int8), "bias": rng.integers(-99, 99, co).astype(np.int32)},
+    )
+    program = load_program(b.program_json("y", co), b.weights())
+    x = np.full((1, ci, 6, 7), hi, dtype=np.int32)
+    x[:, :, 4:] = lo
+    x[:, :, :, 0] = 0
+    x[:, ci // 2 :, 2] = lo
+    return program, x
+
+
+def hyper_program() -> Program:
+    folder = sets_dir() / "bmshj2018-hyperprior-demo-q3"
+    facts = json.loads((folder / "set.json").read_bytes())["facts"]["hyperprior"]
+    return load_program(
+        (folder / facts["program"]).read_bytes(), (folder / facts["weights"]).read_bytes()
+    )
+
+
+def run(payloads: Sequence[str], hyper: bool = True) -> dict[str, Any]:
+    """Every check as ``{"name": ok}`` with the CPU's int8 units."""
+    out: dict[str, Any] = {"cpu": int8_units(), "plane_bits": int8_engine.PLANE_BITS}
+    checks: dict[str, bool] = {}
+    program, x = edge_program()
+    got = int8_engine.Int8Engine(program).run(x)
+    checks["edge-16-bit-pairs"] = bool(np.array_equal(got, reference.run(program, x)))
+    corpus = neural_conformance_dir()
+    doc = json.loads((corpus / "corpus.json").read_bytes())
+    folder = sets_dir() / doc["set_name"]
+    manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
+    spec = manifest.facts.to_json()["programs"]["wai-ops"]
+    synth = load_program(
+        (folder / spec["file"]).read_bytes(),
+        (folder / spec["weights"]).read_bytes(),
+        rgb8_output=True,
+    )
+    tables = EntropyTables.from_json((folder / str(manifest.facts.tables)).read_bytes())
+    engine = int8_engine.Int8Engine(synth) if payloads else None
+    for case in doc["payloads"]:
+        if case["name"] not in payloads or engine is None:
+            continue
+        symbols = codec_payload.decode((corpus / case["payload"]).read_bytes(), tables)
+        rgb = engine.run(symbols)[0].transpose(1, 2, 0).astype(np.uint8)
+        checks[case["name"]] = rgb8_digest(rgb) == case["rgb8_blake3"]
+    if hyper:
+        h = hyper_program()
+        z = np.random.default_rng(5).choice(np.array(h.input_range), (1, h.input_channels, 3, 2))
+        z = z.astype(np.int32)
+        got = int8_engine.Int8Engine(h).run(z)
+        checks["hyperprior-h_s"] = bool(np.array_equal(got, reference.run(h, z)))
+    out["checks"] = checks
+    out["ok"] = all(checks.values())
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.int8_check")
+    parser.add_argument("--payloads", nargs="*", default=list(SMALL))
+    parser.add_argument("--all", action="store_true", help="every payload of the corpus")
+    parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime's pool size")
+    parser.add_argument("--no-hyper", action="store_true")
+    parser.add_argument("--plane-bits", type=int, default=int8_engine.PLANE_BITS)
+    args = parser.parse_args(argv)
+    threads = configure_thread_pool(args.threads)
+    int8_engine.set_plane_bits(args.plane_bits)
+    payloads = args.payloads
+    if args.all:
+        doc = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())
+        payloads = [p["name"] for p in doc["payloads"]]
+    result = run(payloads, hyper=not args.no_hyper)
+    result["threads"] = threads
+    print(json.dumps(result, sort_keys=True))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
