@@ -32,6 +32,7 @@ from wai_dispatch.codec.sets import LoadedSet, Manifest, load
 from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
+from wai_dispatch.tools.bmshj2018_model import architecture_of
 from wai_dispatch.tools.encoder import Coded, EncodeJob
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactConv
 
@@ -60,11 +61,12 @@ def architecture(quality: int) -> tuple[int, int]:
 
 
 def load_hyper_model(path: str | os.PathLike[str], quality: int = 3) -> Any:
-    """ScaleHyperprior(N, M) of ``quality`` from a checkpoint (a bare state dict, or one under
-    ``network``/``state_dict``, ``module.`` prefixes dropped), float32, eval, its tables kept
-    as stored (cut here only when it has none)."""
+    """ScaleHyperprior(N, M) (the widths its state dict holds, else ``quality``'s) from a
+    checkpoint (a bare state dict, or one under ``network``/``state_dict``, ``module.``
+    prefixes dropped), float32, eval, its tables kept as stored (cut here only when it has
+    none)."""
     state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    n, m = architecture(quality)
+    n, m = architecture_of(state, architecture(quality))
     net: Any = scale_hyperprior(n, m)
     net.load_state_dict(state)
     empty = state.get("gaussian_conditional._quantized_cdf")
