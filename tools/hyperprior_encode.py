@@ -159,15 +159,21 @@ def encode_with(analysis: HyperAnalysis, stage: HyperStage, picture: np.ndarray)
 
 
 def code_with(
-    analysis: HyperAnalysis, stage: HyperStage, picture: np.ndarray
+    analysis: HyperAnalysis,
+    stage: HyperStage,
+    picture: np.ndarray,
+    size: tuple[int, int] | None = None,
 ) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """The payload and its symbols ``z`` and ``y`` (int32), from an analysis and a set's stage."""
+    """The payload and its symbols ``z`` and ``y`` (int32), from an analysis and a set's stage;
+    ``size``: the picture's own (width, height) before padding, which the payload then carries
+    (version 2)."""
     y, z_frac = analysis.latents(picture)
     lo, hi = stage.program.input_range
     z = np.clip(np.rint(z_frac), lo, hi).astype(np.int32)
     indexes = stage.indexes(z, Limits())
     y_symbols = np.rint(y).astype(np.int32)
-    return waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables), z, y_symbols
+    payload = waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables, picture=size)
+    return payload, z, y_symbols
 
 
 def encode(job: EncodeJob) -> Coded:
@@ -182,5 +188,7 @@ def encode(job: EncodeJob) -> Coded:
         )
     quality = job.files.facts.quality or 3
     analysis = _analysis(str(job.checkpoint.path.resolve()), quality)
-    payload, z, y = code_with(analysis, stage, np.ascontiguousarray(job.picture))
+    payload, z, y = code_with(
+        analysis, stage, np.ascontiguousarray(job.picture), job.picture_size
+    )
     return Coded(payload, y, waih.symbols_digest(z, y))

@@ -60,6 +60,7 @@ from wai_dispatch.paths.onnx_cache import request_cache_dir
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import request_tile_bytes
 from wai_dispatch.service.decoding.compressai import import_compressai
+from wai_dispatch.service.decoding.crop import crop_to_picture
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.parts import NoProgram, OpenedSet, Prepared, PreparedPart
 from wai_dispatch.service.decoding.plan import plan
@@ -272,7 +273,7 @@ class Decoder:
                 )
             )
             if decision.report.ran is not None:
-                rgb = to_rgb8(decision.output)
+                rgb = crop_to_picture(to_rgb8(decision.output), part.payload)
                 return DecodeResult(
                     rgb, reports, done[-1], failures, undecodable, png_level=self.png_level
                 )
