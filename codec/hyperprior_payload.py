@@ -248,9 +248,7 @@ def _decode_y(
         if n:
             words_left, state = coder.pos()
             if words_left == 0 and state < 1 << 24:
-                raise PayloadStreamError(
-                    "payload: y's rANS stream ends early; " + FLOAT_HS_CAUSE
-                )
+                raise PayloadStreamError("payload: y's rANS stream ends early; " + FLOAT_HS_CAUSE)
             table_index[bounds[k] : bounds[k + 1]] = coder.decode(models[k], n)
     shape = coder.decode(waip._shape_model(), 2)
     _, _, h, w = header.y_shape

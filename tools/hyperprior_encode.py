@@ -188,7 +188,5 @@ def encode(job: EncodeJob) -> Coded:
         )
     quality = job.files.facts.quality or 3
     analysis = _analysis(str(job.checkpoint.path.resolve()), quality)
-    payload, z, y = code_with(
-        analysis, stage, np.ascontiguousarray(job.picture), job.picture_size
-    )
+    payload, z, y = code_with(analysis, stage, np.ascontiguousarray(job.picture), job.picture_size)
     return Coded(payload, y, waih.symbols_digest(z, y))

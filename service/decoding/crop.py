@@ -21,7 +21,8 @@ def coded_picture(payload: bytes) -> tuple[int, int] | None:
     if len(payload) < waip.PICTURE_HEADER_SIZE:
         return None
     magic, version = bytes(payload[:4]), payload[4]
-    if (magic, version) not in ((waip.MAGIC, waip.PICTURE_VERSION), (waih.MAGIC, waih.PICTURE_VERSION)):
+    versions = ((waip.MAGIC, waip.PICTURE_VERSION), (waih.MAGIC, waih.PICTURE_VERSION))
+    if (magic, version) not in versions:
         return None
     return waip.read_picture(payload, waip.HEADER_SIZE)
 
