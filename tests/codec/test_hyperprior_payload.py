@@ -64,7 +64,7 @@ def test_digest_is_z_then_y_int32_le() -> None:
     ("mutate", "code"),
     [
         (lambda p: b"WAIX" + p[4:], ErrorCode.PAYLOAD_MAGIC),
-        (lambda p: p[:4] + b"\x02" + p[5:], ErrorCode.PAYLOAD_VERSION),
+        (lambda p: p[:4] + b"\x03" + p[5:], ErrorCode.PAYLOAD_VERSION),
         (lambda p: p[:5] + b"\x01" + p[6:], ErrorCode.PAYLOAD_HEADER_INVALID),
         (lambda p: p[:-1], ErrorCode.PAYLOAD_TRUNCATED),
         (lambda p: p + b"\0", ErrorCode.PAYLOAD_TRAILING),
