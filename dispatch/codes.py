@@ -135,6 +135,14 @@ class ErrorCode(enum.StrEnum):
         422,
         ("a CompressAI bitstream file or rANS string that does not read"),
     )
+    COMPRESSAI_HYPERPRIOR_UNSUPPORTED = (
+        "compressai_hyperprior_unsupported",
+        422,
+        (
+            "a CompressAI hyperprior bitstream: its float h_s chose the tables, so it cannot be "
+            "decoded at entropy-consistency; encode the picture with the set instead"
+        ),
+    )
     # parameter sets and the store
     SET_INVALID = "set_invalid", 422, "a parameter set with no more specific code"
     SET_MANIFEST_INVALID = "set_manifest_invalid", 422, "a set.json that does not validate"
