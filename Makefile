@@ -39,15 +39,13 @@ $(STAMP): $(BIN)/python pyproject.toml $(PINS)
 	$(BIN)/pip install -q -c $(PINS) --no-deps 'compressai==1.2.8'
 	@touch $@ $(VENV)/.base
 
-CALL_HINT = @echo 'the command is $(BIN)/wai-dispatch (or `. $(VENV)/bin/activate`, then wai-dispatch)' >&2
-
 serve: $(VENV)/.base ## install and start the HTTP service on its defaults (SQLite, bundled sets)
-	$(CALL_HINT)
+	@echo 'wai-dispatch is $(BIN)/wai-dispatch (or run `. $(BIN)/activate`, then wai-dispatch)' >&2
 	$(BIN)/wai-dispatch serve
 
 demo: $(VENV)/.base ## install and decode the bundled sample envelopes (writes out/)
 	$(BIN)/wai-dispatch demo -o out
-	$(CALL_HINT)
+	@echo 'wai-dispatch is $(BIN)/wai-dispatch (or run `. $(BIN)/activate`, then wai-dispatch)' >&2
 
 tools: $(STAMP) ## install the tools extra (torch CPU, CompressAI, coremltools)
 

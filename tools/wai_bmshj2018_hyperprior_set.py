@@ -232,6 +232,7 @@ def write_set(
     z_range = (int(offsets.min()), int((offsets + lengths - 3).max()))
     analysis = HyperAnalysis(model)
     weights = hs_weights(model)
+    say(f"hyperprior: {origin['file']} loaded; calibrating the hyper-synthesis (exact arithmetic)")
     stats, ys = calibrate(analysis, weights, z_range)
     builder, chosen = hyperprior_ptq.quantise(weights, stats, analysis.z_medians, z_range)
     program_json = builder.program_json("x3", m)
@@ -283,6 +284,7 @@ def write_set(
             "manifest": "decoder.manifest.json",
         },
     }
+    say("decoder.onnx and the WebNN form: match torch")
     if coreml:
         shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
         try:

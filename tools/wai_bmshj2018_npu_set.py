@@ -393,6 +393,7 @@ def write_set(
     if name is None:
         name = f"bmshj2018-demo-q{quality}" if origin["kind"] == "demo" else f"bmshj2018-q{quality}"
 
+    say(f"bmshj2018: weights loaded ({origin['kind']}); checking the plain synthesis")
     # The plain synthesis, bit-identical to g_s or refused (§6.1).
     plain = plain_synthesis(model)
     if _perturb is not None:

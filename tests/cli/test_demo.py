@@ -135,7 +135,7 @@ def test_demo_says_what_it_does_on_stderr_and_is_quiet_under_json(
     lines = text.err.splitlines()
     assert lines[0].startswith("demo: opening the bundled sets")
     count = len([p for p in envelopes_dir().iterdir() if p.suffix in (".json", ".cbor")])
-    assert sum(line.startswith("demo: decoding ") for line in lines) == count
+    assert lines[1] == f"demo: decoding {count} sample envelopes…"
     assert "demo:" not in text.out
     assert main(["demo", "-o", str(tmp_path / "b"), "--data-dir", str(data), "--json"]) == 0
     assert capsys.readouterr().err == ""
