@@ -100,11 +100,18 @@ def run_decode(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     make_folder(args.out_dir)
+
+    def say(msg: str) -> None:
+        if not args.json:
+            print(msg, file=sys.stderr)
+
+    say("demo: opening the bundled sets (the first run installs and verifies them)…")
     ctx = decoder(args)
     outcomes = []
     samples = [p for p in envelopes_dir().iterdir() if p.suffix in (".json", ".cbor")]
     # The samples that decode first (JSON, then CBOR), then those that show a refusal.
     order = sorted(samples, key=lambda p: ("replicate" in p.stem, p.suffix != ".json", p.name))
+    say(f"demo: decoding {len(order)} sample envelopes…")
     for path in order:
         outcome = decode_file(ctx, path, _limits(args))
         png = outcome.pop("png", None)

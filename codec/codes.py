@@ -74,6 +74,13 @@ class CodecCode(ErrorCode):
         "compressai_stream_invalid",
         "a CompressAI bitstream file or rANS string that does not read",
     )
+    COMPRESSAI_HYPERPRIOR_UNSUPPORTED = (
+        "compressai_hyperprior_unsupported",
+        (
+            "a CompressAI hyperprior bitstream: its float h_s chose the tables, so it cannot be "
+            "decoded at entropy-consistency; encode the picture with the set instead"
+        ),
+    )
     SET_INVALID = "set_invalid", "a parameter set with no more specific code"
     SET_MANIFEST_INVALID = "set_manifest_invalid", "a set.json that does not validate"
     SET_FILE_MISMATCH = (

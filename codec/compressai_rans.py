@@ -30,6 +30,29 @@ class CompressAIStreamError(CodecError):
     code = CodecCode.COMPRESSAI_STREAM_INVALID
 
 
+class CompressAIHyperpriorError(CodecError):
+    """A hyperprior's bitstream (``ScaleHyperprior.compress()``: two latents, y's strings then
+    z's), which no set here decodes (docs/interop.md, "The hyperprior")."""
+
+    code = CodecCode.COMPRESSAI_HYPERPRIOR_UNSUPPORTED
+
+
+#: Why a CompressAI hyperprior bitstream is refused, and what to do instead.
+HYPERPRIOR_REFUSAL = (
+    "a CompressAI hyperprior bitstream (ScaleHyperprior.compress(): y's and z's strings) is not "
+    "imported: CompressAI's float hyper-synthesis h_s chose y's tables, and the set's integer "
+    "h_s (the one every sink computes alike) chooses other tables at 4-12% of positions, so "
+    "the bitstream cannot be decoded at entropy-consistency; encode the picture with the set "
+    "instead: `wai-dispatch encode PICTURE --set DIGEST -o envelope.json` (docs/interop.md)"
+)
+#: CompressAI's zoo names of the models whose y is coded with tables a hyperprior chose.
+HYPERPRIOR_MODELS = ("bmshj2018-hyperprior", "mbt2018", "cheng2020")
+
+
+def is_hyperprior_model(model: object) -> bool:
+    return isinstance(model, str) and model.startswith(HYPERPRIOR_MODELS)
+
+
 def decode_string(data: bytes, tables: EntropyTables, shape: tuple[int, int, int]) -> np.ndarray:
     """Symbols (int32, C×H×W, CompressAI's order: channel, row, column) of one string.
 
@@ -152,6 +175,10 @@ def load_compressed(data: bytes) -> tuple[bytes, tuple[int, int], dict[str, Any]
         if not isinstance(obj, dict) or obj.get("format") != COMPRESSED_FORMAT:
             raise ValueError(f"not a {COMPRESSED_FORMAT} file")
         strings, shape = obj["strings"], obj["shape"]
+        if is_hyperprior_model(obj.get("model")) or (
+            isinstance(strings, list) and len(strings) == 2
+        ):
+            raise CompressAIHyperpriorError(HYPERPRIOR_REFUSAL)
         if (
             not isinstance(strings, list)
             or len(strings) != 1
@@ -171,6 +198,8 @@ def load_compressed(data: bytes) -> tuple[bytes, tuple[int, int], dict[str, Any]
         if model is not None and not isinstance(model, str):
             raise ValueError(f"model is a string (CompressAI's model name), not {model!r}")
         string = base64.b64decode(strings[0][0], validate=True)
+    except CompressAIHyperpriorError:
+        raise
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise CompressAIStreamError(f"compressed file: {exc}") from None
     meta = {k: v for k, v in obj.items() if k not in ("strings", "shape")}

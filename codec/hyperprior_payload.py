@@ -49,11 +49,20 @@ __all__ = [
 _DEFAULT_LIMITS: Final = Limits()
 MAGIC = b"WAIH"
 VERSION = 1
+#: The version whose header also carries the coded picture's width and height (docs/payload.md).
+PICTURE_VERSION = 2
 #: magic, version, flags, y channels, z bytes, y stream words, y escape count, y escape bytes
 _HEADER = struct.Struct("<4sBBHIIII")
-HEADER_SIZE = _HEADER.size  # 24
+HEADER_SIZE = _HEADER.size  # 24 (version 1; version 2 adds the picture, 8 bytes)
 #: ``y`` has 4× the side latent's height and width (h_s: two stride-2 transposed convolutions).
 UPSAMPLING = 4
+#: The likely cause of a y stream that does not decode (docs/interop.md, "The hyperprior").
+FLOAT_HS_CAUSE = (
+    "likely cause: it was coded with tables chosen by a float hyper-synthesis (CompressAI's "
+    "h_s chooses other tables than the set's integer one at 4-12% of positions), so it cannot "
+    "be decoded at entropy-consistency; code the picture with `wai-dispatch encode` and this "
+    "set instead (docs/interop.md)"
+)
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 
@@ -68,6 +77,12 @@ class HyperHeader:
     y_escape_count: int
     y_escape_bytes: int
     z: waip.Header
+    #: The coded picture's (width, height) (version 2); ``None``: the synthesis's whole output.
+    picture: tuple[int, int] | None = None
+
+    @property
+    def header_size(self) -> int:
+        return HEADER_SIZE if self.picture is None else HEADER_SIZE + waip.PICTURE.size
 
     @property
     def y_shape(self) -> tuple[int, int, int, int]:
@@ -76,7 +91,9 @@ class HyperHeader:
     def as_latent_header(self) -> waip.Header:
         """A ``WAIP``-shaped header of ``y`` (what a decode's cost estimate reads)."""
         _, c, h, w = self.y_shape
-        return waip.Header(VERSION, c, h, w, self.y_words, self.y_escape_count, self.y_escape_bytes)
+        return waip.Header(
+            VERSION, c, h, w, self.y_words, self.y_escape_count, self.y_escape_bytes, self.picture
+        )
 
 
 def is_hyperprior(payload: bytes) -> bool:
@@ -92,24 +109,26 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
         raise PayloadFormatError(
             "payload: bad magic (expected b'WAIH')", code=CodecCode.PAYLOAD_MAGIC
         )
-    if size >= 5 and payload[4] != VERSION:
+    if size >= 5 and payload[4] not in (VERSION, PICTURE_VERSION):
         raise PayloadFormatError(
-            f"payload: WAIH version {payload[4]} is not supported (only {VERSION})",
+            f"payload: WAIH version {payload[4]} is not supported (only {VERSION} and "
+            f"{PICTURE_VERSION})",
             code=CodecCode.PAYLOAD_VERSION,
         )
-    if size < HEADER_SIZE:
-        raise PayloadLengthError(
-            f"payload of {size} bytes is shorter than its {HEADER_SIZE}-byte header"
-        )
+    version2 = size >= 5 and payload[4] == PICTURE_VERSION
+    head = HEADER_SIZE + (waip.PICTURE.size if version2 else 0)
+    if size < head:
+        raise PayloadLengthError(f"payload of {size} bytes is shorter than its {head}-byte header")
     _, _, flags, channels, z_bytes, words, esc_count, esc_bytes = _HEADER.unpack_from(payload)
     if flags != 0 or channels == 0:
         raise PayloadFormatError(
             f"payload: WAIH flags {flags:#04x} or y channels {channels} invalid"
         )
-    if HEADER_SIZE + z_bytes > size:
+    picture = waip.read_picture(payload, HEADER_SIZE) if version2 else None
+    if head + z_bytes > size:
         raise PayloadLengthError(f"payload: the side latent's {z_bytes} bytes are not all present")
-    z = waip.read_header(bytes(payload[HEADER_SIZE : HEADER_SIZE + z_bytes]), limits=limits)
-    header = HyperHeader(channels, z_bytes, words, esc_count, esc_bytes, z)
+    z = waip.read_header(bytes(payload[head : head + z_bytes]), limits=limits)
+    header = HyperHeader(channels, z_bytes, words, esc_count, esc_bytes, z, picture)
     _, c, h, w = header.y_shape
     if (
         c > limits.max_channels
@@ -123,7 +142,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
         )
     if esc_count > c * h * w or not esc_count <= esc_bytes <= 5 * esc_count:
         raise PayloadFormatError(f"payload: {esc_count} escapes in {esc_bytes} bytes")
-    total = HEADER_SIZE + z_bytes + 4 * words + esc_bytes
+    total = head + z_bytes + 4 * words + esc_bytes
     if total != size:
         raise PayloadLengthError(
             f"payload: header declares {total} bytes, {size} present",
@@ -146,9 +165,12 @@ def encode(
     indexes: np.ndarray,
     z_tables: EntropyTables,
     y_tables: EntropyTables,
+    *,
+    picture: tuple[int, int] | None = None,
 ) -> bytes:
     """The payload of symbols ``z`` (1, Cz, h, w) and ``y`` (1, Cy, 4h, 4w), ``indexes`` being
-    y's table indexes (what the set's hyper-synthesis gives for ``z``)."""
+    y's table indexes (what the set's hyper-synthesis gives for ``z``).  With ``picture``
+    (width, height), version 2, which carries the coded picture's size; without, version 1."""
     import constriction
 
     z_payload = waip.encode(z, z_tables)
@@ -176,15 +198,18 @@ def encode(
             coder.encode_reverse(index[bounds[k] : bounds[k + 1]], models[k])
     words: bytes = coder.get_compressed().astype("<u4", copy=False).tobytes()
     escapes = waip._write_varints(raw.astype(np.uint64))
+    version = VERSION if picture is None else PICTURE_VERSION
     head = _HEADER.pack(
-        MAGIC, VERSION, 0, y.shape[1], len(z_payload), len(words) // 4, int(raw.size), len(escapes)
+        MAGIC, version, 0, y.shape[1], len(z_payload), len(words) // 4, int(raw.size), len(escapes)
     )
-    return head + z_payload + words + escapes
+    size = b"" if picture is None else waip.picture_bytes(picture)
+    return head + size + z_payload + words + escapes
 
 
 def decode_z(payload: bytes, header: HyperHeader, z_tables: EntropyTables) -> npt.NDArray[np.int32]:
     """The side latent's symbols (1, Cz, h, w)."""
-    section = bytes(payload[HEADER_SIZE : HEADER_SIZE + header.z_bytes])
+    start = header.header_size
+    section = bytes(payload[start : start + header.z_bytes])
     return waip.decode(section, z_tables, header=header.z)
 
 
@@ -207,7 +232,7 @@ def _decode_y(
 ) -> npt.NDArray[np.int32]:
     import constriction
 
-    start = HEADER_SIZE + header.z_bytes
+    start = header.header_size + header.z_bytes
     words = np.frombuffer(payload, dtype="<u4", count=header.y_words, offset=start)
     if header.y_words and words[-1] == 0:
         raise PayloadStreamError("payload: y's rANS stream ends in a zero word")
@@ -223,12 +248,14 @@ def _decode_y(
         if n:
             words_left, state = coder.pos()
             if words_left == 0 and state < 1 << 24:
-                raise PayloadStreamError("payload: y's rANS stream ends early")
+                raise PayloadStreamError("payload: y's rANS stream ends early; " + FLOAT_HS_CAUSE)
             table_index[bounds[k] : bounds[k + 1]] = coder.decode(models[k], n)
     shape = coder.decode(waip._shape_model(), 2)
     _, _, h, w = header.y_shape
     if shape[0] != h or shape[1] != w or not coder.is_empty():
-        raise PayloadStreamError("payload: y's rANS stream does not hold exactly its symbols")
+        raise PayloadStreamError(
+            "payload: y's rANS stream does not hold exactly its symbols; " + FLOAT_HS_CAUSE
+        )
     escape = y_tables.cdf_lengths.astype(np.int64)[groups] - 2
     values = table_index.astype(np.int64) + y_tables.offsets.astype(np.int64)[groups]
     where = np.flatnonzero(table_index == escape)

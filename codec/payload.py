@@ -29,6 +29,7 @@ from wai_dispatch.codec.tables import EntropyTables
 __all__ = [
     "HEADER_SIZE",
     "MAGIC",
+    "PICTURE_VERSION",
     "VERSION",
     "Header",
     "PayloadError",
@@ -48,9 +49,15 @@ __all__ = [
 _DEFAULT_LIMITS: Final = Limits()
 MAGIC = b"WAIP"
 VERSION = 1
+#: The version whose header also carries the coded picture's width and height (docs/payload.md).
+PICTURE_VERSION = 2
+VERSIONS = (VERSION, PICTURE_VERSION)
 # magic, version, flags, channels, height, width, stream_words, escape_count, escape_bytes
 _HEADER = struct.Struct("<4sBBHHHIII")
-HEADER_SIZE = _HEADER.size  # 24
+HEADER_SIZE = _HEADER.size  # 24 (version 1)
+#: Version 2's header ends with the picture's width and height (u32 each), after version 1's.
+PICTURE = struct.Struct("<II")
+PICTURE_HEADER_SIZE = HEADER_SIZE + PICTURE.size  # 32
 _MAX_VARINT_BYTES = 5  # 7 * 5 = 35 bits hold every escape of an int32 symbol
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
@@ -106,10 +113,16 @@ class Header:
     stream_words: int
     escape_count: int
     escape_bytes: int
+    #: The coded picture's (width, height) (version 2); ``None``: the synthesis's whole output.
+    picture: tuple[int, int] | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
         return (1, self.channels, self.height, self.width)
+
+    @property
+    def header_size(self) -> int:
+        return HEADER_SIZE if self.picture is None else PICTURE_HEADER_SIZE
 
     @property
     def symbols(self) -> int:
@@ -117,7 +130,7 @@ class Header:
 
     @property
     def total_bytes(self) -> int:
-        return HEADER_SIZE + 4 * self.stream_words + self.escape_bytes
+        return self.header_size + 4 * self.stream_words + self.escape_bytes
 
 
 def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
@@ -137,19 +150,22 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
         raise PayloadFormatError(
             "payload: bad magic (expected b'WAIP')", code=CodecCode.PAYLOAD_MAGIC
         )
-    if size >= 5 and payload[4] != VERSION:
+    if size >= 5 and payload[4] not in VERSIONS:
         raise PayloadFormatError(
-            f"payload: version {payload[4]} is not supported (only {VERSION})",
+            f"payload: version {payload[4]} is not supported (only {VERSION} and "
+            f"{PICTURE_VERSION})",
             code=CodecCode.PAYLOAD_VERSION,
         )
-    if size < HEADER_SIZE:
+    head_size = PICTURE_HEADER_SIZE if size >= 5 and payload[4] == PICTURE_VERSION else HEADER_SIZE
+    if size < head_size:
         raise PayloadLengthError(
-            f"payload of {size} bytes is shorter than its {HEADER_SIZE}-byte header"
+            f"payload of {size} bytes is shorter than its {head_size}-byte header"
         )
     _, version, flags, channels, height, width, words, esc_count, esc_bytes = _HEADER.unpack_from(
         payload
     )
-    header = Header(version, channels, height, width, words, esc_count, esc_bytes)
+    picture = read_picture(payload, HEADER_SIZE) if version == PICTURE_VERSION else None
+    header = Header(version, channels, height, width, words, esc_count, esc_bytes, picture)
     if flags != 0:
         raise PayloadFormatError(f"payload: reserved flags byte is {flags:#04x}, must be 0")
     if channels == 0 or height == 0 or width == 0:
@@ -182,6 +198,22 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
             code=CodecCode.PAYLOAD_TRAILING,
         )
     return header
+
+
+def read_picture(payload: bytes, offset: int) -> tuple[int, int]:
+    """A version-2 header's picture (width, height) at ``offset``; each at least 1."""
+    width, height = PICTURE.unpack_from(payload, offset)
+    if width == 0 or height == 0:
+        raise PayloadFormatError(f"payload: empty picture {width}×{height}")
+    return width, height
+
+
+def picture_bytes(picture: tuple[int, int]) -> bytes:
+    """A version-2 header's picture field; ``SymbolsError`` for a size no header holds."""
+    width, height = picture
+    if not (1 <= width <= 0xFFFFFFFF and 1 <= height <= 0xFFFFFFFF):
+        raise SymbolsError(f"picture {width}×{height}: each side must be 1 to 2^32 − 1")
+    return PICTURE.pack(width, height)
 
 
 # -- symbols -----------------------------------------------------------------------------------
@@ -240,8 +272,15 @@ def _layout(tables: EntropyTables) -> tuple[npt.NDArray[np.int64], npt.NDArray[n
     return tables.offsets.astype(np.int64), tables.cdf_lengths.astype(np.int64) - 2
 
 
-def encode(symbols: np.ndarray[Any, Any], tables: EntropyTables) -> bytes:
-    """Code symbols of shape (1, C, H, W) against the tables; the payload bytes."""
+def encode(
+    symbols: np.ndarray[Any, Any],
+    tables: EntropyTables,
+    *,
+    picture: tuple[int, int] | None = None,
+) -> bytes:
+    """Code symbols of shape (1, C, H, W) against the tables; the payload bytes.  With
+    ``picture`` (width, height), a version-2 payload that carries the coded picture's size
+    (the decoder crops the synthesis to it); without, version 1."""
     import constriction
 
     s = _check_symbols(symbols)
@@ -268,10 +307,12 @@ def encode(symbols: np.ndarray[Any, Any], tables: EntropyTables) -> bytes:
         coder.encode_reverse(index[c], models[c])
     words: bytes = coder.get_compressed().astype("<u4", copy=False).tobytes()
     escapes = _write_varints(raw.astype(np.uint64))
+    version = VERSION if picture is None else PICTURE_VERSION
     header = _HEADER.pack(
-        MAGIC, VERSION, 0, channels, height, width, len(words) // 4, int(raw.size), len(escapes)
+        MAGIC, version, 0, channels, height, width, len(words) // 4, int(raw.size), len(escapes)
     )
-    return header + words + escapes
+    size = b"" if picture is None else picture_bytes(picture)
+    return header + size + words + escapes
 
 
 def decode(
@@ -302,7 +343,9 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
     import constriction
 
     count = header.height * header.width
-    words = np.frombuffer(payload, dtype="<u4", count=header.stream_words, offset=HEADER_SIZE)
+    words = np.frombuffer(
+        payload, dtype="<u4", count=header.stream_words, offset=header.header_size
+    )
     if header.stream_words and words[-1] == 0:
         # constriction refuses a stream ending in a zero word; the encoder never writes one.
         raise PayloadStreamError("payload: the rANS stream ends in a zero word")
@@ -348,7 +391,7 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
             f"payload: the stream holds {where.size} escapes, the header {header.escape_count}",
             code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
-    start = HEADER_SIZE + 4 * header.stream_words
+    start = header.header_size + 4 * header.stream_words
     raw = _read_varints(payload[start : start + header.escape_bytes], where.size)
     channel = where // count
     value = (

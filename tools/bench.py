@@ -35,6 +35,7 @@ BENCHES = {
     "dashboard": "wai_dispatch.tools.bench_dashboard",
     # the month summary from roll-ups at 1,000,000 reports vs the same from the reports alone
     "summary": "wai_dispatch.tools.bench_summary",
+    "make-set": "wai_dispatch.tools.bench_make_set",  # both set writers, step by step
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
     "warm": "wai_dispatch.tools.bench_warm",  # first decode after ready vs a warm one
     "cli": "wai_dispatch.tools.bench_cli",  # `--help` of every command vs `python -c pass`
@@ -65,6 +66,7 @@ QUICK: dict[str, list[str]] = {
     "answer": ["--quick"],
     "ray": ["--seconds", "3", "--clients", "2"],
     "hyperprior": ["--repeats", "1"],
+    "make-set": ["--quick"],
 }
 
 

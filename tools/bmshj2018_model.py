@@ -31,7 +31,9 @@ __all__ = [
     "SetWriterError",
     "SynthesisMismatch",
     "architecture",
+    "architecture_of",
     "load_model",
+    "model_architecture",
     "plain_synthesis",
 ]
 
@@ -57,6 +59,22 @@ def architecture(quality: int) -> tuple[int, int]:
     if not 1 <= quality <= 8:
         raise SetWriterError(f"quality {quality}: bmshj2018-factorized has qualities 1 to 8")
     return (128, 192) if quality <= 5 else (192, 320)
+
+
+def architecture_of(state: dict[str, Any], default: tuple[int, int]) -> tuple[int, int]:
+    """(N, M) as the state dict's own synthesis holds them (``g_s.0`` is a transposed
+    convolution M → N: a checkpoint of any width, a freshly initialised model's included), else
+    ``default`` (the quality's; loading then refuses the state dict, naming the cause)."""
+    weight = state.get("g_s.0.weight")
+    if isinstance(weight, torch.Tensor) and weight.ndim == 4 and min(weight.shape[:2]) >= 1:
+        return int(weight.shape[1]), int(weight.shape[0])
+    return default
+
+
+def model_architecture(model: Any) -> tuple[int, int]:
+    """(N, M) of a loaded bmshj2018 model (factorized or hyperprior), from its ``g_s``."""
+    first = model.g_s[0]
+    return int(first.out_channels), int(first.in_channels)
 
 
 def _blake3_file(path: Path) -> str:
@@ -105,6 +123,7 @@ def load_model(
             state = checkpoint_state_dict(loaded)
         except ValueError as exc:
             raise SetWriterError(f"checkpoint {path}: {exc}") from exc
+        n, m = architecture_of(state, (n, m))
         model = factorized_prior(n, m)
         try:
             model.load_state_dict(state)

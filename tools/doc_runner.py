@@ -93,7 +93,8 @@ def make_recipe(target: str, makefile: Path = ROOT / "Makefile") -> list[str]:
             for body in lines[i + 1 :]:
                 if not body.startswith("\t"):
                     break
-                recipe.append(body[1:].replace("$(BIN)", ".venv/bin").replace("$(VENV)", ".venv"))
+                line = body[1:].removeprefix("@")  # make's "do not echo" prefix
+                recipe.append(line.replace("$(BIN)", ".venv/bin").replace("$(VENV)", ".venv"))
             return recipe
     raise KeyError(f"the Makefile has no target {target!r}")
 

@@ -40,7 +40,7 @@ def encode(job: EncodeJob) -> Coded:
     y = analysis(job.checkpoint, job.files, job.picture)
     symbols = quantize(y, tables.medians)
     _check_program_range(job.files, symbols)
-    return Coded(payload_codec.encode(symbols, tables), symbols)
+    return Coded(payload_codec.encode(symbols, tables, picture=job.picture_size), symbols)
 
 
 def quantize(y: npt.NDArray[np.float32], medians: npt.NDArray[np.float32]) -> npt.NDArray[np.int32]:

@@ -86,6 +86,9 @@ class EncodeJob:
     files: LoadedSet
     checkpoint: Checkpoint
     limits: Limits
+    #: The input's (width, height) when padding changed it: the payload then carries it
+    #: (version 2, docs/payload.md) and the decode is cropped to it; ``None``: not padded.
+    picture_size: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ class EncodeResult:
     set_name: str
     capability: str
     picture_size: tuple[int, int]  # width, height of the input
-    coded_size: tuple[int, int]  # width, height after padding: the decoded picture's size
+    coded_size: tuple[int, int]  # width, height after padding: the synthesis's output
     latent_shape: tuple[int, ...]
     symbols_digest: str
     payload_bytes: int
@@ -218,7 +221,8 @@ def encode(
     rgb = read_picture(picture, check)
     height, width = rgb.shape[:2]
     padded = pad(rgb, encoder.multiple)
-    coded = encoder.load()(EncodeJob(padded, files, chosen, decoder.limits))
+    size = None if padded.shape == rgb.shape else (width, height)
+    coded = encoder.load()(EncodeJob(padded, files, chosen, decoder.limits, size))
     envelope = Envelope(
         capability=files.capability,
         payload=coded.payload,

@@ -32,6 +32,7 @@ from wai_dispatch.codec.errors import CodecError, Limits
 from wai_dispatch.codec.sets import LoadedSet, Manifest, load
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
+from wai_dispatch.tools.bmshj2018_model import architecture_of
 from wai_dispatch.tools.encoder import Coded, EncodeJob
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactConv
 
@@ -60,11 +61,12 @@ def architecture(quality: int) -> tuple[int, int]:
 
 
 def load_hyper_model(path: str | os.PathLike[str], quality: int = 3) -> Any:
-    """ScaleHyperprior(N, M) of ``quality`` from a checkpoint (a bare state dict, or one under
-    ``network``/``state_dict``, ``module.`` prefixes dropped), float32, eval, its tables kept
-    as stored (cut here only when it has none)."""
+    """ScaleHyperprior(N, M) (the widths its state dict holds, else ``quality``'s) from a
+    checkpoint (a bare state dict, or one under ``network``/``state_dict``, ``module.``
+    prefixes dropped), float32, eval, its tables kept as stored (cut here only when it has
+    none)."""
     state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    n, m = architecture(quality)
+    n, m = architecture_of(state, architecture(quality))
     net: Any = scale_hyperprior(n, m)
     net.load_state_dict(state)
     empty = state.get("gaussian_conditional._quantized_cdf")
@@ -157,15 +159,21 @@ def encode_with(analysis: HyperAnalysis, stage: HyperStage, picture: np.ndarray)
 
 
 def code_with(
-    analysis: HyperAnalysis, stage: HyperStage, picture: np.ndarray
+    analysis: HyperAnalysis,
+    stage: HyperStage,
+    picture: np.ndarray,
+    size: tuple[int, int] | None = None,
 ) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """The payload and its symbols ``z`` and ``y`` (int32), from an analysis and a set's stage."""
+    """The payload and its symbols ``z`` and ``y`` (int32), from an analysis and a set's stage;
+    ``size``: the picture's own (width, height) before padding, which the payload then carries
+    (version 2)."""
     y, z_frac = analysis.latents(picture)
     lo, hi = stage.program.input_range
     z = np.clip(np.rint(z_frac), lo, hi).astype(np.int32)
     indexes = stage.indexes(z, Limits())
     y_symbols = np.rint(y).astype(np.int32)
-    return waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables), z, y_symbols
+    payload = waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables, picture=size)
+    return payload, z, y_symbols
 
 
 def encode(job: EncodeJob) -> Coded:
@@ -180,5 +188,5 @@ def encode(job: EncodeJob) -> Coded:
         )
     quality = job.files.facts.quality or 3
     analysis = _analysis(str(job.checkpoint.path.resolve()), quality)
-    payload, z, y = code_with(analysis, stage, np.ascontiguousarray(job.picture))
+    payload, z, y = code_with(analysis, stage, np.ascontiguousarray(job.picture), job.picture_size)
     return Coded(payload, y, waih.symbols_digest(z, y))

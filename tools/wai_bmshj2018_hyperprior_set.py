@@ -33,7 +33,11 @@ from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
 from wai_dispatch.tools import coreml_program, hyperprior_ptq, webnn_form
-from wai_dispatch.tools.bmshj2018_model import SetWriterError, plain_synthesis
+from wai_dispatch.tools.bmshj2018_model import (
+    SetWriterError,
+    model_architecture,
+    plain_synthesis,
+)
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
     HyperAnalysis,
@@ -185,7 +189,10 @@ def write_set(
     path = Path(checkpoint) if checkpoint is not None else DEMO_CHECKPOINT
     if not path.is_file():
         raise SetWriterError(f"checkpoint {path} not found")
-    n, m = architecture(quality)
+    try:
+        n, m = architecture(quality)
+    except ValueError as exc:
+        raise SetWriterError(str(exc)) from exc
     try:
         model = load_hyper_model(path, quality)
     except (RuntimeError, KeyError, ValueError) as exc:
@@ -193,6 +200,7 @@ def write_set(
             f"checkpoint {path}: not a ScaleHyperprior({n}, {m}) state dict (quality {quality})"
             f": {str(exc).splitlines()[0]}"
         ) from exc
+    n, m = model_architecture(model)
     digest = blake3.blake3(path.read_bytes()).hexdigest()
     demo = (
         DEMO_CHECKPOINT.is_file()
@@ -224,6 +232,7 @@ def write_set(
     z_range = (int(offsets.min()), int((offsets + lengths - 3).max()))
     analysis = HyperAnalysis(model)
     weights = hs_weights(model)
+    say(f"hyperprior: {origin['file']} loaded; calibrating the hyper-synthesis (exact arithmetic)")
     stats, ys = calibrate(analysis, weights, z_range)
     builder, chosen = hyperprior_ptq.quantise(weights, stats, analysis.z_medians, z_range)
     program_json = builder.program_json("x3", m)
@@ -275,6 +284,7 @@ def write_set(
             "manifest": "decoder.manifest.json",
         },
     }
+    say("decoder.onnx and the WebNN form: match torch")
     if coreml:
         shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
         try:

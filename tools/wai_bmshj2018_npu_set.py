@@ -36,8 +36,8 @@ from wai_dispatch.tools.bmshj2018_model import (
     PlainSynthesis,
     SetWriterError,
     SynthesisMismatch,
-    architecture,
     load_model,
+    model_architecture,
     plain_synthesis,
 )
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis
@@ -241,6 +241,7 @@ def export_onnx(plain: Any, manifest: dict[str, Any], blob: bytes, channels: int
             dynamo=False,
         )
         model = onnx.load_from_string(exported.read_bytes())
+    unmerge_initializers(model, set(manifest["tensors"]))
     names = {init.name for init in model.graph.initializer}
     if names != set(manifest["tensors"]):
         raise SetWriterError(
@@ -263,6 +264,34 @@ def export_onnx(plain: Any, manifest: dict[str, Any], blob: bytes, channels: int
     if not set(ops) <= ONNX_OPS:
         raise SetWriterError(f"the ONNX export holds operations {sorted(set(ops) - ONNX_OPS)}")
     return model.SerializeToString()
+
+
+def unmerge_initializers(model: Any, weights: set[str]) -> int:
+    """Undo the export's merging of identical initializers, in place: ``torch.onnx.export``
+    keeps one copy of tensors with identical values (the three inverse GDNs of a freshly
+    initialised model hold identical β and γ) and names the others through ``Identity``
+    nodes.  Each such node whose input is an initializer and whose output is one of the
+    synthesis's ``weights`` becomes an initializer of that name again (the same values), so
+    every weight is its own tensor in ``decoder.weights``.  Returns how many were restored."""
+
+    initializers = {init.name: init for init in model.graph.initializer}
+    kept = []
+    restored = 0
+    for node in model.graph.node:
+        source = node.input[0] if node.op_type == "Identity" and len(node.input) == 1 else None
+        target = node.output[0] if len(node.output) == 1 else None
+        if source in initializers and target in weights and target not in initializers:
+            copy = model.graph.initializer.add()
+            copy.CopyFrom(initializers[source])
+            copy.name = target
+            initializers[target] = copy
+            restored += 1
+        else:
+            kept.append(node)
+    if restored:
+        del model.graph.node[:]
+        model.graph.node.extend(kept)
+    return restored
 
 
 def onnx_session(onnx_bytes: bytes, blob: bytes) -> Any:
@@ -342,11 +371,13 @@ def write_set(
     overwrite: bool = False,
     update_quantiles: bool = False,
     log: Callable[[str], None] | None = None,
+    coreml: bool = True,
     _perturb: Callable[[Any], None] | None = None,
 ) -> Path:
     """Write the set into ``out_dir`` (built in a temporary sibling, renamed into place at the
-    end: a refusal or failure leaves ``out_dir`` as it was).  ``_perturb``, for tests only, is
-    applied to the plain synthesis before the bit-identity check."""
+    end: a refusal or failure leaves ``out_dir`` as it was).  ``coreml=False`` leaves out the
+    Core ML program (a set for the other paths, written faster).  ``_perturb``, for tests only,
+    is applied to the plain synthesis before the bit-identity check."""
 
     say = log or (lambda _msg: None)
     out = Path(out_dir).resolve()
@@ -358,10 +389,11 @@ def write_set(
         quality=quality,
         update_quantiles=update_quantiles,
     )
-    n, m = architecture(quality)
+    n, m = model_architecture(model)
     if name is None:
         name = f"bmshj2018-demo-q{quality}" if origin["kind"] == "demo" else f"bmshj2018-q{quality}"
 
+    say(f"bmshj2018: weights loaded ({origin['kind']}); checking the plain synthesis")
     # The plain synthesis, bit-identical to g_s or refused (§6.1).
     plain = plain_synthesis(model)
     if _perturb is not None:
@@ -419,22 +451,12 @@ def write_set(
             raise SetWriterError(f"the WebNN form differs from torch on a latent {lat.shape}")
     say(f"decoder.webnn.json: {len(graph['nodes'])} nodes, matches torch in NumPy")
 
-    # The Core ML program, float16, input fixed at the latent of a 256 x 256 picture.
-    coreml_shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
-    try:
-        mlmodel, weight_bin, operations = coreml_program.program_files(plain, coreml_shape)
-    except coreml_program.CoreMLProgramError as exc:
-        raise SetWriterError(str(exc)) from exc
-    say(f"decoder.mlmodel: {operations} operations, byte-stable over two conversions")
-
     files: dict[str, bytes] = {
         "decoder.onnx": onnx_bytes,
         "decoder.weights": blob,
         "decoder.manifest.json": _json_bytes(manifest),
         "decoder.webnn": webnn_form.to_text(graph).encode(),
         "decoder.webnn.json": webnn_form.to_json(graph),
-        "decoder.mlmodel": mlmodel,
-        "decoder.weight.bin": weight_bin,
         f"cdfs_q{quality}.json": tables.to_json(),
         "wai-usage.json": _json_bytes(_usage(origin, name=name, quality=quality, licence=licence)),
         "payload.bin": payload_bytes,
@@ -448,6 +470,41 @@ def write_set(
             }
         ),
     }
+    programs: dict[str, Any] = {
+        "onnx-runtime": {
+            "file": "decoder.onnx",
+            "weights": "decoder.weights",
+            "input": "latent",
+            "output": "x_hat",
+            "operations": len(onnx_ops),
+        },
+    }
+    if coreml:
+        # The Core ML program, float16, input fixed at the latent of a 256 x 256 picture.
+        coreml_shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
+        try:
+            mlmodel, weight_bin, operations = coreml_program.program_files(plain, coreml_shape)
+        except coreml_program.CoreMLProgramError as exc:
+            raise SetWriterError(str(exc)) from exc
+        say(f"decoder.mlmodel: {operations} operations, byte-stable over two conversions")
+        files["decoder.mlmodel"], files["decoder.weight.bin"] = mlmodel, weight_bin
+        programs["model-runtime"] = {
+            "file": "decoder.mlmodel",
+            "weights": "decoder.weight.bin",
+            "input": "latent",
+            "output": "x_hat",
+            "latent_shape": coreml_shape,
+            "operations": operations,
+            "precision": "float16",
+            "input_dtype": "float32",
+            "output_dtype": "float16",
+        }
+    programs["webnn"] = {
+        "file": "decoder.webnn.json",
+        "text": "decoder.webnn",
+        "weights": "decoder.weights",
+        "manifest": "decoder.manifest.json",
+    }
     facts = {
         "quality": quality,
         "N": n,
@@ -459,32 +516,7 @@ def write_set(
         "payload_info": "payload.json",
         "weights_origin": origin["kind"],
         **TABLES_UPDATE_FACT[update_quantiles],
-        "programs": {
-            "onnx-runtime": {
-                "file": "decoder.onnx",
-                "weights": "decoder.weights",
-                "input": "latent",
-                "output": "x_hat",
-                "operations": len(onnx_ops),
-            },
-            "model-runtime": {
-                "file": "decoder.mlmodel",
-                "weights": "decoder.weight.bin",
-                "input": "latent",
-                "output": "x_hat",
-                "latent_shape": coreml_shape,
-                "operations": operations,
-                "precision": "float16",
-                "input_dtype": "float32",
-                "output_dtype": "float16",
-            },
-            "webnn": {
-                "file": "decoder.webnn.json",
-                "text": "decoder.webnn",
-                "weights": "decoder.weights",
-                "manifest": "decoder.manifest.json",
-            },
-        },
+        "programs": programs,
     }
 
     manifest_doc = write_set_folder(

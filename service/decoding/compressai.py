@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wai_dispatch.codec import payload
-from wai_dispatch.codec.compressai_rans import CompressAIStreamError, decode_string, load_compressed
+from wai_dispatch.codec.compressai_rans import (
+    HYPERPRIOR_REFUSAL,
+    CompressAIHyperpriorError,
+    CompressAIStreamError,
+    decode_string,
+    load_compressed,
+)
 from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.errors import check_latent_shape
@@ -24,6 +30,7 @@ if TYPE_CHECKING:
 #: CompressAI's name of the model each capability decodes (the file's ``model``).
 MODELS = {"wai.neural.bmshj2018": "bmshj2018-factorized"}
 DEFAULT_CAPABILITY = "wai.neural.bmshj2018"
+HYPERPRIOR = "wai.neural.bmshj2018_hyperprior"
 
 
 class SetFactsMismatch(SetError):
@@ -36,8 +43,12 @@ def import_compressai(
     decoder: Decoder, data: bytes, *, set_digest: str | None, capability: str | None
 ) -> ImportResult:
     string, (height, width), meta = load_compressed(data)
+    if capability == HYPERPRIOR:
+        raise CompressAIHyperpriorError(HYPERPRIOR_REFUSAL)
     if set_digest is not None:
         files = decoder.open_set(set_digest)
+        if files.capability == HYPERPRIOR or "hyperprior" in (files.facts.model_extra or {}):
+            raise CompressAIHyperpriorError(HYPERPRIOR_REFUSAL)
         _check_facts(files, meta)
         chosen = "named with --set"
     else:

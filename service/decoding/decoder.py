@@ -61,6 +61,7 @@ from wai_dispatch.paths.onnx import request_thread_pool
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.compressai import import_compressai
+from wai_dispatch.service.decoding.crop import crop_to_picture
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.parts import (
     NoProgram,
@@ -278,7 +279,7 @@ class Decoder:
                 )
             )
             if decision.report.ran is not None:
-                rgb = to_rgb8(decision.output)
+                rgb = crop_to_picture(to_rgb8(decision.output), part.payload)
                 return DecodeResult(
                     rgb, reports, done[-1], failures, undecodable, png_level=self.png_level
                 )

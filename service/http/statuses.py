@@ -40,6 +40,7 @@ STATUS: dict[str, int] = {
     "tables_invalid": 422,
     "tables_unsupported": 422,
     "compressai_stream_invalid": 422,
+    "compressai_hyperprior_unsupported": 422,
     "set_invalid": 422,
     "set_manifest_invalid": 422,
     "set_file_mismatch": 422,

@@ -122,3 +122,20 @@ def test_the_int_synth_report_is_the_vector_and_the_documented_one(demo) -> None
     docs = (root / "docs" / "dispatch.md").read_text()
     third = re.findall(r"```json\n(.*?)```", docs, re.S)[2]
     assert json.loads(third) == report
+
+
+def test_demo_says_what_it_does_on_stderr_and_is_quiet_under_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Progress lines on standard error (issue 30: `make demo` printed nothing for 18 s under
+    load); none with --json, and standard output is the same either way."""
+    data = tmp_path / "data"
+    assert main(["demo", "-o", str(tmp_path / "a"), "--data-dir", str(data)]) == 0
+    text = capsys.readouterr()
+    lines = text.err.splitlines()
+    assert lines[0].startswith("demo: opening the bundled sets")
+    count = len([p for p in envelopes_dir().iterdir() if p.suffix in (".json", ".cbor")])
+    assert lines[1] == f"demo: decoding {count} sample envelopes…"
+    assert "demo:" not in text.out
+    assert main(["demo", "-o", str(tmp_path / "b"), "--data-dir", str(data), "--json"]) == 0
+    assert capsys.readouterr().err == ""

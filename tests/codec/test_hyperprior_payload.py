@@ -65,7 +65,7 @@ def test_digest_is_z_then_y_int32_le() -> None:
     ("mutate", "code"),
     [
         (lambda p: b"WAIX" + p[4:], CodecCode.PAYLOAD_MAGIC),
-        (lambda p: p[:4] + b"\x02" + p[5:], CodecCode.PAYLOAD_VERSION),
+        (lambda p: p[:4] + b"\x03" + p[5:], CodecCode.PAYLOAD_VERSION),
         (lambda p: p[:5] + b"\x01" + p[6:], CodecCode.PAYLOAD_HEADER_INVALID),
         (lambda p: p[:-1], CodecCode.PAYLOAD_TRUNCATED),
         (lambda p: p + b"\0", CodecCode.PAYLOAD_TRAILING),

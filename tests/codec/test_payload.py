@@ -207,7 +207,7 @@ def _code(payload: bytes, tables: EntropyTables, limits: Limits | None = None) -
 def test_bad_magic_and_version(small: EntropyTables, small_payload: bytes) -> None:
     assert _code(b"XAIP" + small_payload[4:], small) == "payload_magic"
     assert _code(b"\x89PNG\r\n\x1a\n" + bytes(40), small) == "payload_magic"
-    assert _code(_header(small_payload, version=2), small) == "payload_version"
+    assert _code(_header(small_payload, version=3), small) == "payload_version"
     assert _code(_header(small_payload, version=0), small) == "payload_version"
     assert _code(_header(small_payload, flags=1), small) == "payload_header_invalid"
 

@@ -110,3 +110,31 @@ def test_broken_payload_same_code_as_native(page: Any, name: str) -> None:
         codec.decode(payload, EntropyTables.from_json(tables_text))
     got = decode_in_page(page, tables_text, payload)
     assert got == {"error": native.value.code}
+
+
+CROP = """async ([bytes, width, height]) => {
+    const { readHeader } = await import("./js/codec/payload.js");
+    const { cropPicture } = await import("./js/decode.js");
+    const header = readHeader(Uint8Array.from(bytes));
+    const data = new Uint8Array(width * height * 3).map((_, i) => i % 251);
+    const out = cropPicture({ width, height, data }, header.picture);
+    return { picture: header.picture, headerSize: header.headerSize, width: out.width,
+             height: out.height, data: Array.from(out.data) };
+}"""
+
+
+def test_version_2_carries_the_picture_and_the_page_crops_to_it(page: Any) -> None:
+    """The golden version-2 payload (docs/payload.md): the page reads its picture, decodes the
+    native symbols, and crops the synthesis's output to its top-left picture."""
+    tables_text = (GOLDEN / "tables.json").read_text(encoding="utf-8")
+    tables = EntropyTables.from_json(tables_text.encode())
+    payload = (GOLDEN / "picture.payload").read_bytes()
+    got = decode_in_page(page, tables_text, payload)
+    assert got["digest"] == codec.symbols_digest(codec.decode(payload, tables))
+    assert got["shape"] == [1, 3, 19, 29]
+    width, height = 29 * 16, 19 * 16
+    out = page.evaluate(CROP, [list(payload), width, height])
+    assert out["picture"] == {"width": 451, "height": 300} and out["headerSize"] == 32
+    assert (out["width"], out["height"]) == (451, 300)
+    full = (np.arange(width * height * 3) % 251).astype(np.uint8).reshape(height, width, 3)
+    assert out["data"] == full[:300, :451].reshape(-1).tolist()

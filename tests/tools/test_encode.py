@@ -42,7 +42,9 @@ HYPER = "wai.neural.bmshj2018_hyperprior"
 #: The hyperprior's analysis runs in exact arithmetic (tools/hyperprior_encode.py), so its
 #: payload for the 130×100 crop is pinned whole, on every CPU.
 HYPER_SYMBOLS = "2a7779cdbb2f53dd3d5ab95858bdb0acc36181e54b2f58b75a3833d3dd0f3901"
-HYPER_PAYLOAD = "4a41ccf580ca18af5e6a371d9a940fc79ac6f478e214da20058ccbd9c3f77f93"
+HYPER_PAYLOAD = "d2285c146736d826881bbcf11311bc7d12d340b09037414d010f8d80ff04ed15"
+#: The same payload as version 1 (no picture field): the pin before the picture's size travelled.
+HYPER_PAYLOAD_V1 = "4a41ccf580ca18af5e6a371d9a940fc79ac6f478e214da20058ccbd9c3f77f93"
 #: The decoded picture's PSNR over the input's own pixels (RGB8), at least; the demo weights
 #: measure 29.7 dB (float) and 29.6 dB (integer) on this 130×100 crop of coffee.
 PSNR_FLOOR_DB = 26.0
@@ -90,8 +92,9 @@ def test_float_round_trip(decoder: Any, picture: np.ndarray) -> None:
     assert decoded.symbols_digest == result.symbols_digest
     assert decoded.set_digest == result.set_digest
     assert decoded.reports[-1].ran is not None
-    assert (decoded.width, decoded.height) == result.coded_size
-    assert _psnr(decoded.rgb[:100, :130], picture) >= PSNR_FLOOR_DB
+    # the payload carries the picture's own size (version 2): the decode is cropped to it
+    assert (decoded.width, decoded.height) == result.picture_size
+    assert _psnr(decoded.rgb, picture) >= PSNR_FLOOR_DB
     # the pin the envelope carries is its set's
     assert [p.set for p in result.envelope.pins] == [result.set_digest]
 
@@ -113,7 +116,7 @@ def test_int_synth_round_trip_is_bit_identical(decoder: Any, picture: np.ndarray
     assert str(ran.tier) == "decode-equivalence"
     second = decoder.decode(parse(result.envelope.to_json()))
     assert second.rgb_digest == first.rgb_digest
-    assert _psnr(first.rgb[:100, :130], picture) >= PSNR_FLOOR_DB
+    assert _psnr(first.rgb, picture) >= PSNR_FLOOR_DB
     # the integer set codes the same symbols as the float set it was derived from
     float_result = encode(
         decoder, _png(picture), set_digest=decoder.store.default_for(FLOAT).digest
@@ -128,10 +131,17 @@ def test_hyperprior_round_trip_holds_entropy_consistency(decoder: Any, picture: 
     assert result.coded_size == (192, 128) and result.latent_shape == (1, 192, 8, 12)
     # the digest covers z's symbols then y's, as the decoder's entropy stage reports it
     assert (result.symbols_digest, decoded.symbols_digest) == (HYPER_SYMBOLS, HYPER_SYMBOLS)
-    assert blake3.blake3(result.envelope.payload).hexdigest() == HYPER_PAYLOAD
+    payload = result.envelope.payload
+    assert blake3.blake3(payload).hexdigest() == HYPER_PAYLOAD
+    assert payload[4] == 2 and payload[24:32] == (130).to_bytes(4, "little") + (100).to_bytes(
+        4, "little"
+    )
+    v1 = payload[:4] + b"\x01" + payload[5:24] + payload[32:]
+    assert blake3.blake3(v1).hexdigest() == HYPER_PAYLOAD_V1
+    assert (decoded.width, decoded.height) == (130, 100)
     ran = decoded.reports[-1].ran
     assert ran is not None and str(ran.tier) == "entropy-consistency"
-    assert _psnr(decoded.rgb[:100, :130], picture) >= PSNR_FLOOR_DB
+    assert _psnr(decoded.rgb, picture) >= PSNR_FLOOR_DB
 
 
 def test_quantization_is_compressais(decoder: Any, picture: np.ndarray) -> None:

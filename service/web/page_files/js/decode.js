@@ -175,7 +175,7 @@ export async function decodeEnvelope(bytes, { source, offer, makeAdapters }) {
     parts.push({ capability: cap.name, set: digest, symbolsDigest: stage.symbolsDigest, shape: stage.header.shape });
     decodes.push({ set_digest: digest, symbols_digest: stage.symbolsDigest, report: decision.report });
     if (decision.report.ran !== null) {
-      const picture = decision.output.rgb ?? toRgb8(decision.output.xHat, decision.output.shape);
+      const picture = cropPicture(decision.output.rgb ?? toRgb8(decision.output.xHat, decision.output.shape), stage.header.picture);
       return { decoded: true, reports, parts, picture, adapters: adapterLog, decodes };
     }
   }
@@ -202,6 +202,20 @@ export function toRgb8(xHat, shape) {
     }
   }
   return { width, height, data };
+}
+
+/** RGB8 {width, height, data} cropped to its top-left `size` {width, height} (the picture a
+ * version-2 payload carries, docs/payload.md); `size` null: as it is. */
+export function cropPicture(rgb, size) {
+  if (!size || (size.width === rgb.width && size.height === rgb.height)) return rgb;
+  if (size.width > rgb.width || size.height > rgb.height) {
+    throw new WaiError("payload_header_invalid", `payload: its picture ${size.width}×${size.height} is larger than the synthesis's output ${rgb.width}×${rgb.height}`);
+  }
+  const data = new Uint8Array(size.width * size.height * 3);
+  for (let y = 0; y < size.height; y++) {
+    data.set(rgb.data.subarray(3 * y * rgb.width, 3 * (y * rgb.width + size.width)), 3 * y * size.width);
+  }
+  return { width: size.width, height: size.height, data };
 }
 
 /** An integer program's rgb8 output ([3, H, W] int32, each 0 … 255) as RGB8 (H×W×3). */

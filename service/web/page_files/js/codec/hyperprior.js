@@ -1,11 +1,11 @@
-// The entropy stage of a hyperprior set (WAIH payload, docs/payload.md "Hyperprior payload";
+// The entropy stage of a hyperprior set (WAIH payload, version 1 or 2, docs/payload.md "Hyperprior payload";
 // docs/bmshj2018-hyperprior-set.md), in the page as service/decoding/hyperprior.py runs it: z from
 // the set's factorized tables, the hyper-synthesis as the set's wai-ops/1 program (codec/waiops.js,
 // exact integers), y's table indexes from its output by the set's threshold table, then y from
 // the Gaussian tables those indexes choose. Integer arithmetic and table reads only, so the
 // symbols are the native sink's.
 import { WaiError } from "../dispatch/tokens.js";
-import { AnsDecoder, LIMITS, decodePayload, readHeader, readVarints } from "./payload.js";
+import { AnsDecoder, LIMITS, PICTURE_VERSION, decodePayload, readHeader, readPicture, readVarints } from "./payload.js";
 import { readTables } from "./tables.js";
 import { readSafetensors, runWaiOps } from "./waiops.js";
 
@@ -28,8 +28,9 @@ export function readHyperHeader(bytes, limits = LIMITS) {
   const size = bytes.length;
   if (size > limits.maxPayloadBytes) throw err("payload_too_large", `payload of ${size} bytes exceeds ${limits.maxPayloadBytes}`);
   if (!isHyperprior(bytes)) throw err("payload_magic", "payload: bad magic (expected WAIH)");
-  if (size >= 5 && bytes[4] !== 1) throw err("payload_version", `payload: WAIH version ${bytes[4]} is not supported (only 1)`);
-  if (size < HEADER_SIZE) throw err("payload_truncated", `payload of ${size} bytes is shorter than its ${HEADER_SIZE}-byte header`);
+  if (size >= 5 && bytes[4] !== 1 && bytes[4] !== PICTURE_VERSION) throw err("payload_version", `payload: WAIH version ${bytes[4]} is not supported (only 1 and 2)`);
+  const headerSize = HEADER_SIZE + (bytes[4] === PICTURE_VERSION ? 8 : 0);
+  if (size < headerSize) throw err("payload_truncated", `payload of ${size} bytes is shorter than its ${headerSize}-byte header`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const flags = bytes[5];
   const channels = view.getUint16(6, true);
@@ -38,8 +39,9 @@ export function readHyperHeader(bytes, limits = LIMITS) {
   const escapeCount = view.getUint32(16, true);
   const escapeBytes = view.getUint32(20, true);
   if (flags !== 0 || channels === 0) throw err("payload_header_invalid", `payload: WAIH flags ${flags} or y channels ${channels} invalid`);
-  if (HEADER_SIZE + zBytes > size) throw err("payload_truncated", `payload: the side latent's ${zBytes} bytes are not all present`);
-  const zSection = bytes.subarray(HEADER_SIZE, HEADER_SIZE + zBytes);
+  const picture = readPicture(bytes);
+  if (headerSize + zBytes > size) throw err("payload_truncated", `payload: the side latent's ${zBytes} bytes are not all present`);
+  const zSection = bytes.subarray(headerSize, headerSize + zBytes);
   const z = readHeader(zSection, limits);
   const height = UPSAMPLING * z.height;
   const width = UPSAMPLING * z.width;
@@ -50,9 +52,9 @@ export function readHyperHeader(bytes, limits = LIMITS) {
   if (escapeCount > symbols || !(escapeCount <= escapeBytes && escapeBytes <= 5 * escapeCount)) {
     throw err("payload_header_invalid", `payload: ${escapeCount} escapes in ${escapeBytes} bytes`);
   }
-  const total = HEADER_SIZE + zBytes + 4 * yWords + escapeBytes;
+  const total = headerSize + zBytes + 4 * yWords + escapeBytes;
   if (total !== size) throw err(total < size ? "payload_trailing" : "payload_truncated", `payload: header declares ${total} bytes, ${size} present`);
-  return Object.freeze({ channels, height, width, z, zBytes, yWords, escapeCount, escapeBytes, zSection, symbols, shape: [1, channels, height, width] });
+  return Object.freeze({ headerSize, picture, channels, height, width, z, zBytes, yWords, escapeCount, escapeBytes, zSection, symbols, shape: [1, channels, height, width] });
 }
 
 /** The set's pieces (facts.hyperprior), fetched and parsed once per set. */
@@ -108,7 +110,7 @@ export function decodeHyperprior(bytes, stage, limits = LIMITS) {
 /** y's symbols, coded grouped by table index (each group in C, H, W order). */
 function decodeY(bytes, h, indexes, tables) {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const start = HEADER_SIZE + h.zBytes;
+  const start = h.headerSize + h.zBytes;
   const words = new Uint32Array(h.yWords);
   for (let i = 0; i < h.yWords; i++) words[i] = view.getUint32(start + 4 * i, true);
   if (h.yWords && words[h.yWords - 1] === 0) throw err("payload_stream_invalid", "payload: y's rANS stream ends in a zero word");

@@ -1,4 +1,4 @@
-// The payload (WAIP version 1) and its rANS stage, decoded in the page (docs/payload.md; spec
+// The payload (WAIP version 1, or 2 with the picture's size) and its rANS stage, decoded in the page (docs/payload.md; spec
 // §6.3): the same symbols as codec/payload.py, integer and table reads only.
 //
 // The stream is constriction's AnsCoder (64-bit state, 32-bit words, 24-bit precision), which
@@ -8,6 +8,9 @@
 import { WaiError } from "../dispatch/tokens.js";
 
 export const HEADER_SIZE = 24;
+/** Version 2 (docs/payload.md): version 1's header, then the picture's width and height (u32). */
+export const PICTURE_VERSION = 2;
+const PICTURE_SIZE = 8;
 const MAGIC = [0x57, 0x41, 0x49, 0x50]; // "WAIP"
 const PRECISION = 24n;
 const MASK = (1n << PRECISION) - 1n;
@@ -29,6 +32,17 @@ function err(code, message) {
   return new WaiError(code, message);
 }
 
+/** A version-2 WAIP or WAIH payload's picture {width, height} (right after the 24-byte version-1
+ * header, in both), else null. */
+export function readPicture(bytes) {
+  if (bytes.length < HEADER_SIZE + PICTURE_SIZE || bytes[4] !== PICTURE_VERSION) return null;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const width = view.getUint32(HEADER_SIZE, true);
+  const height = view.getUint32(HEADER_SIZE + 4, true);
+  if (width === 0 || height === 0) throw err("payload_header_invalid", `payload: empty picture ${width}×${height}`);
+  return { width, height };
+}
+
 /** Parse and check the header; allocates nothing that depends on it. */
 export function readHeader(bytes, limits = LIMITS) {
   const size = bytes.length;
@@ -37,10 +51,13 @@ export function readHeader(bytes, limits = LIMITS) {
     if (size < 4 && MAGIC.slice(0, size).every((b, i) => bytes[i] === b)) throw err("payload_truncated", `payload of ${size} bytes is shorter than its header`);
     throw err("payload_magic", "payload: bad magic (expected WAIP)");
   }
-  if (size >= 5 && bytes[4] !== 1) throw err("payload_version", `payload: version ${bytes[4]} is not supported (only 1)`);
-  if (size < HEADER_SIZE) throw err("payload_truncated", `payload of ${size} bytes is shorter than its ${HEADER_SIZE}-byte header`);
+  if (size >= 5 && bytes[4] !== 1 && bytes[4] !== PICTURE_VERSION) throw err("payload_version", `payload: version ${bytes[4]} is not supported (only 1 and 2)`);
+  const headerSize = HEADER_SIZE + (bytes[4] === PICTURE_VERSION ? PICTURE_SIZE : 0);
+  if (size < headerSize) throw err("payload_truncated", `payload of ${size} bytes is shorter than its ${headerSize}-byte header`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const h = {
+    headerSize,
+    picture: readPicture(bytes),
     flags: bytes[5],
     channels: view.getUint16(6, true),
     height: view.getUint16(8, true),
@@ -58,7 +75,7 @@ export function readHeader(bytes, limits = LIMITS) {
   if (h.escapeCount > symbols || !(h.escapeCount <= h.escapeBytes && h.escapeBytes <= MAX_VARINT_BYTES * h.escapeCount)) {
     throw err("payload_header_invalid", `payload: ${h.escapeCount} escapes in ${h.escapeBytes} bytes for ${symbols} symbols`);
   }
-  const total = HEADER_SIZE + 4 * h.streamWords + h.escapeBytes;
+  const total = headerSize + 4 * h.streamWords + h.escapeBytes;
   if (total > size) throw err("payload_truncated", `payload: header declares ${total} bytes, ${size} present`);
   if (total < size) throw err("payload_trailing", `payload: ${size - total} trailing bytes after the declared ${total}`);
   return Object.freeze({ ...h, symbols, shape: [1, h.channels, h.height, h.width] });
@@ -70,7 +87,7 @@ export function decodePayload(bytes, tables, limits = LIMITS) {
   if (h.channels !== tables.channels) throw err("payload_tables_mismatch", `payload has ${h.channels} channels, the tables ${tables.channels}`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const words = new Uint32Array(h.streamWords);
-  for (let i = 0; i < h.streamWords; i++) words[i] = view.getUint32(HEADER_SIZE + 4 * i, true);
+  for (let i = 0; i < h.streamWords; i++) words[i] = view.getUint32(h.headerSize + 4 * i, true);
   if (h.streamWords && words[h.streamWords - 1] === 0) throw err("payload_stream_invalid", "payload: the rANS stream ends in a zero word");
   const coder = new AnsDecoder(words);
   const count = h.height * h.width;
@@ -104,7 +121,7 @@ export function decodePayload(bytes, tables, limits = LIMITS) {
     throw err("payload_escape_invalid", `payload: the stream holds ${escaped.length} escapes, the header ${h.escapeCount}`);
   }
   if (escaped.length) {
-    const start = HEADER_SIZE + 4 * h.streamWords;
+    const start = h.headerSize + 4 * h.streamWords;
     const raws = readVarints(bytes.subarray(start, start + h.escapeBytes), escaped.length);
     escaped.forEach((at, k) => {
       const c = Math.floor(at / count);

@@ -1,0 +1,108 @@
+"""``python -m wai_dispatch.tools.bench_make_set [--quick]``: how long ``make-set`` takes for
+both capabilities that write from a CompressAI checkpoint, as a user runs it (a fresh process,
+imports included): ``wai.neural.bmshj2018`` (the factorized writer) and
+``wai.neural.bmshj2018_hyperprior``, each from its bundled demo checkpoint (quality 3, every
+program, Core ML included), both in the same run. Each step's time is read from the writer's own
+progress lines on standard error (the time since the previous line), so the step that dominates
+is named beside the total (docs/performance.md, "Writing a set").
+
+``--quick``: both writers from freshly initialised small models (N=16, M=24, no Core ML
+program) in this process, a smoke run whose figures mean nothing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+WRITERS = {
+    "bmshj2018": "wai_dispatch.tools.wai_bmshj2018_npu_set",
+    "bmshj2018-hyperprior": "wai_dispatch.tools.wai_bmshj2018_hyperprior_set",
+}
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def timed_writer(module: str, out: Path) -> tuple[float, list[tuple[float, str]]]:
+    """The writer's wall time in a fresh process, and each progress line with the seconds
+    since the one before (the first: since the start, imports and loading included)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    steps: list[tuple[float, str]] = []
+    last = start
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        text = line.strip()
+        # coremltools draws its own progress bars on stderr; only the writer's lines count
+        if not text or "|" in text or text.startswith(("Converting", "Running")):
+            continue
+        now = time.perf_counter()
+        steps.append((now - last, text[:90]))
+        last = now
+    if proc.wait() != 0:
+        raise SystemExit(f"{module} failed (exit {proc.returncode})")
+    return time.perf_counter() - start, steps
+
+
+def full() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, module in WRITERS.items():
+            before = _load()
+            total, steps = timed_writer(module, Path(tmp) / kind)
+            print(f"make-set {kind}: {total:.1f} s (load average {before} → {_load()})")
+            for seconds, text in steps:
+                print(f"  {seconds:7.1f} s  {text}")
+            if steps:
+                seconds, text = max(steps)
+                print(f"  dominating step: {seconds:.1f} s ({100 * seconds / total:.0f}%), up to "
+                      f"“{text}”")  # fmt: skip
+    return 0
+
+
+def quick() -> int:
+    import torch
+
+    from wai_dispatch.tools import wai_bmshj2018_hyperprior_set, wai_bmshj2018_npu_set
+    from wai_dispatch.tools._compressai import factorized_prior, scale_hyperprior
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, make, writer in (
+            ("bmshj2018", factorized_prior, wai_bmshj2018_npu_set.write_set),
+            ("bmshj2018-hyperprior", scale_hyperprior, wai_bmshj2018_hyperprior_set.write_set),
+        ):
+            torch.manual_seed(30)
+            net = make(16, 24)
+            net.update(force=True)
+            checkpoint = Path(tmp) / f"{kind}.pt"
+            torch.save(net.state_dict(), checkpoint)
+            start = time.perf_counter()
+            writer(Path(tmp) / kind, checkpoint=checkpoint, coreml=False)
+            took = time.perf_counter() - start
+            print(f"make-set {kind} (fresh N=16 M=24, no Core ML): {took:.1f} s "
+                  f"(load average {_load()})")  # fmt: skip
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_make_set")
+    parser.add_argument("--quick", action="store_true", help="small fresh models, a smoke run")
+    args = parser.parse_args(argv)
+    return quick() if args.quick else full()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
