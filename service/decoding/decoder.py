@@ -17,6 +17,7 @@ the decode, for whoever must know the cost first (the HTTP service's admission);
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,6 +44,7 @@ from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
+    Code,
     Offer,
     Path,
     Pin,
@@ -72,6 +74,7 @@ from wai_dispatch.service.decoding.results import (
     SetMissing,
     Undecodable,
     VerifyResult,
+    failure_text,
 )
 from wai_dispatch.service.decoding.setcache import bundled_dir, removed
 from wai_dispatch.service.decoding.settings import Settings, load
@@ -79,6 +82,8 @@ from wai_dispatch.service.decoding.verify import verify_store
 
 if TYPE_CHECKING:
     from wai_dispatch.paths.registry import PathStatus
+
+log = logging.getLogger("wai_dispatch.decode")
 
 #: How many opened sets a decoder keeps (each holds its files' bytes: ~10 MB for bmshj2018).
 MAX_OPEN_SETS = 8
@@ -266,6 +271,7 @@ class Decoder:
             decision = choose(capability, needed, self.offer, self.adapters, job)
             reports.append(decision.report)
             failures.update(decision.failures)
+            _log_failures(capability.name, decision.failures)
             done.append(
                 PartResult(
                     capability.name, opened.files.digest, stage.symbols_digest, stage.latent_shape
@@ -284,9 +290,8 @@ class Decoder:
         if missing and len(missing) == len(reports) and not undecodable:
             # Nothing else stood in the way: say so, not "no path" with its refusals.
             raise SetMissing("; ".join(missing), reports, done, undecodable)
-        bad = [
-            f"{p}: {e.code}: {e.message}" for p, e in failures.items() if isinstance(e, WaiError)
-        ]
+        # each backend that failed says why (a named error, or any exception's type and text)
+        bad = [f"{p}: {Code.BACKEND_FAILED}: {failure_text(e)}" for p, e in failures.items()]
         why = "".join(f"; {m}" for m in missing + [u.message for u in undecodable] + bad)
         raise NoPath(
             f"no offered path decodes this envelope ({tried}){why}", reports, done, undecodable
@@ -426,3 +431,14 @@ def _check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
         raise SetCapabilityMismatch(
             f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
         )
+
+
+def _log_failures(capability: str, failures: Mapping[Path, BaseException]) -> None:
+    """Every backend failure :func:`dispatch.choose` turned into ``dispatch_backend_failed``,
+    logged with its path (a typed error as one line, anything else with its traceback)."""
+    for path, exc in failures.items():
+        log.warning(
+            "%s: path %s refused: %s: %s", capability, path, Code.BACKEND_FAILED,
+            failure_text(exc), exc_info=None if isinstance(exc, WaiError) else exc,
+            extra={"dispatch_path": str(path), "capability": capability},
+        )  # fmt: skip

@@ -38,6 +38,17 @@ class Undecodable:
         return {"capability": self.capability, "code": self.code, "message": self.message}
 
 
+def failure_text(exc: BaseException) -> str:
+    """A backend's failure in one line, as the no-path answer and the log name it: a typed
+    error's code and message, else the exception's type and text (at most 300 characters)."""
+    if isinstance(exc, WaiError):
+        text = f"{exc.code}: {exc.message}"
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
 class NoPath(WaiError):
     """Every offered path was refused for every decode the envelope allows (§4)."""
 
