@@ -164,7 +164,7 @@ class ErrorCode(enum.StrEnum):
         422,
         ("an install refused: path traversal, a link, a device or another non-regular file"),
     )
-    SET_TOO_LARGE = "set_too_large", 422, "an install over the store's size limits"
+    SET_TOO_LARGE = "set_too_large", 413, "an install over the store's size limits (413)"
     SET_ARCHIVE_INVALID = "set_archive_invalid", 422, "an archive that does not read"
     SET_DIGEST_INVALID = "set_digest_invalid", 422, "a set digest that is not 64 hex digits"
     SET_NOT_INSTALLED = "set_not_installed", 404, "a set digest that is not in the store"
@@ -288,6 +288,12 @@ class ErrorCode(enum.StrEnum):
     )
     TOKEN_MISSING = "token_missing", 401, "no Authorization: Bearer token (401)"
     TOKEN_UNKNOWN = "token_unknown", 401, "a bearer token that is not a live token (401)"
+    TOKEN_STORE_DOWN = (
+        "token_store_down",
+        503,
+        "a bearer token this replica cannot check: the token store does not answer and the "
+        "token is in no view this replica holds; retry after Retry-After (503, never 401)",
+    )
     ROLE_FORBIDDEN = "role_forbidden", 403, "a token whose role is below the route's (403)"
     TOKEN_INVALID = "token_invalid", 422, "a token name or role that is not valid"
     TOKEN_NOT_FOUND = "token_not_found", 404, "no live token with that name or id"
@@ -349,7 +355,12 @@ class ErrorCode(enum.StrEnum):
         404,
         "no stored run report with that id (or not this sink's)",
     )
-    POLICY_BUSY = "policy_busy", 503, "the policy kept changing while this one was being set"
+    POLICY_BUSY = (
+        "policy_busy",
+        409,
+        "the policy kept changing while this one was being set: a conflict; read it and "
+        "retry (409)",
+    )
     # wai-ops/1 integer programs (docs/wai-ops.md)
     WAIOPS_PROGRAM_INVALID = (
         "waiops_program_invalid",
