@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 import pytest
+from PIL import Image
 
 from wai_dispatch.codec.picture_read import (
     CONVERTED,
@@ -18,7 +19,6 @@ from wai_dispatch.codec.picture_read import (
     read_picture,
 )
 
-Image = pytest.importorskip("PIL.Image")
 H, W = 40, 56
 yy, xx = np.mgrid[0:H, 0:W]
 SRC = np.stack([xx * 255 // (W - 1), yy * 255 // (H - 1), (xx + yy) * 255 // (H + W - 2)], 2)
