@@ -10,6 +10,10 @@ import math
 import os
 import shlex
 import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +132,8 @@ def run_serve(args: argparse.Namespace) -> int:
         values.mkdir(parents=True, mode=0o700)
         # the library's own variable, read when a worker imports it
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(values)
-    print("\n".join(banner(chosen)), flush=True)
+    # the banner once the socket listens and /readyz says ready: its curl then works at once
+    announce_when_ready(chosen, banner(chosen))
     uvicorn.run(
         "wai_dispatch.service.http.app:create_app",
         factory=True,
@@ -155,3 +160,46 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     shutil.rmtree(values, ignore_errors=True)
     return 0
+
+
+#: How long ``serve`` waits for ``/readyz`` before it prints the banner all the same, saying why.
+READY_WAIT_S = 300.0
+
+
+def announce_when_ready(chosen: Settings, lines: list[str]) -> threading.Thread:
+    """Print ``lines`` from a thread once ``/readyz`` on the address ``serve`` listens on
+    answers 200 (or after :data:`READY_WAIT_S`, with a last line saying what it answered)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(chosen.host, chosen.host)
+    where = f"[{host}]" if ":" in host else host
+    url = f"http://{where}:{chosen.port}/readyz"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+
+    def wait() -> None:
+        deadline = time.monotonic() + READY_WAIT_S
+        last = "not listening"
+        while time.monotonic() < deadline:
+            try:
+                with opener.open(url, timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except urllib.error.HTTPError as exc:  # listening, not ready yet (503)
+                last = _reasons(exc)
+            except OSError:
+                pass  # not listening yet
+            time.sleep(0.1)
+        else:
+            lines.append(f"(not ready after {READY_WAIT_S:.0f} s: /readyz: {last})")
+        print("\n".join(lines), flush=True)
+
+    thread = threading.Thread(target=wait, name="banner", daemon=True)
+    thread.start()
+    return thread
+
+
+def _reasons(exc: urllib.error.HTTPError) -> str:
+    try:
+        body = json.loads(exc.read())
+    except (OSError, ValueError):
+        return f"HTTP {exc.code}"
+    reasons = body.get("reasons") if isinstance(body, dict) else None
+    return "; ".join(map(str, reasons)) if isinstance(reasons, list) else f"HTTP {exc.code}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +21,10 @@ import numpy.typing as npt
 from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
 
-__all__ = ["FORMATS", "PictureInvalid", "PictureOverLimits", "read_picture"]
+__all__ = [
+    "CONVERTED", "FORMATS", "SIXTEEN_BIT_GREY", "PictureInvalid", "PictureOverLimits",
+    "read_picture",
+]  # fmt: skip
 
 #: Pillow's names of the formats ``encode`` reads; any other is ``picture_invalid``.
 FORMATS = ("PNG", "JPEG", "PPM")
@@ -34,11 +38,38 @@ class PictureOverLimits(CodecError):
     code = CodecCode.PICTURE_OVER_LIMITS
 
 
+#: Modes Pillow converts to RGB8 itself: bilevel (0 or 255), grey, palette, RGB; an alpha or
+#: padding channel is dropped (not composited); CMYK and YCbCr by Pillow's conversion.
+CONVERTED = frozenset({"1", "L", "LA", "La", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK",
+                       "YCbCr"})  # fmt: skip
+#: 16-bit grey (PNG's, and PGM's over 255 as Pillow's mode I): scaled like 16-bit RGB,
+#: ``round(v × 255 / 65535)``, into each of R, G and B. Pillow's own conversion clips them.
+SIXTEEN_BIT_GREY = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
+
+
+def _rgb8(image: Any) -> npt.NDArray[np.uint8]:
+    """``image`` (its pixels loaded) as RGB8 by the rule of its mode, or
+    :class:`PictureInvalid` naming a mode no rule reads (floating-point samples, say)."""
+    mode = image.mode
+    if mode in SIXTEEN_BIT_GREY:
+        grey = np.asarray(image).astype(np.int64)
+        if grey.size and (grey.min() < 0 or grey.max() > 65535):
+            raise PictureInvalid(f"a picture of mode {mode} with samples outside 0–65535")
+        scaled = ((grey * 255 + 32767) // 65535).astype(np.uint8)
+        return np.repeat(scaled[..., None], 3, axis=2)
+    if mode not in CONVERTED:
+        raise PictureInvalid(
+            f"a picture of mode {mode} (Pillow's name) is not read: no rule maps its samples "
+            "to RGB8 (docs/encode.md, Pictures)"
+        )
+    return np.array(image.convert("RGB"), dtype=np.uint8)  # a copy: writable
+
+
 def read_picture(data: bytes, check_size: Callable[[int, int], None]) -> npt.NDArray[np.uint8]:
-    """The picture in ``data`` as RGB8 (H×W×3, C order), any mode converted to RGB by Pillow
-    (an alpha channel dropped, a palette or grey expanded). ``check_size(width, height)`` is
-    called with the size the header states before any pixel is decoded; it raises
-    :class:`PictureOverLimits` (or any typed error) to refuse the picture."""
+    """The picture in ``data`` as RGB8 (H×W×3, C order), each mode by its rule
+    (:data:`CONVERTED`, :data:`SIXTEEN_BIT_GREY`; any other refused by name).
+    ``check_size(width, height)`` is called with the size the header states before any pixel
+    is decoded; it raises :class:`PictureOverLimits` (or any typed error) to refuse it."""
     from PIL import Image, UnidentifiedImageError  # lazy: only encode reads pictures
 
     with warnings.catch_warnings():
@@ -60,10 +91,9 @@ def read_picture(data: bytes, check_size: Callable[[int, int], None]) -> npt.NDA
             check_size(width, height)
             try:
                 image.load()
-                rgb = image.convert("RGB")
             except Exception as exc:  # truncated or corrupt pixel data
                 raise PictureInvalid(f"the picture's pixels do not decode: {exc}") from None
-    out = np.array(rgb, dtype=np.uint8)  # a copy: writable, which torch.from_numpy wants
+            out = _rgb8(image)
     if out.shape != (height, width, 3):
         raise PictureInvalid(f"the picture decodes to {out.shape}, not {height}×{width}×3")
     return np.ascontiguousarray(out)

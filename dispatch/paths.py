@@ -51,11 +51,45 @@ class Path:
 
 Offer = tuple[Path, ...]
 
+#: §1 as this project reads it: the arithmetic each backend computes in. ONNX Runtime, a
+#: platform's model runtime and WebNN choose their own precision, order and fusion (float);
+#: the wai-ops/1 interpreter and its WGSL kernels compute in the registration's integers.
+BACKEND_ARITHMETIC: Mapping[Backend, Arithmetic] = {
+    Backend.MODEL_RUNTIME: Arithmetic.FLOAT,
+    Backend.WEBNN: Arithmetic.FLOAT,
+    Backend.ONNX_RUNTIME: Arithmetic.FLOAT,
+    Backend.WAI_OPS: Arithmetic.INTEGER,
+    Backend.WGSL: Arithmetic.INTEGER,
+}
+#: The units each backend drives (§1): the model runtime the neural processor, WebNN a context
+#: for any unit, ONNX Runtime the CPU or a GPU, the interpreter the CPU, the kernels a GPU.
+BACKEND_UNITS: Mapping[Backend, frozenset[Unit]] = {
+    Backend.MODEL_RUNTIME: frozenset({Unit.NPU}),
+    Backend.WEBNN: frozenset({Unit.NPU, Unit.GPU, Unit.CPU}),
+    Backend.ONNX_RUNTIME: frozenset({Unit.CPU, Unit.GPU}),
+    Backend.WAI_OPS: frozenset({Unit.CPU}),
+    Backend.WGSL: frozenset({Unit.GPU}),
+}
+
+
+def impossible(path: Path) -> str | None:
+    """Why ``path`` cannot exist under :data:`BACKEND_ARITHMETIC` and :data:`BACKEND_UNITS`
+    (the table of docs/dispatch.md), or ``None`` for a path that can."""
+    arithmetic = BACKEND_ARITHMETIC[path.backend]
+    if path.arithmetic is not arithmetic:
+        return f"{path}: {path.backend} computes in {arithmetic}, not {path.arithmetic} (§1)"
+    units = BACKEND_UNITS[path.backend]
+    if path.unit not in units:
+        named = ", ".join(u for u in Unit if u in units)
+        return f"{path}: {path.backend} drives {named}, not {path.unit} (§1)"
+    return None
+
 
 def parse_offer(items: Iterable[str | Mapping[str, object] | Path]) -> Offer:
     """An offer from strings, JSON objects or paths. Empty and repeated paths are refused:
     a report names each offered path once (§5). So is an integer path naming ``npu``: no
-    integer path names the neural processor in this revision (§3)."""
+    integer path names the neural processor in this revision (§3); and a path the table of
+    backends refuses (:func:`impossible`)."""
     paths: list[Path] = []
     for item in items:
         if isinstance(item, Path):
@@ -68,6 +102,8 @@ def parse_offer(items: Iterable[str | Mapping[str, object] | Path]) -> Offer:
             raise InvalidOffer(f"path {path} is offered twice")
         if path.unit is Unit.NPU and path.arithmetic is Arithmetic.INTEGER:
             raise InvalidOffer(f"path {path}: no integer path names npu in this revision (§3)")
+        if (why := impossible(path)) is not None:
+            raise InvalidOffer(f"path {why}")
         paths.append(path)
     if not paths:
         raise InvalidOffer("an offer names at least one path")

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import strictjson
 from .errors import InvalidReport, WaiError
-from .paths import Path
+from .paths import Path, impossible
 from .registry import REGISTRY, Registry
 from .tokens import Arithmetic, Backend, Code, Tier, Unit, parse
 
@@ -136,6 +136,8 @@ class Report:
         for path in offered:
             if path.unit is Unit.NPU and path.arithmetic is Arithmetic.INTEGER:
                 raise InvalidReport(f"{path}: no integer path names npu in this revision (§3)")
+            if (why := impossible(path)) is not None:
+                raise InvalidReport(f"a path that cannot exist: {why}")
         cap = registry.get(self.capability)
         if cap is not None and self.needed < cap.registered_tier:
             raise InvalidReport(

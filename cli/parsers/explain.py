@@ -12,7 +12,7 @@ def add(sub: Sub) -> None:
         "explain",
         "the tier a decode needs and which offered paths §3 admits",
         "wai-dispatch explain --intent replicate\n"
-        "wai-dispatch explain --offer npu/model-runtime/float cpu/wai-ops/float --json",
+        "wai-dispatch explain --offer npu/model-runtime/float cpu/wai-ops/integer --json",
     )
     p.add_argument(
         "--capability",

@@ -18,6 +18,7 @@ the decode, for whoever must know the cost first (the HTTP service's admission);
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -70,6 +71,7 @@ from wai_dispatch.service.decoding.parts import (
     PreparedPart,
     any_header,
     check_capability,
+    log_failures,
 )
 from wai_dispatch.service.decoding.plan import plan
 from wai_dispatch.service.decoding.results import (
@@ -87,6 +89,8 @@ from wai_dispatch.service.decoding.verify import verify_store
 
 if TYPE_CHECKING:
     from wai_dispatch.paths.registry import PathStatus
+
+log = logging.getLogger("wai_dispatch.decode")
 
 #: How many opened sets a decoder keeps (each holds its files' bytes: ~10 MB for bmshj2018).
 MAX_OPEN_SETS = 8
@@ -273,6 +277,7 @@ class Decoder:
             decision = choose(capability, needed, self.offer, self.adapters, job)
             reports.append(decision.report)
             failures.update(decision.failures)
+            log_failures(capability.name, decision.failures)
             done.append(
                 PartResult(
                     capability.name, opened.files.digest, stage.symbols_digest, stage.latent_shape

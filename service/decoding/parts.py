@@ -5,7 +5,8 @@ installed (:class:`NoProgram`: §4.2 refuses it with ``dispatch_program_absent``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from wai_dispatch.codec import hyperprior_payload as waih
@@ -14,10 +15,11 @@ from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.payload import Header, read_header
 from wai_dispatch.codec.sets import LoadedSet, SetCapabilityMismatch
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.dispatch import Adapter, Path
+from wai_dispatch.dispatch import Adapter, Code, Path
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.service.decoding.results import failure_text
 
 __all__ = ["NoProgram", "OpenedSet", "Prepared", "PreparedPart"]
 
@@ -98,3 +100,17 @@ def check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
         raise SetCapabilityMismatch(
             f"set {digest[:16]}… is {opened.files.capability}'s, not {capability}'s"
         )
+
+
+log = logging.getLogger("wai_dispatch.decode")
+
+
+def log_failures(capability: str, failures: Mapping[Path, BaseException]) -> None:
+    """Every backend failure :func:`dispatch.choose` turned into ``dispatch_backend_failed``,
+    logged with its path (a typed error as one line, anything else with its traceback)."""
+    for path, exc in failures.items():
+        log.warning(
+            "%s: path %s refused: %s: %s", capability, path, Code.BACKEND_FAILED,
+            failure_text(exc), exc_info=None if isinstance(exc, WaiError) else exc,
+            extra={"dispatch_path": str(path), "capability": capability},
+        )  # fmt: skip

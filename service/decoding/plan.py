@@ -4,6 +4,7 @@ questions and the backend's plan (§5), asked through :func:`dispatch.ask_path`,
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
@@ -17,10 +18,12 @@ from wai_dispatch.codec.sets.loaded import read_exact
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, Placement, ask_path, strictjson
 from wai_dispatch.paths.coreml import program_shape
 from wai_dispatch.paths.job import SynthesisJob
-from wai_dispatch.service.decoding.results import PlanResult
+from wai_dispatch.service.decoding.results import PlanResult, failure_text
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
+
+log = logging.getLogger("wai_dispatch.decode")
 
 
 def plan(
@@ -65,11 +68,11 @@ def plan(
         answer.placement,
         answer.code,
         reason,
-        _runtime_nodes(adapter, job) if answer.placement is not None else None,
+        _runtime_nodes(adapter, job, path) if answer.placement is not None else None,
     )
 
 
-def _runtime_nodes(adapter: Any, job: SynthesisJob) -> Placement | None:
+def _runtime_nodes(adapter: Any, job: SynthesisJob, path: Path) -> Placement | None:
     """The runtime graph's node counts where the adapter states them (ONNX Runtime's
     ``runtime_nodes``), for ``plan --json``; ``None`` elsewhere or when that fails."""
     nodes = getattr(adapter, "runtime_nodes", None)
@@ -77,7 +80,9 @@ def _runtime_nodes(adapter: Any, job: SynthesisJob) -> Placement | None:
         return None
     try:
         counts = nodes(job)
-    except Exception:  # the placement was answered; a statement beside it is optional
+    except Exception as exc:  # the placement was answered; a statement beside it is optional
+        log.warning("path %s: the runtime's node counts not read: %s", path, failure_text(exc),
+                    exc_info=exc, extra={"dispatch_path": str(path)})  # fmt: skip
         return None
     return counts if isinstance(counts, Placement) else None
 
@@ -92,8 +97,11 @@ def _stated_shape(decoder: Decoder, files: LoadedSet, path: Path) -> tuple[int, 
 
         try:
             shape = program_shape(files)
-        except ValueError:
-            shape = None  # the adapter says what is wrong with the program
+        except ValueError as exc:
+            # the adapter says what is wrong with the program, as its refusal
+            log.info("path %s: the program states no input shape: %s", path, exc,
+                     extra={"dispatch_path": str(path)})  # fmt: skip
+            shape = None
         if shape is not None:
             return shape
     stated = files.facts.stated_shape() or _payload_shape(files)

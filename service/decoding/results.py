@@ -40,6 +40,17 @@ class Undecodable:
         return {"capability": self.capability, "code": self.code, "message": self.message}
 
 
+def failure_text(exc: BaseException) -> str:
+    """A backend's failure in one line, as the no-path answer and the log name it: a typed
+    error's code and message, else the exception's type and text (at most 300 characters)."""
+    if isinstance(exc, WaiError):
+        text = f"{exc.code}: {exc.message}"
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
 class NoPath(WaiError):
     """Every offered path was refused for every decode the envelope allows (§4)."""
 
@@ -83,7 +94,8 @@ def no_path(
         # Nothing else stood in the way: say so, not "no path" with its refusals.
         return SetMissing("; ".join(missing), reports, done, undecodable)
     tried = ", ".join([r.capability for r in reports] + [u.capability for u in undecodable])
-    bad = [f"{p}: {e.code}: {e.message}" for p, e in failures.items() if isinstance(e, WaiError)]
+    # each backend that failed says why (a named error, or any exception's type and text)
+    bad = [f"{p}: {Code.BACKEND_FAILED}: {failure_text(e)}" for p, e in failures.items()]
     why = "".join(f"; {m}" for m in missing + [u.message for u in undecodable] + bad)
     return NoPath(
         f"no offered path decodes this envelope ({tried}){why}", reports, done, undecodable

@@ -133,6 +133,12 @@ class Settings(BaseSettings):
         description="zlib level of the decoded PNG (0: stored … 9: smallest, slowest)",
     )
     spool_max_bytes: int = Field(default=256 * MiB, ge=MiB)
+    min_free_bytes: int = Field(
+        default=32 * MiB,
+        ge=0,
+        description="/readyz is not ready while the data or the spool volume has fewer free "
+        "bytes; 0: not checked",
+    )
     warm: bool = Field(
         default=True,
         description="build every installed set's program, and decode once through it, before "

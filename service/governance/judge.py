@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from wai_dispatch.dispatch.errors import InvalidReport
+from wai_dispatch.dispatch.paths import BACKEND_ARITHMETIC
 from wai_dispatch.dispatch.report import Report
-from wai_dispatch.dispatch.tokens import Tier
+from wai_dispatch.dispatch.tokens import Arithmetic, Tier
 from wai_dispatch.service.governance.policy import Policy, SinkClass
 from wai_dispatch.service.governance.runreport import RunReport
 
@@ -23,6 +24,7 @@ VERDICT_FORMAT = "wai-run-verdict/1"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _DECODE_MEMBERS = {"set_digest", "symbols_digest", "report"}
 _TIERS = frozenset(t.value for t in Tier)
+_BACKEND_ARITHMETIC = {str(b): a for b, a in BACKEND_ARITHMETIC.items()}
 
 
 class Rule(enum.StrEnum):
@@ -152,10 +154,17 @@ def _judge_decode(index: int, obj: object, sink: str, cls: SinkClass | None) -> 
     ran = report.get("ran")
     ran = ran if isinstance(ran, Mapping) else {}
     tier, arithmetic = ran.get("tier"), ran.get("arithmetic")
-    if arithmetic == "float" and tier == str(Tier.DECODE_EQUIVALENCE):
+    # a backend that computes in float (docs/dispatch.md's table) is a float path whatever
+    # arithmetic the report states for it
+    computes = _BACKEND_ARITHMETIC.get(str(ran.get("backend")))
+    if tier == str(Tier.DECODE_EQUIVALENCE) and Arithmetic.FLOAT in (arithmetic, computes):
         path = "/".join(str(ran.get(k)) for k in ("unit", "backend", "arithmetic"))
+        backend = "" if arithmetic == Arithmetic.FLOAT else " (its backend computes in float)"
         reasons.append(
-            Reason(Rule.FLOAT_CLAIMS_EQUIVALENCE, f"float path {path} claims decode-equivalence")
+            Reason(
+                Rule.FLOAT_CLAIMS_EQUIVALENCE,
+                f"float path {path}{backend} claims decode-equivalence",
+            )
         )
     if cls is not None:
         if (

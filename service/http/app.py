@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
@@ -28,6 +28,7 @@ from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import Service
+from wai_dispatch.service.http.edge import checked_text
 from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
 from wai_dispatch.service.http.limits import BodyBudget
 from wai_dispatch.service.http.metrics import Metrics
@@ -200,6 +201,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url="/docs" if chosen.docs else None,
         redoc_url=None,  # ReDoc, like Swagger UI, loads its scripts from a CDN
+        # every route's query and path parameters checked first (service/http/edge.py)
+        dependencies=[Depends(checked_text)],
     )
     app.add_middleware(BodyBudget, limit=chosen.max_inflight_body_bytes)
     app.add_middleware(RequestId)

@@ -48,7 +48,7 @@ STATUS: dict[str, int] = {
     "set_file_missing": 404,
     "set_file_unexpected": 422,
     "set_unsafe_entry": 422,
-    "set_too_large": 422,
+    "set_too_large": 413,
     "set_archive_invalid": 422,
     "set_digest_invalid": 422,
     "set_not_installed": 404,
@@ -98,7 +98,7 @@ STATUS: dict[str, int] = {
     "run_report_sink_mismatch": 403,
     "run_report_conflict": 409,
     "run_report_not_found": 404,
-    "policy_busy": 503,
+    "policy_busy": 409,
     # service.http (service/http/codes.py)
     "request_invalid": 422,
     "not_found": 404,
@@ -117,6 +117,7 @@ STATUS: dict[str, int] = {
     "queue_timeout": 503,
     "token_missing": 401,
     "token_unknown": 401,
+    "token_store_down": 503,
     "role_forbidden": 403,
     # service.web (service/web/codes.py)
     "page_not_found": 404,

@@ -14,6 +14,13 @@ __all__ = ["StoreCode"]
 class StoreCode(ErrorCode):
     """The codes the report store raises."""
 
+    TOKEN_STORE_DOWN = (
+        "token_store_down",
+        (
+            "a bearer token this replica cannot check: the token store does not answer and the "
+            "token is in no view this replica holds; retry after Retry-After (never 401)"
+        ),
+    )
     SET_REGISTRY_DOWN = (
         "set_registry_down",
         (

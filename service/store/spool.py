@@ -152,6 +152,21 @@ class Spool:
             self.failed = None
         return self.failed is None
 
+    def probe(self) -> str | None:
+        """Whether a line can go in now, asked of the filesystem (``/readyz``): ``None``, or
+        why a small file cannot be written and removed in the spool's folder."""
+        probe = self.directory / f".probe-{os.getpid()}-{threading.get_ident()}"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, b"\n")
+            finally:
+                os.close(fd)
+            probe.unlink()
+        except OSError as exc:
+            return exc.strerror or str(exc)
+        return None
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """This process's threads and the other server processes (``serve --workers N``
@@ -238,7 +253,7 @@ class Spool:
 def _size(path: Path) -> int:
     try:
         return os.stat(path).st_size
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no file (its folder gone): nothing waits
         return 0
 
 

@@ -25,6 +25,7 @@ from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import TokenRow
 
 ADMIN_TOKEN_FILE = "admin-token"
@@ -197,6 +198,9 @@ class TokenCache:
         self.store = store
         self.refresh_s = refresh_s
         self.snapshot = snapshot
+        #: Whether the last read of the store answered: while it does not, a token missing
+        #: from the view cannot be checked (:meth:`lookup` raises :class:`TokenStoreDown`).
+        self.store_read = False
         self._view: dict[str, Principal] = {}
         self._loaded = -float("inf")  # when the view was read (monotonic)
         self._tried = -float("inf")  # when a reload was last tried
@@ -215,9 +219,11 @@ class TokenCache:
                     )
                 ).all()
         except SQLAlchemyError:
+            self.store_read = False
             if not self._view and self.snapshot is not None:
                 self._view = _read_snapshot(self.snapshot)
             return False
+        self.store_read = True
         view = {h: Principal(n, Role[r]) for h, n, r in rows if r in Role.__members__}
         changed = view != self._view
         self._view = view
@@ -235,12 +241,30 @@ class TokenCache:
                 self.reload()
 
     def lookup(self, secret: str) -> Principal | None:
+        """The live token's principal, ``None`` for a token the store says is not live, or
+        :class:`TokenStoreDown` for one this replica cannot check: not in its view while the
+        store does not answer (a replica started in an outage, or a token created since the
+        view was read) — a 401 would tell the client its token is wrong, so it would stop."""
         key = digest(secret)
         if time.monotonic() - self._loaded > self.refresh_s:
             self._refresh(self.refresh_s)
         elif key not in self._view:
             self._refresh(1.0)  # a token created since: look now (a bad token waits for this)
-        return self._view.get(key)
+        found = self._view.get(key)
+        if found is None and not self.store_read:
+            raise TokenStoreDown(
+                "this replica cannot check the bearer token now: the token store does not "
+                "answer; retry later"
+            )
+        return found
+
+
+class TokenStoreDown(StoreError):
+    """A token not in this replica's view while the token store does not answer: 503
+    ``token_store_down`` with ``Retry-After``, never 401."""
+
+    code = StoreCode.TOKEN_STORE_DOWN
+    retry_after_s = 5
 
 
 def _now() -> int:

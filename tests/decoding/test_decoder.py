@@ -236,3 +236,24 @@ def test_every_command_decodes_through_decoder_open(
     main(argv if argv == ["paths"] else [*argv, "--data-dir", str(tmp_path / "data")])
     capsys.readouterr()
     assert len(made) == 1
+
+
+def test_the_plan_logs_a_failing_node_count_with_its_path(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 29: the plan builder swallows nothing silently: an adapter whose node counts
+    fail is logged with the path and the error (the placement was answered all the same)."""
+    from wai_dispatch.dispatch import CPU_ONNX_RUNTIME
+    from wai_dispatch.service.decoding import plan as plan_mod
+
+    class Broken:
+        def runtime_nodes(self, job: object) -> None:
+            raise RuntimeError("graph optimiser gave up")
+
+    with caplog.at_level("WARNING", "wai_dispatch.decode"):
+        assert plan_mod._runtime_nodes(Broken(), None, CPU_ONNX_RUNTIME) is None  # type: ignore[arg-type]
+    (record,) = [r for r in caplog.records if r.name == "wai_dispatch.decode"]
+    assert record.getMessage() == (
+        "path cpu/onnx-runtime/float: the runtime's node counts not read: "
+        "RuntimeError: graph optimiser gave up"
+    )

@@ -160,6 +160,32 @@ def test_paths_refuses_a_malformed_offer(
     assert status == 2 and "invalid_offer" in err
 
 
+@pytest.mark.parametrize("command", ["explain", "paths"])
+def test_an_impossible_path_is_refused_by_the_offer_flag_and_setting(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Issue 29: ``explain --offer cpu/wai-ops/float`` (once the ``explain --help`` example)
+    and ``WAI_OFFER`` with it are one typed line naming the table's rule."""
+    status, out, err = cli(capsys, command, "--offer", "cpu/wai-ops/float")
+    assert status == 2 and out == ""
+    first = err.splitlines()[0]
+    assert first.startswith("wai-dispatch: error: ") and first.endswith(
+        "invalid_offer: path cpu/wai-ops/float: wai-ops computes in integer, not float (§1)"
+    )
+    monkeypatch.setenv("WAI_OFFER", "npu/model-runtime/float,gpu/onnx-runtime/integer")
+    status, _, err = cli(capsys, "paths")
+    assert status == 2 and "onnx-runtime computes in float, not integer (§1)" in err
+
+
+def test_the_explain_help_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    out, _ = capsys.readouterr()
+    example = next(line for line in out.splitlines() if "explain --offer" in line)
+    status, out, _ = cli(capsys, *example.split("wai-dispatch", 1)[1].split())
+    assert status == 0 and json.loads(out)
+
+
 # --- wai-dispatch plan --------------------------------------------------------------------------
 
 

@@ -33,12 +33,12 @@ from wai_dispatch.dispatch import (
     demand,
     parse_offer,
 )
+from wai_dispatch.dispatch.paths import impossible
 
 ALL_PATHS = [Path(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
-#: §3: no integer path names npu in this revision, so no offer holds one.
-OFFERABLE = [
-    p for p in ALL_PATHS if not (p.unit is Unit.NPU and p.arithmetic is Arithmetic.INTEGER)
-]
+#: §3: no integer path names npu in this revision, and §1's table of backends (docs/dispatch.md)
+#: gives each backend its arithmetic and its units: no offer holds another path.
+OFFERABLE = [p for p in ALL_PATHS if impossible(p) is None]
 QUESTIONS = ("unit_present", "program_present", "takes_shape", "plan", "run")
 TIER_TOKENS = [str(t) for t in Tier]
 
@@ -332,11 +332,13 @@ def test_prop_needed_is_at_least_registered(scenario: Any) -> None:
 
 
 @given(st.lists(st.sampled_from(ALL_PATHS), min_size=1, max_size=6))
-def test_prop_parse_offer_refuses_repeats_and_integer_npu(paths: list[Path]) -> None:
-    """§3/§4: an offer with a repeated path or an integer path naming npu is InvalidOffer;
-    every other non-empty list of paths is an offer, kept in order."""
+def test_prop_parse_offer_refuses_repeats_and_impossible_paths(paths: list[Path]) -> None:
+    """§1/§3/§4: an offer with a repeated path, an integer path naming npu or a path the table
+    of backends refuses is InvalidOffer; every other non-empty list of paths is an offer, kept
+    in order."""
     bad = len(set(paths)) != len(paths) or any(
-        p.unit is Unit.NPU and p.arithmetic is Arithmetic.INTEGER for p in paths
+        (p.unit is Unit.NPU and p.arithmetic is Arithmetic.INTEGER) or impossible(p) is not None
+        for p in paths
     )
     if bad:
         with pytest.raises(InvalidOffer):

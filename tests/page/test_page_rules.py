@@ -90,6 +90,32 @@ def test_the_page_refuses_a_bad_offer_as_python_does(page: Any) -> None:
     assert codes == ["invalid_offer", "invalid_offer", "invalid_offer", "unknown_token"]
 
 
+def test_the_page_holds_the_table_of_backends_python_holds(page: Any) -> None:
+    """Issue 29: one table of backends' arithmetic and units (docs/dispatch.md); the page's
+    copy is the core's, and the page refuses an impossible path with the core's message."""
+    from wai_dispatch.dispatch.paths import BACKEND_ARITHMETIC, BACKEND_UNITS, Path, impossible
+
+    got = page.evaluate(
+        """async () => {
+            const m = await import("./js/dispatch/paths.js");
+            const refused = {};
+            for (const text of ["cpu/wai-ops/float", "gpu/wgsl/float", "cpu/model-runtime/float",
+                                "gpu/onnx-runtime/integer", "npu/onnx-runtime/float"]) {
+                try { m.parseOffer([text]); refused[text] = null; }
+                catch (err) { refused[text] = [err.code, err.message]; }
+            }
+            return { arithmetic: m.BACKEND_ARITHMETIC, units: m.BACKEND_UNITS, refused };
+        }"""
+    )
+    assert got["arithmetic"] == {str(b): str(a) for b, a in BACKEND_ARITHMETIC.items()}
+    assert {b: sorted(u) for b, u in got["units"].items()} == {
+        str(b): sorted(str(u) for u in units) for b, units in BACKEND_UNITS.items()
+    }
+    for text, answer in got["refused"].items():
+        why = impossible(Path.parse(text))
+        assert why is not None and answer == ["invalid_offer", f"path {why}"], text
+
+
 def test_every_code_the_page_raises_is_registered() -> None:
     found = set()
     for path in JS.rglob("*.js"):

@@ -5,6 +5,8 @@ and run once, ``programs`` is ``warming`` until then) and ``/metrics`` (Promethe
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
@@ -44,6 +46,16 @@ async def readyz(service: ServiceDep) -> JSONResponse:
         body["missing_sets"] = missing
     if not writable:
         body["spool"] = f"cannot write: {spool.failed}"
+    elif (cannot := await run_in_threadpool(spool.probe)) is not None:
+        writable = False
+        body["spool"] = f"cannot write: {cannot}"
+    floor = service.settings.min_free_bytes
+    free = {"data": _free(service.settings.data_dir), "spool": _free(spool.directory)}
+    body["free_bytes"] = free
+    low = [
+        f"the {name} volume has {n} bytes free, under min_free_bytes={floor}"
+        for name, n in free.items() if n is not None and n < floor
+    ]  # fmt: skip
     # Ready: this replica can decode every set the registry listed at its last sync (each in
     # the cache and whole); before the registry was first read (down since the start), the
     # cache's sets as last synced, at least one
@@ -56,9 +68,31 @@ async def readyz(service: ServiceDep) -> JSONResponse:
     body["programs"] = warmup.state()
     if warmup.done.is_set():
         body["warmed"] = [w.to_json() for w in warmup.results]
-    ready = (up or spooling) and have_sets and warmup.done.is_set()
+    # no set can be opened although the registry lists some, or every one is damaged
+    no_set = sets == 0 and bool(registry.state.listed or damaged)
+    reasons = [*low]
+    if not writable:
+        reasons.append(f"the spool cannot take a line ({body['spool'][len('cannot write: ') :]})")
+    if not (up or spooling):
+        reasons.append("the store is down and the spool cannot take reports")
+    if not have_sets or no_set:
+        reasons.append("no set can be opened" if no_set else "a set the registry lists is not here")
+    if not warmup.done.is_set():
+        reasons.append("the sets are warming")
+    ready = not reasons
+    if reasons:
+        body["reasons"] = reasons
     body["status"] = "ready" if ready else "not ready"
     return JSONResponse(body, 200 if ready else 503)
+
+
+def _free(directory: Path) -> int | None:
+    """Free bytes (for an unprivileged writer) on the volume holding ``directory``."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _sets(store: SetStore) -> tuple[int, list[str]]:

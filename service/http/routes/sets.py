@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
 
-from wai_dispatch.codec.sets import InstalledSet, SetError
+from wai_dispatch.codec.sets import InstalledSet, SetArchiveInvalid, SetError, SetFileMissing
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.codes import HttpCode
@@ -109,7 +109,12 @@ async def install(
             archive = FsPath(tmp) / f"set{suffix}"
             archive.write_bytes(body)
             # checked, its programs loaded (else refused), then put into the registry
-            return decoder.store.get(registry.install(archive))
+            try:
+                return decoder.store.get(registry.install(archive))
+            except SetFileMissing as exc:
+                # the client's archive lacks a file its manifest lists (or is empty): malformed
+                # input (422), not a resource this server is missing (404)
+                raise SetArchiveInvalid(f"the archive is incomplete: {exc.message}") from None
 
     entry = await run_in_threadpool(put)
     return _public(entry)

@@ -286,3 +286,28 @@ def test_seeded_reports_are_valid_reports() -> None:
     assert {r["ran"]["backend"] if r["ran"] else None for r in drawn} == {
         "model-runtime", "onnx-runtime", "wai-ops", "wgsl", None
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("unit", "backend"),
+    [("cpu", "model-runtime"), ("gpu", "onnx-runtime"), ("npu", "model-runtime")],
+)
+def test_a_float_backend_claiming_decode_equivalence_is_refused_whatever_it_states(
+    unit: str, backend: str
+) -> None:
+    """Issue 29: a decode that claims ``integer`` on a backend that computes in float (the table
+    of docs/dispatch.md) is refused as a float path's claim, and as a path that cannot exist."""
+    decode = _decode(
+        set_digest=B, capability="wai.neural.int_synth", needed="decode-equivalence",
+        ran_unit=unit, ran_backend=backend, ran_arithmetic="integer",
+        ran_tier="decode-equivalence", ran_placement=None,
+    )  # fmt: skip
+    verdict = judge(_run(decode, sink="archive-01"), POLICY)
+    (reasons,) = _reasons(verdict)
+    rules = [rule for rule, _ in reasons]
+    assert "report_invalid" in rules and "float_claims_decode_equivalence" in rules
+    assert dict(reasons)["float_claims_decode_equivalence"] == (
+        f"float path {unit}/{backend}/integer (its backend computes in float) claims "
+        "decode-equivalence"
+    )
+    assert not verdict.accepted

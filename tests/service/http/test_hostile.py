@@ -1,11 +1,12 @@
 """Issue 16, item 8: the project's own hostile suite for the HTTP service, in process (httpx's
 ASGITransport). Generated bodies, queries, path segments and headers for every route that reads
 client input, each sent with every role's token (sink, operator, admin), none and a garbage one.
-Every answer must be below 500 (the documented 503s aside, which should not occur here), every
-4xx must be ``{"error": {"code", "message"}}`` with a registered code, and no body may name a
-server path (the data directory, the repository, ``/tmp/``, ``site-packages``).
+Each test runs on SQLite and on PostgreSQL (issue 29). Every answer must be below 500 (the
+documented 503s aside, which should not occur here), every 4xx must be
+``{"error": {"code", "message"}}`` with a registered code, and no body may name a server path
+(the data directory, the repository, ``/tmp/``, ``site-packages``).
 
-``WAI_FUZZ_EXAMPLES`` examples per test (default 25, the whole file well under 30 s here);
+``WAI_FUZZ_EXAMPLES`` examples per test (default 25, the whole file about 80 s here, both stores);
 ``make fuzz`` runs this file too, with ``WAI_FUZZ_EXAMPLES=100000``."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from urllib.parse import quote
 import cbor2
 import httpx
 import pytest
-from _svc import SAMPLE_CBOR, SAMPLE_JSON, InProcess, in_process
+from _svc import SAMPLE_CBOR, SAMPLE_JSON, InProcess, in_process, pg_database
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,9 +50,20 @@ SAMPLE = json.loads(SAMPLE_JSON.read_bytes())
 SAMPLE_CBOR_BYTES = SAMPLE_CBOR.read_bytes()
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
-    with in_process(tmp_path_factory.mktemp("hostile") / "data") as running:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[InProcess]:
+    """The service on each store (issue 29: the same answers on both)."""
+    root = tmp_path_factory.mktemp("hostile") / "data"
+    if request.param == "sqlite":
+        with in_process(root) as running:
+            yield running
+        return
+    with (
+        pg_database(request.getfixturevalue("postgres")) as url,
+        in_process(root, database_url=url) as running,
+    ):
         yield running
 
 

@@ -95,3 +95,58 @@ def test_store_outage_under_load_loses_nothing(cluster: Cluster, tmp_path: Path)
     assert set(acked) <= set(stored)  # every acknowledged report is there…
     assert all(n == 1 for n in stored.values())  # …exactly once
     assert total == len(acked)
+
+
+def test_a_replica_started_in_an_outage_answers_503_not_401(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 29: a replacement replica (a fresh data directory, no token view) started while
+    PostgreSQL is down cannot check any token: every one, the admin's, a sink's and a garbage
+    one, is 503 ``token_store_down`` with ``Retry-After`` (a client retries), never 401. The
+    store back, the sink's retried decode is stored exactly once."""
+    from anyio.from_thread import start_blocking_portal
+
+    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.http.app import create_app
+
+    with serve(tmp_path / "a", database_url=cluster.url) as first:
+        tokens = dict(first.tokens)
+    cluster.stop()
+    body = SAMPLE_JSON.read_bytes()
+    settings = load(data_dir=tmp_path / "b", database_url=cluster.url, warm=False)
+    app = create_app(settings)
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(app.router.lifespan_context(app)),
+    ):
+
+        async def post(secret: str) -> httpx.Response:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://b") as c:
+                headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+                return await c.post("/v1/decode", content=body, headers=headers)
+
+        for secret in (tokens["sink"], tokens["admin"], "wai_not-a-token"):
+            r = portal.call(post, secret)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "token_store_down"
+            assert r.headers["Retry-After"] == "5"
+        cluster.start()
+        deadline = time.monotonic() + 60
+        while (r := portal.call(post, tokens["sink"])).status_code == 503:
+            assert r.json()["error"]["code"] == "token_store_down", r.text
+            assert time.monotonic() < deadline
+            time.sleep(float(r.headers["Retry-After"]) / 10)
+        assert r.status_code == 200, r.text
+        ids = r.json()["report_ids"]
+        assert portal.call(post, "wai_not-a-token").status_code == 401  # the store says so now
+        service = app.state.service
+        while service.recorder.pending_bytes() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    engine = create_engine("postgresql+psycopg://" + cluster.url.split("://", 1)[1])
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT id, count(*) FROM reports WHERE id = ANY(:ids) GROUP BY id"), {"ids": ids}
+        ).all()
+    engine.dispose()
+    assert sorted(rows) == sorted((i, 1) for i in ids)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import schemathesis
-from _svc import Live, serve
+from _svc import Live, pg_database, serve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -83,9 +83,20 @@ SCHEMA = _schema()
 OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    with serve(tmp_path_factory.mktemp("schemathesis")) as running:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Live]:
+    """The service on each store (issue 29: no 5xx on either)."""
+    root = tmp_path_factory.mktemp("schemathesis")
+    if request.param == "sqlite":
+        with serve(root) as running:
+            yield running
+        return
+    with (
+        pg_database(request.getfixturevalue("postgres")) as url,
+        serve(root, database_url=url) as running,
+    ):
         yield running
 
 

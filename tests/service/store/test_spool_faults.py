@@ -414,3 +414,42 @@ def test_a_damaged_set_is_a_server_fault_and_readyz_says_so(tmp_path: Path) -> N
             assert r.status_code == 200, r.text  # the set whole again: it decodes
             acked += r.json()["report_ids"]
         _exactly_once(svc.service.store, acked)
+
+
+def test_readyz_is_not_ready_while_the_spool_folder_cannot_be_written(tmp_path: Path) -> None:
+    """Issue 29: the store up is not enough: a spool that cannot take a line now (its folder
+    replaced by a file: root writes through any mode bits) makes /readyz 503 with the reason,
+    and ready again once the folder is back."""
+    with in_process(tmp_path / "data") as svc, svc.client() as c:
+        assert c.get("/readyz").status_code == 200
+        folder = svc.service.recorder.spool.directory
+        aside = folder.with_name(folder.name + ".aside")
+        folder.rename(aside)
+        folder.write_text("not a folder")
+        try:
+            ready = c.get("/readyz")
+            assert ready.status_code == 503, ready.text
+            body = ready.json()
+            assert body["status"] == "not ready" and body["store"] == "up"
+            assert body["spool"] == "cannot write: Not a directory"
+            assert body["reasons"] == ["the spool cannot take a line (Not a directory)"]
+        finally:
+            folder.unlink()
+            aside.rename(folder)
+        assert c.get("/readyz").status_code == 200
+
+
+def test_readyz_is_not_ready_under_the_free_space_floor(tmp_path: Path) -> None:
+    floor = 1 << 60  # more than any volume here has free
+    with in_process(tmp_path / "data", min_free_bytes=floor) as svc, svc.client() as c:
+        ready = c.get("/readyz")
+        assert ready.status_code == 503
+        body = ready.json()
+        free = body["free_bytes"]
+        assert set(free) == {"data", "spool"} and all(0 < n < floor for n in free.values())
+        assert body["reasons"] == [
+            f"the data volume has {free['data']} bytes free, under min_free_bytes={floor}",
+            f"the spool volume has {free['spool']} bytes free, under min_free_bytes={floor}",
+        ]
+    with in_process(tmp_path / "data", min_free_bytes=0) as svc, svc.client() as c:
+        assert c.get("/readyz").status_code == 200

@@ -25,8 +25,31 @@ export function pathToJson(p) {
   return { unit: p.unit, backend: p.backend, arithmetic: p.arithmetic };
 }
 
+/** §1 as the project reads it (docs/dispatch.md; dispatch/paths.py's BACKEND_ARITHMETIC and
+ * BACKEND_UNITS, a test holds the two equal): each backend's arithmetic and its units. */
+export const BACKEND_ARITHMETIC = Object.freeze({
+  "model-runtime": "float", webnn: "float", "onnx-runtime": "float", "wai-ops": "integer", wgsl: "integer",
+});
+export const BACKEND_UNITS = Object.freeze({
+  "model-runtime": ["npu"], webnn: ["npu", "gpu", "cpu"], "onnx-runtime": ["gpu", "cpu"],
+  "wai-ops": ["cpu"], wgsl: ["gpu"],
+});
+
+/** Why a path cannot exist under the table, or null. */
+export function impossible(p) {
+  const key = pathKey(p);
+  const arithmetic = BACKEND_ARITHMETIC[p.backend];
+  if (p.arithmetic !== arithmetic) return `${key}: ${p.backend} computes in ${arithmetic}, not ${p.arithmetic} (§1)`;
+  const units = BACKEND_UNITS[p.backend];
+  if (!units.includes(p.unit)) {
+    const named = ["npu", "gpu", "cpu"].filter((u) => units.includes(u)).join(", ");
+    return `${key}: ${p.backend} drives ${named}, not ${p.unit} (§1)`;
+  }
+  return null;
+}
+
 /** An offer from strings or path objects: at least one path, none twice, no integer path
- * naming npu (§3). */
+ * naming npu (§3), none the table of backends refuses. */
 export function parseOffer(items) {
   const paths = [];
   const seen = new Set();
@@ -37,6 +60,8 @@ export function parseOffer(items) {
     if (p.unit === "npu" && p.arithmetic === "integer") {
       throw new WaiError("invalid_offer", `path ${key}: no integer path names npu in this revision (§3)`);
     }
+    const why = impossible(p);
+    if (why !== null) throw new WaiError("invalid_offer", `path ${why}`);
     seen.add(key);
     paths.push(p);
   }
