@@ -352,7 +352,9 @@ HEAVY = frozenset(
         "constriction",  # the entropy coder's native extension
         "pytorch_msssim",  # tools extra
         "threadpoolctl",  # bench_onnx's optional BLAS thread limit
-        "httpx",  # the HTTP client (~0.1 s): `decode --url` and the benches only
+        "httpx",  # an HTTP client (~0.3 s): the benches and the tools that drive a service
+        "tomllib",  # the sink's client (service/decoding/client_settings.py): a WAI_CONFIG only
+        "ssl",  # OpenSSL: the sink's client (cli/http_client.py) loads it for https URLs only
         "ray",  # the ray extra: `serve --ray` and its deployment (service/rayserve/)
     }
 )
