@@ -1,31 +1,30 @@
 """``wai-dispatch decode`` and ``wai-dispatch demo``: decode envelopes through the dispatch
 rules and print the ``wai-neural-dispatch/1`` report of every decode tried. ``decode --url``
-posts the envelope instead (:mod:`cli.remote`): no decoder is opened and no data directory
-touched here, and the reports print as the service gave them."""
+is :mod:`cli.remote`'s (``cli/main.py`` runs it there): no decoder is opened and no data
+directory touched, and the reports print as the service gave them."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
-import os
 import sys
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, is_stdio
 from wai_dispatch.cli.options import settings
+from wai_dispatch.cli.outcome_text import print_outcomes
 from wai_dispatch.cli.parsers.decode import NO_LIMITS
-from wai_dispatch.cli.remote import decode_remote
 from wai_dispatch.cli.streams import check_target, read_envelope, write_output
 from wai_dispatch.codec.files import make_folder, write_atomic
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.dispatch import Code, Report
+from wai_dispatch.dispatch import Code, Path
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.usecase.decode import NoPathFound, Refused, decode_here, local_request
 
 if TYPE_CHECKING:
+    from wai_dispatch.cli.outcome_text import Why
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.decoding.settings import Settings
 
@@ -79,22 +78,15 @@ def _check(limits: Settings, est: estimate.Estimate) -> None:
 def run_decode(args: argparse.Namespace) -> int:
     if args.output is not None:  # refused before the decode: nothing is done for nothing
         check_target(args.output, inputs=[args.envelope])
-    ctx: Decoder | None = None
-    if args.url:  # the sink's side: the service decodes; nothing local is opened
-        token = settings(args).bearer()
-        outcome = decode_remote(
-            args.url, args.envelope, token, retries=args.retries, timeout=args.timeout
-        )
-    else:
-        ctx = decoder(args)
-        outcome = decode_file(ctx, args.envelope, _limits(args))
+    ctx = decoder(args)
+    outcome = decode_file(ctx, args.envelope, _limits(args))
     png = outcome.pop("png", None)
     if png is not None and args.output is not None:
         write_output(args.output, png, inputs=[args.envelope])
         outcome["output"] = "(standard output)" if is_stdio(args.output) else str(args.output)
     # with the picture on stdout, what is said of it goes to stderr
     out = sys.stderr if is_stdio(args.output) else sys.stdout
-    _print(ctx, [outcome], as_json=args.json, out=out)
+    print_outcomes([outcome], as_json=args.json, out=out, why=_why(ctx))
     return EXIT_OK if outcome["decoded"] else EXIT_NO
 
 
@@ -121,7 +113,7 @@ def run_demo(args: argparse.Namespace) -> int:
             write_atomic(target, png, inputs=[path])
             outcome["output"] = str(target)
         outcomes.append(outcome)
-    _print(ctx, outcomes, as_json=args.json)
+    print_outcomes(outcomes, as_json=args.json, why=_why(ctx))
     return 0
 
 
@@ -131,62 +123,13 @@ def _limits(args: argparse.Namespace) -> Settings | None:
     return None if args.no_limits else settings(args)
 
 
-def _print(
-    ctx: Decoder | None,
-    outcomes: list[dict[str, Any]],
-    *,
-    as_json: bool,
-    out: TextIO | None = None,
-) -> None:
-    """The outcomes as text (or JSON) on ``out``; ``ctx``: the local decoder, whose adapters
-    say why a unit is absent here (``None`` for ``--url``: the service's codes as it gave
-    them)."""
-    out = sys.stdout if out is None else out
-    if as_json:
-        json.dump(outcomes if len(outcomes) > 1 else outcomes[0], out, indent=2)
-        print(file=out)
-        return
-    print_ = functools.partial(print, file=out)
-    for outcome in outcomes:
-        shown = "(standard input)" if is_stdio(outcome["envelope"]) else outcome["envelope"]
-        if not is_stdio(shown):
-            relative = os.path.relpath(shown)
-            shown = relative if not relative.startswith("..") else shown
-        print_(shown)
-        for skipped in outcome.get("undecodable", []):
-            print_(f"  {skipped['capability']}: not decodable here: {skipped['code']}")
-        for report_json in outcome["reports"]:
-            print_(_describe(ctx, Report.from_json(report_json)))
-        if outcome["decoded"]:
-            pic = outcome["picture"]
-            where = f" → {outcome['output']}" if "output" in outcome else ""
-            print_(f"  picture  {pic['width']}×{pic['height']} RGB8{where}")
-        else:
-            error = outcome["error"]
-            what = "no path" if error["code"] == "decode_no_path" else error["code"]
-            print_(f"  {what}  {error['message']}")
-        if outcome.get("symbols_digest"):
-            print_(f"  symbols  blake3 {outcome['symbols_digest']}")
-        print_()
+def _why(ctx: Decoder) -> Why:
+    """A refusal in words: §7's meaning, or for an absent unit its adapter's words here."""
 
+    def why(refusal: dict[str, Any]) -> str:
+        code = Code(refusal["reason"])
+        if code is Code.UNIT_ABSENT:
+            return ctx.absent_reason(Path.from_json(refusal))
+        return code.meaning
 
-def _describe(ctx: Decoder | None, report: Report) -> str:
-    lines = [f"  {report.capability}: needs {report.needed}"]
-    for refusal in report.refused:  # in the order offered (§5), before the path that ran
-        why = refusal.reason.meaning
-        if refusal.reason is Code.UNIT_ABSENT and ctx is not None:
-            why = ctx.absent_reason(refusal.path)
-        lines.append(f"    refused  {refusal.path!s:26} {refusal.reason}: {why}")
-    if report.ran is None:
-        lines.append("    ran      none")
-    else:
-        placement = report.ran.placement
-        where = (
-            "none stated"
-            if placement is None
-            else " ".join(f"{unit}={n}" for unit, n in placement.to_json().items() if n)
-        )
-        lines.append(
-            f"    ran      {report.ran.path!s:26} tier {report.ran.tier}, placement {where}"
-        )
-    return "\n".join(lines)
+    return why

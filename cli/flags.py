@@ -6,8 +6,17 @@ load this module and the command's parser module, nothing of the decoder."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
-from typing import Any, NoReturn, TypeAlias
+
+TYPE_CHECKING = False  # typing's own costs ~4 ms of the sink client's start-up
+if TYPE_CHECKING:
+    from typing import Any, NoReturn, TypeAlias
+
+    Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+else:
+    Sub = argparse._SubParsersAction
+
 
 #: The exit statuses of every command (docs/cli.md lists them; ``--help`` prints them).
 EXIT_OK = 0
@@ -45,13 +54,22 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # the terminal's width as shutil.get_terminal_size() gives it, without importing
+        # shutil (bz2, lzma, fnmatch: ~3 ms of every command's start-up, argparse's own
+        # formatter asks for it on every add_argument)
+        try:
+            columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size().columns
+        except (ValueError, OSError):
+            columns = 80
+        make: Any = self.formatter_class  # typeshed's protocol names `prog` alone
+        formatter: argparse.HelpFormatter = make(prog=self.prog, width=max(columns, 20) - 2)
+        return formatter
+
     def error(self, message: str) -> NoReturn:
         line = " ".join(message.split())
         hint = f"{self.prog} --help"
         self.exit(EXIT_USAGE, f"wai-dispatch: error: invalid_argument: {line} (usage: {hint})\n")
-
-
-Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def command(sub: Sub, name: str, help: str, example: str, **kwargs: Any) -> argparse.ArgumentParser:
@@ -60,10 +78,12 @@ def command(sub: Sub, name: str, help: str, example: str, **kwargs: Any) -> argp
     return sub.add_parser(name, help=help, description=help, epilog=f"example:\n{lines}", **kwargs)
 
 
-def runs(parser: argparse.ArgumentParser, target: str) -> None:
+def runs(parser: argparse.ArgumentParser, target: str, *, remote: str | None = None) -> None:
     """The function that runs the command, as ``module:function`` of ``wai_dispatch.cli``:
-    imported only when the command runs (``cli/main.py``)."""
-    parser.set_defaults(run=target)
+    imported only when the command runs (``cli/main.py``). ``remote``: the function that runs
+    it when ``--url`` is given, through :func:`cli.remote.execute` (no settings model, no
+    decoder: the sink's client)."""
+    parser.set_defaults(run=target, run_remote=remote)
 
 
 def setting_flags(parser: argparse.ArgumentParser, *names: str) -> None:

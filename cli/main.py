@@ -13,9 +13,12 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from wai_dispatch.cli.flags import EXIT_OK, EXIT_TABLE, Parser
+
+TYPE_CHECKING = False  # typing's own costs ~4 ms of the sink client's start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["COMMANDS", "Parser", "build_parser", "main"]
 
@@ -64,8 +67,9 @@ class _Version(argparse.Action):
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; for ``argv``, with only the parser module of the command it names (the
-    others are listed by name and help). Without ``argv``: every command, the whole parser."""
+    """The parser; for ``argv`` that names a command, with only that command's parser module;
+    for another ``argv`` (``--help``, an unknown command), every command by name and help.
+    Without ``argv``: every command, the whole parser."""
     parser = Parser(
         prog="wai-dispatch",
         description="Decode learned-codec envelopes on the unit the WAI Neural Dispatch rules "
@@ -76,26 +80,30 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    if argv is None:
-        wanted = {module for module, _ in COMMANDS.values()}
-    else:
-        named = next((arg for arg in argv if not arg.startswith("-")), None)
-        wanted = {COMMANDS[named][0]} if named in COMMANDS else set()
+    named = None if argv is None else next((a for a in argv if not a.startswith("-")), None)
+    if named in COMMANDS:
+        # a command is named: its parser module alone (a parser costs ~5 ms of argparse and
+        # gettext look-ups; the sink's client is held to twice `python -c pass`)
+        importlib.import_module(f"wai_dispatch.cli.parsers.{COMMANDS[named][0]}").add(sub)
+        return parser
     loaded: set[str] = set()
     for command, (module, help) in COMMANDS.items():
         if module in loaded:
             continue
-        if module in wanted:
+        if argv is None:
             importlib.import_module(f"wai_dispatch.cli.parsers.{module}").add(sub)
             loaded.add(module)
-        else:
+        else:  # `--help`, or no or an unknown command: the list of commands, by name and help
             sub.add_parser(command, help=help)
     return parser
 
 
-def runner(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
-    """The function that runs the parsed command (its parser's ``run``, ``module:function``)."""
-    module, function = str(args.run).split(":")
+def runner(
+    args: argparse.Namespace, target: str | None = None
+) -> Callable[[argparse.Namespace], int]:
+    """The function that runs the parsed command (its parser's ``run``, ``module:function``,
+    or ``target``)."""
+    module, function = str(target or args.run).split(":")
     found: Callable[[argparse.Namespace], int] = getattr(
         importlib.import_module(f"wai_dispatch.cli.{module}"), function
     )
@@ -105,6 +113,13 @@ def runner(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
+    remote = getattr(args, "run_remote", None)
+    if remote and getattr(args, "url", None):
+        # the sink's client: the standard library and the HTTP client only; no settings
+        # model, no core, no decoder (docs/cli.md#the-sinks-client)
+        from wai_dispatch.cli.remote import execute as execute_remote
+
+        return execute_remote(args, runner(args, remote))
     # the error tree, the settings and the command's module: after parsing, so that --help
     # and a usage error load none of them
     from wai_dispatch.cli.run import execute

@@ -1,31 +1,46 @@
 """The sink's client of the service: ``decode --url`` posts an envelope, ``report --url`` a run
-report. Nothing local is opened: no decoder, no data directory (the service decodes and
-judges). Every call is retried on a connection error and on 429, 502, 503 and 504 with
-exponential backoff and jitter (:func:`backoff`), a ``Retry-After`` honoured; ``--timeout``
+report. Nothing local is opened: no decoder, no data directory, no settings model (the service
+decodes and judges). Every call is retried on a connection error and on 429, 502, 503 and 504
+with exponential backoff and jitter (:func:`backoff`), a ``Retry-After`` honoured; ``--timeout``
 bounds each attempt. The service's answers print as it gave them.
+
+Light on purpose (docs/cli.md#the-sinks-client): this module, :mod:`cli.http_client`,
+:mod:`cli.outcome_text` and :mod:`service.decoding.client_settings` use the standard library
+only, so that a sink that posts one envelope a minute pays about one more interpreter start-up,
+not the decoder's (tests/cli/test_cli_remote.py holds the modules a remote command loads).
+Its errors are therefore not :class:`dispatch.WaiError` (whose package loads the core) but
+:class:`ClientError`, with codes of the registry (a test holds them there) and the same
+one-line form; ``cli/main.py`` runs a remote command through :func:`execute`.
 
 Exit statuses (docs/cli.md): no usable answer after the retries is :class:`RemoteUnreachable`
 (3); an error the service answered (a 4xx: token, role, a refused envelope) is
-:class:`RemoteError` (4), its code and message the service's own."""
+:class:`RemoteError` (4), its code and message the service's own; a local file that cannot be
+read or written is a usage error (2)."""
 
 from __future__ import annotations
 
 import argparse
-import base64
-import email.utils
+import binascii
 import json
-import random
+import os
+import stat
+import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from wai_dispatch.cli.codes import CliCode
-from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
-from wai_dispatch.cli.options import settings
-from wai_dispatch.cli.streams import read_envelope, read_input
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.cli import http_client
+from wai_dispatch.cli.flags import (
+    EXIT_INTERRUPTED,
+    EXIT_NO,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    is_stdio,
+)
+from wai_dispatch.cli.outcome_text import print_outcomes
+from wai_dispatch.service.decoding.client_settings import ClientSettingsInvalid, bearer
 
 #: Statuses worth another attempt: the service is busy or a proxy lost it for a moment.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -34,29 +49,68 @@ BACKOFF_CAP_S = 8.0
 RETRY_AFTER_CAP_S = 60.0
 #: A run report's JSON is at most this (the service's limit, docs/run-reports.md).
 MAX_RUN_REPORT_BYTES = 16 * 1024 * 1024
+#: An envelope is at most this: ``codec.errors.Limits.max_envelope_bytes`` (a test holds them
+#: equal), refused here before it is sent.
+MAX_ENVELOPE_BYTES = 96 * 1024 * 1024
+
+# typing, random, datetime and base64 are left out on purpose: ~8 ms of the start-up
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
+    Send: TypeAlias = Callable[..., http_client.Answer]
 
 
-class RemoteError(WaiError):
+class ClientError(Exception):
+    """A remote command's typed error: a registry ``code``, a message, an exit status."""
+
+    code = "io_failed"
+    exit_status = EXIT_USAGE
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+class RemoteError(ClientError):
     """The service answered with an error of its own (its code kept): exit 4."""
 
-    code = CliCode.REMOTE_ERROR
+    code = "remote_error"
     exit_status = EXIT_REFUSED
 
 
-class RemoteUnreachable(WaiError):
+class RemoteUnreachable(ClientError):
     """No usable answer: no connection, a timeout, or 5xx/429 still after the retries: exit 3."""
 
-    code = CliCode.REMOTE_UNREACHABLE
+    code = "remote_unreachable"
     exit_status = EXIT_UNREACHABLE
 
 
 class RemoteInvalid(RemoteUnreachable):
     """An answer that is not the service's JSON (a proxy's page, say): exit 3."""
 
-    code = CliCode.REMOTE_INVALID
+    code = "remote_invalid"
 
 
-def backoff(attempt: int, rng: Callable[[], float] = random.random) -> float:
+#: Every code this module gives its errors (tests/cli/test_cli_remote.py: all in the registry).
+CODES = frozenset(
+    {"io_failed", "remote_error", "remote_unreachable", "remote_invalid", "settings_invalid",
+     "file_unreadable", "file_not_regular", "file_unwritable", "output_is_input",
+     "envelope_too_large", "file_too_large"}
+)  # fmt: skip
+
+
+def _uniform() -> float:
+    """A uniform draw in [0, 1) for the jitter (the ``random`` module costs ~3 ms to load)."""
+    return int.from_bytes(os.urandom(4), "big") / 2**32
+
+
+def backoff(attempt: int, rng: Callable[[], float] = _uniform) -> float:
     """Seconds before retry ``attempt`` (0, 1, …): the exponential step ``BASE·2^attempt``
     capped at ``CAP``, half of it fixed and half drawn at random ("equal jitter"), so that
     sinks that failed together do not come back together, and never sooner than half."""
@@ -64,23 +118,41 @@ def backoff(attempt: int, rng: Callable[[], float] = random.random) -> float:
     return step / 2 + rng() * step / 2
 
 
-def retry_after(
-    value: str | None, now: Callable[[], datetime] = lambda: datetime.now(UTC)
-) -> float | None:
-    """A ``Retry-After`` header's seconds (delta-seconds or an HTTP date), capped; ``None``
-    when absent or unreadable."""
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def http_date(text: str) -> float | None:
+    """Seconds since the epoch of an IMF-fixdate (``Sun, 06 Nov 1994 08:49:37 GMT``, the form
+    RFC 9110 has senders use); ``None`` for anything else."""
+    parts = text.replace(":", " ").split()
+    if len(parts) != 8 or parts[7] != "GMT" or parts[2] not in MONTHS:
+        return None
+    try:
+        day, year, hour, minute, second = (int(parts[i]) for i in (1, 3, 4, 5, 6))
+    except ValueError:
+        return None
+    month = MONTHS.index(parts[2]) + 1
+    # days from the civil date (Howard Hinnant's algorithm), proleptic Gregorian
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return float(days * 86400 + hour * 3600 + minute * 60 + second)
+
+
+def retry_after(value: str | None, now: Callable[[], float] = time.time) -> float | None:
+    """A ``Retry-After`` header's seconds (delta-seconds, or an HTTP date: :func:`http_date`),
+    capped; ``None`` when absent or unreadable. ``now``: seconds since the epoch."""
     if not value:
         return None
     text = value.strip()
     if text.isascii() and text.isdigit():
         return min(float(text), RETRY_AFTER_CAP_S)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
+    when = http_date(text)
+    if when is None:
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return min(max(0.0, (when - now()).total_seconds()), RETRY_AFTER_CAP_S)
+    return min(max(0.0, when - now()), RETRY_AFTER_CAP_S)
 
 
 def call(
@@ -93,72 +165,132 @@ def call(
     retries: int = 5,
     timeout: float = 60.0,
     sleep: Callable[[float], None] = time.sleep,
-    transport: Any = None,
+    send: Send = http_client.post,
 ) -> tuple[int, dict[str, Any]]:
-    """POST ``data`` to ``url`` + ``route``; the final status and JSON body. Retries (at most
-    ``retries``) a connection error, a timeout while connecting, a dropped connection, and
-    429/502/503/504. Raises :class:`RemoteUnreachable` when no answer came, and
-    :class:`RemoteInvalid` for an answer without JSON."""
-    import httpx  # ~0.3 s: only a command that calls a service pays for it
-
+    """POST ``data`` to ``url`` + ``route`` (through ``send``, :func:`cli.http_client.post`);
+    the final status and JSON body. Retries (at most ``retries``) a connection that failed or
+    dropped before an answer, and 429/502/503/504. Raises :class:`RemoteUnreachable` when no
+    answer came, and :class:`RemoteInvalid` for an answer without JSON."""
     headers = {"Content-Type": content_type, "Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     target = url.rstrip("/") + route
-    with httpx.Client(timeout=timeout, transport=transport) as client:
-        attempt = 0
-        while True:
-            try:
-                r = client.post(target, content=data, headers=headers)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
-                    httpx.ReadError, httpx.WriteError) as exc:  # fmt: skip
-                if attempt >= retries:
-                    raise RemoteUnreachable(
-                        f"{target}: {exc or type(exc).__name__} (after {attempt + 1} attempts)"
-                    ) from None
-                sleep(backoff(attempt))
-                attempt += 1
-                continue
-            except httpx.TimeoutException:  # the service took the request and is slow
-                raise RemoteUnreachable(
-                    f"{target}: no answer within --timeout {timeout:g} s"
-                ) from None
-            except httpx.HTTPError as exc:  # a bad URL, a redirect loop, …
-                raise RemoteUnreachable(f"{target}: {exc}") from None
-            if r.status_code in RETRY_STATUSES and attempt < retries:
-                wait = retry_after(r.headers.get("retry-after"))
-                sleep(backoff(attempt) if wait is None else wait)
-                attempt += 1
-                continue
-            try:
-                body = r.json()
-            except ValueError:
-                raise RemoteInvalid(f"{target} answered {r.status_code} without JSON") from None
-            if not isinstance(body, dict):
-                raise RemoteInvalid(
-                    f"{target} answered {r.status_code} with JSON that is no object"
-                )
-            return r.status_code, body
+    attempt = 0
+    while True:
+        try:
+            r = send(target, data, headers, timeout=timeout)
+        except http_client.NotConnected as exc:
+            if attempt >= retries:
+                raise RemoteUnreachable(f"{target}: {exc} (after {attempt + 1} attempts)") from None
+            sleep(backoff(attempt))
+            attempt += 1
+            continue
+        except http_client.NoAnswer as exc:  # the service took the request and is slow
+            raise RemoteUnreachable(f"{target}: {exc} (--timeout {timeout:g} s)") from None
+        if r.status in RETRY_STATUSES and attempt < retries:
+            wait = retry_after(r.headers.get("retry-after"))
+            sleep(backoff(attempt) if wait is None else wait)
+            attempt += 1
+            continue
+        try:
+            body = json.loads(r.body)
+        except (ValueError, UnicodeDecodeError):
+            raise RemoteInvalid(f"{target} answered {r.status} without JSON") from None
+        if not isinstance(body, dict):
+            raise RemoteInvalid(f"{target} answered {r.status} with JSON that is no object")
+        return r.status, body
 
 
-def refusal(status: int, body: dict[str, Any], what: str) -> WaiError:
+def refusal(status: int, body: dict[str, Any], what: str) -> ClientError:
     """The service's error as a typed error: its code and message as it gave them (never the
     code twice); 5xx and 429 (still, after the retries) are unreachable (3), the rest
     refused (4)."""
     given = body.get("error")
     error: dict[str, Any] = given if isinstance(given, dict) else {}
-    code = str(error.get("code") or CliCode.REMOTE_ERROR)
+    code = str(error.get("code") or RemoteError.code)
     message = str(error.get("message") or f"the service answered {status} to {what}")
     if status >= 500 or status == 429:
         return RemoteUnreachable(f"{message} (HTTP {status})", code=code)
     return RemoteError(message, code=code)
 
 
+# --- the local files: the envelope or run report read, the PNG written ---------------------
+
+
+def read_input(path: Path, *, limit: int, what: str, too_large: str) -> bytes:
+    """The bytes of ``path`` (``-``: standard input), a regular file of at most ``limit``."""
+    if is_stdio(path):
+        data = sys.stdin.buffer.read(limit + 1)
+        where = f"{what} on standard input"
+    else:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            raise ClientError(
+                f"cannot read {what} {path}: {exc.strerror}", code="file_unreadable"
+            ) from None
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ClientError(f"{what} {path} is not a regular file", code="file_not_regular")
+            data = f.read(limit + 1)
+        where = f"{what} {path}"
+    if len(data) > limit:
+        raise ClientError(f"{where}: over the limit of {limit} bytes", code=too_large)
+    return data
+
+
+def check_target(path: Path, *, source: Path) -> None:
+    """Refuse, before anything is sent, an output that cannot be written or is the input."""
+    if is_stdio(path):
+        return
+    if path.is_dir():
+        raise ClientError(f"cannot write {path}: it is a folder", code="file_unwritable")
+    if not path.parent.is_dir():
+        raise ClientError(f"cannot write {path}: the folder {path.parent} does not exist",
+                          code="file_unwritable")  # fmt: skip
+    if not is_stdio(source) and path.exists() and path.samefile(source):
+        raise ClientError(
+            f"the output {path} is the input {source}: refused", code="output_is_input"
+        )
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` whole or not at all (a temporary file beside it, renamed), or to
+    standard output for ``-``."""
+    if is_stdio(path):
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(temporary, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise ClientError(
+            f"cannot write {path}: {exc.strerror or exc}", code="file_unwritable"
+        ) from None
+
+
+# --- the commands ----------------------------------------------------------------------------
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    try:
+        return bearer(getattr(args, "token", None), getattr(args, "token_file", None))
+    except ClientSettingsInvalid as exc:
+        raise ClientError(str(exc), code="settings_invalid") from None
+
+
 def decode_remote(
     url: str, envelope_path: Path, token: str | None, *, retries: int = 5, timeout: float = 60.0
 ) -> dict[str, Any]:
-    """The service's answer as :func:`cli.decode.decode_file` shapes a local one."""
-    data = read_envelope(envelope_path)
+    """The service's answer, shaped as :func:`cli.decode.decode_file` shapes a local one."""
+    data = read_input(envelope_path, limit=MAX_ENVELOPE_BYTES, what="envelope",
+                      too_large="envelope_too_large")  # fmt: skip
     kind = "application/json" if data.lstrip()[:1] == b"{" else "application/cbor"
     status, body = call(url, "/v1/decode", data, content_type=kind, token=token,
                         retries=retries, timeout=timeout)  # fmt: skip
@@ -174,7 +306,7 @@ def decode_remote(
             "picture": {"width": pic["width"], "height": pic["height"]},
             "rgb_digest": body["rgb_digest"],
             "request_id": body["request_id"],
-            "png": base64.b64decode(body["png"]),
+            "png": binascii.a2b_base64(body["png"]),
         }
     if "reports" in body:  # no path: the reports still came (a negative answer, exit 1)
         return {
@@ -189,16 +321,33 @@ def decode_remote(
     raise refusal(status, body, "the decode")
 
 
+def run_decode(args: argparse.Namespace) -> int:
+    """``decode ENVELOPE --url URL``: the service decodes; the reports print as it gave them
+    (its codes, without this machine's words for them)."""
+    if args.output is not None:  # refused before the call: nothing is sent for nothing
+        check_target(args.output, source=args.envelope)
+    outcome = decode_remote(args.url, args.envelope, _token(args), retries=args.retries,
+                            timeout=args.timeout)  # fmt: skip
+    png = outcome.pop("png", None)
+    if png is not None and args.output is not None:
+        write_output(args.output, png)
+        outcome["output"] = "(standard output)" if is_stdio(args.output) else str(args.output)
+    out = sys.stderr if is_stdio(args.output) else sys.stdout
+    print_outcomes([outcome], as_json=args.json, out=out)
+    return EXIT_OK if outcome["decoded"] else EXIT_NO
+
+
 def run_report(args: argparse.Namespace) -> int:
     """``report RUNREPORT --url URL``: post a run report; print the verdict; 0 accepted, 1
     refused."""
-    data = read_input(args.run_report, limit=MAX_RUN_REPORT_BYTES, what="run report")
+    data = read_input(args.run_report, limit=MAX_RUN_REPORT_BYTES, what="run report",
+                      too_large="file_too_large")  # fmt: skip
     status, body = call(
         args.url,
         "/v1/run-reports",
         data,
         content_type="application/json",
-        token=settings(args).bearer(),
+        token=_token(args),
         retries=args.retries,
         timeout=args.timeout,
     )
@@ -238,3 +387,30 @@ def post(
     kind = "application/cbor" if cbor else "application/json"
     return call(url, "/v1/decode", data, content_type=kind, token=token, retries=retries,
                 sleep=sleep)  # fmt: skip
+
+
+def execute(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) -> int:
+    """``run(args)``; a :class:`ClientError` as one line on stderr (``--json``: its JSON) with
+    its exit status, as :func:`cli.run.execute` does for the local commands."""
+    try:
+        return run(args)
+    except ClientError as exc:
+        return report(exc, as_json=bool(getattr(args, "json", False)))
+    except BrokenPipeError:  # `wai-dispatch … | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as exc:  # a token file that does not read, say
+        where = f": {exc.filename}" if exc.filename else ""
+        error = ClientError(f"{exc.strerror or exc}{where}", code="io_failed")
+        return report(error, as_json=bool(getattr(args, "json", False)))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def report(exc: ClientError, *, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"error": exc.to_json()}), file=sys.stderr)
+    else:
+        message = " ".join(exc.message.split())
+        print(f"wai-dispatch: error: {exc.code}: {message}", file=sys.stderr)
+    return exc.exit_status

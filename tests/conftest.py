@@ -3,6 +3,9 @@
 Hypothesis: ``ci`` (selected when the environment sets ``CI``) is derandomized, so a CI run is
 reproducible; ``default`` explores new examples each run.
 
+The ``slow`` marker: under ``CI``, a test whose call takes over 5 s (the smaller of its wall and
+CPU time) without ``@pytest.mark.slow`` fails the session (tests/_slowcheck.py).
+
 Fixtures (helpers in tests/_svc.py and tests/pagekit.py):
 
 - ``report_store``: the report store on SQLite in a temporary folder, migrated.
@@ -45,6 +48,13 @@ settings.register_profile(
 )
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under CI, an unmarked test over 5 s fails the session (tests/_slowcheck.py)."""
+    from _slowcheck import register
+
+    register(config)
 
 
 # A test that uses one of these fixtures (directly or through another fixture) carries the

@@ -49,7 +49,7 @@ wai-dispatch decode envelope.json --url http://decoder:8080 --token-file sink.to
     add_data_dir(p)
     add_json(p)
     _no_limits(p)
-    runs(p, "decode:run_decode")
+    runs(p, "decode:run_decode", remote="remote:run_decode")
 
     d = command(
         sub,
@@ -78,7 +78,7 @@ produce-run-report | wai-dispatch report {STDIO} --url http://decoder:8080 --jso
     r.add_argument("--url", required=True, help="the service's base URL")
     _remote(r)
     add_json(r)
-    runs(r, "remote:run_report")
+    runs(r, "remote:run_report", remote="remote:run_report")
 
 
 def _remote(p: argparse.ArgumentParser) -> None:

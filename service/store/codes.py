@@ -18,7 +18,8 @@ class StoreCode(ErrorCode):
         "token_store_down",
         (
             "a bearer token this replica cannot check: the token store does not answer and the "
-            "token is in no view this replica holds; retry after Retry-After (never 401)"
+            "token is in no view this replica holds; retry after Retry-After (never an "
+            "unknown-token refusal)"
         ),
     )
     SET_REGISTRY_DOWN = (

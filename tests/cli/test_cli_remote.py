@@ -6,6 +6,8 @@ survives the service restarting mid-run."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import threading
@@ -15,17 +17,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from _svc import SAMPLE_JSON, _prepared, free_port, serve
 
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE
+from wai_dispatch.cli.http_client import Answer, NotConnected
 from wai_dispatch.cli.main import main
 from wai_dispatch.cli.remote import (
     BACKOFF_CAP_S,
+    CODES,
+    MAX_ENVELOPE_BYTES,
+    RemoteError,
+    RemoteInvalid,
     RemoteUnreachable,
     backoff,
     call,
+    http_date,
     retry_after,
 )
 
@@ -52,50 +59,186 @@ def test_backoff_grows_is_capped_and_jittered() -> None:
 def test_retry_after_reads_seconds_and_dates() -> None:
     from datetime import UTC, datetime
 
-    now = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+    now = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC).timestamp()
     assert retry_after("3") == 3.0
     assert retry_after("Tue, 01 Dec 2026 12:00:07 GMT", now=lambda: now) == 7.0
+    assert retry_after("Tue, 01 Dec 2026 11:00:00 GMT", now=lambda: now) == 0.0  # past
     assert retry_after("soon") is None and retry_after(None) is None
+    assert retry_after("Tue, 01 Foo 2026 12:00:07 GMT") is None
     assert retry_after("100000") == 60.0  # capped
 
 
-def _scripted(answers: list[Any]) -> tuple[httpx.MockTransport, list[float]]:
-    """A transport that answers from ``answers`` in turn (an exception is raised)."""
+DAYS = ["Sun, 06 Nov 1994 08:49:37", "Thu, 29 Feb 2024 23:59:59", "Sat, 01 Jan 2000 00:00:00",
+        "Fri, 31 Dec 2077 12:34:56"]  # fmt: skip
+
+
+@pytest.mark.parametrize("day", DAYS)
+def test_http_date_is_the_standard_librarys(day: str) -> None:
+    import email.utils
+
+    expected = email.utils.parsedate_to_datetime(day + " GMT").timestamp()
+    assert http_date(day + " GMT") == expected
+
+
+def _scripted(answers: list[Any]) -> Any:
+    """A ``send`` that answers from ``answers`` in turn (an exception is raised)."""
     queue = list(answers)
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def send(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> Answer:
         answer = queue.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
 
-    return httpx.MockTransport(handler), []
+    return send
+
+
+def _answer(status: int, body: bytes = b"", **headers: str) -> Answer:
+    return Answer(status, {k.lower().replace("_", "-"): v for k, v in headers.items()}, body)
 
 
 def test_call_retries_connection_errors_and_busy_statuses() -> None:
-    ok = httpx.Response(200, json={"fine": True})
     answers = [
-        httpx.ConnectError("refused"),
-        httpx.Response(502, text="bad gateway"),
-        httpx.Response(503, json={"error": {"code": "x"}}),
-        httpx.Response(504, text=""),
-        httpx.Response(429, headers={"Retry-After": "2"}, json={}),
-        ok,
+        NotConnected("refused"),
+        _answer(502, b"bad gateway"),
+        _answer(503, b'{"error": {"code": "x"}}'),
+        _answer(504),
+        _answer(429, b"{}", retry_after="2"),
+        _answer(200, b'{"fine": true}'),
     ]
-    transport, _ = _scripted(answers)
     slept: list[float] = []
+    send = _scripted(answers)
     status, body = call("http://svc", "/v1/decode", b"{}", content_type="application/json",
-                        token="t", retries=5, sleep=slept.append, transport=transport)  # fmt: skip
+                        token="t", retries=5, sleep=slept.append, send=send)  # fmt: skip
     assert (status, body) == (200, {"fine": True})
     assert len(slept) == 5 and slept[4] == 2.0  # Retry-After honoured
     assert all(0.25 <= s <= 8.0 for s in slept[:4])
 
 
 def test_call_gives_up_as_unreachable() -> None:
-    transport, _ = _scripted([httpx.ConnectError("refused")] * 3)
+    send = _scripted([NotConnected("refused")] * 3)
     with pytest.raises(RemoteUnreachable, match="after 3 attempts"):
         call("http://svc", "/v1/decode", b"{}", content_type="application/json", token=None,
-             retries=2, sleep=lambda s: None, transport=transport)  # fmt: skip
+             retries=2, sleep=lambda s: None, send=send)  # fmt: skip
+
+
+def test_call_refuses_an_answer_without_json() -> None:
+    with pytest.raises(RemoteInvalid, match="answered 200 without JSON"):
+        call("http://svc", "/v1/decode", b"{}", content_type="application/json", token=None,
+             retries=0, send=_scripted([_answer(200, b"<html>")]))  # fmt: skip
+
+
+def test_the_client_codes_are_the_registrys_and_its_limit_the_codecs() -> None:
+    from wai_dispatch.codec.errors import Limits
+    from wai_dispatch.tools.error_registry import codes
+
+    assert {str(c) for c in codes()} >= CODES
+    for cls in (RemoteError, RemoteUnreachable, RemoteInvalid):
+        assert cls.code in CODES
+    assert Limits().max_envelope_bytes == MAX_ENVELOPE_BYTES
+
+
+# --- the HTTP client on a real socket ---
+
+
+@contextmanager
+def _raw_server(answer: bytes) -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback server that reads one request and writes ``answer`` as it is, then closes."""
+    server = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def serve_one() -> None:
+        conn, _ = server.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            got.append(head + b"\r\n\r\n" + rest)
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve_one, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}", got
+    finally:
+        thread.join(timeout=30)
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\nX: y\r\n\r\n{"ok": [1]}',
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'4\r\n{"ok\r\n7;x=1\r\n": [1]}\r\n0\r\n\r\n',
+        b'HTTP/1.0 200 OK\r\n\r\n{"ok": [1]}',  # to the end of the connection
+    ],
+    ids=["content-length", "chunked", "until-close"],
+)
+def test_the_http_client_reads_each_framing(answer: bytes) -> None:
+    with _raw_server(answer) as (url, got):
+        status, body = call(url, "/v1/decode?x=1", b'{"a": 1}', content_type="application/json",
+                            token="tok", retries=0)  # fmt: skip
+    assert (status, body) == (200, {"ok": [1]})
+    head, _, sent = got[0].partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /v1/decode?x=1 HTTP/1.1" and sent == b'{"a": 1}'
+    assert "Authorization: Bearer tok" in lines and "Connection: close" in lines
+    assert any(line.startswith("Host: 127.0.0.1:") for line in lines)
+
+
+def test_the_http_client_says_what_is_not_http() -> None:
+    with (
+        _raw_server(b"SSH-2.0-OpenSSH\r\n\r\n") as (url, _),
+        pytest.raises(RemoteUnreachable, match="not an HTTP answer"),
+    ):
+        call(url, "/", b"{}", content_type="application/json", token=None, retries=0)
+    with pytest.raises(RemoteUnreachable, match="not an http"):
+        call("ftp://x", "/", b"{}", content_type="application/json", token=None, retries=0)
+
+
+# --- what a remote command loads ---
+
+#: What no remote command may load: the core, the decoder, the settings model, the runtimes.
+HEAVY_ON_THE_CLIENT = ("numpy", "onnxruntime", "pydantic", "pydantic_settings", "httpx",
+                       "constriction", "blake3", "cbor2", "sqlalchemy")  # fmt: skip
+OURS_ON_THE_CLIENT = {
+    "wai_dispatch", "wai_dispatch.cli", "wai_dispatch.cli.main", "wai_dispatch.cli.flags",
+    "wai_dispatch.cli.parsers", "wai_dispatch.cli.parsers.decode", "wai_dispatch.cli.remote",
+    "wai_dispatch.cli.http_client", "wai_dispatch.cli.outcome_text", "wai_dispatch.service",
+    "wai_dispatch.service.decoding", "wai_dispatch.service.decoding.client_settings",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["decode", str(SAMPLE_JSON), "--url", "http://127.0.0.1:9/", "--retries", "0"],
+        ["report", str(RUN_REPORT), "--url", "http://127.0.0.1:9/", "--retries", "0"],
+    ],
+    ids=["decode", "report"],
+)
+def test_a_remote_command_loads_only_the_client(argv: list[str]) -> None:
+    """Issue 26: ``decode --url`` (and ``report``) import the HTTP client and the envelope
+    reader, none of the core, the decoder, pydantic or a runtime (an unreachable URL: the
+    whole path to the error line)."""
+    code = (
+        "import sys\nfrom wai_dispatch.cli.main import main\n"
+        f"status = main({argv!r})\n"
+        "print(status, ','.join(sorted(sys.modules)), file=sys.stdout)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "WAI_TOKEN": "t"})  # fmt: skip
+    status, modules = result.stdout.split()
+    loaded = set(modules.split(","))
+    assert int(status) == EXIT_UNREACHABLE, result.stderr
+    assert "remote_unreachable" in result.stderr
+    assert not [m for m in loaded if m.split(".")[0] in HEAVY_ON_THE_CLIENT]
+    assert {m for m in loaded if m.startswith("wai_dispatch")} == OURS_ON_THE_CLIENT
 
 
 # --- against the service ---

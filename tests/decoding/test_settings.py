@@ -28,6 +28,9 @@ from wai_dispatch.service.decoding.settings import (
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("dispatch", "codec", "paths", "service", "cli", "tools")
 SETTINGS_MODULE = ROOT / "service" / "decoding" / "settings.py"
+#: The sink client's two settings, read without the model (cli/remote.py): these variables only.
+CLIENT_SETTINGS_MODULE = ROOT / "service" / "decoding" / "client_settings.py"
+CLIENT_VARIABLES = {"WAI_TOKEN", "WAI_TOKEN_FILE", "WAI_CONFIG"}
 
 
 @pytest.fixture(autouse=True)
@@ -121,6 +124,8 @@ def test_only_the_settings_module_reads_wai_variables() -> None:
             if path == SETTINGS_MODULE:
                 continue
             for line, k in _env_reads(path.read_text(encoding="utf-8")):
+                if path == CLIENT_SETTINGS_MODULE and k in CLIENT_VARIABLES:
+                    continue
                 offenders.append(f"{path.relative_to(ROOT)}:{line} reads {k}")
     assert offenders == []
     assert _env_reads(SETTINGS_MODULE.read_text())  # the walk does see the one reader
@@ -257,6 +262,43 @@ def test_the_remote_token_from_flag_environment_or_file(
     monkeypatch.setenv("WAI_TOKEN", " from-env ")
     assert settings(parse(["decode", "x.json"])).bearer() == "from-env"
     assert settings(parse(["decode", "x.json", "--token", "flag"])).bearer() == "flag"
+
+
+@pytest.mark.parametrize(
+    ("env", "config", "flags"),
+    [
+        ({}, None, []),
+        ({"WAI_TOKEN": " e "}, None, []),
+        ({"WAI_TOKEN": "   ", "WAI_TOKEN_FILE": "t"}, None, []),
+        ({"wai_token_file": "t"}, None, []),
+        ({}, 'token = "f"\ntoken_file = "t"\n', []),
+        ({"WAI_TOKEN": "e"}, 'token_file = "t"\n', []),
+        ({}, 'token = "f"\n', ["--token-file", "t"]),
+        ({"WAI_TOKEN": "e"}, None, ["--token", "flag"]),
+        ({"WAI_TOKEN_FILE": "missing"}, None, ["--token-file", "t"]),
+    ],
+)
+def test_the_clients_token_is_the_settings_token(
+    env: dict[str, str],
+    config: str | None,
+    flags: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``decode --url`` reads its token without the settings model
+    (service/decoding/client_settings.py): the same token the model gives, from every source."""
+    from wai_dispatch.cli.options import settings
+    from wai_dispatch.service.decoding.client_settings import bearer
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t").write_text(" from-file \n")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if config is not None:
+        (tmp_path / "c.toml").write_text(config)
+        monkeypatch.setenv("WAI_CONFIG", str(tmp_path / "c.toml"))
+    args = build_parser().parse_args(["decode", "x.json", *flags])
+    assert bearer(args.token, args.token_file) == settings(args).bearer()
 
 
 # --- serve --workers: the workers' settings are the parent's -----------------------------------

@@ -260,6 +260,7 @@ def test_prop_report_is_the_oracles(scenario: Any) -> None:
 
 
 @given(scenarios())
+@pytest.mark.slow
 def test_prop_no_float_path_runs_decode_equivalence(scenario: Any) -> None:
     """§3: no float path ever runs a decode that needs decode-equivalence."""
     report, adapters, _ = run(*scenario)
@@ -271,6 +272,7 @@ def test_prop_no_float_path_runs_decode_equivalence(scenario: Any) -> None:
 
 
 @given(scenarios())
+@pytest.mark.slow
 def test_prop_refused_keeps_offer_order(scenario: Any) -> None:
     """§5: refused paths then the ran path are a prefix of the offer, in order; when nothing
     ran, refused is the whole offer."""
@@ -323,6 +325,7 @@ def test_prop_report_round_trips_and_validates(scenario: Any) -> None:
 
 
 @given(scenarios())
+@pytest.mark.slow
 def test_prop_needed_is_at_least_registered(scenario: Any) -> None:
     """§2: the tier a decode needs is never below the registered tier, and is one of two."""
     cap, intent, pins, _, _ = scenario

@@ -133,11 +133,13 @@ def test_every_raise_site_names_a_registry_member() -> None:
         if cls not in layers or m not in layers[cls].__members__
     ]
     assert wrong == []
+    # The sink's client (cli/remote.py) loads no package of ours but the CLI's, so its codes are
+    # strings there, each held to the registry by tests/cli/test_cli_remote.py.
     strings = [
         f"{where}:{line} {ast.unparse(v)}"
         for where, line, v in found
-        if isinstance(v, ast.JoinedStr)
-        or (isinstance(v, ast.Constant) and isinstance(v.value, str))
+        if (where != "cli/remote.py" and isinstance(v, ast.JoinedStr))
+        or (where != "cli/remote.py" and isinstance(v, ast.Constant) and isinstance(v.value, str))
     ]
     assert strings == []
 

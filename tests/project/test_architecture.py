@@ -438,12 +438,15 @@ HEAVY = frozenset(
         "constriction",  # the entropy coder's native extension
         "pytorch_msssim",  # tools extra
         "threadpoolctl",  # bench_onnx's optional BLAS thread limit
-        "httpx",  # the HTTP client (~0.1 s): `decode --url` and the benches only
+        "httpx",  # an HTTP client (~0.3 s): the benches and the tools that drive a service
+        "tomllib",  # the sink's client (service/decoding/client_settings.py): a WAI_CONFIG only
+        "ssl",  # OpenSSL: the sink's client (cli/http_client.py) loads it for https URLs only
         "ray",  # the ray extra: `serve --ray` and its deployment (service/rayserve/)
     }
 )
 # Modules that load a command's module when the command runs, and which modules: cli/main.py
-# loads the sub-commands; `make-set` loads the set writer it runs, whose module imports torch
+# loads the sub-commands; `make-set` (and `bench make-set --quick`) loads the set writer it
+# runs, whose module imports torch
 # and the other tools-extra packages at its top (without the extra: `tools_missing`); `policy`
 # loads the report store (SQLAlchemy) only for the commands that read it, so that `policy
 # check` judges offline with governance alone.
@@ -454,6 +457,12 @@ LAZY_COMMANDS = {
         f"{PREFIX}.tools.wai_int_synth_set",
         f"{PREFIX}.tools.wai_bmshj2018_npu_set",
         f"{PREFIX}.tools.wai_bmshj2018_hyperprior_set",
+    ),
+    # `bench make-set --quick` writes both sets from fresh models: the writers import torch
+    f"{PREFIX}.tools.bench_make_set": (
+        f"{PREFIX}.tools.wai_bmshj2018_npu_set",
+        f"{PREFIX}.tools.wai_bmshj2018_hyperprior_set",
+        f"{PREFIX}.tools._compressai",
     ),
 }
 

@@ -5,8 +5,11 @@ code under test does.
 The rule, read from each file's syntax tree:
 
 - ``pytest.skip(...)`` / ``pytest.xfail(...)``: inside an ``if`` whose test mentions one of
-  :data:`PROBES`, or inside an ``except`` of :data:`ENV_ERRORS` (or a bare ``Exception`` around
-  nothing but imports and ``import_*()`` calls: the tools extra's loaders);
+  :data:`PROBES`, or inside an ``except`` of :data:`ENV_ERRORS`. An ``except ImportError``
+  guards a skip only where its ``try`` imports nothing but third-party modules, or where the
+  skip sits under an ``if`` on the error's ``.name`` (the missing package, as
+  ``tests/_thirdparty.import_or_skip`` reads it): a project helper that raises, even an
+  ``ImportError`` of our own, is a failure. No ``except Exception`` guards a skip;
 - ``pytest.importorskip(NAME)``: ``NAME`` an optional package, not ``wai_dispatch`` and not one
   of the core dependencies of pyproject.toml (those are installed wherever the package is: a
   failed import is a regression);
@@ -17,9 +20,15 @@ The rule, read from each file's syntax tree:
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,31 +63,46 @@ def _is_pytest_attr(node: ast.AST, *names: str) -> bool:
     return isinstance(value, ast.Name) and value.id == "pytest"
 
 
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+
+
+def _third_party_imports_only(body: list[ast.stmt]) -> bool:
+    """A ``try`` body of imports only, none of them ours (``wai_dispatch`` or relative)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Import):
+            if any(a.name.split(".")[0] == "wai_dispatch" for a in stmt.names):
+                return False
+        elif isinstance(stmt, ast.ImportFrom):
+            if stmt.level or (stmt.module or "").split(".")[0] == "wai_dispatch":
+                return False
+        else:
+            return False
+    return True
+
+
 def _guarded(parents: list[ast.AST], source: str) -> bool:
-    for node in reversed(parents):
+    for at, node in reversed(list(enumerate(parents))):
         if isinstance(node, ast.If | ast.IfExp) and PROBES.search(
             ast.get_source_segment(source, node.test) or ""
         ):
             return True
         if isinstance(node, ast.ExceptHandler) and node.type is not None:
             caught = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
-            if caught & ENV_ERRORS:
+            if caught & (ENV_ERRORS - IMPORT_ERRORS):
                 return True
-        if isinstance(node, ast.Try) and any(
-            isinstance(h.type, ast.Name) and h.type.id == "Exception" for h in node.handlers
-        ):
-            loads_only = all(
-                isinstance(s, ast.Import | ast.ImportFrom)
-                or (
-                    isinstance(s, ast.Expr)
-                    and isinstance(s.value, ast.Call)
-                    and isinstance(s.value.func, ast.Name)
-                    and s.value.func.id.startswith("import_")
+            if caught & IMPORT_ERRORS:
+                tried = parents[at - 1] if at else None
+                if isinstance(tried, ast.Try) and _third_party_imports_only(tried.body):
+                    return True
+                # under the handler: an `if` on the missing module's name (exc.name)
+                on_name = r"\bmissing_package\("
+                if node.name:
+                    on_name += rf"|\b{re.escape(node.name)}\.name\b"
+                return any(
+                    isinstance(inner, ast.If)
+                    and re.search(on_name, ast.get_source_segment(source, inner.test) or "")
+                    for inner in parents[at + 1 :]
                 )
-                for s in node.body
-            )
-            if loads_only and any(p in node.handlers for p in parents):
-                return True
     return False
 
 
@@ -155,3 +179,53 @@ def test_the_rule_catches_a_skip_on_the_code_under_test(tmp_path: Path) -> None:
     )
     found = violations(bad, {"numpy"}, tmp_path)
     assert [line.split(":")[1] for line in found] == ["8", "12", "14", "16"], found
+
+
+def test_the_rule_catches_a_skip_on_a_project_helper(tmp_path: Path) -> None:
+    """Issue 26's loophole: a project helper that raises (anything, an ``ImportError`` of our
+    own included) is no reason to skip; only a third-party package's ``ImportError`` is."""
+    bad = tmp_path / "test_helper.py"
+    bad.write_text(
+        "import pytest\n"
+        "try:\n    import torch\n    from wai_dispatch.tools._compressai import import_compressai\n"
+        "    import_compressai()\nexcept Exception as exc:\n    pytest.skip(str(exc))\n"
+        "try:\n    import_compressai()\nexcept ImportError:\n    pytest.skip('no')\n"
+        "try:\n    from wai_dispatch.paths import wgsl\n"
+        "except ImportError:\n    pytest.skip('no')\n"
+        "try:\n    import playwright\nexcept ImportError:\n    pytest.skip('ok')\n"
+        "try:\n    import_compressai()\nexcept ImportError as exc:\n"
+        "    if exc.name in ('torch',):\n        pytest.skip('ok')\n    raise\n",
+        encoding="utf-8",
+    )
+    found = violations(bad, {"numpy"}, tmp_path)
+    assert [line.split(":")[1] for line in found] == ["7", "11", "15"], found
+
+
+# The tools test modules that load the tools extra through the project's own helper.
+HELPER_USERS = ("tests/tools/test_checkpoints.py", "tests/tools/test_set_writer.py")
+
+
+@pytest.mark.slow  # a pytest run that imports torch and CompressAI: ~10 s
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="the tools extra (torch) is not installed"
+)
+def test_a_failing_project_helper_fails_the_tools_tests(tmp_path: Path) -> None:
+    """Inject ``raise TypeError`` into ``tools._compressai.import_compressai`` (a plugin that
+    replaces it before the test modules import it): collecting the tools test modules that
+    load CompressAI through it fails; nothing is skipped."""
+    (tmp_path / "inject_typeerror.py").write_text(
+        "import wai_dispatch.tools._compressai as helper\n"
+        "def broken():\n    raise TypeError('injected into import_compressai')\n"
+        "helper.import_compressai = broken\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "inject_typeerror",
+         "-p", "no:cacheprovider", *HELPER_USERS],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert out.count("TypeError: injected into import_compressai") >= len(HELPER_USERS), out
+    assert "skipped" not in out, out

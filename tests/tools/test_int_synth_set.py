@@ -12,17 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from _thirdparty import import_or_skip
+
+from wai_dispatch.tools._compressai import import_compressai
 
 pytestmark = pytest.mark.tools
 
-try:
-    import torch  # noqa: F401
-
-    from wai_dispatch.tools._compressai import import_compressai
-
-    import_compressai()
-except Exception as exc:  # ImportError, or a broken torch build
-    pytest.skip(f"torch and CompressAI are not importable: {exc}", allow_module_level=True)
+import_or_skip(
+    import_compressai, "torch", "compressai", reason="the tools extra (torch, CompressAI)"
+)
 
 from wai_dispatch.codec.sets import Manifest  # noqa: E402
 from wai_dispatch.conformance import sets_dir  # noqa: E402
