@@ -64,7 +64,8 @@ test: lint typecheck unit ## install, then lint, typecheck and run the whole sui
 bench: $(STAMP) ## benchmarks, each printed beside its anchor; then the long corpus runs (every corpus payload through the WGSL kernels, natively and in the page)
 	$(BIN)/python -m wai_dispatch.tools.bench all
 	WAI_FULL_CORPUS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/paths/test_wgsl_corpus.py \
-	  tests/page/test_page_webgpu.py::test_corpus_through_the_page_kernels
+	  tests/page/test_page_webgpu.py::test_corpus_through_the_page_kernels \
+	  tests/paths/test_waiops_int8.py::test_every_corpus_payload_is_exact_on_emulated_cpus
 
 fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
 	WAI_FUZZ_EXAMPLES=100000 $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests
