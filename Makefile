@@ -40,12 +40,10 @@ $(STAMP): $(BIN)/python pyproject.toml $(PINS)
 	@touch $@ $(VENV)/.base
 
 serve: $(VENV)/.base ## install and start the HTTP service on its defaults (SQLite, bundled sets)
-	@echo 'wai-dispatch is $(BIN)/wai-dispatch (or run `. $(BIN)/activate`, then wai-dispatch)' >&2
 	$(BIN)/wai-dispatch serve
 
 demo: $(VENV)/.base ## install and decode the bundled sample envelopes (writes out/)
 	$(BIN)/wai-dispatch demo -o out
-	@echo 'wai-dispatch is $(BIN)/wai-dispatch (or run `. $(BIN)/activate`, then wai-dispatch)' >&2
 
 tools: $(STAMP) ## install the tools extra (torch CPU, CompressAI, coremltools)
 

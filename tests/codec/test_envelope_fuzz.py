@@ -145,6 +145,7 @@ def roundtrip(envelope: Envelope) -> None:
 
 @BOUNDED
 @given(envelopes() | st.sampled_from(SEEDS))
+@pytest.mark.slow
 def test_generated_envelopes_round_trip(envelope: Envelope) -> None:
     roundtrip(envelope)
 

@@ -15,6 +15,7 @@ from wai_dispatch.tools.doc_runner import doc_files, make_recipe, run_docs
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_every_block_of_the_readme_and_docs_runs_or_says_why_not() -> None:
     run = run_docs()
     print(run.table())  # the counts, per file (pytest -s, or -rA, shows them)

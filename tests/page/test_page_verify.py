@@ -80,6 +80,7 @@ def test_reference_context_passes(served: tuple[str, str]) -> None:
     assert hyper["report"]["ran"]["tier"] == "entropy-consistency"
 
 
+@pytest.mark.slow
 def test_command_against_a_url_needs_a_token_file(
     served: tuple[str, str], tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -99,6 +100,7 @@ def test_command_against_a_url_needs_a_token_file(
     assert "verdict  fail" in out and "the bearer token is not a live token" in out
 
 
+@pytest.mark.slow
 def test_command_exit_status(capsys: pytest.CaptureFixture[str], browser: Any) -> None:
     """The command serves the page itself and exits 1 where the browser gives no WebNN."""
     argv = ["--browser", str(CHROMIUM), "--port", str(free_port())]

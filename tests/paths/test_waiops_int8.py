@@ -136,6 +136,7 @@ def _qemu() -> None:
 
 
 @pytest.mark.parametrize("cpu", EMULATED)
+@pytest.mark.slow
 def test_exact_on_emulated_older_cpus(cpu: str) -> None:
     """One small payload, the edge layer and h_s per CPU model (qemu is slow: about a minute)."""
     _qemu()

@@ -17,6 +17,7 @@ from wai_dispatch.dispatch import CPU_WAI_OPS, BackendFailed, Code, Tier, choose
 from wai_dispatch.dispatch.paths import GPU_WGSL
 from wai_dispatch.dispatch.registry import INT_SYNTH
 from wai_dispatch.dispatch.report import Placement
+from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 
 pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
 
@@ -79,6 +80,7 @@ class Job:
     set_files: MemorySet
     symbols: np.ndarray
     latent: np.ndarray | None = None
+    tile_bytes: int = DEFAULT_TILE_BYTES  # the decoder's budget, as every SynthesisJob carries
 
 
 @pytest.fixture

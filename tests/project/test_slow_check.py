@@ -44,6 +44,7 @@ def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_an_unmarked_slow_test_fails_the_session_under_ci(tmp_path: Path) -> None:
     result = _run(tmp_path, CI="true")
     assert result.returncode == 1, result.stdout + result.stderr
@@ -53,6 +54,7 @@ def test_an_unmarked_slow_test_fails_the_session_under_ci(tmp_path: Path) -> Non
     assert "4 passed" in result.stdout
 
 
+@pytest.mark.slow
 def test_outside_ci_or_turned_off_the_check_is_silent(tmp_path: Path) -> None:
     for env in ({}, {"CI": "true", "WAI_SLOW_CHECK": "0"}):
         result = _run(tmp_path, **env)

@@ -12,18 +12,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _thirdparty import import_or_skip
+
+from wai_dispatch.tools._compressai import import_compressai
 
 pytestmark = pytest.mark.tools
 
-try:
-    import torch
-
-    from wai_dispatch.tools._compressai import import_compressai
-
-    import_compressai()
-except Exception as exc:  # ImportError, or a broken torch build
-    pytest.skip(f"torch and CompressAI are not importable: {exc}", allow_module_level=True)
-
+import_or_skip(
+    import_compressai, "torch", "compressai", reason="the tools extra (torch, CompressAI)"
+)
+import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from wai_dispatch.codec.envelope_read import parse  # noqa: E402

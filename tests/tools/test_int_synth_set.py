@@ -122,6 +122,7 @@ def _arithmetic_digest(env: dict[str, str], mode: str) -> str:
     return line.split()[1]
 
 
+@pytest.mark.slow
 def test_the_writers_arithmetic_does_not_depend_on_threads_or_simd() -> None:
     """One thread against two with every SIMD path we can switch off (NumPy's dispatch targets,
     torch's ATen kernels, MKL's and oneDNN's instruction sets) and denormals flushed: the

@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _thirdparty import import_or_skip
+
+from wai_dispatch.tools._compressai import import_compressai
 
 pytestmark = pytest.mark.tools
 
-try:
-    from wai_dispatch.tools._compressai import import_compressai
-
-    import_compressai()
-except Exception as exc:  # ImportError, or a broken torch build
-    pytest.skip(f"torch and CompressAI are not importable: {exc}", allow_module_level=True)
+import_or_skip(
+    import_compressai, "torch", "compressai", reason="the tools extra (torch, CompressAI)"
+)
 
 from PIL import Image  # noqa: E402
 
@@ -98,6 +98,7 @@ def test_a_multiple_of_the_stride_keeps_version_1(decoder: Any) -> None:
 
 
 @pytest.mark.parametrize("capability", ["wai.neural.bmshj2018", "wai.neural.int_synth"])
+@pytest.mark.slow
 def test_a_tiled_decode_is_cropped_the_same(
     decoder: Any, photo: bytes, capability: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -117,13 +118,14 @@ def test_a_tiled_decode_is_cropped_the_same(
     set_digest = decoder.store.default_for(capability).digest
     intent = "replicate" if capability == "wai.neural.int_synth" else None
     result = encode(decoder, photo, set_digest=set_digest, intent=intent)
-    tiling.request_tile_bytes(4 * 16 * 16 * 8 * 8)  # windows of about 8×8 latent positions
+    budget = decoder.tile_bytes
+    decoder.tile_bytes = 4 * 16 * 16 * 8 * 8  # windows of about 8×8 latent positions
     try:
         decoded = decoder.decode(parse(result.envelope.to_cbor()))
         payload = _padded_payload(decoder, set_digest, result.envelope.payload)
         padded = decoder.decode_payload(payload, capability=capability, set_digest=set_digest)
     finally:
-        tiling.request_tile_bytes(None)
+        decoder.tile_bytes = budget
     assert seen and all(n > 1 for n in seen)
     assert (decoded.width, decoded.height) == (WIDTH, HEIGHT)
     np.testing.assert_array_equal(decoded.rgb, padded.rgb[:HEIGHT, :WIDTH])

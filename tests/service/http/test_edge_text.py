@@ -81,6 +81,7 @@ def _url(template: str, hostile: str | None = None, value: str = "") -> str:
     return _PARAM.sub(fill, template)
 
 
+@pytest.mark.slow
 def test_every_text_parameter_of_every_route_refuses_hostile_text(live: InProcess) -> None:
     routes = _routes(live.app)
     assert len(routes) >= 30

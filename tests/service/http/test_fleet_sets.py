@@ -114,6 +114,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+@pytest.mark.slow
 def test_an_install_and_a_removal_reach_every_replica_within_the_bound(
     tmp_path: Path, database: str
 ) -> None:

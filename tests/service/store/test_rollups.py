@@ -141,6 +141,7 @@ def rollup_tables(store: ReportStore) -> list[list[tuple[Any, ...]]]:
         ]
 
 
+@pytest.mark.slow
 def test_summary_from_rollups_equals_a_recount_of_the_reports(store: ReportStore) -> None:
     rng = random.Random(17)
     records = [draw(rng, i) for i in range(600)]
