@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from _slowcheck import enabled
 
 TESTS = Path(__file__).resolve().parents[1]
