@@ -21,6 +21,7 @@ from wai_dispatch.cli.options import settings
 from wai_dispatch.cli.serve_ray import run_ray
 from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.settings import Settings, hand_over
 from wai_dispatch.service.store import tokens
@@ -198,8 +199,8 @@ def announce_when_ready(chosen: Settings, lines: list[str]) -> threading.Thread:
 
 def _reasons(exc: urllib.error.HTTPError) -> str:
     try:
-        body = json.loads(exc.read())
-    except (OSError, ValueError):
+        body = strictjson.loads(exc.read())
+    except (OSError, ValueError):  # StrictJSONError is a ValueError
         return f"HTTP {exc.code}"
     reasons = body.get("reasons") if isinstance(body, dict) else None
     return "; ".join(map(str, reasons)) if isinstance(reasons, list) else f"HTTP {exc.code}"
