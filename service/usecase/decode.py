@@ -102,17 +102,10 @@ class Meter(Protocol):
     def decode_done(self, outcome: Decoded | NoPathFound, seconds: float) -> None: ...
 
 
-@dataclass(frozen=True)
-class Decoded:
-    """A path ran: the result, its records (primary first; the last one's path ran) and the
-    picture's bytes as the request asked for them."""
+class _Recorded:
+    """An outcome with its recorded reports: their JSON forms and ids, as the answer gives them."""
 
-    result: DecodeResult
     records: list[ReportRecord]
-    picture: bytes
-    #: The decode's running seconds, and with its records stored.
-    decode_seconds: float = 0.0
-    seconds: float = 0.0
 
     @property
     def reports(self) -> list[dict[str, object]]:
@@ -124,7 +117,20 @@ class Decoded:
 
 
 @dataclass(frozen=True)
-class NoPathFound:
+class Decoded(_Recorded):
+    """A path ran: the result, its records (primary first; the last one's path ran) and the
+    picture's bytes as the request asked for them."""
+
+    result: DecodeResult
+    records: list[ReportRecord]
+    picture: bytes
+    #: The decode's running seconds, and with its records stored.
+    decode_seconds: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class NoPathFound(_Recorded):
     """No offered path decodes the envelope (or only its sets are missing): the error and the
     records of every report, already recorded."""
 
@@ -138,14 +144,6 @@ class NoPathFound:
     @property
     def symbols_digest(self) -> str | None:
         return self.error.parts[-1].symbols_digest if self.error.parts else None
-
-    @property
-    def reports(self) -> list[dict[str, object]]:
-        return [r.report for r in self.records]
-
-    @property
-    def report_ids(self) -> list[str]:
-        return [r.id for r in self.records]
 
 
 @dataclass(frozen=True)
