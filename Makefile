@@ -55,7 +55,7 @@ typecheck: $(STAMP) ## mypy --strict over every package of the wai_dispatch impo
 	$(BIN)/mypy --strict -p wai_dispatch
 
 unit: $(STAMP) ## the test suite only
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test: lint typecheck unit ## install, then lint, typecheck and run the whole suite
 

@@ -96,8 +96,11 @@ class Spool:
             self._fd = self._open()
 
     def size(self) -> int:
-        """Bytes waiting for the store: the file taking lines and the one draining."""
-        return _size(self.path) + _size(self.draining)
+        """Bytes waiting for the store: the file taking lines and the one draining, read under
+        the lock that renames the first to the second (else a rename between the two reads
+        counts the same lines twice)."""
+        with self._locked():
+            return _size(self.path) + _size(self.draining)
 
     def new_bytes(self) -> int:
         """Bytes in the file taking new lines (the one ``spool_max_bytes`` bounds)."""
