@@ -34,7 +34,7 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model, _picture
-from wai_dispatch.tools.bench_onnx import best_of_interleaved
+from wai_dispatch.tools.bench_timing import best_of_interleaved
 
 SET = "bmshj2018-demo-q3"
 SIZES = ((256, 256), (512, 768))  # (height, width)

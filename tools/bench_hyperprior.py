@@ -26,7 +26,7 @@ from wai_dispatch.paths.waiops import choose
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.tools.bench_decode import SIZES, _picture
-from wai_dispatch.tools.bench_onnx import best_of_interleaved
+from wai_dispatch.tools.bench_timing import best_of_interleaved
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
     HyperAnalysis,

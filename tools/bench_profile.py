@@ -32,8 +32,8 @@ from wai_dispatch.paths.onnx import (
 )
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_envelope import load_line
-from wai_dispatch.tools.bench_onnx import _rewritten
 from wai_dispatch.tools.bench_tiles import envelope_of
+from wai_dispatch.tools.onnx_synthesis import rewritten_model
 
 SET = "bmshj2018-demo-q3"
 
@@ -86,7 +86,7 @@ def op_profile(files: Any, latent: np.ndarray, repeats: int) -> dict[str, float]
         so.enable_profiling = True
         so.profile_file_prefix = str(Path(tmp) / "synthesis")
         session = ort.InferenceSession(
-            _rewritten(model, weights), so, providers=["CPUExecutionProvider"]
+            rewritten_model(model, weights), so, providers=["CPUExecutionProvider"]
         )
         name = session.get_inputs()[0].name
         session.run(None, {name: latent})

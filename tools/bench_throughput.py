@@ -36,8 +36,9 @@ from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model
 from wai_dispatch.tools.bench_envelope import load_line, pictures, rgb8
-from wai_dispatch.tools.bench_onnx import _ort_session, _rewritten, best_of_interleaved
 from wai_dispatch.tools.bench_service import _serve, in_process, over_http
+from wai_dispatch.tools.bench_timing import best_of_interleaved
+from wai_dispatch.tools.onnx_synthesis import ort_session, rewritten_model
 
 PORT = 18192
 
@@ -132,7 +133,7 @@ def _batched_session(model: bytes, weights: bytes) -> Any:
     for value in (*proto.graph.input, *proto.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
     del proto.graph.value_info[:]
-    return _ort_session(_rewritten(proto.SerializeToString(), weights), weights)
+    return ort_session(rewritten_model(proto.SerializeToString(), weights), weights)
 
 
 def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:

@@ -24,8 +24,8 @@ from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.verify import rgb8_digest
 from wai_dispatch.tools.bmshj2018_model import load_model
+from wai_dispatch.tools.bmshj2018_symbols import encode_symbols
 from wai_dispatch.tools.train_bmshj2018 import load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols
 
 CORPUS_FORMAT = "wai-neural-conformance/1"
 SYMBOLS_SEED = 20261130

@@ -72,18 +72,46 @@ def start(settings: Settings) -> Service:
         settings=settings, program_cache_bytes=settings.program_cache_bytes, bundled=False
     )
     store = ReportStore(settings.url)
+    tokens = TokenCache(store, settings.token_refresh_s, snapshot=settings.data_dir / "tokens.view")
+    recorder = _open_recorder(store, settings)
+    sets = _sync_sets(store, decoder, settings)
+    log.info("admin token: %s", admin_note(store, settings.admin_token_file))
+    tokens.reload()
+    admission = Admission(
+        workers=settings.decode_workers,
+        queue=settings.queue,
+        memory_budget=settings.memory_budget_bytes,
+        timeout_s=settings.decode_timeout_s,
+        max_latent_elements=settings.max_latent_elements,
+    )
+    warmup = Warmup(decoder)
+    if settings.warm:  # in a thread: /healthz answers meanwhile, /readyz says "warming"
+        warmup.start()
+    else:
+        warmup.skip()
+    return Service(
+        settings=settings,
+        decoder=decoder,
+        store=store,
+        recorder=recorder,
+        tokens=tokens,
+        admission=admission,
+        metrics=_metrics(admission, recorder, decoder),
+        policies=PolicyStore(store),
+        warmup=warmup,
+        sets=sets,
+        pruner=_pruner(store, settings),
+        errors=ErrorLog(store),
+    )
+
+
+def _open_recorder(store: ReportStore, settings: Settings) -> Recorder:
+    """The recorder over this replica's spool, the store migrated first; a store that is down
+    at start is migrated by the recorder's thread when it returns."""
     volume = SpoolVolume(
         settings.spool_volume,
         settings.replica_id or default_replica_id(),
         settings.spool_max_bytes,
-    )
-    spool = volume.own
-    tokens = TokenCache(store, settings.token_refresh_s, snapshot=settings.data_dir / "tokens.view")
-    sets = SetSync(
-        SetRegistry(store),
-        decoder,
-        settings.sets_refresh_s,
-        bundled=bundled_dir() if settings.bundled_sets else None,
     )
     try:
         store.migrate()
@@ -91,11 +119,21 @@ def start(settings: Settings) -> Service:
     except StoreDown as exc:
         # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
         log.warning("report store down at start, spooling until it returns: %s", exc)
-        recorder = Recorder(
-            store, spool, migrate=lambda: _migrate(store, settings), adopt=volume.adopt
+        return Recorder(
+            store, volume.own, migrate=lambda: _migrate(store, settings), adopt=volume.adopt
         )
-    else:
-        recorder = Recorder(store, spool, adopt=volume.adopt)
+    return Recorder(store, volume.own, adopt=volume.adopt)
+
+
+def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetSync:
+    """The set registry's sync, bootstrapped and started: the bundled sets installed through
+    the registry, or straight into the cache while the registry is down."""
+    sets = SetSync(
+        SetRegistry(store),
+        decoder,
+        settings.sets_refresh_s,
+        bundled=bundled_dir() if settings.bundled_sets else None,
+    )
     try:
         for folder, problem in sets.bootstrap().items():
             log.warning("bundled set %s not installed: %s: %s", folder, problem.code,
@@ -107,15 +145,10 @@ def start(settings: Settings) -> Service:
         if settings.bundled_sets:
             install_bundled(decoder.store, bundled_dir(), skip=removed(decoder.store.root))
     sets.start()
-    log.info("admin token: %s", admin_note(store, settings.admin_token_file))
-    tokens.reload()
-    admission = Admission(
-        workers=settings.decode_workers,
-        queue=settings.queue,
-        memory_budget=settings.memory_budget_bytes,
-        timeout_s=settings.decode_timeout_s,
-        max_latent_elements=settings.max_latent_elements,
-    )
+    return sets
+
+
+def _metrics(admission: Admission, recorder: Recorder, decoder: Decoder) -> Metrics:
     metrics = Metrics()
     metrics.bind("queue_depth", lambda: admission.waiting)
     metrics.bind("running", lambda: admission.running)
@@ -123,33 +156,23 @@ def start(settings: Settings) -> Service:
     metrics.bind("seconds_per_pixel", lambda: admission.seconds_per_pixel)
     metrics.bind("memory_held", lambda: float(admission.held()))
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
-    _bind_cache(metrics, decoder)
-    pruner = None
-    if settings.report_retention_days or settings.rollup_retention_days:
-        pruner = Pruner(
-            store,
-            report_days=settings.report_retention_days,
-            rollup_days=settings.rollup_retention_days,
-            interval_s=settings.prune_interval_s,
-        )
-    warmup = Warmup(decoder)
-    if settings.warm:  # in a thread: /healthz answers meanwhile, /readyz says "warming"
-        warmup.start()
-    else:
-        warmup.skip()
-    return Service(
-        settings,
-        decoder,
+    cache = decoder.programs
+    metrics.bind_counter("cache_hits", lambda: cache.hits)
+    metrics.bind_counter("cache_misses", lambda: cache.misses)
+    metrics.bind_counter("cache_evictions", lambda: cache.evictions)
+    metrics.bind("cache_bytes", lambda: cache.bytes)
+    return metrics
+
+
+def _pruner(store: ReportStore, settings: Settings) -> Pruner | None:
+    """The retention thread, when a retention is set; ``None``: every report is kept."""
+    if not (settings.report_retention_days or settings.rollup_retention_days):
+        return None
+    return Pruner(
         store,
-        recorder,
-        tokens,
-        admission,
-        metrics,
-        PolicyStore(store),
-        warmup,
-        sets,
-        pruner,
-        ErrorLog(store),
+        report_days=settings.report_retention_days,
+        rollup_days=settings.rollup_retention_days,
+        interval_s=settings.prune_interval_s,
     )
 
 
@@ -166,14 +189,6 @@ def _ensure_admin(store: ReportStore, settings: Settings) -> None:
     if written is not None:
         log.warning("first start: an admin token was written to %s", written, extra={
             "admin_token_file": str(written)})  # fmt: skip
-
-
-def _bind_cache(metrics: Metrics, decoder: Decoder) -> None:
-    cache = decoder.programs
-    metrics.bind_counter("cache_hits", lambda: cache.hits)
-    metrics.bind_counter("cache_misses", lambda: cache.misses)
-    metrics.bind_counter("cache_evictions", lambda: cache.evictions)
-    metrics.bind("cache_bytes", lambda: cache.bytes)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -437,7 +437,7 @@ HEAVY = frozenset(
         "PIL",  # PNG output only
         "constriction",  # the entropy coder's native extension
         "pytorch_msssim",  # tools extra
-        "threadpoolctl",  # bench_onnx's optional BLAS thread limit
+        "threadpoolctl",  # bench_timing's optional BLAS thread limit (the GEMM anchor)
         "httpx",  # an HTTP client (~0.3 s): the benches and the tools that drive a service
         "tomllib",  # the sink's client (service/decoding/client_settings.py): a WAI_CONFIG only
         "ssl",  # OpenSSL: the sink's client (cli/http_client.py) loads it for https URLs only

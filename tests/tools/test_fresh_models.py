@@ -93,7 +93,7 @@ def test_a_fresh_scale_hyperprior_is_written_and_decodes_its_encode(
 def test_merged_initializers_are_restored_under_their_own_names() -> None:
     """The export's ``Identity`` nodes for merged β and γ become initializers again."""
     from wai_dispatch.tools.bmshj2018_model import plain_synthesis
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import export_onnx, weights_blob
+    from wai_dispatch.tools.bmshj2018_onnx import export_onnx, weights_blob
 
     torch.manual_seed(30)
     net = factorized_prior(N, M)
