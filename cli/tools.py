@@ -14,7 +14,8 @@ from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import Parser, is_stdio
 from wai_dispatch.cli.streams import check_target, read_input, write_output
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.set_writer_options import PARSERS
 
 

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from wai_dispatch.codec import payload as waip
 from wai_dispatch.codec import picture_size
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.payload import (
     PayloadFormatError,
     PayloadLengthError,
@@ -33,6 +33,7 @@ from wai_dispatch.codec.payload import (
     SymbolsError,
 )
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.setfacts.limits import Limits
 
 __all__ = [
     "HEADER_SIZE",

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from wai_dispatch.codec import picture_size
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.payload_errors import (
     PayloadError,
     PayloadFormatError,
@@ -36,6 +36,7 @@ from wai_dispatch.codec.payload_errors import (
     SymbolsError,
 )
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.setfacts.limits import Limits
 
 __all__ = [
     "HEADER_SIZE",

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Protocol, cast
 
-from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.dispatch import Placement
 from wai_dispatch.paths.job import SetFiles
+from wai_dispatch.setfacts.facts import SetFacts
 
 __all__ = [
     "FACTS_KEY",

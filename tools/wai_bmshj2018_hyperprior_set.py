@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools import coreml_program, hyperprior_ptq, webnn_form
 from wai_dispatch.tools.bmshj2018_model import (
     SetWriterError,

@@ -23,7 +23,6 @@ import threading
 
 import numpy as np
 
-from wai_dispatch.codec.sets.facts import ProgramFacts
 from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
 from wai_dispatch.dispatch.report import Placement
@@ -36,6 +35,7 @@ from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.paths.waiops.run import check_input
+from wai_dispatch.setfacts.facts import ProgramFacts
 
 CPU_WAI_OPS_NAME = str(CPU_WAI_OPS)
 

@@ -31,7 +31,7 @@ from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, ready_sets_dir, sets_di
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
@@ -86,6 +86,7 @@ from wai_dispatch.service.decoding.results import (
 from wai_dispatch.service.decoding.setcache import bundled_dir, removed
 from wai_dispatch.service.decoding.settings import Settings, load
 from wai_dispatch.service.decoding.verify import verify_store
+from wai_dispatch.setfacts.limits import Limits
 
 if TYPE_CHECKING:
     from wai_dispatch.paths.registry import PathStatus

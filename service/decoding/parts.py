@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.envelope import Envelope, Part
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.payload import Header, read_header
 from wai_dispatch.codec.sets import LoadedSet, SetCapabilityMismatch
 from wai_dispatch.codec.tables import EntropyTables
@@ -20,6 +19,7 @@ from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import failure_text
+from wai_dispatch.setfacts.limits import Limits
 
 __all__ = ["NoProgram", "OpenedSet", "Prepared", "PreparedPart"]
 

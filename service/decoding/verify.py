@@ -10,7 +10,7 @@ is checked by its symbols digest alone (§6.4); the 40 dB bound is for tier none
 
 An integer set (``wai.neural.int_synth``) is held to more: its wai-ops/1 program loads under
 the bound rule, and every payload of the conformance corpus made for it decodes to the corpus's
-RGB8 hash exactly (``paths/waiops/verify.py``).
+RGB8 hash exactly (``service/decoding/verify_integer.py``).
 
 A damaged set, and a set of a capability this build does not know, is reported; the others
 are checked all the same.
@@ -40,10 +40,10 @@ from wai_dispatch.dispatch import (
 )
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
-from wai_dispatch.paths.waiops.verify import verify_integer_set
 from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
+from wai_dispatch.service.decoding.verify_integer import verify_integer_set
 
 if TYPE_CHECKING:
     import numpy as np

@@ -208,7 +208,10 @@ class ReplicaHeader:
 
         async def send_with_replica(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (REPLICA_HEADER_BYTES, self.value)]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (REPLICA_HEADER_BYTES, self.value),
+                ]
             await send(message)
 
         await self.app(scope, receive, send_with_replica)

@@ -26,10 +26,10 @@ from pagekit import (
 
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.dispatch import REGISTRY, Report, choose, demand
 from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.setfacts.limits import Limits
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
 OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_WGSL)
