@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from wai_dispatch.dispatch.adapter import BackendFailed
-from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
+from wai_dispatch.dispatch.paths import CPU_WAI_OPS, DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
@@ -110,7 +110,7 @@ class WaiOpsAdapter:
         self._tile_bytes = tile_bytes  # None: the job's (the decoder's setting)
 
     @property
-    def path(self) -> Path:
+    def path(self) -> DispatchPath:
         return CPU_WAI_OPS
 
     def absent_reason(self) -> str | None:

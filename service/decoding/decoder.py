@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,8 +45,8 @@ from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
+    DispatchPath,
     Offer,
-    Path,
     Pin,
     Registry,
     choose,
@@ -104,7 +104,7 @@ class Decoder:
         self,
         store: SetStore,
         offer: Offer,
-        adapters: Mapping[Path, Adapter],
+        adapters: Mapping[DispatchPath, Adapter],
         *,
         limits: Limits | None = None,
         registry: Registry = REGISTRY,
@@ -133,16 +133,16 @@ class Decoder:
         #: path's prepared graphs (``<data_dir>/cache/onnx``): each decode's job carries them,
         #: so opening a decoder changes no other decoder's (no process-wide state).
         self.tile_bytes = tile_bytes
-        self.cache_dir = None if cache_dir is None else FsPath(cache_dir)
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
 
     @classmethod
     def open(
         cls,
         data_dir: str | os.PathLike[str] | None = None,
-        offer: Iterable[Path | str] | None = None,
+        offer: Iterable[DispatchPath | str] | None = None,
         limits: Limits | None = None,
         *,
-        adapters: Mapping[Path, Adapter] | None = None,
+        adapters: Mapping[DispatchPath, Adapter] | None = None,
         bundled: bool = True,
         ready: bool = True,
         settings: Settings | None = None,
@@ -244,7 +244,7 @@ class Decoder:
     ) -> DecodeResult:
         reports = []
         done: list[PartResult] = []
-        failures: dict[Path, BaseException] = {}
+        failures: dict[DispatchPath, BaseException] = {}
         missing: list[str] = []
         undecodable: list[Undecodable] = []
         for item in parts:
@@ -359,23 +359,23 @@ class Decoder:
         else:
             self.sets.pop(digest)
 
-    def _without_program(self) -> dict[Path, Adapter]:
+    def _without_program(self) -> dict[DispatchPath, Adapter]:
         return {path: NoProgram(path, self.adapters.get(path)) for path in self.offer}
 
     # -- what the machine has
 
-    def paths(self, offer: Iterable[Path | str] | None = None) -> list[PathStatus]:
+    def paths(self, offer: Iterable[DispatchPath | str] | None = None) -> list[PathStatus]:
         """Each offered path (default: this decoder's offer), present or absent and why."""
         chosen = self.offer if offer is None else parse_offer(offer)
         return path_registry.probe(chosen, self.adapters)
 
-    def absent_reason(self, path: Path) -> str:
+    def absent_reason(self, path: DispatchPath) -> str:
         """Why ``path``'s unit is absent here, in its adapter's words."""
         return path_registry.absent_reason(self.adapters.get(path))
 
     def plan(
         self,
-        path: Path | str,
+        path: DispatchPath | str,
         *,
         set_digest: str | None = None,
         set_dir: str | os.PathLike[str] | None = None,
@@ -387,9 +387,10 @@ class Decoder:
         networks (service/decoding/plan.py). The set: ``set_dir`` (a folder outside the store), else
         ``set_digest``, else the store's default set of ``capability``. Every shape is checked
         against the limits before anything of its size is allocated."""
+        chosen = path if isinstance(path, DispatchPath) else DispatchPath.parse(path)
         return plan(
-            self, path if isinstance(path, Path) else Path.parse(path), set_digest=set_digest,
-            set_dir=set_dir, capability=capability, latent_shape=latent_shape,
+            self, chosen, set_digest=set_digest, set_dir=set_dir, capability=capability,
+            latent_shape=latent_shape,
         )  # fmt: skip
 
     # -- §6.4 and the CompressAI import (service/decoding/verify.py, service/decoding/compressai.py)

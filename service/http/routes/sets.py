@@ -7,10 +7,11 @@ older than ``sets_refresh_s``."""
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Request
+from fastapi import Path as PathParameter
 from fastapi.concurrency import run_in_threadpool
 
 from wai_dispatch.codec.sets import InstalledSet, SetArchiveInvalid, SetError, SetFileMissing
@@ -24,7 +25,9 @@ from wai_dispatch.service.store.tokens import Principal, Role
 
 router = APIRouter(tags=["sets"])
 
-Digest = Annotated[str, Path(pattern="^[0-9a-f]{64}$", description="a set's BLAKE3 digest")]
+Digest = Annotated[
+    str, PathParameter(pattern="^[0-9a-f]{64}$", description="a set's BLAKE3 digest")
+]
 _SUFFIX = {
     "application/x-tar": ".tar",
     "application/gzip": ".tar.gz",
@@ -106,7 +109,7 @@ async def install(
 
     def put() -> InstalledSet:
         with tempfile.TemporaryDirectory(prefix="wai-upload-") as tmp:
-            archive = FsPath(tmp) / f"set{suffix}"
+            archive = Path(tmp) / f"set{suffix}"
             archive.write_bytes(body)
             # checked, its programs loaded (else refused), then put into the registry
             try:
