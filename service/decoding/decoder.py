@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, ready_sets_dir, sets_dir
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
@@ -169,7 +169,9 @@ class Decoder:
             data_dir = settings.data_dir if data_dir is None else data_dir
             offer = settings.offer_paths if offer is None else offer
         assert data_dir is not None and offer is not None
-        store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
+        store = SetStore(
+            ready_set_store_dir(data_dir) if ready or bundled else set_store_dir(data_dir)
+        )
         chosen = parse_offer(offer)
         if settings is not None and not settings.bundled_sets:
             bundled = False

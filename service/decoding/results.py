@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL
+from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL
 from wai_dispatch.codec.picture import rgb_digest, to_png
 from wai_dispatch.dispatch import Code, DispatchPath, Placement, Report, WaiError
 from wai_dispatch.dispatch.errors import UnknownCapability

@@ -183,7 +183,7 @@ ASSEMBLY = {
     "install_bundled",
     "known_adapters",
     "default_offer",
-    "sets_dir",
+    "set_store_dir",
     "OnnxRuntimeAdapter",
     "decode_envelope",
     "entropy_stage",
