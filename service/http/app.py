@@ -42,11 +42,11 @@ from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.http.statuses import status_of
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
-from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
 from wai_dispatch.service.store.tokens import Role, TokenCache, admin_note, ensure_admin
 from wai_dispatch.service.web import dashboard as dashboard_app

@@ -22,9 +22,9 @@ from sqlalchemy import text
 
 from wai_dispatch.service.store import spool as spool_mod
 from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.spool import (
-    Recorder,
     Spool,
     SpoolFull,
     SpoolWriteFailed,
