@@ -1,6 +1,6 @@
 """``wai-dispatch decode`` and ``wai-dispatch demo``: decode envelopes through the dispatch
 rules and print the ``wai-neural-dispatch/1`` report of every decode tried. ``decode --url``
-is :mod:`cli.remote`'s (``cli/main.py`` runs it there): no decoder is opened and no data
+is :mod:`cli.remote`'s (``cli/main.py`` runs it there): no decoder is assembled and no data
 directory touched, and the reports print as the service gave them."""
 
 from __future__ import annotations

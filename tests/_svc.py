@@ -302,7 +302,7 @@ def envelope_of_latent(store_root: Path, height: int, width: int, **extra: Any) 
     from wai_dispatch.codec.tables import EntropyTables
     from wai_dispatch.service.decoding.decoder import Decoder
 
-    store = Decoder.open(store_root, adapters={}).store
+    store = Decoder.assemble(store_root, adapters={}).store
     entry = store.list()[0]
     files = store.open(entry.digest)
     tables = EntropyTables.from_json(files.read(str(files.facts.tables)))

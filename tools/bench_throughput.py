@@ -49,7 +49,7 @@ def _worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -
 
     row = pickle.loads(Path(data_file).read_bytes())
     if kind == "ours":
-        decoder = Decoder.open(data_dir)
+        decoder = Decoder.assemble(data_dir)
 
         def one() -> object:
             return decoder.decode(row["envelope"]).rgb
@@ -107,7 +107,7 @@ def http_vs_in_process(data_dir: Path, body: bytes, n: int, rounds: int) -> tupl
     """Decodes per second at concurrency 2: over HTTP, and from 2 threads in this process;
     the median round of each, rounds taking turns."""
 
-    decoder = Decoder.open(data_dir)
+    decoder = Decoder.assemble(data_dir)
     decoder.decode(body).png()
     proc = _serve(data_dir, PORT)
     try:
@@ -140,9 +140,9 @@ def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:
     """A batch of 2 same-shaped latents in one ONNX Runtime run beside 2 runs of 1, on the
     set's graph with its batch dimension made free (the set's own fixes it at 1)."""
 
-    decoder = Decoder.open(data_dir)
+    decoder = Decoder.assemble(data_dir)
     part = parse(body).parts()[0]
-    files = decoder.open_set(str(part.set))
+    files = decoder.loaded_set(str(part.set))
     latent = entropy_stage(part.payload, tables_of(files), limits=decoder.limits).latent
     spec = files.facts.program("onnx-runtime")
     assert spec is not None and spec.file is not None and spec.weights is not None
@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_file.write_bytes(pickle.dumps(row))
 
         # the bundled set installed and its prepared graph cached before the workers start
-        Decoder.open(data_dir).decode(row["envelope"])
+        Decoder.assemble(data_dir).decode(row["envelope"])
         load_start = load_line()
         rates = {
             (kind, n): per_core(kind, n, data_dir, data_file, args.seconds)

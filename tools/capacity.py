@@ -66,7 +66,7 @@ def latents(checkpoint: str | None) -> dict[str, Any]:
 def cpu_per_decode(decoder: Decoder, repeats: int, symbols: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in decoder.store.list():
-        files = decoder.open_set(item.digest)
+        files = decoder.loaded_set(item.digest)
         if HyperStage.of(files) is not None:
             continue  # the float sets' figures; bench_hyperprior measures the hyperprior's
         tables = tables_of(files)
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_thread_pool(1)
     print(f"load average {os.getloadavg()[0]:.2f}; CPU seconds per decode on one core")
     with tempfile.TemporaryDirectory(prefix="wai-capacity-") as tmp:
-        decoder = Decoder.open(Path(tmp) / "data")
+        decoder = Decoder.assemble(Path(tmp) / "data")
         rows = cpu_per_decode(decoder, args.repeats, latents(args.checkpoint))
         print(
             f"{'path':<26} {'picture':<9} {'cpu ms (min/median)':>20} {'png ms':>7} {'/s/core':>8}"

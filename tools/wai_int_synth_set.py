@@ -216,7 +216,8 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
     if Path(text).is_dir():
         return Path(text)
 
-    store = Decoder.open(data_dir=data_dir).store  # the bundled sets installed, as every command
+    # the bundled sets installed, as every command
+    store = Decoder.assemble(data_dir=data_dir).store
     return store.get(store.resolve(text)).path
 
 

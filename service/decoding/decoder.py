@@ -6,9 +6,9 @@ machine's adapters once, and every command (the CLI's and the HTTP service's) go
 Opened sets and their parsed entropy tables are kept, keyed by set digest, in an LRU
 (:mod:`paths.lru`, at most :data:`MAX_OPEN_SETS`): a decode re-hashes no set file unless one
 changed on disk since it was verified (one ``lstat`` per file tells), and always reads the
-bytes that were verified, never the disk. The adapters :meth:`Decoder.open` builds keep their
+bytes that were verified, never the disk. The adapters :meth:`Decoder.assemble` builds keep their
 programs in one program cache (:attr:`Decoder.programs`) under one byte budget. ``decode`` may
-be called from several threads at once. Opening a decoder changes no process-wide state: its
+be called from several threads at once. Assembling a decoder changes no process-wide state: its
 tile budget and the ONNX path's cache folder go with each of its decodes' jobs.
 
 :meth:`Decoder.prepare` reads an envelope's payload headers and opens its sets once, before
@@ -98,7 +98,7 @@ MAX_OPEN_SETS = 8
 
 
 class Decoder:
-    """A store, an offer and adapters, assembled once (:meth:`open`), for every decode."""
+    """A store, an offer and adapters, assembled once (:meth:`assemble`), for every decode."""
 
     def __init__(
         self,
@@ -124,19 +124,19 @@ class Decoder:
         #: Opened sets by digest (each counted as its files' bytes).
         self.sets: LRU[str, OpenedSet] = LRU(max_entries=MAX_OPEN_SETS) if sets is None else sets
         #: The program cache the adapters keep their programs in, when they share one
-        #: (:meth:`open` builds it); its counters are the service's ``/metrics``.
+        #: (:meth:`assemble` builds it); its counters are the service's ``/metrics``.
         self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._opening = threading.Lock()
         #: The zlib level of the decodes' PNG (the ``png_level`` setting).
         self.png_level = png_level
         #: This decoder's tile budget (the ``tile_bytes`` setting) and the folder of the ONNX
         #: path's prepared graphs (``<data_dir>/cache/onnx``): each decode's job carries them,
-        #: so opening a decoder changes no other decoder's (no process-wide state).
+        #: so assembling a decoder changes no other decoder's (no process-wide state).
         self.tile_bytes = tile_bytes
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
 
     @classmethod
-    def open(
+    def assemble(
         cls,
         data_dir: str | os.PathLike[str] | None = None,
         offer: Iterable[DispatchPath | str] | None = None,
@@ -220,7 +220,7 @@ class Decoder:
             header = any_header(part.payload, limits=self.limits)
             try:
                 digest = part.set or self.store.default_for(part.capability).digest
-                opened = self._open(digest, None)
+                opened = self._cached_set(digest, None)
             except WaiError as exc:
                 out.append(PreparedPart(part, header, None, exc))
                 continue
@@ -300,9 +300,9 @@ class Decoder:
 
     # -- sets, kept by digest
 
-    def open_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
+    def loaded_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
         """The installed set ``digest`` (or a unique prefix), verified once and kept."""
-        return self._open(self.store.resolve(digest), pin).files
+        return self._cached_set(self.store.resolve(digest), pin).files
 
     def _prepared_set(self, item: Part | PreparedPart) -> OpenedSet:
         """The part's set: as :meth:`prepare` opened it (its error raised now), else opened."""
@@ -311,15 +311,19 @@ class Decoder:
                 raise item.error
             assert item.opened is not None  # prepare keeps a set or the error opening it
             return item.opened
-        return self._opened(item.set, item.capability, item.pin)
+        return self._set_for_part(item.set, item.capability, item.pin)
 
-    def _opened(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
+    def _set_for_part(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
+        """A part's set: the one it names, else the store's default for its capability; its
+        capability checked against the part's."""
         digest = given or self.store.default_for(capability).digest
-        opened = self._open(digest, pin)
+        opened = self._cached_set(digest, pin)
         check_capability(digest, opened, capability)
         return opened
 
-    def _open(self, digest: str, pin: Pin | None) -> OpenedSet:
+    def _cached_set(self, digest: str, pin: Pin | None) -> OpenedSet:
+        """The set ``digest`` from this decoder's LRU of opened sets, opened from the store (every
+        byte verified, its programs and tables checked) when absent or changed on disk."""
         opened = self.sets.get(digest)
         if opened is None or not opened.files.unchanged():
             with self._opening:  # one thread hashes a set; the others wait and reuse it

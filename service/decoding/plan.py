@@ -47,9 +47,9 @@ def plan(
     if set_dir is not None:
         files = _load_dir(Path(set_dir))
     elif set_digest is not None:
-        files = decoder.open_set(set_digest)
+        files = decoder.loaded_set(set_digest)
     else:
-        files = decoder.open_set(decoder.store.default_for(capability).digest)
+        files = decoder.loaded_set(decoder.store.default_for(capability).digest)
     shape = latent_shape if latent_shape is not None else _stated_shape(decoder, files, path)
     check_latent_shape(shape, decoder.limits, what="the latent")
     cap = decoder.registry.get(files.capability)

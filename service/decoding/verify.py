@@ -105,7 +105,7 @@ def expected_symbols_digest(set_files: Any) -> str:
 
 def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     try:
-        set_files = decoder.open_set(digest)
+        set_files = decoder.loaded_set(digest)
     except SetError:
         problems = [p.to_json() for p in decoder.store.verify(digest).problems]
         return SetCheck(digest, name, damaged=problems or [{"file": "?", "code": "set_invalid"}])

@@ -68,7 +68,7 @@ def start(settings: Settings) -> Service:
     configure_thread_pool(settings.ort_threads)
     # The set store is this replica's cache of the set registry (docs/sets.md): the bundled
     # sets go through the registry (service/store/setsync.py), not straight into the cache.
-    decoder = Decoder.open(
+    decoder = Decoder.assemble(
         settings=settings, program_cache_bytes=settings.program_cache_bytes, bundled=False
     )
     store = ReportStore(settings.url)

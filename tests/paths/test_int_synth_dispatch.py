@@ -114,7 +114,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
     # refused as the set loads, before any path is asked: the operation and the bound named
     from wai_dispatch.service.decoding.decoder import Decoder
 
-    decoder = Decoder.open(data_dir=tmp_path / "data", bundled=False)
+    decoder = Decoder.assemble(data_dir=tmp_path / "data", bundled=False)
     with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):
         decoder.install_set(bad)
     assert decoder.store.list() == []  # nothing stays installed

@@ -497,11 +497,11 @@ def test_thread_count_from_the_settings(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
     monkeypatch.setattr(onnx, "_requested", None)
     monkeypatch.setenv("WAI_ORT_THREADS", "1")
-    Decoder.open(settings=load(data_dir=tmp_path), bundled=False, ready=False)
+    Decoder.assemble(settings=load(data_dir=tmp_path), bundled=False, ready=False)
     assert onnx._requested == 1
     monkeypatch.setenv("WAI_ORT_THREADS", "")
-    Decoder.open(data_dir=tmp_path, bundled=False, ready=False)
+    Decoder.assemble(data_dir=tmp_path, bundled=False, ready=False)
     assert onnx._requested is None
     monkeypatch.setenv("WAI_ORT_THREADS", "two")
     with pytest.raises(SettingsInvalid, match="WAI_ORT_THREADS"):
-        Decoder.open(data_dir=tmp_path, bundled=False, ready=False)
+        Decoder.assemble(data_dir=tmp_path, bundled=False, ready=False)

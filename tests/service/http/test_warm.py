@@ -54,7 +54,7 @@ def test_a_set_no_path_runs_is_recorded_and_the_rest_warm(tmp_path: Path) -> Non
     """With only the neural processor path offered (Core ML, absent here), no set decodes:
     each is recorded with its code and the warmup still ends (a replica is not kept unready by
     a set it cannot run)."""
-    decoder = Decoder.open(tmp_path / "data", parse_offer(["npu/model-runtime/float"]))
+    decoder = Decoder.assemble(tmp_path / "data", parse_offer(["npu/model-runtime/float"]))
     warmup = Warmup(decoder)
     assert warmup.state() == "warming" and not warmup.done.is_set()
     results = warmup.run()
@@ -65,7 +65,7 @@ def test_a_set_no_path_runs_is_recorded_and_the_rest_warm(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_warming_decodes_on_the_path_a_request_takes(tmp_path: Path, name: str) -> None:
-    decoder = Decoder.open(tmp_path / "data")
+    decoder = Decoder.assemble(tmp_path / "data")
     warmed = {w.digest: w for w in Warmup(decoder).run()}
     result = decoder.decode((envelopes_dir() / name).read_bytes())
     ran = result.reports[-1].ran

@@ -19,7 +19,7 @@ from wai_dispatch.service.store.setsync import SetSync
 
 
 def _worker(data: Path, store: ReportStore) -> SetSync:
-    return SetSync(SetRegistry(store), Decoder.open(data, REFERENCE_OFFER), bundled=None)
+    return SetSync(SetRegistry(store), Decoder.assemble(data, REFERENCE_OFFER), bundled=None)
 
 
 def test_a_sync_waits_for_an_install_that_has_not_published_yet(
