@@ -97,7 +97,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def report_store(tmp_path: Path) -> Iterator[Any]:
-    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     store = ReportStore(f"sqlite:///{tmp_path / 'reports.db'}")
     store.migrate()

@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="wai-bench-profile-") as tmp:
         decoder = Decoder.assemble(Path(tmp))
         for h, w in sizes:
-            envelope = envelope_of(decoder.store, SET, h, w)
+            envelope = envelope_of(decoder.set_store, SET, h, w)
             body = envelope.to_json()
             times = stages(decoder, body, args.repeats)
             whole = times.pop("whole Decoder.decode")

@@ -42,8 +42,8 @@ def hwm():
         if line.startswith(("VmHWM", "VmRSS")):
             yield int(line.split()[1]) // 1024
 decoder = Decoder.assemble(sys.argv[1])
-entry = decoder.store.list()[0]
-files = decoder.store.open(entry.digest)
+entry = decoder.set_store.list()[0]
+files = decoder.set_store.open(entry.digest)
 t = EntropyTables.from_json(files.read(str(files.facts.tables)))
 big = envelope(int(sys.argv[2]))
 decoder.decode(envelope(4))  # the session is built and warm

@@ -53,8 +53,8 @@ def status():
     return out
 data_dir, set_name, h, w = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 decoder = Decoder.assemble(data_dir)
-small = envelope_of(decoder.store, set_name, 4, 4)
-big = envelope_of(decoder.store, set_name, h, w)
+small = envelope_of(decoder.set_store, set_name, 4, 4)
+big = envelope_of(decoder.set_store, set_name, h, w)
 decoder.decode(small).png()  # the session is built and warm
 Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 base = status()["VmRSS"]
@@ -102,7 +102,7 @@ def cli_4096(data_dir: Path, kind: str, side: int) -> dict[str, Any]:
     """``wai-dispatch decode`` of a ``side``² latent with the default settings: its peak
     resident memory (``wait4``'s ``ru_maxrss``) and wall time, start to exit."""
 
-    store = Decoder.assemble(data_dir, adapters={}).store
+    store = Decoder.assemble(data_dir, adapters={}).set_store
     path = data_dir / f"{kind}-{side}.json"
     path.write_bytes(envelope_of(store, SETS[kind], side, side).to_json())
     png = data_dir / f"{kind}-{side}.png"

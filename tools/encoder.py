@@ -201,7 +201,7 @@ def encode(
     store's default set of ``capability``). Held to the decoder's limits, and with
     ``settings`` to the decode limits a local decode and the service apply (what
     ``--no-limits`` lifts), from the picture's header before its pixels are decoded."""
-    store = decoder.store
+    store = decoder.set_store
     if set_digest is None:
         set_digest = store.default_for(capability or DEFAULT_CAPABILITY).digest
     files = decoder.loaded_set(set_digest)

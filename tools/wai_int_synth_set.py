@@ -217,7 +217,7 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
         return Path(text)
 
     # the bundled sets installed, as every command
-    store = Decoder.assemble(data_dir=data_dir).store
+    store = Decoder.assemble(data_dir=data_dir).set_store
     return store.get(store.resolve(text)).path
 
 

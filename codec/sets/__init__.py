@@ -6,7 +6,7 @@
 - :mod:`.manifest`: ``set.json``, its digest, file names, the manifest writer;
 - :mod:`.loaded`: a set opened for a decode, every byte verified once and kept;
 - :mod:`.stage`: copying a folder or an archive safely into the store's staging area;
-- :mod:`.store`: the local store (install, list, verify, remove, defaults);
+- :mod:`.store`: the local set store, ``SetStore`` (install, list, verify, remove, defaults);
 - :mod:`.bundled`: installing the sets a build ships with.
 
 The names most callers need are re-exported here.

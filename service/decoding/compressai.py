@@ -114,7 +114,7 @@ def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> tu
     was chosen: the one of the user's own sets (not bundled) that fits, else the one bundled
     set that does; among several, the default (``sets default``) if it is one of them, else an
     error that names them; none is an error that says why the default does not fit."""
-    store = decoder.store
+    store = decoder.set_store
     bundled = {s.digest for s in decoder.bundled.installed}
     defaults = store.defaults()
     fitting: list[LoadedSet] = []

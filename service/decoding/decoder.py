@@ -115,7 +115,7 @@ class Decoder:
         tile_bytes: int = DEFAULT_TILE_BYTES,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.store = store
+        self.set_store = store
         self.offer = parse_offer(offer)
         self.adapters = dict(adapters)
         self.limits = limits or Limits()
@@ -219,7 +219,7 @@ class Decoder:
                 continue
             header = any_header(part.payload, limits=self.limits)
             try:
-                digest = part.set or self.store.default_for(part.capability).digest
+                digest = part.set or self.set_store.default_for(part.capability).digest
                 opened = self._cached_set(digest, None)
             except WaiError as exc:
                 out.append(PreparedPart(part, header, None, exc))
@@ -302,7 +302,7 @@ class Decoder:
 
     def loaded_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
         """The installed set ``digest`` (or a unique prefix), verified once and kept."""
-        return self._cached_set(self.store.resolve(digest), pin).files
+        return self._cached_set(self.set_store.resolve(digest), pin).files
 
     def _prepared_set(self, item: Part | PreparedPart) -> OpenedSet:
         """The part's set: as :meth:`prepare` opened it (its error raised now), else opened."""
@@ -316,7 +316,7 @@ class Decoder:
     def _set_for_part(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
         """A part's set: the one it names, else the store's default for its capability; its
         capability checked against the part's."""
-        digest = given or self.store.default_for(capability).digest
+        digest = given or self.set_store.default_for(capability).digest
         opened = self._cached_set(digest, pin)
         check_capability(digest, opened, capability)
         return opened
@@ -329,7 +329,7 @@ class Decoder:
             with self._opening:  # one thread hashes a set; the others wait and reuse it
                 opened = self.sets.get(digest)
                 if opened is None or not opened.files.unchanged():
-                    files = self.store.open(digest)  # every byte read once and verified
+                    files = self.set_store.open(digest)  # every byte read once and verified
                     check_programs(files)  # a broken program is refused as the set loads
                     try:  # parsed once here; a decode that needs bad tables says why
                         tables = tables_of(files)
@@ -345,15 +345,15 @@ class Decoder:
     def install_set(self, source: str | os.PathLike[str]) -> InstalledSet:
         """Install a set (folder or archive) into the store, refusing one whose programs do
         not load (e.g. a ``wai-ops/1`` program that breaks the bound rule): nothing stays."""
-        existed = {entry.digest for entry in self.store.list()}
-        entry = self.store.install(source)
+        existed = {entry.digest for entry in self.set_store.list()}
+        entry = self.set_store.install(source)
         try:
-            files = self.store.open(entry.digest)
+            files = self.set_store.open(entry.digest)
             check_programs(files)
             HyperStage.of(files)  # a hyperprior set's hyper-synthesis: the bound rule too
         except WaiError:
             if entry.digest not in existed:
-                self.store.remove(entry.digest)
+                self.set_store.remove(entry.digest)
             raise
         self.forget(entry.digest)
         return entry

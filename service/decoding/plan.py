@@ -49,7 +49,7 @@ def plan(
     elif set_digest is not None:
         files = decoder.loaded_set(set_digest)
     else:
-        files = decoder.loaded_set(decoder.store.default_for(capability).digest)
+        files = decoder.loaded_set(decoder.set_store.default_for(capability).digest)
     shape = latent_shape if latent_shape is not None else _stated_shape(decoder, files, path)
     check_latent_shape(shape, decoder.limits, what="the latent")
     cap = decoder.registry.get(files.capability)

@@ -66,7 +66,7 @@ def verify_store(
 ) -> VerifyResult:
     """Every installed set checked; ``on_set(done, total, name)`` is told before each set
     (the CLI's progress)."""
-    store = decoder.store
+    store = decoder.set_store
     results: list[SetCheck] = []
     for digest, problem in sorted(store.damaged().items()):
         results.append(SetCheck(digest, "?", damaged=[problem.to_json()]))
@@ -107,7 +107,7 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     try:
         set_files = decoder.loaded_set(digest)
     except SetError:
-        problems = [p.to_json() for p in decoder.store.verify(digest).problems]
+        problems = [p.to_json() for p in decoder.set_store.verify(digest).problems]
         return SetCheck(digest, name, damaged=problems or [{"file": "?", "code": "set_invalid"}])
     capability = decoder.registry.get(set_files.capability)
     if capability is None:

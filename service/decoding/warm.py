@@ -71,7 +71,7 @@ class Warmup:
 
     def run(self) -> list[Warmed]:
         try:
-            for item in self.decoder.store.list():
+            for item in self.decoder.set_store.list():
                 self.results.append(self._one(item.digest, item.capability))
         finally:
             self.done.set()

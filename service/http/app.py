@@ -40,9 +40,9 @@ from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.http.statuses import status_of
-from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
@@ -92,7 +92,7 @@ def start(settings: Settings) -> Service:
     return Service(
         settings=settings,
         decoder=decoder,
-        store=store,
+        report_store=store,
         recorder=recorder,
         tokens=tokens,
         admission=admission,
@@ -143,7 +143,7 @@ def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetS
         # first start) until the sync's thread reaches the registry and bootstraps.
         log.warning("set registry not read at start, serving the set cache: %s", exc)
         if settings.bundled_sets:
-            install_bundled(decoder.store, bundled_dir(), skip=removed(decoder.store.root))
+            install_bundled(decoder.set_store, bundled_dir(), skip=removed(decoder.set_store.root))
     sets.start()
     return sets
 
@@ -201,7 +201,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = start(chosen)
         app.state.service = service
-        where = {"data_dir": str(chosen.data_dir), "store": service.store.dialect}
+        where = {"data_dir": str(chosen.data_dir), "store": service.report_store.dialect}
         log.info("serving", extra=where)
         try:
             yield

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.spool import Spool, SpoolFull, SpoolWriteFailed
 
 __all__ = ["Recorder"]

@@ -127,7 +127,7 @@ def test_prepare_keeps_a_missing_set_for_the_decode(decoder: Decoder) -> None:
 def test_a_set_file_changed_on_disk_is_noticed(tmp_path: Path) -> None:
     decoder = Decoder.assemble(tmp_path / "data", REFERENCE_OFFER)
     result = decoder.decode(SAMPLE.read_bytes())
-    stored = decoder.store.root / result.set_digest / "cdfs_q3.json"
+    stored = decoder.set_store.root / result.set_digest / "cdfs_q3.json"
     stored.write_bytes(stored.read_bytes().replace(b"1", b"2", 1))
     with pytest.raises(SetFileMismatch, match=r"cdfs_q3\.json"):
         decoder.decode(SAMPLE.read_bytes())

@@ -210,7 +210,7 @@ def test_a_program_that_breaks_the_bound_rule_is_refused_as_the_set_loads(
     with pytest.raises(WaiOpsError) as err:
         decoder.install_set(broken)
     assert err.value.code == "waiops_bound_exceeded"
-    assert decoder.store.list() == []
+    assert decoder.set_store.list() == []
 
 
 def test_verify_checks_the_symbols_digest_alone(store: SetStore) -> None:

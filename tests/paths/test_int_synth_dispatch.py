@@ -117,7 +117,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
     decoder = Decoder.assemble(data_dir=tmp_path / "data", bundled=False)
     with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):
         decoder.install_set(bad)
-    assert decoder.store.list() == []  # nothing stays installed
+    assert decoder.set_store.list() == []  # nothing stays installed
     # a store that holds it anyway (installed without the check): a decode is refused with the
     # same typed error, and no path is tried
     store = SetStore(tmp_path / "sets")

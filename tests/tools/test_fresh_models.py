@@ -51,7 +51,7 @@ def _round_trip(decoder: Any, folder: Path, checkpoint: Path) -> tuple[Any, Any,
     manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
     assert (manifest.facts.model_extra or {})["N"] == N
     assert manifest.facts.latent_channels == M
-    decoder.store.install(folder)
+    decoder.set_store.install(folder)
     result = encode(decoder, _png(64, 64), set_digest=manifest.digest, checkpoint=checkpoint)
     decoded = decoder.decode(parse(result.envelope.to_cbor()))
     return result, decoded, manifest

@@ -53,9 +53,9 @@ def _public(entry: InstalledSet) -> dict[str, Any]:
 
 def _sets(decoder: Decoder) -> list[dict[str, Any]]:
     rows = []
-    for entry in decoder.store.list():
+    for entry in decoder.set_store.list():
         try:
-            default = decoder.store.default_for(entry.capability).digest == entry.digest
+            default = decoder.set_store.default_for(entry.capability).digest == entry.digest
         except SetError:
             default = False
         rows.append({**_public(entry), "default": default})
@@ -78,7 +78,7 @@ async def one_set(
     _: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
     await run_in_threadpool(registry.fresh)
-    entry = await run_in_threadpool(decoder.store.get, digest)
+    entry = await run_in_threadpool(decoder.set_store.get, digest)
     return {**_public(entry), "facts": entry.manifest.facts.to_json()}
 
 
@@ -113,7 +113,7 @@ async def install(
             archive.write_bytes(body)
             # checked, its programs loaded (else refused), then put into the registry
             try:
-                return decoder.store.get(registry.install(archive))
+                return decoder.set_store.get(registry.install(archive))
             except SetFileMissing as exc:
                 # the client's archive lacks a file its manifest lists (or is empty): malformed
                 # input (422), not a resource this server is missing (404)

@@ -20,9 +20,9 @@ from alembic.config import Config
 from sqlalchemy import func, insert, inspect, select
 
 from wai_dispatch.service.store import rollups
-from wai_dispatch.service.store.db import MIGRATIONS, SQLITE_BUSY_TIMEOUT_S, ReportStore
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, Refusal, ReportRecord
+from wai_dispatch.service.store.report_store import MIGRATIONS, SQLITE_BUSY_TIMEOUT_S, ReportStore
 from wai_dispatch.service.store.reports import Filters, summary
 from wai_dispatch.service.store.retention import Pruner, cutoff, prune
 

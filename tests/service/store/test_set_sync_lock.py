@@ -13,7 +13,7 @@ from typing import Any
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch import REFERENCE_OFFER
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 
