@@ -23,6 +23,7 @@ print('\n'.join(p['dependencies'] + p['optional-dependencies']['postgres']))" > 
 COPY README.md ./
 COPY wai_dispatch ./wai_dispatch
 COPY dispatch ./dispatch
+COPY setfacts ./setfacts
 COPY paths ./paths
 COPY codec ./codec
 COPY service ./service

@@ -12,6 +12,6 @@ from wai_dispatch.service.decoding.decoder import Decoder
 
 def decoder(args: argparse.Namespace, *, bundled: bool = True, ready: bool = True) -> Decoder:
     """The command's decoder, from its settings (``--data-dir`` and ``--offer`` where it has
-    them; :meth:`service.decoding.decoder.Decoder.open`)."""
+    them; :meth:`service.decoding.decoder.Decoder.assemble`)."""
 
-    return Decoder.open(settings=settings(args), bundled=bundled, ready=ready)
+    return Decoder.assemble(settings=settings(args), bundled=bundled, ready=ready)

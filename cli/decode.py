@@ -1,6 +1,6 @@
 """``wai-dispatch decode`` and ``wai-dispatch demo``: decode envelopes through the dispatch
 rules and print the ``wai-neural-dispatch/1`` report of every decode tried. ``decode --url``
-is :mod:`cli.remote`'s (``cli/main.py`` runs it there): no decoder is opened and no data
+is :mod:`cli.remote`'s (``cli/main.py`` runs it there): no decoder is assembled and no data
 directory touched, and the reports print as the service gave them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wai_dispatch.cli.context import decoder
@@ -19,7 +19,7 @@ from wai_dispatch.cli.parsers.decode import NO_LIMITS
 from wai_dispatch.cli.streams import check_target, read_envelope, write_output
 from wai_dispatch.codec.files import make_folder, write_atomic
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.dispatch import Code, Path
+from wai_dispatch.dispatch import Code, DispatchPath
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.usecase.decode import NoPathFound, Refused, decode_here, local_request
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def decode_file(
-    ctx: Decoder, envelope_path: FsPath, limits: Settings | None = None
+    ctx: Decoder, envelope_path: Path, limits: Settings | None = None
 ) -> dict[str, Any]:
     """Decode one envelope file through the decode use case (:func:`service.usecase.decode.
     decode_here`, as the service's route does); the result as JSON-able data (PNG bytes under
@@ -129,7 +129,7 @@ def _why(ctx: Decoder) -> Why:
     def why(refusal: dict[str, Any]) -> str:
         code = Code(refusal["reason"])
         if code is Code.UNIT_ABSENT:
-            return ctx.absent_reason(Path.from_json(refusal))
+            return ctx.absent_reason(DispatchPath.from_json(refusal))
         return code.meaning
 
     return why

@@ -17,7 +17,7 @@ from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK
 from wai_dispatch.cli.options import settings
 from wai_dispatch.dispatch.paths import GPU_WGSL
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "firefox")
 OK, FAIL, INFO = "ok", "FAIL", "info"
@@ -59,7 +59,7 @@ def store_check(url: str) -> dict[str, str]:
 
 
 def sets_checks(ctx: Decoder) -> list[dict[str, str]]:
-    store = ctx.store
+    store = ctx.set_store
     if not store.root.is_dir():
         return [_check("sets", INFO, "none installed yet: the bundled sets install on first use")]
     out = [

@@ -12,8 +12,8 @@ from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import is_stdio
 from wai_dispatch.cli.options import settings
 from wai_dispatch.cli.streams import check_target, read_input, write_output
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.picture_read import PictureOverLimits
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.encoder import encode
 
 

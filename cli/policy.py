@@ -28,8 +28,8 @@ EXIT_REFUSED = EXIT_NO
 def _history(args: argparse.Namespace) -> Any:
     """The policy's versions in the report store (migrated first, as ``serve`` would). The
     store (SQLAlchemy) loads here, on use: ``policy check`` judges offline without it."""
-    from wai_dispatch.service.store.db import ReportStore
     from wai_dispatch.service.store.policies import PolicyStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     store = ReportStore(settings(args).url)
     store.migrate()

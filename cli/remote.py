@@ -49,7 +49,7 @@ BACKOFF_CAP_S = 8.0
 RETRY_AFTER_CAP_S = 60.0
 #: A run report's JSON is at most this (the service's limit, docs/run-reports.md).
 MAX_RUN_REPORT_BYTES = 16 * 1024 * 1024
-#: An envelope is at most this: ``codec.errors.Limits.max_envelope_bytes`` (a test holds them
+#: An envelope is at most this: ``setfacts.limits.Limits.max_envelope_bytes`` (a test holds them
 #: equal), refused here before it is sent.
 MAX_ENVELOPE_BYTES = 96 * 1024 * 1024
 

@@ -15,7 +15,7 @@ from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.cli.options import settings
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.codes import DecodingCode
-from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.retention import prune
 
 

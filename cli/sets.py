@@ -17,7 +17,7 @@ from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.options import settings
 from wai_dispatch.codec.sets import SetError
 from wai_dispatch.service.decoding.setcache import bundled_dir
-from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync, registry_down
 
@@ -119,7 +119,7 @@ def run_install(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    store = decoder(args, bundled=False).store  # this machine's copy, as it is
+    store = decoder(args, bundled=False).set_store  # this machine's copy, as it is
     result = store.verify(store.resolve(args.digest))
     if result.ok:
         text = f"{result.digest}: every file matches its manifest"

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from wai_dispatch.cli.flags import is_stdio
 from wai_dispatch.codec.envelope import EnvelopeTooLarge
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.files import FileTooLarge, check_output, read_regular, write_atomic
+from wai_dispatch.setfacts.limits import Limits
 
 
 def read_input(

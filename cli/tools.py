@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Protocol
 
 from wai_dispatch.cli import progress
@@ -14,7 +14,8 @@ from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import Parser, is_stdio
 from wai_dispatch.cli.streams import check_target, read_input, write_output
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.set_writer_options import PARSERS
 
 
@@ -55,7 +56,7 @@ def run_import(args: argparse.Namespace) -> int:
 class _SetWriter(Protocol):
     """A set writer module of the tools (``wai_int_synth_set``, ``wai_bmshj2018_npu_set``)."""
 
-    def run(self, args: argparse.Namespace) -> FsPath: ...
+    def run(self, args: argparse.Namespace) -> Path: ...
 
 
 def run_make_set(args: argparse.Namespace) -> int:

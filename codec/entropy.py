@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from wai_dispatch.codec import payload as payload_codec
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets.errors import SetNoTables
 from wai_dispatch.codec.sets.loaded import LoadedSet
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.setfacts.limits import Limits
 
 
 @dataclass(frozen=True)

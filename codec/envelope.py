@@ -38,8 +38,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch.rules import Pin
+from wai_dispatch.setfacts.limits import Limits
 
 FORMAT: Final = "wai-envelope/1"
 DIGEST_PATTERN: Final = r"^[0-9a-f]{64}$"

@@ -27,8 +27,8 @@ from wai_dispatch.codec.envelope import (
     EnvelopeMalformed,
     EnvelopeTooLarge,
 )
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.dispatch import strictjson
+from wai_dispatch.setfacts.limits import Limits
 
 
 def parse(data: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Envelope:

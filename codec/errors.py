@@ -1,4 +1,5 @@
-"""Typed errors of the data layer and the limits that bound what a header may ask for.
+"""Typed errors of the data layer, and the check of a latent shape against the decode's limits
+(:class:`setfacts.limits.Limits`: what a header may ask for).
 
 Every error here is a :class:`dispatch.WaiError` with a stable ``code``: the CLI prints it on
 one line and the service answers 4xx with it. Modules of ``codec`` subclass :class:`CodecError`
@@ -7,32 +8,15 @@ with codes of their own and list them in docs/errors.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.setfacts.limits import Limits
 
 
 class CodecError(WaiError, ValueError):
     """Bad input to the data layer: an envelope, a payload, a table or a parameter set."""
 
     code: str = CodecCode.CODEC_ERROR
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What a decode may allocate, checked against a header before anything is allocated.
-
-    The defaults take a 4096 × 4096 picture through a 192-channel latent (256 × 256 latent
-    positions, 12.6 M symbols) and refuse anything larger.
-    """
-
-    max_channels: int = 1024
-    max_latent_height: int = 256
-    max_latent_width: int = 256
-    max_symbols: int = 192 * 256 * 256
-    max_payload_bytes: int = 64 * 1024 * 1024
-    max_envelope_bytes: int = 96 * 1024 * 1024
 
 
 class ShapeOverLimits(CodecError):

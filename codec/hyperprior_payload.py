@@ -21,8 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from wai_dispatch.codec import payload as waip
+from wai_dispatch.codec import picture_size
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.payload import (
     PayloadFormatError,
     PayloadLengthError,
@@ -32,6 +33,7 @@ from wai_dispatch.codec.payload import (
     SymbolsError,
 )
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.setfacts.limits import Limits
 
 __all__ = [
     "HEADER_SIZE",
@@ -82,7 +84,7 @@ class HyperHeader:
 
     @property
     def header_size(self) -> int:
-        return HEADER_SIZE if self.picture is None else HEADER_SIZE + waip.PICTURE.size
+        return HEADER_SIZE if self.picture is None else HEADER_SIZE + picture_size.FIELD.size
 
     @property
     def y_shape(self) -> tuple[int, int, int, int]:
@@ -116,7 +118,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
             code=CodecCode.PAYLOAD_VERSION,
         )
     version2 = size >= 5 and payload[4] == PICTURE_VERSION
-    head = HEADER_SIZE + (waip.PICTURE.size if version2 else 0)
+    head = HEADER_SIZE + (picture_size.FIELD.size if version2 else 0)
     if size < head:
         raise PayloadLengthError(f"payload of {size} bytes is shorter than its {head}-byte header")
     _, _, flags, channels, z_bytes, words, esc_count, esc_bytes = _HEADER.unpack_from(payload)
@@ -124,7 +126,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
         raise PayloadFormatError(
             f"payload: WAIH flags {flags:#04x} or y channels {channels} invalid"
         )
-    picture = waip.read_picture(payload, HEADER_SIZE) if version2 else None
+    picture = picture_size.read(payload, HEADER_SIZE) if version2 else None
     if head + z_bytes > size:
         raise PayloadLengthError(f"payload: the side latent's {z_bytes} bytes are not all present")
     z = waip.read_header(bytes(payload[head : head + z_bytes]), limits=limits)
@@ -202,7 +204,7 @@ def encode(
     head = _HEADER.pack(
         MAGIC, version, 0, y.shape[1], len(z_payload), len(words) // 4, int(raw.size), len(escapes)
     )
-    size = b"" if picture is None else waip.picture_bytes(picture)
+    size = b"" if picture is None else picture_size.to_bytes(picture)
     return head + size + z_payload + words + escapes
 
 

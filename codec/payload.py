@@ -1,7 +1,8 @@
 """The payload of the entropy stage (§6.3): header, rANS stream and escape section; payload to
 symbols, their digest, and the latent. Every byte is described in docs/payload.md.
 
-Errors (each a :class:`codec.errors.CodecError` with a stable ``code``)::
+Errors (:mod:`codec.payload_errors`, named here too; each a :class:`codec.errors.CodecError`
+with a stable ``code``)::
 
     PayloadError               payload_invalid (base)
     ├── PayloadFormatError     payload_magic, payload_version, payload_header_invalid
@@ -22,9 +23,20 @@ import blake3
 import numpy as np
 import numpy.typing as npt
 
+from wai_dispatch.codec import picture_size
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.payload_errors import (
+    PayloadError,
+    PayloadFormatError,
+    PayloadLengthError,
+    PayloadLimitError,
+    PayloadStreamError,
+    PayloadTablesMismatch,
+    SymbolsError,
+)
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.setfacts.limits import Limits
 
 __all__ = [
     "HEADER_SIZE",
@@ -55,51 +67,14 @@ VERSIONS = (VERSION, PICTURE_VERSION)
 # magic, version, flags, channels, height, width, stream_words, escape_count, escape_bytes
 _HEADER = struct.Struct("<4sBBHHHIII")
 HEADER_SIZE = _HEADER.size  # 24 (version 1)
-#: Version 2's header ends with the picture's width and height (u32 each), after version 1's.
-PICTURE = struct.Struct("<II")
-PICTURE_HEADER_SIZE = HEADER_SIZE + PICTURE.size  # 32
+#: Version 2's header ends with the picture's width and height (codec.picture_size), after 1's.
+PICTURE_HEADER_SIZE = HEADER_SIZE + picture_size.FIELD.size  # 32
 _MAX_VARINT_BYTES = 5  # 7 * 5 = 35 bits hold every escape of an int32 symbol
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 # Symbols decoded per call at most: a whole channel of a default-limits latent (256 x 256).
 _CHUNK = 1 << 16
 _STATE_FLOOR = 1 << 24
-
-
-class PayloadError(CodecError):
-    code = CodecCode.PAYLOAD_INVALID
-
-
-class PayloadFormatError(PayloadError):
-    """Not a payload of this format: magic, version, reserved bits, zero dimensions."""
-
-    code = CodecCode.PAYLOAD_HEADER_INVALID
-
-
-class PayloadLengthError(PayloadError):
-    """Fewer or more bytes than the header declares."""
-
-    code = CodecCode.PAYLOAD_TRUNCATED
-
-
-class PayloadLimitError(PayloadError):
-    """Bytes or a shape over :class:`Limits`, refused before anything is allocated."""
-
-    code = CodecCode.PAYLOAD_TOO_LARGE
-
-
-class PayloadStreamError(PayloadError):
-    """The stream does not decode to exactly the header's symbols, or a bad escape section."""
-
-    code = CodecCode.PAYLOAD_STREAM_INVALID
-
-
-class PayloadTablesMismatch(PayloadError):
-    code = CodecCode.PAYLOAD_TABLES_MISMATCH
-
-
-class SymbolsError(CodecError):
-    code = CodecCode.SYMBOLS_INVALID
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +139,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
     _, version, flags, channels, height, width, words, esc_count, esc_bytes = _HEADER.unpack_from(
         payload
     )
-    picture = read_picture(payload, HEADER_SIZE) if version == PICTURE_VERSION else None
+    picture = picture_size.read(payload, HEADER_SIZE) if version == PICTURE_VERSION else None
     header = Header(version, channels, height, width, words, esc_count, esc_bytes, picture)
     if flags != 0:
         raise PayloadFormatError(f"payload: reserved flags byte is {flags:#04x}, must be 0")
@@ -198,22 +173,6 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
             code=CodecCode.PAYLOAD_TRAILING,
         )
     return header
-
-
-def read_picture(payload: bytes, offset: int) -> tuple[int, int]:
-    """A version-2 header's picture (width, height) at ``offset``; each at least 1."""
-    width, height = PICTURE.unpack_from(payload, offset)
-    if width == 0 or height == 0:
-        raise PayloadFormatError(f"payload: empty picture {width}×{height}")
-    return width, height
-
-
-def picture_bytes(picture: tuple[int, int]) -> bytes:
-    """A version-2 header's picture field; ``SymbolsError`` for a size no header holds."""
-    width, height = picture
-    if not (1 <= width <= 0xFFFFFFFF and 1 <= height <= 0xFFFFFFFF):
-        raise SymbolsError(f"picture {width}×{height}: each side must be 1 to 2^32 − 1")
-    return PICTURE.pack(width, height)
 
 
 # -- symbols -----------------------------------------------------------------------------------
@@ -311,7 +270,7 @@ def encode(
     header = _HEADER.pack(
         MAGIC, version, 0, channels, height, width, len(words) // 4, int(raw.size), len(escapes)
     )
-    size = b"" if picture is None else picture_bytes(picture)
+    size = b"" if picture is None else picture_size.to_bytes(picture)
     return header + size + words + escapes
 
 

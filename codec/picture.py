@@ -8,7 +8,7 @@ import io
 import blake3
 import numpy as np
 
-from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL
+from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL
 
 _BAND_ROWS = 256
 

@@ -18,8 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch import strictjson
+from wai_dispatch.setfacts.limits import Limits
 
 __all__ = ["FORMAT", "EntropyTables", "TablesError", "laplacian_tables"]
 

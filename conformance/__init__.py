@@ -19,10 +19,6 @@ def _folder(name: str) -> Path:
     return Path(str(files(__name__).joinpath(name))).resolve()
 
 
-def dispatch_vectors_dir() -> Path:
-    return _folder("dispatch")
-
-
 def sets_dir() -> Path:
     """Bundled parameter sets, one directory each (installed into the store on first use)."""
     return _folder("sets")

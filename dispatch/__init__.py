@@ -14,8 +14,8 @@ from .paths import (
     CPU_WAI_OPS,
     NPU_MODEL_RUNTIME,
     REFERENCE_OFFER,
+    DispatchPath,
     Offer,
-    Path,
     parse_offer,
 )
 from .registry import BMSHJ2018, BMSHJ2018_HYPERPRIOR, INT_SYNTH, REGISTRY, Capability, Registry
@@ -41,12 +41,12 @@ __all__ = [
     "Capability",
     "Code",
     "Decision",
+    "DispatchPath",
     "ErrorCode",
     "Intent",
     "InvalidOffer",
     "InvalidReport",
     "Offer",
-    "Path",
     "Pin",
     "Placement",
     "Ran",

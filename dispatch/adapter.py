@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import InvalidOffer
-from .paths import Path
+from .paths import DispatchPath
 from .report import Placement
 
 
@@ -27,7 +27,7 @@ class Adapter(Protocol):
     """One path's answers to §4. Each method may raise :class:`BackendFailed`."""
 
     @property
-    def path(self) -> Path: ...
+    def path(self) -> DispatchPath: ...
 
     def unit_present(self) -> bool:
         """Is the unit there, and the backend with it? (``dispatch_unit_absent``)"""
@@ -62,7 +62,7 @@ class ScriptedAdapter:
     without any runtime. ``output`` is what :meth:`run` returns; ``fails`` makes it raise
     :class:`BackendFailed`. ``calls`` records the questions asked, in order."""
 
-    path: Path
+    path: DispatchPath
     unit: bool = True
     program: bool = True
     shape: bool = True
@@ -98,7 +98,7 @@ class ScriptedAdapter:
         return self.output
 
     @classmethod
-    def from_json(cls, path: Path, obj: Mapping[str, Any]) -> ScriptedAdapter:
+    def from_json(cls, path: DispatchPath, obj: Mapping[str, Any]) -> ScriptedAdapter:
         """Answers as the conformance vectors write them (conformance/dispatch/README.md)."""
         placement = obj.get("plan")
         run = obj.get("run", "ok")
@@ -115,7 +115,7 @@ class ScriptedAdapter:
         )
 
 
-def _answer(obj: Mapping[str, Any], key: str, path: Path) -> bool:
+def _answer(obj: Mapping[str, Any], key: str, path: DispatchPath) -> bool:
     """A scripted yes/no answer: a JSON boolean (the string "false" is not true)."""
     value = obj.get(key, True)
     if not isinstance(value, bool):

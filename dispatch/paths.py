@@ -11,7 +11,7 @@ from .tokens import Arithmetic, Backend, Unit, parse
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class Path:
+class DispatchPath:
     unit: Unit
     backend: Backend
     arithmetic: Arithmetic
@@ -27,7 +27,7 @@ class Path:
         }
 
     @classmethod
-    def from_json(cls, obj: object, *, where: str = "path") -> Path:
+    def from_json(cls, obj: object, *, where: str = "path") -> DispatchPath:
         if not isinstance(obj, Mapping):
             raise UnknownToken(f"{where}: a path is an object {{unit, backend, arithmetic}}")
         return cls(
@@ -37,7 +37,7 @@ class Path:
         )
 
     @classmethod
-    def parse(cls, text: str) -> Path:
+    def parse(cls, text: str) -> DispatchPath:
         """Read ``unit/backend/arithmetic``, e.g. ``cpu/onnx-runtime/float``."""
         parts = text.split("/")
         if len(parts) != 3:
@@ -49,7 +49,7 @@ class Path:
         )
 
 
-Offer = tuple[Path, ...]
+Offer = tuple[DispatchPath, ...]
 
 #: §1 as this project reads it: the arithmetic each backend computes in. ONNX Runtime, a
 #: platform's model runtime and WebNN choose their own precision, order and fusion (float);
@@ -72,7 +72,7 @@ BACKEND_UNITS: Mapping[Backend, frozenset[Unit]] = {
 }
 
 
-def impossible(path: Path) -> str | None:
+def impossible(path: DispatchPath) -> str | None:
     """Why ``path`` cannot exist under :data:`BACKEND_ARITHMETIC` and :data:`BACKEND_UNITS`
     (the table of docs/dispatch.md), or ``None`` for a path that can."""
     arithmetic = BACKEND_ARITHMETIC[path.backend]
@@ -85,19 +85,19 @@ def impossible(path: Path) -> str | None:
     return None
 
 
-def parse_offer(items: Iterable[str | Mapping[str, object] | Path]) -> Offer:
+def parse_offer(items: Iterable[str | Mapping[str, object] | DispatchPath]) -> Offer:
     """An offer from strings, JSON objects or paths. Empty and repeated paths are refused:
     a report names each offered path once (§5). So is an integer path naming ``npu``: no
     integer path names the neural processor in this revision (§3); and a path the table of
     backends refuses (:func:`impossible`)."""
-    paths: list[Path] = []
+    paths: list[DispatchPath] = []
     for item in items:
-        if isinstance(item, Path):
+        if isinstance(item, DispatchPath):
             path = item
         elif isinstance(item, str):
-            path = Path.parse(item)
+            path = DispatchPath.parse(item)
         else:
-            path = Path.from_json(item, where="offer")
+            path = DispatchPath.from_json(item, where="offer")
         if path in paths:
             raise InvalidOffer(f"path {path} is offered twice")
         if path.unit is Unit.NPU and path.arithmetic is Arithmetic.INTEGER:
@@ -110,14 +110,14 @@ def parse_offer(items: Iterable[str | Mapping[str, object] | Path]) -> Offer:
     return tuple(paths)
 
 
-NPU_MODEL_RUNTIME = Path(Unit.NPU, Backend.MODEL_RUNTIME, Arithmetic.FLOAT)
-CPU_ONNX_RUNTIME = Path(Unit.CPU, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
-GPU_ONNX_RUNTIME = Path(Unit.GPU, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
-CPU_WAI_OPS = Path(Unit.CPU, Backend.WAI_OPS, Arithmetic.INTEGER)
-GPU_WGSL = Path(Unit.GPU, Backend.WGSL, Arithmetic.INTEGER)
-NPU_WEBNN = Path(Unit.NPU, Backend.WEBNN, Arithmetic.FLOAT)
-GPU_WEBNN = Path(Unit.GPU, Backend.WEBNN, Arithmetic.FLOAT)
-CPU_WEBNN = Path(Unit.CPU, Backend.WEBNN, Arithmetic.FLOAT)
+NPU_MODEL_RUNTIME = DispatchPath(Unit.NPU, Backend.MODEL_RUNTIME, Arithmetic.FLOAT)
+CPU_ONNX_RUNTIME = DispatchPath(Unit.CPU, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
+GPU_ONNX_RUNTIME = DispatchPath(Unit.GPU, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
+CPU_WAI_OPS = DispatchPath(Unit.CPU, Backend.WAI_OPS, Arithmetic.INTEGER)
+GPU_WGSL = DispatchPath(Unit.GPU, Backend.WGSL, Arithmetic.INTEGER)
+NPU_WEBNN = DispatchPath(Unit.NPU, Backend.WEBNN, Arithmetic.FLOAT)
+GPU_WEBNN = DispatchPath(Unit.GPU, Backend.WEBNN, Arithmetic.FLOAT)
+CPU_WEBNN = DispatchPath(Unit.CPU, Backend.WEBNN, Arithmetic.FLOAT)
 
 #: The reference sink's offer (§4, §6.1): the neural processor through the model runtime,
 #: then ONNX Runtime on the CPU, then the integer interpreter.

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import strictjson
 from .errors import InvalidReport, WaiError
-from .paths import Path, impossible
+from .paths import DispatchPath, impossible
 from .registry import REGISTRY, Registry
 from .tokens import Arithmetic, Backend, Code, Tier, Unit, parse
 
@@ -63,7 +63,7 @@ class Placement:
 class Ran:
     """The path that ran, the tier the decode holds (§3) and the backend's placement (§5)."""
 
-    path: Path
+    path: DispatchPath
     tier: Tier
     placement: Placement | None
 
@@ -77,7 +77,7 @@ class Ran:
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    path: Path
+    path: DispatchPath
     reason: Code
 
     def to_json(self) -> dict[str, str]:
@@ -254,7 +254,7 @@ def _parse(obj: object) -> Report:
         _exact_members(ran_obj, {"unit", "backend", "arithmetic", "tier", "placement"}, "ran")
         placement_obj = ran_obj["placement"]
         ran = Ran(
-            Path.from_json(ran_obj, where="ran"),
+            DispatchPath.from_json(ran_obj, where="ran"),
             parse(Tier, ran_obj["tier"], where="ran.tier"),
             None if placement_obj is None else Placement.from_json(placement_obj),
         )
@@ -269,7 +269,7 @@ def _parse(obj: object) -> Report:
         _exact_members(item, {"unit", "backend", "arithmetic", "reason"}, where)
         refused.append(
             Refusal(
-                Path.from_json(item, where=where),
+                DispatchPath.from_json(item, where=where),
                 parse(Code, item["reason"], where=f"{where}.reason"),
             )
         )

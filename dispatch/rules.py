@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .adapter import Adapter, BackendFailed
-from .paths import Offer, Path, parse_offer
+from .paths import DispatchPath, Offer, parse_offer
 from .registry import Capability
 from .report import Placement, Ran, Refusal, Report
 from .tokens import Arithmetic, Code, Intent, Tier
@@ -45,7 +45,7 @@ def demand(capability: Capability, *, intent: str | None = None, pins: Iterable[
     return capability.registered_tier
 
 
-def admit(path: Path, needed: Tier, capability: Capability) -> Code | None:
+def admit(path: DispatchPath, needed: Tier, capability: Capability) -> Code | None:
     """§3: ``None`` when ``path`` may run the decode, else the refusal code."""
     if path.arithmetic is Arithmetic.FLOAT:
         if needed is Tier.DECODE_EQUIVALENCE:
@@ -56,7 +56,7 @@ def admit(path: Path, needed: Tier, capability: Capability) -> Code | None:
     return None
 
 
-def held_tier(path: Path, capability: Capability) -> Tier:
+def held_tier(path: DispatchPath, capability: Capability) -> Tier:
     """§3: a float path holds the registered tier, never more; an integer path (which §3
     admits only for integer networks) holds ``decode-equivalence``."""
     if path.arithmetic is Arithmetic.FLOAT:
@@ -71,10 +71,10 @@ class Decision:
 
     report: Report
     output: Any = None
-    failures: Mapping[Path, BaseException] = field(default_factory=dict)
+    failures: Mapping[DispatchPath, BaseException] = field(default_factory=dict)
 
     @property
-    def ran(self) -> Path | None:
+    def ran(self) -> DispatchPath | None:
         return None if self.report.ran is None else self.report.ran.path
 
 
@@ -82,7 +82,7 @@ def choose(
     capability: Capability,
     needed: Tier,
     offer: Offer,
-    adapters: Mapping[Path, Adapter],
+    adapters: Mapping[DispatchPath, Adapter],
     job: Any = None,
 ) -> Decision:
     """§4: try each offered path in order; the first that runs is the decode's.
@@ -95,7 +95,7 @@ def choose(
     """
     offer = parse_offer(offer)
     refused: list[Refusal] = []
-    failures: dict[Path, BaseException] = {}
+    failures: dict[DispatchPath, BaseException] = {}
     for path in offer:
         answer = ask_path(path, needed, capability, adapters.get(path), job)
         if answer.code is None:
@@ -126,7 +126,7 @@ class Answer:
 
 
 def ask_path(
-    path: Path,
+    path: DispatchPath,
     needed: Tier | None,
     capability: Capability | None,
     adapter: Adapter | None,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, BackendFailed, Path, Placement
+from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, BackendFailed, DispatchPath, Placement
 from wai_dispatch.paths.coreml_runtime import (
     MIN_MACOS,
     CoreMLRuntime,
@@ -102,7 +102,7 @@ class CoreMLAdapter:
         self._lock = threading.Lock()
 
     @property
-    def path(self) -> Path:
+    def path(self) -> DispatchPath:
         return NPU_MODEL_RUNTIME
 
     def absent_reason(self) -> str | None:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -224,7 +224,7 @@ class ScriptedCoreML:
 
     def compile(self, package: str) -> str:
         self._step("compile")
-        root = FsPath(package)
+        root = Path(package)
         self.packages.append(
             {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
         )

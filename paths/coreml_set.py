@@ -10,12 +10,12 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Protocol, cast
 
-from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.dispatch import Placement
 from wai_dispatch.paths.job import SetFiles
+from wai_dispatch.setfacts.facts import SetFacts
 
 __all__ = [
     "FACTS_KEY",
@@ -181,12 +181,12 @@ def program_shape(set_files: SetFiles) -> tuple[int, ...] | None:
 
 
 def write_package(
-    directory: str | FsPath, spec_bytes: bytes, weight_bytes: bytes, name: str = "decoder"
-) -> FsPath:
+    directory: str | Path, spec_bytes: bytes, weight_bytes: bytes, name: str = "decoder"
+) -> Path:
     """Write ``<directory>/<name>.mlpackage`` holding exactly these bytes, laid out as
     coremltools saves a package (the specification, and the weight file where the program's
     ``@model_path/weights/weight.bin`` references resolve), and return its path."""
-    package = FsPath(directory) / f"{name}.mlpackage"
+    package = Path(directory) / f"{name}.mlpackage"
     data = package / "Data" / "com.apple.CoreML"
     (data / "weights").mkdir(parents=True)
     (data / "model.mlmodel").write_bytes(spec_bytes)

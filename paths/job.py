@@ -9,8 +9,8 @@ from typing import Protocol
 
 import numpy as np
 
-from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
+from wai_dispatch.setfacts.facts import SetFacts
 
 
 class SetFiles(Protocol):

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from wai_dispatch.dispatch.adapter import BackendFailed
-from wai_dispatch.dispatch.paths import Path
+from wai_dispatch.dispatch.paths import DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
 from wai_dispatch.paths import onnx_cache
@@ -220,8 +220,8 @@ class OnnxRuntimeAdapter:
         self._key = str(self.path) + ("" if variant == "split" else f" ({variant})")
 
     @property
-    def path(self) -> Path:
-        return Path(self._unit, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
+    def path(self) -> DispatchPath:
+        return DispatchPath(self._unit, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
 
     def absent_reason(self) -> str | None:
         """Why the unit or the backend is absent, in words; ``None`` when present."""

@@ -24,7 +24,7 @@ from wai_dispatch.dispatch import (
     Adapter,
     Unit,
 )
-from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, Path, parse_offer
+from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, DispatchPath, parse_offer
 from wai_dispatch.paths.coreml import CoreMLAdapter
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
@@ -57,9 +57,9 @@ def _onnx(unit: Unit) -> Callable[[Programs], Adapter]:
     return build
 
 
-#: Path → the function that builds its adapter around a program cache. Order is irrelevant:
+#: DispatchPath → the function that builds its adapter around a program cache. Order is irrelevant:
 #: the offer orders paths.
-BUILDERS: Mapping[Path, Callable[[Programs], Adapter]] = {
+BUILDERS: Mapping[DispatchPath, Callable[[Programs], Adapter]] = {
     NPU_MODEL_RUNTIME: _coreml,
     CPU_ONNX_RUNTIME: _onnx(Unit.CPU),
     GPU_ONNX_RUNTIME: _onnx(Unit.GPU),
@@ -71,7 +71,7 @@ BUILDERS: Mapping[Path, Callable[[Programs], Adapter]] = {
 class PathStatus(NamedTuple):
     """One offered path as this machine has it: present, or absent with the reason."""
 
-    path: Path
+    path: DispatchPath
     present: bool
     reason: str | None
 
@@ -95,13 +95,13 @@ def default_programs() -> Programs:
 
 
 @functools.cache
-def _built() -> tuple[dict[Path, Adapter], dict[Path, str]]:
+def _built() -> tuple[dict[DispatchPath, Adapter], dict[DispatchPath, str]]:
     return _build(default_programs())
 
 
-def _build(programs: Programs) -> tuple[dict[Path, Adapter], dict[Path, str]]:
-    adapters: dict[Path, Adapter] = {}
-    failures: dict[Path, str] = {}
+def _build(programs: Programs) -> tuple[dict[DispatchPath, Adapter], dict[DispatchPath, str]]:
+    adapters: dict[DispatchPath, Adapter] = {}
+    failures: dict[DispatchPath, str] = {}
     for path, build in BUILDERS.items():
         try:
             adapters[path] = build(programs)
@@ -112,7 +112,7 @@ def _build(programs: Programs) -> tuple[dict[Path, Adapter], dict[Path, str]]:
     return adapters, failures
 
 
-def known_adapters(programs: Programs | None = None) -> dict[Path, Adapter]:
+def known_adapters(programs: Programs | None = None) -> dict[DispatchPath, Adapter]:
     """Every adapter this build has, by path. Without ``programs``: built once per process,
     sharing :func:`default_programs`; with it: built anew, every one keeping its programs in
     ``programs``. An adapter whose unit is absent is still here: it answers
@@ -120,7 +120,7 @@ def known_adapters(programs: Programs | None = None) -> dict[Path, Adapter]:
     return dict((_built() if programs is None else _build(programs))[0])
 
 
-def adapters_for(program_cache_bytes: int | None) -> tuple[Programs, dict[Path, Adapter]]:
+def adapters_for(program_cache_bytes: int | None) -> tuple[Programs, dict[DispatchPath, Adapter]]:
     """A decoder's program cache and adapters: without a budget, :func:`default_programs` and
     the process's adapters (built once); with one, adapters built anew around one cache of
     that budget."""
@@ -131,7 +131,8 @@ def adapters_for(program_cache_bytes: int | None) -> tuple[Programs, dict[Path, 
 
 
 def probe(
-    offer: Iterable[Path] | None = None, adapters: Mapping[Path, Adapter] | None = None
+    offer: Iterable[DispatchPath] | None = None,
+    adapters: Mapping[DispatchPath, Adapter] | None = None,
 ) -> list[PathStatus]:
     """Each offered path, in order, present or absent with the reason (``wai-dispatch
     paths``), as ``adapters`` (default: :func:`known_adapters`) answer. ``offer`` defaults to

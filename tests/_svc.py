@@ -73,7 +73,7 @@ def _prepared(data_dir: Path, port: int, **settings: Any) -> tuple[Any, dict[str
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
     from wai_dispatch.service.store import tokens
-    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     settings.setdefault("warm", False)  # a test that needs warming asks for it
     chosen = load(data_dir=data_dir, port=port, **settings)
@@ -302,7 +302,7 @@ def envelope_of_latent(store_root: Path, height: int, width: int, **extra: Any) 
     from wai_dispatch.codec.tables import EntropyTables
     from wai_dispatch.service.decoding.decoder import Decoder
 
-    store = Decoder.open(store_root, adapters={}).store
+    store = Decoder.assemble(store_root, adapters={}).set_store
     entry = store.list()[0]
     files = store.open(entry.digest)
     tables = EntropyTables.from_json(files.read(str(files.facts.tables)))

@@ -9,8 +9,8 @@ CPU time) without ``@pytest.mark.slow`` fails the session (tests/_slowcheck.py).
 Fixtures (helpers in tests/_svc.py and tests/pagekit.py):
 
 - ``report_store``: the report store on SQLite in a temporary folder, migrated.
-- ``decoder``: ``Decoder.open`` on a temporary data directory (the bundled sets), reference offer;
-  one per test module.
+- ``decoder``: ``Decoder.assemble`` on a temporary data directory (the bundled sets), reference
+  offer; one per test module.
 - ``app_service``: the HTTP app in process (httpx's ASGITransport, its lifespan run on an anyio
   blocking portal) with tokens per role, for plain tests; ``app`` and ``app_client`` (an
   operator's ``httpx.AsyncClient`` on it) for ``async`` tests (``@pytest.mark.anyio``).
@@ -97,7 +97,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def report_store(tmp_path: Path) -> Iterator[Any]:
-    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     store = ReportStore(f"sqlite:///{tmp_path / 'reports.db'}")
     store.migrate()
@@ -110,7 +110,7 @@ def decoder(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from wai_dispatch.dispatch import REFERENCE_OFFER
     from wai_dispatch.service.decoding.decoder import Decoder
 
-    return Decoder.open(tmp_path_factory.mktemp("data"), REFERENCE_OFFER)
+    return Decoder.assemble(tmp_path_factory.mktemp("data"), REFERENCE_OFFER)
 
 
 @pytest.fixture

@@ -95,7 +95,7 @@ def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any, s
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
     from wai_dispatch.service.store import tokens
-    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     port = free_port()
     chosen = load(data_dir=data_dir, port=port, **{"warm": False, **settings})

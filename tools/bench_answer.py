@@ -54,10 +54,10 @@ def run(repeat: int) -> list[tuple[str, float, dict[str, tuple[float, int]]]]:
     bytes)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="wai-bench-answer-") as tmp:
-        decoder = Decoder.open(Path(tmp))
+        decoder = Decoder.assemble(Path(tmp))
         pictures = {
             "256×256": parse((envelopes_dir() / "bmshj2018-demo-q3.json").read_bytes()),
-            "768×512": envelope_of(decoder.store, "bmshj2018-demo-q3", 32, 48),
+            "768×512": envelope_of(decoder.set_store, "bmshj2018-demo-q3", 32, 48),
         }
         for name, envelope in pictures.items():
             prepared = decoder.prepare(envelope)

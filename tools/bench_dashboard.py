@@ -30,8 +30,8 @@ from sqlalchemy import create_engine, text
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.governance import parse_run_report
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore, submit
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
 from wai_dispatch.tools.seed_reports import seed
 

@@ -21,8 +21,9 @@ from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
 from wai_dispatch.conformance import weights_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
-from wai_dispatch.tools.bench_onnx import best_of_interleaved, g_s_layers, memory_set, random_layers
+from wai_dispatch.tools.bench_timing import best_of_interleaved
 from wai_dispatch.tools.bmshj2018_model import load_model
+from wai_dispatch.tools.onnx_synthesis import g_s_layers, memory_set, random_layers
 
 SIZES = ((256, 256), (512, 768))  # (height, width)
 

@@ -5,7 +5,7 @@ picture with its result taken to RGB8 as well (the anchor, torch on the CPU, sam
 in the same run, at 256×256 and 768×512 (``--quick``: 64×64, one repetition).
 
 Warm: both in this process, interleaved, best of ``--repeats``. Cold: each in a fresh process,
-from the interpreter's start to the RGB8 of one decode (ours: ``Decoder.open`` on a data
+from the interpreter's start to the RGB8 of one decode (ours: ``Decoder.assemble`` on a data
 directory already holding the bundled set and its prepared graph, as a restarted service finds
 it; theirs: importing CompressAI, loading the checkpoint, ``update()`` and ``decompress()``),
 best of ``--cold``, interleaved. Every ratio is ours ÷ anchor, in time: below 1 is faster.
@@ -34,7 +34,7 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model, _picture
-from wai_dispatch.tools.bench_onnx import best_of_interleaved
+from wai_dispatch.tools.bench_timing import best_of_interleaved
 
 SET = "bmshj2018-demo-q3"
 SIZES = ((256, 256), (512, 768))  # (height, width)
@@ -88,7 +88,7 @@ def pictures(sizes: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
 def warm(rows: list[dict[str, Any]], data_dir: Path, repeats: int) -> list[dict[str, Any]]:
     import torch
 
-    decoder = Decoder.open(data_dir)
+    decoder = Decoder.assemble(data_dir)
     net = _model(None)
     out = []
     for row in rows:
@@ -118,7 +118,7 @@ import sys, time
 t0 = time.perf_counter()
 from wai_dispatch.service.decoding.decoder import Decoder
 body = open(sys.argv[2], "rb").read()
-decoder = Decoder.open(sys.argv[1])
+decoder = Decoder.assemble(sys.argv[1])
 t1 = time.perf_counter()
 decoder.decode(body).rgb
 print(t1 - t0, time.perf_counter() - t1)

@@ -35,7 +35,7 @@ from wai_dispatch.paths.waiops.choose import int8_units, machine_engine
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_engine import Int8Engine
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
-from wai_dispatch.tools.bench_onnx import best_of, best_of_interleaved, gemm_rate
+from wai_dispatch.tools.bench_timing import best_of, best_of_interleaved, gemm_rate
 
 CASES = (
     ("256x256", "coffee-256x256"),

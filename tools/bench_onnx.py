@@ -4,9 +4,8 @@ rewrite against torch, as a fraction of this machine's float32 GEMM rate.
     python -m wai_dispatch.tools.bench_onnx [--repeats N] [--threads 2] [--sweep]
         [--random | --set DIR]
 
-It also holds the small fixture the tests use: :func:`synthesis_files` writes a synthesis
-(a list of layers) as the set writer's format does (``decoder.onnx`` with its initializers as
-external data in ``decoder.weights``), and :func:`memory_set` holds it in memory as a set.
+The synthesis it times is :mod:`tools.onnx_synthesis`'s; the timing and the GEMM anchor are
+:mod:`tools.bench_timing`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -28,265 +26,19 @@ import numpy as np
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
-from wai_dispatch.paths.onnx_rewrite import rewrite_model
 from wai_dispatch.tools._compressai import factorized_prior
-
-# (kind, a, b): ("deconv", weight [Cin, Cout, 5, 5], bias [Cout]) or
-# ("igdn", gamma [C, C], beta [C]) with GDN's reparameterised values.
-Layer = tuple[str, np.ndarray, np.ndarray]
+from wai_dispatch.tools.bench_timing import BLAS_ENV, best_of, best_of_interleaved, gemm_rate
+from wai_dispatch.tools.onnx_synthesis import (
+    g_s_layers,
+    onnx_program_facts,
+    ort_session,
+    random_layers,
+    rewritten_model,
+    synthesis_files,
+    synthesis_flops,
+)
 
 SIZES = ((256, 256), (768, 512))  # pictures, width × height
-_BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-
-
-# --- the fixture -------------------------------------------------------------------------
-
-
-def onnx_program_facts() -> dict[str, Any]:
-    return {
-        "programs": {
-            "onnx-runtime": {
-                "file": "decoder.onnx",
-                "weights": "decoder.weights",
-                "input": "latent",
-                "output": "x_hat",
-            }
-        }
-    }
-
-
-def synthesis_files(layers: Sequence[Layer]) -> tuple[bytes, bytes]:
-    """``(decoder.onnx, decoder.weights)``: the plain synthesis, ConvTranspose k5 s2 p2 op1
-    and inverse GDN as ``x · sqrt(conv1x1(x·x, γ) + β)``, initializers as external data."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    weights = bytearray()
-    inits: list[onnx.TensorProto] = []
-    nodes: list[onnx.NodeProto] = []
-
-    def add(name: str, arr: np.ndarray) -> str:
-        arr = np.ascontiguousarray(arr, dtype="<f4")
-        while len(weights) % 64:
-            weights.append(0)
-        t = onnx.TensorProto(name=name, data_type=TensorProto.FLOAT, dims=arr.shape)
-        t.data_location = TensorProto.EXTERNAL
-        for key, value in (
-            ("location", "decoder.weights"),
-            ("offset", str(len(weights))),
-            ("length", str(arr.nbytes)),
-        ):
-            t.external_data.add(key=key, value=value)
-        weights.extend(arr.tobytes())
-        inits.append(t)
-        return name
-
-    x = "latent"
-    channels = int(layers[0][1].shape[0])
-    for i, (kind, a, b) in enumerate(layers):
-        y = "x_hat" if i == len(layers) - 1 else f"l{i}"
-        if kind == "deconv":
-            w, bias = add(f"l{i}.weight", a), add(f"l{i}.bias", b)
-            nodes.append(
-                helper.make_node(
-                    "ConvTranspose",
-                    [x, w, bias],
-                    [y],
-                    name=f"l{i}.deconv",
-                    kernel_shape=[5, 5],
-                    strides=[2, 2],
-                    pads=[2, 2, 2, 2],
-                    output_padding=[1, 1],
-                )
-            )
-        elif kind == "igdn":
-            c = a.shape[0]
-            g, beta = add(f"l{i}.gamma", a.reshape(c, c, 1, 1)), add(f"l{i}.beta", b)
-            nodes += [
-                helper.make_node("Mul", [x, x], [f"l{i}.sq"], name=f"l{i}.sq"),
-                helper.make_node("Conv", [f"l{i}.sq", g, beta], [f"l{i}.norm"], name=f"l{i}.norm"),
-                helper.make_node("Sqrt", [f"l{i}.norm"], [f"l{i}.sqrt"], name=f"l{i}.sqrt"),
-                helper.make_node("Mul", [x, f"l{i}.sqrt"], [y], name=f"l{i}.out"),
-            ]
-        else:
-            raise ValueError(f"layer kind {kind!r} is deconv or igdn")
-        x = y
-    graph = helper.make_graph(
-        nodes,
-        "synthesis",
-        [helper.make_tensor_value_info("latent", TensorProto.FLOAT, [1, channels, "h", "w"])],
-        [helper.make_tensor_value_info("x_hat", TensorProto.FLOAT, None)],
-        initializer=inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString(), bytes(weights)
-
-
-def memory_set(layers: Sequence[Layer]) -> LoadedSet:
-    model, weights = synthesis_files(layers)
-    files = {"decoder.onnx": model, "decoder.weights": weights}
-    return LoadedSet.from_files(files, facts=onnx_program_facts())
-
-
-def random_layers(m: int = 192, n: int = 128, seed: int = 0) -> list[Layer]:
-    """A bmshj2018-shaped synthesis (M→N→N→N→3) with random weights of sane scale."""
-    rng = np.random.default_rng(seed)
-    layers: list[Layer] = []
-    chans = [(m, n), (n, n), (n, n), (n, 3)]
-    for i, (cin, cout) in enumerate(chans):
-        last = i == len(chans) - 1
-        # 5×5 stride 2: each output sums ~cin·25/4 terms; the last layer brings x_hat to ~[0, 1]
-        w = rng.normal(0, (0.005 if last else 1) / np.sqrt(cin * 25 / 4), (cin, cout, 5, 5))
-        b = np.full(cout, 0.5) if last else rng.normal(0, 0.05, cout)
-        layers.append(("deconv", w.astype(np.float32), b.astype(np.float32)))
-        if not last:
-            gamma = np.abs(rng.normal(0, 0.002, (cout, cout))) + 0.05 * np.eye(cout)
-            beta = 1 + np.abs(rng.normal(0, 0.1, cout))
-            layers.append(("igdn", gamma.astype(np.float32), beta.astype(np.float32)))
-    return layers
-
-
-def g_s_layers(g_s: Any) -> list[Layer]:
-    """The layers of a CompressAI ``g_s`` (ConvTranspose2d and inverse GDN), GDN's β and γ
-    taken as values (``beta_reparam(beta)``, ``gamma_reparam(gamma)``)."""
-    import torch
-
-    layers: list[Layer] = []
-    with torch.no_grad():
-        for module in g_s:
-            if isinstance(module, torch.nn.ConvTranspose2d):
-                w = module.weight.numpy().copy()
-                b = np.zeros(w.shape[1], np.float32) if module.bias is None else module.bias.numpy()
-                layers.append(("deconv", w, b.copy()))
-            elif type(module).__name__ == "GDN" and module.inverse:
-                beta = module.beta_reparam(module.beta).numpy().copy()
-                gamma = module.gamma_reparam(module.gamma).numpy().copy()
-                layers.append(("igdn", gamma, beta))
-            else:
-                raise ValueError(f"unexpected synthesis layer {module!r}")
-    return layers
-
-
-def synthesis_flops(model: bytes, latent_hw: tuple[int, int], channels: int) -> int:
-    """2 × the multiply-accumulates of the graph's Conv and ConvTranspose nodes for a latent
-    of ``latent_hw`` (the useful work: a rewritten graph is counted on its plain form)."""
-    import onnx
-    from onnx import shape_inference
-
-    proto = onnx.load_from_string(model)
-    dims = proto.graph.input[0].type.tensor_type.shape.dim
-    for d, v in zip(dims, (1, channels, *latent_hw), strict=True):
-        d.Clear()
-        d.dim_value = v
-    proto = shape_inference.infer_shapes(proto)
-    shapes = {
-        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-        for v in [*proto.graph.value_info, *proto.graph.input, *proto.graph.output]
-    }
-    wshape = {t.name: list(t.dims) for t in proto.graph.initializer}
-    macs = 0
-    for node in proto.graph.node:
-        if node.op_type == "Conv":
-            cout, cin_g, kh, kw = wshape[node.input[1]]
-            _, _, ho, wo = shapes[node.output[0]]
-            macs += cout * cin_g * kh * kw * ho * wo
-        elif node.op_type == "ConvTranspose":
-            cin, cout_g, kh, kw = wshape[node.input[1]]
-            _, _, hi, wi = shapes[node.input[0]]
-            macs += cin * cout_g * kh * kw * hi * wi
-    return 2 * macs
-
-
-# --- measurements ------------------------------------------------------------------------
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
-def best_of_interleaved(fns: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Best of ``repeats`` for each function, taking turns, so that load from other processes
-    on a shared machine falls on every variant alike."""
-    for fn in fns.values():
-        fn()  # warm-up
-    best = {name: float("inf") for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t)
-    return best
-
-
-def _gemm_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
-    info: list[dict[str, Any]] = []
-    try:
-        from threadpoolctl import (
-            threadpool_info,
-            threadpool_limits,
-        )
-    except ImportError:
-        limits: Any = None
-    else:
-        limits = threadpool_limits(limits=threads)
-        info = threadpool_info()
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    t = best_of(lambda: a @ b, repeats)
-    if limits is not None:
-        limits.restore_original_limits()
-    blas = [
-        {k: i.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
-        for i in info
-        if i.get("user_api") == "blas"
-    ]
-    return {"gflops": 2 * n**3 / t / 1e9, "seconds": t, "blas": blas}
-
-
-def gemm_rate(threads: int, repeats: int, *, clean_env: bool) -> dict[str, Any]:
-    """The float32 GEMM rate in a subprocess; ``clean_env`` unsets OPENBLAS_CORETYPE and
-    OPENBLAS_L2_SIZE for that command only (``env -u``)."""
-    env = dict(os.environ)
-    if clean_env:
-        for key in _BLAS_ENV:
-            env.pop(key, None)
-    argv = [sys.executable, "-m", "wai_dispatch.tools.bench_onnx", "--worker", "gemm"]
-    argv += ["--threads", str(threads), "--repeats", str(repeats)]
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
-def _ort_session(model: bytes, weights: bytes, *, pool: str = "global", spin: bool = True) -> Any:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.add_external_initializers_from_files_in_memory(
-        ["decoder.weights"], [weights], [len(weights)]
-    )
-    if pool == "global":
-        so.use_per_session_threads = False
-    else:
-        so.intra_op_num_threads = int(pool)
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-
-
-def _rewritten(model: bytes, weights: bytes) -> bytes:
-    import onnx
-
-    proto = onnx.load_from_string(model)
-    rewrite_model(proto, {"decoder.weights": weights})
-    return bytes(proto.SerializeToString())
 
 
 def _latent(channels: int, size: tuple[int, int], seed: int = 1) -> np.ndarray:
@@ -312,10 +64,13 @@ def _threads_worker(config: str, threads: int, repeats: int, set_dir: str) -> di
     model, weights = files["decoder.onnx"], files["decoder.weights"]
     if config.startswith("global"):
         ort.set_global_thread_pool_sizes(threads, 1)
-        session = _ort_session(_rewritten(model, weights), weights)
+        session = ort_session(rewritten_model(model, weights), weights)
     else:
-        session = _ort_session(
-            _rewritten(model, weights), weights, pool=str(threads), spin=config == "session-spin"
+        session = ort_session(
+            rewritten_model(model, weights),
+            weights,
+            pool=str(threads),
+            spin=config == "session-spin",
         )
     channels = session.get_inputs()[0].shape[1]
     out = {}
@@ -379,9 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.worker:
         kind, *rest = args.worker
-        if kind == "gemm":
-            result = _gemm_worker(args.threads, args.repeats)
-        elif kind == "threads":
+        if kind == "threads":
             result = _threads_worker(rest[0], args.threads, args.repeats, rest[1])
         elif kind == "rss":
             result = _rss_worker(rest[0])
@@ -413,8 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         g_s = factorized_prior(128, 192).g_s.eval()
         model, weights = synthesis_files(g_s_layers(g_s))
         source = "CompressAI FactorizedPrior(128, 192).g_s, untrained"
-    plain = _ort_session(model, weights)
-    rewritten = _ort_session(_rewritten(model, weights), weights)
+    plain = ort_session(model, weights)
+    rewritten = ort_session(rewritten_model(model, weights), weights)
     channels = int(plain.get_inputs()[0].shape[1])
 
     load = os.getloadavg()
@@ -453,12 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{b['internal_api']} {b['version']} {b['architecture']}" for b in gemm["blas"]
     )
     print(
-        f"float32 GEMM 2048² (env -u {' -u '.join(_BLAS_ENV)}): {gemm['gflops']:.0f} GFLOP/s "
+        f"float32 GEMM 2048² (env -u {' -u '.join(BLAS_ENV)}): {gemm['gflops']:.0f} GFLOP/s "
         f"(before {gemm_before['gflops']:.0f}, after {gemm_after['gflops']:.0f}) "
         f"[{blas or 'threadpoolctl not installed'}]"
     )
     blas_env = ", ".join(f"{b['architecture']}" for b in gemm_env["blas"])
-    shown = {k: os.environ.get(k) for k in _BLAS_ENV}
+    shown = {k: os.environ.get(k) for k in BLAS_ENV}
     print(f"  (with this shell's {shown}: {gemm_env['gflops']:.0f} GFLOP/s, {blas_env})")
     print()
     header = f"{'picture':>9} {'GFLOP':>6} | {'ORT plain':>14} | {'ORT rewritten':>14} |"

@@ -32,8 +32,8 @@ from wai_dispatch.paths.onnx import (
 )
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_envelope import load_line
-from wai_dispatch.tools.bench_onnx import _rewritten
 from wai_dispatch.tools.bench_tiles import envelope_of
+from wai_dispatch.tools.onnx_synthesis import rewritten_model
 
 SET = "bmshj2018-demo-q3"
 
@@ -53,7 +53,7 @@ def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
         t0 = time.perf_counter()
         part = parse(body).parts()[0]
         header = read_header(part.payload, limits=decoder.limits)
-        opened = decoder._open(str(part.set), None)
+        opened = decoder._cached_set(str(part.set), None)
         t1 = time.perf_counter()
         stage = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits, header=header)
         t2 = time.perf_counter()
@@ -86,7 +86,7 @@ def op_profile(files: Any, latent: np.ndarray, repeats: int) -> dict[str, float]
         so.enable_profiling = True
         so.profile_file_prefix = str(Path(tmp) / "synthesis")
         session = ort.InferenceSession(
-            _rewritten(model, weights), so, providers=["CPUExecutionProvider"]
+            rewritten_model(model, weights), so, providers=["CPUExecutionProvider"]
         )
         name = session.get_inputs()[0].name
         session.run(None, {name: latent})
@@ -114,9 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"profile of a warm decode, {args.threads} threads, best of {args.repeats}; "
           f"{load_line()}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="wai-bench-profile-") as tmp:
-        decoder = Decoder.open(Path(tmp))
+        decoder = Decoder.assemble(Path(tmp))
         for h, w in sizes:
-            envelope = envelope_of(decoder.store, SET, h, w)
+            envelope = envelope_of(decoder.set_store, SET, h, w)
             body = envelope.to_json()
             times = stages(decoder, body, args.repeats)
             whole = times.pop("whole Decoder.decode")
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, took in times.items():
                 print(f"  {name:26} {took * 1e3:8.1f} ms {took / whole:6.1%}")
             part = parse(body).parts()[0]
-            opened = decoder._open(str(part.set), None)
+            opened = decoder._cached_set(str(part.set), None)
             latent = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits).latent
             ops = op_profile(opened.files, latent, args.repeats)
             total = sum(ops.values())

@@ -41,9 +41,9 @@ def hwm():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(("VmHWM", "VmRSS")):
             yield int(line.split()[1]) // 1024
-decoder = Decoder.open(sys.argv[1])
-entry = decoder.store.list()[0]
-files = decoder.store.open(entry.digest)
+decoder = Decoder.assemble(sys.argv[1])
+entry = decoder.set_store.list()[0]
+files = decoder.set_store.open(entry.digest)
 t = EntropyTables.from_json(files.read(str(files.facts.tables)))
 big = envelope(int(sys.argv[2]))
 decoder.decode(envelope(4))  # the session is built and warm
@@ -222,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     n = args.requests
     with tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp:
         data_dir = Path(tmp)
-        decoder = Decoder.open(data_dir)
+        decoder = Decoder.assemble(data_dir)
         decoder.decode(parse(body)).png()  # warm: session built, tables parsed
         proc = _serve(data_dir, args.port)
         try:

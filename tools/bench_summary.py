@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, summary
 from wai_dispatch.service.store.retention import prune
 from wai_dispatch.tools.bench_dashboard import _database

@@ -36,8 +36,9 @@ from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model
 from wai_dispatch.tools.bench_envelope import load_line, pictures, rgb8
-from wai_dispatch.tools.bench_onnx import _ort_session, _rewritten, best_of_interleaved
 from wai_dispatch.tools.bench_service import _serve, in_process, over_http
+from wai_dispatch.tools.bench_timing import best_of_interleaved
+from wai_dispatch.tools.onnx_synthesis import ort_session, rewritten_model
 
 PORT = 18192
 
@@ -48,7 +49,7 @@ def _worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -
 
     row = pickle.loads(Path(data_file).read_bytes())
     if kind == "ours":
-        decoder = Decoder.open(data_dir)
+        decoder = Decoder.assemble(data_dir)
 
         def one() -> object:
             return decoder.decode(row["envelope"]).rgb
@@ -106,7 +107,7 @@ def http_vs_in_process(data_dir: Path, body: bytes, n: int, rounds: int) -> tupl
     """Decodes per second at concurrency 2: over HTTP, and from 2 threads in this process;
     the median round of each, rounds taking turns."""
 
-    decoder = Decoder.open(data_dir)
+    decoder = Decoder.assemble(data_dir)
     decoder.decode(body).png()
     proc = _serve(data_dir, PORT)
     try:
@@ -132,16 +133,16 @@ def _batched_session(model: bytes, weights: bytes) -> Any:
     for value in (*proto.graph.input, *proto.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
     del proto.graph.value_info[:]
-    return _ort_session(_rewritten(proto.SerializeToString(), weights), weights)
+    return ort_session(rewritten_model(proto.SerializeToString(), weights), weights)
 
 
 def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:
     """A batch of 2 same-shaped latents in one ONNX Runtime run beside 2 runs of 1, on the
     set's graph with its batch dimension made free (the set's own fixes it at 1)."""
 
-    decoder = Decoder.open(data_dir)
+    decoder = Decoder.assemble(data_dir)
     part = parse(body).parts()[0]
-    files = decoder.open_set(str(part.set))
+    files = decoder.loaded_set(str(part.set))
     latent = entropy_stage(part.payload, tables_of(files), limits=decoder.limits).latent
     spec = files.facts.program("onnx-runtime")
     assert spec is not None and spec.file is not None and spec.weights is not None
@@ -186,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_file.write_bytes(pickle.dumps(row))
 
         # the bundled set installed and its prepared graph cached before the workers start
-        Decoder.open(data_dir).decode(row["envelope"])
+        Decoder.assemble(data_dir).decode(row["envelope"])
         load_start = load_line()
         rates = {
             (kind, n): per_core(kind, n, data_dir, data_file, args.seconds)

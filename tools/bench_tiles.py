@@ -2,7 +2,7 @@
 with and without tiled synthesis (paths/tiling.py), on both CPU paths: the float bmshj2018 set
 (``cpu/onnx-runtime/float``) and the integer int-synth set (``cpu/wai-ops/integer``).
 
-Each decode runs in a fresh process (``Decoder.open``, one small warm decode, the high-water
+Each decode runs in a fresh process (``Decoder.assemble``, one small warm decode, the high-water
 mark reset through ``/proc/self/clear_refs``, then the decode and its PNG), its payload the
 corpus's 768×512 symbols repeated to the size asked (real content, not a zero latent). Without
 tiling (``WAI_TILE_BYTES`` past any decode) only up to ``--untiled-max``: memory grows with the
@@ -52,9 +52,9 @@ def status():
             out[key] = int(value.split()[0]) * 1024
     return out
 data_dir, set_name, h, w = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-decoder = Decoder.open(data_dir)
-small = envelope_of(decoder.store, set_name, 4, 4)
-big = envelope_of(decoder.store, set_name, h, w)
+decoder = Decoder.assemble(data_dir)
+small = envelope_of(decoder.set_store, set_name, 4, 4)
+big = envelope_of(decoder.set_store, set_name, h, w)
 decoder.decode(small).png()  # the session is built and warm
 Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 base = status()["VmRSS"]
@@ -102,7 +102,7 @@ def cli_4096(data_dir: Path, kind: str, side: int) -> dict[str, Any]:
     """``wai-dispatch decode`` of a ``side``² latent with the default settings: its peak
     resident memory (``wait4``'s ``ru_maxrss``) and wall time, start to exit."""
 
-    store = Decoder.open(data_dir, adapters={}).store
+    store = Decoder.assemble(data_dir, adapters={}).set_store
     path = data_dir / f"{kind}-{side}.json"
     path.write_bytes(envelope_of(store, SETS[kind], side, side).to_json())
     png = data_dir / f"{kind}-{side}.png"

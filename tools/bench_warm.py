@@ -20,7 +20,7 @@ import httpx
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 
 SAMPLES = ("bmshj2018-demo-q3.json", "int-synth-demo-q3.json")
 

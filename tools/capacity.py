@@ -35,8 +35,8 @@ from wai_dispatch.dispatch.report import Report
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.records import records_for
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools.bench_decode import SIZES, _model, _picture
 from wai_dispatch.tools.queue_sim import simulate
 
@@ -65,8 +65,8 @@ def latents(checkpoint: str | None) -> dict[str, Any]:
 
 def cpu_per_decode(decoder: Decoder, repeats: int, symbols: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    for item in decoder.store.list():
-        files = decoder.open_set(item.digest)
+    for item in decoder.set_store.list():
+        files = decoder.loaded_set(item.digest)
         if HyperStage.of(files) is not None:
             continue  # the float sets' figures; bench_hyperprior measures the hyperprior's
         tables = tables_of(files)
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_thread_pool(1)
     print(f"load average {os.getloadavg()[0]:.2f}; CPU seconds per decode on one core")
     with tempfile.TemporaryDirectory(prefix="wai-capacity-") as tmp:
-        decoder = Decoder.open(Path(tmp) / "data")
+        decoder = Decoder.assemble(Path(tmp) / "data")
         rows = cpu_per_decode(decoder, args.repeats, latents(args.checkpoint))
         print(
             f"{'path':<26} {'picture':<9} {'cpu ms (min/median)':>20} {'png ms':>7} {'/s/core':>8}"

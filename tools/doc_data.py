@@ -11,7 +11,7 @@ validated by the parser of what its ``kind`` / ``format`` (or its members) name:
 ``compressai-compress/1``   the members and types ``codec.compressai_rans.load_compressed`` takes
 ``wai-ops/1``               ``paths.waiops.program.parse_program`` (structure; tensors absent)
 a set manifest              ``codec.sets.Manifest`` (``capability`` + ``files``)
-``{"programs": …}``         ``codec.sets.facts.SetFacts`` (the facts' ``programs`` member)
+``{"programs": …}``         ``setfacts.facts.SetFacts`` (the facts' ``programs`` member)
 ==========================  ===============================================================
 
 Anything else is only parsed. ``aaaa…aaaa`` (one hex digit four times around ``…``) stands for
@@ -33,7 +33,6 @@ from pydantic import ValidationError
 from wai_dispatch.codec.envelope import EnvelopeError
 from wai_dispatch.codec.envelope_read import parse_json
 from wai_dispatch.codec.sets import Manifest
-from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.dispatch import InvalidReport, Report
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.waiops.errors import WaiOpsError
@@ -42,6 +41,7 @@ from wai_dispatch.service.governance.errors import RunReportMalformed
 from wai_dispatch.service.governance.judge import DecodeVerdict, Reason, Rule, Verdict
 from wai_dispatch.service.governance.policy import load_policy
 from wai_dispatch.service.governance.runreport import parse_run_report
+from wai_dispatch.setfacts.facts import SetFacts
 from wai_dispatch.tools.doc_blocks import Block
 
 __all__ = ["check_data"]

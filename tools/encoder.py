@@ -28,7 +28,7 @@ from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.codec import payload as payload_codec
 from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.envelope import Envelope, EnvelopePin
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.files import read_regular
 from wai_dispatch.codec.picture_read import PictureOverLimits, read_picture
 from wai_dispatch.codec.sets import LoadedSet
@@ -36,6 +36,7 @@ from wai_dispatch.conformance import weights_dir
 from wai_dispatch.dispatch import Arithmetic, Intent
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding import estimate
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.codes import ToolsCode
 
 if TYPE_CHECKING:
@@ -200,10 +201,10 @@ def encode(
     store's default set of ``capability``). Held to the decoder's limits, and with
     ``settings`` to the decode limits a local decode and the service apply (what
     ``--no-limits`` lifts), from the picture's header before its pixels are decoded."""
-    store = decoder.store
+    store = decoder.set_store
     if set_digest is None:
         set_digest = store.default_for(capability or DEFAULT_CAPABILITY).digest
-    files = decoder.open_set(set_digest)
+    files = decoder.loaded_set(set_digest)
     if capability is not None and capability != files.capability:
         raise CodecError(
             f"set {files.name} ({files.digest[:16]}…) is of {files.capability}, not {capability}",

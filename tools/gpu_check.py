@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
-from wai_dispatch.paths.waiops.verify import rgb8_digest
 from wai_dispatch.paths.wgsl.execute import run_program
 from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
 from wai_dispatch.tools.neural_conformance import program_rgb8
@@ -80,7 +80,7 @@ def check(repeat: int = 3, skip: Sequence[str] = ()) -> dict[str, Any]:
         symbols = codec_payload.decode((corpus / case["payload"]).read_bytes(), tables)
         gpu, gpu_s = _timed(partial(run_program, runner, program, symbols, constants), repeat)
         cpu, cpu_s = _timed(partial(interpreter.run, symbols), repeat)
-        got = rgb8_digest(program_rgb8(gpu))
+        got = rgb_digest(program_rgb8(gpu))
         rows.append(
             {
                 "payload": case["name"],

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.hyperprior_encode import encode_hyperprior, open_folder
 from wai_dispatch.tools.train_bmshj2018 import load_image
 

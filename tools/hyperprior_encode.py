@@ -28,9 +28,10 @@ import torch
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet, Manifest, load
 from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
 from wai_dispatch.tools.bmshj2018_model import architecture_of
 from wai_dispatch.tools.encoder import Coded, EncodeJob

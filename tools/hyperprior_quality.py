@@ -22,9 +22,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
     HyperAnalysis,

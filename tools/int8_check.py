@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
@@ -30,7 +31,6 @@ from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.choose import int8_units
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
-from wai_dispatch.paths.waiops.verify import rgb8_digest
 
 SMALL = ("chelsea-16x16", "extreme-symbols-320x192")
 
@@ -94,7 +94,7 @@ def run(payloads: Sequence[str], hyper: bool = True) -> dict[str, Any]:
             continue
         symbols = codec_payload.decode((corpus / case["payload"]).read_bytes(), tables)
         rgb = engine.run(symbols)[0].transpose(1, 2, 0).astype(np.uint8)
-        checks[case["name"]] = rgb8_digest(rgb) == case["rgb8_blake3"]
+        checks[case["name"]] = rgb_digest(rgb) == case["rgb8_blake3"]
     if hyper:
         h = hyper_program()
         z = np.random.default_rng(5).choice(np.array(h.input_range), (1, h.input_channels, 3, 2))

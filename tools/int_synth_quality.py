@@ -20,8 +20,9 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.tools.bmshj2018_model import load_model
+from wai_dispatch.tools.bmshj2018_onnx import onnx_session
+from wai_dispatch.tools.bmshj2018_symbols import encode_symbols
 from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols, onnx_session
 from wai_dispatch.tools.wai_int_synth_set import PROGRAM_FILE, WEIGHTS_FILE
 
 

@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.waiops import reference
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.load import load_program
-from wai_dispatch.paths.waiops.verify import rgb8_digest
 from wai_dispatch.tools.bmshj2018_model import load_model
+from wai_dispatch.tools.bmshj2018_symbols import encode_symbols
 from wai_dispatch.tools.train_bmshj2018 import load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import encode_symbols
 
 CORPUS_FORMAT = "wai-neural-conformance/1"
 SYMBOLS_SEED = 20261130
@@ -121,7 +121,7 @@ def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -
                 "latent_shape": list(symbols.shape),
                 "picture_shape": [fast.shape[0], fast.shape[1], 3],
                 "symbols_digest": codec_payload.symbols_digest(symbols),
-                "rgb8_blake3": rgb8_digest(fast),
+                "rgb8_blake3": rgb_digest(fast),
                 "source": source,
             }
         )

@@ -23,9 +23,9 @@ from sqlalchemy import Table, func, select, text
 
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.store import rollups
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS
+from wai_dispatch.service.store.report_store import ReportStore
 
 BMSHJ, INT = "wai.neural.bmshj2018", "wai.neural.int_synth"
 NPU = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float"}

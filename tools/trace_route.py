@@ -32,7 +32,7 @@ from typing import Any
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
 
 PREFIX = "wai_dispatch."

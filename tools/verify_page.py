@@ -33,7 +33,7 @@ from typing import Any
 from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
 
 #: Where the page keeps its bearer token (service/web/page_files/js/auth.js): this tab's

@@ -26,17 +26,30 @@ import numpy as np
 import torch
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools import coreml_program, hyperprior_ptq, webnn_form
 from wai_dispatch.tools.bmshj2018_model import (
     SetWriterError,
     model_architecture,
     plain_synthesis,
+)
+from wai_dispatch.tools.bmshj2018_onnx import (
+    TOLERANCE,
+    export_onnx,
+    json_bytes,
+    max_abs,
+    onnx_session,
+    weights_blob,
+)
+from wai_dispatch.tools.bmshj2018_symbols import (
+    PICTURE_SIZE,
+    check_plain_synthesis,
+    payload_picture,
 )
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
@@ -50,18 +63,7 @@ from wai_dispatch.tools.set_folder import write_set_folder
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import (
-    PICTURE_SIZE,
-    TOLERANCE,
-    UPSAMPLING,
-    _json_bytes,
-    _max_abs,
-    check_plain_synthesis,
-    export_onnx,
-    onnx_session,
-    payload_picture,
-    weights_blob,
-)
+from wai_dispatch.tools.wai_bmshj2018_npu_set import UPSAMPLING
 
 __all__ = ["CAPABILITY", "build_parser", "calibrate", "main", "run", "write_set"]
 
@@ -224,7 +226,7 @@ def write_set(
         "scale_frac": hyperprior_ptq.SCALE_FRAC,
         "thresholds": hyperprior_ptq.scale_thresholds(gc.scale_table.tolist()),
     }
-    scale_index_bytes = _json_bytes(scale_index)
+    scale_index_bytes = json_bytes(scale_index)
     thresholds = read_thresholds(scale_index_bytes, y_tables.channels)
 
     # The hyper-synthesis, quantised after training.
@@ -256,17 +258,17 @@ def write_set(
     with torch.no_grad():
         reference = plain(torch.from_numpy(latent)).numpy()
     got = onnx_session(onnx_bytes, blob).run(["x_hat"], {"latent": latent})[0]
-    if got.shape != reference.shape or _max_abs(got, reference) > TOLERANCE:
+    if got.shape != reference.shape or max_abs(got, reference) > TOLERANCE:
         raise SetWriterError("decoder.onnx differs from torch on the payload's latent")
     graph = webnn_form.synthesis_graph(plain.layers(), manifest)
     consts = webnn_form.load_weights(graph, manifest, blob)
     got = webnn_form.evaluate(graph, consts, {"latent": latent})["x_hat"]
-    if got.shape != reference.shape or _max_abs(got, reference) > TOLERANCE:
+    if got.shape != reference.shape or max_abs(got, reference) > TOLERANCE:
         raise SetWriterError("the WebNN form differs from torch on the payload's latent")
     files: dict[str, bytes] = {
         "decoder.onnx": onnx_bytes,
         "decoder.weights": blob,
-        "decoder.manifest.json": _json_bytes(manifest),
+        "decoder.manifest.json": json_bytes(manifest),
         "decoder.webnn": webnn_form.to_text(graph).encode(),
         "decoder.webnn.json": webnn_form.to_json(graph),
     }
@@ -310,9 +312,9 @@ def write_set(
             "scale_index.json": scale_index_bytes,
             PROGRAM_FILE: program_json,
             WEIGHTS_FILE: program_weights,
-            "wai-usage.json": _json_bytes(_usage(origin, name, quality, licence)),
+            "wai-usage.json": json_bytes(_usage(origin, name, quality, licence)),
             "payload.bin": payload,
-            "payload.json": _json_bytes(
+            "payload.json": json_bytes(
                 {
                     "symbols_digest": result.symbols_digest,
                     "latent_shape": list(latent.shape),

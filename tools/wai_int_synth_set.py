@@ -25,12 +25,12 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools import int_synth_ptq
 from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
+from wai_dispatch.tools.bmshj2018_onnx import weights_blob
 from wai_dispatch.tools.codes import ToolsCode
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
 from wai_dispatch.tools.set_folder import write_set_folder
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import weights_blob
 
 CAPABILITY = "wai.neural.int_synth"
 SET_VERSION = "1"
@@ -216,7 +216,8 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
     if Path(text).is_dir():
         return Path(text)
 
-    store = Decoder.open(data_dir=data_dir).store  # the bundled sets installed, as every command
+    # the bundled sets installed, as every command
+    store = Decoder.assemble(data_dir=data_dir).set_store
     return store.get(store.resolve(text)).path
 
 

@@ -1,11 +1,12 @@
 """Parameter sets (``wai-set/1``, docs/sets.md), one concept per module:
 
 - :mod:`.errors`: the typed errors (``set_*`` codes);
-- :mod:`.facts`: what a set states of itself (``facts``), a typed model;
+- what a set states of itself (``facts``, a typed model) is :mod:`setfacts.facts`'s, below the
+  codec, so that the paths read it without importing the codec (re-exported here);
 - :mod:`.manifest`: ``set.json``, its digest, file names, the manifest writer;
 - :mod:`.loaded`: a set opened for a decode, every byte verified once and kept;
 - :mod:`.stage`: copying a folder or an archive safely into the store's staging area;
-- :mod:`.store`: the local store (install, list, verify, remove, defaults);
+- :mod:`.store`: the local set store, ``SetStore`` (install, list, verify, remove, defaults);
 - :mod:`.bundled`: installing the sets a build ships with.
 
 The names most callers need are re-exported here.
@@ -35,7 +36,6 @@ from wai_dispatch.codec.sets.errors import (
     SetTooLarge,
     SetUnsafeEntry,
 )
-from wai_dispatch.codec.sets.facts import ProgramFacts, SetFacts
 from wai_dispatch.codec.sets.loaded import LoadedSet, load
 from wai_dispatch.codec.sets.manifest import (
     MANIFEST_NAME,
@@ -48,6 +48,7 @@ from wai_dispatch.codec.sets.manifest import (
 )
 from wai_dispatch.codec.sets.stage import SetLimits
 from wai_dispatch.codec.sets.store import InstalledSet, Problem, SetStore, Verification
+from wai_dispatch.setfacts.facts import ProgramFacts, SetFacts
 
 __all__ = [
     "MANIFEST_NAME",

@@ -18,10 +18,10 @@ from wai_dispatch.codec.sets.errors import (
     SetTooLarge,
     SetUnsafeEntry,
 )
-from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.codec.sets.manifest import MANIFEST_NAME, Manifest, hash_bytes
 from wai_dispatch.codec.sets.regular import NotRegularFile, open_regular
 from wai_dispatch.dispatch.rules import Pin
+from wai_dispatch.setfacts.facts import SetFacts
 
 
 class Stamp(NamedTuple):

@@ -32,9 +32,9 @@ from wai_dispatch.codec.sets.errors import (
     SetUnsafeEntry,
     one_line,
 )
-from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.codec.sets.regular import NotRegularFile, atomic_write, open_regular
 from wai_dispatch.dispatch import strictjson
+from wai_dispatch.setfacts.facts import SetFacts
 
 SET_FORMAT: Final = "wai-set/1"
 MANIFEST_NAME: Final = "set.json"

@@ -113,7 +113,7 @@ _DEFAULT_LIMITS: Final = SetLimits()
 class SetStore:
     """Sets on this machine, one folder each, named by digest: ``<root>/<digest>/``.
 
-    ``root`` is ``<data_dir>/sets`` (:func:`codec.config.sets_dir`). Installs stage into a
+    ``root`` is ``<data_dir>/sets`` (:func:`codec.layout.set_store_dir`). Installs stage into a
     dot-folder under ``root`` and rename into place, so a set is either wholly there or absent.
     """
 

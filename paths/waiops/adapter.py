@@ -23,9 +23,8 @@ import threading
 
 import numpy as np
 
-from wai_dispatch.codec.sets.facts import ProgramFacts
 from wai_dispatch.dispatch.adapter import BackendFailed
-from wai_dispatch.dispatch.paths import CPU_WAI_OPS, Path
+from wai_dispatch.dispatch.paths import CPU_WAI_OPS, DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
@@ -36,6 +35,7 @@ from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.paths.waiops.run import check_input
+from wai_dispatch.setfacts.facts import ProgramFacts
 
 CPU_WAI_OPS_NAME = str(CPU_WAI_OPS)
 
@@ -110,7 +110,7 @@ class WaiOpsAdapter:
         self._tile_bytes = tile_bytes  # None: the job's (the decoder's setting)
 
     @property
-    def path(self) -> Path:
+    def path(self) -> DispatchPath:
         return CPU_WAI_OPS
 
     def absent_reason(self) -> str | None:

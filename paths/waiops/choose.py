@@ -24,11 +24,11 @@ from typing import Protocol
 
 import numpy as np
 
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_engine import Int8Engine, NotInt8Exact
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
 from wai_dispatch.paths.waiops.program import Program
+from wai_dispatch.setfacts.limits import Limits
 
 log = logging.getLogger(__name__)
 

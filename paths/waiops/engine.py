@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.paths.waiops.program import Operation, Program
 from wai_dispatch.paths.waiops.run import check_input
+from wai_dispatch.setfacts.limits import Limits
 
 _F32_EXACT = 1 << 24
 #: Rows of one GEMM's column matrix at most (its size bounds the engine's scratch memory).

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.paths.onnx import arena_shrink_options, shared_session_options
 from wai_dispatch.paths.onnx_rewrite import rewrite_model
 from wai_dispatch.paths.waiops.program import Operation, Program
 from wai_dispatch.paths.waiops.run import check_input
+from wai_dispatch.setfacts.limits import Limits
 
 OPSET = 17
 

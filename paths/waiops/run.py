@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.paths.waiops.errors import InputOutOfRange, ShapeOverLimits
 from wai_dispatch.paths.waiops.program import Program
+from wai_dispatch.setfacts.limits import Limits
 
 _DEFAULT_LIMITS = Limits()
 

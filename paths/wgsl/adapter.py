@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.dispatch.adapter import BackendFailed
-from wai_dispatch.dispatch.paths import GPU_WGSL, Path
+from wai_dispatch.dispatch.paths import GPU_WGSL, DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
@@ -62,7 +62,7 @@ class WgslAdapter:
         self.last_refusal: str | None = None
 
     @property
-    def path(self) -> Path:
+    def path(self) -> DispatchPath:
         return GPU_WGSL
 
     # the device -------------------------------------------------------------------------------

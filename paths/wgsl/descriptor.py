@@ -23,7 +23,6 @@ from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.tokens import Code
 
 _PACKAGE = "wai_dispatch.paths.wgsl"
-INT32_BYTES = 4
 
 
 class DescriptorInvalid(ValueError):

@@ -46,7 +46,7 @@ def import_compressai(
     if capability == HYPERPRIOR:
         raise CompressAIHyperpriorError(HYPERPRIOR_REFUSAL)
     if set_digest is not None:
-        files = decoder.open_set(set_digest)
+        files = decoder.loaded_set(set_digest)
         if files.capability == HYPERPRIOR or "hyperprior" in (files.facts.model_extra or {}):
             raise CompressAIHyperpriorError(HYPERPRIOR_REFUSAL)
         _check_facts(files, meta)
@@ -114,7 +114,7 @@ def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> tu
     was chosen: the one of the user's own sets (not bundled) that fits, else the one bundled
     set that does; among several, the default (``sets default``) if it is one of them, else an
     error that names them; none is an error that says why the default does not fit."""
-    store = decoder.store
+    store = decoder.set_store
     bundled = {s.digest for s in decoder.bundled.installed}
     defaults = store.defaults()
     fitting: list[LoadedSet] = []
@@ -122,7 +122,7 @@ def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> tu
         if installed.capability != capability:
             continue
         try:
-            files = decoder.open_set(installed.digest)
+            files = decoder.loaded_set(installed.digest)
         except SetError:
             continue  # a damaged set is not a candidate
         if _mismatch(files, meta) is None:
@@ -141,7 +141,7 @@ def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> tu
                 f"several installed sets fit the file ({names}): name one with --set"
             )
     try:
-        default = decoder.open_set(store.default_for(capability).digest)
+        default = decoder.loaded_set(store.default_for(capability).digest)
     except SetError:
         default = None
     if default is not None:

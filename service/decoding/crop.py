@@ -9,6 +9,7 @@ import numpy as np
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec import payload as waip
+from wai_dispatch.codec import picture_size
 from wai_dispatch.codec.payload import PayloadFormatError
 
 __all__ = ["coded_picture", "crop_to_picture"]
@@ -24,7 +25,7 @@ def coded_picture(payload: bytes) -> tuple[int, int] | None:
     versions = ((waip.MAGIC, waip.PICTURE_VERSION), (waih.MAGIC, waih.PICTURE_VERSION))
     if (magic, version) not in versions:
         return None
-    return waip.read_picture(payload, waip.HEADER_SIZE)
+    return picture_size.read(payload, waip.HEADER_SIZE)
 
 
 def crop_to_picture(rgb: np.ndarray, payload: bytes) -> np.ndarray:

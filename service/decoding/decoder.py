@@ -6,9 +6,9 @@ machine's adapters once, and every command (the CLI's and the HTTP service's) go
 Opened sets and their parsed entropy tables are kept, keyed by set digest, in an LRU
 (:mod:`paths.lru`, at most :data:`MAX_OPEN_SETS`): a decode re-hashes no set file unless one
 changed on disk since it was verified (one ``lstat`` per file tells), and always reads the
-bytes that were verified, never the disk. The adapters :meth:`Decoder.open` builds keep their
+bytes that were verified, never the disk. The adapters :meth:`Decoder.assemble` builds keep their
 programs in one program cache (:attr:`Decoder.programs`) under one byte budget. ``decode`` may
-be called from several threads at once. Opening a decoder changes no process-wide state: its
+be called from several threads at once. Assembling a decoder changes no process-wide state: its
 tile budget and the ONNX path's cache folder go with each of its decodes' jobs.
 
 :meth:`Decoder.prepare` reads an envelope's payload headers and opens its sets once, before
@@ -22,16 +22,16 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, ready_sets_dir, sets_dir
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
@@ -45,8 +45,8 @@ from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
+    DispatchPath,
     Offer,
-    Path,
     Pin,
     Registry,
     choose,
@@ -86,6 +86,7 @@ from wai_dispatch.service.decoding.results import (
 from wai_dispatch.service.decoding.setcache import bundled_dir, removed
 from wai_dispatch.service.decoding.settings import Settings, load
 from wai_dispatch.service.decoding.verify import verify_store
+from wai_dispatch.setfacts.limits import Limits
 
 if TYPE_CHECKING:
     from wai_dispatch.paths.registry import PathStatus
@@ -97,13 +98,13 @@ MAX_OPEN_SETS = 8
 
 
 class Decoder:
-    """A store, an offer and adapters, assembled once (:meth:`open`), for every decode."""
+    """A store, an offer and adapters, assembled once (:meth:`assemble`), for every decode."""
 
     def __init__(
         self,
         store: SetStore,
         offer: Offer,
-        adapters: Mapping[Path, Adapter],
+        adapters: Mapping[DispatchPath, Adapter],
         *,
         limits: Limits | None = None,
         registry: Registry = REGISTRY,
@@ -114,7 +115,7 @@ class Decoder:
         tile_bytes: int = DEFAULT_TILE_BYTES,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.store = store
+        self.set_store = store
         self.offer = parse_offer(offer)
         self.adapters = dict(adapters)
         self.limits = limits or Limits()
@@ -123,25 +124,25 @@ class Decoder:
         #: Opened sets by digest (each counted as its files' bytes).
         self.sets: LRU[str, OpenedSet] = LRU(max_entries=MAX_OPEN_SETS) if sets is None else sets
         #: The program cache the adapters keep their programs in, when they share one
-        #: (:meth:`open` builds it); its counters are the service's ``/metrics``.
+        #: (:meth:`assemble` builds it); its counters are the service's ``/metrics``.
         self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._opening = threading.Lock()
         #: The zlib level of the decodes' PNG (the ``png_level`` setting).
         self.png_level = png_level
         #: This decoder's tile budget (the ``tile_bytes`` setting) and the folder of the ONNX
         #: path's prepared graphs (``<data_dir>/cache/onnx``): each decode's job carries them,
-        #: so opening a decoder changes no other decoder's (no process-wide state).
+        #: so assembling a decoder changes no other decoder's (no process-wide state).
         self.tile_bytes = tile_bytes
-        self.cache_dir = None if cache_dir is None else FsPath(cache_dir)
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
 
     @classmethod
-    def open(
+    def assemble(
         cls,
         data_dir: str | os.PathLike[str] | None = None,
-        offer: Iterable[Path | str] | None = None,
+        offer: Iterable[DispatchPath | str] | None = None,
         limits: Limits | None = None,
         *,
-        adapters: Mapping[Path, Adapter] | None = None,
+        adapters: Mapping[DispatchPath, Adapter] | None = None,
         bundled: bool = True,
         ready: bool = True,
         settings: Settings | None = None,
@@ -168,7 +169,9 @@ class Decoder:
             data_dir = settings.data_dir if data_dir is None else data_dir
             offer = settings.offer_paths if offer is None else offer
         assert data_dir is not None and offer is not None
-        store = SetStore(ready_sets_dir(data_dir) if ready or bundled else sets_dir(data_dir))
+        store = SetStore(
+            ready_set_store_dir(data_dir) if ready or bundled else set_store_dir(data_dir)
+        )
         chosen = parse_offer(offer)
         if settings is not None and not settings.bundled_sets:
             bundled = False
@@ -216,8 +219,8 @@ class Decoder:
                 continue
             header = any_header(part.payload, limits=self.limits)
             try:
-                digest = part.set or self.store.default_for(part.capability).digest
-                opened = self._open(digest, None)
+                digest = part.set or self.set_store.default_for(part.capability).digest
+                opened = self._cached_set(digest, None)
             except WaiError as exc:
                 out.append(PreparedPart(part, header, None, exc))
                 continue
@@ -243,7 +246,7 @@ class Decoder:
     ) -> DecodeResult:
         reports = []
         done: list[PartResult] = []
-        failures: dict[Path, BaseException] = {}
+        failures: dict[DispatchPath, BaseException] = {}
         missing: list[str] = []
         undecodable: list[Undecodable] = []
         for item in parts:
@@ -297,9 +300,9 @@ class Decoder:
 
     # -- sets, kept by digest
 
-    def open_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
+    def loaded_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
         """The installed set ``digest`` (or a unique prefix), verified once and kept."""
-        return self._open(self.store.resolve(digest), pin).files
+        return self._cached_set(self.set_store.resolve(digest), pin).files
 
     def _prepared_set(self, item: Part | PreparedPart) -> OpenedSet:
         """The part's set: as :meth:`prepare` opened it (its error raised now), else opened."""
@@ -308,21 +311,25 @@ class Decoder:
                 raise item.error
             assert item.opened is not None  # prepare keeps a set or the error opening it
             return item.opened
-        return self._opened(item.set, item.capability, item.pin)
+        return self._set_for_part(item.set, item.capability, item.pin)
 
-    def _opened(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
-        digest = given or self.store.default_for(capability).digest
-        opened = self._open(digest, pin)
+    def _set_for_part(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
+        """A part's set: the one it names, else the store's default for its capability; its
+        capability checked against the part's."""
+        digest = given or self.set_store.default_for(capability).digest
+        opened = self._cached_set(digest, pin)
         check_capability(digest, opened, capability)
         return opened
 
-    def _open(self, digest: str, pin: Pin | None) -> OpenedSet:
+    def _cached_set(self, digest: str, pin: Pin | None) -> OpenedSet:
+        """The set ``digest`` from this decoder's LRU of opened sets, opened from the store (every
+        byte verified, its programs and tables checked) when absent or changed on disk."""
         opened = self.sets.get(digest)
         if opened is None or not opened.files.unchanged():
             with self._opening:  # one thread hashes a set; the others wait and reuse it
                 opened = self.sets.get(digest)
                 if opened is None or not opened.files.unchanged():
-                    files = self.store.open(digest)  # every byte read once and verified
+                    files = self.set_store.open(digest)  # every byte read once and verified
                     check_programs(files)  # a broken program is refused as the set loads
                     try:  # parsed once here; a decode that needs bad tables says why
                         tables = tables_of(files)
@@ -338,15 +345,15 @@ class Decoder:
     def install_set(self, source: str | os.PathLike[str]) -> InstalledSet:
         """Install a set (folder or archive) into the store, refusing one whose programs do
         not load (e.g. a ``wai-ops/1`` program that breaks the bound rule): nothing stays."""
-        existed = {entry.digest for entry in self.store.list()}
-        entry = self.store.install(source)
+        existed = {entry.digest for entry in self.set_store.list()}
+        entry = self.set_store.install(source)
         try:
-            files = self.store.open(entry.digest)
+            files = self.set_store.open(entry.digest)
             check_programs(files)
             HyperStage.of(files)  # a hyperprior set's hyper-synthesis: the bound rule too
         except WaiError:
             if entry.digest not in existed:
-                self.store.remove(entry.digest)
+                self.set_store.remove(entry.digest)
             raise
         self.forget(entry.digest)
         return entry
@@ -358,23 +365,23 @@ class Decoder:
         else:
             self.sets.pop(digest)
 
-    def _without_program(self) -> dict[Path, Adapter]:
+    def _without_program(self) -> dict[DispatchPath, Adapter]:
         return {path: NoProgram(path, self.adapters.get(path)) for path in self.offer}
 
     # -- what the machine has
 
-    def paths(self, offer: Iterable[Path | str] | None = None) -> list[PathStatus]:
+    def paths(self, offer: Iterable[DispatchPath | str] | None = None) -> list[PathStatus]:
         """Each offered path (default: this decoder's offer), present or absent and why."""
         chosen = self.offer if offer is None else parse_offer(offer)
         return path_registry.probe(chosen, self.adapters)
 
-    def absent_reason(self, path: Path) -> str:
+    def absent_reason(self, path: DispatchPath) -> str:
         """Why ``path``'s unit is absent here, in its adapter's words."""
         return path_registry.absent_reason(self.adapters.get(path))
 
     def plan(
         self,
-        path: Path | str,
+        path: DispatchPath | str,
         *,
         set_digest: str | None = None,
         set_dir: str | os.PathLike[str] | None = None,
@@ -386,9 +393,10 @@ class Decoder:
         networks (service/decoding/plan.py). The set: ``set_dir`` (a folder outside the store), else
         ``set_digest``, else the store's default set of ``capability``. Every shape is checked
         against the limits before anything of its size is allocated."""
+        chosen = path if isinstance(path, DispatchPath) else DispatchPath.parse(path)
         return plan(
-            self, path if isinstance(path, Path) else Path.parse(path), set_digest=set_digest,
-            set_dir=set_dir, capability=capability, latent_shape=latent_shape,
+            self, chosen, set_digest=set_digest, set_dir=set_dir, capability=capability,
+            latent_shape=latent_shape,
         )  # fmt: skip
 
     # -- §6.4 and the CompressAI import (service/decoding/verify.py, service/decoding/compressai.py)

@@ -24,7 +24,6 @@ import numpy as np
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.entropy import EntropyResult
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.codec.sets.errors import SetNoTables
 from wai_dispatch.codec.tables import EntropyTables, TablesError
@@ -32,6 +31,7 @@ from wai_dispatch.dispatch import strictjson
 from wai_dispatch.paths.waiops import choose
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
+from wai_dispatch.setfacts.limits import Limits
 
 __all__ = ["FACT", "HyperStage", "hyper_facts", "scale_indexes"]
 

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.envelope import Envelope, Part
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.payload import Header, read_header
 from wai_dispatch.codec.sets import LoadedSet, SetCapabilityMismatch
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.dispatch import Adapter, Code, Path
+from wai_dispatch.dispatch import Adapter, Code, DispatchPath
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import failure_text
+from wai_dispatch.setfacts.limits import Limits
 
 __all__ = ["NoProgram", "OpenedSet", "Prepared", "PreparedPart"]
 
@@ -64,7 +64,7 @@ class NoProgram:
     """A path's adapter for a decode whose parameter set is not installed: the unit is as the
     real adapter says, and there is no program for the backend."""
 
-    path: Path
+    path: DispatchPath
     inner: Adapter | None
 
     def unit_present(self) -> bool:
@@ -105,7 +105,7 @@ def check_capability(digest: str, opened: OpenedSet, capability: str) -> None:
 log = logging.getLogger("wai_dispatch.decode")
 
 
-def log_failures(capability: str, failures: Mapping[Path, BaseException]) -> None:
+def log_failures(capability: str, failures: Mapping[DispatchPath, BaseException]) -> None:
     """Every backend failure :func:`dispatch.choose` turned into ``dispatch_backend_failed``,
     logged with its path (a typed error as one line, anything else with its traceback)."""
     for path, exc in failures.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,7 +15,14 @@ from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError, check_latent_shape
 from wai_dispatch.codec.sets import MANIFEST_NAME, LoadedSet, Manifest, SetFileMissing, load
 from wai_dispatch.codec.sets.loaded import read_exact
-from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, Code, Path, Placement, ask_path, strictjson
+from wai_dispatch.dispatch import (
+    NPU_MODEL_RUNTIME,
+    Code,
+    DispatchPath,
+    Placement,
+    ask_path,
+    strictjson,
+)
 from wai_dispatch.paths.coreml import program_shape
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.service.decoding.results import PlanResult, failure_text
@@ -28,7 +35,7 @@ log = logging.getLogger("wai_dispatch.decode")
 
 def plan(
     decoder: Decoder,
-    path: Path,
+    path: DispatchPath,
     *,
     set_digest: str | None = None,
     set_dir: str | os.PathLike[str] | None = None,
@@ -38,11 +45,11 @@ def plan(
     """:meth:`Decoder.plan`: the set, the latent shape (checked against the limits before
     the latent is allocated), then :func:`dispatch.ask_path`."""
     if set_dir is not None:
-        files = _load_dir(FsPath(set_dir))
+        files = _load_dir(Path(set_dir))
     elif set_digest is not None:
-        files = decoder.open_set(set_digest)
+        files = decoder.loaded_set(set_digest)
     else:
-        files = decoder.open_set(decoder.store.default_for(capability).digest)
+        files = decoder.loaded_set(decoder.set_store.default_for(capability).digest)
     shape = latent_shape if latent_shape is not None else _stated_shape(decoder, files, path)
     check_latent_shape(shape, decoder.limits, what="the latent")
     cap = decoder.registry.get(files.capability)
@@ -72,7 +79,7 @@ def plan(
     )
 
 
-def _runtime_nodes(adapter: Any, job: SynthesisJob, path: Path) -> Placement | None:
+def _runtime_nodes(adapter: Any, job: SynthesisJob, path: DispatchPath) -> Placement | None:
     """The runtime graph's node counts where the adapter states them (ONNX Runtime's
     ``runtime_nodes``), for ``plan --json``; ``None`` elsewhere or when that fails."""
     nodes = getattr(adapter, "runtime_nodes", None)
@@ -87,7 +94,7 @@ def _runtime_nodes(adapter: Any, job: SynthesisJob, path: Path) -> Placement | N
     return counts if isinstance(counts, Placement) else None
 
 
-def _stated_shape(decoder: Decoder, files: LoadedSet, path: Path) -> tuple[int, ...]:
+def _stated_shape(decoder: Decoder, files: LoadedSet, path: DispatchPath) -> tuple[int, ...]:
     """The program's fixed input (Core ML, §6.1) where its unit is here, else a latent
     shape the set's facts state."""
     adapter = decoder.adapters.get(path)
@@ -113,7 +120,7 @@ def _stated_shape(decoder: Decoder, files: LoadedSet, path: Path) -> tuple[int, 
     return stated
 
 
-def _load_dir(directory: FsPath) -> LoadedSet:
+def _load_dir(directory: Path) -> LoadedSet:
     """A set folder outside the store: its set.json names the digest its files are checked
     against, as the store checks an installed set."""
     data = read_exact(directory / MANIFEST_NAME, 1 << 20)

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL
+from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL
 from wai_dispatch.codec.picture import rgb_digest, to_png
-from wai_dispatch.dispatch import Code, Path, Placement, Report, WaiError
+from wai_dispatch.dispatch import Code, DispatchPath, Placement, Report, WaiError
 from wai_dispatch.dispatch.errors import UnknownCapability
 from wai_dispatch.service.decoding.codes import DecodingCode
 
@@ -81,7 +81,7 @@ def no_path(
     done: list[PartResult],
     undecodable: list[Undecodable],
     missing: list[str],
-    failures: Mapping[Path, BaseException],
+    failures: Mapping[DispatchPath, BaseException],
 ) -> WaiError:
     """The error of a decode no path ran: ``unknown_capability`` when no part was of a
     capability this sink knows; :class:`SetMissing` when only sets were missing; else
@@ -111,7 +111,7 @@ class DecodeResult:
     rgb: np.ndarray
     reports: list[Report]
     part: PartResult
-    failures: Mapping[Path, BaseException] = field(default_factory=dict)
+    failures: Mapping[DispatchPath, BaseException] = field(default_factory=dict)
     undecodable: list[Undecodable] = field(default_factory=list)
     #: The zlib level :meth:`png` uses (the decoder's ``png_level`` setting).
     png_level: int = DEFAULT_PNG_LEVEL
@@ -157,7 +157,7 @@ class PlanResult:
 
     set_digest: str
     capability: str
-    path: Path
+    path: DispatchPath
     latent_shape: tuple[int, ...]
     placement: Placement | None = None
     code: Code | None = None

@@ -28,7 +28,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from wai_dispatch.codec.config import DEFAULT_PNG_LEVEL, DataDirInvalid, check_data_dir
+from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, DataDirInvalid, check_data_dir
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.paths import REFERENCE_OFFER, Offer, parse_offer
 from wai_dispatch.service.decoding.codes import DecodingCode

@@ -10,7 +10,7 @@ is checked by its symbols digest alone (§6.4); the 40 dB bound is for tier none
 
 An integer set (``wai.neural.int_synth``) is held to more: its wai-ops/1 program loads under
 the bound rule, and every payload of the conformance corpus made for it decodes to the corpus's
-RGB8 hash exactly (``paths/waiops/verify.py``).
+RGB8 hash exactly (``service/decoding/verify_integer.py``).
 
 A damaged set, and a set of a capability this build does not know, is reported; the others
 are checked all the same.
@@ -40,10 +40,10 @@ from wai_dispatch.dispatch import (
 )
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
-from wai_dispatch.paths.waiops.verify import verify_integer_set
 from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
+from wai_dispatch.service.decoding.verify_integer import verify_integer_set
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,7 +66,7 @@ def verify_store(
 ) -> VerifyResult:
     """Every installed set checked; ``on_set(done, total, name)`` is told before each set
     (the CLI's progress)."""
-    store = decoder.store
+    store = decoder.set_store
     results: list[SetCheck] = []
     for digest, problem in sorted(store.damaged().items()):
         results.append(SetCheck(digest, "?", damaged=[problem.to_json()]))
@@ -105,9 +105,9 @@ def expected_symbols_digest(set_files: Any) -> str:
 
 def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     try:
-        set_files = decoder.open_set(digest)
+        set_files = decoder.loaded_set(digest)
     except SetError:
-        problems = [p.to_json() for p in decoder.store.verify(digest).problems]
+        problems = [p.to_json() for p in decoder.set_store.verify(digest).problems]
         return SetCheck(digest, name, damaged=problems or [{"file": "?", "code": "set_invalid"}])
     capability = decoder.registry.get(set_files.capability)
     if capability is None:

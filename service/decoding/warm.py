@@ -71,7 +71,7 @@ class Warmup:
 
     def run(self) -> list[Warmed]:
         try:
-            for item in self.decoder.store.list():
+            for item in self.decoder.set_store.list():
                 self.results.append(self._one(item.digest, item.capability))
         finally:
             self.done.set()
@@ -80,7 +80,7 @@ class Warmup:
     def _one(self, digest: str, capability: str) -> Warmed:
         t0 = time.perf_counter()
         try:
-            files = self.decoder.open_set(digest)
+            files = self.decoder.loaded_set(digest)
             hyper = HyperStage.of(files)
             if hyper is not None:  # a hyperprior set: z of SIDE/4, so y is SIDE × SIDE
                 body = hyper.zeros_payload(max(1, SIDE // 4), max(1, SIDE // 4))

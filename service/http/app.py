@@ -40,13 +40,13 @@ from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.http.statuses import status_of
-from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.recorder import Recorder
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
-from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
 from wai_dispatch.service.store.tokens import Role, TokenCache, admin_note, ensure_admin
 from wai_dispatch.service.web import dashboard as dashboard_app
@@ -68,45 +68,13 @@ def start(settings: Settings) -> Service:
     configure_thread_pool(settings.ort_threads)
     # The set store is this replica's cache of the set registry (docs/sets.md): the bundled
     # sets go through the registry (service/store/setsync.py), not straight into the cache.
-    decoder = Decoder.open(
+    decoder = Decoder.assemble(
         settings=settings, program_cache_bytes=settings.program_cache_bytes, bundled=False
     )
     store = ReportStore(settings.url)
-    volume = SpoolVolume(
-        settings.spool_volume,
-        settings.replica_id or default_replica_id(),
-        settings.spool_max_bytes,
-    )
-    spool = volume.own
     tokens = TokenCache(store, settings.token_refresh_s, snapshot=settings.data_dir / "tokens.view")
-    sets = SetSync(
-        SetRegistry(store),
-        decoder,
-        settings.sets_refresh_s,
-        bundled=bundled_dir() if settings.bundled_sets else None,
-    )
-    try:
-        store.migrate()
-        _ensure_admin(store, settings)
-    except StoreDown as exc:
-        # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
-        log.warning("report store down at start, spooling until it returns: %s", exc)
-        recorder = Recorder(
-            store, spool, migrate=lambda: _migrate(store, settings), adopt=volume.adopt
-        )
-    else:
-        recorder = Recorder(store, spool, adopt=volume.adopt)
-    try:
-        for folder, problem in sets.bootstrap().items():
-            log.warning("bundled set %s not installed: %s: %s", folder, problem.code,
-                        problem.message)  # fmt: skip
-    except StoreDown as exc:
-        # The sets are the cache's as last synced (the bundled ones, unless removed, on a
-        # first start) until the sync's thread reaches the registry and bootstraps.
-        log.warning("set registry not read at start, serving the set cache: %s", exc)
-        if settings.bundled_sets:
-            install_bundled(decoder.store, bundled_dir(), skip=removed(decoder.store.root))
-    sets.start()
+    recorder = _open_recorder(store, settings)
+    sets = _sync_sets(store, decoder, settings)
     log.info("admin token: %s", admin_note(store, settings.admin_token_file))
     tokens.reload()
     admission = Admission(
@@ -116,6 +84,71 @@ def start(settings: Settings) -> Service:
         timeout_s=settings.decode_timeout_s,
         max_latent_elements=settings.max_latent_elements,
     )
+    warmup = Warmup(decoder)
+    if settings.warm:  # in a thread: /healthz answers meanwhile, /readyz says "warming"
+        warmup.start()
+    else:
+        warmup.skip()
+    return Service(
+        settings=settings,
+        decoder=decoder,
+        report_store=store,
+        recorder=recorder,
+        tokens=tokens,
+        admission=admission,
+        metrics=_metrics(admission, recorder, decoder),
+        policies=PolicyStore(store),
+        warmup=warmup,
+        sets=sets,
+        pruner=_pruner(store, settings),
+        errors=ErrorLog(store),
+    )
+
+
+def _open_recorder(store: ReportStore, settings: Settings) -> Recorder:
+    """The recorder over this replica's spool, the store migrated first; a store that is down
+    at start is migrated by the recorder's thread when it returns."""
+    volume = SpoolVolume(
+        settings.spool_volume,
+        settings.replica_id or default_replica_id(),
+        settings.spool_max_bytes,
+    )
+    try:
+        store.migrate()
+        _ensure_admin(store, settings)
+    except StoreDown as exc:
+        # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
+        log.warning("report store down at start, spooling until it returns: %s", exc)
+        return Recorder(
+            store, volume.own, migrate=lambda: _migrate(store, settings), adopt=volume.adopt
+        )
+    return Recorder(store, volume.own, adopt=volume.adopt)
+
+
+def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetSync:
+    """The set registry's sync, bootstrapped and started: the bundled sets installed through
+    the registry, or straight into the cache while the registry is down."""
+    sets = SetSync(
+        SetRegistry(store),
+        decoder,
+        settings.sets_refresh_s,
+        bundled=bundled_dir() if settings.bundled_sets else None,
+    )
+    try:
+        for folder, problem in sets.bootstrap().items():
+            log.warning("bundled set %s not installed: %s: %s", folder, problem.code,
+                        problem.message)  # fmt: skip
+    except StoreDown as exc:
+        # The sets are the cache's as last synced (the bundled ones, unless removed, on a
+        # first start) until the sync's thread reaches the registry and bootstraps.
+        log.warning("set registry not read at start, serving the set cache: %s", exc)
+        if settings.bundled_sets:
+            install_bundled(decoder.set_store, bundled_dir(), skip=removed(decoder.set_store.root))
+    sets.start()
+    return sets
+
+
+def _metrics(admission: Admission, recorder: Recorder, decoder: Decoder) -> Metrics:
     metrics = Metrics()
     metrics.bind("queue_depth", lambda: admission.waiting)
     metrics.bind("running", lambda: admission.running)
@@ -123,33 +156,23 @@ def start(settings: Settings) -> Service:
     metrics.bind("seconds_per_pixel", lambda: admission.seconds_per_pixel)
     metrics.bind("memory_held", lambda: float(admission.held()))
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
-    _bind_cache(metrics, decoder)
-    pruner = None
-    if settings.report_retention_days or settings.rollup_retention_days:
-        pruner = Pruner(
-            store,
-            report_days=settings.report_retention_days,
-            rollup_days=settings.rollup_retention_days,
-            interval_s=settings.prune_interval_s,
-        )
-    warmup = Warmup(decoder)
-    if settings.warm:  # in a thread: /healthz answers meanwhile, /readyz says "warming"
-        warmup.start()
-    else:
-        warmup.skip()
-    return Service(
-        settings,
-        decoder,
+    cache = decoder.programs
+    metrics.bind_counter("cache_hits", lambda: cache.hits)
+    metrics.bind_counter("cache_misses", lambda: cache.misses)
+    metrics.bind_counter("cache_evictions", lambda: cache.evictions)
+    metrics.bind("cache_bytes", lambda: cache.bytes)
+    return metrics
+
+
+def _pruner(store: ReportStore, settings: Settings) -> Pruner | None:
+    """The retention thread, when a retention is set; ``None``: every report is kept."""
+    if not (settings.report_retention_days or settings.rollup_retention_days):
+        return None
+    return Pruner(
         store,
-        recorder,
-        tokens,
-        admission,
-        metrics,
-        PolicyStore(store),
-        warmup,
-        sets,
-        pruner,
-        ErrorLog(store),
+        report_days=settings.report_retention_days,
+        rollup_days=settings.rollup_retention_days,
+        interval_s=settings.prune_interval_s,
     )
 
 
@@ -168,14 +191,6 @@ def _ensure_admin(store: ReportStore, settings: Settings) -> None:
             "admin_token_file": str(written)})  # fmt: skip
 
 
-def _bind_cache(metrics: Metrics, decoder: Decoder) -> None:
-    cache = decoder.programs
-    metrics.bind_counter("cache_hits", lambda: cache.hits)
-    metrics.bind_counter("cache_misses", lambda: cache.misses)
-    metrics.bind_counter("cache_evictions", lambda: cache.evictions)
-    metrics.bind("cache_bytes", lambda: cache.bytes)
-
-
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The application; settings from the environment when not given (uvicorn's factory)."""
 
@@ -186,7 +201,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = start(chosen)
         app.state.service = service
-        where = {"data_dir": str(chosen.data_dir), "store": service.store.dialect}
+        where = {"data_dir": str(chosen.data_dir), "store": service.report_store.dialect}
         log.info("serving", extra=where)
         try:
             yield

@@ -1,7 +1,7 @@
 """What a request reaches, as FastAPI dependencies: the :class:`Service` the lifespan opened
 (``app.state.service``, read here and nowhere else by a route), and each of its parts, typed.
 
-A route declares what it needs: ``decoder: DecoderDep``, ``store: StoreDep``, …; the bearer
+A route declares what it needs: ``decoder: DecoderDep``, ``store: ReportStoreDep``, …; the bearer
 token's :class:`~service.store.tokens.Principal` comes from :func:`service.http.auth.require`.
 """
 
@@ -17,12 +17,12 @@ from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.recorder import Recorder
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setsync import SetSync
-from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.tokens import TokenCache
 
 __all__ = [
@@ -31,11 +31,11 @@ __all__ = [
     "MetricsDep",
     "PoliciesDep",
     "RecorderDep",
+    "ReportStoreDep",
     "Service",
     "ServiceDep",
     "SetsDep",
     "SettingsDep",
-    "StoreDep",
     "TokensDep",
     "get_service",
 ]
@@ -50,7 +50,7 @@ class Service:
 
     settings: Settings
     decoder: Decoder
-    store: ReportStore
+    report_store: ReportStore
     recorder: Recorder
     tokens: TokenCache
     admission: Admission
@@ -69,7 +69,7 @@ class Service:
         self.recorder.close()
         if self.errors is not None:
             self.errors.close()
-        self.store.dispose()
+        self.report_store.dispose()
         self.metrics.close()
 
 
@@ -90,8 +90,8 @@ def _decoder(service: ServiceDep) -> Decoder:
     return service.decoder
 
 
-def _store(service: ServiceDep) -> ReportStore:
-    return service.store
+def _report_store(service: ServiceDep) -> ReportStore:
+    return service.report_store
 
 
 def _recorder(service: ServiceDep) -> Recorder:
@@ -121,7 +121,7 @@ def _sets(service: ServiceDep) -> SetSync:
 SettingsDep = Annotated[Settings, Depends(_settings)]
 SetsDep = Annotated[SetSync, Depends(_sets)]
 DecoderDep = Annotated[Decoder, Depends(_decoder)]
-StoreDep = Annotated[ReportStore, Depends(_store)]
+ReportStoreDep = Annotated[ReportStore, Depends(_report_store)]
 RecorderDep = Annotated[Recorder, Depends(_recorder)]
 TokensDep = Annotated[TokenCache, Depends(_tokens)]
 AdmissionDep = Annotated[Admission, Depends(_admission)]

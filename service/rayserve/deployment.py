@@ -73,6 +73,7 @@ DEPLOYMENT = "WaiDispatch"
 IMPORT_PATH = "wai_dispatch.service.rayserve.deployment:build"
 #: The answer header naming the replica that answered.
 REPLICA_HEADER = "x-replica"
+REPLICA_HEADER_BYTES = REPLICA_HEADER.encode("ascii")
 #: The folder of ``data_dir`` holding each replica's own data directory (its set cache).
 HOMES = "ray-replicas"
 #: A replica's folder younger than this is never swept (its replica may be starting).
@@ -207,7 +208,10 @@ class ReplicaHeader:
 
         async def send_with_replica(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (b"x-replica", self.value)]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (REPLICA_HEADER_BYTES, self.value),
+                ]
             await send(message)
 
         await self.app(scope, receive, send_with_replica)

@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RunReportRow, SetRow
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
 from wai_dispatch.service.store.request_errors import errors_by_sink
 from wai_dispatch.service.store.rollups import HOUR_MS, SINK

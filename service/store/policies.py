@@ -30,10 +30,10 @@ from wai_dispatch.service.governance import (
     load_policy,
 )
 from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.db import ReportStore, insert_records
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow
 from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.report_store import ReportStore, insert_records
 
 P = PolicyRow.__table__.c
 RR = RunReportRow.__table__.c

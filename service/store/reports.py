@@ -13,10 +13,10 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK
 
 R = ReportRow.__table__.c

@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RequestErrorRow
+from wai_dispatch.service.store.report_store import ReportStore
 
 __all__ = ["ErrorLog", "ErrorNote", "errors_by_sink", "list_errors", "prune_errors"]
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.request_errors import prune_errors
 from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
 

@@ -4,11 +4,11 @@ set, path, tier, outcome and refusal codes, once for the whole fleet (``report_r
 rows an hour) and once per sink (``report_rollups_sink``).
 
 Written in the transaction that inserts the reports, for the reports that insert actually
-inserted (:func:`add`, called by :func:`service.store.db.insert_records`): a spool replay or a
-resubmitted run report, skipped as already stored, never counts twice, and a transaction that
-rolls back takes its counts with it. Pruning reports (service/store/retention.py) leaves the
-roll-ups as they are. :func:`rebuild` computes them from the stored reports (the migration
-that adds them, and bulk loads that bypass :func:`add`).
+inserted (:func:`add`, called by :func:`service.store.report_store.insert_records`): a spool
+replay or a resubmitted run report, skipped as already stored, never counts twice, and a
+transaction that rolls back takes its counts with it. Pruning reports
+(service/store/retention.py) leaves the roll-ups as they are. :func:`rebuild` computes them from
+the stored reports (the migration that adds them, and bulk loads that bypass :func:`add`).
 
 A report's refusal codes are one key part, sorted and joined with a space (the dispatch's
 codes have none), so a summary filtered by a refusal code, and the count of refusals by

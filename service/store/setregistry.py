@@ -24,8 +24,8 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from wai_dispatch.codec.sets import MANIFEST_NAME, SetNotInstalled, SetStore
 from wai_dispatch.codec.sets.errors import SetAmbiguous, SetDigestInvalid, SetTooLarge
 from wai_dispatch.codec.sets.manifest import DIGEST_RE
-from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.models import SetChunkRow, SetDefaultRow, SetRow
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 
 #: The size of one ``set_chunks`` row.
 CHUNK_BYTES = 4 * 1024 * 1024

@@ -49,8 +49,8 @@ from wai_dispatch.service.decoding.setcache import (
     write_removed,
 )
 from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.db import StoreDown
 from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.report_store import StoreDown
 from wai_dispatch.service.store.setregistry import SetRegistry
 
 log = logging.getLogger("wai_dispatch.service.sets")
@@ -73,7 +73,7 @@ class SyncState:
 
 
 class SetSync:
-    """Keeps ``decoder.store`` (the local cache) as the registry lists."""
+    """Keeps ``decoder.set_store`` (the local cache) as the registry lists."""
 
     def __init__(
         self,
@@ -101,7 +101,7 @@ class SetSync:
 
     @property
     def cache(self) -> SetStore:
-        return self.decoder.store
+        return self.decoder.set_store
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:

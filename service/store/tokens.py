@@ -24,9 +24,9 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import TokenRow
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 
 ADMIN_TOKEN_FILE = "admin-token"
 

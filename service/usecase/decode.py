@@ -78,7 +78,7 @@ class DecodeRequest:
 
 
 class Recorder(Protocol):
-    """Where a decode's records go (:class:`service.store.spool.Recorder`): one call per
+    """Where a decode's records go (:class:`service.store.recorder.Recorder`): one call per
     decode; it raises a typed error when it cannot take them."""
 
     def record(self, records: list[ReportRecord]) -> None: ...

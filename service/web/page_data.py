@@ -54,7 +54,7 @@ class PageData:
         sets: LRU[str, LoadedSet] | None = None,
     ) -> None:
         self.decoder = decoder
-        self.store = decoder.store
+        self.set_store = decoder.set_store
         self.samples = samples or envelopes_dir()
         self.corpus = corpus or neural_conformance_dir()
         self.wgsl_programs = WgslPrograms()
@@ -62,7 +62,7 @@ class PageData:
         self.sets: LRU[str, LoadedSet] = LRU(max_entries=2) if sets is None else sets
         # ONNX Runtime on the CPU only, over the same store and adapters (§6.4's reference)
         self._reference = Decoder(
-            decoder.store, (CPU_ONNX_RUNTIME,), decoder.adapters, limits=decoder.limits
+            decoder.set_store, (CPU_ONNX_RUNTIME,), decoder.adapters, limits=decoder.limits
         )
         self._references: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -96,13 +96,13 @@ class PageData:
     # -- sets
 
     def default_set(self, capability: str) -> str:
-        return self.store.default_for(capability).digest
+        return self.set_store.default_for(capability).digest
 
     def open(self, digest: str) -> LoadedSet:
         """The set, read once and verified by the store, and kept in :attr:`sets`."""
         loaded = self.sets.get(digest)
         if loaded is None:
-            loaded = self.store.open(digest)
+            loaded = self.set_store.open(digest)
             self.sets.put(digest, loaded, sum(len(data) for data in loaded.files.values()))
         return loaded
 

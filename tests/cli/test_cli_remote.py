@@ -129,7 +129,7 @@ def test_call_refuses_an_answer_without_json() -> None:
 
 
 def test_the_client_codes_are_the_registrys_and_its_limit_the_codecs() -> None:
-    from wai_dispatch.codec.errors import Limits
+    from wai_dispatch.setfacts.limits import Limits
     from wai_dispatch.tools.error_registry import codes
 
     assert {str(c) for c in codes()} >= CODES

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.report_store import ReportStore
 
 DAY = 86_400_000
 

@@ -17,7 +17,7 @@ import pytest
 from wai_dispatch.cli.main import main
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.conformance import sets_dir as bundled_sets
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.setregistry import SetRegistry
 
 INT_ENVELOPE = envelopes_dir() / "int-synth-demo-q3.json"

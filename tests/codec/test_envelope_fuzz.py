@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.envelope_read import parse, parse_cbor, parse_json
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.setfacts.limits import Limits
 
 LIMITS = Limits(max_envelope_bytes=1 << 16, max_payload_bytes=1 << 12)
 BOUNDED = settings(

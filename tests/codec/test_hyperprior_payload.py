@@ -12,9 +12,10 @@ import pytest
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import laplacian_tables
 from wai_dispatch.dispatch.codes import ErrorCode
+from wai_dispatch.setfacts.limits import Limits
 
 Z_TABLES = laplacian_tables(4, seed=1)
 Y_TABLES = laplacian_tables(6, seed=2)

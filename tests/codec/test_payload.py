@@ -12,7 +12,7 @@ import blake3
 import numpy as np
 import pytest
 
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.payload import (
     HEADER_SIZE,
     PayloadError,
@@ -29,6 +29,7 @@ from wai_dispatch.codec.payload import (
     symbols_digest,
 )
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
+from wai_dispatch.setfacts.limits import Limits
 
 GOLDEN = Path(__file__).parent / "golden" / "payload"
 REGEN = os.environ.get("WAI_REGEN_GOLDEN") == "1"

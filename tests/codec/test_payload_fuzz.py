@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.payload import HEADER_SIZE, decode, encode, read_header
 from wai_dispatch.codec.tables import laplacian_tables
+from wai_dispatch.setfacts.limits import Limits
 
 TABLES = laplacian_tables(3, seed=7)
 # Small limits keep a lying header cheap; the decoder's checks are the same at any size.

@@ -15,7 +15,7 @@ import pytest
 
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec import sets as sets_mod
-from wai_dispatch.codec.config import sets_dir
+from wai_dispatch.codec.layout import set_store_dir
 from wai_dispatch.codec.sets import (
     LoadedSet,
     Manifest,
@@ -448,7 +448,7 @@ def test_ensure_bundled(source: Path, store: SetStore, tmp_path: Path) -> None:
 def test_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("WAI_DATA_DIR", str(tmp_path / "w"))
     assert load().data_dir == tmp_path / "w"
-    assert sets_dir(load().data_dir) == tmp_path / "w" / "sets"
+    assert set_store_dir(load().data_dir) == tmp_path / "w" / "sets"
     assert load(data_dir=tmp_path / "o").data_dir == tmp_path / "o"
     monkeypatch.delenv("WAI_DATA_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "x"))

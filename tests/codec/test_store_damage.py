@@ -327,7 +327,7 @@ def test_import_without_set_prefers_the_users_set_of_the_files_model_and_quality
     assert status == 2 and "error: compressai_stream_invalid:" in err
     assert "set mine-q3" in err and "bmshj2018-demo-q3" not in err
     meta = {"model": "bmshj2018-factorized", "quality": 3}
-    decoder = Decoder.open(data_dir=data)
+    decoder = Decoder.assemble(data_dir=data)
     files, why = _matching_set(decoder, CAP, meta)
     assert files.digest == mine
     assert why == f"the one installed set of {CAP} for bmshj2018-factorized, quality 3"

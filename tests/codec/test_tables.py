@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import EntropyTables, TablesError, _verify_model, laplacian_tables
+from wai_dispatch.setfacts.limits import Limits
 
 
 def _doc(tables: EntropyTables) -> dict[str, Any]:

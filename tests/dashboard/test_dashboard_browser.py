@@ -27,7 +27,7 @@ from _svc import SAMPLE_JSON, serve
 from pagekit import DASHBOARD_ARTIFACTS, browser_context, screenshot, wait_until
 
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools.dashboard_shots import SINKS, VIEWPORTS, A, B, C, populate
 
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"

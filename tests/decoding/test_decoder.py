@@ -60,7 +60,7 @@ def test_decode_result(decoder: Decoder) -> None:
 def test_a_set_is_hashed_once_not_per_decode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    decoder = Decoder.open(tmp_path / "data", REFERENCE_OFFER)
+    decoder = Decoder.assemble(tmp_path / "data", REFERENCE_OFFER)
     hashed = count_hashes(monkeypatch)
     first = decoder.decode(SAMPLE.read_bytes())
     opened = len(hashed)
@@ -125,9 +125,9 @@ def test_prepare_keeps_a_missing_set_for_the_decode(decoder: Decoder) -> None:
 
 
 def test_a_set_file_changed_on_disk_is_noticed(tmp_path: Path) -> None:
-    decoder = Decoder.open(tmp_path / "data", REFERENCE_OFFER)
+    decoder = Decoder.assemble(tmp_path / "data", REFERENCE_OFFER)
     result = decoder.decode(SAMPLE.read_bytes())
-    stored = decoder.store.root / result.set_digest / "cdfs_q3.json"
+    stored = decoder.set_store.root / result.set_digest / "cdfs_q3.json"
     stored.write_bytes(stored.read_bytes().replace(b"1", b"2", 1))
     with pytest.raises(SetFileMismatch, match=r"cdfs_q3\.json"):
         decoder.decode(SAMPLE.read_bytes())
@@ -136,7 +136,7 @@ def test_a_set_file_changed_on_disk_is_noticed(tmp_path: Path) -> None:
 def test_concurrent_decodes_share_one_opened_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    decoder = Decoder.open(tmp_path / "data", REFERENCE_OFFER)
+    decoder = Decoder.assemble(tmp_path / "data", REFERENCE_OFFER)
     opens: list[str] = []
     real_open = SetStore.open
 
@@ -183,7 +183,7 @@ ASSEMBLY = {
     "install_bundled",
     "known_adapters",
     "default_offer",
-    "sets_dir",
+    "set_store_dir",
     "OnnxRuntimeAdapter",
     "decode_envelope",
     "entropy_stage",
@@ -215,20 +215,20 @@ def test_cli_modules_do_not_assemble_a_decoder(module: str) -> None:
         ["import-compressai", "in.json", "-o", "out.json"],
     ],
 )
-def test_every_command_decodes_through_decoder_open(
+def test_every_command_decodes_through_decoder_assemble(
     argv: list[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     made: list[Decoder] = []
-    real = Decoder.open.__func__  # type: ignore[attr-defined]
+    real = Decoder.assemble.__func__  # type: ignore[attr-defined]
 
     def recording(cls: type[Decoder], *args: object, **kw: object) -> Decoder:
         made.append(real(cls, *args, **kw))
         return made[-1]
 
-    monkeypatch.setattr(Decoder, "open", classmethod(recording))
+    monkeypatch.setattr(Decoder, "assemble", classmethod(recording))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in.json").write_text("{}")
     if argv[0] == "demo":

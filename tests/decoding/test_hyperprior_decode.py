@@ -20,7 +20,7 @@ import pytest
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.errors import CodecError, Limits
+from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
 from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir, sets_dir
 from wai_dispatch.dispatch import (
@@ -39,6 +39,7 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage, scale_indexes
 from wai_dispatch.service.decoding.results import NoPath
 from wai_dispatch.service.decoding.verify import verify_set
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.hyperprior_encode import open_folder
 
 SET = sets_dir() / "bmshj2018-hyperprior-demo-q3"
@@ -209,7 +210,7 @@ def test_a_program_that_breaks_the_bound_rule_is_refused_as_the_set_loads(
     with pytest.raises(WaiOpsError) as err:
         decoder.install_set(broken)
     assert err.value.code == "waiops_bound_exceeded"
-    assert decoder.store.list() == []
+    assert decoder.set_store.list() == []
 
 
 def test_verify_checks_the_symbols_digest_alone(store: SetStore) -> None:

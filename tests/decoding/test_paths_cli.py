@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from pathlib import Path as FsPath
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +41,7 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def set_dir(tmp_path: FsPath) -> FsPath:
+def set_dir(tmp_path: Path) -> Path:
     """A bmshj2018 set holding a Core ML program (a specification with the fixed input)."""
     from wai_dispatch.codec.sets import write_manifest
 
@@ -190,7 +190,7 @@ def test_the_explain_help_example_runs(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @OFF_MACOS
-def test_plan_on_linux_is_unit_absent(capsys: pytest.CaptureFixture[str], set_dir: FsPath) -> None:
+def test_plan_on_linux_is_unit_absent(capsys: pytest.CaptureFixture[str], set_dir: Path) -> None:
     # asked by name: by default `plan` asks the first present path of the offer
     argv = ("plan", "--set-dir", str(set_dir), "--path", str(NPU_MODEL_RUNTIME), "--json")
     status, out, _ = cli(capsys, *argv)
@@ -205,7 +205,7 @@ def test_plan_on_linux_is_unit_absent(capsys: pytest.CaptureFixture[str], set_di
 
 
 def test_plan_reads_the_placement(
-    capsys: pytest.CaptureFixture[str], set_dir: FsPath, scripted_npu: ScriptedCoreML
+    capsys: pytest.CaptureFixture[str], set_dir: Path, scripted_npu: ScriptedCoreML
 ) -> None:
     scripted_npu.plan_rows = [("const", None)] * 10 + [("conv", "MLNeuralEngineComputeDevice")] * 21
     status, out, _ = cli(capsys, "plan", "--set-dir", str(set_dir), "--json")
@@ -220,7 +220,7 @@ def test_plan_reads_the_placement(
 
 
 def test_plan_not_placed(
-    capsys: pytest.CaptureFixture[str], set_dir: FsPath, scripted_npu: ScriptedCoreML
+    capsys: pytest.CaptureFixture[str], set_dir: Path, scripted_npu: ScriptedCoreML
 ) -> None:
     scripted_npu.plan_rows = [("conv", "MLCPUComputeDevice")] * 21
     status, out, _ = cli(capsys, "plan", "--set-dir", str(set_dir), "--json")
@@ -231,7 +231,7 @@ def test_plan_not_placed(
 
 
 def test_plan_shape_mismatch_and_backend_failure(
-    capsys: pytest.CaptureFixture[str], set_dir: FsPath, scripted_npu: ScriptedCoreML
+    capsys: pytest.CaptureFixture[str], set_dir: Path, scripted_npu: ScriptedCoreML
 ) -> None:
     argv = ("plan", "--set-dir", str(set_dir), "--json")
     status, out, _ = cli(capsys, *argv, "--latent-shape", "1,192,32,48")
@@ -243,13 +243,13 @@ def test_plan_shape_mismatch_and_backend_failure(
     assert "compil" in refused["message"]
 
 
-def test_plan_applies_section_3_first(capsys: pytest.CaptureFixture[str], set_dir: FsPath) -> None:
+def test_plan_applies_section_3_first(capsys: pytest.CaptureFixture[str], set_dir: Path) -> None:
     status, out, _ = cli(capsys, "plan", "--set-dir", str(set_dir), "--path", str(CPU_WAI_OPS))
     assert status == 1 and "dispatch_arithmetic_mismatch" in out
 
 
 @pytest.mark.skipif(not HAS_ORT, reason="onnxruntime is not installed")
-def test_plan_onnx_without_its_program(capsys: pytest.CaptureFixture[str], set_dir: FsPath) -> None:
+def test_plan_onnx_without_its_program(capsys: pytest.CaptureFixture[str], set_dir: Path) -> None:
     # The set holds only the Core ML program; the latent shape comes from the set's facts.
     argv = ("plan", "--set-dir", str(set_dir), "--path", str(CPU_ONNX_RUNTIME), "--json")
     status, out, _ = cli(capsys, *argv)
@@ -260,8 +260,8 @@ def test_plan_onnx_without_its_program(capsys: pytest.CaptureFixture[str], set_d
 
 def test_plan_from_the_store(
     capsys: pytest.CaptureFixture[str],
-    set_dir: FsPath,
-    tmp_path: FsPath,
+    set_dir: Path,
+    tmp_path: Path,
     scripted_npu: ScriptedCoreML,
 ) -> None:
     from wai_dispatch.codec.sets import SetStore
@@ -278,7 +278,7 @@ def test_plan_from_the_store(
     assert obj["placement"] == {"npu": 15, "gpu": 6, "cpu": 0, "unknown": 0}
 
 
-def test_plan_errors_are_typed(capsys: pytest.CaptureFixture[str], tmp_path: FsPath) -> None:
+def test_plan_errors_are_typed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, _, err = cli(capsys, "plan", "--set-dir", str(tmp_path))
     assert status == 2 and "set_file_missing" in err
     status, _, err = cli(capsys, "plan", "--data-dir", str(tmp_path), "--set", "zz")
@@ -286,7 +286,7 @@ def test_plan_errors_are_typed(capsys: pytest.CaptureFixture[str], tmp_path: FsP
 
 
 def test_plan_without_a_latent_shape_asks_for_one(
-    capsys: pytest.CaptureFixture[str], tmp_path: FsPath
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from wai_dispatch.codec.sets import write_manifest
 
@@ -300,7 +300,7 @@ def test_plan_without_a_latent_shape_asks_for_one(
 
 @pytest.mark.skipif(not HAS_ORT, reason="needs onnxruntime")
 def test_plan_onnx_runtime_counts_the_programs_operations(
-    capsys: pytest.CaptureFixture[str], tmp_path: FsPath
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """§5: the bundled set's program has 16 operations, all placed on the CPU; the nodes of
     the graph ONNX Runtime runs are shown beside it, outside the placement."""

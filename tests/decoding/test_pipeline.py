@@ -22,7 +22,7 @@ from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier, WaiError
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.results import NoPath
-from wai_dispatch.tools.bench_onnx import onnx_program_facts, random_layers, synthesis_files
+from wai_dispatch.tools.onnx_synthesis import onnx_program_facts, random_layers, synthesis_files
 
 CHANNELS = 8
 LINUX = sys.platform != "darwin"

@@ -26,7 +26,7 @@ from wai_dispatch.service.decoding.settings import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("dispatch", "codec", "paths", "service", "cli", "tools")
+PACKAGES = ("dispatch", "setfacts", "codec", "paths", "service", "cli", "tools")
 SETTINGS_MODULE = ROOT / "service" / "decoding" / "settings.py"
 #: The sink client's two settings, read without the model (cli/remote.py): these variables only.
 CLIENT_SETTINGS_MODULE = ROOT / "service" / "decoding" / "client_settings.py"

@@ -49,7 +49,7 @@ def test_the_estimate_follows_the_tile_budget() -> None:
 
 @pytest.mark.parametrize("level", [0, 1, 9])
 def test_the_png_level_is_the_setting(tmp_path: Path, level: int) -> None:
-    decoder = Decoder.open(tmp_path / "data", settings=load(png_level=level))
+    decoder = Decoder.assemble(tmp_path / "data", settings=load(png_level=level))
     assert decoder.png_level == level
     result = decoder.decode(parse(SAMPLE.read_bytes()))
     png = result.png()
@@ -72,9 +72,9 @@ def test_opening_a_decoder_changes_no_other_decoders_budget(
     """Decoder A opened with WAI_TILE_BYTES=64 MiB keeps 64 MiB after B opens with 256 MiB:
     its estimates and its decodes' jobs carry its own budget, and B's carry B's."""
     monkeypatch.setenv("WAI_TILE_BYTES", str(64 * MiB))
-    a = Decoder.open(tmp_path / "a", settings=load(data_dir=tmp_path / "a"))
+    a = Decoder.assemble(tmp_path / "a", settings=load(data_dir=tmp_path / "a"))
     monkeypatch.setenv("WAI_TILE_BYTES", str(256 * MiB))
-    b = Decoder.open(tmp_path / "b", settings=load(data_dir=tmp_path / "b"))
+    b = Decoder.assemble(tmp_path / "b", settings=load(data_dir=tmp_path / "b"))
     assert (a.tile_bytes, b.tile_bytes) == (64 * MiB, 256 * MiB)
     envelope = parse(SAMPLE.read_bytes())
     pa, pb = a.prepare(envelope), b.prepare(envelope)

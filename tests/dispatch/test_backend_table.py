@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path as FsPath
+from pathlib import Path
 
 import pytest
 
@@ -16,12 +16,12 @@ from wai_dispatch.dispatch.paths import (
     BACKEND_ARITHMETIC,
     BACKEND_UNITS,
     REFERENCE_OFFER,
-    Path,
+    DispatchPath,
     impossible,
     parse_offer,
 )
 
-ROOT = FsPath(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "docs" / "examples" / "run-report.json").read_text())
 #: The paths that can exist: every one the project names (docs/dispatch.md's table, spelled out).
 POSSIBLE = {
@@ -33,7 +33,7 @@ POSSIBLE = {
 
 def test_the_table_names_every_backend_and_exactly_the_possible_paths() -> None:
     assert set(BACKEND_ARITHMETIC) == set(BACKEND_UNITS) == set(Backend)
-    every = [Path(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
+    every = [DispatchPath(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
     assert {str(p) for p in every if impossible(p) is None} == POSSIBLE
     assert all(impossible(p) is None for p in REFERENCE_OFFER)
 
@@ -51,7 +51,7 @@ def test_the_table_names_every_backend_and_exactly_the_possible_paths() -> None:
     ],
 )
 def test_an_impossible_path_is_refused_by_offers_and_reports(text: str, why: str) -> None:
-    assert why in (impossible(Path.parse(text)) or "")
+    assert why in (impossible(DispatchPath.parse(text)) or "")
     with pytest.raises(InvalidOffer, match="§1"):
         parse_offer([text])
     report = copy.deepcopy(EXAMPLE["decodes"][1]["report"])
@@ -59,7 +59,9 @@ def test_an_impossible_path_is_refused_by_offers_and_reports(text: str, why: str
     report["ran"].update(unit=unit, backend=backend, arithmetic=arithmetic)
     with pytest.raises(InvalidReport) as raised:
         Report.from_json(report)
-    assert raised.value.message == f"a path that cannot exist: {impossible(Path.parse(text))}"
+    assert (
+        raised.value.message == f"a path that cannot exist: {impossible(DispatchPath.parse(text))}"
+    )
     report = copy.deepcopy(EXAMPLE["decodes"][1]["report"])
     report["refused"][0].update(unit=unit, backend=backend, arithmetic=arithmetic)
     with pytest.raises(InvalidReport, match="cannot exist"):

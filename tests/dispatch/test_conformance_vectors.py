@@ -8,7 +8,7 @@ an independent oracle. There is no regeneration switch on purpose.
 from __future__ import annotations
 
 import json
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from wai_dispatch.dispatch import (
     Arithmetic,
     Capability,
     Code,
-    Path,
+    DispatchPath,
     Pin,
     RegistryClass,
     Report,
@@ -29,13 +29,13 @@ from wai_dispatch.dispatch import (
     parse_offer,
 )
 
-VECTORS = FsPath(__file__).resolve().parents[2] / "conformance" / "dispatch"
+VECTORS = Path(__file__).resolve().parents[2] / "conformance" / "dispatch"
 FILES = sorted(VECTORS.glob("*.json"))
 MEMBERS = {"section", "note", "capability", "intent", "pins", "offer", "adapters", "expected"}
 ANSWER_KEYS = {"unit_present", "program_present", "takes_shape", "plan", "run", "output"}
 
 
-def load(file: FsPath) -> dict[str, Any]:
+def load(file: Path) -> dict[str, Any]:
     obj: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
     return obj
 
@@ -53,9 +53,9 @@ def run_vector(vector: dict[str, Any]) -> Report:
     cap = capability_of(vector["capability"])
     pins = [Pin(p["capability"], p["digest"], p.get("tier")) for p in vector["pins"]]
     offer = parse_offer(vector["offer"])
-    adapters: dict[Path, Adapter] = {}
+    adapters: dict[DispatchPath, Adapter] = {}
     for key, answers in vector["adapters"].items():
-        path = Path.parse(key)
+        path = DispatchPath.parse(key)
         assert path in offer, f"adapter for {key}, which is not offered"
         assert set(answers) <= ANSWER_KEYS, f"unknown answer in {key}: {set(answers) - ANSWER_KEYS}"
         assert answers.get("run", "ok") in ("ok", "fail"), key
@@ -94,7 +94,7 @@ def test_spec_section_8_claims_present() -> None:
 
 
 @pytest.mark.parametrize("file", FILES, ids=lambda f: f.name)
-def test_vector(file: FsPath) -> None:
+def test_vector(file: Path) -> None:
     vector = load(file)
     assert set(vector) == MEMBERS, f"{file.name}: members {sorted(vector)}"
     assert vector["section"].startswith("§") and vector["note"]

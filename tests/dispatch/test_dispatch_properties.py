@@ -18,9 +18,9 @@ from wai_dispatch.dispatch import (
     Backend,
     Capability,
     Code,
+    DispatchPath,
     InvalidOffer,
     InvalidReport,
-    Path,
     Pin,
     Placement,
     Registry,
@@ -35,7 +35,7 @@ from wai_dispatch.dispatch import (
 )
 from wai_dispatch.dispatch.paths import impossible
 
-ALL_PATHS = [Path(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
+ALL_PATHS = [DispatchPath(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
 #: §3: no integer path names npu in this revision, and §1's table of backends (docs/dispatch.md)
 #: gives each backend its arithmetic and its units: no offer holds another path.
 OFFERABLE = [p for p in ALL_PATHS if impossible(p) is None]
@@ -46,7 +46,7 @@ TIER_TOKENS = [str(t) for t in Tier]
 class Raising(ScriptedAdapter):
     """A scripted adapter that raises a foreign exception from one question."""
 
-    def __init__(self, path: Path, raise_at: str, **answers: Any) -> None:
+    def __init__(self, path: DispatchPath, raise_at: str, **answers: Any) -> None:
         super().__init__(path, **answers)
         self.raise_at = raise_at
 
@@ -85,7 +85,7 @@ class Answers:
     fails: bool
     raise_at: str | None
 
-    def adapter(self, path: Path) -> Adapter:
+    def adapter(self, path: DispatchPath) -> Adapter:
         kwargs: dict[str, Any] = {
             "unit": self.unit,
             "program": self.program,
@@ -129,7 +129,9 @@ intents = st.one_of(st.none(), st.just("replicate"), st.text(max_size=12))
 @st.composite
 def scenarios(
     draw: st.DrawFn,
-) -> tuple[Capability, str | None, list[Pin], tuple[Path, ...], dict[Path, Answers]]:
+) -> tuple[
+    Capability, str | None, list[Pin], tuple[DispatchPath, ...], dict[DispatchPath, Answers]
+]:
     cap = draw(capabilities())
     intent = draw(intents)
     pins = draw(
@@ -144,7 +146,7 @@ def scenarios(
         )
     )
     offer = draw(offers)
-    script: dict[Path, Answers] = {}
+    script: dict[DispatchPath, Answers] = {}
     for path in offer:
         if draw(st.integers(0, 9)) > 0:  # one path in ten has no adapter
             script[path] = draw(answers)
@@ -168,7 +170,9 @@ def oracle_needed(cap: Capability, intent: str | None, pins: list[Pin]) -> Tier:
     return Tier.NONE
 
 
-def oracle_reason(path: Path, needed: Tier, cap: Capability, a: Answers | None) -> str | None:
+def oracle_reason(
+    path: DispatchPath, needed: Tier, cap: Capability, a: Answers | None
+) -> str | None:
     """The code that refuses ``path``, or None when it runs."""
     if path.arithmetic is Arithmetic.FLOAT and needed is Tier.DECODE_EQUIVALENCE:
         return "dispatch_tier_refused"
@@ -199,8 +203,8 @@ def oracle_report(
     cap: Capability,
     intent: str | None,
     pins: list[Pin],
-    offer: tuple[Path, ...],
-    script: dict[Path, Answers],
+    offer: tuple[DispatchPath, ...],
+    script: dict[DispatchPath, Answers],
 ) -> dict[str, Any]:
     needed = oracle_needed(cap, intent, pins)
     refused: list[dict[str, Any]] = []
@@ -240,9 +244,9 @@ def run(
     cap: Capability,
     intent: str | None,
     pins: list[Pin],
-    offer: tuple[Path, ...],
-    script: dict[Path, Answers],
-) -> tuple[Report, dict[Path, Adapter], Any]:
+    offer: tuple[DispatchPath, ...],
+    script: dict[DispatchPath, Answers],
+) -> tuple[Report, dict[DispatchPath, Adapter], Any]:
     adapters = {p: a.adapter(p) for p, a in script.items()}
     decision = choose(cap, demand(cap, intent=intent, pins=pins), offer, adapters)
     return decision.report, adapters, decision.output
@@ -335,7 +339,7 @@ def test_prop_needed_is_at_least_registered(scenario: Any) -> None:
 
 
 @given(st.lists(st.sampled_from(ALL_PATHS), min_size=1, max_size=6))
-def test_prop_parse_offer_refuses_repeats_and_impossible_paths(paths: list[Path]) -> None:
+def test_prop_parse_offer_refuses_repeats_and_impossible_paths(paths: list[DispatchPath]) -> None:
     """§1/§3/§4: an offer with a repeated path, an integer path naming npu or a path the table
     of backends refuses is InvalidOffer; every other non-empty list of paths is an offer, kept
     in order."""

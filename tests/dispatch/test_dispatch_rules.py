@@ -22,8 +22,8 @@ from wai_dispatch.dispatch import (
     BackendFailed,
     Capability,
     Code,
+    DispatchPath,
     InvalidOffer,
-    Path,
     Pin,
     Placement,
     RegistryClass,
@@ -43,11 +43,15 @@ ENTROPY = Capability(
     "wai.neural.entropy_exact", RegistryClass.NEURAL_ENTROPY_EXACT, Arithmetic.FLOAT
 )
 CAPABILITIES = [BMSHJ2018, ENTROPY, INT_SYNTH]
-FLOAT_PATHS = [Path(u, b, Arithmetic.FLOAT) for u in Unit for b in Backend]
-INTEGER_PATHS = [Path(u, b, Arithmetic.INTEGER) for u in (Unit.CPU, Unit.GPU) for b in Backend]
+FLOAT_PATHS = [DispatchPath(u, b, Arithmetic.FLOAT) for u in Unit for b in Backend]
+INTEGER_PATHS = [
+    DispatchPath(u, b, Arithmetic.INTEGER) for u in (Unit.CPU, Unit.GPU) for b in Backend
+]
 
 
-def scripted(offer: tuple[Path, ...], **answers: dict[str, Any]) -> dict[Path, ScriptedAdapter]:
+def scripted(
+    offer: tuple[DispatchPath, ...], **answers: dict[str, Any]
+) -> dict[DispatchPath, ScriptedAdapter]:
     """One ScriptedAdapter per offered path; ``answers`` keyed by str(path) with '/'→'_'."""
     return {
         p: ScriptedAdapter(p, **answers.get(str(p).replace("/", "_").replace("-", "_"), {}))
@@ -151,7 +155,7 @@ def test_s2_tier_order() -> None:
 @pytest.mark.parametrize("path", FLOAT_PATHS, ids=str)
 @pytest.mark.parametrize("cap", CAPABILITIES, ids=lambda c: c.name)
 def test_s3_float_path_refused_for_decode_equivalence_on_every_unit(
-    path: Path, cap: Capability
+    path: DispatchPath, cap: Capability
 ) -> None:
     """§3: a float path MUST NOT run a decode that needs decode-equivalence, whichever unit it
     names, the CPU included (dispatch_tier_refused)."""
@@ -161,14 +165,18 @@ def test_s3_float_path_refused_for_decode_equivalence_on_every_unit(
 @pytest.mark.parametrize("path", FLOAT_PATHS, ids=str)
 @pytest.mark.parametrize("needed", [Tier.NONE, Tier.ENTROPY_CONSISTENCY])
 @pytest.mark.parametrize("cap", [BMSHJ2018, ENTROPY], ids=lambda c: c.name)
-def test_s3_float_path_may_run_any_other_decode(path: Path, needed: Tier, cap: Capability) -> None:
+def test_s3_float_path_may_run_any_other_decode(
+    path: DispatchPath, needed: Tier, cap: Capability
+) -> None:
     """§3: a float path MAY run any other decode."""
     assert admit(path, needed, cap) is None
 
 
 @pytest.mark.parametrize("path", FLOAT_PATHS, ids=str)
 @pytest.mark.parametrize("cap", CAPABILITIES, ids=lambda c: c.name)
-def test_s3_float_path_holds_registered_tier_never_more(path: Path, cap: Capability) -> None:
+def test_s3_float_path_holds_registered_tier_never_more(
+    path: DispatchPath, cap: Capability
+) -> None:
     """§3: the decode holds C's registered tier, never more (a neural processor's output is
     that device's reconstruction)."""
     assert held_tier(path, cap) is cap.registered_tier
@@ -188,7 +196,7 @@ def test_s3_float_path_holds_registered_tier_even_when_more_was_asked() -> None:
 @pytest.mark.parametrize("cap", [BMSHJ2018, ENTROPY], ids=lambda c: c.name)
 @pytest.mark.parametrize("needed", list(Tier))
 def test_s3_integer_path_refused_for_float_networks(
-    path: Path, cap: Capability, needed: Tier
+    path: DispatchPath, cap: Capability, needed: Tier
 ) -> None:
     """§3: an integer path runs only an integer capability; offered for another it is refused
     (dispatch_arithmetic_mismatch), whatever tier the decode needs."""
@@ -196,7 +204,7 @@ def test_s3_integer_path_refused_for_float_networks(
 
 
 @pytest.mark.parametrize("path", INTEGER_PATHS, ids=str)
-def test_s3_integer_path_runs_integer_capability_at_decode_equivalence(path: Path) -> None:
+def test_s3_integer_path_runs_integer_capability_at_decode_equivalence(path: DispatchPath) -> None:
     """§3: an integer path runs a capability registered at decode-equivalence and holds
     decode-equivalence (CPU always; GPU under *Claiming the tier on a GPU*)."""
     assert admit(path, Tier.DECODE_EQUIVALENCE, INT_SYNTH) is None
@@ -216,7 +224,7 @@ def test_s3_only_integer_exact_class_has_integer_networks() -> None:
 @pytest.mark.parametrize("backend", list(Backend))
 def test_s3_no_integer_path_names_npu(backend: Backend) -> None:
     """§3: no integer path names npu in this revision: such an offer is refused."""
-    path = Path(Unit.NPU, backend, Arithmetic.INTEGER)
+    path = DispatchPath(Unit.NPU, backend, Arithmetic.INTEGER)
     with pytest.raises(InvalidOffer, match="npu"):
         parse_offer([path])
     with pytest.raises(InvalidOffer, match="npu"):
@@ -360,7 +368,7 @@ def test_s4_backend_failed_keeps_cause_and_tries_next() -> None:
 class _BadPlan(ScriptedAdapter):
     """An adapter whose plan() answers something other than a Placement or None."""
 
-    def __init__(self, path: Path, answer: Any) -> None:
+    def __init__(self, path: DispatchPath, answer: Any) -> None:
         super().__init__(path)
         self.answer = answer
 
@@ -373,7 +381,7 @@ def test_s4_a_plan_that_is_not_a_placement_is_backend_failed(answer: Any) -> Non
     """§4.3: a plan that is not a placement refuses the path like any backend error; the
     next path runs (before: an AttributeError left choose())."""
     offer = (NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME)
-    adapters: dict[Path, Any] = {
+    adapters: dict[DispatchPath, Any] = {
         **scripted(offer),
         NPU_MODEL_RUNTIME: _BadPlan(NPU_MODEL_RUNTIME, answer),
     }
@@ -386,7 +394,7 @@ def test_s4_a_plan_that_is_not_a_placement_is_backend_failed(answer: Any) -> Non
 class _Raising(ScriptedAdapter):
     """Raises a foreign exception from one chosen question."""
 
-    def __init__(self, path: Path, at: str, exc: Exception) -> None:
+    def __init__(self, path: DispatchPath, at: str, exc: Exception) -> None:
         super().__init__(path)
         self.at, self.exc = at, exc
 
@@ -423,7 +431,7 @@ def test_s4_any_exception_is_backend_failed(at: str, exc: Exception) -> None:
     """§4.3 (our decision): any exception from an adapter, while answering or running, is
     dispatch_backend_failed; the cause is kept and the next path is tried."""
     offer = (NPU_MODEL_RUNTIME, CPU_ONNX_RUNTIME)
-    adapters: dict[Path, Adapter] = {
+    adapters: dict[DispatchPath, Adapter] = {
         NPU_MODEL_RUNTIME: _Raising(NPU_MODEL_RUNTIME, at, exc),
         CPU_ONNX_RUNTIME: ScriptedAdapter(CPU_ONNX_RUNTIME),
     }
@@ -438,7 +446,7 @@ def test_s4_any_exception_is_backend_failed(at: str, exc: Exception) -> None:
 def test_s4_keyboard_interrupt_is_not_swallowed() -> None:
     """§4.3: only exceptions are backend failures; a KeyboardInterrupt propagates."""
     offer = (CPU_ONNX_RUNTIME,)
-    adapters: dict[Path, Adapter] = {
+    adapters: dict[DispatchPath, Adapter] = {
         CPU_ONNX_RUNTIME: _Raising(CPU_ONNX_RUNTIME, "run", KeyboardInterrupt())  # type: ignore[arg-type]
     }
     with pytest.raises(KeyboardInterrupt):
@@ -499,7 +507,7 @@ def test_s4_malformed_offer_is_refused(bad: list[str]) -> None:
 
 
 def test_s4_parse_offer_reads_strings_objects_and_paths() -> None:
-    """§1/§4: an offer can be written as strings, JSON objects or Path values."""
+    """§1/§4: an offer can be written as strings, JSON objects or DispatchPath values."""
     offer = parse_offer(
         [
             "npu/model-runtime/float",

@@ -20,7 +20,7 @@ from wai_dispatch.tools import errors_doc
 from wai_dispatch.tools.error_registry import LAYERS, codes, entries
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("dispatch", "codec", "paths", "service", "cli", "tools")
+PACKAGES = ("dispatch", "setfacts", "codec", "paths", "service", "cli", "tools")
 DOC = ROOT / "docs" / "errors.md"
 
 

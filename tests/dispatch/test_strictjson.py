@@ -12,7 +12,7 @@ import pytest
 from wai_dispatch.dispatch.strictjson import MAX_DEPTH, StrictJSONError, loads
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("dispatch", "codec", "paths", "service", "cli")
+PACKAGES = ("dispatch", "setfacts", "codec", "paths", "service", "cli")
 
 
 @pytest.mark.parametrize(

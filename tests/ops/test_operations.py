@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from wai_dispatch.service.store import migrations
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools.seed_reports import seed
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from pagekit import browser_context, wait_until
 
 from wai_dispatch.cli import serve as serve_command
 from wai_dispatch.cli.main import main
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools.seed_reports import seed
 
 PREFIX = "/wai"

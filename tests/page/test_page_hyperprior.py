@@ -18,11 +18,11 @@ from pagekit import ROOT, open_page, serve_service
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.dispatch import REGISTRY, Report, choose, demand
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
 from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.hyperprior_encode import open_folder
 
 ENVELOPES = ROOT / "conformance" / "envelopes"

@@ -93,7 +93,12 @@ def test_the_page_refuses_a_bad_offer_as_python_does(page: Any) -> None:
 def test_the_page_holds_the_table_of_backends_python_holds(page: Any) -> None:
     """Issue 29: one table of backends' arithmetic and units (docs/dispatch.md); the page's
     copy is the core's, and the page refuses an impossible path with the core's message."""
-    from wai_dispatch.dispatch.paths import BACKEND_ARITHMETIC, BACKEND_UNITS, Path, impossible
+    from wai_dispatch.dispatch.paths import (
+        BACKEND_ARITHMETIC,
+        BACKEND_UNITS,
+        DispatchPath,
+        impossible,
+    )
 
     got = page.evaluate(
         """async () => {
@@ -112,7 +117,7 @@ def test_the_page_holds_the_table_of_backends_python_holds(page: Any) -> None:
         str(b): sorted(str(u) for u in units) for b, units in BACKEND_UNITS.items()
     }
     for text, answer in got["refused"].items():
-        why = impossible(Path.parse(text))
+        why = impossible(DispatchPath.parse(text))
         assert why is not None and answer == ["invalid_offer", f"path {why}"], text
 
 

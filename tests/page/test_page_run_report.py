@@ -17,7 +17,7 @@ from pagekit import open_page, screenshot, serve_service
 from wai_dispatch.dispatch import Report
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 
 SAMPLE = "bmshj2018-demo-q3.json"
 SINK = "page-tests"  # the name pagekit.serve_service's sink token carries

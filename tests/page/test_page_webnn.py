@@ -26,10 +26,10 @@ from pagekit import (
 
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.errors import Limits
 from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.dispatch import REGISTRY, Report, choose, demand
 from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.setfacts.limits import Limits
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
 OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_WGSL)
@@ -82,7 +82,7 @@ def decode_sample(page: Any, name: str) -> dict[str, Any]:
 def test_webnn_present_but_no_context(site: Any, webnn_page: Any) -> None:
     assert webnn_page.evaluate("typeof navigator.ml.createContext") == "function"
     result = decode_sample(webnn_page, "bmshj2018-demo-q3.json")
-    symbols_digest, report = native("bmshj2018-demo-q3.json", site.store)
+    symbols_digest, report = native("bmshj2018-demo-q3.json", site.set_store)
     assert result["decoded"] is False
     assert result["parts"][0]["symbolsDigest"] == symbols_digest
     assert result["reports"] == [report]
@@ -103,7 +103,7 @@ def test_webnn_present_but_no_context(site: Any, webnn_page: Any) -> None:
 
 def test_replicate_refused_before_any_context(site: Any, webnn_page: Any) -> None:
     result = decode_sample(webnn_page, "bmshj2018-demo-q3-replicate.json")
-    symbols_digest, report = native("bmshj2018-demo-q3-replicate.json", site.store)
+    symbols_digest, report = native("bmshj2018-demo-q3-replicate.json", site.set_store)
     assert webnn_page.evaluate("window.__contexts") == []
     assert result["reports"] == [report]
     assert report["needed"] == "decode-equivalence"
@@ -121,7 +121,7 @@ def test_no_navigator_ml(site: Any, browser: Any) -> None:
         open_page(page, site.url)
         assert page.evaluate("'ml' in navigator") is False
         result = decode_sample(page, "bmshj2018-demo-q3.json")
-    symbols_digest, report = native("bmshj2018-demo-q3.json", site.store)
+    symbols_digest, report = native("bmshj2018-demo-q3.json", site.set_store)
     assert result["reports"] == [report]
     assert result["parts"][0]["symbolsDigest"] == symbols_digest
     reasons = result["reasons"][0]
@@ -136,7 +136,7 @@ def test_dropped_files(site: Any, webnn_page: Any, tmp_path: Path) -> None:
         "() => window.waiPage.last && window.waiPage.last.name.endsWith('.json')"
     )
     last = webnn_page.evaluate("window.waiPage.last")
-    assert last["parts"][0]["symbolsDigest"] == native("bmshj2018-demo-q3.json", site.store)[0]
+    assert last["parts"][0]["symbolsDigest"] == native("bmshj2018-demo-q3.json", site.set_store)[0]
     for name, data, code in [
         ("sample.cbor", (ENVELOPES / "bmshj2018-demo-q3.cbor").read_bytes(), "envelope_malformed"),
         (

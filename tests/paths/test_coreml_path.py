@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -267,7 +267,7 @@ def test_backend_errors_become_backend_failed_with_the_cause(step: str) -> None:
 # --- the package (§6.1: the set's bytes, placed in a package of the sink's own) ---------------
 
 
-def test_package_layout(tmp_path: FsPath) -> None:
+def test_package_layout(tmp_path: Path) -> None:
     spec = b"\x08\x08spec-bytes"
     package = write_package(tmp_path, spec, WEIGHTS)
     assert package == tmp_path / "decoder.mlpackage"
@@ -309,7 +309,7 @@ def test_close_removes_the_package() -> None:
     adapter.plan(job(full_set()))
     (entry,) = programs.values()
     assert isinstance(entry, _Compiled)
-    root = FsPath(entry.tmp.name)
+    root = Path(entry.tmp.name)
     assert (root / "decoder.mlpackage" / "Manifest.json").is_file()
     adapter.close()
     assert not root.exists()
@@ -337,7 +337,7 @@ def test_coremltools_is_a_runtime_dependency_on_macos_only() -> None:
     from packaging.markers import Marker
     from packaging.requirements import Requirement
 
-    root = FsPath(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[2]
     deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
     (req,) = [Requirement(d) for d in deps if Requirement(d).name == "coremltools"]
     assert isinstance(req.marker, Marker)

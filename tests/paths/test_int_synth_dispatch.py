@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.picture import rgb_digest, to_rgb8
 from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier
@@ -22,7 +22,6 @@ from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.paths.waiops.errors import BoundExceeded
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.results import NoPath
-from wai_dispatch.tools.neural_conformance import rgb8_digest
 
 INT_SET = sets_dir() / "int-synth-demo-q3"
 CORPUS = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())
@@ -72,7 +71,7 @@ def test_int_synth_runs_on_the_interpreter_at_decode_equivalence(
     Report.from_json(report.to_json())
     coffee = next(p for p in CORPUS["payloads"] if p["name"] == "coffee-256x256")
     assert result.part.symbols_digest == coffee["symbols_digest"]
-    assert rgb8_digest(result.rgb) == coffee["rgb8_blake3"]
+    assert rgb_digest(result.rgb) == coffee["rgb8_blake3"]
 
 
 def test_the_interpreter_is_an_arithmetic_mismatch_for_bmshj2018(store: SetStore) -> None:
@@ -115,10 +114,10 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
     # refused as the set loads, before any path is asked: the operation and the bound named
     from wai_dispatch.service.decoding.decoder import Decoder
 
-    decoder = Decoder.open(data_dir=tmp_path / "data", bundled=False)
+    decoder = Decoder.assemble(data_dir=tmp_path / "data", bundled=False)
     with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):
         decoder.install_set(bad)
-    assert decoder.store.list() == []  # nothing stays installed
+    assert decoder.set_store.list() == []  # nothing stays installed
     # a store that holds it anyway (installed without the check): a decode is refused with the
     # same typed error, and no path is tried
     store = SetStore(tmp_path / "sets")
@@ -132,7 +131,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
 @pytest.mark.slow
 def test_verify_holds_an_integer_set_to_its_corpus_exactly(store: SetStore, tmp_path: Path) -> None:
     from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.paths.waiops.verify import verify_integer_set
+    from wai_dispatch.service.decoding.verify_integer import verify_integer_set
 
     digest = CORPUS["set"]
     set_files = store.open(digest)

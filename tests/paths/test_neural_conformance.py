@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
@@ -19,7 +20,7 @@ from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
 from wai_dispatch.paths.waiops.program import Program
-from wai_dispatch.tools.neural_conformance import program_rgb8, rgb8_digest
+from wai_dispatch.tools.neural_conformance import program_rgb8
 
 CORPUS = neural_conformance_dir()
 DOC = json.loads((CORPUS / "corpus.json").read_bytes())
@@ -71,13 +72,13 @@ def test_payload_decodes_to_its_golden_hashes(
     assert list(symbols.shape) == case["latent_shape"], name
     rgb = program_rgb8(engine.run(symbols))
     assert list(rgb.shape) == case["picture_shape"], name
-    got = rgb8_digest(rgb)
+    got = rgb_digest(rgb)
     assert got == case["rgb8_blake3"], (
         f"{name}: the RGB8 output's BLAKE3 is {got}, the corpus says {case['rgb8_blake3']}: "
         "the integer decode changed (regenerate only for a deliberate change: README)"
     )
     if symbols.shape[2] * symbols.shape[3] <= 300:  # the second exact engine, where cheap
-        assert rgb8_digest(program_rgb8(Engine(program).run(symbols))) == case["rgb8_blake3"], name
+        assert rgb_digest(program_rgb8(Engine(program).run(symbols))) == case["rgb8_blake3"], name
 
 
 def test_a_changed_hash_fails_naming_the_payload(

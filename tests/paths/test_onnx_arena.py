@@ -37,7 +37,7 @@ def rss():
 root = Path(sys.argv[2])
 small = envelope_of_latent(root / "sets", 4, 4)
 big = envelope_of_latent(root / "sets", 64, 64)
-decoder = Decoder.open(root)
+decoder = Decoder.assemble(root)
 decoder.tile_bytes = int(sys.argv[4])
 decoder.decode(decoder.prepare(parse_json(small)))
 before = rss()

@@ -104,7 +104,7 @@ def test_no_cache_dir_writes_nothing(tmp_path: Path, bare_job: SynthesisJob) -> 
 def test_each_decoder_keeps_its_cache_in_its_data_dir(tmp_path: Path) -> None:
     from wai_dispatch.service.decoding.decoder import Decoder
 
-    a = Decoder.open(tmp_path / "a", offer=["cpu/onnx-runtime/float"], adapters={})
-    b = Decoder.open(tmp_path / "b", offer=["cpu/onnx-runtime/float"], adapters={})
+    a = Decoder.assemble(tmp_path / "a", offer=["cpu/onnx-runtime/float"], adapters={})
+    b = Decoder.assemble(tmp_path / "b", offer=["cpu/onnx-runtime/float"], adapters={})
     assert a.cache_dir == tmp_path / "a" / "cache" / "onnx"
     assert b.cache_dir == tmp_path / "b" / "cache" / "onnx"

@@ -45,7 +45,7 @@ from wai_dispatch.paths.onnx_rewrite import (
     rewrite_model,
     shuffle_weights,
 )
-from wai_dispatch.tools.bench_onnx import memory_set, random_layers
+from wai_dispatch.tools.onnx_synthesis import memory_set, random_layers
 
 
 @pytest.fixture(scope="module")
@@ -467,7 +467,7 @@ def test_choose_broken_program_is_backend_failed(the_set: LoadedSet) -> None:
 def test_compressai_g_s_equals_the_onnx_program() -> None:
     torch = pytest.importorskip("torch")
     from wai_dispatch.tools._compressai import factorized_prior
-    from wai_dispatch.tools.bench_onnx import g_s_layers
+    from wai_dispatch.tools.onnx_synthesis import g_s_layers
 
     torch.manual_seed(0)
     g_s = factorized_prior(128, 192).g_s.eval()
@@ -497,11 +497,11 @@ def test_thread_count_from_the_settings(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
     monkeypatch.setattr(onnx, "_requested", None)
     monkeypatch.setenv("WAI_ORT_THREADS", "1")
-    Decoder.open(settings=load(data_dir=tmp_path), bundled=False, ready=False)
+    Decoder.assemble(settings=load(data_dir=tmp_path), bundled=False, ready=False)
     assert onnx._requested == 1
     monkeypatch.setenv("WAI_ORT_THREADS", "")
-    Decoder.open(data_dir=tmp_path, bundled=False, ready=False)
+    Decoder.assemble(data_dir=tmp_path, bundled=False, ready=False)
     assert onnx._requested is None
     monkeypatch.setenv("WAI_ORT_THREADS", "two")
     with pytest.raises(SettingsInvalid, match="WAI_ORT_THREADS"):
-        Decoder.open(data_dir=tmp_path, bundled=False, ready=False)
+        Decoder.assemble(data_dir=tmp_path, bundled=False, ready=False)

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
 
 from wai_dispatch.codec import payload as codec_payload
+from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
@@ -21,7 +22,7 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.paths.wgsl.execute import run_program
 from wai_dispatch.paths.wgsl.runner import Runner
-from wai_dispatch.tools.neural_conformance import program_rgb8, rgb8_digest
+from wai_dispatch.tools.neural_conformance import program_rgb8
 
 CORPUS = neural_conformance_dir()
 DOC = json.loads((CORPUS / "corpus.json").read_bytes())
@@ -71,7 +72,7 @@ def test_payload_through_the_kernels_gives_the_corpus_hash(
     symbols = codec_payload.decode((CORPUS / case["payload"]).read_bytes(), tables)
     rgb = program_rgb8(run_program(runner, program, symbols, constants))
     assert list(rgb.shape) == case["picture_shape"]
-    got = rgb8_digest(rgb)
+    got = rgb_digest(rgb)
     assert got == case["rgb8_blake3"], (
         f"{case['name']}: the WGSL kernels' RGB8 BLAKE3 is {got}, the corpus says "
         f"{case['rgb8_blake3']} (adapter: {runner.describe()})"

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from wai_dispatch.codec.sets.facts import SetFacts
 from wai_dispatch.dispatch import CPU_WAI_OPS, BackendFailed, Code, Tier, choose
 from wai_dispatch.dispatch.paths import GPU_WGSL
 from wai_dispatch.dispatch.registry import INT_SYNTH
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
+from wai_dispatch.setfacts.facts import SetFacts
 
 pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
 
@@ -219,11 +219,11 @@ def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any
     import json
 
     from wai_dispatch.codec.envelope import Envelope
+    from wai_dispatch.codec.picture import rgb_digest
     from wai_dispatch.codec.sets import Manifest, SetStore
     from wai_dispatch.conformance import neural_conformance_dir, sets_dir
     from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
     from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.tools.neural_conformance import rgb8_digest
 
     folder = sets_dir() / "int-synth-demo-q3"
     store = SetStore(tmp_path / "sets")
@@ -246,4 +246,4 @@ def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any
     assert report.ran.tier is Tier.DECODE_EQUIVALENCE
     corpus = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())
     coffee = next(p for p in corpus["payloads"] if p["name"] == "coffee-256x256")
-    assert rgb8_digest(result.rgb) == coffee["rgb8_blake3"]
+    assert rgb_digest(result.rgb) == coffee["rgb8_blake3"]

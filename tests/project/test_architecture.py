@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ("dispatch", "codec", "paths", "service", "cli", "tools", "conformance")
+FOLDERS = ("dispatch", "setfacts", "codec", "paths", "service", "cli", "tools", "conformance")
 PREFIX = "wai_dispatch"
 
 
@@ -127,14 +127,24 @@ GRAPH = _edges()
 
 # Each module belongs to the layer of its longest matching prefix. A layer may import itself
 # and the layers it lists (the same table as docs/architecture.md's "What may import what").
-LOW = ("dispatch", "codec", "paths", "service.decoding")
+LOW = ("dispatch", "setfacts", "codec", "paths", "service.decoding")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "dispatch": (),  # the pure core: the standard library only (test_dispatch_is_stdlib_only)
-    "codec": ("dispatch",),
-    "paths": ("dispatch", "codec"),
-    "service.decoding": ("dispatch", "codec", "paths"),  # the decoding library
+    # what a path adapter reads about a set (its facts, the decode's limits): nothing of ours
+    "setfacts": (),
+    "codec": ("dispatch", "setfacts"),
+    # the adapters read a set's facts, never the codec (test_paths_import_no_codec)
+    "paths": ("dispatch", "setfacts"),
+    "service.decoding": ("dispatch", "setfacts", "codec", "paths"),  # the decoding library
     "service.governance": ("dispatch",),  # pure policy, judge and run reports
-    "service.store": ("dispatch", "codec", "paths", "service.decoding", "service.governance"),
+    "service.store": (
+        "dispatch",
+        "setfacts",
+        "codec",
+        "paths",
+        "service.decoding",
+        "service.governance",
+    ),
     # the use cases below HTTP (the decode: parse, prepare, admit, decode, record)
     "service.usecase": (*LOW, "service.governance", "service.store"),
     "service.http": (*LOW, "service.governance", "service.store", "service.usecase"),
@@ -217,6 +227,21 @@ def test_layers() -> None:
                 continue
             wrong.append(f"{module}:{imp.line} ({mine}) imports {imp.target} ({theirs})")
     assert not wrong, "imports across the layers:\n" + "\n".join(wrong)
+
+
+def test_paths_import_no_codec() -> None:
+    """A path adapter needs the facts of a set, not the codec: no module of ``paths`` imports
+    ``codec`` (at module level or in a function); what it reads of a set is ``setfacts``'."""
+    codec = f"{PREFIX}.codec"
+    wrong = [
+        f"{imp.importer}:{imp.line} imports {imp.target}"
+        for module in SOURCES
+        if layer_of(module) == "paths"
+        for imp in IMPORTS[module]
+        if imp.target == codec or imp.target.startswith(codec + ".")
+    ]
+    assert not wrong, "a path adapter imports the codec:\n" + "\n".join(wrong)
+    assert "codec" not in ALLOWED["paths"]
 
 
 def _third_party(module: str) -> list[Import]:
@@ -437,7 +462,7 @@ HEAVY = frozenset(
         "PIL",  # PNG output only
         "constriction",  # the entropy coder's native extension
         "pytorch_msssim",  # tools extra
-        "threadpoolctl",  # bench_onnx's optional BLAS thread limit
+        "threadpoolctl",  # bench_timing's optional BLAS thread limit (the GEMM anchor)
         "httpx",  # an HTTP client (~0.3 s): the benches and the tools that drive a service
         "tomllib",  # the sink's client (service/decoding/client_settings.py): a WAI_CONFIG only
         "ssl",  # OpenSSL: the sink's client (cli/http_client.py) loads it for https URLs only
@@ -486,6 +511,7 @@ def test_lazy_imports_only_for_heavy_runtimes() -> None:
 
 FACES = (
     "dispatch",
+    "setfacts",
     "codec",
     "codec.sets",
     "paths",

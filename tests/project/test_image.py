@@ -20,8 +20,8 @@ import yaml
 from packaging.requirements import Requirement
 
 from wai_dispatch.service.decoding.codes import DecodingCode
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.errors import DriverMissing
+from wai_dispatch.service.store.report_store import ReportStore
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()

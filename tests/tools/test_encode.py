@@ -76,7 +76,7 @@ def picture() -> np.ndarray:
 
 
 def _round_trip(decoder: Any, picture: np.ndarray, capability: str, **kw: Any) -> tuple[Any, Any]:
-    set_digest = decoder.store.default_for(capability).digest
+    set_digest = decoder.set_store.default_for(capability).digest
     result = encode(decoder, _png(picture), set_digest=set_digest, **kw)
     envelope = parse(result.envelope.to_cbor())  # through the wire form
     return result, decoder.decode(envelope)
@@ -98,9 +98,9 @@ def test_float_round_trip(decoder: Any, picture: np.ndarray) -> None:
 
 
 def test_symbols_are_what_the_payload_decodes_to(decoder: Any, picture: np.ndarray) -> None:
-    set_digest = decoder.store.default_for(FLOAT).digest
+    set_digest = decoder.set_store.default_for(FLOAT).digest
     result = encode(decoder, _png(picture), set_digest=set_digest)
-    tables = tables_of(decoder.open_set(set_digest))
+    tables = tables_of(decoder.loaded_set(set_digest))
     symbols = codec_payload.decode(result.envelope.payload, tables)
     np.testing.assert_array_equal(symbols, result.symbols)
 
@@ -117,7 +117,7 @@ def test_int_synth_round_trip_is_bit_identical(decoder: Any, picture: np.ndarray
     assert _psnr(first.rgb, picture) >= PSNR_FLOOR_DB
     # the integer set codes the same symbols as the float set it was derived from
     float_result = encode(
-        decoder, _png(picture), set_digest=decoder.store.default_for(FLOAT).digest
+        decoder, _png(picture), set_digest=decoder.set_store.default_for(FLOAT).digest
     )
     assert float_result.envelope.payload == result.envelope.payload
 
@@ -147,7 +147,7 @@ def test_quantization_is_compressais(decoder: Any, picture: np.ndarray) -> None:
     its string holds exactly our symbols."""
     from wai_dispatch.tools.train_bmshj2018 import load_checkpoint
 
-    files = decoder.open_set(decoder.store.default_for(FLOAT).digest)
+    files = decoder.loaded_set(decoder.set_store.default_for(FLOAT).digest)
     checkpoint = resolve_checkpoint(files, None)
     net = load_checkpoint(checkpoint.path)
     padded = pad(picture, 16)
@@ -164,7 +164,7 @@ def test_the_bundled_sample_is_reproduced(decoder: Any) -> None:
     """The bundled set's payload was coded (CompressAI, conformance/sets/…/payload.json) from
     a 256×256 crop of skimage's coffee; encode reproduces its symbols wherever the analysis
     value is not within float error of a tie, and its bytes when no symbol differs."""
-    files = decoder.open_set(decoder.store.default_for(FLOAT).digest)
+    files = decoder.loaded_set(decoder.set_store.default_for(FLOAT).digest)
     crop = _coffee(45, 167, 256, 256)
     bundled = (BUNDLED / "payload.bin").read_bytes()
     tables = tables_of(files)
@@ -215,7 +215,7 @@ def test_replicate_of_a_float_capability_is_written_with_a_note(
     but no path decodes it: the encoder writes it and says so."""
     from wai_dispatch.service.decoding.results import NoPath
 
-    set_digest = decoder.store.default_for(FLOAT).digest
+    set_digest = decoder.set_store.default_for(FLOAT).digest
     small = np.ascontiguousarray(picture[:16, :16])
     result = encode(decoder, _png(small), set_digest=set_digest, intent="replicate")
     assert result.notes and "no path decodes a replicate envelope" in result.notes[0]

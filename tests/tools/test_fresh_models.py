@@ -51,7 +51,7 @@ def _round_trip(decoder: Any, folder: Path, checkpoint: Path) -> tuple[Any, Any,
     manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
     assert (manifest.facts.model_extra or {})["N"] == N
     assert manifest.facts.latent_channels == M
-    decoder.store.install(folder)
+    decoder.set_store.install(folder)
     result = encode(decoder, _png(64, 64), set_digest=manifest.digest, checkpoint=checkpoint)
     decoded = decoder.decode(parse(result.envelope.to_cbor()))
     return result, decoded, manifest
@@ -93,7 +93,7 @@ def test_a_fresh_scale_hyperprior_is_written_and_decodes_its_encode(
 def test_merged_initializers_are_restored_under_their_own_names() -> None:
     """The export's ``Identity`` nodes for merged β and γ become initializers again."""
     from wai_dispatch.tools.bmshj2018_model import plain_synthesis
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import export_onnx, weights_blob
+    from wai_dispatch.tools.bmshj2018_onnx import export_onnx, weights_blob
 
     torch.manual_seed(30)
     net = factorized_prior(N, M)

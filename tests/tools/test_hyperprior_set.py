@@ -69,7 +69,7 @@ def test_the_encoder_codes_the_sets_own_payload() -> None:
     byte (the set writer coded it with the same function)."""
     import json
 
-    from wai_dispatch.tools.wai_bmshj2018_npu_set import payload_picture
+    from wai_dispatch.tools.bmshj2018_symbols import payload_picture
 
     info = json.loads((BUNDLED / "payload.json").read_bytes())
     picture, _ = payload_picture(info["seed"])

@@ -45,7 +45,7 @@ def photo() -> bytes:
 
 def _padded_payload(decoder: Any, set_digest: str, payload: bytes) -> bytes:
     """The same symbols in a version-1 payload: the decode of the padded picture."""
-    files = decoder.open_set(set_digest)
+    files = decoder.loaded_set(set_digest)
     if waih.is_hyperprior(payload):
         stage = HyperStage.of(files)
         assert stage is not None
@@ -69,7 +69,7 @@ def _padded_payload(decoder: Any, set_digest: str, payload: bytes) -> bytes:
 def test_encode_then_decode_gives_the_pictures_own_size(
     decoder: Any, photo: bytes, capability: str, coded: tuple[int, int], intent: str | None
 ) -> None:
-    set_digest = decoder.store.default_for(capability).digest
+    set_digest = decoder.set_store.default_for(capability).digest
     result = encode(decoder, photo, set_digest=set_digest, intent=intent)
     assert result.picture_size == (WIDTH, HEIGHT) and result.coded_size == coded
     payload = result.envelope.payload
@@ -115,7 +115,7 @@ def test_a_tiled_decode_is_cropped_the_same(
         return real(*args)
 
     monkeypatch.setattr(f"wai_dispatch.paths.{module}.run_tiled", counting)
-    set_digest = decoder.store.default_for(capability).digest
+    set_digest = decoder.set_store.default_for(capability).digest
     intent = "replicate" if capability == "wai.neural.int_synth" else None
     result = encode(decoder, photo, set_digest=set_digest, intent=intent)
     budget = decoder.tile_bytes

@@ -26,6 +26,7 @@ from wai_dispatch.codec.sets import Manifest  # noqa: E402
 from wai_dispatch.codec.tables import EntropyTables  # noqa: E402
 from wai_dispatch.tools import coreml_program, webnn_form  # noqa: E402
 from wai_dispatch.tools import wai_bmshj2018_npu_set as writer  # noqa: E402
+from wai_dispatch.tools.bmshj2018_onnx import onnx_session  # noqa: E402
 from wai_dispatch.tools.webnn_text import parse_text  # noqa: E402
 
 BUNDLED = Path(__file__).resolve().parents[2] / "conformance" / "sets" / "bmshj2018-demo-q3"
@@ -105,7 +106,7 @@ def test_webnn_form_matches_onnx_runtime(
 
     consts = webnn_form.load_weights(graph, manifest, blob)
     webnn = webnn_form.evaluate(graph, consts, {"latent": payload_latent})["x_hat"]
-    session = writer.onnx_session(bundled["decoder.onnx"], blob)
+    session = onnx_session(bundled["decoder.onnx"], blob)
     ort = session.run(["x_hat"], {"latent": payload_latent})[0]
     assert webnn.shape == ort.shape == (1, 3, 256, 256)
     assert float(np.max(np.abs(webnn - ort))) <= 1e-3

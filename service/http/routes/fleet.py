@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from wai_dispatch.service.governance import PolicyNotSet
 from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import PoliciesDep, StoreDep
+from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
 from wai_dispatch.service.http.routes.reports import filters
 from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS, set_table, sink_table
 from wai_dispatch.service.store.policies import PolicyStore, sinks_of_class
@@ -43,7 +43,7 @@ def classes_of(policies: PolicyStore) -> dict[str, str]:
 
 @router.get("/v1/fleet/sinks", summary="Per sink: reports, no-path rate, errors, verdicts")
 async def fleet_sinks(
-    store: StoreDep,
+    store: ReportStoreDep,
     policies: PoliciesDep,
     _: Operator,
     chosen: Annotated[Filters, Depends(filters)],
@@ -62,7 +62,7 @@ async def fleet_sinks(
 
 @router.get("/v1/fleet/sets", summary="Per set digest: reports, no-path rate, sinks, last seen")
 async def fleet_sets(
-    store: StoreDep,
+    store: ReportStoreDep,
     _: Operator,
     chosen: Annotated[Filters, Depends(filters)],
     prefix: Annotated[
@@ -81,7 +81,7 @@ async def fleet_sets(
 
 @router.get("/v1/request-errors", summary="Requests answered with a 4xx, by code and by sink")
 async def request_errors(
-    store: StoreDep,
+    store: ReportStoreDep,
     policies: PoliciesDep,
     _: Operator,
     since_ms: Millis = None,

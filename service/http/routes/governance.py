@@ -13,7 +13,7 @@ from wai_dispatch.service.governance import loads_run_report
 from wai_dispatch.service.governance.policy import MAX_POLICY_BYTES
 from wai_dispatch.service.governance.runreport import MAX_RUN_REPORT_BYTES
 from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import PoliciesDep, StoreDep
+from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
 from wai_dispatch.service.http.routes.decode import read_body
 from wai_dispatch.service.store.policies import get_run_report, governance_summary, submit
 from wai_dispatch.service.store.tokens import Principal, Role
@@ -34,7 +34,7 @@ Millis = Annotated[int | None, Query(ge=0, le=2**53, description="Unix time, mil
 )
 async def post_run_report(
     request: Request,
-    store: StoreDep,
+    store: ReportStoreDep,
     policies: PoliciesDep,
     principal: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
@@ -48,7 +48,7 @@ async def post_run_report(
 
 @router.get("/v1/run-reports/summary", summary="Compliance per sink class, latest refused")
 async def run_reports_summary(
-    store: StoreDep,
+    store: ReportStoreDep,
     policies: PoliciesDep,
     _: Annotated[Principal, Depends(require(Role.operator))],
     since_ms: Millis = None,
@@ -68,7 +68,7 @@ async def run_reports_summary(
 
 @router.get("/v1/run-reports/{run_id}", summary="One run report, as submitted, with its verdict")
 async def run_report(
-    store: StoreDep,
+    store: ReportStoreDep,
     run_id: Annotated[str, Path(max_length=128)],
     principal: Annotated[Principal, Depends(require(Role.sink))],
     sink: Annotated[

@@ -27,11 +27,11 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", summary="Ready to decode: store up or spooling, the registry's sets here")
 async def readyz(service: ServiceDep) -> JSONResponse:
-    up = await run_in_threadpool(service.store.ping)
+    up = await run_in_threadpool(service.report_store.ping)
     spool = service.recorder.spool
     writable = spool.healthy()
     spooling = writable and spool.new_bytes() < spool.max_bytes
-    sets, damaged = await run_in_threadpool(_sets, service.decoder.store)
+    sets, damaged = await run_in_threadpool(_sets, service.decoder.set_store)
     registry = service.sets
     missing = await run_in_threadpool(registry.missing)
     body: dict[str, Any] = {

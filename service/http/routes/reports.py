@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
 from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import PoliciesDep, StoreDep
+from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
 from wai_dispatch.service.store.policies import sinks_of_class
 from wai_dispatch.service.store.reports import Filters, get_report, list_reports, summary
 from wai_dispatch.service.store.tokens import Principal, Role
@@ -56,7 +56,7 @@ def filters(
 
 @router.get("/v1/reports", summary="Reports, newest first")
 async def reports(
-    store: StoreDep,
+    store: ReportStoreDep,
     chosen: Annotated[Filters, Depends(filters)],
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
@@ -69,7 +69,7 @@ async def reports(
 
 @router.get("/v1/reports/summary", summary="Counts for the dashboard, computed in the database")
 async def reports_summary(
-    store: StoreDep,
+    store: ReportStoreDep,
     chosen: Annotated[Filters, Depends(filters)],
     bucket_s: Annotated[int, Query(ge=1, le=31 * 86400)] = 3600,
 ) -> dict[str, Any]:
@@ -78,7 +78,7 @@ async def reports_summary(
 
 @router.get("/v1/reports/{report_id}", summary="One report")
 async def report(
-    store: StoreDep,
+    store: ReportStoreDep,
     report_id: Annotated[str, Path(max_length=64)],
     principal: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:

@@ -7,10 +7,11 @@ older than ``sets_refresh_s``."""
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path as FsPath
+from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Request
+from fastapi import Path as PathParameter
 from fastapi.concurrency import run_in_threadpool
 
 from wai_dispatch.codec.sets import InstalledSet, SetArchiveInvalid, SetError, SetFileMissing
@@ -24,7 +25,9 @@ from wai_dispatch.service.store.tokens import Principal, Role
 
 router = APIRouter(tags=["sets"])
 
-Digest = Annotated[str, Path(pattern="^[0-9a-f]{64}$", description="a set's BLAKE3 digest")]
+Digest = Annotated[
+    str, PathParameter(pattern="^[0-9a-f]{64}$", description="a set's BLAKE3 digest")
+]
 _SUFFIX = {
     "application/x-tar": ".tar",
     "application/gzip": ".tar.gz",
@@ -50,9 +53,9 @@ def _public(entry: InstalledSet) -> dict[str, Any]:
 
 def _sets(decoder: Decoder) -> list[dict[str, Any]]:
     rows = []
-    for entry in decoder.store.list():
+    for entry in decoder.set_store.list():
         try:
-            default = decoder.store.default_for(entry.capability).digest == entry.digest
+            default = decoder.set_store.default_for(entry.capability).digest == entry.digest
         except SetError:
             default = False
         rows.append({**_public(entry), "default": default})
@@ -75,7 +78,7 @@ async def one_set(
     _: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
     await run_in_threadpool(registry.fresh)
-    entry = await run_in_threadpool(decoder.store.get, digest)
+    entry = await run_in_threadpool(decoder.set_store.get, digest)
     return {**_public(entry), "facts": entry.manifest.facts.to_json()}
 
 
@@ -106,11 +109,11 @@ async def install(
 
     def put() -> InstalledSet:
         with tempfile.TemporaryDirectory(prefix="wai-upload-") as tmp:
-            archive = FsPath(tmp) / f"set{suffix}"
+            archive = Path(tmp) / f"set{suffix}"
             archive.write_bytes(body)
             # checked, its programs loaded (else refused), then put into the registry
             try:
-                return decoder.store.get(registry.install(archive))
+                return decoder.set_store.get(registry.install(archive))
             except SetFileMissing as exc:
                 # the client's archive lacks a file its manifest lists (or is empty): malformed
                 # input (422), not a resource this server is missing (404)

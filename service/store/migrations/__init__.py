@@ -1,1 +1,1 @@
-"""Alembic migrations of the report store (run by :func:`service.store.db.migrate`)."""
+"""Alembic migrations of the report store (run by :func:`service.store.report_store.migrate`)."""

@@ -1,4 +1,5 @@
-"""Alembic's environment: migrate the connection :func:`service.store.db.migrate` hands over."""
+"""Alembic's environment: migrate the connection that
+:func:`service.store.report_store.migrate` hands over."""
 
 from __future__ import annotations
 

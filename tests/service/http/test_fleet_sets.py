@@ -44,7 +44,7 @@ def replica(data_dir: Path, url: str, **settings: Any) -> Iterator[InProcess]:
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
     from wai_dispatch.service.store import tokens
-    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     admin = settings.pop("admin", None)
     settings.setdefault("warm", False)  # readiness here is the registry's, not the warming's
@@ -66,7 +66,7 @@ def replica(data_dir: Path, url: str, **settings: Any) -> Iterator[InProcess]:
 
 
 def _cached(svc: InProcess) -> set[str]:
-    return {e.digest for e in svc.service.decoder.store.list()}
+    return {e.digest for e in svc.service.decoder.set_store.list()}
 
 
 def _within(check: Callable[[], bool], bound: float) -> float:
@@ -176,7 +176,7 @@ def test_a_set_that_does_not_verify_is_never_used_and_readyz_says_so(
         folder = _small_set(tmp_path, "tampered")
         sets_a = a.service.sets
         digest = sets_a.install(folder)
-        engine = a.service.store.engine
+        engine = a.service.report_store.engine
         good = sets_a.registry.archive(digest)
         bad = good.replace(b"the set tampered", b"the set TAMPERED")
         assert len(bad) == len(good) and bad != good

@@ -149,7 +149,7 @@ def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
     killed for being busy), and whichever worker answers ``/metrics``, it counts every
     worker's decodes (prometheus-client's multiprocess mode)."""
     from wai_dispatch.service.store import tokens
-    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     data = tmp_path / "data"
     data.mkdir()

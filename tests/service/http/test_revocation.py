@@ -17,7 +17,7 @@ from anyio.from_thread import start_blocking_portal
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 
 BOUND_S = 0.5
 

@@ -254,7 +254,7 @@ def test_admin_removes_a_set(live: InProcess, tmp_path: Path) -> None:
         assert c.delete(f"/v1/sets/{digest}").json() == {"removed": digest}
         r = c.delete(f"/v1/sets/{digest}")
     assert (r.status_code, r.json()["error"]["code"]) == (404, "set_not_installed")
-    assert digest not in {s.digest for s in live.service.decoder.store.list()}
+    assert digest not in {s.digest for s in live.service.decoder.set_store.list()}
     gone = {e.digest: e for e in live.service.sets.registry.entries()}[digest]
     assert gone.removed_ms is not None  # its tombstone
 

@@ -81,7 +81,7 @@ def _admission(**kw: object) -> Admission:
 
 
 def test_estimate_reads_the_header_and_the_sets_upsampling(tmp_path: Path) -> None:
-    decoder = Decoder.open(tmp_path)
+    decoder = Decoder.assemble(tmp_path)
     est = estimate(decoder.prepare(parse_json(envelope_of_latent(tmp_path / "sets", 64, 32))))
     assert (est.latent_elements, est.pixels) == (192 * 64 * 32, 1024 * 512)
     # 64 MiB + the picture's 40 B/pixel + the activations' 520 B/pixel up to one tile (256 MiB)

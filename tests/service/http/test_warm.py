@@ -28,7 +28,7 @@ def test_the_first_decode_after_ready_builds_nothing(tmp_path: Path) -> None:
             time.sleep(0.1)
         body = ready.json()
         assert body["programs"] == "warm"
-        installed = {s.digest for s in live.service.decoder.store.list()}
+        installed = {s.digest for s in live.service.decoder.set_store.list()}
         assert {w["set"] for w in body["warmed"]} == installed
         assert all(w["path"] and "error" not in w for w in body["warmed"]), body["warmed"]
         programs = live.service.decoder.programs
@@ -54,18 +54,18 @@ def test_a_set_no_path_runs_is_recorded_and_the_rest_warm(tmp_path: Path) -> Non
     """With only the neural processor path offered (Core ML, absent here), no set decodes:
     each is recorded with its code and the warmup still ends (a replica is not kept unready by
     a set it cannot run)."""
-    decoder = Decoder.open(tmp_path / "data", parse_offer(["npu/model-runtime/float"]))
+    decoder = Decoder.assemble(tmp_path / "data", parse_offer(["npu/model-runtime/float"]))
     warmup = Warmup(decoder)
     assert warmup.state() == "warming" and not warmup.done.is_set()
     results = warmup.run()
     assert warmup.state() == "warm"
-    assert {w.digest for w in results} == {s.digest for s in decoder.store.list()}
+    assert {w.digest for w in results} == {s.digest for s in decoder.set_store.list()}
     assert all(w.path is None and w.error == "decode_no_path" for w in results), results
 
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_warming_decodes_on_the_path_a_request_takes(tmp_path: Path, name: str) -> None:
-    decoder = Decoder.open(tmp_path / "data")
+    decoder = Decoder.assemble(tmp_path / "data")
     warmed = {w.digest: w for w in Warmup(decoder).run()}
     result = decoder.decode((envelopes_dir() / name).read_bytes())
     ran = result.reports[-1].ran

@@ -66,7 +66,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     from _svc import pg_admin_url, pg_database
 
     from wai_dispatch.service.store import tokens
-    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     if pg_admin_url() is None:
         pytest.skip("no PostgreSQL: nothing answers on 127.0.0.1:5432 and initdb is missing")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.fleet import set_table, sink_table
 from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters
 from wai_dispatch.service.store.request_errors import ErrorLog, list_errors
 from wai_dispatch.service.store.retention import prune

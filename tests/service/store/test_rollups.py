@@ -21,9 +21,9 @@ from alembic.config import Config
 from sqlalchemy import event, func, insert, inspect, select
 
 from wai_dispatch.service.store import rollups
-from wai_dispatch.service.store.db import MIGRATIONS, ReportStore
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, Refusal, ReportRecord
+from wai_dispatch.service.store.report_store import MIGRATIONS, ReportStore
 from wai_dispatch.service.store.reports import Filters, summary
 from wai_dispatch.service.store.retention import BATCH, Pruner, cutoff, prune
 

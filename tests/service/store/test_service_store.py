@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from wai_dispatch.service.store import tokens
-from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, get_report, list_reports, summary
 
 T0 = 1_796_000_000_000  # a fixed Unix time in ms, 3,200 s into its hour

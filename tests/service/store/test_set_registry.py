@@ -12,7 +12,7 @@ import pytest
 
 from wai_dispatch.codec.sets import SetNotInstalled, SetStore, SetTooLarge, write_manifest
 from wai_dispatch.service.store import setregistry
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.setregistry import SetRegistry, archive_of
 
 

@@ -13,13 +13,13 @@ from typing import Any
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch import REFERENCE_OFFER
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.store.db import ReportStore
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 
 
 def _worker(data: Path, store: ReportStore) -> SetSync:
-    return SetSync(SetRegistry(store), Decoder.open(data, REFERENCE_OFFER), bundled=None)
+    return SetSync(SetRegistry(store), Decoder.assemble(data, REFERENCE_OFFER), bundled=None)
 
 
 def test_a_sync_waits_for_an_install_that_has_not_published_yet(

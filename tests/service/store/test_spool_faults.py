@@ -21,10 +21,10 @@ from _svc import SAMPLE_JSON, InProcess, PortalClient, in_process
 from sqlalchemy import text
 
 from wai_dispatch.service.store import spool as spool_mod
-from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.spool import (
-    Recorder,
     Spool,
     SpoolFull,
     SpoolWriteFailed,
@@ -178,7 +178,7 @@ def test_full_disk_is_a_503_with_retry_after_and_readyz_not_ready(
     headers = {"Content-Type": "application/json"}
     with in_process(tmp_path / "data") as svc:
         service = svc.service
-        store = service.store
+        store = service.report_store
         real_write = os.write
         spool = service.recorder.spool
 
@@ -279,7 +279,7 @@ def _decode(c: PortalClient, body: bytes) -> tuple[int, list[str], float]:
 def test_a_locked_sqlite_spools_promptly(tmp_path: Path) -> None:
     body = SAMPLE_JSON.read_bytes()
     with in_process(tmp_path / "data") as svc:
-        store = svc.service.store
+        store = svc.service.report_store
         acked: list[str] = []
         with svc.client() as c:
             status, ids, _ = _decode(c, body)
@@ -357,14 +357,14 @@ def test_the_service_starts_while_its_store_is_down(tmp_path: Path) -> None:
             assert c.get("/readyz").json()["store"] == "up"
         # The store came back empty: its token table too, so the old token is refused once the
         # view refreshes (within token_refresh_s); the sink gets a token of the new store.
-        svc.tokens = {**tokens, "sink": create_token(svc.service.store, "sink-a", Role.sink)}
+        svc.tokens = {**tokens, "sink": create_token(svc.service.report_store, "sink-a", Role.sink)}
         _wait(lambda: _known(svc.service.tokens, svc.tokens["sink"]))
         with svc.client() as c:
             status, ids, _ = _decode(c, body)
             assert status == 200
             acked += ids
         assert len(acked) == 4
-        _exactly_once(svc.service.store, acked)
+        _exactly_once(svc.service.report_store, acked)
         assert (data / "admin-token").exists()
 
 
@@ -394,7 +394,7 @@ def test_a_damaged_set_is_a_server_fault_and_readyz_says_so(tmp_path: Path) -> N
             used = r.json()["set"]
             ready = c.get("/readyz").json()
             assert ready["status"] == "ready" and "damaged_sets" not in ready
-            store = svc.service.decoder.store
+            store = svc.service.decoder.set_store
             victim = store.root / used / "cdfs_q3.json"
             victim.chmod(0o644)
             victim.write_bytes(victim.read_bytes().replace(b"1", b"2", 1))  # same size
@@ -424,7 +424,7 @@ def test_a_damaged_set_is_a_server_fault_and_readyz_says_so(tmp_path: Path) -> N
             r = c.post("/v1/decode", content=body, headers=headers)
             assert r.status_code == 200, r.text  # the set whole again: it decodes
             acked += r.json()["report_ids"]
-        _exactly_once(svc.service.store, acked)
+        _exactly_once(svc.service.report_store, acked)
 
 
 def test_readyz_is_not_ready_while_the_spool_folder_cannot_be_written(tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ def test_a_killed_replicas_spool_is_replayed_by_another(tmp_path: Path) -> None:
     volume; a second replica started on the volume adopts it when PostgreSQL returns: every
     acknowledged report stored exactly once."""
     from wai_dispatch.service.store import tokens
-    from wai_dispatch.service.store.db import ReportStore
+    from wai_dispatch.service.store.report_store import ReportStore
 
     volume = tmp_path / "volume"
     with private_cluster() as cluster:

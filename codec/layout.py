@@ -32,15 +32,15 @@ def check_data_dir(data_dir: str | os.PathLike[str]) -> Path:
     return Path(text).expanduser()
 
 
-def sets_dir(data_dir: str | os.PathLike[str]) -> Path:
+def set_store_dir(data_dir: str | os.PathLike[str]) -> Path:
     """The set store's root: ``<data_dir>/sets`` (docs/sets.md)."""
     return check_data_dir(data_dir) / "sets"
 
 
-def ready_sets_dir(data_dir: str | os.PathLike[str]) -> Path:
-    """:func:`sets_dir`, created when absent; a file in the way, or a folder that cannot be
+def ready_set_store_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """:func:`set_store_dir`, created when absent; a file in the way, or a folder that cannot be
     created or read, is :class:`DataDirInvalid` (one line, the path and why)."""
-    root = sets_dir(data_dir)
+    root = set_store_dir(data_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)
         os.listdir(root)

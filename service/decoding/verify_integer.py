@@ -1,7 +1,7 @@
-"""``wai-dispatch verify`` for an integer set (a ``wai-ops`` program): the program loads whole
-(format, weights, the bound rule), the set's payload decodes on ``cpu/wai-ops/integer``, and
-every payload of a conformance corpus made for this set decodes to its hashes, exactly —
-the agreement decode-equivalence promises (spec §6.4, §8)."""
+"""``wai-dispatch verify`` for an integer set (a ``wai-ops`` program; the rest of ``verify`` is
+:mod:`.verify`'s): the program loads whole (format, weights, the bound rule), the set's payload
+decodes on ``cpu/wai-ops/integer``, and every payload of a conformance corpus made for this set
+decodes to its hashes, exactly — the agreement decode-equivalence promises (spec §6.4, §8)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import blake3
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.errors import Limits
+from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.job import SetFiles
 from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter, _engine, load_set_program
-
-
-def rgb8_digest(rgb: np.ndarray) -> str:
-    """BLAKE3 of an H×W×3 uint8 picture's bytes, row by row, R G B per pixel (the corpus's)."""
-    return blake3.blake3(np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()).hexdigest()
+from wai_dispatch.setfacts.limits import Limits
 
 
 def corpora_for(digest: str, folders: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
@@ -67,7 +62,7 @@ def verify_integer_set(
                 row.update(ok=False, reason=str(exc))
                 rows.append(row)
                 continue
-            got = rgb8_digest(rgb)
+            got = rgb_digest(rgb)
             row.update(
                 expected=case["rgb8_blake3"],
                 got=got,
