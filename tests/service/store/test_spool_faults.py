@@ -37,12 +37,13 @@ T0 = 1_796_000_000_000
 
 def _records(n: int = 2) -> list[ReportRecord]:
     out = []
+    request_id = str(uuid.uuid4())  # one request's reports: each call is a request of its own
     for role in ("primary", "fallback")[:n]:
         out.append(
             ReportRecord.from_json(
                 {
                     "id": str(uuid.uuid4()),
-                    "request_id": "req",
+                    "request_id": request_id,
                     "created_ms": T0,
                     "sink": "a",
                     "role": role,
