@@ -42,11 +42,11 @@ from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.http.statuses import status_of
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
-from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
 from wai_dispatch.service.store.tokens import Role, TokenCache, admin_note, ensure_admin
 from wai_dispatch.service.web import dashboard as dashboard_app
@@ -85,6 +85,8 @@ def start(settings: Settings) -> Service:
         settings.sets_refresh_s,
         bundled=bundled_dir() if settings.bundled_sets else None,
     )
+    # group commit (service/store/group_commit.py), or one transaction per decode
+    window_s = settings.report_commit_window_ms / 1000 if settings.report_group_commit else None
     try:
         store.migrate()
         _ensure_admin(store, settings)
@@ -92,10 +94,12 @@ def start(settings: Settings) -> Service:
         # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
         log.warning("report store down at start, spooling until it returns: %s", exc)
         recorder = Recorder(
-            store, spool, migrate=lambda: _migrate(store, settings), adopt=volume.adopt
-        )
+            store, spool, migrate=lambda: _migrate(store, settings), adopt=volume.adopt,
+            commit_window_s=window_s, commit_max=settings.report_commit_max,
+        )  # fmt: skip
     else:
-        recorder = Recorder(store, spool, adopt=volume.adopt)
+        recorder = Recorder(store, spool, adopt=volume.adopt, commit_window_s=window_s,
+                            commit_max=settings.report_commit_max)  # fmt: skip
     try:
         for folder, problem in sets.bootstrap().items():
             log.warning("bundled set %s not installed: %s: %s", folder, problem.code,

@@ -19,10 +19,10 @@ from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore
+from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setsync import SetSync
-from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.tokens import TokenCache
 
 __all__ = [

@@ -76,7 +76,10 @@ def insert_records(conn: Connection, records: Iterable[ReportRecord]) -> list[Re
     return inserted
 
 
-def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[tuple[str, str, int], str]:
+Identity = tuple[str, str, int]
+
+
+def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[Identity, str]:
     """The id the store holds for each identity of ``records`` (those it holds)."""
     wanted = {r.identity for r in records}
     if not wanted:
@@ -84,7 +87,7 @@ def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[tuple[
     query = select(R.sink, R.request_id, R.ordinal, R.id).where(
         R.request_id.in_(sorted({r.request_id for r in records}))
     )
-    out: dict[tuple[str, str, int], str] = {}
+    out: dict[Identity, str] = {}
     for sink, request_id, ordinal, rid in conn.execute(query):
         key = (str(sink), str(request_id), int(ordinal))
         if key in wanted:

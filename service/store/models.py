@@ -96,9 +96,7 @@ class RefusalRow(Base):
 
 Index("ix_reports_sink_seq", ReportRow.sink, ReportRow.seq)
 # One report per identity: a retried request (its X-Request-Id sent again) is stored once.
-Index(
-    "uq_reports_identity", ReportRow.sink, ReportRow.request_id, ReportRow.ordinal, unique=True
-)
+Index("uq_reports_identity", ReportRow.sink, ReportRow.request_id, ReportRow.ordinal, unique=True)
 # The dashboard's summary reads only this index: time first, then what it filters and sums.
 Index(
     "ix_reports_summary",

@@ -30,8 +30,8 @@ from wai_dispatch.service.governance import (
     judge,
     load_policy,
 )
-from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.bulk import insert_records
+from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow

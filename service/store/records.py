@@ -216,8 +216,8 @@ def records_for(
     duration_ms: float,
 ) -> list[ReportRecord]:
     """The records of one decode's reports, in the order tried (primary first, its ordinal
-    0), each with a fresh id. ``set_digests`` and ``symbols_digests`` are per report (``None`` where the part
-    had none); the RGB digest goes on the report whose path ran."""
+    0), each with a fresh id. ``set_digests`` and ``symbols_digests`` are per report (``None``
+    where the part had none); the RGB digest goes on the report whose path ran."""
     now = int(time.time() * 1000)
     return [
         ReportRecord.of_report(

@@ -4,12 +4,13 @@ Two files of JSON lines (each line one decode's records) in the spool folder: ``
 takes new lines, appended whole and fsync'd before the decode answers (a write that fails or
 comes up short is cut back to the file's previous size and raises :class:`SpoolWriteFailed`, so
 no fragment stays for the next line to land on); ``reports.draining.jsonl`` is the file being
-replayed. :class:`Recorder`'s thread renames the first to the second (under the spool's lock,
-so new lines go on landing in a fresh ``reports.jsonl`` while it drains), inserts its lines
-into the store in batches of up to :data:`BATCH_RECORDS` records per transaction, and removes it
-once every line is in. The store skips a report id it already holds, so a line replayed twice
-(a crash mid-replay, a commit whose answer was lost) is stored once. ``spool_max_bytes`` bounds
-the file that takes new lines (the one draining is already bounded by it).
+replayed. The recorder's thread (service/store/recorder.py) renames the first to the second
+(under the spool's lock, so new lines go on landing in a fresh ``reports.jsonl`` while it
+drains), inserts its lines into the store in batches of up to :data:`BATCH_RECORDS` records
+per transaction, and removes it once every line is in. The store skips a report whose id or
+identity it already holds, so a line replayed twice (a crash mid-replay, a commit whose answer
+was lost) is stored once. ``spool_max_bytes`` bounds the file that takes new lines (the one
+draining is already bounded by it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,6 @@ from typing import Any
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.db import ReportStore, StoreDown
-from wai_dispatch.service.store.records import ReportRecord
 
 log = logging.getLogger("wai_dispatch.spool")
 
@@ -263,113 +261,3 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-class Recorder:
-    """Stores each decode's records: straight into the store while it answers and nothing is
-    spooled, else into the spool, which a thread replays when the store is back. When the
-    spool cannot take a line (full, or its disk is) the store is tried once more, so a decode
-    is never refused once the store is back, even while the spool still drains.
-
-    ``migrate``, when given, is run by the thread before its first replay, until it succeeds:
-    a service started while its store was down migrates it when it returns. ``adopt``, when
-    given (:meth:`SpoolVolume.adopt <service.store.spool_volume.SpoolVolume.adopt>`), is run
-    with the store's batch insert every ``adopt_every_s`` while the store answers: the
-    orphaned spools of other replicas on the volume are replayed too."""
-
-    def __init__(
-        self,
-        store: ReportStore,
-        spool: Spool,
-        *,
-        retry_s: float = 0.5,
-        migrate: Callable[[], None] | None = None,
-        adopt: Callable[[Callable[[list[dict[str, Any]]], int]], int] | None = None,
-        adopt_every_s: float = 2.0,
-    ) -> None:
-        self.store = store
-        self.spool = spool
-        self.retry_s = retry_s
-        self._migrate = migrate
-        self._adopt = adopt
-        self.adopt_every_s = adopt_every_s
-        self._adopt_at = 0.0
-        self.store_up = migrate is None
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="spool-replay", daemon=True)
-        if spool.size() or migrate is not None:
-            self.store_up = False
-            self._wake.set()
-        self._thread.start()
-
-    @property
-    def migrated(self) -> bool:
-        return self._migrate is None
-
-    def record(self, records: list[ReportRecord]) -> None:
-        if self.store_up and not self.spool.size():
-            try:
-                self.store.insert(records)
-                return
-            except StoreDown as exc:
-                log.warning("report store down, spooling: %s", exc)
-                self.store_up = False
-        try:
-            self.spool.append([r.to_json() for r in records])
-        except (SpoolFull, SpoolWriteFailed) as exc:
-            # The spool cannot take it: straight into the store if it answers (it is back
-            # and the spool drains), else the decode is refused.
-            try:
-                self.store.insert(records)
-            except StoreDown:
-                raise exc from None
-            self.store_up = True
-            return
-        self._wake.set()
-
-    def _insert_batch(self, batch: list[dict[str, Any]]) -> int:
-        n = self.store.insert([ReportRecord.from_json(obj) for obj in batch])
-        self.store_up = True  # the store answers: new records may go straight in
-        return n
-
-    def pending_bytes(self) -> int:
-        return self.spool.size()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.retry_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            if self._migrate is not None:
-                try:
-                    self._migrate()
-                except StoreDown:
-                    continue
-                log.info("report store migrated")
-                self._migrate = None
-            if not self.spool.size():
-                self.store_up = self.store_up or self.store.ping()
-            else:
-                try:
-                    n = self.spool.replay(self._insert_batch)
-                except StoreDown:
-                    self.store_up = False
-                    continue
-                if n:
-                    log.info("spool: replayed %d report(s) into the store", n)
-                if not self.spool.size():
-                    self.store_up = True
-            if self.store_up and self._adopt is not None and time.monotonic() >= self._adopt_at:
-                self._adopt_at = time.monotonic() + self.adopt_every_s
-                try:
-                    self._adopt(self._insert_batch)
-                except StoreDown:
-                    self.store_up = False
-
-    def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=10)
-        self.spool.close()

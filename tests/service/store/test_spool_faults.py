@@ -22,13 +22,9 @@ from sqlalchemy import text
 
 from wai_dispatch.service.store import spool as spool_mod
 from wai_dispatch.service.store.db import ReportStore, StoreDown
+from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord
-from wai_dispatch.service.store.spool import (
-    Recorder,
-    Spool,
-    SpoolFull,
-    SpoolWriteFailed,
-)
+from wai_dispatch.service.store.spool import Spool, SpoolFull, SpoolWriteFailed
 from wai_dispatch.service.store.tokens import Role
 from wai_dispatch.service.store.tokens import create as create_token
 
@@ -74,12 +70,19 @@ class FlakyStore(ReportStore):
         self.transactions = 0
         self.delay_s = 0.0
 
-    def insert(self, records: Any) -> int:
+    def _transaction(self) -> None:
         if self.down:
             raise StoreDown("switched down")
         time.sleep(self.delay_s)
         self.transactions += 1
+
+    def insert(self, records: Any) -> int:  # the spool's replay
+        self._transaction()
         return super().insert(records)
+
+    def record(self, records: Any) -> list[str]:  # a decode's records
+        self._transaction()
+        return super().record(records)
 
     def ping(self) -> bool:
         return not self.down and super().ping()
@@ -195,6 +198,7 @@ def test_full_disk_is_a_503_with_retry_after_and_readyz_not_ready(
             acked += r.json()["report_ids"]
             # the store goes down and the disk fills
             monkeypatch.setattr(store, "insert", _down)
+            monkeypatch.setattr(store, "record", _down)
             monkeypatch.setattr(store, "ping", lambda: False)
             monkeypatch.setattr(spool_mod.os, "write", full)
             monkeypatch.setattr(spool_mod, "MIN_FREE_BYTES", 1 << 62)  # "no room" for readyz

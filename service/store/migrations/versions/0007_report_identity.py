@@ -20,9 +20,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column(
-        "reports", sa.Column("ordinal", sa.Integer(), server_default="0", nullable=False)
-    )
+    op.add_column("reports", sa.Column("ordinal", sa.Integer(), server_default="0", nullable=False))
     # Each earlier row's index among its request's rows, by seq (UPDATE … FROM: PostgreSQL,
     # SQLite 3.33+).
     op.execute(
