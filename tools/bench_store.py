@@ -33,7 +33,7 @@ from sqlalchemy import text
 from wai_dispatch.dispatch import Report
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.recorder import Recorder
-from wai_dispatch.service.store.records import records_for
+from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.spool import Spool
 from wai_dispatch.tools.bench_dashboard import _database
 from wai_dispatch.tools.bench_summary import LOCAL_PG, _reachable
@@ -52,7 +52,7 @@ WINDOW_S = 0.002
 MAX_RECORDS = 1000
 
 
-def _one(sink: str) -> list:  # type: ignore[type-arg]
+def _one(sink: str) -> list[ReportRecord]:
     """One decode's records, as the use case makes them."""
     return records_for(
         [REPORT], request_id=str(uuid.uuid4()), sink=sink, set_digests=[SET],
@@ -131,8 +131,10 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
         store = ReportStore(url)
         store.migrate()
         print(f"\n{name}: reports/s acknowledged through Recorder.record, {seconds:g} s each")
-        print(f"  {'writers':>7}  {'single/s':>9}  {'group/s':>9}  {'ratio':>6}  "
-              f"{'single p50/p99 ms':>18}  {'group p50/p99 ms':>17}  {'reports/tx':>10}")  # fmt: skip
+        head = ("writers", "single/s", "group/s", "ratio", "single p50/p99 ms",
+                "group p50/p99 ms", "reports/tx")  # fmt: skip
+        widths = (7, 9, 9, 6, 18, 17, 10)
+        print("  " + "  ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True)))
         for n in writers:
             single, s50, s99, _ = measure(store, Path(tmp), n, seconds, group=False)
             grouped, g50, g99, batches = measure(store, Path(tmp), n, seconds, group=True)
