@@ -200,3 +200,33 @@ def test_a_run_report_of_1000_decodes_goes_in_as_one_statement(store: ReportStor
         got = conn.execute(text("SELECT count(*), count(DISTINCT ordinal), max(ordinal) "
                                 "FROM reports WHERE run_report = 'big'")).one()  # fmt: skip
     assert tuple(got) == (1000, 1000, 999)
+
+
+def test_the_migration_numbers_the_reports_stored_before(store: ReportStore) -> None:
+    """Rows from before 0007, a request stored twice among them, get ordinals by seq, so the
+    unique identity holds on an existing store and no row is lost."""
+    from alembic import command
+    from alembic.config import Config
+
+    from wai_dispatch.service.store.db import MIGRATIONS
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0006")
+    for _ in range(2):  # the same request twice, as 0006 allowed
+        with store.engine.begin() as conn:
+            for rec in request_records("old"):
+                conn.execute(
+                    text(
+                        "INSERT INTO reports (id, request_id, created_ms, sink, role, "
+                        "capability, needed, outcome, duration_ms, placement_npu, placement_gpu, "
+                        "placement_cpu, placement_unknown, report, source) VALUES (:id, 'old', "
+                        "1, 'a', :role, 'c', 'none', 'refused', 1.0, 0, 0, 0, 0, '{}', 'service')"
+                    ),
+                    {"id": rec.id, "role": rec.role},
+                )
+    store.migrate()
+    assert [o for _, o in rows(store, "old")] == [0, 1, 2, 3]
+    assert store.record(request_records("old")) == [i for i, _ in rows(store, "old")][:2]
