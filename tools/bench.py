@@ -35,6 +35,8 @@ BENCHES = {
     "dashboard": "wai_dispatch.tools.bench_dashboard",
     # the month summary from roll-ups at 1,000,000 reports vs the same from the reports alone
     "summary": "wai_dispatch.tools.bench_summary",
+    # acknowledged reports/s at 1, 8, 64 writers: group commit vs one transaction per report
+    "store": "wai_dispatch.tools.bench_store",
     "make-set": "wai_dispatch.tools.bench_make_set",  # both set writers, step by step
     "int": "wai_dispatch.tools.bench_int",  # integer synthesis vs the float decode, int8/f32 peaks
     "warm": "wai_dispatch.tools.bench_warm",  # first decode after ready vs a warm one
@@ -59,6 +61,7 @@ QUICK: dict[str, list[str]] = {
     "service": ["--requests", "2", "--rounds", "1", "--no-memory"],
     "dashboard": ["--count", "1000", "--repeat", "2", "--loads", "1"],
     "summary": ["--count", "2000", "--repeat", "1", "--raw-repeat", "1", "--no-postgres"],
+    "store": ["--seconds", "0.2", "--writers", "1,4", "--no-postgres"],
     "int": ["--quick"],
     "warm": ["--quick"],
     "cli": ["--repeats", "1"],

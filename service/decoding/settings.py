@@ -133,6 +133,25 @@ class Settings(BaseSettings):
         description="zlib level of the decoded PNG (0: stored … 9: smallest, slowest)",
     )
     spool_max_bytes: int = Field(default=256 * MiB, ge=MiB)
+    report_group_commit: bool = Field(
+        default=True,
+        description="concurrent decodes' reports share one store transaction (group commit); "
+        "off: one transaction per decode",
+    )
+    report_commit_window_ms: float = Field(
+        default=2.0,
+        ge=0,
+        le=1000,
+        description="group commit: how long a batch waits for more decodes' reports once "
+        "decodes arrive together (a lone decode is committed at once)",
+    )
+    report_commit_max: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="group commit: reports a transaction holds at most (a full batch commits "
+        "at once)",
+    )
     min_free_bytes: int = Field(
         default=32 * MiB,
         ge=0,

@@ -113,6 +113,8 @@ def _open_recorder(store: ReportStore, settings: Settings) -> Recorder:
         settings.replica_id or default_replica_id(),
         settings.spool_max_bytes,
     )
+    # group commit (service/store/group_commit.py), or one transaction per decode
+    window_s = settings.report_commit_window_ms / 1000 if settings.report_group_commit else None
     try:
         store.migrate()
         _ensure_admin(store, settings)
@@ -120,9 +122,20 @@ def _open_recorder(store: ReportStore, settings: Settings) -> Recorder:
         # Start anyway: decodes spool, and the recorder's thread migrates when it returns.
         log.warning("report store down at start, spooling until it returns: %s", exc)
         return Recorder(
-            store, volume.own, migrate=lambda: _migrate(store, settings), adopt=volume.adopt
+            store,
+            volume.own,
+            migrate=lambda: _migrate(store, settings),
+            adopt=volume.adopt,
+            commit_window_s=window_s,
+            commit_max=settings.report_commit_max,
         )
-    return Recorder(store, volume.own, adopt=volume.adopt)
+    return Recorder(
+        store,
+        volume.own,
+        adopt=volume.adopt,
+        commit_window_s=window_s,
+        commit_max=settings.report_commit_max,
+    )
 
 
 def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetSync:

@@ -3,7 +3,8 @@ them; this module is their one description, read by queries and by the migration
 
 ``reports``: one row per dispatch report (a decode has one, or two when its fallback was tried),
 with the columns an operator filters and aggregates on indexed; ``source`` says whether the
-service decoded it or a fleet sink reported it in a run report (``run_report``, its id).
+service decoded it or a fleet sink reported it in a run report (``run_report``, its id); its
+identity, ``(sink, request_id, ordinal)``, is unique (one report per request and index).
 ``report_refusals``: one row per refused path of a report, so SQL counts refusals by code.
 ``report_rollups`` and ``report_rollups_sink``: per-hour counts of reports (by capability, set,
 path, tier, outcome and the report's refusal codes; the second also by sink), written in the
@@ -75,6 +76,9 @@ class ReportRow(Base):
         String(8), default="service", server_default="service"
     )
     run_report: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # the report's index within its request (a decode's primary 0, fallback 1; a run
+    # report's decode its index): (sink, request_id, ordinal) is the report's identity
+    ordinal: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class RefusalRow(Base):
@@ -91,6 +95,8 @@ class RefusalRow(Base):
 
 
 Index("ix_reports_sink_seq", ReportRow.sink, ReportRow.seq)
+# One report per identity: a retried request (its X-Request-Id sent again) is stored once.
+Index("uq_reports_identity", ReportRow.sink, ReportRow.request_id, ReportRow.ordinal, unique=True)
 # The dashboard's summary reads only this index: time first, then what it filters and sums.
 Index(
     "ix_reports_summary",

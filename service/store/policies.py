@@ -3,7 +3,8 @@ reports judged on arrival by the version then in force, and the dashboard's gove
 
 A run report is stored once: its id is unique, a resubmission with the same body gets the
 stored verdict back, and its accepted decodes join ``reports`` (``source = 'sink'``) in the same
-transaction as the run report, so a decode is never stored twice.
+transaction as the run report, all in one multi-row insert (service/store/bulk.py), so a
+decode is never stored twice.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from wai_dispatch.service.governance import (
     judge,
     load_policy,
 )
+from wai_dispatch.service.store.bulk import insert_records
 from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow
 from wai_dispatch.service.store.records import ReportRecord
-from wai_dispatch.service.store.report_store import ReportStore, insert_records
+from wai_dispatch.service.store.report_store import ReportStore
 
 P = PolicyRow.__table__.c
 RR = RunReportRow.__table__.c
@@ -130,6 +132,7 @@ def _records(run: RunReport, verdict: Verdict, received_ms: int) -> list[ReportR
                 duration_ms=0.0,  # a run report states no duration
                 source="sink",
                 run_report=run.id,
+                ordinal=decision.index,  # one request id for the run: its decodes apart
             )
         )
     return out

@@ -1,8 +1,8 @@
-"""The recorder: where each decode's report records go. Straight into the report store while it
-answers and nothing is spooled, else into the durable spool (:mod:`service.store.spool`), which
-the recorder's thread replays into the store when it is back (and, beside it, the orphaned
-spools of other replicas on the volume: :mod:`service.store.spool_volume`). An acknowledged
-report is never lost."""
+"""The recorder: where every decode's records go. Straight into the report store while it
+answers and nothing is spooled (through group commit, service/store/group_commit.py, or one
+transaction per decode), else into the durable spool (service/store/spool.py), which the
+recorder's thread replays when the store is back, migrating it first when the service started
+while it was down, and adopting the orphaned spools of dead replicas on the spool volume."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from wai_dispatch.service.store.group_commit import GroupCommit
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.spool import Spool, SpoolFull, SpoolWriteFailed
@@ -26,6 +28,12 @@ class Recorder:
     spooled, else into the spool, which a thread replays when the store is back. When the
     spool cannot take a line (full, or its disk is) the store is tried once more, so a decode
     is never refused once the store is back, even while the spool still drains.
+
+    Straight into the store is, with ``commit_window_s`` given, through group commit
+    (service/store/group_commit.py: concurrent decodes' records in one transaction, each
+    decode returning once it has committed; ``commit_max`` records a batch at most), else one
+    transaction per decode. :meth:`record` returns the records as stored: a retried request
+    (its identity stored before) gets the first decode's report ids.
 
     ``migrate``, when given, is run by the thread before its first replay, until it succeeds:
     a service started while its store was down migrates it when it returns. ``adopt``, when
@@ -42,8 +50,17 @@ class Recorder:
         migrate: Callable[[], None] | None = None,
         adopt: Callable[[Callable[[list[dict[str, Any]]], int]], int] | None = None,
         adopt_every_s: float = 2.0,
+        commit_window_s: float | None = None,
+        commit_max: int = 1000,
     ) -> None:
         self.store = store
+        self.group: GroupCommit | None = None
+        if commit_window_s is not None:
+            self.group = GroupCommit(
+                lambda records: self.store.record(records),  # the store's method at the time
+                window_s=commit_window_s,
+                max_records=commit_max,
+            )
         self.spool = spool
         self.retry_s = retry_s
         self._migrate = migrate
@@ -63,11 +80,14 @@ class Recorder:
     def migrated(self) -> bool:
         return self._migrate is None
 
-    def record(self, records: list[ReportRecord]) -> None:
+    def record(self, records: list[ReportRecord]) -> list[ReportRecord]:
+        """Store or spool ``records`` (one decode's) before returning them as stored (the
+        ids the store holds for them; as given when spooled); raises a typed error when
+        neither can take them."""
         if self.store_up and not self.spool.size():
             try:
-                self.store.insert(records)
-                return
+                ids = self.group.submit(records) if self.group else self.store.record(records)
+                return _stored(records, ids)
             except StoreDown as exc:
                 log.warning("report store down, spooling: %s", exc)
                 self.store_up = False
@@ -77,12 +97,13 @@ class Recorder:
             # The spool cannot take it: straight into the store if it answers (it is back
             # and the spool drains), else the decode is refused.
             try:
-                self.store.insert(records)
+                ids = self.store.record(records)
             except StoreDown:
                 raise exc from None
             self.store_up = True
-            return
+            return _stored(records, ids)
         self._wake.set()
+        return records
 
     def _insert_batch(self, batch: list[dict[str, Any]]) -> int:
         n = self.store.insert([ReportRecord.from_json(obj) for obj in batch])
@@ -125,7 +146,16 @@ class Recorder:
                     self.store_up = False
 
     def close(self) -> None:
+        if self.group is not None:
+            self.group.close()
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
         self.spool.close()
+
+
+def _stored(records: list[ReportRecord], ids: list[str]) -> list[ReportRecord]:
+    """``records`` under the ids the store holds for them."""
+    if all(r.id == i for r, i in zip(records, ids, strict=True)):
+        return records
+    return [r if r.id == i else replace(r, id=i) for r, i in zip(records, ids, strict=True)]

@@ -60,6 +60,16 @@ class ReportRecord:
     report: dict[str, Any] = field(repr=False)
     source: Source = "service"
     run_report: str | None = None
+    #: The report's index within its request: a decode's primary 0 and fallback 1, a run
+    #: report's decode its index in the run report. With ``sink`` and ``request_id``, the
+    #: report's identity: the store keeps one report per identity (a retried request's
+    #: reports are not stored again).
+    ordinal: int = 0
+
+    @property
+    def identity(self) -> tuple[str, str, int]:
+        """``(sink, request_id, ordinal)``: what the store keeps one report of."""
+        return (self.sink, self.request_id, self.ordinal)
 
     @classmethod
     def of(
@@ -77,6 +87,7 @@ class ReportRecord:
         duration_ms: float,
         source: Source = "service",
         run_report: str | None = None,
+        ordinal: int = 0,
     ) -> ReportRecord:
         """The record of ``report`` (its JSON form); the RGB digest is kept only when a path
         ran."""
@@ -102,6 +113,7 @@ class ReportRecord:
             report=dict(report),
             source=source,
             run_report=run_report,
+            ordinal=ordinal,
         )
 
     @classmethod
@@ -118,6 +130,7 @@ class ReportRecord:
         symbols_digest: str | None,
         rgb_digest: str | None,
         duration_ms: float,
+        ordinal: int = 0,
     ) -> ReportRecord:
         """The record of one of this service's decodes, from the core's typed ``report``: the
         columns read from its fields, its JSON form made once here (what the store writes and
@@ -146,6 +159,7 @@ class ReportRecord:
             ),
             refusals=tuple(Refusal(str(r.path), str(r.reason)) for r in report.refused),
             report=report.to_json(),
+            ordinal=ordinal,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -157,12 +171,14 @@ class ReportRecord:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> ReportRecord:
         """A record from :meth:`to_json`'s form (a spool line; lines written before ``source``
-        and ``run_report`` existed read as the service's own)."""
+        and ``run_report`` existed read as the service's own, and before ``ordinal`` existed
+        as a decode's: 0 for its primary, 1 for its fallback)."""
         values = dict(obj)
         values["refusals"] = tuple(Refusal(**r) for r in values.get("refusals", ()))
         values["placement"] = {k: int(v) for k, v in (values.get("placement") or {}).items()}
         values.setdefault("source", "service")
         values.setdefault("run_report", None)
+        values.setdefault("ordinal", 0 if values.get("role", "primary") == "primary" else 1)
         return cls(**values)
 
     @staticmethod
@@ -199,9 +215,9 @@ def records_for(
     rgb_digest: str | None,
     duration_ms: float,
 ) -> list[ReportRecord]:
-    """The records of one decode's reports, in the order tried (primary first), each with a
-    fresh id. ``set_digests`` and ``symbols_digests`` are per report (``None`` where the part
-    had none); the RGB digest goes on the report whose path ran."""
+    """The records of one decode's reports, in the order tried (primary first, its ordinal
+    0), each with a fresh id. ``set_digests`` and ``symbols_digests`` are per report (``None``
+    where the part had none); the RGB digest goes on the report whose path ran."""
     now = int(time.time() * 1000)
     return [
         ReportRecord.of_report(
@@ -215,6 +231,7 @@ def records_for(
             symbols_digest=symbols_digests[i] if i < len(symbols_digests) else None,
             rgb_digest=rgb_digest,
             duration_ms=duration_ms,
+            ordinal=i,
         )
         for i, report in enumerate(reports)
     ]

@@ -1,33 +1,26 @@
 """The report store: a SQLAlchemy engine over SQLite (default, a file in the data directory) or
-PostgreSQL (``WAI_DATABASE_URL``), migrated by Alembic at start, with idempotent inserts: a
-report whose id is already stored is skipped, so a spool replay never duplicates one, nor counts
-it twice in the per-hour roll-ups (service/store/rollups.py) written with it."""
+PostgreSQL (``WAI_DATABASE_URL``), migrated by Alembic at start, with idempotent inserts
+(service/store/bulk.py): a report whose id, or whose identity ``(sink, request_id, ordinal)``,
+is already stored is skipped, so neither a spool replay nor a retried request duplicates one,
+nor counts it twice in the per-hour roll-ups (service/store/rollups.py) written with it."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Engine, create_engine, event, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from wai_dispatch.service.store import rollups
+from wai_dispatch.service.store import bulk
 from wai_dispatch.service.store.errors import DriverMissing
-from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.models import ReportRow
 from wai_dispatch.service.store.records import ReportRecord
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-
-#: The columns of ``reports`` a record carries (the record's other keys are derived).
-_COLUMNS = (
-    "id", "request_id", "created_ms", "sink", "role", "capability", "set_digest",
-    "symbols_digest", "rgb_digest", "needed", "path_ran", "tier", "outcome", "duration_ms",
-)  # fmt: skip
 
 
 #: How long a SQLite statement waits for another connection's lock before the store counts
@@ -105,15 +98,23 @@ class ReportStore:
             return False
 
     def insert(self, records: Iterable[ReportRecord]) -> int:
-        """Store the records in one transaction; a record whose id is stored is skipped.
-        Returns how many were new."""
-        new = 0
+        """Store the records in one transaction (one multi-row insert, service/store/bulk.py);
+        a record whose id or identity is stored is skipped. Returns how many were new."""
         try:
             with self.engine.begin() as conn:
-                new = insert_records(conn, records)
+                return len(bulk.insert_records(conn, records))
         except SQLAlchemyError as exc:
             raise StoreDown(str(exc).splitlines()[0]) from exc
-        return new
+
+    def record(self, records: Sequence[ReportRecord]) -> list[str]:
+        """Store one or more requests' records in one transaction, as :meth:`insert`; returns
+        each record's stored id: its own, or the first decode's when its identity ``(sink,
+        request_id, ordinal)`` was stored before (a retried request)."""
+        try:
+            with self.engine.begin() as conn:
+                return bulk.record(conn, records)
+        except SQLAlchemyError as exc:
+            raise StoreDown(str(exc).splitlines()[0]) from exc
 
     def count(self) -> int:
         with self.engine.connect() as conn:
@@ -121,36 +122,3 @@ class ReportStore:
 
     def dispose(self) -> None:
         self.engine.dispose()
-
-
-def insert_records(conn: Connection, records: Iterable[ReportRecord]) -> int:
-    """Insert records inside the caller's transaction, skipping an id already stored, and count
-    the ones inserted into the per-hour roll-ups (:func:`rollups.add`, same transaction: a
-    skipped record is never counted twice); returns how many were new."""
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    inserted: list[ReportRecord] = []
-    for rec in records:
-        row: dict[str, Any] = {k: getattr(rec, k) for k in _COLUMNS}
-        row["source"] = rec.source
-        row["run_report"] = rec.run_report
-        for unit in ("npu", "gpu", "cpu", "unknown"):
-            row[f"placement_{unit}"] = rec.placement.get(unit, 0)
-        row["report"] = json.dumps(rec.report, separators=(",", ":"))
-        stmt = (
-            insert(ReportRow)
-            .values(**row)
-            .on_conflict_do_nothing(index_elements=["id"])
-            .returning(ReportRow.seq)
-        )
-        seq = conn.execute(stmt).scalar()
-        if seq is None:
-            continue
-        inserted.append(rec)
-        refusals = [
-            {"report_seq": seq, "position": i, "path": r.path, "code": r.code}
-            for i, r in enumerate(rec.refusals)
-        ]
-        if refusals:
-            conn.execute(insert(RefusalRow), refusals)
-    rollups.add(conn, inserted)
-    return len(inserted)

@@ -4,13 +4,13 @@ Two files of JSON lines (each line one decode's records) in the spool folder: ``
 takes new lines, appended whole and fsync'd before the decode answers (a write that fails or
 comes up short is cut back to the file's previous size and raises :class:`SpoolWriteFailed`, so
 no fragment stays for the next line to land on); ``reports.draining.jsonl`` is the file being
-replayed. The recorder's thread (:mod:`service.store.recorder`) renames the first to the second
+replayed. The recorder's thread (service/store/recorder.py) renames the first to the second
 (under the spool's lock, so new lines go on landing in a fresh ``reports.jsonl`` while it
 drains), inserts its lines into the store in batches of up to :data:`BATCH_RECORDS` records
-per transaction, and removes it once every line is in. The store skips a report id it already
-holds, so a line replayed twice (a crash mid-replay, a commit whose answer was lost) is stored
-once. ``spool_max_bytes`` bounds the file that takes new lines (the one draining is already
-bounded by it).
+per transaction, and removes it once every line is in. The store skips a report whose id or
+identity it already holds, so a line replayed twice (a crash mid-replay, a commit whose answer
+was lost) is stored once. ``spool_max_bytes`` bounds the file that takes new lines (the one
+draining is already bounded by it).
 """
 
 from __future__ import annotations

@@ -229,7 +229,8 @@ def test_pruning_deletes_whole_hours_of_reports_in_batches_and_keeps_rollups(
 def _bulk(store: ReportStore, n: int, *, days_ago: int) -> None:
     """``n`` reports ``days_ago`` days old, inserted as one bulk statement (no roll-ups)."""
     rows = [{
-        "seq": 1_000_000 + i, "id": f"b-{i}", "request_id": "r", "created_ms": NOW - days_ago * DAY,
+        "seq": 1_000_000 + i, "id": f"b-{i}", "request_id": f"r-{i}",
+        "created_ms": NOW - days_ago * DAY,
         "sink": "s", "role": "primary", "capability": "c", "set_digest": None,
         "symbols_digest": None, "rgb_digest": None, "needed": "none", "path_ran": None,
         "tier": None, "outcome": "refused", "duration_ms": 1.0, "placement_npu": 0,

@@ -37,12 +37,13 @@ T0 = 1_796_000_000_000
 
 def _records(n: int = 2) -> list[ReportRecord]:
     out = []
+    request_id = str(uuid.uuid4())  # one request's reports: each call is a request of its own
     for role in ("primary", "fallback")[:n]:
         out.append(
             ReportRecord.from_json(
                 {
                     "id": str(uuid.uuid4()),
-                    "request_id": "req",
+                    "request_id": request_id,
                     "created_ms": T0,
                     "sink": "a",
                     "role": role,
@@ -73,12 +74,19 @@ class FlakyStore(ReportStore):
         self.transactions = 0
         self.delay_s = 0.0
 
-    def insert(self, records: Any) -> int:
+    def _transaction(self) -> None:
         if self.down:
             raise StoreDown("switched down")
         time.sleep(self.delay_s)
         self.transactions += 1
+
+    def insert(self, records: Any) -> int:  # the spool's replay
+        self._transaction()
         return super().insert(records)
+
+    def record(self, records: Any) -> list[str]:  # a decode's records
+        self._transaction()
+        return super().record(records)
 
     def ping(self) -> bool:
         return not self.down and super().ping()
@@ -194,6 +202,7 @@ def test_full_disk_is_a_503_with_retry_after_and_readyz_not_ready(
             acked += r.json()["report_ids"]
             # the store goes down and the disk fills
             monkeypatch.setattr(store, "insert", _down)
+            monkeypatch.setattr(store, "record", _down)
             monkeypatch.setattr(store, "ping", lambda: False)
             monkeypatch.setattr(spool_mod.os, "write", full)
             monkeypatch.setattr(spool_mod, "MIN_FREE_BYTES", 1 << 62)  # "no room" for readyz

@@ -1,0 +1,107 @@
+"""Reports into the store in bulk: one multi-row ``INSERT … ON CONFLICT DO NOTHING RETURNING``
+for any number of reports (SQLAlchemy's "insertmanyvalues": pages of up to 1,000 rows a
+statement on PostgreSQL and SQLite), one for their refusals, one upsert per roll-up table.
+A decode's reports, a run report's decodes (service/store/policies.py), a group commit's
+batch of many requests' reports (service/store/group_commit.py) and a spool replay all go
+through :func:`insert_records`, inside the caller's transaction.
+
+A report is skipped, not stored again, when its id or its identity ``(sink, request_id,
+ordinal)`` is stored already (a spool line replayed twice; a retried request): both are unique
+in ``reports``, and ``ON CONFLICT DO NOTHING`` without a target skips a row that conflicts
+with either. Only the reports actually inserted are counted into the roll-ups.
+:func:`stored_ids` then names, for each report, the id the store holds for its identity, so a
+retried request answers with the first decode's report ids."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from wai_dispatch.service.store import rollups
+from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.records import UNITS, ReportRecord
+
+__all__ = ["insert_records", "record", "row_of", "stored_ids"]
+
+R = ReportRow.__table__.c
+#: The columns of ``reports`` a record carries as they are (the others are derived).
+_COLUMNS = (
+    "id", "request_id", "created_ms", "sink", "role", "capability", "set_digest",
+    "symbols_digest", "rgb_digest", "needed", "path_ran", "tier", "outcome", "duration_ms",
+    "source", "run_report", "ordinal",
+)  # fmt: skip
+
+
+def row_of(rec: ReportRecord) -> dict[str, Any]:
+    """The ``reports`` row of ``rec`` (``seq`` left to the database)."""
+    row: dict[str, Any] = {k: getattr(rec, k) for k in _COLUMNS}
+    for unit in UNITS:
+        row[f"placement_{unit}"] = rec.placement.get(unit, 0)
+    row["report"] = json.dumps(rec.report, separators=(",", ":"))
+    return row
+
+
+def _insert(conn: Connection) -> Any:
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+
+
+def insert_records(conn: Connection, records: Iterable[ReportRecord]) -> list[ReportRecord]:
+    """Insert ``records`` inside the caller's transaction in one multi-row statement, skipping
+    each whose id or identity is stored (or comes earlier in ``records``); their refusals and
+    roll-up counts go in with them. Returns the records inserted, in their order."""
+    records = list(records)
+    if not records:
+        return []
+    ins = _insert(conn)
+    stmt = ins(ReportRow).on_conflict_do_nothing().returning(R.seq, R.id)
+    seqs = {str(rid): int(seq) for seq, rid in conn.execute(stmt, [row_of(r) for r in records])}
+    inserted: list[ReportRecord] = []
+    refusals: list[dict[str, Any]] = []
+    for rec in records:
+        seq = seqs.pop(rec.id, None)  # popped: a record listed twice is inserted once
+        if seq is None:
+            continue
+        inserted.append(rec)
+        refusals += [
+            {"report_seq": seq, "position": i, "path": r.path, "code": r.code}
+            for i, r in enumerate(rec.refusals)
+        ]
+    if refusals:
+        conn.execute(ins(RefusalRow), refusals)
+    rollups.add(conn, inserted)
+    return inserted
+
+
+Identity = tuple[str, str, int]
+
+
+def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[Identity, str]:
+    """The id the store holds for each identity of ``records`` (those it holds)."""
+    wanted = {r.identity for r in records}
+    if not wanted:
+        return {}
+    query = select(R.sink, R.request_id, R.ordinal, R.id).where(
+        R.request_id.in_(sorted({r.request_id for r in records}))
+    )
+    out: dict[Identity, str] = {}
+    for sink, request_id, ordinal, rid in conn.execute(query):
+        key = (str(sink), str(request_id), int(ordinal))
+        if key in wanted:
+            out[key] = str(rid)
+    return out
+
+
+def record(conn: Connection, records: Sequence[ReportRecord]) -> list[str]:
+    """Insert ``records`` (:func:`insert_records`) and return, for each, the id its identity
+    is stored under: its own when it went in, the first decode's when its request was stored
+    before."""
+    inserted = {r.id for r in insert_records(conn, records)}
+    skipped = [r for r in records if r.id not in inserted]
+    if not skipped:
+        return [r.id for r in records]
+    held = stored_ids(conn, skipped)
+    return [r.id if r.id in inserted else held.get(r.identity, r.id) for r in records]

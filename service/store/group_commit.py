@@ -1,0 +1,175 @@
+"""Group commit: the reports of concurrent requests stored in one transaction.
+
+Each request hands its records to :meth:`GroupCommit.submit` and waits; one thread, the
+committer, takes every request waiting (up to ``max_records`` records, whole requests) and
+stores them with one multi-row insert in one transaction
+(:meth:`ReportStore.record <service.store.report_store.ReportStore.record>`,
+service/store/bulk.py): one ``fsync`` for the batch instead of one per request, and no two
+transactions contending for the same roll-up rows.
+``submit`` returns only once the transaction holding its records has committed, so an
+acknowledged report is durable exactly as with one transaction per request.
+
+When a batch is taken: once ``window_s`` has passed since its first request arrived, or at once
+when it holds ``max_records``. A lone writer pays no window: while the batches hold one
+request each, each is committed at once; the window is waited only after a batch of several
+(requests are arriving together). Requests that arrive while a batch commits form the next
+one, so under load a batch is about one commit's worth of arrivals.
+
+A batch that fails: the store down (the connection refused, a lock not granted: an
+``OperationalError``) fails every request of it with :class:`StoreDown` (each spools its own
+records, service/store/spool.py); any other database error is one request's bad row, so its
+requests are retried one transaction each and only that one fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.report_store import StoreDown
+
+__all__ = ["GroupCommit"]
+
+log = logging.getLogger("wai_dispatch.group_commit")
+
+#: The causes of a :class:`StoreDown` that say the store itself is unreachable (not a row).
+_DOWN = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
+
+
+class _Pending:
+    """One request's records, waiting for the commit that holds them."""
+
+    __slots__ = ("at", "done", "error", "ids", "records")
+
+    def __init__(self, records: Sequence[ReportRecord]) -> None:
+        self.records = records
+        self.at = time.monotonic()
+        self.done = threading.Event()
+        self.ids: list[str] = []
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Stores many requests' records per transaction through ``commit`` (records in, each
+    record's stored id out, :class:`StoreDown` when it cannot)."""
+
+    def __init__(
+        self,
+        commit: Callable[[Sequence[ReportRecord]], list[str]],
+        *,
+        window_s: float = 0.002,
+        max_records: int = 1000,
+    ) -> None:
+        self._commit = commit
+        self.window_s = window_s
+        self.max_records = max_records
+        self._cond = threading.Condition()
+        self._queue: deque[_Pending] = deque()
+        self._queued = 0  # records in the queue
+        self._closed = False
+        self._grouping = False  # the last batch held several requests: wait the window
+        #: Transactions committed and requests they held (``/metrics``, the bench).
+        self.batches = 0
+        self.requests = 0
+        self._thread = threading.Thread(target=self._run, name="report-commit", daemon=True)
+        self._thread.start()
+
+    def submit(self, records: Sequence[ReportRecord]) -> list[str]:
+        """Store ``records`` (one request's) in the next batch; returns each record's stored
+        id once that batch has committed, or raises what storing it raised."""
+        pending = _Pending(records)
+        with self._cond:
+            if self._closed:
+                return self._commit(records)
+            wake = not self._queue or self._queued + len(records) >= self.max_records
+            self._queue.append(pending)
+            self._queued += len(records)
+            if wake:
+                self._cond.notify()
+        pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        return pending.ids
+
+    def _take(self) -> list[_Pending] | None:
+        """The next batch (``None``: closed, nothing left), once its window has passed or it
+        is full."""
+        with self._cond:
+            while not self._queue:
+                if self._closed:
+                    return None
+                self._cond.wait()
+            if self._grouping and self.window_s > 0:
+                deadline = self._queue[0].at + self.window_s
+                while self._queued < self.max_records and not self._closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            batch: list[_Pending] = []
+            n = 0
+            while self._queue and (
+                not batch or n + len(self._queue[0].records) <= self.max_records
+            ):
+                pending = self._queue.popleft()
+                n += len(pending.records)
+                batch.append(pending)
+            self._queued -= n
+            self._grouping = len(batch) > 1
+            return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            try:
+                self._store(batch)
+            except BaseException as exc:  # never leave a request waiting
+                log.exception("group commit: a batch of %d request(s) failed", len(batch))
+                for pending in batch:
+                    if not pending.done.is_set():
+                        pending.error = exc
+                        pending.done.set()
+
+    def _store(self, batch: list[_Pending]) -> None:
+        records = [r for pending in batch for r in pending.records]
+        try:
+            ids = self._commit(records)
+        except StoreDown as exc:
+            if len(batch) == 1 or isinstance(exc.__cause__, _DOWN):
+                for pending in batch:
+                    pending.error = exc
+                    pending.done.set()
+                return
+            log.warning("group commit: a batch of %d requests failed (%s); storing each on "
+                        "its own", len(batch), exc)  # fmt: skip
+            for pending in batch:
+                try:
+                    pending.ids = self._commit(pending.records)
+                except StoreDown as one:
+                    pending.error = one
+                pending.done.set()
+            return
+        self.batches += 1
+        self.requests += len(batch)
+        at = 0
+        for pending in batch:
+            pending.ids = ids[at : at + len(pending.records)]
+            at += len(pending.records)
+            pending.done.set()
+
+    def close(self) -> None:
+        """Commit what waits, then stop the committer (later submits commit in their own
+        thread)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout=30)
