@@ -393,7 +393,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m wai_dispatch.tools.doc_runner", description=__doc__
     )
     parser.add_argument(
-        "files", nargs="*", type=Path,
+        "files",
+        nargs="*",
+        type=Path,
         help="Markdown files (default: README.md, THIRD_PARTY.md, docs/*.md)",
     )
     parser.add_argument("--workers", type=int, default=2, help="files run at once (default 2)")

@@ -158,9 +158,7 @@ def test_no_doc_imports_a_folder_as_a_package() -> None:
 
 def test_the_migrations_listed_are_every_migration() -> None:
     """docs/operations.md listed 0001–0003 of six."""
-    versions = sorted(
-        p.stem for p in (ROOT / "service/store/migrations/versions").glob("0*.py")
-    )
+    versions = sorted(p.stem for p in (ROOT / "service/store/migrations/versions").glob("0*.py"))
     guide = text("docs/operations.md")
     paragraph = guide[guide.index("## Upgrades and rollback") :].split("\n\n")[1]
     listed = re.findall(r"`(\d{4}_\w+)`", paragraph)
@@ -176,9 +174,9 @@ def test_no_paragraph_puts_a_gpu_path_in_the_reference_offer() -> None:
         for paragraph in doc.read_text(encoding="utf-8").split("\n\n"):
             flat = " ".join(paragraph.split())
             for sentence in re.split(r"(?<=[.;:])\s", flat):
-                if "reference offer" in sentence and re.search(r"\bGPU\b|gpu/", sentence):
-                    if not gpu_offered and not re.search(r"\bnot\b|only in an offer", sentence):
-                        wrong.append(f"{doc.name}: {sentence}")
+                claims = "reference offer" in sentence and re.search(r"\bGPU\b|gpu/", sentence)
+                if claims and not gpu_offered and not re.search(r"\bnot\b|only in an", sentence):
+                    wrong.append(f"{doc.name}: {sentence}")
     assert not wrong, "\n".join(wrong)
     hyperprior = " ".join(text("docs/bmshj2018-hyperprior-set.md").split())
     assert "GPU where CUDA exists, else CPU" not in hyperprior
