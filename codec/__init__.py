@@ -2,9 +2,53 @@
 :mod:`.envelope_read`), payloads and their headers (:mod:`.payload`), the entropy stage
 (:mod:`.entropy`, :mod:`.tables`, :mod:`.compressai_rans`), parameter sets and pins
 (:mod:`.sets`), the picture (:mod:`.picture`), safe file reads and writes (:mod:`.files`), the
-data directory's layout (:mod:`.config`) and the typed errors (:mod:`.errors`).
+data directory's layout (:mod:`.layout`) and the typed errors (:mod:`.errors`).
 
-Used through its modules (``from wai_dispatch.codec.envelope import Envelope``): importing one
-loads only what it needs. Imports ``dispatch`` and nothing above it."""
+Face: an envelope read from its bytes, ``parse(data) -> Envelope`` (JSON or CBOR), its errors
+(``EnvelopeError``, every codec error a ``CodecError``) and the picture's ``to_png``; the rest is
+used through its modules. Imports ``dispatch`` and nothing above it."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the sink client's start)
+if TYPE_CHECKING:
+    from wai_dispatch.codec.envelope import Envelope, EnvelopeError
+    from wai_dispatch.codec.envelope_read import parse
+    from wai_dispatch.codec.errors import CodecError
+    from wai_dispatch.codec.picture import to_png
+
+__all__ = [
+    "CodecError",
+    "Envelope",
+    "EnvelopeError",
+    "parse",
+    "to_png",
+]
+
+#: The face: each name, and the module of this package that defines it (``module:name`` where
+#: the face names it otherwise), imported on first use (PEP 562): importing the package, as
+#: every import of one of its modules does, loads none of them.
+_FACE = {
+    "CodecError": "errors",
+    "Envelope": "envelope",
+    "EnvelopeError": "envelope",
+    "parse": "envelope_read",
+    "to_png": "picture",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A name of the face, imported from its module on first use."""
+    where = _FACE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, _, attr = where.partition(":")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attr or name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

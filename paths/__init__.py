@@ -4,7 +4,55 @@ states its placement (§5) — :mod:`.onnx` (ONNX Runtime, CPU and GPU), :mod:`.
 :mod:`.registry` builds the adapters of an offer; :mod:`.lru` is the program cache every adapter
 is given; :mod:`.job` is what an adapter is asked to run.
 
-Used through its modules. Heavy runtimes (onnxruntime, onnx, coremltools, wgpu) are imported
-inside the functions that need them. Imports ``dispatch`` and ``codec`` only."""
+Face: the machine's adapters (``known_adapters``, ``adapters_for`` a program cache budget,
+``probe`` for each path's ``PathStatus``), the job they run (``SynthesisJob``) and the program
+cache (``Programs``, its ``LRU``). Heavy runtimes (onnxruntime, onnx, coremltools, wgpu) are
+imported inside the functions that need them. Imports ``dispatch`` and ``codec`` only."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the sink client's start)
+if TYPE_CHECKING:
+    from wai_dispatch.paths.job import SynthesisJob
+    from wai_dispatch.paths.lru import LRU, Programs
+    from wai_dispatch.paths.registry import PathStatus, adapters_for, known_adapters, probe
+
+__all__ = [
+    "LRU",
+    "PathStatus",
+    "Programs",
+    "SynthesisJob",
+    "adapters_for",
+    "known_adapters",
+    "probe",
+]
+
+#: The face: each name, and the module of this package that defines it (``module:name`` where
+#: the face names it otherwise), imported on first use (PEP 562): importing the package, as
+#: every import of one of its modules does, loads none of them.
+_FACE = {
+    "LRU": "lru",
+    "PathStatus": "registry",
+    "Programs": "lru",
+    "SynthesisJob": "job",
+    "adapters_for": "registry",
+    "known_adapters": "registry",
+    "probe": "registry",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A name of the face, imported from its module on first use."""
+    where = _FACE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, _, attr = where.partition(":")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attr or name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

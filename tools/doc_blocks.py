@@ -8,9 +8,11 @@ Info strings (every fence carries one; an unlabelled fence is an error):
   comment); each runs.
 * ``console`` — ``$ COMMAND`` lines, each followed by the output the doc shows for it; each runs
   and its output is compared.
+* ``python`` — a script: the whole block runs with the project's interpreter and must exit 0
+  (a block that cannot run here carries a skip marker with its reason).
 * ``json``, ``yaml`` — data: parsed, and validated against the project's own parser where its
   ``kind`` / ``format`` names one.
-* anything else (``text``, ``python``, …) — prose in a box: neither run nor parsed.
+* anything else (``text``, …) — prose in a box: neither run nor parsed.
 
 Markers are HTML comments on the lines right above the fence (invisible when rendered):
 
@@ -36,6 +38,7 @@ from pathlib import Path
 
 __all__ = [
     "COMMAND_INFO",
+    "PYTHON_INFO",
     "Block",
     "BlockError",
     "Command",
@@ -45,6 +48,8 @@ __all__ = [
 
 #: Info strings whose blocks are commands.
 COMMAND_INFO = frozenset({"sh", "bash", "shell", "console"})
+#: Info strings whose blocks are Python scripts.
+PYTHON_INFO = frozenset({"python", "py"})
 _FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([^\s`]*)")
 _MARKER = re.compile(r"^\s*<!--\s*doc:\s*(.*?)\s*-->\s*$")
 #: ``<!-- run: NAME -->``: a procedure of docs/operations.md that tests/ops/ runs as written,

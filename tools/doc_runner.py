@@ -1,8 +1,13 @@
-"""Run the README's and ``docs/*.md``'s fenced blocks (what counts and the markers:
-``tools/doc_blocks.py``): ``python -m wai_dispatch.tools.doc_runner [FILE.md …]`` prints, per
-file, the blocks found, the commands run, the outputs compared, the data blocks validated and
-the marked blocks, then every failure as ``file:line``, the command, what the doc shows and what
-came out; exit 1 on a failure. ``tests/docs/test_doc_runner.py`` runs it in CI.
+"""Run the README's, ``THIRD_PARTY.md``'s and ``docs/*.md``'s fenced blocks (what counts and
+the markers: ``tools/doc_blocks.py``) and hold every repository path their prose names to the
+checkout (``tools/doc_paths.py``): ``python -m wai_dispatch.tools.doc_runner [FILE.md …]``
+prints, per file, the blocks found, the commands and scripts run, the outputs compared, the data
+blocks validated, the marked blocks and the paths checked, then every failure as ``file:line``,
+the command, what the doc shows and what came out; exit 1 on a failure.
+``tests/docs/test_doc_runner.py`` runs it in CI.
+
+A ``python`` block is written to the folder's ``tmp/`` and run there with this interpreter, as
+a command is (so ``from wai_dispatch… import …`` must work as a user's script has it).
 
 How a command runs: in a fresh folder per doc file (its blocks in order share it), whose entries
 are links to the checkout's (``docs/``, ``conformance/``, …) beside a ``.venv/bin`` of shims:
@@ -37,8 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from wai_dispatch.tools.doc_blocks import Block, BlockError, Command, compare, read_blocks
+from wai_dispatch.tools.doc_blocks import (
+    PYTHON_INFO,
+    Block,
+    BlockError,
+    Command,
+    compare,
+    read_blocks,
+)
 from wai_dispatch.tools.doc_data import check_data
+from wai_dispatch.tools.doc_paths import missing_paths, named_paths
 from wai_dispatch.tools.doc_synopsis import check_synopsis
 
 __all__ = ["READY_S", "TIMEOUT_S", "DocRun", "main", "run_docs"]
@@ -52,9 +65,10 @@ _SERVE = re.compile(r"(^|\s)(\S*/)?wai-dispatch\s+serve(\s|$)")
 @dataclass
 class DocRun:
     """What a run found: counts per file and the failures, each one readable alone. A block
-    is one of ``run`` (commands), ``output`` (a command's output shown in a text block),
-    ``validated``, ``parsed``, ``synopsis``, ``marked`` (skipped, with its reason) or ``text``;
-    ``compared`` counts the run blocks that show output and the output blocks."""
+    is one of ``run`` (commands, or a ``python`` script), ``output`` (a command's output shown
+    in a text block), ``validated``, ``parsed``, ``synopsis``, ``marked`` (skipped, with its
+    reason) or ``text``; ``compared`` counts the run blocks that show output and the output
+    blocks; ``paths`` the repository paths the file's prose names, each checked."""
 
     counts: dict[str, Counter[str]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -69,11 +83,11 @@ class DocRun:
 
     def table(self) -> str:
         keys: tuple[str, ...] = ("found", "run", "output", "compared", "validated", "parsed")
-        keys += ("synopsis", "marked", "text")
-        rows = [f"{'file':<22}" + "".join(f"{k:>10}" for k in keys) + "  seconds"]
+        keys += ("synopsis", "marked", "text", "paths")
+        rows = [f"{'file':<34}" + "".join(f"{k:>10}" for k in keys) + "  seconds"]
         for name, c in [*self.counts.items(), ("total", self.total())]:
             took = self.file_seconds.get(name, self.seconds)
-            rows.append(f"{name:<22}" + "".join(f"{c[k]:>10}" for k in keys) + f"{took:>9.1f}")
+            rows.append(f"{name:<34}" + "".join(f"{c[k]:>10}" for k in keys) + f"{took:>9.1f}")
         rows.append(f"{len(self.failures)} failure(s) in {self.seconds:.1f} s")
         return "\n".join(rows)
 
@@ -82,6 +96,13 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _is_root(entry: str) -> bool:
+    try:
+        return Path(entry).resolve() == ROOT
+    except OSError:
+        return False
 
 
 def make_recipe(target: str, makefile: Path = ROOT / "Makefile") -> list[str]:
@@ -121,14 +142,21 @@ class Folder:
         }.items():
             (shims / name).write_text(f'#!/bin/sh\nexec {argv} "$@"\n', encoding="utf-8")
             (shims / name).chmod(0o755)
+        # the import root alone, as an installed package has it: a doc's `import dispatch`
+        # fails here as it does outside a checkout (the checkout's root is no import path)
+        site = root / "site"
+        site.mkdir()
+        (site / "wai_dispatch").symlink_to(ROOT / "wai_dispatch", target_is_directory=True)
         self.port = _free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("WAI_")}
         env.pop("XDG_DATA_HOME", None)
+        kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and not _is_root(p)]
         env.update(
             WAI_DATA_DIR=str(self.data),
             WAI_PORT=str(self.port),
             HOME=str(self.home),
             PATH=f"{shims}{os.pathsep}{env.get('PATH', '')}",
+            PYTHONPATH=os.pathsep.join([str(site), *kept]),
         )
         self.env = env
         self.outputs: dict[str, str] = {}
@@ -255,6 +283,9 @@ def _run_file(path: Path, name: str, run: DocRun) -> None:
         run.failures.append(str(exc))
         return
     counts["found"] = len(blocks)
+    missing = missing_paths(path)
+    counts["paths"] = len(named_paths(path))
+    run.failures.extend(f"{name}:{line}: {problem}" for line, problem in missing)
     with tempfile.TemporaryDirectory(prefix="wai-docs-") as tmp:
         folder = Folder(Path(tmp))
         for block in blocks:
@@ -267,6 +298,15 @@ def _run_file(path: Path, name: str, run: DocRun) -> None:
                 run.failures.extend(f"{block.path}:{n}: {p}" for n, p in check_synopsis(block))
             elif block.is_command:
                 _run_block(block, folder, counts, run)
+            elif block.info in PYTHON_INFO:
+                counts["run"] += 1
+                script = folder.work / "tmp" / f"block-{block.line}.py"
+                script.write_text(block.text + "\n", encoding="utf-8")
+                status, out = folder.run(f"python tmp/{script.name}")
+                if status != 0:
+                    command = Command(f"python tmp/{script.name}", block.line)
+                    problem = f"exit status {status} (the python block)"
+                    run.failures.append(_failure(block, command, problem, got=out))
             elif block.info in ("json", "yaml"):
                 outcome, problems = check_data(block)
                 counts[outcome] += 1
@@ -320,8 +360,8 @@ def _run_block(block: Block, folder: Folder, counts: Counter[str], run: DocRun) 
 
 
 def doc_files(root: Path = ROOT) -> list[Path]:
-    """The files the runner covers: the README and every ``docs/*.md``."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """The files the runner covers: the README, ``THIRD_PARTY.md`` and every ``docs/*.md``."""
+    return [root / "README.md", root / "THIRD_PARTY.md", *sorted((root / "docs").glob("*.md"))]
 
 
 def run_docs(files: list[Path] | None = None, *, workers: int = 2) -> DocRun:
@@ -353,7 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m wai_dispatch.tools.doc_runner", description=__doc__
     )
     parser.add_argument(
-        "files", nargs="*", type=Path, help="Markdown files (default: README.md, docs/*.md)"
+        "files",
+        nargs="*",
+        type=Path,
+        help="Markdown files (default: README.md, THIRD_PARTY.md, docs/*.md)",
     )
     parser.add_argument("--workers", type=int, default=2, help="files run at once (default 2)")
     args = parser.parse_args(argv)

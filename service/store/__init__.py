@@ -1,9 +1,64 @@
 """The report store (SQLAlchemy, SQLite or PostgreSQL): the database and its migrations
-(:mod:`.db`, :mod:`.models`, ``migrations/``), report queries (:mod:`.reports`), the one
+(:mod:`.report_store`, :mod:`.models`, ``migrations/``), report queries (:mod:`.reports`), the one
 report record (:mod:`.records`), bearer tokens (:mod:`.tokens`), the governance tables
-(:mod:`.policies`), the durable spool (:mod:`.spool`) and its errors (:mod:`.errors`).
+(:mod:`.policies`), the set registry (:mod:`.setregistry`), the durable spool (:mod:`.spool`)
+and its errors (:mod:`.errors`).
 
 Below the HTTP layer: the CLI's ``tokens`` and ``policy`` commands use it without the service.
-Used through its modules."""
+Face: ``ReportStore`` (``StoreDown`` when its database does not answer), the one
+``ReportRecord``, report ``Filters``, token ``Role``, ``PolicyStore``, ``SetRegistry`` and
+``StoreError``, each imported on first use."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the sink client's start)
+if TYPE_CHECKING:
+    from wai_dispatch.service.store.report_store import ReportStore, StoreDown
+    from wai_dispatch.service.store.errors import StoreError
+    from wai_dispatch.service.store.policies import PolicyStore
+    from wai_dispatch.service.store.records import ReportRecord
+    from wai_dispatch.service.store.reports import Filters
+    from wai_dispatch.service.store.setregistry import SetRegistry
+    from wai_dispatch.service.store.tokens import Role
+
+__all__ = [
+    "Filters",
+    "PolicyStore",
+    "ReportRecord",
+    "ReportStore",
+    "Role",
+    "SetRegistry",
+    "StoreDown",
+    "StoreError",
+]
+
+#: The face: each name, and the module of this package that defines it (``module:name`` where
+#: the face names it otherwise), imported on first use (PEP 562): importing the package, as
+#: every import of one of its modules does, loads none of them.
+_FACE = {
+    "Filters": "reports",
+    "PolicyStore": "policies",
+    "ReportRecord": "records",
+    "ReportStore": "report_store",
+    "Role": "tokens",
+    "SetRegistry": "setregistry",
+    "StoreDown": "report_store",
+    "StoreError": "errors",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A name of the face, imported from its module on first use."""
+    where = _FACE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, _, attr = where.partition(":")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attr or name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -211,6 +211,38 @@ def test_config_says_where_each_setting_came_from(
     assert rows["token"]["value"] == "(set)" and "wai_secret_value" not in out
 
 
+def test_config_prints_the_values_used_not_the_unset_defaults(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: ``config`` printed ``decode_threads 0`` and ``database_url None``; it prints
+    what the service uses (docs/cli.md), and a set secret still only as ``(set)``."""
+    from wai_dispatch.dispatch import REFERENCE_OFFER
+    from wai_dispatch.service.store.spool_volume import default_replica_id
+
+    cpus = len(os.sched_getaffinity(0))
+    data = tmp_path / "d"
+    status, out, _ = run(capsys, "config", "--json", "--data-dir", str(data))
+    assert status == EXIT_OK
+    rows = {r["name"]: r for r in json.loads(out)["settings"]}
+    assert rows["decode_threads"]["value"] == cpus == rows["ort_threads"]["value"]
+    assert rows["database_url"]["value"] == f"sqlite:///{data / 'reports.db'}"
+    assert rows["spool_dir"]["value"] == str(data / "spool")
+    assert rows["offer"]["value"] == ",".join(map(str, REFERENCE_OFFER))
+    assert rows["replica_id"]["value"] == default_replica_id()
+    assert {rows[n]["source"] for n in ("decode_threads", "database_url", "offer")} == {"default"}
+    monkeypatch.setenv("WAI_DATABASE_URL", "postgresql://u:hunter2@db/x")
+    monkeypatch.setenv("WAI_WORKERS", "2")
+    monkeypatch.setenv("WAI_DECODE_THREADS", "3")
+    status, out, _ = run(capsys, "config", "--json")
+    rows = {r["name"]: r for r in json.loads(out)["settings"]}
+    assert rows["database_url"]["value"] == "(set)" and "hunter2" not in out
+    assert (rows["decode_threads"]["value"], rows["decode_threads"]["source"]) == (3, "env")
+    assert rows["ort_threads"]["value"] == max(1, cpus // 2)  # serve --workers 2's share
+    status, text, _ = run(capsys, "config")
+    line = next(ln for ln in text.splitlines() if ln.startswith("decode_threads "))
+    assert line.split()[1:3] == ["3", "env"]
+
+
 def test_doctor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, out, _ = run(capsys, "doctor", "--json", "--data-dir", str(tmp_path / "fresh"))
     got = json.loads(out)

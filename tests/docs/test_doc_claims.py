@@ -1,6 +1,9 @@
-"""Claims of the README and docs/ that a coverage audit (issue 21) found false, held to the code.
-(The int_synth report of docs/dispatch.md and conformance vector 006 are held to the demo's run
-in tests/cli/test_demo.py.)"""
+"""Claims of the README and docs/ that a coverage audit (issue 21) and a review (issue 26) found
+false, held to the code, so that each fails if it returns. (The int_synth report of
+docs/dispatch.md and conformance vector 006 are held to the demo's run in tests/cli/test_demo.py;
+docs/errors.md's staleness and its 5xx list in tests/dispatch/test_error_codes.py; `config`'s
+values in tests/cli/test_cli_manners.py; the docs' ``python`` blocks are run by the doc runner,
+tests/docs/test_doc_runner.py.)"""
 
 from __future__ import annotations
 
@@ -8,8 +11,16 @@ import json
 import re
 from pathlib import Path
 
+import wai_dispatch
+from wai_dispatch.cli.config import DERIVED
+from wai_dispatch.dispatch import REFERENCE_OFFER, Unit
+from wai_dispatch.tools import errors_doc
+from wai_dispatch.tools.doc_paths import missing_paths
+from wai_dispatch.tools.doc_runner import doc_files
+from wai_dispatch.tools.error_registry import entries
+
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = doc_files(ROOT)
 
 
 def text(name: str) -> str:
@@ -37,6 +48,7 @@ def test_no_doc_promises_what_exists_as_later() -> None:
 def test_every_vendored_folder_is_listed_in_both_third_party_lists() -> None:
     vendored = sorted(p for p in (ROOT / "service" / "web").rglob("vendor") if p.is_dir())
     assert len(vendored) >= 2
+    vendored += sorted(p for p in (ROOT / "tests").rglob("vendor") if p.is_dir())
     for listing in ("THIRD_PARTY.md", "docs/third-party.md"):
         body = text(listing)
         for folder in vendored:
@@ -104,3 +116,119 @@ def test_the_webnn_form_is_webnn_graphs_files_and_says_so() -> None:
     assert "decoder.f32" not in names
     webnn = text("service/web/page_files/js/webnn.js")
     assert "manifest.tensors[" in webnn and "decoder.f32" not in webnn
+
+
+# --- issue 26: the claims the doc runner could not see -------------------------------------
+
+
+def _table(body: str) -> list[str]:
+    return [line.strip() for line in body.splitlines() if line.lstrip().startswith("|")]
+
+
+def test_the_two_third_party_lists_have_the_same_rows() -> None:
+    """Each said it listed the same rows as the other, and did not."""
+    root, docs = _table(text("THIRD_PARTY.md")), _table(text("docs/third-party.md"))
+    assert len(root) >= 4 and root == docs
+
+
+def test_every_path_a_doc_names_exists() -> None:
+    """docs/wgsl-path.md cited a `shared/` folder the repository does not have (the doc runner
+    checks this too; here it runs in the quick suite)."""
+    wrong = [
+        f"{doc.relative_to(ROOT)}:{line}: {problem}"
+        for doc in DOCS
+        for line, problem in missing_paths(doc)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_doc_imports_a_folder_as_a_package() -> None:
+    """docs/dispatch.md's `from dispatch import …` fails outside a checkout: the import root is
+    `wai_dispatch` (`from wai_dispatch.dispatch import …`)."""
+    folders = "dispatch|codec|paths|service|cli|tools|conformance"
+    bare = re.compile(rf"^\s*(?:from|import)\s+(?:{folders})\b|`(?:from|import) (?:{folders})\b")
+    wrong = [
+        f"{doc.relative_to(ROOT)}:{n}: {line.strip()}"
+        for doc in DOCS
+        for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1)
+        if bare.search(line)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_migrations_listed_are_every_migration() -> None:
+    """docs/operations.md listed 0001–0003 of six."""
+    versions = sorted(p.stem for p in (ROOT / "service/store/migrations/versions").glob("0*.py"))
+    guide = text("docs/operations.md")
+    paragraph = guide[guide.index("## Upgrades and rollback") :].split("\n\n")[1]
+    listed = re.findall(r"`(\d{4}_\w+)`", paragraph)
+    assert len(versions) >= 6 and listed == versions, (listed, versions)
+
+
+def test_no_paragraph_puts_a_gpu_path_in_the_reference_offer() -> None:
+    """docs/bmshj2018-hyperprior-set.md said the reference offer runs ONNX Runtime on the GPU
+    where CUDA exists; `gpu/onnx-runtime/float` is in no default offer."""
+    gpu_offered = any(path.unit is Unit.GPU for path in REFERENCE_OFFER)
+    wrong = []
+    for doc in DOCS:
+        for paragraph in doc.read_text(encoding="utf-8").split("\n\n"):
+            flat = " ".join(paragraph.split())
+            for sentence in re.split(r"(?<=[.;:])\s", flat):
+                claims = "reference offer" in sentence and re.search(r"\bGPU\b|gpu/", sentence)
+                if claims and not gpu_offered and not re.search(r"\bnot\b|only in an", sentence):
+                    wrong.append(f"{doc.name}: {sentence}")
+    assert not wrong, "\n".join(wrong)
+    hyperprior = " ".join(text("docs/bmshj2018-hyperprior-set.md").split())
+    assert "GPU where CUDA exists, else CPU" not in hyperprior
+
+
+def test_errors_doc_is_the_registry_and_every_code_is_raised() -> None:
+    """docs/errors.md missed `set_registry_down` among the 5xx codes, four meanings differed
+    from the registry's, and it listed `page_entropy_unsupported`, which nothing raised."""
+    doc = text("docs/errors.md")
+    assert doc == errors_doc.render()
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `([a-z0-9_]+)` \| \d{3} \| [^|]+ \| (.*) \|$", doc, re.M)
+    }
+    assert rows == {e.code.value: e.code.meaning for e in entries()}
+    sources = {
+        p: p.read_text(encoding="utf-8")
+        for folder in ("dispatch", "codec", "paths", "service", "cli", "tools")
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name != "codes.py"
+    }
+    page = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "service/web").rglob("*.js"))
+    unused = [
+        e.code.value
+        for e in entries()
+        if not any(f"{type(e.code).__name__}.{e.code.name}" in body for body in sources.values())
+        and not any(f'"{e.code.value}"' in body for body in sources.values())
+        and f'"{e.code.value}"' not in page
+        and f"'{e.code.value}'" not in page
+    ]
+    assert not unused, f"codes nothing raises: {unused}"
+
+
+def test_no_doc_speaks_of_a_release_that_is_not_this_one() -> None:
+    """docs/errors.md spoke of "before 0.2" while `--version` says 0.1.0."""
+    version = tuple(int(p) for p in wai_dispatch.__version__.split("."))
+    release = re.compile(
+        r"\b(?:before|since|until|after|from|in) (?:release |version |v)?(0\.\d+(?:\.\d+)?)\b"
+    )
+    wrong = []
+    for doc in DOCS:
+        for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            for found in release.findall(line):
+                if tuple(int(p) for p in found.split(".")) > version[: found.count(".") + 1]:
+                    wrong.append(f"{doc.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not wrong, f"this is {wai_dispatch.__version__}:\n" + "\n".join(wrong)
+
+
+def test_config_paragraph_names_every_derived_value() -> None:
+    """docs/cli.md said `config` prints effective values while it printed `decode_threads 0`
+    and `database_url None`: each value it now works out is named there."""
+    cli = " ".join(text("docs/cli.md").split())
+    paragraph = cli[cli.index("`wai-dispatch config` prints") :].split("`wai-dispatch doctor`")[0]
+    for name in DERIVED:
+        assert f"`{name}`" in paragraph, name

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from wai_dispatch.tools.doc_blocks import BlockError, compare, read_blocks
+from wai_dispatch.tools.doc_paths import missing_paths, named_paths
 from wai_dispatch.tools.doc_runner import doc_files, make_recipe, run_docs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +31,7 @@ def test_every_block_of_the_readme_and_docs_runs_or_says_why_not() -> None:
     assert sum(total[k] for k in kinds) == total["found"], total
     # a floor, so a runner that silently stops running is a failure
     assert total["run"] >= 7 and total["compared"] >= 4 and total["validated"] >= 12, total
+    assert total["paths"] >= 500 and "THIRD_PARTY.md" in run.counts, total
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -99,3 +101,50 @@ def test_a_failure_names_the_block_the_command_and_both_outputs(tmp_path: Path) 
     assert report.startswith(f"{doc}:8: not a valid wai-neural-dispatch/1 report")
     assert synopsis.startswith(f"{doc}:17: wai-dispatch paths --help lists no --nope")
     assert status.startswith(f"{doc}:21: exit status 1") and "command: false" in status
+
+
+def test_a_python_block_runs_and_a_failing_one_fails(tmp_path: Path) -> None:
+    doc = write(
+        tmp_path,
+        "```python\nfrom wai_dispatch.dispatch import REGISTRY\n"
+        'assert "wai.neural.bmshj2018" in REGISTRY\n```\n\n'
+        "```python\nfrom dispatch import REGISTRY\n```\n\n"
+        "<!-- doc: skip needs a Mac -->\n```python\nimport coremltools\n```\n",
+    )
+    run = run_docs([doc], workers=1)
+    counts = run.counts[str(doc)]
+    assert (counts["run"], counts["marked"]) == (2, 1), counts
+    (failure,) = run.failures
+    assert failure.startswith(f"{doc}:6: exit status 1 (the python block)"), failure
+    assert "No module named 'dispatch'" in failure
+
+
+def test_every_repository_path_the_prose_names_is_checked(tmp_path: Path) -> None:
+    doc = write(
+        tmp_path,
+        "See `service/http/app.py`, `service/http/nope.py`, [the README](README.md), and\n"
+        "[gone](docs/gone.md), `routes/decode.py`, `shared/seeds/001_…`, `docs/*.md`,\n"
+        "`cpu/onnx-runtime/float`, `wai-ops/1`, `/v1/decode`, `~/.local/x.py`, `out/x.png`,\n"
+        "`codec/{envelope,picture}.py`, `samples/NAME`.\n\n"
+        "```text\nin a block: `not/checked.py`\n```\n",
+    )
+    named = [p for _, p, _ in named_paths(doc)]
+    assert named == [
+        "README.md",
+        "service/http/app.py",
+        "service/http/nope.py",
+        "docs/gone.md",
+        "routes/decode.py",
+        "shared/seeds/",
+        "docs/",
+        "out/x.png",
+        "codec/envelope.py",
+        "codec/picture.py",
+    ], named
+    assert [(line, p.split("`")[1]) for line, p in missing_paths(doc)] == [
+        (1, "service/http/nope.py"),
+        (2, "docs/gone.md"),
+        (2, "shared/seeds/"),
+    ]
+    run = run_docs([doc], workers=1)
+    assert run.counts[str(doc)]["paths"] == len(named) and len(run.failures) == 3

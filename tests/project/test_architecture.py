@@ -105,7 +105,30 @@ def _imports(module: str, path: Path) -> list[Import]:
             visit(child, inner)
 
     visit(tree, False)
+    if path.name == "__init__.py":  # a lazy face's names are imports too, on first use
+        faces = _face_modules(module, tree)
+        out.extend(Import(module, target, line, True) for target, line in faces)
     return out
+
+
+def _face_literal(tree: ast.Module) -> tuple[dict[str, str], int] | None:
+    """A package's ``_FACE = {name: "module" or "module:attr"}`` and its line, if it has one."""
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and [ast.unparse(t) for t in node.targets] == ["_FACE"]
+            and isinstance(node.value, ast.Dict)
+        ):
+            return ast.literal_eval(node.value), node.lineno
+    return None
+
+
+def _face_modules(package: str, tree: ast.Module) -> list[tuple[str, int]]:
+    found = _face_literal(tree)
+    if found is None:
+        return []
+    face, line = found
+    return [(f"{package}.{where.partition(':')[0]}", line) for where in face.values()]
 
 
 IMPORTS = {module: _imports(module, path) for module, path in SOURCES.items()}
@@ -492,12 +515,19 @@ LAZY_COMMANDS = {
 }
 
 
+def _is_face(module: str, target: str) -> bool:
+    """A package's lazy face (``_FACE`` in its ``__init__``) importing its own modules."""
+    return SOURCES[module].name == "__init__.py" and target.startswith(module + ".")
+
+
 def test_lazy_imports_only_for_heavy_runtimes() -> None:
     wrong = []
     for module, imports in IMPORTS.items():
         commands = LAZY_COMMANDS.get(module, ())
         for imp in imports:
             if imp.target.startswith(commands) and commands:
+                continue
+            if imp.lazy and _is_face(module, imp.target):
                 continue
             if imp.lazy and imp.target.split(".")[0] not in HEAVY:
                 wrong.append(f"{module}:{imp.line} imports {imp.target} inside a function")
@@ -523,6 +553,7 @@ FACES = (
     "service.governance",
     "service.usecase",
     "service.web",
+    "service.rayserve",
     "cli",
     "tools",
 )
@@ -546,9 +577,79 @@ def test_package_face(name: str) -> None:
         for attr, value in vars(package).items()
         if not attr.startswith("_")
         and not isinstance(value, types.ModuleType)
-        and attr != "annotations"  # `from __future__ import annotations`
+        and attr not in ("annotations", "TYPE_CHECKING")  # `from __future__`; the lazy faces'
     }
     assert public <= set(exported), f"{name}: public names not in __all__: {public - set(exported)}"
+    # a lazy face's name that is also a module's breaks `from pkg import module` once the
+    # module is loaded (the face's value replaces it); an eager face binds its value first
+    modules = {m.rsplit(".", 1)[1] for m in SOURCES if m.rsplit(".", 1)[0] == package.__name__}
+    shadowing = set(exported) & modules if hasattr(package, "_FACE") else set()
+    assert not shadowing, f"{name}: face names that shadow its modules: {sorted(shadowing)}"
+    for attr in exported:  # each name importable as a user writes it
+        namespace: dict[str, object] = {}
+        exec(f"from {PREFIX}.{name} import {attr}", namespace)
+        assert namespace[attr] is getattr(package, attr), (name, attr)
+
+
+def _architecture_paragraph(name: str) -> str:
+    """docs/architecture.md's paragraph of ``name``'s top package (``paths.wgsl``: ``paths``)."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    heads = [n for n in FACES if f"**`{n}`**" in text and (name == n or name.startswith(n + "."))]
+    head = max(heads, key=len)
+    return " ".join(text.split(f"**`{head}`**", 1)[1].split("\n\n", 1)[0].split())
+
+
+@pytest.mark.parametrize("name", FACES)
+def test_each_face_is_documented_and_lazy_faces_are_consistent(name: str) -> None:
+    """docs/architecture.md says each package's face; a lazy face (``_FACE``) names each of its
+    names there, and its ``_FACE``, its ``if TYPE_CHECKING:`` imports (what a type checker
+    reads) and its ``__all__`` agree."""
+    paragraph = _architecture_paragraph(name)
+    assert "Face:" in paragraph, f"docs/architecture.md: no face for {name}"
+    path = SOURCES[f"{PREFIX}.{name}"]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = _face_literal(tree)
+    if found is None:
+        return
+    face, _ = found
+    package = importlib.import_module(f"{PREFIX}.{name}")
+    assert sorted(face) == sorted(package.__all__), name
+    checking = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module, ast.unparse(imp)
+                module = imp.module.removeprefix(f"{PREFIX}.{name}.")
+                for alias in imp.names:
+                    shown = alias.name if alias.asname in (None, alias.name) else f":{alias.name}"
+                    checking[alias.asname or alias.name] = module + (shown if ":" in shown else "")
+    assert checking == face, name
+    for attr in face:
+        assert f"`{attr}`" in paragraph, f"docs/architecture.md does not name {name}.{attr}"
+
+
+def test_lazy_faces_load_nothing_until_asked() -> None:
+    """Importing a package with a lazy face loads none of its face's modules: a
+    ``from wai_dispatch.service.decoding.settings import …`` (every command's) loads no
+    decoder, and the sink's client none of the decoding library."""
+    lazy = [n for n in FACES if _face_literal(ast.parse(SOURCES[f"{PREFIX}.{n}"].read_text()))]
+    assert len(lazy) >= 10, lazy
+    code = (
+        "import importlib, sys\n"
+        f"for name in {lazy!r}:\n"
+        "    before = set(sys.modules)\n"
+        f"    importlib.import_module('{PREFIX}.' + name)\n"
+        "    print(name, sorted(set(sys.modules) - before))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    for line in result.stdout.splitlines():
+        name, loaded = line.split(" ", 1)
+        parts = name.split(".")
+        parents = {".".join([PREFIX, *parts[:i]]) for i in range(len(parts) + 1)}
+        extra = set(ast.literal_eval(loaded)) - parents
+        assert not extra, f"importing {name} loads {sorted(extra)}"
 
 
 def test_cli_command_table_matches_the_modules() -> None:

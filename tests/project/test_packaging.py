@@ -110,6 +110,7 @@ def test_the_installed_wheel_decodes_the_sample(wheel: Path, tmp_path: Path) -> 
     located = subprocess.run(
         [python, "-c", "import wai_dispatch.codec as c; print(c.__file__)"],
         cwd=work,
+        env=env,
         capture_output=True,
         text=True,
         check=True,

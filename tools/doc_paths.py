@@ -1,0 +1,145 @@
+"""The repository paths a doc names, held to the checkout: every path in inline code or a link
+of a doc's prose (outside its fenced blocks, which the doc runner runs) must exist.
+
+What counts as a path (``named_paths``):
+
+* a link's target, ``[text](docs/x.md#part)``: resolved from the doc's folder (an ``http:``,
+  ``https:`` or ``mailto:`` link, or an anchor alone, is not a path);
+* inline code whose text has a ``/`` and either ends with ``/`` (a folder: ``conformance/sets/``)
+  or names a file with an extension (``service/http/app.py``), or a bare ``NAME.py`` / ``NAME.md``.
+
+A segment that is a placeholder (``…``, ``*``, or capitals only: ``sets/DIGEST/``,
+``shared/seeds/001_…``) ends the path there: its folders before it are what is checked. Not a
+path: text with a space, quotes or ``$``, ``%``, ``=``, ``<``, text that starts with ``/``,
+``~``, ``.``, ``-``, ``@`` or a scheme (a server path, a home folder, an option, a package, a
+URL), and the §1 tokens that have slashes but no extension (``cpu/onnx-runtime/float``,
+``wai-ops/1``). A ``{a,b}`` group is expanded; a trailing ``:NAME`` or ``:LINE``
+(``app.py:create_app``) is dropped.
+
+Where a path is looked for (``missing_paths``): a path whose first part is an entry at the
+repository's root (``service/``, ``docs/``, ``README.md``) must be exactly there (or beside the
+doc); any other (``routes/decode.py`` in a paragraph about ``service/http/``) must end some path
+of the repository. :data:`ELSEWHERE` lists, each with its reason, the paths the docs name that
+are not the repository's (what a command writes, the data directory's layout, another
+project's files); a path under one of them is not checked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import cache
+from pathlib import Path
+
+__all__ = ["ELSEWHERE", "missing_paths", "named_paths", "repository_paths"]
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Paths the docs name that are not the repository's, and what each is.
+ELSEWHERE = {
+    "out/": "`make demo` writes its pictures there, the browser tests their screenshots",
+    "bench-out/": "`make bench` writes its figures there",
+    "test-artifacts/": "the browser tests' screenshots (git-ignored)",
+    "spool/": "the data directory's spool folder",
+    "cache/onnx/": "the data directory's cache of prepared ONNX graphs",
+    "wgsl/constants.bin": "a set's file as the page's data route names it",
+    "dist/": "uPlot's npm package's folder, where the vendored files come from",
+    "examples/train.py": "CompressAI's training script, in CompressAI's repository",
+    "Data/com.apple.CoreML/": "inside a Core ML .mlpackage",
+    "com.apple.CoreML/": "inside a Core ML .mlpackage",
+}
+#: What the walk leaves out: the checkout's build and tool output (the .gitignore's).
+_IGNORED = frozenset(
+    {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+     ".hypothesis", "build", "dist", "out", "bench-out", ".data", "test-artifacts"}
+)  # fmt: skip
+_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^\s*(```+|~~~+)")
+_NOT_A_PATH = re.compile(r"[\s<>$%=\\|'\"]|^[/~.\-@]|^\w+:")
+_PLACEHOLDER = re.compile(r"…|\*|\?|^[A-Z][A-Z_]{2,}$")
+_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]*$")
+_BRACES = re.compile(r"\{([^{}]*)\}")
+
+
+def _expand(text: str) -> list[str]:
+    match = _BRACES.search(text)
+    if match is None:
+        return [text]
+    head, tail = text[: match.start()], text[match.end() :]
+    return [p for part in match.group(1).split(",") for p in _expand(head + part + tail)]
+
+
+def _as_path(text: str) -> list[str]:
+    """The paths inline code ``text`` names (none, one, or a ``{…}`` group's)."""
+    text = re.sub(r":[\w.]+$", "", text.strip())
+    if _BRACES.search(text):
+        return [p for e in _expand(text) for p in _as_path(e)]
+    if not text or _NOT_A_PATH.search(text) or "{" in text or "}" in text:
+        return []
+    parts = text.split("/")
+    if "/" in text:
+        last = parts[-1]
+        if not (text.endswith("/") or _EXTENSION.search(last) or re.search(r"…|\*", last)):
+            return []  # a §1 token, a media type, a route's parameter (`samples/NAME`)
+    elif not text.endswith((".py", ".md")):
+        return []
+    fixed = next((i for i, part in enumerate(parts) if _PLACEHOLDER.search(part)), None)
+    if fixed is not None:  # the folders before the first placeholder
+        return ["/".join(parts[:fixed]) + "/"] if fixed else []
+    return [text]
+
+
+def named_paths(doc: Path) -> list[tuple[int, str, bool]]:
+    """``(line, path, is_link)`` for every path the prose of ``doc`` names."""
+    found: list[tuple[int, str, bool]] = []
+    fence: str | None = None
+    for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+        if (mark := _FENCE.match(line)) is not None:
+            ticks = mark.group(1)
+            if fence is None:
+                fence = ticks[0] * len(ticks)
+            elif line.strip().startswith(fence):
+                fence = None
+            continue
+        if fence is not None:
+            continue
+        for target in _LINK.findall(line):
+            target = target.split("#", 1)[0]
+            if target and not re.match(r"^[a-z]+:", target):
+                found.append((n, target, True))
+        for code in _CODE.findall(_LINK.sub("", line)):
+            found.extend((n, p, False) for p in _as_path(code))
+    return found
+
+
+@cache
+def repository_paths(root: Path = ROOT) -> frozenset[str]:
+    """Every file and folder of the checkout (``a/b.py``, ``a/``), links not followed."""
+    out: set[str] = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _IGNORED and not d.endswith(".egg-info")]
+        here = Path(folder).relative_to(root).as_posix()
+        prefix = "" if here == "." else here + "/"
+        out.update(prefix + d + "/" for d in dirs)
+        out.update(prefix + f for f in files)
+    return frozenset(out)
+
+
+def missing_paths(doc: Path, root: Path = ROOT) -> list[tuple[int, str]]:
+    """``(line, problem)`` for each path ``doc`` names that the checkout does not have."""
+    top = {p.name for p in root.iterdir()}
+    known = repository_paths(root)
+    problems = []
+    for line, path, is_link in named_paths(doc):
+        if path.startswith(tuple(ELSEWHERE)):
+            continue
+        if is_link or path.split("/", 1)[0] in top:
+            if (doc.parent / path).exists() or (root / path).exists():
+                continue
+            problems.append((line, f"names `{path}`, which the repository does not have"))
+            continue
+        want = path if path.endswith("/") else path.rstrip("/")
+        if want in known or any(k.endswith("/" + want) for k in known):
+            continue
+        problems.append((line, f"names `{path}`, which no path of the repository ends with"))
+    return problems
