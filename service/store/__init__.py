@@ -15,10 +15,10 @@ import importlib
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the sink client's start)
 if TYPE_CHECKING:
-    from wai_dispatch.service.store.report_store import ReportStore, StoreDown
     from wai_dispatch.service.store.errors import StoreError
     from wai_dispatch.service.store.policies import PolicyStore
     from wai_dispatch.service.store.records import ReportRecord
+    from wai_dispatch.service.store.report_store import ReportStore, StoreDown
     from wai_dispatch.service.store.reports import Filters
     from wai_dispatch.service.store.setregistry import SetRegistry
     from wai_dispatch.service.store.tokens import Role
