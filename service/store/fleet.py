@@ -1,6 +1,6 @@
 """The dashboard's per-sink and per-set tables: for each sink (or set) of a window, its reports,
 the reports where no path ran and their share, its request errors, its run reports' verdicts
-and when it was last seen; sorted, with the total of rows and one page of them.
+and when it was last seen; sorted, with the total of rows and one page of them (keyset: ``after`` the cursor ``next``).
 
 Report counts come from the per-hour roll-ups for the whole hours of the window and from the
 reports for its edges (the split of service/store/reports.py's summary, so they agree with it);
@@ -18,10 +18,11 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RunReportRow, SetRow
 from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
-from wai_dispatch.service.store.request_errors import errors_by_sink
+from wai_dispatch.service.store.request_error_views import errors_by_sink
 from wai_dispatch.service.store.rollups import HOUR_MS, SINK
 
 __all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
@@ -104,14 +105,38 @@ def _rate(row: dict[str, Any]) -> None:
     row["no_path_rate"] = row["no_path"] / row["reports"] if row["reports"] else None
 
 
+def _before(a: tuple[Any, str], b: tuple[Any, str], desc: bool) -> bool:
+    """Whether the row at position ``a`` (its sort value, its key) comes before ``b``: by the
+    value (``desc``: largest first), a row without one last, ties in key order."""
+    (va, ka), (vb, kb) = a, b
+    if (va is None) != (vb is None):
+        return vb is None
+    if va is not None and va != vb:
+        return bool(va > vb) if desc else bool(va < vb)
+    return ka < kb
+
+
 def _page(rows: list[dict[str, Any]], sort: str, desc: bool, key: str, limit: int,
-          offset: int) -> dict[str, Any]:  # fmt: skip
+          after: str | None) -> dict[str, Any]:  # fmt: skip
+    """One page of ``rows`` in the order asked, starting after the position of the cursor
+    ``after`` (keyset: a row that came or went since moves no other row across pages)."""
     rows.sort(key=lambda r: r[key])
     present = [r for r in rows if r[sort] is not None]
     present.sort(key=lambda r: r[sort], reverse=desc)  # stable: ties stay in ``key`` order
     rows = present + [r for r in rows if r[sort] is None]
-    return {"total": len(rows), "limit": limit, "offset": offset, "sort": sort, "desc": desc,
-            "items": rows[offset:offset + limit]}  # fmt: skip
+    start = 0
+    if after is not None:
+        value, name = keyset.decode(f"{key}:{sort}:{int(desc)}", after,
+                                    [(int, float, str, type(None)), (str,)])  # fmt: skip
+        at = (value, str(name))
+        start = next((i for i, r in enumerate(rows) if _before(at, (r[sort], r[key]), desc)),
+                     len(rows))  # fmt: skip
+    items = rows[start : start + limit]
+    more = start + limit < len(rows)
+    last = items[-1] if items else None
+    return {"total": len(rows), "limit": limit, "sort": sort, "desc": desc, "items": items,
+            "next": keyset.encode(f"{key}:{sort}:{int(desc)}", [last[sort], last[key]])
+            if more and last is not None else None}  # fmt: skip
 
 
 def sink_table(
@@ -123,7 +148,7 @@ def sink_table(
     desc: bool = False,
     search: str | None = None,
     limit: int = 50,
-    offset: int = 0,
+    after: str | None = None,
 ) -> dict[str, Any]:
     """One row per sink of the window (and per sink ``classes``, the policy's ``sink →
     class``, names): reports, no-path reports and rate, request errors (and the latest),
@@ -165,7 +190,7 @@ def sink_table(
             rows[sink]["runs_accepted" if accepted else "runs_refused"] += int(n)
             _seen(rows[sink], last)
     sort = sort if sort in SINK_SORTS else "sink"
-    return _page(list(rows.values()), sort, desc, "sink", limit, offset)
+    return _page(list(rows.values()), sort, desc, "sink", limit, after)
 
 
 def set_table(
@@ -176,7 +201,7 @@ def set_table(
     desc: bool = True,
     prefix: str | None = None,
     limit: int = 50,
-    offset: int = 0,
+    after: str | None = None,
 ) -> dict[str, Any]:
     """One row per set digest the window's reports name (the full 64 hex digits): reports,
     no-path reports and rate, sinks using it, last seen, and its name and capability when the
@@ -201,4 +226,4 @@ def set_table(
         _rate(row)
         rows.append(row)
     sort = sort if sort in SET_SORTS else "reports"
-    return _page(rows, sort, desc, "set", limit, offset)
+    return _page(rows, sort, desc, "set", limit, after)

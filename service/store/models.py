@@ -13,8 +13,10 @@ transaction that inserts each report (service/store/rollups.py); pruning reports
 run report a sink submitted (its id unique per sink), as submitted, with the verdict it got
 (service/store/policies.py). ``sets``, ``set_chunks``, ``set_defaults``: the set registry every
 replica shares (service/store/setregistry.py, docs/sets.md).
-``request_errors``: requests answered with a 4xx, by code and sink (best-effort telemetry,
-service/store/request_errors.py).
+``request_error_rollups``: every request answered with a 4xx, counted per hour, sink (``""``:
+no sink's token), code, status and route template; ``request_errors``: a sample of them, for
+sinks only, capped per sink and hour; ``request_error_samples``: per hour and sink, the errors
+seen and the rows kept (service/store/request_errors.py).
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class RefusalRow(Base):
 
 
 Index("ix_reports_sink_seq", ReportRow.sink, ReportRow.seq)
+Index("ix_reports_run_report_seq", ReportRow.run_report, ReportRow.seq)
 # The dashboard's summary reads only this index: time first, then what it filters and sums.
 Index(
     "ix_reports_summary",
@@ -227,8 +230,9 @@ class SetDefaultRow(Base):
 
 
 class RequestErrorRow(Base):
-    """A request answered with a 4xx (service/store/request_errors.py): best-effort telemetry,
-    written off the request's path, pruned with the reports."""
+    """A sink's request answered with a 4xx (service/store/request_errors.py): the sample kept
+    (at most the cap of rows per sink and hour), written off the request's path, pruned with
+    the reports."""
 
     __tablename__ = "request_errors"
 
@@ -242,6 +246,38 @@ class RequestErrorRow(Base):
     request_id: Mapped[str] = mapped_column(String(36))
     method: Mapped[str] = mapped_column(String(16))
     path: Mapped[str] = mapped_column(String(256))
+    route: Mapped[str | None] = mapped_column(String(128), nullable=True)  # the route template
 
 
 Index("ix_request_errors_sink_created", RequestErrorRow.sink, RequestErrorRow.created_ms)
+
+
+class RequestErrorRollupRow(Base):
+    """Every 4xx, counted: per hour, sink (``""``: no sink's token), code, status and route
+    template (``(no route)`` where none matched), so its size is bounded by the codes, routes
+    and sinks, never by the requests."""
+
+    __tablename__ = "request_error_rollups"
+
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    code: Mapped[str] = mapped_column(String(64), primary_key=True)
+    status: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    route: Mapped[str] = mapped_column(String(128), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+    last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest error of the key's hour
+
+
+Index("ix_request_error_rollups_sink_hour", RequestErrorRollupRow.sink,
+      RequestErrorRollupRow.hour_ms)  # fmt: skip
+
+
+class RequestErrorSampleRow(Base):
+    """Per hour and sink: the errors seen and the rows of them ``request_errors`` kept."""
+
+    __tablename__ = "request_error_samples"
+
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    seen: Mapped[int] = mapped_column(BigInteger)
+    kept: Mapped[int] = mapped_column(BigInteger)

@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
-from wai_dispatch.service.store.request_errors import prune_errors
+from wai_dispatch.service.store.request_error_views import prune_errors
 from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
 
 __all__ = ["BATCH", "Pruned", "Pruner", "cutoff", "prune", "prune_reports", "prune_rollups"]

@@ -15,7 +15,8 @@ from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.fleet import set_table, sink_table
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.reports import Filters
-from wai_dispatch.service.store.request_errors import ErrorLog, list_errors
+from wai_dispatch.service.store.request_error_views import list_errors
+from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import prune
 
 T0 = 1_796_000_000_000  # 3,200 s into its hour
@@ -70,8 +71,17 @@ def test_per_sink_table(store: ReportStore) -> None:
     assert (c["reports"], c["no_path_rate"], c["last_seen_ms"]) == (0, None, None)
     worst = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True)
     assert [r["sink"] for r in worst["items"]] == ["b", "a", "c"]  # never seen: last
-    page = sink_table(store, Filters(), classes=classes, limit=1, offset=1)
+    first = sink_table(store, Filters(), classes=classes, limit=1)
+    page = sink_table(store, Filters(), classes=classes, limit=1, after=first["next"])
     assert (page["total"], [r["sink"] for r in page["items"]]) == (3, ["b"])
+    last = sink_table(store, Filters(), classes=classes, limit=1, after=page["next"])
+    assert ([r["sink"] for r in last["items"]], last["next"]) == (["c"], None)
+    # keyset by the sort value: the page after "b" by rate, most first, is "a" then "c"
+    by_rate = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True,
+                         limit=1)  # fmt: skip
+    rest = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True,
+                      after=by_rate["next"])  # fmt: skip
+    assert [r["sink"] for r in rest["items"]] == ["a", "c"]
     assert sink_table(store, Filters(sinks=("a",)), classes=classes)["total"] == 1
     assert [r["sink"] for r in sink_table(store, Filters(), classes={}, search="B")["items"]] == [
         "b"
@@ -115,36 +125,41 @@ def test_request_errors_noted_listed_and_pruned(store: ReportStore) -> None:
         errors.note(400, "request_invalid", sink="a", request_id="r2", method="POST",
                     path="/v1/decode")  # fmt: skip
         errors.note(401, "auth_invalid", sink=None, request_id="r3", method="GET",
-                    path="/v1/reports")  # fmt: skip
+                    path="/v1/reports", route="/v1/reports")  # fmt: skip
         assert errors.flush()
-        assert (errors.written, errors.dropped) == (3, 0)
+        # the anonymous error is counted, never kept as a row
+        assert (errors.counted, errors.written, errors.dropped) == (3, 2, 0)
     finally:
         errors.close()
-    got = list_errors(store, limit=2)
-    assert got["total"] == 3 and len(got["items"]) == 2
+    got = list_errors(store, limit=1)
+    assert got["total"] == 3 and len(got["items"]) == 1
     assert got["by_code"] == [
         {"code": "request_invalid", "status": 400, "count": 2},
         {"code": "auth_invalid", "status": 401, "count": 1},
     ]
     assert got["by_sink"] == [{"sink": "a", "count": 2}, {"sink": None, "count": 1}]
-    assert got["items"][0]["request_id"] == "r3"  # newest first
-    assert list_errors(store, sinks=("a",), offset=1)["items"][0]["request_id"] == "r1"
+    assert got["by_route"] == [{"route": "(no route)", "count": 2},
+                               {"route": "/v1/reports", "count": 1}]  # fmt: skip
+    assert got["rows"] == {"kept": 2, "dropped": 0}
+    assert got["items"][0]["request_id"] == "r2"  # newest first
+    assert list_errors(store, sinks=("a",), after=got["next"])["items"][0]["request_id"] == "r1"
     table = sink_table(store, Filters(), classes={})
     assert [(r["sink"], r["request_errors"]) for r in table["items"]] == [("a", 2)]
     assert prune(store, report_days=1, rollup_days=0).request_errors == 0  # all recent
     now = got["items"][0]["time_ms"]
     assert (
-        prune(store, report_days=1, rollup_days=0, now_ms=now + 3 * 86_400_000).request_errors == 3
+        prune(store, report_days=1, rollup_days=0, now_ms=now + 3 * 86_400_000).request_errors == 2
     )
+    assert list_errors(store)["total"] == 0  # the roll-ups of those hours went too
 
 
-def test_request_errors_are_dropped_when_the_store_is_down(tmp_path: Path) -> None:
+def test_request_errors_wait_while_the_store_is_down(tmp_path: Path) -> None:
     down = ReportStore(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
     errors = ErrorLog(down)
     try:
         errors.note(404, "not_found", sink=None, request_id="r", method="GET", path="/x")
-        assert errors.flush()
-        assert (errors.written, errors.dropped) == (0, 1)
+        assert not errors.flush()  # never raised: held in memory, counted as pending
+        assert (errors.counted, errors.written, errors.pending) == (0, 0, 1)
     finally:
         errors.close()
         down.dispose()

@@ -1,0 +1,59 @@
+"""Request errors rolled up (service/store/request_errors.py): ``request_error_rollups`` counts
+every 4xx per hour, sink (``""``: no sink's token), code, status and route template, so it cannot
+grow with request volume; ``request_error_samples`` counts, per hour and sink, the errors seen
+and the rows kept (``request_errors`` keeps rows for sinks only, capped per sink and hour), so
+the drops are known. ``request_errors`` gains its route template; ``reports`` an index for the
+decodes of one run report, newest first (the dashboard's keyset listing).
+
+(Numbered 0008: 0007 is another branch's. Once both are on one line, ``down_revision`` names
+whichever precedes this one.)
+
+Revision ID: 0008
+Revises: 0006
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0008"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "request_error_rollups",
+        sa.Column("hour_ms", sa.BigInteger(), nullable=False),
+        sa.Column("sink", sa.String(128), nullable=False),
+        sa.Column("code", sa.String(64), nullable=False),
+        sa.Column("status", sa.Integer(), nullable=False),
+        sa.Column("route", sa.String(128), nullable=False),
+        sa.Column("n", sa.BigInteger(), nullable=False),
+        sa.Column("last_ms", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("hour_ms", "sink", "code", "status", "route",
+                                name="pk_request_error_rollups"),
+    )  # fmt: skip
+    op.create_index(
+        "ix_request_error_rollups_sink_hour", "request_error_rollups", ["sink", "hour_ms"]
+    )
+    op.create_table(
+        "request_error_samples",
+        sa.Column("hour_ms", sa.BigInteger(), nullable=False),
+        sa.Column("sink", sa.String(128), nullable=False),
+        sa.Column("seen", sa.BigInteger(), nullable=False),
+        sa.Column("kept", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("hour_ms", "sink", name="pk_request_error_samples"),
+    )
+    op.add_column("request_errors", sa.Column("route", sa.String(128), nullable=True))
+    op.create_index("ix_reports_run_report_seq", "reports", ["run_report", "seq"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_reports_run_report_seq", table_name="reports")
+    op.drop_column("request_errors", "route")
+    op.drop_table("request_error_samples")
+    op.drop_index("ix_request_error_rollups_sink_hour", table_name="request_error_rollups")
+    op.drop_table("request_error_rollups")
