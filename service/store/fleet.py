@@ -15,13 +15,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import Connection, and_, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store import keyset
+from wai_dispatch.service.store.activity import DAY_MS, DAYS, HOURS
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.models import RunReportRow, SetRow
-from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
+from wai_dispatch.service.store.reports import Filters, R, Range, rollup_where, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
 from wai_dispatch.service.store.rollups import HOUR_MS, SINK
 
@@ -42,8 +43,88 @@ def _seen(row: dict[str, Any], ms: int | None) -> None:
         row["last_seen_ms"] = int(ms)
 
 
+#: The filters the per-sink activity roll-ups answer (service/store/activity.py).
+_ACTIVITY = {"sink", "sinks", "set", "since_ms", "until_ms"}
+
+
+def _spans(lo: int | None, hi: int | None) -> tuple[list[Range], list[Range], Range | None]:
+    """``[lo, hi)`` cut into the partial hours at its edges (read from the reports), the whole
+    hours outside whole days (from ``sink_set_hours``) and the whole days (``sink_set_days``;
+    ``None``: none)."""
+    h0 = None if lo is None else -(-lo // HOUR_MS) * HOUR_MS
+    h1 = None if hi is None else hi - hi % HOUR_MS
+    if h0 is not None and h1 is not None and h0 >= h1:
+        return [(lo, hi)], [], None
+    raw: list[Range] = []
+    if lo is not None and h0 is not None and lo < h0:
+        raw.append((lo, h0))
+    if hi is not None and h1 is not None and h1 < hi:
+        raw.append((h1, hi))
+    d0 = None if h0 is None else -(-h0 // DAY_MS) * DAY_MS
+    d1 = None if h1 is None else h1 - h1 % DAY_MS
+    if d0 is not None and d1 is not None and d0 >= d1:
+        return raw, [(h0, h1)], None
+    hours: list[Range] = []
+    if h0 is not None and d0 is not None and h0 < d0:
+        hours.append((h0, d0))
+    if h1 is not None and d1 is not None and d1 < h1:
+        hours.append((d1, h1))
+    return raw, hours, (d0, d1)
+
+
+def _between(col: Any, lo: int | None, hi: int | None) -> list[ColumnElement[bool]]:
+    return [*([] if lo is None else [col >= lo]), *([] if hi is None else [col < hi])]
+
+
+def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
+    """:func:`_counts` from the activity roll-ups: whole days, whole hours, the edges' reports;
+    the last-seen time exact (each roll-up keeps its latest report's)."""
+    out: dict[str, dict[str, Any]] = {}
+    raw, hours, days = _spans(filters.since_ms, filters.until_ms)
+
+    def take(rows: Any) -> None:
+        for k, sink, n, no_path, last in rows:
+            if not k:
+                continue
+            row = out.setdefault(k, _blank())
+            row["reports"] += int(n)
+            row["no_path"] += int(no_path or 0)
+            row["sinks"].add(sink)
+            _seen(row, last)
+
+    parts = [(DAYS.c, [days])] if days is not None else []
+    parts += [(HOURS.c, hours)] if hours else []
+    for c, ranges in parts:
+        col = c.sink if key == "sink" else c.set_digest
+        conds = [_between(c.start_ms, lo, hi) for lo, hi in ranges]
+        where = [] if [] in conds else [or_(*(and_(*x) for x in conds))]
+        if filters.sink is not None:
+            where.append(c.sink == filters.sink)
+        if filters.sinks is not None:
+            where.append(c.sink.in_(filters.sinks))
+        if filters.set is not None:
+            where.append(c.set_digest == filters.set)
+        take(conn.execute(
+            select(col, c.sink, func.sum(c.n), func.sum(c.no_path), func.max(c.last_ms))
+            .where(*where).group_by(col, c.sink)
+        ).all())  # fmt: skip
+    if raw:
+        where = replace(filters, since_ms=None, until_ms=None).where()
+        where.append(or_(*(and_(*_between(R.created_ms, lo, hi)) for lo, hi in raw)))
+        by = R.sink if key == "sink" else R.set_digest
+        refused = func.sum(case((R.outcome == "refused", 1), else_=0))
+        take(conn.execute(
+            select(by, R.sink, func.count(), refused, func.max(R.created_ms))
+            .where(*where).group_by(by, R.sink)
+        ).all())  # fmt: skip
+    return out
+
+
 def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
     """Per ``key`` (``sink`` or ``set``): reports, no-path reports, last seen, sinks."""
+    asked = {k for k, v in vars(filters).items() if v is not None}
+    if asked <= _ACTIVITY and "" not in (filters.set, filters.sink):
+        return _activity(conn, filters, key)
     out: dict[str, dict[str, Any]] = {}
     raw, hours = split(filters, HOUR_MS)
     if filters.reason is not None:

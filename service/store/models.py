@@ -281,3 +281,30 @@ class RequestErrorSampleRow(Base):
     sink: Mapped[str] = mapped_column(String(128), primary_key=True)
     seen: Mapped[int] = mapped_column(BigInteger)
     kept: Mapped[int] = mapped_column(BigInteger)
+
+
+class _ActivityColumns:
+    """A sink's reports of one set in an hour or a day: what the fleet tables read."""
+
+    start_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # the hour's or day's
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    set_digest: Mapped[str] = mapped_column(String(64), primary_key=True)  # "": none
+    n: Mapped[int] = mapped_column(BigInteger)  # reports
+    no_path: Mapped[int] = mapped_column(BigInteger)  # of them, refused (no path ran)
+    last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest report's time
+
+
+class SinkSetHourRow(_ActivityColumns, Base):
+    """Per hour, sink and set (service/store/activity.py)."""
+
+    __tablename__ = "sink_set_hours"
+
+
+class SinkSetDayRow(_ActivityColumns, Base):
+    """Per day (UTC), sink and set: a month is thirty rows a sink and set."""
+
+    __tablename__ = "sink_set_days"
+
+
+Index("ix_sink_set_hours_sink_start", SinkSetHourRow.sink, SinkSetHourRow.start_ms)
+Index("ix_sink_set_days_sink_start", SinkSetDayRow.sink, SinkSetDayRow.start_ms)

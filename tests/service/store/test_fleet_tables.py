@@ -163,3 +163,36 @@ def test_request_errors_wait_while_the_store_is_down(tmp_path: Path) -> None:
     finally:
         errors.close()
         down.dispose()
+
+
+def test_activity_rollups_equal_a_recount_over_days(store: ReportStore) -> None:
+    """The fleet tables read whole days, whole hours and the edges' reports: the same reports,
+    no-path reports, sinks and exact last-seen times as a count of the reports themselves."""
+    import random
+
+    rng = random.Random(5)
+    day = 86_400_000
+    recs = [rec(100 + i, rng.choice("abc"), -rng.randrange(5 * day), ran=rng.random() < 0.7,
+                digest=rng.choice((A, B))) for i in range(300)]  # fmt: skip
+    assert store.insert(recs) == 300
+    for _ in range(25):
+        lo = T0 - rng.randrange(6 * day) if rng.random() < 0.9 else None
+        if lo is not None and rng.random() < 0.3:
+            lo -= lo % day
+        hi = T0 + 1 - rng.randrange(2 * day) if rng.random() < 0.8 else None
+        f = Filters(since_ms=lo, until_ms=hi, sink=rng.choice((None, None, "a")))
+        chosen = [r for r in recs if (lo is None or r.created_ms >= lo)
+                  and (hi is None or r.created_ms < hi)
+                  and (f.sink is None or r.sink == f.sink)]  # fmt: skip
+        want: dict[str, tuple[int, int, int]] = {}
+        for r in chosen:
+            n, no, last = want.get(r.sink, (0, 0, 0))
+            want[r.sink] = (n + 1, no + (r.outcome == "refused"), max(last, r.created_ms))
+        rows = sink_table(store, f, classes={})["items"]
+        assert {r["sink"]: (r["reports"], r["no_path"], r["last_seen_ms"]) for r in rows} == want
+        sets = {r["set"]: (r["reports"], r["sinks"]) for r in set_table(store, f)["items"]}
+        assert sets == {
+            d: (sum(r.set_digest == d for r in chosen),
+                len({r.sink for r in chosen if r.set_digest == d}))
+            for d in {r.set_digest for r in chosen}
+        }  # fmt: skip

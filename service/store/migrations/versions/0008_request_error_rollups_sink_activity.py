@@ -3,7 +3,10 @@ every 4xx per hour, sink (``""``: no sink's token), code, status and route templ
 grow with request volume; ``request_error_samples`` counts, per hour and sink, the errors seen
 and the rows kept (``request_errors`` keeps rows for sinks only, capped per sink and hour), so
 the drops are known. ``request_errors`` gains its route template; ``reports`` an index for the
-decodes of one run report, newest first (the dashboard's keyset listing).
+decodes of one run report, newest first (the dashboard's keyset listing). ``sink_set_hours`` and
+``sink_set_days``: per hour and per UTC day, per sink and set, the reports, the no-path ones
+and the latest's time, for the fleet tables (service/store/activity.py), filled from the
+reports stored.
 
 (Numbered 0008: 0007 is another branch's. Once both are on one line, ``down_revision`` names
 whichever precedes this one.)
@@ -16,6 +19,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+
+from wai_dispatch.service.store.activity import rebuild
 
 revision = "0008"
 down_revision = "0006"
@@ -49,9 +54,25 @@ def upgrade() -> None:
     )
     op.add_column("request_errors", sa.Column("route", sa.String(128), nullable=True))
     op.create_index("ix_reports_run_report_seq", "reports", ["run_report", "seq"])
+    for name in ("sink_set_hours", "sink_set_days"):
+        op.create_table(
+            name,
+            sa.Column("start_ms", sa.BigInteger(), nullable=False),
+            sa.Column("sink", sa.String(128), nullable=False),
+            sa.Column("set_digest", sa.String(64), nullable=False),
+            sa.Column("n", sa.BigInteger(), nullable=False),
+            sa.Column("no_path", sa.BigInteger(), nullable=False),
+            sa.Column("last_ms", sa.BigInteger(), nullable=False),
+            sa.PrimaryKeyConstraint("start_ms", "sink", "set_digest", name=f"pk_{name}"),
+        )
+        op.create_index(f"ix_{name}_sink_start", name, ["sink", "start_ms"])
+    rebuild(op.get_bind())
 
 
 def downgrade() -> None:
+    for name in ("sink_set_days", "sink_set_hours"):
+        op.drop_index(f"ix_{name}_sink_start", table_name=name)
+        op.drop_table(name)
     op.drop_index("ix_reports_run_report_seq", table_name="reports")
     op.drop_column("request_errors", "route")
     op.drop_table("request_error_samples")
