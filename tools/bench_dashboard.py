@@ -165,14 +165,17 @@ def _paint(base: str, token: str, loads: int) -> dict[str, View]:
                 _wait(page, "performance.getEntriesByName('dashboard-rendered').length > 0")
                 if i == 0:
                     continue
-                view.fcp.append(page.evaluate(
-                    "performance.getEntriesByName('first-contentful-paint')[0].startTime"))
-                view.rendered.append(page.evaluate(
-                    "performance.getEntriesByName('dashboard-rendered')[0].startTime"))
+                view.fcp.append(
+                    page.evaluate(
+                        "performance.getEntriesByName('first-contentful-paint')[0].startTime"
+                    )
+                )
+                view.rendered.append(
+                    page.evaluate("performance.getEntriesByName('dashboard-rendered')[0].startTime")
+                )
                 for url, ms in page.evaluate(_RESOURCES):
                     view.requests.setdefault(_route(url), []).append(float(ms))
                     view.urls[_route(url)] = url
-            # fmt: skip
         ctx.close()
     return out
 

@@ -140,7 +140,7 @@ def _rows(
                           d.tier or "", d.outcome, d.codes)  # fmt: skip
         act = acts.get((sink, digest, key.hour_ms))
         if act is None:
-            acts[(sink, digest, key.hour_ms)] = [1, d.outcome == "refused", created]
+            acts[(sink, digest, key.hour_ms)] = [1, int(d.outcome == "refused"), created]
         else:
             act[0] += 1
             act[1] += d.outcome == "refused"

@@ -171,7 +171,10 @@ class Settings(BaseSettings):
         default=600.0, gt=0, le=86_400, description="how often the service prunes"
     )
     request_error_rows: int = Field(
-        default=100, ge=0, le=100_000, description="request errors kept as rows per sink and "
+        default=100,
+        ge=0,
+        le=100_000,
+        description="request errors kept as rows per sink and "
         "hour (every one is counted; the rest are dropped and counted)",
     )
     token_refresh_s: float = Field(

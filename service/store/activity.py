@@ -20,7 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from wai_dispatch.service.store.models import ReportRow, SinkSetDayRow, SinkSetHourRow
 from wai_dispatch.service.store.records import ReportRecord
 
-__all__ = ["DAY_MS", "DAYS", "HOURS", "add", "add_counts", "day_of", "rebuild"]
+__all__ = ["DAYS", "DAY_MS", "HOURS", "add", "add_counts", "day_of", "rebuild"]
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000

@@ -1,12 +1,15 @@
 """The dashboard's per-sink and per-set tables: for each sink (or set) of a window, its reports,
 the reports where no path ran and their share, its request errors, its run reports' verdicts
-and when it was last seen; sorted, with the total of rows and one page of them (keyset: ``after`` the cursor ``next``).
+and when it was last seen; sorted, with the total of rows and one page of them (keyset:
+``after`` the cursor ``next``).
 
-Report counts come from the per-hour roll-ups for the whole hours of the window and from the
-reports for its edges (the split of service/store/reports.py's summary, so they agree with it);
-a filter the roll-ups cannot answer (a refusal code, a request id) reads the reports only. The
-last-seen time is the latest report of the window (an hour's start, from the roll-ups, when its
-reports were pruned), request error or run report. Every sink the policy in force names is a
+Report counts come from the per-sink activity roll-ups (service/store/activity.py: whole days,
+whole hours, and the reports for the window's partial hours) when the filters are only sinks,
+a set and the window; from the per-hour roll-ups and the reports for the edges otherwise (the
+split of service/store/reports.py's summary, so they agree with it); a filter the roll-ups
+cannot answer (a refusal code, a request id) reads the reports only. The last-seen time is the
+latest report of the window (an hour's start, from the per-hour roll-ups, when its reports were
+pruned), request error or run report. Every sink the policy in force names is a
 row, seen or not, so a sink that went quiet shows; a sink no class names is ``class: null``."""
 
 from __future__ import annotations
@@ -104,9 +107,9 @@ def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[st
             where.append(c.sink.in_(filters.sinks))
         if filters.set is not None:
             where.append(c.set_digest == filters.set)
-        take(conn.execute(
+        take(conn.execute(  # by sink first: SQLite walks ix_*_sink_start
             select(col, c.sink, func.sum(c.n), func.sum(c.no_path), func.max(c.last_ms))
-            .where(*where).group_by(col, c.sink)
+            .where(*where).group_by(c.sink, col)
         ).all())  # fmt: skip
     if raw:
         where = replace(filters, since_ms=None, until_ms=None).where()

@@ -36,9 +36,11 @@ def decode(tag: str, cursor: str, kinds: Sequence[tuple[type, ...]]) -> Position
     ok = isinstance(got, list) and len(got) == len(kinds) + 1 and got[0] == tag
     if ok:
         for part, allowed in zip(got[1:], kinds, strict=True):
-            if isinstance(part, bool) or not isinstance(part, allowed):
-                ok = False
-            elif isinstance(part, int) and abs(part) > 2**63:
+            if (
+                isinstance(part, bool)
+                or not isinstance(part, allowed)
+                or (isinstance(part, int) and abs(part) > 2**63)
+            ):
                 ok = False
     if not ok:
         raise StoreError("the cursor is not one this service gave", code=StoreCode.CURSOR_INVALID)

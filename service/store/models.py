@@ -92,7 +92,7 @@ class RefusalRow(Base):
     code: Mapped[str] = mapped_column(String(64), index=True)
 
 
-Index("ix_reports_sink_seq", ReportRow.sink, ReportRow.seq)
+Index("ix_reports_sink_created", ReportRow.sink, ReportRow.created_ms, ReportRow.seq)
 Index("ix_reports_run_report_seq", ReportRow.run_report, ReportRow.seq)
 # The dashboard's summary reads only this index: time first, then what it filters and sums.
 Index(

@@ -74,19 +74,23 @@ def _row(m: Any) -> dict[str, Any]:
     return ReportRecord.public(row)
 
 
-def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"r{seq}".encode()).decode().rstrip("=")
+def encode_cursor(created_ms: int, seq: int) -> str:
+    """The position of a report in the listing: its time and sequence (``t<ms>.<seq>``)."""
+    return base64.urlsafe_b64encode(f"t{created_ms}.{seq}".encode()).decode().rstrip("=")
 
 
-def decode_cursor(text: str) -> int:
+def decode_cursor(text: str) -> tuple[int, int]:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-        digits = raw[1:]
-        if not raw.startswith("r") or not (digits.isascii() and digits.isdigit()):
+        parts = raw[1:].split(".")
+        if not raw.startswith("t") or len(parts) != 2:
             raise ValueError
-        if len(digits) > 19 or int(digits) > MAX_SEQ:
-            raise ValueError  # past the column's int64: no cursor of ours
-        return int(digits)
+        for digits in parts:
+            if not (digits.isascii() and digits.isdigit()):
+                raise ValueError
+            if len(digits) > 19 or int(digits) > MAX_SEQ:
+                raise ValueError  # past the column's int64: no cursor of ours
+        return int(parts[0]), int(parts[1])
     except ValueError:
         raise StoreError(
             "the cursor is not one this service gave", code=StoreCode.CURSOR_INVALID
@@ -101,13 +105,16 @@ def list_reports(
     cursor: str | None,
     with_total: bool = False,
 ) -> dict[str, Any]:
-    """Newest first; ``next`` is the cursor of the following page, ``None`` on the last;
+    """Newest first (by time, then sequence: a keyset read from ``ix_reports_created_ms``, or
+    ``ix_reports_sink_created`` for one sink's, never an offset or a sort of the window's
+    reports); ``next`` is the cursor of the following page, ``None`` on the last;
     ``total`` (when asked) counts every report the filters select, on every page
     (:func:`count`: from the roll-ups)."""
     query: Select[Any] = select(ReportRow.__table__).where(*filters.where())
     if cursor is not None:
-        query = query.where(R.seq < decode_cursor(cursor))
-    query = query.order_by(R.seq.desc()).limit(limit + 1)
+        ms, seq = decode_cursor(cursor)
+        query = query.where(or_(R.created_ms < ms, and_(R.created_ms == ms, R.seq < seq)))
+    query = query.order_by(R.created_ms.desc(), R.seq.desc()).limit(limit + 1)
     total = None
     with store.engine.connect() as conn:
         rows = conn.execute(query).mappings().all()
@@ -117,7 +124,7 @@ def list_reports(
     more = len(rows) > limit
     out: dict[str, Any] = {
         "items": [_row(r) for r in page],
-        "next": encode_cursor(page[-1]["seq"]) if more and page else None,
+        "next": encode_cursor(page[-1]["created_ms"], page[-1]["seq"]) if more and page else None,
     }
     if with_total:
         out["total"] = total
@@ -143,8 +150,11 @@ def count(conn: Connection, filters: Filters) -> int:
     if oldest is None:
         return 0
     nullable = (filters.path, filters.tier, filters.set)
-    lo = hour_of(int(oldest)) if filters.since_ms is None else max(filters.since_ms,
-                                                                   hour_of(int(oldest)))
+    lo = (
+        hour_of(int(oldest))
+        if filters.since_ms is None
+        else max(filters.since_ms, hour_of(int(oldest)))
+    )
     hi = filters.until_ms
     whole = [(lo, hi)]
     if filters.request_id is not None or filters.run_report is not None or "" in nullable:

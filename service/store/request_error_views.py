@@ -27,6 +27,7 @@ E = RequestErrorRow.__table__.c
 U = RequestErrorRollupRow.__table__.c
 S = RequestErrorSampleRow.__table__.c
 TAG = "e"
+_HIDDEN = ("created_ms", "seq")
 
 
 def _hours(c: Any, since_ms: int | None, until_ms: int | None) -> list[ColumnElement[bool]]:
@@ -108,10 +109,9 @@ def list_errors(
         "counted": {"since_ms": first, "until_ms": last},  # whole hours
         "rows": {"kept": int(kept), "dropped": int(seen) - int(kept)},
         "items": [
-            {"time_ms": r["created_ms"],
-             **{k: v for k, v in r.items() if k not in ("created_ms", "seq")}}
+            {"time_ms": r["created_ms"], **{k: v for k, v in r.items() if k not in _HIDDEN}}
             for r in shown
-        ],  # fmt: skip
+        ],
         "limit": limit,
         "next": (
             keyset.encode(TAG, [shown[-1]["created_ms"], shown[-1]["seq"]])

@@ -40,7 +40,7 @@ from wai_dispatch.service.store.models import (
 )
 from wai_dispatch.service.store.rollups import hour_of
 
-__all__ = ["ANONYMOUS", "ErrorLog", "ErrorNote", "NO_ROUTE", "clean"]
+__all__ = ["ANONYMOUS", "NO_ROUTE", "ErrorLog", "ErrorNote", "clean"]
 
 log = logging.getLogger("wai_dispatch.service.request_errors")
 ROLLUP = RequestErrorRollupRow.__table__
@@ -163,7 +163,7 @@ class ErrorLog:
             with self._writing:
                 try:
                     self._write()
-                except Exception:  # noqa: BLE001 - telemetry never stops its thread
+                except Exception:
                     log.exception("request errors: writing failed")
             if self._stop:
                 return

@@ -89,9 +89,10 @@ function filters() {
   } else {
     until = Date.now();
     since = until - Number(state.range) * 1000;
-    // a day or more starts on an hour: whole hours are read from the roll-ups, and only the
-    // current hour from the reports
+    // a day or more starts on an hour, a week or more on a day (UTC): whole hours and days are
+    // read from the roll-ups, and only the current hour from the reports
     if (Number(state.range) >= 86400) since -= since % 3600000;
+    if (Number(state.range) >= 604800) since -= since % 86400000;
   }
   return { since_ms: since, until_ms: until, sink_class: state.class, sink: state.sink,
            capability: state.capability, set: state.set };

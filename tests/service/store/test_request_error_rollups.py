@@ -23,8 +23,12 @@ from wai_dispatch.service.store.models import (
 from wai_dispatch.service.store.request_error_views import list_errors
 from wai_dispatch.service.store.request_errors import ErrorLog, clean
 
-ANON_CODES = [(401, "auth_missing", "/v1/decode"), (401, "auth_invalid", "/v1/reports"),
-              (404, "not_found", "(no route)"), (422, "request_invalid", "/v1/reports")]  # fmt: skip
+ANON_CODES = [
+    (401, "auth_missing", "/v1/decode"),
+    (401, "auth_invalid", "/v1/reports"),
+    (404, "not_found", "(no route)"),
+    (422, "request_invalid", "/v1/reports"),
+]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

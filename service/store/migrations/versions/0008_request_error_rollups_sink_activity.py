@@ -3,7 +3,8 @@ every 4xx per hour, sink (``""``: no sink's token), code, status and route templ
 grow with request volume; ``request_error_samples`` counts, per hour and sink, the errors seen
 and the rows kept (``request_errors`` keeps rows for sinks only, capped per sink and hour), so
 the drops are known. ``request_errors`` gains its route template; ``reports`` an index for the
-decodes of one run report, newest first (the dashboard's keyset listing). ``sink_set_hours`` and
+decodes of one run report, and one sink's by time (``ix_reports_sink_created`` replaces
+``ix_reports_sink_seq``), for the dashboard's keyset listing. ``sink_set_hours`` and
 ``sink_set_days``: per hour and per UTC day, per sink and set, the reports, the no-path ones
 and the latest's time, for the fleet tables (service/store/activity.py), filled from the
 reports stored.
@@ -54,6 +55,9 @@ def upgrade() -> None:
     )
     op.add_column("request_errors", sa.Column("route", sa.String(128), nullable=True))
     op.create_index("ix_reports_run_report_seq", "reports", ["run_report", "seq"])
+    # one sink's reports, newest first by time (the listing's keyset)
+    op.create_index("ix_reports_sink_created", "reports", ["sink", "created_ms", "seq"])
+    op.drop_index("ix_reports_sink_seq", table_name="reports")
     for name in ("sink_set_hours", "sink_set_days"):
         op.create_table(
             name,
@@ -73,6 +77,8 @@ def downgrade() -> None:
     for name in ("sink_set_days", "sink_set_hours"):
         op.drop_index(f"ix_{name}_sink_start", table_name=name)
         op.drop_table(name)
+    op.create_index("ix_reports_sink_seq", "reports", ["sink", "seq"])
+    op.drop_index("ix_reports_sink_created", table_name="reports")
     op.drop_index("ix_reports_run_report_seq", table_name="reports")
     op.drop_column("request_errors", "route")
     op.drop_table("request_error_samples")
