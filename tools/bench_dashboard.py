@@ -34,6 +34,7 @@ from wai_dispatch.service.governance import parse_run_report
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.db import ReportStore
 from wai_dispatch.service.store.policies import PolicyStore, submit
+from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.tools._service import serve
 from wai_dispatch.tools.seed_reports import seed
 
@@ -196,8 +197,6 @@ def _report(views: dict[str, View], alone: dict[str, float], loads: int) -> None
 def _seed_errors(store: ReportStore, n: int, sinks: int) -> None:
     """``n`` request errors through the service's own writer: a third anonymous, the rest
     spread over the sinks (each sink's rows capped per hour as the service does)."""
-    from wai_dispatch.service.store.request_errors import ErrorLog
-
     log = ErrorLog(store, interval_s=3600)
     try:
         for i in range(n):

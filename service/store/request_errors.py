@@ -11,7 +11,8 @@ by a thread of its own, as
   the drops are counted and shown).
 
 Noting one never waits on the store and never fails the request nor changes its answer: it adds
-to counts held in memory (their keys bounded like the table's), flushed every ``interval_s``.
+to counts held in memory (their keys bounded like the table's), written at once by the thread,
+then at most once every ``interval_s`` (a flood is one transaction an interval).
 Every text is sanitised before it is written (control characters, NUL among them, and lone
 surrogates become U+FFFD; lengths cut to the columns'), and a batch the store refuses for a
 reason other than being down is retried piece by piece, so one bad row never takes the others
@@ -84,7 +85,7 @@ _Key = tuple[int, str, str, int, str]  # hour_ms, sink, code, status, route
 
 class ErrorLog:
     """The writer: :meth:`note` adds to the counts in memory (never blocks on the store), a
-    daemon thread writes them every ``interval_s``.
+    daemon thread writes them as they come, at most once every ``interval_s``.
 
     ``counted``: errors written into the roll-ups; ``written``: rows kept; ``dropped``: a sink's
     errors not kept as rows (over the cap, found here or by the store); ``lost``: errors the
@@ -106,6 +107,7 @@ class ErrorLog:
         self._rows: list[ErrorNote] = []
         self._queued: dict[tuple[int, str], int] = {}  # (hour, sink) -> rows held for it
         self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._writing = threading.Lock()  # one write at a time: a flush waits for the thread's
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="request-errors", daemon=True)
@@ -120,6 +122,8 @@ class ErrorLog:
         hour = hour_of(now)
         who = ANONYMOUS if sink is None else clean(sink, 128)
         key = (hour, who, clean(code, 64), int(status), clean(route, 128))
+        if not self._wake.is_set():
+            self._wake.set()
         with self._lock:
             slot = self._counts.get(key)
             if slot is not None:
@@ -158,7 +162,7 @@ class ErrorLog:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(self.interval_s)
+            self._wake.wait()
             self._wake.clear()
             with self._writing:
                 try:
@@ -167,6 +171,7 @@ class ErrorLog:
                     log.exception("request errors: writing failed")
             if self._stop:
                 return
+            self._stopping.wait(self.interval_s)  # the gap: what comes meanwhile waits
 
     def _take(self) -> tuple[dict[_Key, list[int]], dict[tuple[int, str], int], list[ErrorNote]]:
         with self._lock:
@@ -271,9 +276,13 @@ class ErrorLog:
         return kept
 
     def close(self) -> None:
+        """Stop the thread and write what is left (shutdown)."""
         self._stop = True
+        self._stopping.set()
         self._wake.set()
         self._thread.join(timeout=5)
+        if self.pending:
+            self.flush()
 
 
 def _insert(conn: Connection, table: Any) -> Any:
