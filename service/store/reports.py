@@ -156,7 +156,7 @@ def count(conn: Connection, filters: Filters) -> int:
         else max(filters.since_ms, hour_of(int(oldest)))
     )
     hi = filters.until_ms
-    whole = [(lo, hi)]
+    whole: list[Range] = [(lo, hi)]
     if filters.request_id is not None or filters.run_report is not None or "" in nullable:
         return _raw_count(conn, filters, whole)
     h0 = max(-(-lo // HOUR_MS) * HOUR_MS, hour_of(int(oldest)) + HOUR_MS)

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, Table, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
@@ -44,8 +44,8 @@ from wai_dispatch.service.store.rollups import hour_of
 __all__ = ["ANONYMOUS", "NO_ROUTE", "ErrorLog", "ErrorNote", "clean"]
 
 log = logging.getLogger("wai_dispatch.service.request_errors")
-ROLLUP = RequestErrorRollupRow.__table__
-SAMPLES = RequestErrorSampleRow.__table__
+ROLLUP: Table = RequestErrorRollupRow.__table__  # type: ignore[assignment]
+SAMPLES: Table = RequestErrorSampleRow.__table__  # type: ignore[assignment]
 #: The roll-ups' sink of an error answered to no sink's token (none, unknown, an operator's).
 ANONYMOUS = ""
 #: The route template of a request no route matched.
