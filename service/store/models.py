@@ -93,7 +93,11 @@ class RefusalRow(Base):
 
 
 Index("ix_reports_sink_created", ReportRow.sink, ReportRow.created_ms, ReportRow.seq)
-Index("ix_reports_run_report_seq", ReportRow.run_report, ReportRow.seq)
+# partial: the planners' statistics are those of the reports that have a run report, so a run
+# report's decodes are found by it (over every report, NULLs make it look useless)
+Index("ix_reports_run_report_seq", ReportRow.run_report, ReportRow.seq,
+      sqlite_where=ReportRow.run_report.is_not(None),
+      postgresql_where=ReportRow.run_report.is_not(None))  # fmt: skip
 # The dashboard's summary reads only this index: time first, then what it filters and sums.
 Index(
     "ix_reports_summary",

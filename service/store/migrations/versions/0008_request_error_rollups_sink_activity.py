@@ -54,7 +54,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("hour_ms", "sink", name="pk_request_error_samples"),
     )
     op.add_column("request_errors", sa.Column("route", sa.String(128), nullable=True))
-    op.create_index("ix_reports_run_report_seq", "reports", ["run_report", "seq"])
+    where = sa.text("run_report IS NOT NULL")  # partial: its statistics are run reports' only
+    op.create_index("ix_reports_run_report_seq", "reports", ["run_report", "seq"],
+                    sqlite_where=where, postgresql_where=where)  # fmt: skip
     # one sink's reports, newest first by time (the listing's keyset)
     op.create_index("ix_reports_sink_created", "reports", ["sink", "created_ms", "seq"])
     op.drop_index("ix_reports_sink_seq", table_name="reports")
