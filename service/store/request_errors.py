@@ -162,7 +162,8 @@ class ErrorLog:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait()
+            # woken by a note; while the store is down, what is held is tried again
+            self._wake.wait(max(5.0, self.interval_s) if self.pending else None)
             self._wake.clear()
             with self._writing:
                 try:

@@ -160,6 +160,10 @@ def test_request_errors_wait_while_the_store_is_down(tmp_path: Path) -> None:
         errors.note(404, "not_found", sink=None, request_id="r", method="GET", path="/x")
         assert not errors.flush()  # never raised: held in memory, counted as pending
         assert (errors.counted, errors.written, errors.pending) == (0, 0, 1)
+        down.migrate()  # the store is back: what was held is written
+        assert errors.flush()
+        assert (errors.counted, errors.pending) == (1, 0)
+        assert list_errors(down)["total"] == 1
     finally:
         errors.close()
         down.dispose()
