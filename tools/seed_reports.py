@@ -4,8 +4,9 @@ capabilities, sets, paths and time, for the dashboard's tests and benchmarks.
 
 Deterministic for a ``--seed``. Rows go in through the driver in bulk (``COPY`` on
 PostgreSQL, ``executemany`` on SQLite), 50,000 a transaction, in time order, with their ``seq``
-chosen here, and are counted into the per-hour roll-ups; on PostgreSQL the sequence is moved
-past them afterwards, so the service's own inserts continue after the seeded rows.
+chosen here, and are counted into the per-hour roll-ups chunk by chunk (memory stays flat at
+ten million); on PostgreSQL the sequence is moved past them afterwards, so the service's own
+inserts continue after the seeded rows.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from sqlalchemy import Table, func, select, text
 
 from wai_dispatch.service.decoding.settings import load
-from wai_dispatch.service.store import rollups
+from wai_dispatch.service.store import activity, rollups
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS
 from wai_dispatch.service.store.report_store import ReportStore
@@ -117,6 +118,7 @@ def _uuid(bits: int) -> str:
 def _rows(
     rng: random.Random, pool: list[_Drawn], start: int, times: list[int],
     sink_names: list[str], sets: dict[str, list[str]], counts: dict[rollups.Key, list[int]],
+    acts: dict[tuple[str, str, int], list[int]],
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:  # fmt: skip
     """Rows for reports created at ``times`` (in order), their refusals; each counted into
     ``counts`` (the roll-ups' deltas)."""
@@ -136,6 +138,13 @@ def _rows(
         refusals += [(seq, i, path, code) for i, (path, code) in enumerate(d.refused)]
         key = rollups.Key(sink, rollups.hour_of(created), d.capability, digest, d.path or "",
                           d.tier or "", d.outcome, d.codes)  # fmt: skip
+        act = acts.get((sink, digest, key.hour_ms))
+        if act is None:
+            acts[(sink, digest, key.hour_ms)] = [1, int(d.outcome == "refused"), created]
+        else:
+            act[0] += 1
+            act[1] += d.outcome == "refused"
+            act[2] = created  # in time order: the latest
         into = counts.get(key)
         if into is None:
             counts[key] = [1, *d.placement]
@@ -186,7 +195,7 @@ def seed(
     rng = random.Random(seed_value)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     span = int(days * 86_400_000)
-    sink_names = [f"sink-{i:03d}" for i in range(sinks)]
+    sink_names = [f"sink-{i:03d}" if sinks <= 1000 else f"sink-{i:05d}" for i in range(sinks)]
     sets = {BMSHJ: [f"{i:x}" * 64 for i in (10, 11)], INT: [f"{i:x}" * 64 for i in (12,)]}
     pool = _pool(rng)
     with store.engine.begin() as conn:
@@ -205,13 +214,17 @@ def seed(
         # this chunk's slice of the span, times sorted: created in (now - span, now]
         lo, hi = done * span // count, (done + n) * span // count
         times = sorted(now - span + 1 + lo + rng.randrange(max(1, hi - lo)) for _ in range(n))
-        rows, refusals = _rows(rng, pool, start + done + 1, times, sink_names, sets, counts)
+        acts: dict[tuple[str, str, int], list[int]] = {}
+        rows, refusals = _rows(rng, pool, start + done + 1, times, sink_names, sets, counts, acts)
         _bulk_insert(store, rows, refusals)
+        with store.engine.begin() as conn:
+            rollups.add_counts(conn, counts)
+            activity.add_counts(conn, acts)
+        counts = {}
         done += n
     with store.engine.begin() as conn:
         for index in indexes:
             index.create(conn)
-        rollups.add_counts(conn, counts)
     if store.dialect == "postgresql":
         with store.engine.begin() as conn:
             conn.execute(text(
@@ -221,7 +234,7 @@ def seed(
     if store.dialect == "postgresql":  # statistics, and the visibility map index-only scans need
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE reports, report_refusals, report_rollups, "
-                              "report_rollups_sink"))  # fmt: skip
+                              "report_rollups_sink, sink_set_hours, sink_set_days"))  # fmt: skip
     else:
         with store.engine.begin() as conn:  # fresh statistics for the planner
             conn.execute(text("ANALYZE"))

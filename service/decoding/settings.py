@@ -189,6 +189,13 @@ class Settings(BaseSettings):
     prune_interval_s: float = Field(
         default=600.0, gt=0, le=86_400, description="how often the service prunes"
     )
+    request_error_rows: int = Field(
+        default=100,
+        ge=0,
+        le=100_000,
+        description="request errors kept as rows per sink and "
+        "hour (every one is counted; the rest are dropped and counted)",
+    )
     token_refresh_s: float = Field(
         default=2.0, gt=0, le=300, description="a revoked token is refused within this bound"
     )

@@ -48,7 +48,7 @@ from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
-from wai_dispatch.service.store.tokens import Role, TokenCache, admin_note, ensure_admin
+from wai_dispatch.service.store.tokens import TokenCache, admin_note, ensure_admin
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
 
@@ -101,7 +101,7 @@ def start(settings: Settings) -> Service:
         warmup=warmup,
         sets=sets,
         pruner=_pruner(store, settings),
-        errors=ErrorLog(store),
+        errors=ErrorLog(store, rows_per_hour=settings.request_error_rows),
     )
 
 
@@ -249,19 +249,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _count(request: Request, code: str, status: int) -> None:
-    """Count an error answer in ``/metrics``; note a 4xx for the dashboard (best-effort:
-    :class:`~service.store.request_errors.ErrorLog` only queues it)."""
+    """Count an error answer in ``/metrics`` (every 4xx answered, whoever answered it, is noted
+    for the dashboard by the request-id middleware: service/http/request_log.py)."""
     service = getattr(request.app.state, "service", None)
     if service is None:
         return
     service.metrics.errors.labels(code).inc()
-    if 400 <= status < 500 and service.errors is not None:
-        who = request.scope.get("state", {}).get("principal")
-        sink = who.name if who is not None and who.role == Role.sink else None
-        service.errors.note(
-            status, code, sink=sink, request_id=request_id(request),
-            method=request.method, path=request.url.path,
-        )  # fmt: skip
 
 
 async def _wai_error(request: Request, exc: Exception) -> JSONResponse:

@@ -1,6 +1,8 @@
 """Request ids and the request log: one JSON line per request, the id the caller gave (or a
 new one) carried in ``request.state.request_id``, the ``X-Request-Id`` answer header and every
-stored report."""
+stored report; and every 4xx answered, whoever answered it (a route, a handler, the dashboard's
+files, the body budget), noted in the request-error log with its code (the answer's own
+``error.code``), route template and sink (service/store/request_errors.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ import re
 import time
 import uuid
 
+from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from wai_dispatch.service.store.request_errors import NO_ROUTE
 from wai_dispatch.service.store.tokens import Role
 
-__all__ = ["RequestId", "incoming_id"]
+__all__ = ["RequestId", "error_code", "incoming_id", "route_of"]
 
 log = logging.getLogger("wai_dispatch.service")
 
@@ -37,18 +41,26 @@ class RequestId:
         state["request_id"] = rid
         start = time.perf_counter()
         status = 500
+        code: str | None = None
+        first_body = True
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, code, first_body
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            elif message["type"] == "http.response.body" and first_body:
+                first_body = False
+                if 400 <= status < 500:
+                    code = error_code(message.get("body", b""))
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            if 400 <= status < 500:
+                _note(scope, status, code or f"http_{status}", rid)
             if scope["path"] not in ("/healthz", "/metrics"):
                 client = scope.get("client")
                 extra = {
@@ -60,6 +72,39 @@ class RequestId:
                 if who is not None:
                     extra["sink" if who.role == Role.sink else "principal"] = who.name
                 log.info("request", extra=extra)
+
+
+def _note(scope: Scope, status: int, code: str, rid: str) -> None:
+    """Note a 4xx in the service's request-error log (it only counts in memory)."""
+    app = scope.get("app")
+    service = getattr(getattr(app, "state", None), "service", None)
+    errors = getattr(service, "errors", None)
+    if errors is None:
+        return
+    who = scope.get("state", {}).get("principal")
+    sink = who.name if who is not None and who.role == Role.sink else None
+    errors.note(status, code, sink=sink, request_id=rid, method=scope["method"],
+                path=scope["path"], route=route_of(scope))  # fmt: skip
+
+
+def route_of(scope: Scope) -> str:
+    """The template of the route that answered (``/v1/reports/{report_id}``; a mount's
+    ``/dashboard/{path}``), or :data:`NO_ROUTE`: a count key that never holds a client's text."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if not isinstance(path, str):
+        return NO_ROUTE
+    return path.rstrip("/") + "/{path}" if isinstance(route, Mount) else path
+
+
+_CODE = re.compile(rb'\{"error":\s*\{"code":\s*"([A-Za-z0-9_.-]{1,64})"')
+
+
+def error_code(body: bytes) -> str | None:
+    """The ``error.code`` an error answer's body starts with (every error body of this service
+    does: ``{"error": {"code": …``), or ``None``."""
+    match = _CODE.match(body[:200])
+    return match.group(1).decode() if match else None
 
 
 _PLAIN_ID = re.compile(rb"[A-Za-z0-9._:-]{1,36}")

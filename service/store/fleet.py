@@ -1,12 +1,15 @@
 """The dashboard's per-sink and per-set tables: for each sink (or set) of a window, its reports,
 the reports where no path ran and their share, its request errors, its run reports' verdicts
-and when it was last seen; sorted, with the total of rows and one page of them.
+and when it was last seen; sorted, with the total of rows and one page of them (keyset:
+``after`` the cursor ``next``).
 
-Report counts come from the per-hour roll-ups for the whole hours of the window and from the
-reports for its edges (the split of service/store/reports.py's summary, so they agree with it);
-a filter the roll-ups cannot answer (a refusal code, a request id) reads the reports only. The
-last-seen time is the latest report of the window (an hour's start, from the roll-ups, when its
-reports were pruned), request error or run report. Every sink the policy in force names is a
+Report counts come from the per-sink activity roll-ups (service/store/activity.py: whole days,
+whole hours, and the reports for the window's partial hours) when the filters are only sinks,
+a set and the window; from the per-hour roll-ups and the reports for the edges otherwise (the
+split of service/store/reports.py's summary, so they agree with it); a filter the roll-ups
+cannot answer (a refusal code, a request id) reads the reports only. The last-seen time is the
+latest report of the window (an hour's start, from the per-hour roll-ups, when its reports were
+pruned), request error or run report. Every sink the policy in force names is a
 row, seen or not, so a sink that went quiet shows; a sink no class names is ``class: null``."""
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import Connection, and_, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from wai_dispatch.service.store import keyset
+from wai_dispatch.service.store.activity import DAY_MS, DAYS, HOURS
 from wai_dispatch.service.store.models import RunReportRow, SetRow
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
-from wai_dispatch.service.store.request_errors import errors_by_sink
+from wai_dispatch.service.store.reports import Filters, R, Range, rollup_where, split
+from wai_dispatch.service.store.request_error_views import errors_by_sink
 from wai_dispatch.service.store.rollups import HOUR_MS, SINK
 
 __all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
@@ -41,8 +46,88 @@ def _seen(row: dict[str, Any], ms: int | None) -> None:
         row["last_seen_ms"] = int(ms)
 
 
+#: The filters the per-sink activity roll-ups answer (service/store/activity.py).
+_ACTIVITY = {"sink", "sinks", "set", "since_ms", "until_ms"}
+
+
+def _spans(lo: int | None, hi: int | None) -> tuple[list[Range], list[Range], Range | None]:
+    """``[lo, hi)`` cut into the partial hours at its edges (read from the reports), the whole
+    hours outside whole days (from ``sink_set_hours``) and the whole days (``sink_set_days``;
+    ``None``: none)."""
+    h0 = None if lo is None else -(-lo // HOUR_MS) * HOUR_MS
+    h1 = None if hi is None else hi - hi % HOUR_MS
+    if h0 is not None and h1 is not None and h0 >= h1:
+        return [(lo, hi)], [], None
+    raw: list[Range] = []
+    if lo is not None and h0 is not None and lo < h0:
+        raw.append((lo, h0))
+    if hi is not None and h1 is not None and h1 < hi:
+        raw.append((h1, hi))
+    d0 = None if h0 is None else -(-h0 // DAY_MS) * DAY_MS
+    d1 = None if h1 is None else h1 - h1 % DAY_MS
+    if d0 is not None and d1 is not None and d0 >= d1:
+        return raw, [(h0, h1)], None
+    hours: list[Range] = []
+    if h0 is not None and d0 is not None and h0 < d0:
+        hours.append((h0, d0))
+    if h1 is not None and d1 is not None and d1 < h1:
+        hours.append((d1, h1))
+    return raw, hours, (d0, d1)
+
+
+def _between(col: Any, lo: int | None, hi: int | None) -> list[ColumnElement[bool]]:
+    return [*([] if lo is None else [col >= lo]), *([] if hi is None else [col < hi])]
+
+
+def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
+    """:func:`_counts` from the activity roll-ups: whole days, whole hours, the edges' reports;
+    the last-seen time exact (each roll-up keeps its latest report's)."""
+    out: dict[str, dict[str, Any]] = {}
+    raw, hours, days = _spans(filters.since_ms, filters.until_ms)
+
+    def take(rows: Any) -> None:
+        for k, sink, n, no_path, last in rows:
+            if not k:
+                continue
+            row = out.setdefault(k, _blank())
+            row["reports"] += int(n)
+            row["no_path"] += int(no_path or 0)
+            row["sinks"].add(sink)
+            _seen(row, last)
+
+    parts = [(DAYS.c, [days])] if days is not None else []
+    parts += [(HOURS.c, hours)] if hours else []
+    for c, ranges in parts:
+        col = c.sink if key == "sink" else c.set_digest
+        conds = [_between(c.start_ms, lo, hi) for lo, hi in ranges]
+        where = [] if [] in conds else [or_(*(and_(*x) for x in conds))]
+        if filters.sink is not None:
+            where.append(c.sink == filters.sink)
+        if filters.sinks is not None:
+            where.append(c.sink.in_(filters.sinks))
+        if filters.set is not None:
+            where.append(c.set_digest == filters.set)
+        take(conn.execute(  # by sink first: SQLite walks ix_*_sink_start
+            select(col, c.sink, func.sum(c.n), func.sum(c.no_path), func.max(c.last_ms))
+            .where(*where).group_by(c.sink, col)
+        ).all())  # fmt: skip
+    if raw:
+        where = replace(filters, since_ms=None, until_ms=None).where()
+        where.append(or_(*(and_(*_between(R.created_ms, lo, hi)) for lo, hi in raw)))
+        by = R.sink if key == "sink" else R.set_digest
+        refused = func.sum(case((R.outcome == "refused", 1), else_=0))
+        take(conn.execute(
+            select(by, R.sink, func.count(), refused, func.max(R.created_ms))
+            .where(*where).group_by(by, R.sink)
+        ).all())  # fmt: skip
+    return out
+
+
 def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
     """Per ``key`` (``sink`` or ``set``): reports, no-path reports, last seen, sinks."""
+    asked = {k for k, v in vars(filters).items() if v is not None}
+    if asked <= _ACTIVITY and "" not in (filters.set, filters.sink):
+        return _activity(conn, filters, key)
     out: dict[str, dict[str, Any]] = {}
     raw, hours = split(filters, HOUR_MS)
     if filters.reason is not None:
@@ -104,14 +189,38 @@ def _rate(row: dict[str, Any]) -> None:
     row["no_path_rate"] = row["no_path"] / row["reports"] if row["reports"] else None
 
 
+def _before(a: tuple[Any, str], b: tuple[Any, str], desc: bool) -> bool:
+    """Whether the row at position ``a`` (its sort value, its key) comes before ``b``: by the
+    value (``desc``: largest first), a row without one last, ties in key order."""
+    (va, ka), (vb, kb) = a, b
+    if (va is None) != (vb is None):
+        return vb is None
+    if va is not None and va != vb:
+        return bool(va > vb) if desc else bool(va < vb)
+    return ka < kb
+
+
 def _page(rows: list[dict[str, Any]], sort: str, desc: bool, key: str, limit: int,
-          offset: int) -> dict[str, Any]:  # fmt: skip
+          after: str | None) -> dict[str, Any]:  # fmt: skip
+    """One page of ``rows`` in the order asked, starting after the position of the cursor
+    ``after`` (keyset: a row that came or went since moves no other row across pages)."""
     rows.sort(key=lambda r: r[key])
     present = [r for r in rows if r[sort] is not None]
     present.sort(key=lambda r: r[sort], reverse=desc)  # stable: ties stay in ``key`` order
     rows = present + [r for r in rows if r[sort] is None]
-    return {"total": len(rows), "limit": limit, "offset": offset, "sort": sort, "desc": desc,
-            "items": rows[offset:offset + limit]}  # fmt: skip
+    start = 0
+    if after is not None:
+        value, name = keyset.decode(f"{key}:{sort}:{int(desc)}", after,
+                                    [(int, float, str, type(None)), (str,)])  # fmt: skip
+        at = (value, str(name))
+        start = next((i for i, r in enumerate(rows) if _before(at, (r[sort], r[key]), desc)),
+                     len(rows))  # fmt: skip
+    items = rows[start : start + limit]
+    more = start + limit < len(rows)
+    last = items[-1] if items else None
+    return {"total": len(rows), "limit": limit, "sort": sort, "desc": desc, "items": items,
+            "next": keyset.encode(f"{key}:{sort}:{int(desc)}", [last[sort], last[key]])
+            if more and last is not None else None}  # fmt: skip
 
 
 def sink_table(
@@ -123,7 +232,7 @@ def sink_table(
     desc: bool = False,
     search: str | None = None,
     limit: int = 50,
-    offset: int = 0,
+    after: str | None = None,
 ) -> dict[str, Any]:
     """One row per sink of the window (and per sink ``classes``, the policy's ``sink →
     class``, names): reports, no-path reports and rate, request errors (and the latest),
@@ -165,7 +274,7 @@ def sink_table(
             rows[sink]["runs_accepted" if accepted else "runs_refused"] += int(n)
             _seen(rows[sink], last)
     sort = sort if sort in SINK_SORTS else "sink"
-    return _page(list(rows.values()), sort, desc, "sink", limit, offset)
+    return _page(list(rows.values()), sort, desc, "sink", limit, after)
 
 
 def set_table(
@@ -176,7 +285,7 @@ def set_table(
     desc: bool = True,
     prefix: str | None = None,
     limit: int = 50,
-    offset: int = 0,
+    after: str | None = None,
 ) -> dict[str, Any]:
     """One row per set digest the window's reports name (the full 64 hex digits): reports,
     no-path reports and rate, sinks using it, last seen, and its name and capability when the
@@ -201,4 +310,4 @@ def set_table(
         _rate(row)
         rows.append(row)
     sort = sort if sort in SET_SORTS else "reports"
-    return _page(rows, sort, desc, "set", limit, offset)
+    return _page(rows, sort, desc, "set", limit, after)

@@ -14,8 +14,10 @@ transaction that inserts each report (service/store/rollups.py); pruning reports
 run report a sink submitted (its id unique per sink), as submitted, with the verdict it got
 (service/store/policies.py). ``sets``, ``set_chunks``, ``set_defaults``: the set registry every
 replica shares (service/store/setregistry.py, docs/sets.md).
-``request_errors``: requests answered with a 4xx, by code and sink (best-effort telemetry,
-service/store/request_errors.py).
+``request_error_rollups``: every request answered with a 4xx, counted per hour, sink (``""``:
+no sink's token), code, status and route template; ``request_errors``: a sample of them, for
+sinks only, capped per sink and hour; ``request_error_samples``: per hour and sink, the errors
+seen and the rows kept (service/store/request_errors.py).
 """
 
 from __future__ import annotations
@@ -94,7 +96,12 @@ class RefusalRow(Base):
     code: Mapped[str] = mapped_column(String(64), index=True)
 
 
-Index("ix_reports_sink_seq", ReportRow.sink, ReportRow.seq)
+Index("ix_reports_sink_created", ReportRow.sink, ReportRow.created_ms, ReportRow.seq)
+# partial: the planners' statistics are those of the reports that have a run report, so a run
+# report's decodes are found by it (over every report, NULLs make it look useless)
+Index("ix_reports_run_report_seq", ReportRow.run_report, ReportRow.seq,
+      sqlite_where=ReportRow.run_report.is_not(None),
+      postgresql_where=ReportRow.run_report.is_not(None))  # fmt: skip
 # One report per identity: a retried request (its X-Request-Id sent again) is stored once.
 Index("uq_reports_identity", ReportRow.sink, ReportRow.request_id, ReportRow.ordinal, unique=True)
 # The dashboard's summary reads only this index: time first, then what it filters and sums.
@@ -233,8 +240,9 @@ class SetDefaultRow(Base):
 
 
 class RequestErrorRow(Base):
-    """A request answered with a 4xx (service/store/request_errors.py): best-effort telemetry,
-    written off the request's path, pruned with the reports."""
+    """A sink's request answered with a 4xx (service/store/request_errors.py): the sample kept
+    (at most the cap of rows per sink and hour), written off the request's path, pruned with
+    the reports."""
 
     __tablename__ = "request_errors"
 
@@ -248,6 +256,65 @@ class RequestErrorRow(Base):
     request_id: Mapped[str] = mapped_column(String(36))
     method: Mapped[str] = mapped_column(String(16))
     path: Mapped[str] = mapped_column(String(256))
+    route: Mapped[str | None] = mapped_column(String(128), nullable=True)  # the route template
 
 
 Index("ix_request_errors_sink_created", RequestErrorRow.sink, RequestErrorRow.created_ms)
+
+
+class RequestErrorRollupRow(Base):
+    """Every 4xx, counted: per hour, sink (``""``: no sink's token), code, status and route
+    template (``(no route)`` where none matched), so its size is bounded by the codes, routes
+    and sinks, never by the requests."""
+
+    __tablename__ = "request_error_rollups"
+
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    code: Mapped[str] = mapped_column(String(64), primary_key=True)
+    status: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    route: Mapped[str] = mapped_column(String(128), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+    last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest error of the key's hour
+
+
+Index("ix_request_error_rollups_sink_hour", RequestErrorRollupRow.sink,
+      RequestErrorRollupRow.hour_ms)  # fmt: skip
+
+
+class RequestErrorSampleRow(Base):
+    """Per hour and sink: the errors seen and the rows of them ``request_errors`` kept."""
+
+    __tablename__ = "request_error_samples"
+
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    seen: Mapped[int] = mapped_column(BigInteger)
+    kept: Mapped[int] = mapped_column(BigInteger)
+
+
+class _ActivityColumns:
+    """A sink's reports of one set in an hour or a day: what the fleet tables read."""
+
+    start_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # the hour's or day's
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    set_digest: Mapped[str] = mapped_column(String(64), primary_key=True)  # "": none
+    n: Mapped[int] = mapped_column(BigInteger)  # reports
+    no_path: Mapped[int] = mapped_column(BigInteger)  # of them, refused (no path ran)
+    last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest report's time
+
+
+class SinkSetHourRow(_ActivityColumns, Base):
+    """Per hour, sink and set (service/store/activity.py)."""
+
+    __tablename__ = "sink_set_hours"
+
+
+class SinkSetDayRow(_ActivityColumns, Base):
+    """Per day (UTC), sink and set: a month is thirty rows a sink and set."""
+
+    __tablename__ = "sink_set_days"
+
+
+Index("ix_sink_set_hours_sink_start", SinkSetHourRow.sink, SinkSetHourRow.start_ms)
+Index("ix_sink_set_days_sink_start", SinkSetDayRow.sink, SinkSetDayRow.start_ms)

@@ -30,6 +30,7 @@ from wai_dispatch.service.governance import (
     judge,
     load_policy,
 )
+from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.bulk import insert_records
 from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.errors import StoreError
@@ -210,11 +211,12 @@ def governance_summary(
     sink_class: str | None,
     sink: str | None,
     latest: int = 10,
-    offset: int = 0,
+    after: str | None = None,
 ) -> dict[str, Any]:
     """Run reports accepted and refused per sink class (SQL counts over indexed columns), and
-    a page of the refused ones, latest first (``latest`` of them from ``offset``; their total
-    is ``refused_total``), each with its first reasons and how many more it has."""
+    a page of the refused ones, latest first (``latest`` of them, paged by keyset: ``after``
+    the cursor ``next``; their total is ``refused_total``), each with its first reasons and how
+    many more it has."""
     where = []
     if since_ms is not None:
         where.append(RR.received_ms >= since_ms)
@@ -224,6 +226,10 @@ def governance_summary(
         where.append(RR.sink_class == sink_class)
     if sink:
         where.append(RR.sink == sink)
+    page = []
+    if after is not None:
+        ms, seq = keyset.decode("rr", after, [(int,), (int,)])
+        page.append((RR.received_ms < ms) | ((RR.received_ms == ms) & (RR.seq < seq)))
     n = func.count().label("n")
     with store.engine.connect() as conn:
         counts = conn.execute(
@@ -231,11 +237,13 @@ def governance_summary(
             .group_by(RR.sink_class, RR.accepted)
         ).all()  # fmt: skip
         refused = conn.execute(
-            select(RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version, RR.verdict)
-            .where(and_(RR.accepted.is_(False), *where))
+            select(RR.seq, RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version,
+                   RR.verdict)
+            .where(and_(RR.accepted.is_(False), *where, *page))
             .order_by(RR.received_ms.desc(), RR.seq.desc())
-            .limit(latest).offset(offset)
+            .limit(latest + 1)
         ).all()  # fmt: skip
+    more, refused = len(refused) > latest, refused[:latest]
     try:
         current: PolicyVersion | None = policies.current()
     except PolicyNotSet:
@@ -254,7 +262,11 @@ def governance_summary(
         "latest_refused": [_refused_row(r) for r in refused],
         "refused_total": sum(int(n) for _, accepted, n in counts if not accepted),
         "limit": latest,
-        "offset": offset,
+        "next": (
+            keyset.encode("rr", [refused[-1].received_ms, refused[-1].seq])
+            if more and refused
+            else None
+        ),
     }
 
 

@@ -17,7 +17,7 @@ from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK
+from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
 
 R = ReportRow.__table__.c
 MAX_SEQ = 2**63 - 1  # a BIGINT
@@ -74,19 +74,23 @@ def _row(m: Any) -> dict[str, Any]:
     return ReportRecord.public(row)
 
 
-def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"r{seq}".encode()).decode().rstrip("=")
+def encode_cursor(created_ms: int, seq: int) -> str:
+    """The position of a report in the listing: its time and sequence (``t<ms>.<seq>``)."""
+    return base64.urlsafe_b64encode(f"t{created_ms}.{seq}".encode()).decode().rstrip("=")
 
 
-def decode_cursor(text: str) -> int:
+def decode_cursor(text: str) -> tuple[int, int]:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-        digits = raw[1:]
-        if not raw.startswith("r") or not (digits.isascii() and digits.isdigit()):
+        parts = raw[1:].split(".")
+        if not raw.startswith("t") or len(parts) != 2:
             raise ValueError
-        if len(digits) > 19 or int(digits) > MAX_SEQ:
-            raise ValueError  # past the column's int64: no cursor of ours
-        return int(digits)
+        for digits in parts:
+            if not (digits.isascii() and digits.isdigit()):
+                raise ValueError
+            if len(digits) > 19 or int(digits) > MAX_SEQ:
+                raise ValueError  # past the column's int64: no cursor of ours
+        return int(parts[0]), int(parts[1])
     except ValueError:
         raise StoreError(
             "the cursor is not one this service gave", code=StoreCode.CURSOR_INVALID
@@ -101,27 +105,79 @@ def list_reports(
     cursor: str | None,
     with_total: bool = False,
 ) -> dict[str, Any]:
-    """Newest first; ``next`` is the cursor of the following page, ``None`` on the last;
-    ``total`` (when asked) counts every report the filters select, on every page."""
+    """Newest first (by time, then sequence: a keyset read from ``ix_reports_created_ms``, or
+    ``ix_reports_sink_created`` for one sink's, never an offset or a sort of the window's
+    reports); ``next`` is the cursor of the following page, ``None`` on the last;
+    ``total`` (when asked) counts every report the filters select, on every page
+    (:func:`count`: from the roll-ups)."""
     query: Select[Any] = select(ReportRow.__table__).where(*filters.where())
     if cursor is not None:
-        query = query.where(R.seq < decode_cursor(cursor))
-    query = query.order_by(R.seq.desc()).limit(limit + 1)
+        ms, seq = decode_cursor(cursor)
+        query = query.where(or_(R.created_ms < ms, and_(R.created_ms == ms, R.seq < seq)))
+    query = query.order_by(R.created_ms.desc(), R.seq.desc()).limit(limit + 1)
     total = None
     with store.engine.connect() as conn:
         rows = conn.execute(query).mappings().all()
         if with_total:
-            count = select(func.count()).select_from(ReportRow.__table__)
-            total = int(conn.execute(count.where(*filters.where())).scalar_one())
+            total = count(conn, filters)
     page = rows[:limit]
     more = len(rows) > limit
     out: dict[str, Any] = {
         "items": [_row(r) for r in page],
-        "next": encode_cursor(page[-1]["seq"]) if more and page else None,
+        "next": encode_cursor(page[-1]["created_ms"], page[-1]["seq"]) if more and page else None,
     }
     if with_total:
         out["total"] = total
     return out
+
+
+def _raw_count(conn: Connection, filters: Filters, ranges: list[Range]) -> int:
+    where = replace(filters, since_ms=None, until_ms=None).where()
+    spans = [and_(*([] if lo is None else [R.created_ms >= lo]),
+                  *([] if hi is None else [R.created_ms < hi])) for lo, hi in ranges]  # fmt: skip
+    where.append(spans[0] if len(spans) == 1 else or_(*spans))
+    query = select(func.count()).select_from(ReportRow.__table__).where(*where)
+    return int(conn.execute(query).scalar_one())
+
+
+def count(conn: Connection, filters: Filters) -> int:
+    """How many stored reports ``filters`` select, never a count over the window's rows: the
+    whole hours from the per-hour roll-ups, the hours cut by the window's edges (the current
+    one, at most two) and the oldest stored hour (retention prunes whole hours, and the roll-ups
+    keep pruned hours' counts) from the reports. A filter the roll-ups cannot answer (a request
+    id, a run report: both indexed) counts the reports."""
+    oldest = conn.execute(select(func.min(R.created_ms))).scalar_one()
+    if oldest is None:
+        return 0
+    nullable = (filters.path, filters.tier, filters.set)
+    lo = (
+        hour_of(int(oldest))
+        if filters.since_ms is None
+        else max(filters.since_ms, hour_of(int(oldest)))
+    )
+    hi = filters.until_ms
+    whole: list[Range] = [(lo, hi)]
+    if filters.request_id is not None or filters.run_report is not None or "" in nullable:
+        return _raw_count(conn, filters, whole)
+    h0 = max(-(-lo // HOUR_MS) * HOUR_MS, hour_of(int(oldest)) + HOUR_MS)
+    h1 = None if hi is None else hi - hi % HOUR_MS
+    if h1 is not None and h0 >= h1:
+        return _raw_count(conn, filters, whole) if hi is None or lo < hi else 0
+    raw: list[Range] = [(lo, h0)] if lo < h0 else []
+    if hi is not None and h1 is not None and h1 < hi:
+        raw.append((h1, hi))
+    per_sink = filters.sink is not None or filters.sinks is not None
+    c = (SINK if per_sink else FLEET).c
+    where = rollup_where(c, filters, (h0, h1))
+    total = 0
+    if filters.reason is None:
+        total = int(conn.execute(select(func.coalesce(func.sum(c.n), 0)).where(*where))
+                    .scalar_one())  # fmt: skip
+    else:
+        for codes, n in conn.execute(select(c.codes, func.sum(c.n)).where(*where)
+                                     .group_by(c.codes)).all():  # fmt: skip
+            total += int(n) if filters.reason in codes.split() else 0
+    return total + (_raw_count(conn, filters, raw) if raw else 0)
 
 
 def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str, Any]:

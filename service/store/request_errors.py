@@ -1,33 +1,71 @@
-"""Request errors as telemetry: every request the service answers with a 4xx (its code, status,
-the sink when a sink's token was checked, request id, method, path, time) is noted by
-:class:`ErrorLog` and written to ``request_errors`` by a thread of its own, so the dashboard
-can show them by code and by sink.
+"""Request errors as telemetry, written so no client can flood the log or blind it: every
+request the service answers with a 4xx is noted by :class:`ErrorLog` (its code, status, route
+template, the sink when a sink's token was checked, request id, method, path, time) and written
+by a thread of its own, as
 
-Best-effort by design: noting one never waits on the store, never fails the request nor changes
-its answer. The queue is bounded; when it is full (a burst, or the store down for long), or a
-write fails, those notes are dropped and counted (:attr:`ErrorLog.dropped`; ``/metrics``'
-``wai_request_errors_total`` counts every error regardless). Retention prunes them with the
-reports (service/store/retention.py)."""
+- a count in ``request_error_rollups``, per hour, sink (``""``: no sink's token, "anonymous"),
+  code, status and route template: bounded by the codes, routes and sinks, never by the
+  requests (a flood of anonymous 401s is one row an hour per route);
+- for a sink's errors only, a row in ``request_errors``, at most ``rows_per_hour`` per sink and
+  hour (the first ones; ``request_error_samples`` counts the errors seen and the rows kept, so
+  the drops are counted and shown).
+
+Noting one never waits on the store and never fails the request nor changes its answer: it adds
+to counts held in memory (their keys bounded like the table's), written at once by the thread,
+then at most once every ``interval_s`` (a flood is one transaction an interval).
+Every text is sanitised before it is written (control characters, NUL among them, and lone
+surrogates become U+FFFD; lengths cut to the columns'), and a batch the store refuses for a
+reason other than being down is retried piece by piece, so one bad row never takes the others
+with it. While the store is down the counts wait in memory (the rows up to a bound) and are
+written when it returns. Retention prunes them with the reports (service/store/retention.py);
+the reading side is service/store/request_error_views.py."""
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, Table, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
-from wai_dispatch.service.store.models import RequestErrorRow
+from wai_dispatch.service.store.models import (
+    RequestErrorRollupRow,
+    RequestErrorRow,
+    RequestErrorSampleRow,
+)
 from wai_dispatch.service.store.report_store import ReportStore
+from wai_dispatch.service.store.rollups import hour_of
 
-__all__ = ["ErrorLog", "ErrorNote", "errors_by_sink", "list_errors", "prune_errors"]
+__all__ = ["ANONYMOUS", "NO_ROUTE", "ErrorLog", "ErrorNote", "clean"]
 
 log = logging.getLogger("wai_dispatch.service.request_errors")
-E = RequestErrorRow.__table__.c
+ROLLUP: Table = RequestErrorRollupRow.__table__  # type: ignore[assignment]
+SAMPLES: Table = RequestErrorSampleRow.__table__  # type: ignore[assignment]
+#: The roll-ups' sink of an error answered to no sink's token (none, unknown, an operator's).
+ANONYMOUS = ""
+#: The route template of a request no route matched.
+NO_ROUTE = "(no route)"
+#: Rows held in memory at most while the store is down (the counts are bounded by their keys).
+MAX_PENDING_ROWS = 10_000
+#: Count keys held in memory at most (codes × routes × sinks an interval: never near it).
+MAX_PENDING_KEYS = 100_000
+
+
+def clean(text: object, limit: int) -> str:
+    """``text`` as the store keeps it on every database: at most ``limit`` characters, each
+    control character (NUL among them) and lone surrogate replaced by U+FFFD."""
+    s = str(text)[:limit]
+    if s.isprintable() and s.isascii():
+        return s
+    return "".join(
+        "\ufffd" if (ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) < 0xE000) else c
+        for c in s
+    )
 
 
 @dataclass(frozen=True)
@@ -39,155 +77,260 @@ class ErrorNote:
     request_id: str
     method: str
     path: str
+    route: str
+
+
+_Key = tuple[int, str, str, int, str]  # hour_ms, sink, code, status, route
 
 
 class ErrorLog:
-    """The writer: :meth:`note` queues (never blocks), a daemon thread inserts in batches."""
+    """The writer: :meth:`note` adds to the counts in memory (never blocks on the store), a
+    daemon thread writes them as they come, at most once every ``interval_s``.
 
-    def __init__(self, store: ReportStore, *, capacity: int = 10_000, batch: int = 500) -> None:
+    ``counted``: errors written into the roll-ups; ``written``: rows kept; ``dropped``: a sink's
+    errors not kept as rows (over the cap, found here or by the store); ``lost``: errors the
+    store refused even piece by piece, or past the in-memory bounds while it was down."""
+
+    def __init__(
+        self, store: ReportStore, *, rows_per_hour: int = 100, interval_s: float = 1.0
+    ) -> None:
         self.store = store
-        self.batch = batch
+        self.rows_per_hour = rows_per_hour
+        self.interval_s = interval_s
+        self.counted = 0
         self.written = 0
         self.dropped = 0
-        self._queue: queue.Queue[ErrorNote | None] = queue.Queue(maxsize=capacity)
+        self.lost = 0
+        self._lock = threading.Lock()
+        self._counts: dict[_Key, list[int]] = {}  # key -> [n, last_ms]
+        self._seen: dict[tuple[int, str], int] = {}  # (hour, sink) -> a sink's errors
+        self._rows: list[ErrorNote] = []
+        self._queued: dict[tuple[int, str], int] = {}  # (hour, sink) -> rows held for it
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._writing = threading.Lock()  # one write at a time: a flush waits for the thread's
+        self._stop = False
         self._thread = threading.Thread(target=self._run, name="request-errors", daemon=True)
         self._thread.start()
 
     def note(
         self, status: int, code: str, *, sink: str | None, request_id: str, method: str,
-        path: str,
+        path: str, route: str = NO_ROUTE,
     ) -> None:  # fmt: skip
-        """Queue one error (a 4xx answer); dropped, and counted, when the queue is full."""
-        item = ErrorNote(int(time.time() * 1000), status, str(code)[:64],
-                         None if sink is None else sink[:128], request_id[:36], method[:16],
-                         path[:256])  # fmt: skip
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            self.dropped += 1
+        """Count one error (a 4xx answer); a sink's is also kept as a row, up to the cap."""
+        now = int(time.time() * 1000)
+        hour = hour_of(now)
+        who = ANONYMOUS if sink is None else clean(sink, 128)
+        key = (hour, who, clean(code, 64), int(status), clean(route, 128))
+        if not self._wake.is_set():
+            self._wake.set()
+        with self._lock:
+            slot = self._counts.get(key)
+            if slot is not None:
+                slot[0] += 1
+                slot[1] = now
+            elif len(self._counts) < MAX_PENDING_KEYS:
+                self._counts[key] = [1, now]
+            else:
+                self.lost += 1
+            if sink is None:
+                return
+            self._seen[(hour, who)] = self._seen.get((hour, who), 0) + 1
+            held = self._queued.get((hour, who), 0)
+            if held >= self.rows_per_hour or len(self._rows) >= MAX_PENDING_ROWS:
+                return  # counted in ``seen``; the store counts the drop
+            self._queued[(hour, who)] = held + 1
+            self._rows.append(ErrorNote(now, int(status), key[2], who, clean(request_id, 36),
+                                        clean(method, 16), clean(path, 256), key[4]))  # fmt: skip
+
+    @property
+    def pending(self) -> int:
+        """Errors counted here and not yet written."""
+        with self._lock:
+            return sum(n for n, _ in self._counts.values())
 
     def flush(self, timeout_s: float = 5.0) -> bool:
-        """Wait until every note queued so far was written or dropped (tests, shutdown)."""
-        end = time.monotonic() + timeout_s
-        while self._queue.unfinished_tasks:
-            if time.monotonic() > end:
-                return False
-            time.sleep(0.01)
-        return True
+        """Write what was noted so far now; ``True`` when nothing is left pending (tests,
+        shutdown; ``False`` while the store is down)."""
+        if not self._writing.acquire(timeout=timeout_s):
+            return False
+        try:
+            self._write()
+        finally:
+            self._writing.release()
+        return self.pending == 0
 
     def _run(self) -> None:
         while True:
-            first = self._queue.get()
-            if first is None:
-                self._queue.task_done()
-                return
-            items = [first]
-            while len(items) < self.batch:
+            # woken by a note; while the store is down, what is held is tried again
+            self._wake.wait(max(5.0, self.interval_s) if self.pending else None)
+            self._wake.clear()
+            with self._writing:
                 try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._write(items)
-                    self._queue.task_done()
-                    return
-                items.append(more)
-            self._write(items)
+                    self._write()
+                except Exception:
+                    log.exception("request errors: writing failed")
+            if self._stop:
+                return
+            self._stopping.wait(self.interval_s)  # the gap: what comes meanwhile waits
 
-    def _write(self, items: list[ErrorNote]) -> None:
+    def _take(self) -> tuple[dict[_Key, list[int]], dict[tuple[int, str], int], list[ErrorNote]]:
+        with self._lock:
+            counts, seen, rows = self._counts, self._seen, self._rows
+            self._counts, self._seen, self._rows = {}, {}, []
+            # the hours past are done: their in-memory row caps go
+            hour = hour_of(int(time.time() * 1000))
+            self._queued = {k: v for k, v in self._queued.items() if k[0] >= hour}
+        return counts, seen, rows
+
+    def _put_back(
+        self,
+        counts: dict[_Key, list[int]],
+        seen: dict[tuple[int, str], int],
+        rows: list[ErrorNote],
+    ) -> None:
+        """The store is down: keep what was taken for the next write, within the bounds."""
+        with self._lock:
+            for key, (n, last) in counts.items():
+                slot = self._counts.get(key)
+                if slot is not None:
+                    slot[0] += n
+                    slot[1] = max(slot[1], last)
+                elif len(self._counts) < MAX_PENDING_KEYS:
+                    self._counts[key] = [n, last]
+                else:
+                    self.lost += n
+            for k, n in seen.items():
+                self._seen[k] = self._seen.get(k, 0) + n
+            room = MAX_PENDING_ROWS - len(self._rows)
+            self._rows[:0] = rows[:room]
+
+    def _write(self) -> None:
+        counts, seen, rows = self._take()
+        if not counts and not seen:
+            return
         try:
             with self.store.engine.begin() as conn:
-                conn.execute(insert(RequestErrorRow), [asdict(i) for i in items])
-            self.written += len(items)
-        except SQLAlchemyError as exc:  # best-effort: the store is down or refused them
-            self.dropped += len(items)
-            log.warning("request errors not stored (%d dropped): %s", len(items),
-                        str(exc).splitlines()[0])  # fmt: skip
-        finally:
-            for _ in items:
-                self._queue.task_done()
+                kept = self._store(conn, counts, seen, rows)
+        except SQLAlchemyError as exc:
+            # down, locked or not migrated yet: held; anything else is a row the store refused
+            if isinstance(exc, OperationalError | ProgrammingError) or not self.store.ping():
+                self._put_back(counts, seen, rows)
+                log.warning("request errors held until the store returns: %s",
+                            str(exc).splitlines()[0])  # fmt: skip
+                return
+            kept = self._piecewise(counts, seen, rows, exc)
+        else:
+            self.counted += sum(n for n, _ in counts.values())
+        self.written += kept
+        self.dropped += sum(seen.values()) - kept
+
+    def _piecewise(
+        self,
+        counts: dict[_Key, list[int]],
+        seen: dict[tuple[int, str], int],
+        rows: list[ErrorNote],
+        exc: Exception,
+    ) -> int:
+        """The batch was refused with the store up: each count, and each sink's hour of rows,
+        in its own transaction; what is still refused is lost, and counted."""
+        log.warning("request errors: a batch refused (%s); retried piece by piece",
+                    str(exc).splitlines()[0])  # fmt: skip
+        kept = 0
+        for key, slot in counts.items():
+            try:
+                with self.store.engine.begin() as conn:
+                    _add_counts(conn, {key: slot})
+                self.counted += slot[0]
+            except SQLAlchemyError:
+                self.lost += slot[0]
+        for group, n in seen.items():
+            mine = [r for r in rows if (hour_of(r.created_ms), r.sink) == group]
+            try:
+                with self.store.engine.begin() as conn:
+                    kept += _add_rows(conn, group, n, mine, self.rows_per_hour)
+            except SQLAlchemyError:  # the errors seen, then row by row
+                parts = [(n - len(mine), []), *((1, [row]) for row in mine)]
+                for k, part in parts:
+                    try:
+                        with self.store.engine.begin() as conn:
+                            kept += _add_rows(conn, group, k, part, self.rows_per_hour)
+                    except SQLAlchemyError:
+                        self.lost += k
+        return kept
+
+    def _store(
+        self,
+        conn: Connection,
+        counts: dict[_Key, list[int]],
+        seen: dict[tuple[int, str], int],
+        rows: list[ErrorNote],
+    ) -> int:
+        _add_counts(conn, counts)
+        by_group: dict[tuple[int, str], list[ErrorNote]] = {}
+        for row in rows:
+            by_group.setdefault((hour_of(row.created_ms), row.sink or ""), []).append(row)
+        kept = 0
+        for group in sorted(seen):  # key order: concurrent replicas lock in the same order
+            kept += _add_rows(conn, group, seen[group], by_group.get(group, []),
+                              self.rows_per_hour)  # fmt: skip
+        return kept
 
     def close(self) -> None:
-        try:
-            self._queue.put(None, timeout=1)
-        except queue.Full:
-            return
+        """Stop the thread and write what is left (shutdown)."""
+        self._stop = True
+        self._stopping.set()
+        self._wake.set()
         self._thread.join(timeout=5)
+        if self.pending:
+            self.flush()
 
 
-def _where(since_ms: int | None, until_ms: int | None, sinks: tuple[str, ...] | None,
-           code: str | None) -> list[Any]:  # fmt: skip
-    out: list[Any] = []
-    if since_ms is not None:
-        out.append(E.created_ms >= since_ms)
-    if until_ms is not None:
-        out.append(E.created_ms < until_ms)
-    if sinks is not None:
-        out.append(E.sink.in_(sinks))
-    if code is not None:
-        out.append(E.code == code)
-    return out
+def _insert(conn: Connection, table: Any) -> Any:
+    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
 
 
-def list_errors(
-    store: ReportStore,
-    *,
-    since_ms: int | None = None,
-    until_ms: int | None = None,
-    sinks: tuple[str, ...] | None = None,
-    code: str | None = None,
-    limit: int = 50,
-    offset: int = 0,
-) -> dict[str, Any]:
-    """The errors of a window: their ``total``, counts ``by_code`` (with the status) and
-    ``by_sink`` (``null``: no sink's token), and a page of them, newest first."""
-    where = _where(since_ms, until_ms, sinks, code)
-    n = func.count().label("n")
-    with store.engine.connect() as conn:
-        total = int(conn.execute(select(func.count()).select_from(E.seq.table)
-                                 .where(*where)).scalar_one())  # fmt: skip
-        by_code = conn.execute(
-            select(E.code, E.status, n).where(*where).group_by(E.code, E.status)
-        ).all()
-        by_sink = conn.execute(select(E.sink, n).where(*where).group_by(E.sink)).all()
-        rows = conn.execute(
-            select(E.created_ms, E.status, E.code, E.sink, E.request_id, E.method, E.path)
-            .where(*where).order_by(E.created_ms.desc(), E.seq.desc())
-            .limit(limit).offset(offset)
-        ).mappings().all()  # fmt: skip
-    return {
-        "total": total,
-        "by_code": sorted(
-            ({"code": c, "status": s, "count": int(k)} for c, s, k in by_code),
-            key=lambda r: (-r["count"], r["code"], r["status"]),
+def _add_counts(conn: Connection, counts: dict[_Key, list[int]]) -> None:
+    """Add ``counts`` to the roll-ups: one upsert, its rows in key order (no deadlock between
+    replicas)."""
+    if not counts:
+        return
+    ins = _insert(conn, ROLLUP)
+    last = ins.excluded.last_ms
+    stmt = ins.on_conflict_do_update(
+        index_elements=["hour_ms", "sink", "code", "status", "route"],
+        set_={"n": ROLLUP.c.n + ins.excluded.n,
+              "last_ms": _greatest(conn, ROLLUP.c.last_ms, last)},
+    )  # fmt: skip
+    names = ("hour_ms", "sink", "code", "status", "route")
+    conn.execute(stmt, [
+        {**dict(zip(names, key, strict=True)), "n": n, "last_ms": at}
+        for key, (n, at) in sorted(counts.items())
+    ])  # fmt: skip
+
+
+def _greatest(conn: Connection, a: Any, b: Any) -> Any:
+    return func.greatest(a, b) if conn.dialect.name == "postgresql" else func.max(a, b)
+
+
+def _add_rows(
+    conn: Connection, group: tuple[int, str], seen: int, rows: Iterable[ErrorNote], cap: int
+) -> int:
+    """Count ``seen`` errors of a sink's hour in the samples and keep as many of ``rows`` as the
+    cap leaves room for; returns the rows kept. The upsert comes first: on PostgreSQL it locks
+    the hour's samples row, so replicas writing the same sink's hour take turns."""
+    hour, sink = group
+    ins = _insert(conn, SAMPLES)
+    conn.execute(
+        ins.on_conflict_do_update(
+            index_elements=["hour_ms", "sink"], set_={"seen": SAMPLES.c.seen + ins.excluded.seen}
         ),
-        "by_sink": sorted(
-            ({"sink": s, "count": int(k)} for s, k in by_sink),
-            key=lambda r: (-r["count"], r["sink"] or ""),
-        ),
-        "items": [
-            {"time_ms": r["created_ms"], **{k: v for k, v in r.items() if k != "created_ms"}}
-            for r in rows
-        ],
-        "limit": limit,
-        "offset": offset,
-    }
-
-
-def errors_by_sink(
-    conn: Any, since_ms: int | None, until_ms: int | None
-) -> dict[str, tuple[int, int]]:
-    """Per sink: its errors in the window and the time of its latest."""
-    rows = conn.execute(
-        select(E.sink, func.count(), func.max(E.created_ms))
-        .where(E.sink.is_not(None), *_where(since_ms, until_ms, None, None))
-        .group_by(E.sink)
-    ).all()  # fmt: skip
-    return {s: (int(n), int(last)) for s, n, last in rows}
-
-
-def prune_errors(store: ReportStore, before_ms: int) -> int:
-    """Delete the errors noted before ``before_ms``; returns how many went."""
-    with store.engine.begin() as conn:
-        gone = conn.execute(delete(RequestErrorRow).where(E.created_ms < before_ms))
-    return int(gone.rowcount or 0)
+        {"hour_ms": hour, "sink": sink, "seen": seen, "kept": 0},
+    )
+    where = (SAMPLES.c.hour_ms == hour, SAMPLES.c.sink == sink)
+    kept = int(conn.execute(select(SAMPLES.c.kept).where(*where)).scalar_one())
+    take = list(rows)[: max(0, cap - kept)]
+    if take:
+        conn.execute(insert(RequestErrorRow), [asdict(r) for r in take])
+        conn.execute(update(SAMPLES).where(*where).values(kept=SAMPLES.c.kept + len(take)))
+    return len(take)

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from wai_dispatch.service.store.activity import DAYS, HOURS
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
-from wai_dispatch.service.store.request_errors import prune_errors
+from wai_dispatch.service.store.request_error_views import prune_errors
 from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
 
 __all__ = ["BATCH", "Pruned", "Pruner", "cutoff", "prune", "prune_reports", "prune_rollups"]
@@ -96,6 +97,8 @@ def prune_rollups(store: ReportStore, before_ms: int, *, hours: int = 24) -> int
                 upto = found[-1] + HOUR_MS if len(found) == hours else before_ms
                 conn.execute(delete(FLEET).where(FLEET.c.hour_ms < upto))
                 conn.execute(delete(SINK).where(SINK.c.hour_ms < upto))
+                conn.execute(delete(HOURS).where(HOURS.c.start_ms < upto))
+                conn.execute(delete(DAYS).where(DAYS.c.start_ms + DAY_MS <= upto))
         except SQLAlchemyError as exc:
             raise StoreDown(str(exc).splitlines()[0]) from exc
         total += len(found)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Table, delete, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from wai_dispatch.service.store import activity
 from wai_dispatch.service.store.models import RefusalRow, ReportRow, RollupRow, SinkRollupRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 
@@ -82,7 +83,10 @@ def _sums(rec: ReportRecord) -> list[int]:
 
 
 def add(conn: Connection, records: Iterable[ReportRecord]) -> None:
-    """Count ``records`` (reports this transaction has just inserted) into both roll-ups."""
+    """Count ``records`` (reports this transaction has just inserted) into both roll-ups, and
+    into the fleet tables' per-sink activity (service/store/activity.py)."""
+    records = list(records)
+    activity.add(conn, records)
     deltas: dict[Key, list[int]] = {}
     for rec in records:
         into = deltas.setdefault(Key.of(rec), [0] * len(SUMS))

@@ -28,8 +28,9 @@ HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-cache",
 }
-#: What a page loads: documents, modules, styles and the vendored libraries' licence texts.
-SERVED = frozenset({".html", ".js", ".mjs", ".css", ".json", ".md", ".LICENSE", ""})
+#: What a page loads: documents, modules, styles, its icon and the vendored libraries' licence
+#: texts.
+SERVED = frozenset({".html", ".js", ".mjs", ".css", ".json", ".md", ".LICENSE", ".ico", ""})
 
 
 class WebAssets(StaticFiles):

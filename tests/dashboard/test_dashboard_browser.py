@@ -49,6 +49,9 @@ def live(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any
             running.tokens.update(made)
             running.tokens["sink-a"] = running.tokens["sink"]
             running.fleet = populate(running.url, running.tokens, SAMPLE_JSON.read_bytes())
+            # the request errors are written by a thread of their own (at most once a second):
+            # what the fleet made is written before the questions are asked
+            assert running.app.state.service.errors.flush()
             yield running
 
 

@@ -1,8 +1,8 @@
 """The operator's fleet tables over HTTP (the dashboard's panels): ``GET /v1/fleet/sinks`` (per
 sink: reports, no-path rate, request errors, run report verdicts, last seen), ``GET
 /v1/fleet/sets`` (per set, by full digest or a prefix of it) and ``GET /v1/request-errors``
-(4xx answers by code and by sink, and a page of them). Every list says its ``total`` and is
-paged with ``limit`` and ``offset``. Operators only."""
+(4xx answers by code, route and sink, and a page of them). Every list says its ``total`` and is
+paged by keyset: ``limit``, and ``after`` the cursor a page's ``next`` gave. Operators only."""
 
 from __future__ import annotations
 
@@ -18,13 +18,15 @@ from wai_dispatch.service.http.routes.reports import filters
 from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS, set_table, sink_table
 from wai_dispatch.service.store.policies import PolicyStore, sinks_of_class
 from wai_dispatch.service.store.reports import Filters
-from wai_dispatch.service.store.request_errors import list_errors
+from wai_dispatch.service.store.request_error_views import list_errors
 from wai_dispatch.service.store.tokens import Principal, Role
 
 router = APIRouter(tags=["fleet"])
 Operator = Annotated[Principal, Depends(require(Role.operator))]
 Limit = Annotated[int, Query(ge=1, le=500)]
-Offset = Annotated[int, Query(ge=0, le=10**7)]
+After = Annotated[
+    str | None, Query(max_length=512, description="the cursor of the page before (its next)")
+]
 Millis = Annotated[int | None, Query(ge=0, le=2**53, description="Unix time, milliseconds")]
 
 
@@ -51,12 +53,12 @@ async def fleet_sinks(
     desc: bool = False,
     q: Annotated[str | None, Query(max_length=128, description="sinks whose name holds it")] = None,
     limit: Limit = 50,
-    offset: Offset = 0,
+    after: After = None,
 ) -> dict[str, Any]:
     classes = await run_in_threadpool(classes_of, policies)
     return await run_in_threadpool(
         lambda: sink_table(store, chosen, classes=classes, sort=sort, desc=desc, search=q,
-                           limit=limit, offset=offset)
+                           limit=limit, after=after)
     )  # fmt: skip
 
 
@@ -71,15 +73,15 @@ async def fleet_sets(
     sort: Annotated[str, Query(pattern="^(" + "|".join(SET_SORTS) + ")$")] = "reports",
     desc: bool = True,
     limit: Limit = 50,
-    offset: Offset = 0,
+    after: After = None,
 ) -> dict[str, Any]:
     return await run_in_threadpool(
         lambda: set_table(store, chosen, sort=sort, desc=desc, prefix=prefix, limit=limit,
-                          offset=offset)
+                          after=after)
     )  # fmt: skip
 
 
-@router.get("/v1/request-errors", summary="Requests answered with a 4xx, by code and by sink")
+@router.get("/v1/request-errors", summary="Requests answered with a 4xx, by code, route and sink")
 async def request_errors(
     store: ReportStoreDep,
     policies: PoliciesDep,
@@ -90,7 +92,7 @@ async def request_errors(
     sink_class: Annotated[str | None, Query(max_length=64)] = None,
     code: Annotated[str | None, Query(max_length=64)] = None,
     limit: Limit = 50,
-    offset: Offset = 0,
+    after: After = None,
 ) -> dict[str, Any]:
     sinks: tuple[str, ...] | None = None
     if sink:
@@ -99,5 +101,5 @@ async def request_errors(
         sinks = await run_in_threadpool(sinks_of_class, policies, sink_class)
     return await run_in_threadpool(
         lambda: list_errors(store, since_ms=since_ms, until_ms=until_ms, sinks=sinks, code=code,
-                            limit=limit, offset=offset)
+                            limit=limit, after=after)
     )  # fmt: skip

@@ -56,12 +56,14 @@ async def run_reports_summary(
     sink_class: Annotated[str | None, Query(max_length=64)] = None,
     sink: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=500, description="refused run reports listed")] = 10,
-    offset: Annotated[int, Query(ge=0, le=10**7)] = 0,
+    after: Annotated[
+        str | None, Query(max_length=512, description="the cursor of the page before (its next)")
+    ] = None,
 ) -> dict[str, Any]:
     return await run_in_threadpool(
         lambda: governance_summary(
             store, policies, since_ms=since_ms, until_ms=until_ms,
-            sink_class=sink_class, sink=sink, latest=limit, offset=offset,
+            sink_class=sink_class, sink=sink, latest=limit, after=after,
         )
     )  # fmt: skip
 

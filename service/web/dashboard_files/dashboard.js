@@ -5,7 +5,8 @@
    zone, refresh, pages, the decode or run report open) is in the URL's query string, so a view
    can be reloaded, bookmarked and shared; the token never is (sessionStorage). A 401 or 403
    sends the user back to the login view; any other failed refresh leaves the data shown, marked
-   stale, until a refresh succeeds. */
+   stale, until a refresh succeeds. Every list is paged by keyset (the API's `after`, the cursor
+   of the page before): the cursors of the pages seen are kept per list, never an offset. */
 "use strict";
 
 const TOKEN_KEY = "wai-dispatch.token";
@@ -13,14 +14,20 @@ const { $, el, button, fill, pager, meterCell, num, copyButton, when, pct } = pa
 const PAGE = { sinks: 20, sets: 20, errors: 10, runs: 10, decodes: 25 };
 const DEFAULTS = {
   range: "86400", since: "", until: "", class: "", sink: "", capability: "", set: "",
-  tz: "utc", refresh: "30", sort: "sink", q: "", sinks_at: "0", prefix: "", sets_at: "0",
-  errors_at: "0", runs_at: "0", run: "", run_sink: "", decode: "",
+  tz: "utc", refresh: "30", sort: "sink", q: "", prefix: "", run: "", run_sink: "", decode: "",
 };
 const state = { ...DEFAULTS };
 let generation = 0; // a newer load supersedes an older one still in flight
 let timer = null;
 let lastGood = null;
 let cursors = [null]; // the decodes' pages: the cursor of each page seen, newest first
+// the other lists' pages, the same way (each list's `after` of every page seen)
+const pages = { sinks: [null], sets: [null], errors: [null], runs: [null] };
+function firstPages() { for (const k of Object.keys(pages)) pages[k] = [null]; }
+function after(list) { return pages[list][pages[list].length - 1]; }
+function pageOf(list, t, navId, limit) {
+  panels.keysetPager(navId, t.total, pages[list], t.items.length, t.next, load, limit);
+}
 
 class AuthError extends Error {}
 
@@ -82,6 +89,10 @@ function filters() {
   } else {
     until = Date.now();
     since = until - Number(state.range) * 1000;
+    // a day or more starts on an hour, a week or more on a day (UTC): whole hours and days are
+    // read from the roll-ups, and only the current hour from the reports
+    if (Number(state.range) >= 86400) since -= since % 3600000;
+    if (Number(state.range) >= 604800) since -= since % 86400000;
   }
   return { since_ms: since, until_ms: until, sink_class: state.class, sink: state.sink,
            capability: state.capability, set: state.set };
@@ -89,7 +100,8 @@ function filters() {
 
 function bucketFor(f) {
   const span = ((f.until_ms || Date.now()) - (f.since_ms || 0)) / 1000;
-  for (const b of [60, 300, 900, 3600, 21600, 86400]) if (span / b <= 96) return b;
+  // over six hours, buckets of whole hours (what the roll-ups count)
+  for (const b of [60, 300, 900, 3600, 21600, 86400]) if (span / b <= 96 && (b >= 3600 || span <= 21600)) return b;
   return 7 * 86400;
 }
 
@@ -115,7 +127,7 @@ function showDashboard() {
 
 function setFilter(key, value) {
   state[key] = value;
-  for (const k of ["sinks_at", "sets_at", "errors_at", "runs_at"]) state[k] = "0";
+  firstPages();
   cursors = [null];
   toForm();
   load();
@@ -132,7 +144,7 @@ function drawSinks(t) {
     num(r.request_errors, r.request_errors ? "refused" : ""),
     num(r.runs_accepted + " / " + r.runs_refused, r.runs_refused ? "refused" : ""),
     when(r.last_seen_ms)]), "no sink in this range");
-  pager("sinks-pager", t.total, t.offset, t.items.length, (at) => { state.sinks_at = String(at); load(); }, PAGE.sinks);
+  pageOf("sinks", t, "sinks-pager", PAGE.sinks);
 }
 
 function drawSets(t) {
@@ -148,7 +160,7 @@ function drawSets(t) {
             num(r.reports), num(r.no_path_rate === null ? "—" : pct(r.no_path_rate) + " (" + r.no_path + ")"),
             num(r.sinks), when(r.last_seen_ms)];
   }), "no set in this range");
-  pager("sets-pager", t.total, t.offset, t.items.length, (at) => { state.sets_at = String(at); load(); }, PAGE.sets);
+  pageOf("sets", t, "sets-pager", PAGE.sets);
   $("l-set").replaceChildren(...t.items.map((r) => { const o = el("option"); o.value = r.set; return o; }));
 }
 
@@ -192,7 +204,7 @@ function drawGovernance(g) {
     return [when(r.received_ms), open, r.sink, r.class === null ? el("td", "unclassified", "muted") : r.class,
             "v" + r.policy_version, td];
   }), "no refused run report");
-  pager("runs-pager", g.refused_total, g.offset, g.latest_refused.length, (at) => { state.runs_at = String(at); load(); }, PAGE.runs);
+  panels.keysetPager("runs-pager", g.refused_total, pages.runs, g.latest_refused.length, g.next, load, PAGE.runs);
 }
 
 function drawDecodes(page) {
@@ -335,12 +347,12 @@ async function load() {
       api("v1/reports/summary", { ...f, bucket_s: bucketFor(f) }),
       api("v1/reports", { ...scoped, limit: PAGE.decodes, total: true, cursor: cursors[cursors.length - 1] }),
       api("v1/run-reports/summary", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
-                                        sink: f.sink, limit: PAGE.runs, offset: state.runs_at }),
+                                        sink: f.sink, limit: PAGE.runs, after: after("runs") }),
       api("v1/fleet/sinks", { ...f, sort: state.sort.split(":")[0], desc: state.sort.endsWith(":desc"),
-                               q: state.q, limit: PAGE.sinks, offset: state.sinks_at }),
-      api("v1/fleet/sets", { ...f, set: null, prefix: state.prefix, limit: PAGE.sets, offset: state.sets_at }),
+                               q: state.q, limit: PAGE.sinks, after: after("sinks") }),
+      api("v1/fleet/sets", { ...f, set: null, prefix: state.prefix, limit: PAGE.sets, after: after("sets") }),
       api("v1/request-errors", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
-                                  sink: f.sink, limit: PAGE.errors, offset: state.errors_at }),
+                                  sink: f.sink, limit: PAGE.errors, after: after("errors") }),
     ]);
     if (mine !== generation) return;
     panels.drawSummary(summary, f);
@@ -348,7 +360,7 @@ async function load() {
     drawGovernance(governance);
     drawSinks(sinks);
     drawSets(sets);
-    panels.drawErrors(errors, (at) => { state.errors_at = String(at); load(); }, PAGE.errors);
+    panels.drawErrors(errors, pages.errors, load, PAGE.errors);
     lastGood = Date.now();
     document.body.classList.remove("stale");
     $("stale").hidden = true;
@@ -370,7 +382,7 @@ function readForm() {
   state.capability = $("f-capability").value.trim();
   state.set = $("f-set").value.trim();
   state.run = state.run_sink = "";
-  for (const k of ["sinks_at", "sets_at", "errors_at", "runs_at"]) state[k] = "0";
+  firstPages();
   cursors = [null];
 }
 
@@ -387,11 +399,11 @@ $("f-range").addEventListener("change", () => {
 $("f-class").addEventListener("change", () => { readForm(); load(); });
 $("f-tz").addEventListener("change", () => { state.tz = $("f-tz").value; panels.setZone(state.tz); load(); });
 $("f-refresh").addEventListener("change", () => { state.refresh = $("f-refresh").value; writeURL(); schedule(); });
-$("sink-sort").addEventListener("change", () => { state.sort = $("sink-sort").value; state.sinks_at = "0"; load(); });
-$("sink-q").addEventListener("change", () => { state.q = $("sink-q").value.trim(); state.sinks_at = "0"; load(); });
+$("sink-sort").addEventListener("change", () => { state.sort = $("sink-sort").value; pages.sinks = [null]; load(); });
+$("sink-q").addEventListener("change", () => { state.q = $("sink-q").value.trim(); pages.sinks = [null]; load(); });
 $("set-prefix").addEventListener("change", () => {
   state.prefix = $("set-prefix").value.trim().toLowerCase().replace(/[^0-9a-f]/g, "");
-  state.sets_at = "0";
+  pages.sets = [null];
   load();
 });
 $("d-close").addEventListener("click", () => { $("detail").hidden = true; state.decode = ""; writeURL(); });

@@ -109,6 +109,21 @@ const panels = (() => {
     nav.append(prev, next);
   }
 
+  // The same, for a list paged by keyset: ``stack`` holds the cursor of every page seen (the
+  // first page's is null); "next" pushes the page's own ``next``, "previous" pops one.
+  function keysetPager(navId, total, stack, shown, next, reload, limit) {
+    const nav = $(navId);
+    nav.replaceChildren();
+    if (total === null || total === undefined) return;
+    const offset = (stack.length - 1) * limit;
+    nav.append(el("span", shown ? offset + 1 + "–" + (offset + shown) + " of " + total : "0 of " + total, "pager-text"));
+    const prev = button("previous", () => { stack.pop(); reload(); }, "page");
+    prev.disabled = stack.length <= 1;
+    const more = button("next", () => { stack.push(next); reload(); }, "page");
+    more.disabled = !next;
+    nav.append(prev, more);
+  }
+
   function copyButton(text, what) {
     const b = button("copy", async () => {
       try {
@@ -182,8 +197,9 @@ const panels = (() => {
       meterCell(s.placement[unit], 1, pct(s.placement[unit]))]));
   }
 
-  function drawErrors(e, onPage, limit) {
-    $("errors-total").textContent = e.total + " requests";
+  function drawErrors(e, stack, reload, limit) {
+    $("errors-total").textContent = e.total + " requests" +
+      (e.rows && e.rows.dropped ? " (" + e.rows.dropped + " of sinks' not kept as rows: over the cap per hour)" : "");
     const max = Math.max(0, ...e.by_code.map((r) => r.count));
     fill("t-error-codes", e.by_code.map((r) => [r.code, num(r.status), meterCell(r.count, max, r.count)]), "no request error");
     const twoLines = (a, b, cls) => {
@@ -194,9 +210,9 @@ const panels = (() => {
     fill("t-errors", e.items.map((r) => [
       when(r.time_ms), twoLines(r.status + " " + r.code, r.sink ? "sink " + r.sink : "no sink's token"),
       twoLines(r.method + " " + r.path, r.request_id, "mono")]), "no request error");
-    pager("errors-pager", e.total, e.offset, e.items.length, onPage, limit);
+    keysetPager("errors-pager", e.rows ? e.rows.kept : e.total, stack, e.items.length, e.next, reload, limit);
   }
 
-  return { $, el, button, fill, pager, meterCell, num, copyButton, when, parseLocal, pct,
+  return { $, el, button, fill, pager, keysetPager, meterCell, num, copyButton, when, parseLocal, pct,
            setZone, tzName, drawSummary, drawErrors, follow };
 })();

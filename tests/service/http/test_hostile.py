@@ -315,7 +315,7 @@ def test_set_archives(live: InProcess, client: Any, body: bytes, ctype: str) -> 
 REPORT_QUERY = [
     "cursor", "limit", "unit", "reason", "set", "outcome", "request_id", "since_ms",
     "until_ms", "sink_class", "sink", "bucket_s", "version", "offset", "prefix", "sort", "desc",
-    "q", "code", "run_report", "total",
+    "q", "code", "run_report", "total", "after",
 ]  # fmt: skip
 #: Cursors shaped like the service's (base64 of ``r<seq>``), with any number or text after ``r``.
 cursors = (big_ints.map(str) | texts).map(

@@ -15,7 +15,8 @@ from wai_dispatch.service.store.fleet import set_table, sink_table
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters
-from wai_dispatch.service.store.request_errors import ErrorLog, list_errors
+from wai_dispatch.service.store.request_error_views import list_errors
+from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import prune
 
 T0 = 1_796_000_000_000  # 3,200 s into its hour
@@ -70,8 +71,17 @@ def test_per_sink_table(store: ReportStore) -> None:
     assert (c["reports"], c["no_path_rate"], c["last_seen_ms"]) == (0, None, None)
     worst = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True)
     assert [r["sink"] for r in worst["items"]] == ["b", "a", "c"]  # never seen: last
-    page = sink_table(store, Filters(), classes=classes, limit=1, offset=1)
+    first = sink_table(store, Filters(), classes=classes, limit=1)
+    page = sink_table(store, Filters(), classes=classes, limit=1, after=first["next"])
     assert (page["total"], [r["sink"] for r in page["items"]]) == (3, ["b"])
+    last = sink_table(store, Filters(), classes=classes, limit=1, after=page["next"])
+    assert ([r["sink"] for r in last["items"]], last["next"]) == (["c"], None)
+    # keyset by the sort value: the page after "b" by rate, most first, is "a" then "c"
+    by_rate = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True,
+                         limit=1)  # fmt: skip
+    rest = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True,
+                      after=by_rate["next"])  # fmt: skip
+    assert [r["sink"] for r in rest["items"]] == ["a", "c"]
     assert sink_table(store, Filters(sinks=("a",)), classes=classes)["total"] == 1
     assert [r["sink"] for r in sink_table(store, Filters(), classes={}, search="B")["items"]] == [
         "b"
@@ -115,36 +125,78 @@ def test_request_errors_noted_listed_and_pruned(store: ReportStore) -> None:
         errors.note(400, "request_invalid", sink="a", request_id="r2", method="POST",
                     path="/v1/decode")  # fmt: skip
         errors.note(401, "auth_invalid", sink=None, request_id="r3", method="GET",
-                    path="/v1/reports")  # fmt: skip
+                    path="/v1/reports", route="/v1/reports")  # fmt: skip
         assert errors.flush()
-        assert (errors.written, errors.dropped) == (3, 0)
+        # the anonymous error is counted, never kept as a row
+        assert (errors.counted, errors.written, errors.dropped) == (3, 2, 0)
     finally:
         errors.close()
-    got = list_errors(store, limit=2)
-    assert got["total"] == 3 and len(got["items"]) == 2
+    got = list_errors(store, limit=1)
+    assert got["total"] == 3 and len(got["items"]) == 1
     assert got["by_code"] == [
         {"code": "request_invalid", "status": 400, "count": 2},
         {"code": "auth_invalid", "status": 401, "count": 1},
     ]
     assert got["by_sink"] == [{"sink": "a", "count": 2}, {"sink": None, "count": 1}]
-    assert got["items"][0]["request_id"] == "r3"  # newest first
-    assert list_errors(store, sinks=("a",), offset=1)["items"][0]["request_id"] == "r1"
+    assert got["by_route"] == [{"route": "(no route)", "count": 2},
+                               {"route": "/v1/reports", "count": 1}]  # fmt: skip
+    assert got["rows"] == {"kept": 2, "dropped": 0}
+    assert got["items"][0]["request_id"] == "r2"  # newest first
+    assert list_errors(store, sinks=("a",), after=got["next"])["items"][0]["request_id"] == "r1"
     table = sink_table(store, Filters(), classes={})
     assert [(r["sink"], r["request_errors"]) for r in table["items"]] == [("a", 2)]
     assert prune(store, report_days=1, rollup_days=0).request_errors == 0  # all recent
     now = got["items"][0]["time_ms"]
     assert (
-        prune(store, report_days=1, rollup_days=0, now_ms=now + 3 * 86_400_000).request_errors == 3
+        prune(store, report_days=1, rollup_days=0, now_ms=now + 3 * 86_400_000).request_errors == 2
     )
+    assert list_errors(store)["total"] == 0  # the roll-ups of those hours went too
 
 
-def test_request_errors_are_dropped_when_the_store_is_down(tmp_path: Path) -> None:
+def test_request_errors_wait_while_the_store_is_down(tmp_path: Path) -> None:
     down = ReportStore(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
     errors = ErrorLog(down)
     try:
         errors.note(404, "not_found", sink=None, request_id="r", method="GET", path="/x")
+        assert not errors.flush()  # never raised: held in memory, counted as pending
+        assert (errors.counted, errors.written, errors.pending) == (0, 0, 1)
+        down.migrate()  # the store is back: what was held is written
         assert errors.flush()
-        assert (errors.written, errors.dropped) == (0, 1)
+        assert (errors.counted, errors.pending) == (1, 0)
+        assert list_errors(down)["total"] == 1
     finally:
         errors.close()
         down.dispose()
+
+
+def test_activity_rollups_equal_a_recount_over_days(store: ReportStore) -> None:
+    """The fleet tables read whole days, whole hours and the edges' reports: the same reports,
+    no-path reports, sinks and exact last-seen times as a count of the reports themselves."""
+    import random
+
+    rng = random.Random(5)
+    day = 86_400_000
+    recs = [rec(100 + i, rng.choice("abc"), -rng.randrange(5 * day), ran=rng.random() < 0.7,
+                digest=rng.choice((A, B))) for i in range(300)]  # fmt: skip
+    assert store.insert(recs) == 300
+    for _ in range(25):
+        lo = T0 - rng.randrange(6 * day) if rng.random() < 0.9 else None
+        if lo is not None and rng.random() < 0.3:
+            lo -= lo % day
+        hi = T0 + 1 - rng.randrange(2 * day) if rng.random() < 0.8 else None
+        f = Filters(since_ms=lo, until_ms=hi, sink=rng.choice((None, None, "a")))
+        chosen = [r for r in recs if (lo is None or r.created_ms >= lo)
+                  and (hi is None or r.created_ms < hi)
+                  and (f.sink is None or r.sink == f.sink)]  # fmt: skip
+        want: dict[str, tuple[int, int, int]] = {}
+        for r in chosen:
+            n, no, last = want.get(r.sink, (0, 0, 0))
+            want[r.sink] = (n + 1, no + (r.outcome == "refused"), max(last, r.created_ms))
+        rows = sink_table(store, f, classes={})["items"]
+        assert {r["sink"]: (r["reports"], r["no_path"], r["last_seen_ms"]) for r in rows} == want
+        sets = {r["set"]: (r["reports"], r["sinks"]) for r in set_table(store, f)["items"]}
+        assert sets == {
+            d: (sum(r.set_digest == d for r in chosen),
+                len({r.sink for r in chosen if r.set_digest == d}))
+            for d in {r.set_digest for r in chosen}
+        }  # fmt: skip

@@ -24,7 +24,7 @@ from wai_dispatch.service.store import rollups
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, Refusal, ReportRecord
 from wai_dispatch.service.store.report_store import MIGRATIONS, ReportStore
-from wai_dispatch.service.store.reports import Filters, summary
+from wai_dispatch.service.store.reports import Filters, list_reports, summary
 from wai_dispatch.service.store.retention import BATCH, Pruner, cutoff, prune
 
 HOUR = 3_600_000
@@ -293,3 +293,27 @@ def test_a_replayed_report_is_counted_once(store: ReportStore, tmp_path: Path) -
     assert sum(r[7] for r in fleet) == sum(r[8] for r in per_sink) == store.count() == 20
     f = replace(Filters(), since_ms=NOW - 3 * DAY)
     assert summary(store, f, bucket_s=3600) == recount(records, f, 3600)
+
+
+def test_list_total_from_rollups_equals_a_recount(store: ReportStore) -> None:
+    """``GET /v1/reports?total=true`` counts from the roll-ups (whole hours), the reports only
+    for the edges and the oldest stored hour: the same total as a count of the reports, also
+    once retention has pruned hours whose counts the roll-ups keep."""
+    rng = random.Random(29)
+    records = [draw(rng, i) for i in range(300)]
+    assert store.insert(records) == 300
+    for _ in range(60):
+        f = random_filters(rng)
+        got = list_reports(store, f, limit=1, cursor=None, with_total=True)["total"]
+        assert got == recount(records, f, 3600)["reports"], f
+    assert list_reports(store, Filters(request_id="req-7"), limit=1, cursor=None,
+                        with_total=True)["total"] == 1  # fmt: skip
+    prune(store, report_days=2, rollup_days=0, now_ms=NOW)  # whole hours, as retention does
+    before = NOW - 2 * DAY + 1234  # then an hour pruned in part (a pass cut short)
+    with store.engine.begin() as conn:
+        conn.execute(ReportRow.__table__.delete().where(ReportRow.created_ms < before))
+    kept = [r for r in records if r.created_ms >= before]
+    for _ in range(40):
+        f = random_filters(rng)
+        got = list_reports(store, f, limit=1, cursor=None, with_total=True)["total"]
+        assert got == recount(kept, f, 3600)["reports"], f

@@ -1,0 +1,47 @@
+"""Keyset paging for the lists that are not paged by a column of their own (the request errors,
+the fleet tables): a page starts *after* a position, never at an offset, so reading page 1,000
+costs what page 1 does. A position is a short list of ints and strings (the sort value and the
+row's key), sent as an opaque cursor: base64url of its JSON, tagged with the list it belongs to;
+anything else is :data:`~service.store.codes.StoreCode.CURSOR_INVALID`."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from wai_dispatch.service.store.codes import StoreCode
+from wai_dispatch.service.store.errors import StoreError
+
+__all__ = ["Position", "decode", "encode"]
+
+Position = list[int | float | str | None]
+
+
+def encode(tag: str, position: Sequence[Any]) -> str:
+    text = json.dumps([tag, *position], separators=(",", ":"), ensure_ascii=True)
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode(tag: str, cursor: str, kinds: Sequence[tuple[type, ...]]) -> Position:
+    """The position in ``cursor``, each part one of its ``kinds`` (``type(None)`` allowed where
+    named), for the list ``tag``."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        got = json.loads(raw.decode("ascii"))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        got = None
+    ok = isinstance(got, list) and len(got) == len(kinds) + 1 and got[0] == tag
+    if ok:
+        for part, allowed in zip(got[1:], kinds, strict=True):
+            if (
+                isinstance(part, bool)
+                or not isinstance(part, allowed)
+                or (isinstance(part, int) and abs(part) > 2**63)
+            ):
+                ok = False
+    if not ok:
+        raise StoreError("the cursor is not one this service gave", code=StoreCode.CURSOR_INVALID)
+    return list(got[1:])
