@@ -48,7 +48,15 @@ from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
-from wai_dispatch.service.store.tokens import Role, TokenCache, admin_note, ensure_admin
+from wai_dispatch.service.store import token_snapshot
+from wai_dispatch.service.store.tokens import (
+    Role,
+    TokenCache,
+    TokenError,
+    admin_note,
+    ensure_admin,
+    read_token_file,
+)
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
 
@@ -78,7 +86,13 @@ def start(settings: Settings) -> Service:
         settings.spool_max_bytes,
     )
     spool = volume.own
-    tokens = TokenCache(store, settings.token_refresh_s, snapshot=settings.data_dir / "tokens.view")
+    tokens = TokenCache(
+        store,
+        settings.token_refresh_s,
+        snapshot=settings.spool_volume / token_snapshot.FILE,
+        snapshot_key=token_snapshot.key(settings.url, _admin_secret(settings)),
+        snapshot_max_age_s=settings.token_snapshot_max_age_s,
+    )
     sets = SetSync(
         SetRegistry(store),
         decoder,
@@ -151,6 +165,17 @@ def start(settings: Settings) -> Service:
         pruner,
         ErrorLog(store),
     )
+
+
+def _admin_secret(settings: Settings) -> str | None:
+    """The admin token file's secret, part of the token snapshot's key (``None``: not set, or
+    not readable; the start says so where it ensures the token)."""
+    if settings.admin_token_file is None:
+        return None
+    try:
+        return read_token_file(settings.admin_token_file)
+    except TokenError:
+        return None
 
 
 def _migrate(store: ReportStore, settings: Settings) -> None:
