@@ -40,6 +40,7 @@ from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.store import token_snapshot
 from wai_dispatch.service.store.db import ReportStore, StoreDown
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.request_errors import ErrorLog
@@ -48,7 +49,6 @@ from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool import Recorder
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
-from wai_dispatch.service.store import token_snapshot
 from wai_dispatch.service.store.tokens import (
     Role,
     TokenCache,
