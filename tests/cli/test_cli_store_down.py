@@ -82,7 +82,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
             os.close(fd)
         yield where
     finally:
-        subprocess.run(["umount", str(where)], check=False)
+        subprocess.run(["umount", "-l", str(where)], check=False)  # -l: the store may hold it
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="needs root")
