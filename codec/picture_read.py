@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import warnings
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -122,8 +123,6 @@ def sniff(data: bytes) -> str | None:
 def check_png_chunks(data: bytes) -> None:
     """Every chunk of the PNG whole and its CRC checked, up to ``IEND``; else
     :class:`PictureInvalid` naming the chunk, where it is, and what is wrong."""
-    import zlib
-
     at = len(_PNG_SIGNATURE)
     while True:
         if at + 8 > len(data):
