@@ -38,6 +38,13 @@ class CliCode(ErrorCode):
         "ray_unreachable",
         "no Ray cluster answers at the address `serve --ray` names, or it refused the deployment",
     )
+    STORE_DOWN = (
+        "store_down",
+        (
+            "a command that needs the report store while it does not answer or cannot write (a"
+            " database that is down, a full disk under it); one line, never a traceback"
+        ),
+    )
     IO_FAILED = (
         "io_failed",
         (

@@ -16,6 +16,7 @@ the answer is not HTTP: not retried)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 import urllib.parse
@@ -87,8 +88,23 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> A
         try:
             sock.sendall(request)
         except OSError as exc:
-            raise NotConnected(exc.strerror or str(exc)) from None
+            # The service may have answered before it read the body (413: a declared length
+            # over its cap) and closed: that answer, when it came, is the answer (not retried).
+            early = _early(sock)
+            if early is None:
+                raise NotConnected(exc.strerror or str(exc)) from None
+            return early
         return _read(sock, time.monotonic() + timeout)
+
+
+def _early(sock: socket.socket) -> Answer | None:
+    """An answer already received on a connection whose send failed, else ``None``."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+    try:
+        return _read(sock, time.monotonic() + 1.0)
+    except (NotConnected, NoAnswer, OSError):
+        return None
 
 
 class _Reader:

@@ -59,6 +59,30 @@ def execute(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) 
         return report(error, args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        typed = store_error(exc)
+        if typed is None:
+            raise
+        return report(typed, args)
+
+
+def store_error(exc: BaseException) -> WaiError | None:
+    """The report store's failure (``StoreDown``, or SQLAlchemy's error from any command that
+    opens the store: ``tokens``, ``policy``, ``sets``, ``reports``) as one typed line; ``None``
+    for anything else. The classes are looked up among the loaded modules only: a command that
+    never opened the store loaded neither, and raised neither."""
+    db = sys.modules.get("wai_dispatch.service.store.report_store")
+    sa = sys.modules.get("sqlalchemy.exc")
+    down = db is not None and isinstance(exc, db.StoreDown)
+    if not (down or (sa is not None and isinstance(exc, sa.SQLAlchemyError))):
+        return None
+    orig = getattr(exc, "orig", None)  # the driver's own words, without SQLAlchemy's SQL text
+    words = " ".join(str(orig if orig is not None else exc).split())[:300]
+    if "disk is full" in words or "No space left" in words:
+        why = "cannot write: the disk under it is full"
+    else:
+        why = "does not answer"
+    return WaiError(f"the report store {why} ({words})", code=CliCode.STORE_DOWN)
 
 
 def report(exc: WaiError, args: argparse.Namespace) -> int:

@@ -63,10 +63,30 @@ def parse_json(data: bytes | str, *, limits: Limits = _DEFAULT_LIMITS) -> Envelo
     return _validate(obj, "json", limits)
 
 
+#: Files a decode is given by mistake, by their signature: named, not parsed as CBOR.
+_NOT_ENVELOPES = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG picture"),
+    (b"\xff\xd8\xff", "a JPEG picture"),
+    (b"GIF8", "a GIF picture"),
+    (b"\x1f\x8b", "a gzip file"),
+    (b"PK\x03\x04", "a zip file"),
+)
+
+
+def _mistaken(raw: bytes) -> None:
+    for signature, what in _NOT_ENVELOPES:
+        if raw.startswith(signature):
+            raise EnvelopeMalformed(
+                f"{what}, not an envelope (JSON or CBOR): decode reads envelopes; encode makes "
+                "one from a picture"
+            )
+
+
 def parse_cbor(data: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Envelope:
     """The CBOR form (RFC 8949; payloads as byte strings). One data item, nothing after it."""
     raw = bytes(data)
     _check_size(len(raw), limits)
+    _mistaken(raw)
     stream = io.BytesIO(raw)
     try:
         decoder = cbor2.CBORDecoder(

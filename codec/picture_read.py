@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import warnings
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -72,6 +73,8 @@ def read_picture(data: bytes, check_size: Callable[[int, int], None]) -> npt.NDA
     is decoded; it raises :class:`PictureOverLimits` (or any typed error) to refuse it."""
     from PIL import Image, UnidentifiedImageError  # lazy: only encode reads pictures
 
+    if sniff(data) == "PNG":
+        check_png_chunks(data)  # Pillow checks no IDAT CRC: a damaged PNG would decode
     with warnings.catch_warnings():
         # Pillow's own bomb guard warns (or raises) past ~89 M pixels; ours is stricter and
         # named, so a warning here is the same refusal.
@@ -81,19 +84,85 @@ def read_picture(data: bytes, check_size: Callable[[int, int], None]) -> npt.NDA
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise PictureOverLimits(f"the picture is over Pillow's bound: {exc}") from None
         except UnidentifiedImageError:
+            kind = sniff(data)
+            if kind is not None:  # its signature says which: damaged or cut short
+                raise PictureInvalid(_damaged(kind, data, "header", _reason(kind, data))) from None
             raise PictureInvalid(
-                f"not a picture this command reads ({', '.join(FORMATS)})"
+                f"not a picture this command reads ({', '.join(FORMATS)}): its first bytes "
+                "are no PNG, JPEG or PPM signature"
             ) from None
         except Exception as exc:  # a header Pillow's parser refuses
-            raise PictureInvalid(f"the picture's header does not read: {exc}") from None
+            raise PictureInvalid(_damaged(sniff(data), data, "header", exc)) from None
         with image:
             width, height = image.size
             check_size(width, height)
             try:
                 image.load()
             except Exception as exc:  # truncated or corrupt pixel data
-                raise PictureInvalid(f"the picture's pixels do not decode: {exc}") from None
+                raise PictureInvalid(_damaged(image.format, data, "pixels", exc)) from None
             out = _rgb8(image)
     if out.shape != (height, width, 3):
         raise PictureInvalid(f"the picture decodes to {out.shape}, not {height}×{width}×3")
     return np.ascontiguousarray(out)
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def sniff(data: bytes) -> str | None:
+    """The format ``data``'s signature names (one of :data:`FORMATS`), else ``None``."""
+    if data.startswith(_PNG_SIGNATURE):
+        return "PNG"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if len(data) >= 2 and data[:1] == b"P" and data[1:2] in (b"1", b"2", b"3", b"4", b"5", b"6"):
+        return "PPM"
+    return None
+
+
+def check_png_chunks(data: bytes) -> None:
+    """Every chunk of the PNG whole and its CRC checked, up to ``IEND``; else
+    :class:`PictureInvalid` naming the chunk, where it is, and what is wrong."""
+    at = len(_PNG_SIGNATURE)
+    while True:
+        if at + 8 > len(data):
+            raise PictureInvalid(f"a PNG cut short at byte {len(data):,}: no IEND chunk")
+        length = int.from_bytes(data[at : at + 4], "big")
+        kind = data[at + 4 : at + 8]
+        name = kind.decode("latin-1") if kind.isalpha() else repr(kind)
+        end = at + 12 + length
+        if length > 0x7FFFFFFF or end > len(data):
+            raise PictureInvalid(
+                f"a PNG cut short: its {name} chunk at byte {at:,} holds {length:,} bytes, the "
+                f"file ends {max(0, len(data) - at - 8):,} bytes into it"
+            )
+        crc = int.from_bytes(data[end - 4 : end], "big")
+        if zlib.crc32(data[at + 4 : end - 4]) != crc:
+            raise PictureInvalid(
+                f"a damaged PNG: its {name} chunk at byte {at:,} fails its CRC check"
+            )
+        if kind == b"IEND":
+            return
+        at = end
+
+
+def _reason(kind: str, data: bytes) -> BaseException | None:
+    """What Pillow's own reader of ``kind`` raises for ``data`` (its words), if anything."""
+    from PIL import JpegImagePlugin, PpmImagePlugin
+
+    reader: Any = {"JPEG": JpegImagePlugin.JpegImageFile, "PPM": PpmImagePlugin.PpmImageFile}
+    try:
+        if kind in reader:
+            reader[kind](io.BytesIO(data))
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _damaged(kind: str | None, data: bytes, part: str, exc: BaseException | None) -> str:
+    """The message of a picture whose ``part`` (header, pixels) does not read."""
+    words = " ".join(str(exc).split())[:200] if exc is not None else ""
+    why = f"its {part} do not decode" if part == "pixels" else f"its {part} does not read"
+    why += f" ({words})" if words else ""
+    what = f"{kind} file" if kind else "picture"
+    return f"a truncated or damaged {what} ({len(data):,} bytes): {why}"

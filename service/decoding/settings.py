@@ -199,6 +199,14 @@ class Settings(BaseSettings):
     token_refresh_s: float = Field(
         default=2.0, gt=0, le=300, description="a revoked token is refused within this bound"
     )
+    token_snapshot_max_age_s: float = Field(
+        default=3600.0,
+        ge=0,
+        le=7 * 86_400,
+        description="a replica that cannot read the token store checks tokens against the "
+        "snapshot on the spool volume when it is at most this old (else 503 token_store_down); "
+        "0: no snapshot",
+    )
     sets_refresh_s: float = Field(
         default=2.0,
         gt=0,

@@ -40,6 +40,7 @@ from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.store import token_snapshot
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
@@ -48,7 +49,13 @@ from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
-from wai_dispatch.service.store.tokens import TokenCache, admin_note, ensure_admin
+from wai_dispatch.service.store.tokens import (
+    TokenCache,
+    TokenError,
+    admin_note,
+    ensure_admin,
+    read_token_file,
+)
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
 
@@ -72,7 +79,13 @@ def start(settings: Settings) -> Service:
         settings=settings, program_cache_bytes=settings.program_cache_bytes, bundled=False
     )
     store = ReportStore(settings.url)
-    tokens = TokenCache(store, settings.token_refresh_s, snapshot=settings.data_dir / "tokens.view")
+    tokens = TokenCache(
+        store,
+        settings.token_refresh_s,
+        snapshot=settings.spool_volume / token_snapshot.FILE,
+        snapshot_key=token_snapshot.key(settings.url, _admin_secret(settings)),
+        snapshot_max_age_s=settings.token_snapshot_max_age_s,
+    )
     recorder = _open_recorder(store, settings)
     sets = _sync_sets(store, decoder, settings)
     log.info("admin token: %s", admin_note(store, settings.admin_token_file))
@@ -187,6 +200,17 @@ def _pruner(store: ReportStore, settings: Settings) -> Pruner | None:
         rollup_days=settings.rollup_retention_days,
         interval_s=settings.prune_interval_s,
     )
+
+
+def _admin_secret(settings: Settings) -> str | None:
+    """The admin token file's secret, part of the token snapshot's key (``None``: not set, or
+    not readable; the start says so where it ensures the token)."""
+    if settings.admin_token_file is None:
+        return None
+    try:
+        return read_token_file(settings.admin_token_file)
+    except TokenError:
+        return None
 
 
 def _migrate(store: ReportStore, settings: Settings) -> None:

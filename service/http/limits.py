@@ -9,9 +9,12 @@
   (``max_connections``: more connections are answered 503) and
   ``h11_max_incomplete_event_size`` (``max_header_bytes``: larger headers are a 400).
 - :class:`BodyBudget`, an ASGI middleware: the request bodies being read at once hold at most
-  ``max_inflight_body_bytes`` (each counted as its declared ``Content-Length``, or as read when
-  chunked); a body that would go over is refused 429 ``bodies_busy`` with ``Retry-After``
-  before it is read.
+  ``max_inflight_body_bytes`` (each counted as its declared ``Content-Length`` from the route's
+  first read of it, or as read when chunked). A declared length over the budget itself can
+  never be read: 413 ``body_too_large`` before anything is read. Otherwise a body that would go
+  over is refused 429 ``bodies_busy`` with ``Retry-After`` at the route's first read, before
+  any of it is read, so a route's own cap (``max_body_bytes`` of a decode, checked against the
+  declared length before it reads) answers 413 first, however busy the service is.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from wai_dispatch.service.decoding import settings as settings_mod
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.codes import HttpCode
+from wai_dispatch.service.http.errors import ServiceError
 from wai_dispatch.service.http.statuses import status_of
 
 __all__ = ["BodyBudget", "ReadTimeouts", "read_timeouts"]
@@ -137,14 +141,23 @@ class BodyBudget:
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)
-        if declared is not None and self.held + declared > self.limit and declared > 0:
-            await _refuse_busy(self, scope, receive, send)
+        if declared is not None and declared > self.limit:
+            message = (
+                f"the body of {declared} bytes is over max_inflight_body_bytes={self.limit}: "
+                "it can never be read here"
+            )
+            await _refuse(scope, send, HttpCode.BODY_TOO_LARGE, message)
             return
-        held = declared or 0
-        self.held += held
+        held = 0
 
         async def counted() -> Message:
             nonlocal held
+            if declared and not held:  # the route's first read: the body's bytes are charged
+                if self.held + declared > self.limit:
+                    again = {"Retry-After": "1", "Connection": "close"}
+                    raise ServiceError(_busy(self), code=HttpCode.BODIES_BUSY, headers=again)
+                held = declared
+                self.held += declared
             message = await receive()
             if declared is None and message["type"] == "http.request":
                 size = len(message.get("body", b""))
@@ -158,6 +171,13 @@ class BodyBudget:
             self.held -= held
 
 
+def _busy(budget: BodyBudget) -> str:
+    return (
+        f"request bodies being read hold {budget.held >> 20} MiB of "
+        f"max_inflight_body_bytes={budget.limit >> 20} MiB; retry later"
+    )
+
+
 def _content_length(scope: Scope) -> int | None:
     for key, value in scope["headers"]:
         if key == b"content-length":
@@ -168,23 +188,15 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _refuse_busy(budget: BodyBudget, scope: Scope, receive: Receive, send: Send) -> None:
-    code = HttpCode.BODIES_BUSY
-    message = (
-        f"request bodies being read hold {budget.held >> 20} MiB of "
-        f"max_inflight_body_bytes={budget.limit >> 20} MiB; retry later"
-    )
+async def _refuse(scope: Scope, send: Send, code: HttpCode, message: str) -> None:
+    """Answer before the application runs (and close: the body is never read)."""
     rid = str(scope.get("state", {}).get("request_id", ""))
     body = json.dumps({"error": {"code": code.value, "message": message}, "request_id": rid})
     data = body.encode()
-    await send({
-        "type": "http.response.start",
-        "status": status_of(code),
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(data)).encode()),
-            (b"retry-after", b"1"),
-            (b"connection", b"close"),
-        ],
-    })  # fmt: skip
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status_of(code), "headers": headers})
     await send({"type": "http.response.body", "body": data})

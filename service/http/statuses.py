@@ -133,6 +133,7 @@ STATUS: dict[str, int] = {
     "ray_missing": 422,
     "ray_unreachable": 422,
     "io_failed": 422,
+    "store_down": 503,
     # tools (tools/codes.py)
     "set_writer_refused": 422,
     "encode_unsupported": 422,

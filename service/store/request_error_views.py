@@ -12,12 +12,12 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store import keyset
-from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.models import (
     RequestErrorRollupRow,
     RequestErrorRow,
     RequestErrorSampleRow,
 )
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ANONYMOUS
 from wai_dispatch.service.store.rollups import HOUR_MS, hour_of
 

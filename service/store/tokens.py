@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import os
 import secrets
 import threading
@@ -21,8 +20,8 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.service.store import token_snapshot
 from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import TokenRow
@@ -189,27 +188,45 @@ class TokenCache:
     decoding through an outage; a revocation cannot be made meanwhile) and is asked again at
     most every ``refresh_s``, so an outage does not stall every request.
 
-    The view is also kept in ``snapshot`` (hashes, names and roles; mode 0600) when given, so
-    a service that starts while its store is down knows the tokens it last saw."""
+    With ``snapshot`` (``<spool_dir>/tokens.snapshot``, on the volume the replicas share), the
+    view read from the store is written there (:mod:`service.store.token_snapshot`: hashes,
+    names and roles under a MAC of ``snapshot_key``), and a replica that cannot read the store
+    takes a verified snapshot at most ``snapshot_max_age_s`` old that is newer than its own
+    view (a replica started in an outage; one cut off from the store while the others reach
+    it)."""
 
     def __init__(
-        self, store: ReportStore, refresh_s: float = 2.0, *, snapshot: Path | None = None
+        self,
+        store: ReportStore,
+        refresh_s: float = 2.0,
+        *,
+        snapshot: Path | None = None,
+        snapshot_key: bytes = b"",
+        snapshot_max_age_s: float = 3600.0,
     ) -> None:
         self.store = store
         self.refresh_s = refresh_s
-        self.snapshot = snapshot
+        self.snapshot = snapshot if snapshot_max_age_s > 0 else None
+        self.snapshot_key = snapshot_key
+        self.snapshot_max_age_s = snapshot_max_age_s
         #: Whether the last read of the store answered: while it does not, a token missing
         #: from the view cannot be checked (:meth:`lookup` raises :class:`TokenStoreDown`).
         self.store_read = False
+        #: Where the view came from: ``None`` (nowhere yet), ``"store"`` or ``"snapshot"``.
+        self.source: str | None = None
         self._view: dict[str, Principal] = {}
+        self._view_ms: int | None = None  # when the view was the store's (Unix ms)
+        self._written = -float("inf")  # when this process last wrote the snapshot (monotonic)
         self._loaded = -float("inf")  # when the view was read (monotonic)
         self._tried = -float("inf")  # when a reload was last tried
         self._lock = threading.Lock()
 
     def reload(self) -> bool:
-        """Read the live tokens from the store; ``False`` (the view kept) when it is down."""
+        """Read the live tokens from the store; ``False`` (the view kept, or a newer verified
+        snapshot taken) when it is down."""
         table = TokenRow.__table__
         asked = time.monotonic()
+        asked_ms = _now()
         self._tried = asked
         try:
             with self.store.engine.connect() as conn:
@@ -220,17 +237,32 @@ class TokenCache:
                 ).all()
         except SQLAlchemyError:
             self.store_read = False
-            if not self._view and self.snapshot is not None:
-                self._view = _read_snapshot(self.snapshot)
+            self._take_snapshot()
             return False
         self.store_read = True
         view = {h: Principal(n, Role[r]) for h, n, r in rows if r in Role.__members__}
-        changed = view != self._view
+        changed = view != self._view or self.source != "store"
         self._view = view
+        self._view_ms = asked_ms
+        self.source = "store"
         self._loaded = asked  # the view is as fresh as the moment it was asked for
-        if changed and self.snapshot is not None:
-            _write_snapshot(self.snapshot, view)
+        if self.snapshot is not None and (
+            changed or asked - self._written > self.snapshot_max_age_s / 4
+        ):
+            rows_ = [(h, p.name, p.role.name) for h, p in view.items()]
+            if token_snapshot.write(self.snapshot, rows_, self.snapshot_key, asked_ms):
+                self._written = asked
         return True
+
+    def _take_snapshot(self) -> None:
+        if self.snapshot is None:
+            return
+        found = token_snapshot.read(self.snapshot, self.snapshot_key, self.snapshot_max_age_s)
+        if found is None or (self._view_ms is not None and found.written_ms <= self._view_ms):
+            return
+        self._view = {h: Principal(n, Role[r]) for h, n, r in found.rows}
+        self._view_ms = found.written_ms
+        self.source = "snapshot"
 
     def _refresh(self, older_than: float) -> None:
         """Reload unless the view (or a failed try) is younger than ``older_than`` seconds;
@@ -243,8 +275,9 @@ class TokenCache:
     def lookup(self, secret: str) -> Principal | None:
         """The live token's principal, ``None`` for a token the store says is not live, or
         :class:`TokenStoreDown` for one this replica cannot check: not in its view while the
-        store does not answer (a replica started in an outage, or a token created since the
-        view was read) — a 401 would tell the client its token is wrong, so it would stop."""
+        store does not answer (a replica started in an outage without a verified snapshot, or
+        a token created since the view was read) — a 401 would tell the client its token is
+        wrong, so it would stop."""
         key = digest(secret)
         if time.monotonic() - self._loaded > self.refresh_s:
             self._refresh(self.refresh_s)
@@ -269,29 +302,3 @@ class TokenStoreDown(StoreError):
 
 def _now() -> int:
     return int(time.time() * 1000)
-
-
-def _write_snapshot(path: Path, view: dict[str, Principal]) -> None:
-    rows = [[h, p.name, p.role.name] for h, p in sorted(view.items())]
-    tmp = path.with_suffix(".tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(rows))
-        os.replace(tmp, path)
-    except OSError:  # a full disk: the view in memory still holds
-        return
-
-
-def _read_snapshot(path: Path) -> dict[str, Principal]:
-    try:
-        rows = strictjson.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(rows, list):
-        return {}
-    return {
-        h: Principal(n, Role[r])
-        for h, n, r in (row for row in rows if isinstance(row, list) and len(row) == 3)
-        if isinstance(h, str) and isinstance(n, str) and r in Role.__members__
-    }

@@ -191,6 +191,41 @@ def test_the_http_client_reads_each_framing(answer: bytes) -> None:
     assert any(line.startswith("Host: 127.0.0.1:") for line in lines)
 
 
+def test_a_413_answered_before_the_body_is_read_is_the_answer_not_retried() -> None:
+    """Issue 29, item 8: the service answers a declared length over its cap 413 before it
+    reads the body and closes; the client, still sending, meets a reset. The answer already
+    received is the answer: one connection, 413 refused (exit 4), never retried."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+    error = b'{"error": {"code": "body_too_large", "message": "over max_body_bytes"}}'
+
+    def serve() -> None:
+        server.settimeout(5)
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: %d\r\n"
+                             b"Connection: close\r\n\r\n%s" % (len(error), error))  # fmt: skip
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        status, body = call(url, "/v1/decode", b"x" * (32 << 20), content_type="application/json",
+                            token=None, retries=3, sleep=lambda _: None)  # fmt: skip
+    finally:
+        server.close()
+        thread.join(timeout=30)
+    assert (status, body["error"]["code"], len(accepted)) == (413, "body_too_large", 1)
+
+
 def test_the_http_client_says_what_is_not_http() -> None:
     with (
         _raw_server(b"SSH-2.0-OpenSSH\r\n\r\n") as (url, _),

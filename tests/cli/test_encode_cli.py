@@ -118,7 +118,7 @@ def test_truncated_pixels(
     cut.write_bytes(png.read_bytes()[:200])
     status, _, err = run(capsys, data_dir, "encode", str(cut), "-o", str(tmp_path / "e.json"))
     assert status == EXIT_USAGE
-    assert "do not decode" in refused(err, "picture_invalid")
+    assert "a PNG cut short" in refused(err, "picture_invalid")
 
 
 def test_unknown_set(

@@ -488,3 +488,21 @@ def test_a_pin_tier_that_is_not_text_is_envelope_invalid(tier: object) -> None:
         parse_json(json.dumps(obj).encode())
     assert info.value.code == "envelope_invalid"
     assert str(info.value) == "pins.0.tier: is a string"
+
+
+@pytest.mark.parametrize(
+    ("data", "what"),
+    [
+        (b"\x89PNG\r\n\x1a\n" + bytes(100), "a PNG picture"),
+        (b"\xff\xd8\xff\xe0" + bytes(100), "a JPEG picture"),
+    ],
+)
+def test_a_picture_given_to_decode_is_named(data: bytes, what: str) -> None:
+    """Issue 29, item 8: it was "not CBOR: 106812 bytes after the envelope"."""
+    from wai_dispatch.codec.envelope_read import parse_cbor
+    from wai_dispatch.dispatch.errors import WaiError
+
+    with pytest.raises(WaiError) as caught:
+        parse_cbor(data)
+    assert caught.value.code == "envelope_malformed"
+    assert caught.value.message.startswith(f"{what}, not an envelope (JSON or CBOR)")

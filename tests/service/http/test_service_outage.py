@@ -150,3 +150,61 @@ def test_a_replica_started_in_an_outage_answers_503_not_401(
         ).all()
     engine.dispose()
     assert sorted(rows) == sorted((i, 1) for i in ids)
+
+
+def test_a_replica_started_in_an_outage_decodes_on_the_fleets_token_snapshot(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 29, item 4: the same outage, the replicas sharing a spool volume. The first,
+    reading the store, wrote the token snapshot there; the fresh replica (its own data
+    directory, its own spool folder) checks the sink's token against it: the decode answers
+    200, its report spooled; a token the snapshot lacks is 503 ``token_store_down``, never 401.
+    The store back, the spooled report is stored exactly once."""
+    from anyio.from_thread import start_blocking_portal
+
+    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.http.app import create_app
+
+    shared = tmp_path / "volume"
+    with serve(tmp_path / "a", database_url=cluster.url, spool_dir=shared, replica_id="a") as a:
+        tokens = dict(a.tokens)
+    assert (shared / "tokens.snapshot").exists()
+    cluster.stop()
+    body = SAMPLE_JSON.read_bytes()
+    settings = load(
+        data_dir=tmp_path / "b", database_url=cluster.url, spool_dir=shared, replica_id="b",
+        warm=False,
+    )  # fmt: skip
+    app = create_app(settings)
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(app.router.lifespan_context(app)),
+    ):
+
+        async def post(secret: str) -> httpx.Response:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://b") as c:
+                headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+                return await c.post("/v1/decode", content=body, headers=headers)
+
+        service = app.state.service
+        assert service.tokens.source == "snapshot"
+        r = portal.call(post, tokens["sink"])
+        assert r.status_code == 200, r.text
+        ids = r.json()["report_ids"]
+        assert service.recorder.pending_bytes() > 0  # spooled: the store is down
+        r = portal.call(post, "wai_not-a-token")
+        assert r.status_code == 503 and r.json()["error"]["code"] == "token_store_down"
+        assert r.headers["Retry-After"] == "5"
+        cluster.start()
+        deadline = time.monotonic() + 60
+        while service.recorder.pending_bytes() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert service.recorder.pending_bytes() == 0
+    engine = create_engine("postgresql+psycopg://" + cluster.url.split("://", 1)[1])
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT id, count(*) FROM reports WHERE id = ANY(:ids) GROUP BY id"), {"ids": ids}
+        ).all()
+    engine.dispose()
+    assert sorted(rows) == sorted((i, 1) for i in ids)

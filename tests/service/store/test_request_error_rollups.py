@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import func, select
 
 from wai_dispatch.service.store import request_errors
-from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.models import (
     RequestErrorRollupRow,
     RequestErrorRow,
     RequestErrorSampleRow,
 )
+from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_error_views import list_errors
 from wai_dispatch.service.store.request_errors import ErrorLog, clean
 

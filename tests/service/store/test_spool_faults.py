@@ -378,9 +378,9 @@ def test_the_service_starts_while_its_store_is_down(tmp_path: Path) -> None:
 
 
 def test_the_token_view_is_kept_for_a_start_without_store(tmp_path: Path) -> None:
-    # the snapshot holds hashes only, owner-readable only
+    # the snapshot, on the spool volume, holds hashes only, owner-readable only
     with in_process(tmp_path / "data") as svc:
-        view = tmp_path / "data" / "tokens.view"
+        view = tmp_path / "data" / "spool" / "tokens.snapshot"
         assert oct(view.stat().st_mode & 0o777) == "0o600"
         text_ = view.read_text()
         assert all(secret not in text_ for secret in svc.tokens.values())
