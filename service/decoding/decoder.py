@@ -63,6 +63,7 @@ from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.crop import crop_to_picture
+from wai_dispatch.service.decoding.evidence import Evidence, evidence
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.parts import (
     NoProgram,
@@ -399,6 +400,11 @@ class Decoder:
     def verify(self) -> VerifyResult:
         """§6.4 agreement on every installed set (damaged or unknown ones reported)."""
         return verify_store(self)
+
+    def evidence(self, set_dir: str | os.PathLike[str] | None = None) -> Evidence:
+        """§8's figures for the set in ``set_dir``, else every installed set, on every path
+        present here (service/decoding/evidence.py)."""
+        return evidence(self, set_dir)
 
     def import_compressai(
         self, data: bytes, *, set_digest: str | None = None, capability: str | None = None
