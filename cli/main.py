@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("decode", "decode the bundled sample envelopes with the bundled sets"),
     "report": ("decode", "post a run report (wai-run-report/1) to the service; print its verdict"),
     "verify": ("verify", "§6.4 agreement of every path here on each set's payload"),
+    "evidence": ("verify", "§8's figures for every path present here, as JSON and a table"),
     "paths": ("paths", "every path this build knows: offered or not, present or absent and why"),
     "plan": ("paths", "a path's placement for a set, without decoding (§5)"),
     "sets": ("sets", "the parameter sets (the set registry, cached here)"),

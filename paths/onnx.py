@@ -1,5 +1,6 @@
-"""The ONNX Runtime path (``cpu/onnx-runtime/float``, and ``gpu`` where a CUDA build exists):
-§4's answers for a parameter set's ``onnx-runtime`` program, its placement (§5) and its run.
+"""The ONNX Runtime path (``cpu/onnx-runtime/float``, and ``gpu/onnx-runtime/float`` through CUDA
+or the WebGPU plugin, whichever :mod:`paths.onnx_providers` finds): §4's answers for a
+parameter set's ``onnx-runtime`` program, its placement (§5) and its run.
 
 ``import paths.onnx`` is light: onnxruntime and onnx (to read the program's operations and
 rewrite it) load on first use.
@@ -19,6 +20,7 @@ exception as ``__cause__`` (§4: ``dispatch_backend_failed``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -32,7 +34,7 @@ from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.paths import DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
-from wai_dispatch.paths import onnx_cache
+from wai_dispatch.paths import onnx_cache, onnx_providers
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.onnx_placement import (
@@ -60,7 +62,7 @@ __all__ = [
 #: The key of this backend's program in a set's ``programs`` fact.
 PROGRAM_KEY = "onnx-runtime"
 
-_PROVIDERS = {Unit.CPU: "CPUExecutionProvider", Unit.GPU: "CUDAExecutionProvider"}
+_UNITS = (Unit.CPU, Unit.GPU)
 
 _ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose … 3 error, 4 fatal
 
@@ -203,7 +205,7 @@ class OnnxRuntimeAdapter:
         programs: Programs | None = None,
         tile_bytes: int | None = None,
     ):
-        if unit not in _PROVIDERS:
+        if unit not in _UNITS:
             raise ValueError(f"ONNX Runtime runs on cpu or gpu, not {unit!r}")
         if glue not in ("split", "shuffle", "depth-to-space"):
             raise ValueError(f"glue is 'split', 'shuffle' or 'depth-to-space', not {glue!r}")
@@ -213,6 +215,7 @@ class OnnxRuntimeAdapter:
         self._programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
         self._lock = threading.Lock()
         self._tile_bytes = tile_bytes  # None: the job's (the decoder's setting)
+        self._stuck: str | None = None  # a GPU session that never built: the path is off
         # The programs' key: the path, and how the graph is built when it is not the default
         # (a cache shared with a differently built adapter of the same path holds both).
         variant = glue if rewrite else "no-rewrite"
@@ -224,19 +227,14 @@ class OnnxRuntimeAdapter:
         return DispatchPath(self._unit, Backend.ONNX_RUNTIME, Arithmetic.FLOAT)
 
     def absent_reason(self) -> str | None:
-        """Why the unit or the backend is absent, in words; ``None`` when present."""
-        try:
-            import onnxruntime as ort
-        except ImportError as exc:
-            return f"onnxruntime is not installed ({exc})"
-        provider = _PROVIDERS[self._unit]
-        available = ort.get_available_providers()
-        if provider not in available:
-            return (
-                f"this onnxruntime {ort.__version__} build has no {provider} "
-                f"(it has {', '.join(available)})"
-            )
-        return None
+        """Why the unit or the backend is absent, in words; ``None`` when present: the CPU's
+        provider, or for the GPU ONNX Runtime's discovery of CUDA, else the WebGPU plugin on
+        a hardware GPU (:mod:`paths.onnx_providers`; a software adapter is not a GPU)."""
+        return self._stuck or onnx_providers.absent_reason(self._unit)
+
+    def device(self) -> dict[str, object]:
+        """The unit, and for the GPU the provider and device discovery found (``paths``)."""
+        return onnx_providers.device(self._unit)
 
     # §4, in order -------------------------------------------------------------------------
 
@@ -345,7 +343,8 @@ class OnnxRuntimeAdapter:
             cached = self._prepared(model, external)
             onnx_cache.store(job.cache_dir, files.digest, self._variant, cached)
         model, operations, rewritten, tiles = cached
-        providers = [_PROVIDERS[self._unit]]
+
+        configure = functools.partial(onnx_providers.configure, self._unit)
 
         def options() -> Any:
             so = shared_session_options()
@@ -357,11 +356,23 @@ class OnnxRuntimeAdapter:
                 )
             return so
 
-        session = ort.InferenceSession(model, options(), providers=providers)
-        inp = _named(session.get_inputs(), spec.input)
-        out = _named(session.get_outputs(), spec.output)
-        shape = tuple(d if isinstance(d, int) and d > 0 else None for d in inp.shape)
-        events = _profiled_trace(ort, model, options(), providers, inp.name, shape, job)
+        def build() -> tuple[Any, Any, Any, tuple[int | None, ...], list[dict[str, Any]]]:
+            so = options()
+            session = ort.InferenceSession(model, so, **configure(so))
+            inp = _named(session.get_inputs(), spec.input)
+            out = _named(session.get_outputs(), spec.output)
+            shape = tuple(d if isinstance(d, int) and d > 0 else None for d in inp.shape)
+            events = _profiled_trace(ort, model, options(), configure, inp.name, shape, job)
+            return session, inp, out, shape, events
+
+        if self._unit is Unit.CPU:
+            session, inp, out, shape, events = build()
+        else:  # a GPU driver that never answers must not hold the decode for good
+            try:
+                session, inp, out, shape, events = onnx_providers.within_deadline(build)
+            except onnx_providers.SessionTimeout as exc:
+                self._stuck = f"{exc}; the path is off for this process"
+                raise BackendFailed(f"onnx-runtime: {self._stuck}") from exc
         return _Program(
             session,
             inp.name,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,11 @@ from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SynthesisJob
 
-_UNIT_OF_PROVIDER = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "gpu"}
+_UNIT_OF_PROVIDER = {
+    "CPUExecutionProvider": "cpu",
+    "CUDAExecutionProvider": "gpu",
+    "WebGpuExecutionProvider": "gpu",
+}
 
 _NOT_OPERATIONS = frozenset({"Constant", "MemcpyToHost", "MemcpyFromHost"})
 #: Runtime nodes that move, copy or re-lay the program's data without computing on it.
@@ -152,13 +156,14 @@ def _profiled_trace(
     ort: Any,
     model: bytes,
     so: Any,
-    providers: list[str],
+    configure: Callable[[Any], dict[str, Any]],
     input_name: str,
     shape: tuple[int | None, ...],
     job: SynthesisJob,
 ) -> list[dict[str, Any]]:
     """Build a twin session with profiling on, run it once on a small input, and return its
-    trace's events (§5). The trace lives in a temporary directory, removed after."""
+    trace's events (§5). ``configure`` gives the options the path's provider and returns
+    ``InferenceSession``'s keywords. The trace lives in a temporary directory, removed after."""
     latent_shape = tuple(int(n) for n in getattr(job.latent, "shape", ()))
     dims = []
     for i, d in enumerate(shape):
@@ -171,7 +176,7 @@ def _profiled_trace(
     with tempfile.TemporaryDirectory(prefix="wai-ort-profile-") as tmp:
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tmp, "plan")
-        session = ort.InferenceSession(model, so, providers=providers)
+        session = ort.InferenceSession(model, so, **configure(so))
         session.run(None, {input_name: np.zeros(dims, dtype=np.float32)})
         trace = session.end_profiling()
         with open(trace, encoding="utf-8") as f:

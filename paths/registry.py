@@ -22,6 +22,7 @@ from wai_dispatch.dispatch import (
     NPU_MODEL_RUNTIME,
     REFERENCE_OFFER,
     Adapter,
+    Offer,
     Unit,
 )
 from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, DispatchPath, parse_offer
@@ -150,6 +151,20 @@ def probe(
         else:
             rows.append(PathStatus(path, False, absent_reason(adapter)))
     return rows
+
+
+def default_offer(adapters: Mapping[DispatchPath, Adapter] | None = None) -> Offer:
+    """The offer of a decoder given none (docs/dispatch.md): the reference offer (§6.1), with
+    ``gpu/onnx-runtime/float`` after the neural processor where its adapter (of ``adapters``,
+    default :func:`known_adapters`) finds a hardware GPU (§4 lets the sink order its paths: a
+    GPU runs the float synthesis faster than the CPU, at the same tier). A software adapter is
+    no GPU (paths/onnx_providers.py), so it changes nothing here."""
+    gpu = (known_adapters() if adapters is None else adapters).get(GPU_ONNX_RUNTIME)
+    if gpu is None or not gpu.unit_present():
+        return REFERENCE_OFFER
+    npu = [p for p in REFERENCE_OFFER if p.unit is Unit.NPU]
+    rest = [p for p in REFERENCE_OFFER if p.unit is not Unit.NPU]
+    return (*npu, GPU_ONNX_RUNTIME, *rest)
 
 
 def absent_reason(adapter: Adapter | None) -> str:

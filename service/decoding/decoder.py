@@ -63,6 +63,7 @@ from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.crop import crop_to_picture
+from wai_dispatch.service.decoding.evidence import Evidence, evidence
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.parts import (
     NoProgram,
@@ -151,12 +152,13 @@ class Decoder:
         """The decoder of this machine: the store under ``data_dir`` (else the ``data_dir``
         setting), with the bundled sets installed unless the ``bundled_sets`` setting is off
         (a damaged one is repaired, or reported in :attr:`bundled`, never raised; one the set
-        registry removed is not), ``offer`` (else the ``offer`` setting or the
-        reference offer) and the machine's adapters, ONNX Runtime's pool sized by the
-        ``ort_threads`` setting. ``settings``: the process's (default: :func:`settings.load`
-        when ``data_dir`` or ``offer`` is not given). ``ready``: the store's folder is
-        created, and a data directory that cannot be is ``data_dir_invalid`` now rather than
-        later.
+        registry removed is not), ``offer`` (else the ``offer`` setting, else
+        :func:`paths.registry.default_offer`: the reference offer with a present hardware
+        GPU's ``gpu/onnx-runtime/float`` after the neural processor) and the machine's
+        adapters, ONNX Runtime's pool sized by the ``ort_threads`` setting. ``settings``: the
+        process's (default: :func:`settings.load` when ``data_dir`` or ``offer`` is not
+        given). ``ready``: the store's folder is created, and a data directory that cannot be
+        is ``data_dir_invalid`` now rather than later.
 
         ``program_cache_bytes``: the adapters are built for this decoder around one program
         cache of that budget (the service's ``program_cache_bytes``); without it, the
@@ -167,12 +169,12 @@ class Decoder:
         if settings is not None:
             request_thread_pool(settings.ort_threads)
             data_dir = settings.data_dir if data_dir is None else data_dir
-            offer = settings.offer_paths if offer is None else offer
-        assert data_dir is not None and offer is not None
+            if offer is None and settings.offer:
+                offer = settings.offer_paths
+        assert data_dir is not None
         store = SetStore(
             ready_set_store_dir(data_dir) if ready or bundled else set_store_dir(data_dir)
         )
-        chosen = parse_offer(offer)
         if settings is not None and not settings.bundled_sets:
             bundled = False
         # a bundled set the set registry removed stays removed (service/decoding/setcache.py)
@@ -180,6 +182,8 @@ class Decoder:
         programs: Programs | None = None
         if adapters is None:
             programs, adapters = path_registry.adapters_for(program_cache_bytes)
+        # no offer given: the reference offer, a hardware GPU's path after the neural processor
+        chosen = parse_offer(path_registry.default_offer(adapters) if offer is None else offer)
         level = DEFAULT_PNG_LEVEL if settings is None else settings.png_level
         tile = DEFAULT_TILE_BYTES if settings is None else settings.tile_bytes
         return cls(
@@ -404,6 +408,11 @@ class Decoder:
     def verify(self) -> VerifyResult:
         """§6.4 agreement on every installed set (damaged or unknown ones reported)."""
         return verify_store(self)
+
+    def evidence(self, set_dir: str | os.PathLike[str] | None = None) -> Evidence:
+        """§8's figures for the set in ``set_dir``, else every installed set, on every path
+        present here (service/decoding/evidence.py)."""
+        return evidence(self, set_dir)
 
     def import_compressai(
         self, data: bytes, *, set_digest: str | None = None, capability: str | None = None

@@ -45,7 +45,7 @@ def plan(
     """:meth:`Decoder.plan`: the set, the latent shape (checked against the limits before
     the latent is allocated), then :func:`dispatch.ask_path`."""
     if set_dir is not None:
-        files = _load_dir(Path(set_dir))
+        files = load_set_dir(Path(set_dir))
     elif set_digest is not None:
         files = decoder.loaded_set(set_digest)
     else:
@@ -120,7 +120,7 @@ def _stated_shape(decoder: Decoder, files: LoadedSet, path: DispatchPath) -> tup
     return stated
 
 
-def _load_dir(directory: Path) -> LoadedSet:
+def load_set_dir(directory: Path) -> LoadedSet:
     """A set folder outside the store: its set.json names the digest its files are checked
     against, as the store checks an installed set."""
     data = read_exact(directory / MANIFEST_NAME, 1 << 20)

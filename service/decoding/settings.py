@@ -48,8 +48,12 @@ NOT_SETTINGS = frozenset(
         "WAI_BENCH_SMOKE",
         "WAI_FUZZ_EXAMPLES",
         "WAI_FULL_CORPUS",
+        "WAI_NPU_SET",  # §8's evidence: the neural-processor set (tests/decoding/)
         "WAI_REGEN_GOLDEN",
         "WAI_REQUIRE_BROWSER",
+        "WAI_REQUIRE_GPU",
+        "WAI_REQUIRE_NPU_SET",
+        "WAI_REQUIRE_WEBNN",
         "WAI_SCHEMATHESIS_EXAMPLES",
     }
 )

@@ -468,6 +468,7 @@ def test_no_import_cycles() -> None:
 HEAVY = frozenset(
     {
         "onnxruntime",  # the ONNX Runtime path's session (hundreds of ms, native libraries)
+        "onnxruntime_ep_webgpu",  # webgpu extra: the GPU path's plugin, registered on discovery
         "onnx",  # protobuf model surgery, only when a session is built
         "torch",  # tools extra
         "compressai",  # tools extra (installed with --no-deps by `make tools`)
