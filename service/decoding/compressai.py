@@ -64,7 +64,9 @@ def import_compressai(
             f"(set {files.name} {files.digest[:16]}…): name the right one with --set, or, if "
             "the set was written from a checkpoint saved before net.update() and the strings "
             "were coded after net.update(update_quantiles=True), write it again with "
-            "`wai-dispatch make-set bmshj2018 --checkpoint FILE --update-quantiles`"
+            "`wai-dispatch make-set bmshj2018 --checkpoint FILE --update-quantiles`; or, if "
+            "these are y's strings of a hyperprior (ScaleHyperprior.compress()), they are not "
+            "imported: encode the picture with the hyperprior set instead (docs/interop.md)"
         ) from None
     body = payload.encode(symbols, tables)
     envelope = Envelope(capability=files.capability, payload=body, set=files.digest)
