@@ -61,6 +61,7 @@ from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
+from wai_dispatch.paths.waiops.choose import request_engine
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.crop import crop_to_picture
 from wai_dispatch.service.decoding.hyperprior import HyperStage
@@ -152,8 +153,9 @@ class Decoder:
         (a damaged one is repaired, or reported in :attr:`bundled`, never raised; one the set
         registry removed is not), ``offer`` (else the ``offer`` setting or the
         reference offer) and the machine's adapters, ONNX Runtime's pool sized by the
-        ``ort_threads`` setting. ``settings``: the process's (default: :func:`settings.load`
-        when ``data_dir`` or ``offer`` is not given). ``ready``: the store's folder is
+        ``ort_threads`` setting, the wai-ops engine asked for by ``waiops_engine``.
+        ``settings``: the process's (default: :func:`settings.load` when ``data_dir`` or
+        ``offer`` is not given). ``ready``: the store's folder is
         created, and a data directory that cannot be is ``data_dir_invalid`` now rather than
         later.
 
@@ -165,6 +167,7 @@ class Decoder:
             settings = load()
         if settings is not None:
             request_thread_pool(settings.ort_threads)
+            request_engine(settings.waiops_engine)
             data_dir = settings.data_dir if data_dir is None else data_dir
             offer = settings.offer_paths if offer is None else offer
         assert data_dir is not None and offer is not None
