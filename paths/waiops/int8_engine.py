@@ -235,7 +235,7 @@ def _planes_of(x: np.ndarray, low: int, n: int, bits: int) -> np.ndarray:
     bits, stacked on a new first axis; ``u`` in int32 when ``n · bits`` < 31 bits hold it."""
     u = x.astype(np.int32 if n * bits < 31 and abs(low) < 1 << 30 else np.int64) - low
     top = (1 << bits) - 1
-    return np.stack([((u >> (bits * j)) & top).astype(np.uint8) for j in range(n)])
+    return np.stack([(np.right_shift(u, bits * j) & top).astype(np.uint8) for j in range(n)])
 
 
 def _im2col(
