@@ -17,6 +17,7 @@ import os
 import pstats
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -84,8 +85,30 @@ def program_ops(program: Any, h: int, w: int) -> int:
     return 2 * macs
 
 
+def int8_products(program: Any, engine: Int8Engine, h: int, w: int) -> int:
+    """2 × the int8 × int8 products the int8 engine computes for an h × w latent: each
+    multiply-accumulate of :func:`program_ops` times its layer's activation planes × weight
+    digits (the engine's GEMM work, its floor at the int8 peak)."""
+    products = 0
+    for op in program.operations:
+        if op.op == "conv_transpose2d":
+            ci, co, k, _ = op.params["weight"].shape
+            digits = max(g.digits for g in engine._gemms[op.name] if g is not None)
+            products += ci * co * k * k * h * w * engine._offsets[op.name][1] * digits
+            h, w = h * op.attrs["stride"], w * op.attrs["stride"]
+        elif op.op == "igdn":
+            c = op.params["gamma"].shape[0]
+            planes, gemm = engine._igdn[op.name]
+            products += c * c * h * w * planes * gemm.digits
+    return 2 * products
+
+
 def int8_profile(int_job: Any, wai: WaiOpsAdapter) -> str:
-    """Where one 256×256 run of the int8 engine spends its time (cProfile, by stage)."""
+    """Where one 256×256 run of the int8 engine spends its time: by stage (cProfile, the
+    cumulative time of each stage's function over the convolutions and the IGDNs' 1×1
+    ``γ · q``): the GEMMs (``MatMulInteger``), the activation planes, the im2col, the plane
+    recombination (int64 shifts and adds), the rest (NumPy int32: the requantisation, the
+    IGDN's square and root, the clamps, the padding); and by operation (one unprofiled run)."""
     engine = Int8Engine(wai.program(int_job))
     engine.run(int_job.symbols)
     profiler = cProfile.Profile()
@@ -93,27 +116,45 @@ def int8_profile(int_job: Any, wai: WaiOpsAdapter) -> str:
     engine.run(int_job.symbols)
     profiler.disable()
     stats: Any = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    names: tuple[str, ...] = ("GEMMs (MatMulInteger)", "im2col, recombination (int8_engine)")
-    names += ("planes", "dtype conversions", "requantize, IGDN (NumPy int32)", "other")
-    stages = dict.fromkeys(names, 0.0)
-    total = 0.0
-    for (file, _, func), (_, _, tottime, _, _) in stats.items():
-        total += tottime
-        if "onnxruntime" in func:
-            stage = names[0]
-        elif func == "<listcomp>" and "int8_engine" in file:
-            stage = names[2]
-        elif "int8_engine" in file:  # np.concatenate's time is counted in its caller
-            stage = names[1]
-        elif "astype" in func:
-            stage = names[3]
+    cum: dict[str, float] = {}
+    for (file, _, func), (_, _, _, ct, _) in stats.items():
+        if "onnxruntime" in func and func.rstrip(">").endswith(".run"):
+            key = "gemm"
+        elif file.endswith("int8_engine.py"):
+            key = func
         elif file.endswith("engine.py"):
-            stage = names[4]
+            key = f"base.{func}"  # Engine's run and the _apply the int8 engine defers to
         else:
-            stage = names[5]
-        stages[stage] += tottime
+            continue
+        cum[key] = cum.get(key, 0.0) + ct
+    total = cum.get("base.run", 0.0)
+    stages = {
+        "GEMMs (MatMulInteger)": cum.get("gemm", 0.0),
+        "activation planes": cum.get("_planes_of", 0.0),
+        "im2col": cum.get("_im2col", 0.0),
+        "plane recombination (int64)": cum.get("_recombine", 0.0),
+    }
+    stages["the rest (requantisation, IGDN square and root, clamps, padding)"] = total - sum(
+        stages.values()
+    )
     shares = ", ".join(f"{k} {v / max(total, 1e-9):.0%}" for k, v in stages.items())
+    kinds = _op_seconds(engine, int_job.symbols)  # one unprofiled run, by operation
+    spent = max(sum(kinds.values()), 1e-9)
+    shares += "; by operation: " + ", ".join(f"{k} {v / spent:.0%}" for k, v in kinds.items())
     return f"int8 engine, one 256×256 run ({total * 1e3:.0f} ms profiled): {shares}"
+
+
+def _op_seconds(engine: Int8Engine, symbols: np.ndarray) -> dict[str, float]:
+    """One unprofiled run of ``engine``'s operations, timed by kind (the convolutions, the
+    requantisations, the IGDNs, …)."""
+    x = np.ascontiguousarray(symbols[0].transpose(1, 2, 0)).astype(np.int32)
+    values = {engine.program.input_name: x}
+    seconds: dict[str, float] = {}
+    for op in engine.program.operations:
+        t0 = time.perf_counter()
+        values[op.output] = engine._apply(op, values)
+        seconds[op.op] = seconds.get(op.op, 0.0) + time.perf_counter() - t0
+    return seconds
 
 
 def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
@@ -233,6 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{best[name] / best['float']:6.2f} {rate:6.0f} {rate / int8['gops']:8.0%} "
                 f"{rate / f32['gflops']:7.0%}"
             )
+        products = int8_products(program, engines["int8"], *int_job.symbols.shape[2:])
+        floor = products / 1e9 / int8["gops"]
+        print(
+            f"{label:9} int8 GEMM floor: {products / ops:.1f} int8 products a multiply-accumulate "
+            f"(planes × digits), at the int8 peak ≥ {floor * 1e3:.1f} ms = "
+            f"{floor / best['float']:.2f}× the float synthesis"
+        )
     print(int8_profile(_jobs(CASES[0][1])[0], wai))
     rss_int, rss_float = _worker(["rss", "integer"]), _worker(["rss", "float"])
     print(

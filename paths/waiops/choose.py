@@ -11,15 +11,16 @@
 - ``numpy``: the float64/float32 NumPy engine (:class:`~paths.waiops.engine.Engine`), where
   ONNX Runtime is absent.
 
-``WAI_WAIOPS_ENGINE`` (``int8``, ``float32``, ``numpy``; unset or ``auto``: the rule above)
-forces one for a process (tests, benchmarks); a forced engine that cannot take the program
-falls back by the rule, and the log says so."""
+The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8``, ``float32``, ``numpy``; ``auto``:
+the rule above), handed here by :func:`request_engine` when the decoder opens, forces one for a
+process (tests, benchmarks); a forced engine that cannot take the program falls back by the
+rule, and the log says so. Whichever runs, the output is the same bytes."""
 
 from __future__ import annotations
 
 import logging
-import os
 import platform
+import threading
 from typing import Protocol
 
 import numpy as np
@@ -32,8 +33,9 @@ from wai_dispatch.setfacts.limits import Limits
 
 log = logging.getLogger(__name__)
 
-ENV = "WAI_WAIOPS_ENGINE"
 ENGINES = ("int8", "float32", "numpy")
+_lock = threading.Lock()
+_requested = "auto"
 
 
 class Runner(Protocol):
@@ -44,10 +46,20 @@ class Runner(Protocol):
     ) -> np.ndarray: ...
 
 
+def request_engine(name: str) -> None:
+    """The engine programs built from now on in this process get (the ``waiops_engine``
+    setting, which the decoder hands here when it opens): one of :data:`ENGINES`, or ``auto``."""
+    global _requested
+    if name != "auto" and name not in ENGINES:
+        raise ValueError(f"no wai-ops engine {name!r}; one of auto, {', '.join(ENGINES)}")
+    with _lock:
+        _requested = name
+
+
 def requested() -> str:
-    """The engine ``WAI_WAIOPS_ENGINE`` asks for, or ``auto``."""
-    value = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    return value if value in ENGINES else "auto"
+    """The engine :func:`request_engine` asked for, or ``auto``."""
+    with _lock:
+        return _requested
 
 
 def int8_units() -> str:
@@ -99,7 +111,9 @@ def build(program: Program, where: str = "wai-ops") -> Runner:
             chosen = name
             break
     if want not in ("auto", chosen):
-        log.warning("%s: %s=%s cannot take this program; %s runs it", where, ENV, want, chosen)
+        log.warning(
+            "%s: waiops_engine=%s cannot take this program; %s runs it", where, want, chosen
+        )
     log.info(
         "%s: the %s engine runs the program (%d operations; CPU int8 units: %s)",
         where,

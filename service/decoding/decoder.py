@@ -61,6 +61,7 @@ from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
+from wai_dispatch.paths.waiops.choose import request_engine
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.crop import crop_to_picture
 from wai_dispatch.service.decoding.evidence import Evidence, evidence
@@ -155,10 +156,11 @@ class Decoder:
         registry removed is not), ``offer`` (else the ``offer`` setting, else
         :func:`paths.registry.default_offer`: the reference offer with a present hardware
         GPU's ``gpu/onnx-runtime/float`` after the neural processor) and the machine's
-        adapters, ONNX Runtime's pool sized by the ``ort_threads`` setting. ``settings``: the
-        process's (default: :func:`settings.load` when ``data_dir`` or ``offer`` is not
-        given). ``ready``: the store's folder is created, and a data directory that cannot be
-        is ``data_dir_invalid`` now rather than later.
+        adapters, ONNX Runtime's pool sized by the ``ort_threads`` setting, the wai-ops engine
+        asked for by ``waiops_engine``. ``settings``: the process's (default:
+        :func:`settings.load` when ``data_dir`` or ``offer`` is not given). ``ready``: the
+        store's folder is created, and a data directory that cannot be is ``data_dir_invalid``
+        now rather than later.
 
         ``program_cache_bytes``: the adapters are built for this decoder around one program
         cache of that budget (the service's ``program_cache_bytes``); without it, the
@@ -168,6 +170,7 @@ class Decoder:
             settings = load()
         if settings is not None:
             request_thread_pool(settings.ort_threads)
+            request_engine(settings.waiops_engine)
             data_dir = settings.data_dir if data_dir is None else data_dir
             if offer is None and settings.offer:
                 offer = settings.offer_paths

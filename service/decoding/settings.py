@@ -18,7 +18,7 @@ import os
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
@@ -180,6 +180,11 @@ class Settings(BaseSettings):
     ort_threads: int | None = Field(
         default=None, ge=1, le=256, description="ONNX Runtime's pool; default the CPUs"
     )
+    waiops_engine: Literal["auto", "int8", "float32", "numpy"] = Field(
+        default="auto",
+        description="the exact engine of wai-ops programs (paths/waiops/choose.py); auto: the "
+        "fastest exact one for the program; a forced one that cannot take a program falls back",
+    )
     report_retention_days: int = Field(
         default=30,
         ge=0,
@@ -264,6 +269,11 @@ class Settings(BaseSettings):
         if value not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("one of DEBUG, INFO, WARNING, ERROR")
         return value
+
+    @field_validator("waiops_engine", mode="before")
+    @classmethod
+    def _waiops_engine(cls, value: Any) -> Any:
+        return (value.strip().lower() or "auto") if isinstance(value, str) else value
 
     @field_validator("replica_id")
     @classmethod

@@ -31,9 +31,6 @@ SETTINGS_MODULE = ROOT / "service" / "decoding" / "settings.py"
 #: The sink client's two settings, read without the model (cli/remote.py): these variables only.
 CLIENT_SETTINGS_MODULE = ROOT / "service" / "decoding" / "client_settings.py"
 CLIENT_VARIABLES = {"WAI_TOKEN", "WAI_TOKEN_FILE", "WAI_CONFIG"}
-# The wai-ops engine override (docs/wai-ops.md) is read where the engine is chosen, as a
-# diagnostic switch; it is no service setting.
-ENGINE_MODULE = ROOT / "paths" / "waiops" / "choose.py"
 
 
 @pytest.fixture(autouse=True)
@@ -128,8 +125,6 @@ def test_only_the_settings_module_reads_wai_variables() -> None:
                 continue
             for line, k in _env_reads(path.read_text(encoding="utf-8")):
                 if path == CLIENT_SETTINGS_MODULE and k in CLIENT_VARIABLES:
-                    continue
-                if path == ENGINE_MODULE and k == "WAI_WAIOPS_ENGINE":
                     continue
                 offenders.append(f"{path.relative_to(ROOT)}:{line} reads {k}")
     assert offenders == []

@@ -164,19 +164,34 @@ def test_the_engine_choice_and_its_override(monkeypatch: pytest.MonkeyPatch) -> 
     b = every_op()
     out = b.operations[-1]["output"]
     program = load_program(b.program_json(out, 3), b.weights(), rgb8_output=True)
-    monkeypatch.delenv(choose.ENV, raising=False)
+    monkeypatch.setattr(choose, "_requested", "auto")
     assert choose.engine_name(choose.build(program)) == "float32"
     assert choose.machine_engine() == "float32"
-    monkeypatch.setenv(choose.ENV, "int8")
+    choose.request_engine("int8")
     assert choose.engine_name(choose.build(program)) == "int8"
     assert choose.machine_engine() == "int8"
-    monkeypatch.setenv(choose.ENV, "numpy")
+    choose.request_engine("numpy")
     assert choose.engine_name(choose.build(program)) == "numpy"
+    with pytest.raises(ValueError):
+        choose.request_engine("int4")
+
+
+def test_the_setting_reaches_the_chooser(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from wai_dispatch.service.decoding.decoder import Decoder
+    from wai_dispatch.service.decoding.settings import SettingsInvalid, load
+
+    monkeypatch.setattr(choose, "_requested", "auto")
+    monkeypatch.setenv("WAI_WAIOPS_ENGINE", "Int8")
+    Decoder.open(settings=load(data_dir=tmp_path), bundled=False, ready=False)
+    assert choose.requested() == "int8"
+    monkeypatch.setenv("WAI_WAIOPS_ENGINE", "int4")
+    with pytest.raises(SettingsInvalid, match="waiops_engine"):
+        load(data_dir=tmp_path)
 
 
 def test_wai_dispatch_paths_names_the_engine() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(choose.ENV, None)
+    env.pop("WAI_WAIOPS_ENGINE", None)
     out = subprocess.run(
         [sys.executable, "-m", "wai_dispatch", "paths", "--json"],
         capture_output=True,
