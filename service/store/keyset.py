@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.errors import StoreError
 
@@ -30,8 +31,8 @@ def decode(tag: str, cursor: str, kinds: Sequence[tuple[type, ...]]) -> Position
     named), for the list ``tag``."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        got = json.loads(raw.decode("ascii"))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+        got = strictjson.loads(raw, max_bytes=4096)
+    except (binascii.Error, ValueError, strictjson.StrictJSONError):
         got = None
     ok = isinstance(got, list) and len(got) == len(kinds) + 1 and got[0] == tag
     if ok:

@@ -176,7 +176,7 @@ def test_webnn_evidence(site: Any, webnn_page: Any, decoder: Any) -> None:
 
     name = "bmshj2018-demo-q3.json"
     result = decode_sample(webnn_page, name)
-    symbols_digest, _ = native(name, site.store)
+    symbols_digest, _ = native(name, site.set_store)
     assert result["parts"][0]["symbolsDigest"] == symbols_digest
     ran = result["reports"][0]["ran"]
     if ran is None or ran["backend"] != "webnn":

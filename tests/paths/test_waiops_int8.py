@@ -182,7 +182,7 @@ def test_the_setting_reaches_the_chooser(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
     monkeypatch.setattr(choose, "_requested", "auto")
     monkeypatch.setenv("WAI_WAIOPS_ENGINE", "Int8")
-    Decoder.open(settings=load(data_dir=tmp_path), bundled=False, ready=False)
+    Decoder.assemble(settings=load(data_dir=tmp_path), bundled=False, ready=False)
     assert choose.requested() == "int8"
     monkeypatch.setenv("WAI_WAIOPS_ENGINE", "int4")
     with pytest.raises(SettingsInvalid, match="waiops_engine"):
