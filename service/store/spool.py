@@ -68,6 +68,7 @@ class Spool:
         #: Why the last append failed (``None`` once a line went in, or space came back).
         self.failed: str | None = None
         self._lock = threading.Lock()
+        self._closed = False
         self._drain_lock = threading.Lock()
         self._lock_fd = os.open(directory / "spool.lock", os.O_RDWR | os.O_CREAT, 0o600)
         self._drain_fd = os.open(directory / "drain.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -96,7 +97,9 @@ class Spool:
     def size(self) -> int:
         """Bytes waiting for the store: the file taking lines and the one draining, read under
         the lock that renames the first to the second (else a rename between the two reads
-        counts the same lines twice)."""
+        counts the same lines twice; once closed, nothing renames them)."""
+        if self._closed:
+            return _size(self.path) + _size(self.draining)
         with self._locked():
             return _size(self.path) + _size(self.draining)
 
@@ -244,6 +247,7 @@ class Spool:
         return done
 
     def close(self) -> None:
+        self._closed = True
         os.close(self._fd)
         os.close(self._lock_fd)
         os.close(self._drain_fd)

@@ -10,6 +10,7 @@ import errno
 import itertools
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -473,3 +474,32 @@ def test_readyz_is_not_ready_under_the_free_space_floor(tmp_path: Path) -> None:
         ]
     with in_process(tmp_path / "data", min_free_bytes=0) as svc, svc.client() as c:
         assert c.get("/readyz").status_code == 200
+
+
+def test_size_counts_each_line_once_while_the_drain_renames(tmp_path: Path) -> None:
+    """``size`` reads both files under the lock the rename takes, so a rename between its two
+    reads never counts a line twice (it did, once, under load); and it still answers once the
+    spool is closed."""
+    spool = Spool(tmp_path / "spool", max_bytes=1 << 20)
+    spool.append([r.to_json() for r in _records()])
+    one = spool.size()
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.append(spool.size())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for _ in range(200):  # the line goes back and forth between the two files
+            assert spool._rotate()
+            with spool._locked():  # as a replay that moves it back would
+                os.rename(spool.draining, spool.path)
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen and set(seen) == {one}
+    spool.close()
+    assert spool.size() == one
