@@ -12,7 +12,17 @@ integers before each convolution. Everything else is elementwise IEEE float64 (`
 ``sqrt``, ``rint``, ``ldexp``): correctly rounded, the same on every CPU. No transcendental
 function is used. The grids are fine (20-bit weights, activations as many bits as the bound
 allows, 2^-52 relative to the layer's largest partial sum), so the result is the float model's to
-about 1e-6 relative; it only feeds calibration statistics and symbols, never the decode."""
+about 1e-6 relative; it only feeds calibration statistics and symbols, never the decode.
+
+Memory: a forward convolution runs on strips of output rows, each strip's im2col columns at
+most :data:`STRIP_BYTES`. The grid is chosen from the whole input's peak before the first strip
+(``max|round(v · 2^f)| = round(max|v| · 2^f)``, both monotonic in ``|v|``, so the bound checked
+is the whole tensor's), then each strip's input rows and halo are snapped on that grid, the zero
+padding added where the strip meets the picture's edge: every output value is the same integer
+sum (below 2^53, exact in any order), the same ``+ b`` and ``ldexp``, so the strips change no
+bit. A GDN divides in place (its 1×1 convolution reads only the rows it writes); ``x · x`` is
+made a strip at a time. What stays whole is each layer's input and output (docs/encode.md,
+"Memory")."""
 
 from __future__ import annotations
 
@@ -72,7 +82,8 @@ class ExactConv:
             x_frac, frac, b_int = self._grid(peak)
             v = x * x if square else x
             acc = self._conv(np.zeros_like(v) if peak == 0.0 else _snapped(v, x_frac))
-            return np.ldexp(acc + b_int[None, :, None, None], -frac)
+            whole: np.ndarray = np.ldexp(acc + b_int[None, :, None, None], -frac)
+            return whole
         k, s, p = _GEOMETRY[self.kind]
         height, width = x.shape[2], x.shape[3]
         out_h, out_w = (height + 2 * p - k) // s + 1, (width + 2 * p - k) // s + 1
@@ -121,7 +132,7 @@ class ExactConv:
             if self.kind == "transposed":
                 acc = F.conv_transpose2d(xt, self._w, None, 2, 2, output_padding=1)
             else:
-                k, s, _ = _GEOMETRY[self.kind]
+                s = _GEOMETRY[self.kind][1]
                 acc = F.conv2d(xt, self._w, None, s, padding)
         out: np.ndarray = acc.numpy()
         return out
