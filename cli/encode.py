@@ -1,13 +1,17 @@
 """``wai-dispatch encode``: a picture to an envelope for an installed set (docs/encode.md).
 The encoder itself is :mod:`tools.encoder` (torch runs only inside a capability's encode
-function, so a refusal before the analysis needs no tools extra)."""
+function, so a refusal before the analysis needs no tools extra). On a terminal, a progress bar
+on standard error while the analysis runs (stage by stage and strip by strip, where the
+capability's encoder reports it); none off a terminal or under ``--json``."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
+from wai_dispatch.cli import progress
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import is_stdio
 from wai_dispatch.cli.options import settings
@@ -21,15 +25,18 @@ def run_encode(args: argparse.Namespace) -> int:
     check_target(args.output, inputs=[args.picture])
     limit = Limits().max_payload_bytes  # a picture file larger than any payload we decode
     data = read_input(args.picture, limit=limit, what="picture", too_large=PictureOverLimits)
-    result = encode(
-        decoder(args),
-        data,
-        set_digest=args.set_digest,
-        capability=args.capability,
-        checkpoint=args.checkpoint,
-        intent=args.intent,
-        settings=None if args.no_limits else settings(args),
-    )
+    with contextlib.ExitStack() as stack:
+        shown = None if args.json else stack.enter_context(progress.bar("encode"))
+        result = encode(
+            decoder(args),
+            data,
+            set_digest=args.set_digest,
+            capability=args.capability,
+            checkpoint=args.checkpoint,
+            intent=args.intent,
+            settings=None if args.no_limits else settings(args),
+            progress=None if shown is None or not shown.enabled else shown.update,
+        )
     form = args.format or ("cbor" if args.output.suffix == ".cbor" else "json")
     envelope = result.envelope
     body = envelope.to_cbor() if form == "cbor" else envelope.to_json() + b"\n"

@@ -90,6 +90,14 @@ class EncodeJob:
     #: The input's (width, height) when padding changed it: the payload then carries it
     #: (version 2, docs/payload.md) and the decode is cropped to it; ``None``: not padded.
     picture_size: tuple[int, int] | None = None
+    #: Told ``(stages done, stages in all, what runs)`` as the analysis goes, where the
+    #: capability's encoder reports progress (the hyperprior's, stage by stage and strip by
+    #: strip); ``None``: no report.
+    progress: Progress | None = field(default=None, compare=False)
+
+
+#: A progress report: ``(stages done, stages in all, what runs)``.
+Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -196,11 +204,13 @@ def encode(
     checkpoint: Path | None = None,
     intent: str | None = None,
     settings: Settings | None = None,
+    progress: Progress | None = None,
 ) -> EncodeResult:
     """``picture`` (PNG, JPEG or PPM bytes) coded for the set ``set_digest`` (default: the
     store's default set of ``capability``). Held to the decoder's limits, and with
     ``settings`` to the decode limits a local decode and the service apply (what
-    ``--no-limits`` lifts), from the picture's header before its pixels are decoded."""
+    ``--no-limits`` lifts), from the picture's header before its pixels are decoded.
+    ``progress``: told how the analysis goes (:attr:`EncodeJob.progress`)."""
     store = decoder.set_store
     if set_digest is None:
         set_digest = store.default_for(capability or DEFAULT_CAPABILITY).digest
@@ -223,7 +233,7 @@ def encode(
     height, width = rgb.shape[:2]
     padded = pad(rgb, encoder.multiple)
     size = None if padded.shape == rgb.shape else (width, height)
-    coded = encoder.load()(EncodeJob(padded, files, chosen, decoder.limits, size))
+    coded = encoder.load()(EncodeJob(padded, files, chosen, decoder.limits, size, progress))
     envelope = Envelope(
         capability=files.capability,
         payload=coded.payload,

@@ -35,7 +35,7 @@ from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
 from wai_dispatch.tools.bmshj2018_model import architecture_of
 from wai_dispatch.tools.encoder import Coded, EncodeJob
-from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactConv
+from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactConv, Report, Steps
 
 __all__ = [
     "DEMO_CHECKPOINT",
@@ -93,12 +93,18 @@ class HyperAnalysis:
         quantiles = state["entropy_bottleneck.quantiles"].detach().numpy()
         self.z_medians = quantiles[:, 0, 1].astype(np.float64)
 
-    def latents(self, picture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    #: The stages :meth:`latents` reports (g_a's, then h_a's three convolutions).
+    STAGES = ExactAnalysis.STAGES + 3
+
+    def latents(
+        self, picture: np.ndarray, steps: Steps | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(y, z − median)`` in float64 for an RGB8 picture (HWC)."""
-        y = self.g_a.latent(picture)
+        steps = steps or Steps(None, self.STAGES)
+        y = self.g_a.latent(picture, steps)
         x = np.abs(y)
         for i, c in enumerate(self.h_a):
-            x = c(x)
+            x = c(x, on_strip=steps.stage(f"h_a conv {i + 1}/3"))
             if i < 2:
                 x = np.maximum(x, 0.0)
         return y, x - self.z_medians[None, :, None, None]
@@ -164,15 +170,19 @@ def code_with(
     stage: HyperStage,
     picture: np.ndarray,
     size: tuple[int, int] | None = None,
+    progress: Report = None,
 ) -> tuple[bytes, np.ndarray, np.ndarray]:
     """The payload and its symbols ``z`` and ``y`` (int32), from an analysis and a set's stage;
     ``size``: the picture's own (width, height) before padding, which the payload then carries
-    (version 2)."""
-    y, z_frac = analysis.latents(picture)
+    (version 2); ``progress``: told ``(stages done, stages, note)`` as the work goes."""
+    steps = Steps(progress, analysis.STAGES + 2)
+    y, z_frac = analysis.latents(picture, steps)
     lo, hi = stage.program.input_range
     z = np.clip(np.rint(z_frac), lo, hi).astype(np.int32)
+    steps.stage("hyper-synthesis")
     indexes = stage.indexes(z, Limits())
     y_symbols = np.rint(y).astype(np.int32)
+    steps.stage("entropy coding")
     payload = waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables, picture=size)
     return payload, z, y_symbols
 
@@ -189,5 +199,6 @@ def encode(job: EncodeJob) -> Coded:
         )
     quality = job.files.facts.quality or 3
     analysis = _analysis(str(job.checkpoint.path.resolve()), quality)
-    payload, z, y = code_with(analysis, stage, np.ascontiguousarray(job.picture), job.picture_size)
+    picture = np.ascontiguousarray(job.picture)
+    payload, z, y = code_with(analysis, stage, picture, job.picture_size, job.progress)
     return Coded(payload, y, waih.symbols_digest(z, y))

@@ -12,11 +12,21 @@ integers before each convolution. Everything else is elementwise IEEE float64 (`
 ``sqrt``, ``rint``, ``ldexp``): correctly rounded, the same on every CPU. No transcendental
 function is used. The grids are fine (20-bit weights, activations as many bits as the bound
 allows, 2^-52 relative to the layer's largest partial sum), so the result is the float model's to
-about 1e-6 relative; it only feeds calibration statistics and symbols, never the decode."""
+about 1e-6 relative; it only feeds calibration statistics and symbols, never the decode.
+
+Memory: a forward convolution runs on strips of output rows, each strip's im2col columns at
+most :data:`STRIP_BYTES`. The grid is chosen from the whole input's peak before the first strip
+(``max|round(v · 2^f)| = round(max|v| · 2^f)``, both monotonic in ``|v|``, so the bound checked
+is the whole tensor's), then each strip's input rows and halo are snapped on that grid, the zero
+padding added where the strip meets the picture's edge: every output value is the same integer
+sum (below 2^53, exact in any order), the same ``+ b`` and ``ldexp``, so the strips change no
+bit. A GDN divides in place (its 1×1 convolution reads only the rows it writes); ``x · x`` is
+made a strip at a time. What stays whole is each layer's input and output (docs/encode.md,
+"Memory")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,11 +35,28 @@ import numpy as np
 WEIGHT_BITS = 20
 #: Every partial sum of a convolution is at most 2^SUM_BITS in magnitude (bias included < 2^53).
 SUM_BITS = 52
+#: The most bytes one strip of a forward convolution's im2col columns takes (``ExactConv``):
+#: with it the analysis's memory is its activations (module doc, "Memory") plus a constant.
+STRIP_BYTES = 64 << 20
+
+
+#: A strip's report: ``(strips done, strips in all)``, or no report.
+Strip = Callable[[int, int], None] | None
+#: A report of progress: ``(stages done, stages in all, what runs)``, or no report.
+Report = Callable[[int, int, str], None] | None
+#: kind → (kernel, stride, padding) of the forward convolutions.
+_GEOMETRY = {"conv": (5, 2, 2), "conv3": (3, 1, 1), "pointwise": (1, 1, 0)}
 
 
 class ExactConv:
     """A convolution (``conv2d`` k5 s2 p2, ``conv_transpose2d`` k5 s2 p2 op1, ``conv2d`` k3 s1
-    p1, or a 1×1 ``conv2d``) evaluated exactly on a fixed-point grid (module doc)."""
+    p1, or a 1×1 ``conv2d``) evaluated exactly on a fixed-point grid (module doc).
+
+    The forward convolutions run on **strips of output rows** ("Memory" in the module doc): the
+    grid is chosen from the whole input's peak first, then each strip's input rows (with their
+    halo) are snapped, convolved and written into the output, so no im2col buffer is larger
+    than :data:`STRIP_BYTES`. The strips change nothing in the result: every value is the same
+    exact integer sum, the same ``+ b`` and ``ldexp``."""
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray, kind: str) -> None:
         w = np.asarray(weight, dtype=np.float64)
@@ -45,35 +72,141 @@ class ExactConv:
         self.bias = np.asarray(bias, dtype=np.float64)
         self._w: Any = None  # the torch tensor, made on first use
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
+    def __call__(
+        self, x: np.ndarray, *, square: bool = False, on_strip: Strip = None
+    ) -> np.ndarray:
+        """The convolution of ``x`` (of ``x · x`` with ``square``, never held whole), float64
+        [1, C_out, H_out, W_out]; ``on_strip(done, total)`` after each strip."""
+        if self.kind == "transposed":  # the synthesis's (calibration only): one piece
+            peak = _peak(x, square)
+            x_frac, frac, b_int = self._grid(peak)
+            v = x * x if square else x
+            acc = self._conv(np.zeros_like(v) if peak == 0.0 else _snapped(v, x_frac))
+            whole: np.ndarray = np.ldexp(acc + b_int[None, :, None, None], -frac)
+            return whole
+        k, s, p = _GEOMETRY[self.kind]
+        height, width = x.shape[2], x.shape[3]
+        out_h, out_w = (height + 2 * p - k) // s + 1, (width + 2 * p - k) // s + 1
+        out = np.empty((1, self.w_int.shape[0], out_h, out_w), dtype=np.float64)
+
+        def put(r0: int, r1: int, values: np.ndarray) -> None:
+            out[:, :, r0:r1] = values
+
+        self._strips(x, square, put, on_strip)
+        return out
+
+    def divide(self, x: np.ndarray, *, on_strip: Strip = None) -> None:
+        """GDN in place, ``x ← x / sqrt(β + Σ γ x²)`` (this being the 1×1 convolution of γ
+        and β), strip by strip: the same bits as ``x / np.sqrt(self(x * x))``."""
+        if self.kind != "pointwise":
+            raise ValueError(f"divide is GDN's, a pointwise convolution, not {self.kind}")
+
+        def put(r0: int, r1: int, n: np.ndarray) -> None:
+            x[:, :, r0:r1] /= np.sqrt(n)  # rows r0:r1 are read before they are written
+
+        self._strips(x, True, put, on_strip)
+
+    def _grid(self, peak: float) -> tuple[int, int, np.ndarray]:
+        """The input's fraction bits, the product's and the bias on its grid, for an input
+        whose largest |value| is ``peak``: the most bits for which every partial sum is
+        below 2^53 (checked with Python integers)."""
+        for bits in range(self.x_bits, -1, -1):  # fewer bits for x while the bias breaks it
+            x_frac = 0 if peak == 0.0 else bits - int(np.frexp(peak)[1])
+            frac = self.w_frac + x_frac
+            b_int = np.rint(np.ldexp(self.bias, frac))
+            # max|rint(ldexp(v, f))| = rint(ldexp(max|v|, f)): both are monotonic in |v|
+            x_max = int(np.rint(np.ldexp(peak, x_frac)))
+            b_max = int(np.abs(b_int).max()) if b_int.size else 0
+            if x_max * self.l1 + b_max < 1 << 53:  # the bound on every partial sum, exact ints
+                return x_frac, frac, b_int
+        raise ArithmeticError(f"exact convolution out of range: {x_max}·{self.l1} + {b_max}")
+
+    def _conv(self, x_int: np.ndarray, padding: tuple[int, int] = (0, 0)) -> np.ndarray:
         import torch
         import torch.nn.functional as F
 
-        for bits in range(self.x_bits, -1, -1):  # fewer bits for x while the bias breaks it
-            x_int, x_frac = snap(x, bits)
-            frac = self.w_frac + x_frac
-            b_int = np.rint(np.ldexp(self.bias, frac))
-            x_max = int(np.abs(x_int).max()) if x_int.size else 0
-            b_max = int(np.abs(b_int).max()) if b_int.size else 0
-            if x_max * self.l1 + b_max < 1 << 53:  # the bound on every partial sum, exact ints
-                break
-        else:
-            raise ArithmeticError(f"exact convolution out of range: {x_max}·{self.l1} + {b_max}")
         if self._w is None:
             self._w = torch.from_numpy(self.w_int)
         xt = torch.from_numpy(x_int)
         with torch.no_grad():  # float64: im2col + GEMM (no oneDNN); exact whatever the kernel
             if self.kind == "transposed":
                 acc = F.conv_transpose2d(xt, self._w, None, 2, 2, output_padding=1)
-            elif self.kind == "conv":
-                acc = F.conv2d(xt, self._w, None, 2, 2)
-            elif self.kind == "conv3":  # k3 s1 p1 (the hyperprior's h_a and h_s)
-                acc = F.conv2d(xt, self._w, None, 1, 1)
             else:
-                acc = F.conv2d(xt, self._w)
-        out = acc.numpy() + b_int[None, :, None, None]  # integers below 2^53: exact
-        scaled: np.ndarray = np.ldexp(out, -frac)
-        return scaled
+                s = _GEOMETRY[self.kind][1]
+                acc = F.conv2d(xt, self._w, None, s, padding)
+        out: np.ndarray = acc.numpy()
+        return out
+
+    def _strips(
+        self,
+        x: np.ndarray,
+        square: bool,
+        put: Callable[[int, int, np.ndarray], None],
+        on_strip: Strip,
+    ) -> None:
+        k, s, p = _GEOMETRY[self.kind]
+        height, width = x.shape[2], x.shape[3]
+        out_h, out_w = (height + 2 * p - k) // s + 1, (width + 2 * p - k) // s + 1
+        peak = _peak(x, square)
+        x_frac, frac, b_int = self._grid(peak)
+        zero = peak == 0.0
+        row_bytes = 8 * x.shape[1] * k * k * max(out_w, 1)  # one output row's im2col columns
+        rows = max(1, STRIP_BYTES // row_bytes)
+        total = -(-out_h // rows)
+        for done, r0 in enumerate(range(0, out_h, rows), start=1):
+            r1 = min(out_h, r0 + rows)
+            lo, hi = r0 * s - p, (r1 - 1) * s - p + k  # the input rows, zero rows beyond x
+            piece = x[:, :, max(lo, 0) : min(hi, height)]
+            if zero:  # an input of zeros (of either sign) snaps to +0, as snap() does
+                x_int = np.zeros(piece.shape, dtype=np.float64)
+            else:
+                x_int = _snapped(piece * piece if square else piece, x_frac)
+            if lo < 0 or hi > height:
+                x_int = np.pad(x_int, ((0, 0), (0, 0), (max(-lo, 0), max(hi - height, 0)), (0, 0)))
+            acc = self._conv(x_int, (0, p))
+            acc += b_int[None, :, None, None]  # integers below 2^53: exact
+            put(r0, r1, np.ldexp(acc, -frac))
+            if on_strip is not None:
+                on_strip(done, total)
+
+
+class Steps:
+    """Progress through an analysis: ``report(stages begun, stages in all, note)`` as each
+    stage begins and after each of its strips; with no ``report``, nothing."""
+
+    def __init__(self, report: Report, total: int) -> None:
+        self.report, self.total, self.begun = report, total, 0
+
+    def stage(self, name: str) -> Strip:
+        """Stage ``name`` begins; its strips' report (``None`` without a ``report``)."""
+        report, begun, total = self.report, self.begun, self.total
+        self.begun += 1
+        if report is None:
+            return None
+        report(begun, total, name)
+
+        def strip(done: int, strips: int) -> None:
+            report(begun, total, f"{name}, strip {done}/{strips}")
+
+        return strip
+
+
+def _peak(x: np.ndarray, square: bool) -> float:
+    """``max |x|`` (of ``x · x`` with ``square``), computed a few rows at a time."""
+    rows = max(1, STRIP_BYTES // max(8 * x[0, :, :1].size, 1))
+    peak = 0.0
+    for r0 in range(0, x.shape[2], rows):
+        piece = np.abs(x[:, :, r0 : r0 + rows])
+        if square:
+            piece *= piece
+        if piece.size:
+            peak = max(peak, float(piece.max()))
+    return peak
+
+
+def _snapped(v: np.ndarray, frac: int) -> np.ndarray:
+    """``round(v · 2^frac)``: a grid chosen for the whole tensor, applied to part of it."""
+    return np.rint(np.ldexp(v.astype(np.float64), frac))
 
 
 def snap(v: np.ndarray, bits: int) -> tuple[np.ndarray, int]:
@@ -126,14 +259,20 @@ class ExactAnalysis:
         medians = state["entropy_bottleneck.quantiles"].detach().numpy()[:, 0, 1]
         self.medians = medians.astype(np.float64)
 
-    def latent(self, picture: np.ndarray) -> np.ndarray:
+    #: The stages :meth:`latent` reports to its :class:`Steps`.
+    STAGES = 7
+
+    def latent(self, picture: np.ndarray, steps: Steps | None = None) -> np.ndarray:
         """``y = g_a(picture / 255)``, picture uint8 HWC; float64 [1, M, H/16, W/16]."""
-        x = np.ascontiguousarray(picture.transpose(2, 0, 1)[None]).astype(np.float64) / 255.0
-        for conv, norm, _ in self.layers:
-            x = conv(x)
+        steps = steps or Steps(None, self.STAGES)
+        x = np.ascontiguousarray(picture.transpose(2, 0, 1)[None]).astype(np.float64)
+        x /= 255.0
+        for i, (conv, norm, _) in enumerate(self.layers, start=1):
+            x = conv(x, on_strip=steps.stage(f"g_a conv {i}/4"))
             if norm is not None:
-                n = norm(x * x)  # β + Σ γ x², exact on the grid of x²
-                x = x / np.sqrt(n)  # GDN: x · rsqrt(n), as two correctly rounded operations
+                # GDN: x · rsqrt(β + Σ γ x²) as two correctly rounded operations, the sum
+                # exact on the grid of x², in place
+                norm.divide(x, on_strip=steps.stage(f"g_a GDN {i}/3"))
         return x
 
     def symbols(self, picture: np.ndarray) -> np.ndarray:
@@ -167,6 +306,6 @@ class ExactSynthesis:
             x = self.deconv[i](x)
             acts[f"a{i + 1}"] = x
             if i < 3:
-                x = x * np.sqrt(self.norm[i](x * x))
+                x = x * np.sqrt(self.norm[i](x, square=True))
                 acts[f"y{i + 1}"] = x
         return acts

@@ -222,3 +222,30 @@ def test_replicate_of_a_float_capability_is_written_with_a_note(
     with pytest.raises(NoPath) as refused:
         decoder.decode(result.envelope)
     assert all(r.ran is None for r in refused.value.reports)
+
+
+def test_cli_progress_on_a_terminal_only(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    picture: np.ndarray,
+) -> None:
+    """``encode`` draws its progress (the hyperprior's analysis, stage by stage and strip by
+    strip) on standard error when it is a terminal, and not under ``--json``."""
+    from wai_dispatch.cli import progress
+    from wai_dispatch.cli.main import main
+    from wai_dispatch.tools import int_synth_exact
+
+    source = tmp_path / "p.png"
+    source.write_bytes(_png(picture))
+    monkeypatch.setattr(progress, "on_tty", lambda stream: True)
+    monkeypatch.setattr(int_synth_exact, "STRIP_BYTES", 1 << 16)  # a few strips per stage
+    common = ["--capability", HYPER, "--data-dir", str(tmp_path / "data")]
+    assert main(["encode", str(source), "-o", str(tmp_path / "a.json"), *common]) == 0
+    err = capsys.readouterr().err
+    assert "\rencode [" in err and "g_a conv 2/4, strip 2/" in err and "entropy coding" in err
+    assert err.count("\r\x1b[K") >= 1  # cleared before the summary
+    assert main(["encode", str(source), "-o", str(tmp_path / "b.json"), "--json", *common]) == 0
+    quiet = capsys.readouterr()
+    assert "\r" not in quiet.err and "\x1b" not in quiet.err
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
