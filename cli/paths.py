@@ -12,6 +12,7 @@ from wai_dispatch.cli.flags import EXIT_NO
 from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.paths.registry import BUILDERS, PathStatus
+from wai_dispatch.paths.waiops.choose import machine_engine
 
 # --- paths ------------------------------------------------------------------------------------
 
@@ -24,7 +25,8 @@ def run_paths(args: argparse.Namespace) -> int:
     others = sorted((p for p in BUILDERS if p not in offer), key=str)
     rows = ctx.paths([*offer, *others])
     listed = [
-        {**row.to_json(), "offered": row.path in offer, "device": _device(row)} for row in rows
+        {**row.to_json(), "offered": row.path in offer, "device": _device(row, ctx.waiops_engine)}
+        for row in rows
     ]
     if args.json:
         print(json.dumps({"offer": [str(p) for p in offer], "paths": listed}))
@@ -37,13 +39,18 @@ def run_paths(args: argparse.Namespace) -> int:
     return 0
 
 
-def _device(row: PathStatus) -> dict[str, object] | None:
+def _device(row: PathStatus, waiops_engine: str = "auto") -> dict[str, object] | None:
     """Where a present path runs: its adapter's own account (the WebGPU adapter found), else
-    its unit; ``None`` for an absent path."""
+    its unit; ``None`` for an absent path. The wai-ops path's engine is the one this decoder's
+    ``waiops_engine`` gets on this machine (each decoder's own, paths/waiops/choose.py)."""
     if not row.present:
         return None
     found = row.to_json().get("device")
-    return dict(found) if isinstance(found, dict) else {"unit": str(row.path.unit)}
+    if not isinstance(found, dict):
+        return {"unit": str(row.path.unit)}
+    if "engine" in found:
+        found = {**found, "engine": machine_engine(waiops_engine)}
+    return dict(found)
 
 
 def _device_text(device: object) -> str:

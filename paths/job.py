@@ -41,13 +41,16 @@ class SynthesisJob:
     What the decoder that asks sets for its own decodes, never the process: ``tile_bytes``,
     the synthesis's tile budget (the ``tile_bytes`` setting; an adapter built with a budget of
     its own keeps that one), and ``cache_dir``, where the ONNX path keeps its prepared graphs
-    (``<data_dir>/cache/onnx``, :mod:`paths.onnx_cache`; ``None``: not on disk)."""
+    (``<data_dir>/cache/onnx``, :mod:`paths.onnx_cache`; ``None``: not on disk), and
+    ``waiops_engine``, the engine the ``wai-ops`` path runs its program with where it can
+    (the ``waiops_engine`` setting, :mod:`paths.waiops.choose`; ``auto``: the rule)."""
 
     set_files: SetFiles
     latent: np.ndarray
     symbols: np.ndarray | None = None
     tile_bytes: int = DEFAULT_TILE_BYTES
     cache_dir: Path | None = None
+    waiops_engine: str = "auto"
 
     @property
     def latent_shape(self) -> tuple[int, ...]:

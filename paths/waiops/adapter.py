@@ -76,21 +76,20 @@ class _Compiled:
     def __init__(self, program: Program, nbytes: int = 0) -> None:
         self.program = program
         self.nbytes = nbytes
-        self.engine: _Runner | None = None
+        #: The engines built for it, by the engine asked for (each decoder's ``waiops_engine``).
+        self.engines: dict[str, _Runner] = {}
         self.lock = threading.Lock()
         self.reach: Reach | None = reach(
             waiops_layers(program.operations), program.input_name, program.output_name
         )
 
-    def runner(self) -> _Runner:
+    def runner(self, want: str = "auto") -> _Runner:
+        """The program's engine when ``want`` is asked for, built once per engine asked for."""
         with self.lock:
-            if self.engine is None:
-                self.engine = _engine(self.program)
-            return self.engine
-
-
-def _engine(program: Program) -> _Runner:
-    return choose.build(program, CPU_WAI_OPS_NAME)
+            engine = self.engines.get(want)
+            if engine is None:
+                engine = self.engines[want] = choose.build(self.program, CPU_WAI_OPS_NAME, want)
+            return engine
 
 
 def _to_float(out: np.ndarray) -> np.ndarray:
@@ -121,8 +120,9 @@ class WaiOpsAdapter:
 
     def device(self) -> dict[str, str]:
         """Where the path runs (``wai-dispatch paths``): the CPU, the engine a float32-exact
-        program gets here (:mod:`paths.waiops.choose`; a program past 2^24 gets ``int8``;
-        the log names the CPU's int8 units at each choice)."""
+        program gets here by the rule (:mod:`paths.waiops.choose`; a program past 2^24 gets
+        ``int8``; the log names the CPU's int8 units at each choice). A decoder's
+        ``waiops_engine`` is its own: ``wai-dispatch paths`` shows the one it asks for."""
         return {"unit": "cpu", "engine": choose.machine_engine()}
 
     def program_present(self, job: SynthesisJob) -> bool:
@@ -156,7 +156,7 @@ class WaiOpsAdapter:
         compiled = self._compiled(job)
         if job.symbols is None:  # takes_shape refuses such a job; the engines' check would too
             raise ShapeOverLimits("wai-ops input is missing: the job carries no symbols")
-        runner = compiled.runner()
+        runner = compiled.runner(job.waiops_engine)
         symbols = job.symbols
         r = compiled.reach
         tiles = []

@@ -12,15 +12,15 @@
   ONNX Runtime is absent.
 
 The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8``, ``float32``, ``numpy``; ``auto``:
-the rule above), handed here by :func:`request_engine` when the decoder opens, forces one for a
-process (tests, benchmarks); a forced engine that cannot take the program falls back by the
-rule, and the log says so. Whichever runs, the output is the same bytes."""
+the rule above) forces one for a decoder (tests, benchmarks): the decoder's decodes' jobs carry
+it (:attr:`paths.job.SynthesisJob.waiops_engine`) to :func:`build`, so that one decoder's choice
+is no other's (no process-wide state). A forced engine that cannot take the program falls back
+by the rule, and the log says so. Whichever runs, the output is the same bytes."""
 
 from __future__ import annotations
 
 import logging
 import platform
-import threading
 from typing import Protocol
 
 import numpy as np
@@ -34,8 +34,6 @@ from wai_dispatch.setfacts.limits import Limits
 log = logging.getLogger(__name__)
 
 ENGINES = ("int8", "float32", "numpy")
-_lock = threading.Lock()
-_requested = "auto"
 
 
 class Runner(Protocol):
@@ -46,20 +44,11 @@ class Runner(Protocol):
     ) -> np.ndarray: ...
 
 
-def request_engine(name: str) -> None:
-    """The engine programs built from now on in this process get (the ``waiops_engine``
-    setting, which the decoder hands here when it opens): one of :data:`ENGINES`, or ``auto``."""
-    global _requested
+def check_engine(name: str) -> str:
+    """``name`` if it is one of :data:`ENGINES` or ``auto``, else a :class:`ValueError`."""
     if name != "auto" and name not in ENGINES:
         raise ValueError(f"no wai-ops engine {name!r}; one of auto, {', '.join(ENGINES)}")
-    with _lock:
-        _requested = name
-
-
-def requested() -> str:
-    """The engine :func:`request_engine` asked for, or ``auto``."""
-    with _lock:
-        return _requested
+    return name
 
 
 def int8_units() -> str:
@@ -90,17 +79,20 @@ def _onnxruntime() -> bool:
     return True
 
 
-def machine_engine() -> str:
-    """The engine a float32-exact program gets on this machine (``wai-dispatch paths``)."""
-    want = requested()
+def machine_engine(want: str = "auto") -> str:
+    """The engine a float32-exact program gets on this machine when ``want`` is asked for (a
+    decoder's ``waiops_engine``; ``wai-dispatch paths``)."""
+    check_engine(want)
     if not _onnxruntime():
         return "numpy"
     return "float32" if want == "auto" else want
 
 
-def build(program: Program, where: str = "wai-ops") -> Runner:
-    """The exact engine for ``program`` (module docstring), built; logged once per build."""
-    want = requested()
+def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runner:
+    """The exact engine for ``program`` (module docstring), ``want`` first where it can take
+    the program (a decoder's ``waiops_engine``; ``auto``: the rule), built; logged once per
+    build."""
+    check_engine(want)
     order: list[str] = [want] if want != "auto" else []
     order += ["float32", "int8", "numpy"] if program.float32_exact else ["int8", "numpy"]
     runner: Runner | None = None

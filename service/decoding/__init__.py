@@ -11,7 +11,7 @@ and no database (tests/project/test_architecture.py)."""
 
 from __future__ import annotations
 
-import importlib
+from wai_dispatch._face import lazy_face as _lazy_face
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the sink client's start)
 if TYPE_CHECKING:
@@ -36,9 +36,8 @@ __all__ = [
     "load_settings",
 ]
 
-#: The face: each name, and the module of this package that defines it (``module:name`` where
-#: the face names it otherwise), imported on first use (PEP 562): importing the package, as
-#: every import of one of its modules does, loads none of them.
+#: The face: each name and its module (``module:attr`` where named otherwise), imported on
+#: first use (wai_dispatch/_face.py).
 _FACE = {
     "DecodeResult": "results",
     "Decoder": "decoder",
@@ -50,17 +49,4 @@ _FACE = {
     "load_settings": "settings:load",
 }
 
-
-def __getattr__(name: str) -> object:
-    """A name of the face, imported from its module on first use."""
-    where = _FACE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, _, attr = where.partition(":")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), attr or name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_face(__name__, _FACE, __all__)

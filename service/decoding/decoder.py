@@ -61,7 +61,7 @@ from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
-from wai_dispatch.paths.waiops.choose import request_engine
+from wai_dispatch.paths.waiops.choose import check_engine
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.crop import crop_to_picture
 from wai_dispatch.service.decoding.evidence import Evidence, evidence
@@ -116,6 +116,7 @@ class Decoder:
         png_level: int = DEFAULT_PNG_LEVEL,
         tile_bytes: int = DEFAULT_TILE_BYTES,
         cache_dir: str | os.PathLike[str] | None = None,
+        waiops_engine: str = "auto",
     ) -> None:
         self.set_store = store
         self.offer = parse_offer(offer)
@@ -136,6 +137,8 @@ class Decoder:
         #: so assembling a decoder changes no other decoder's (no process-wide state).
         self.tile_bytes = tile_bytes
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        #: The wai-ops engine its decodes ask for (the ``waiops_engine`` setting), theirs alone.
+        self.waiops_engine = check_engine(waiops_engine)
 
     @classmethod
     def assemble(
@@ -156,11 +159,11 @@ class Decoder:
         registry removed is not), ``offer`` (else the ``offer`` setting, else
         :func:`paths.registry.default_offer`: the reference offer with a present hardware
         GPU's ``gpu/onnx-runtime/float`` after the neural processor) and the machine's
-        adapters, ONNX Runtime's pool sized by the ``ort_threads`` setting, the wai-ops engine
-        asked for by ``waiops_engine``. ``settings``: the process's (default:
-        :func:`settings.load` when ``data_dir`` or ``offer`` is not given). ``ready``: the
-        store's folder is created, and a data directory that cannot be is ``data_dir_invalid``
-        now rather than later.
+        adapters, ONNX Runtime's pool sized by the ``ort_threads`` setting (the process's one
+        pool), its decodes' wai-ops engine the ``waiops_engine`` setting. ``settings``: the
+        process's (default: :func:`settings.load` when ``data_dir`` or ``offer`` is not
+        given). ``ready``: the store's folder is created, and a data directory that cannot
+        be is ``data_dir_invalid`` now rather than later.
 
         ``program_cache_bytes``: the adapters are built for this decoder around one program
         cache of that budget (the service's ``program_cache_bytes``); without it, the
@@ -170,7 +173,6 @@ class Decoder:
             settings = load()
         if settings is not None:
             request_thread_pool(settings.ort_threads)
-            request_engine(settings.waiops_engine)
             data_dir = settings.data_dir if data_dir is None else data_dir
             if offer is None and settings.offer:
                 offer = settings.offer_paths
@@ -189,9 +191,11 @@ class Decoder:
         chosen = parse_offer(path_registry.default_offer(adapters) if offer is None else offer)
         level = DEFAULT_PNG_LEVEL if settings is None else settings.png_level
         tile = DEFAULT_TILE_BYTES if settings is None else settings.tile_bytes
+        engine = "auto" if settings is None else settings.waiops_engine
         return cls(
             store, chosen, adapters, limits=limits, bundled=found, programs=programs,
             png_level=level, tile_bytes=tile, cache_dir=onnx_cache.cache_dir(data_dir),
+            waiops_engine=engine,
         )  # fmt: skip
 
     # -- decoding
@@ -301,9 +305,12 @@ class Decoder:
         raise no_path(reports, done, undecodable, missing, failures)
 
     def job(self, files: SetFiles, latent: np.ndarray, symbols: np.ndarray | None) -> SynthesisJob:
-        """The synthesis job of one of this decoder's decodes: its tile budget and the ONNX
-        path's cache folder go with it (the decode, the plan and §6.4's check use it)."""
-        return SynthesisJob(files, latent, symbols, self.tile_bytes, self.cache_dir)
+        """The synthesis job of one of this decoder's decodes: its tile budget, the ONNX
+        path's cache folder and its wai-ops engine go with it (the decode, the plan and §6.4's
+        check use it)."""
+        return SynthesisJob(
+            files, latent, symbols, self.tile_bytes, self.cache_dir, self.waiops_engine
+        )
 
     # -- sets, kept by digest
 

@@ -140,7 +140,10 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     )
     if capability.networks is Arithmetic.INTEGER:
         tables = tables_of(set_files)
-        checks += verify_integer_set(set_files, tables, [neural_conformance_dir()])
+        corpora = [neural_conformance_dir()]
+        checks += verify_integer_set(
+            set_files, tables, corpora, waiops_engine=decoder.waiops_engine
+        )
         return SetCheck(digest, name, checks=checks)
     if capability.registered_tier is Tier.ENTROPY_CONSISTENCY:
         # §6.4 at entropy-consistency: the symbols digest alone decides; the 40 dB bound is

@@ -16,7 +16,8 @@ from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.job import SetFiles
-from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter, _engine, load_set_program
+from wai_dispatch.paths.waiops import choose
+from wai_dispatch.paths.waiops.adapter import CPU_WAI_OPS_NAME, WaiOpsAdapter, load_set_program
 from wai_dispatch.setfacts.limits import Limits
 
 
@@ -33,9 +34,14 @@ def corpora_for(digest: str, folders: Iterable[Path]) -> list[tuple[Path, dict[s
 
 
 def verify_integer_set(
-    set_files: SetFiles, tables: Any, corpora: Iterable[Path], adapter: WaiOpsAdapter | None = None
+    set_files: SetFiles,
+    tables: Any,
+    corpora: Iterable[Path],
+    adapter: WaiOpsAdapter | None = None,
+    waiops_engine: str = "auto",
 ) -> list[dict[str, Any]]:
-    """One row per check: ``check``, ``ok`` and what was compared."""
+    """One row per check: ``check``, ``ok`` and what was compared; the corpus runs on the
+    engine ``waiops_engine`` asks for (the verifying decoder's)."""
 
     rows: list[dict[str, Any]] = []
     try:
@@ -50,7 +56,7 @@ def verify_integer_set(
             "largest": program.largest,
         }
     )
-    engine = _engine(program)
+    engine = choose.build(program, CPU_WAI_OPS_NAME, waiops_engine)
     for folder, doc in corpora_for(set_files.digest, corpora):
         for case in doc["payloads"]:
             row: dict[str, Any] = {"check": "corpus", "payload": case["name"]}

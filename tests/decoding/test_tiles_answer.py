@@ -15,12 +15,14 @@ from PIL import Image
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.paths import tiling
+from wai_dispatch.paths.waiops import choose
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.settings import Settings, load
 
 MiB = 1 << 20
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
+INT_SAMPLE = envelopes_dir() / "int-synth-demo-q3.json"  # the wai-ops path's
 
 
 def test_a_small_decode_is_estimated_as_before() -> None:
@@ -92,3 +94,35 @@ def test_opening_a_decoder_changes_no_other_decoders_budget(
         decoder.decode(decoder.prepare(envelope))
     assert jobs == [64 * MiB, 256 * MiB]
     assert (a.cache_dir, b.cache_dir) == (tmp_path / "a/cache/onnx", tmp_path / "b/cache/onnx")
+
+
+def test_opening_a_decoder_changes_no_other_decoders_waiops_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoder A assembled with WAI_WAIOPS_ENGINE=float32 still runs the wai-ops program on
+    float32 after B is assembled with int8: each decode's job carries its decoder's engine
+    to the adapter, which builds that one (paths/waiops/choose.py), and B's runs on int8."""
+    monkeypatch.setenv("WAI_WAIOPS_ENGINE", "float32")
+    a = Decoder.assemble(tmp_path / "a", settings=load(data_dir=tmp_path / "a"))
+    monkeypatch.setenv("WAI_WAIOPS_ENGINE", "int8")
+    b = Decoder.assemble(tmp_path / "b", settings=load(data_dir=tmp_path / "b"))
+    assert (a.waiops_engine, b.waiops_engine) == ("float32", "int8")
+    built: list[tuple[str, str]] = []
+    real = choose.build
+
+    def build(program: Any, where: str = "wai-ops", want: str = "auto") -> Any:
+        runner = real(program, where, want)
+        built.append((want, choose.engine_name(runner)))
+        return runner
+
+    monkeypatch.setattr(choose, "build", build)
+    envelope = parse(INT_SAMPLE.read_bytes())
+    pictures = []
+    for decoder in (a, b, a):
+        result = decoder.decode(envelope)
+        ran = result.reports[-1].ran
+        assert ran is not None and str(ran.path) == "cpu/wai-ops/integer"
+        pictures.append(result.rgb.tobytes())
+    # each decoder's own engine, built once each (A's second decode finds A's float32 engine)
+    assert built == [("float32", "float32"), ("int8", "int8")]
+    assert pictures[0] == pictures[1] == pictures[2]  # the engines agree bit for bit

@@ -160,30 +160,26 @@ def test_every_corpus_payload_is_exact_on_emulated_cpus(cpu: str) -> None:
     assert result["ok"], (cpu, result["checks"])
 
 
-def test_the_engine_choice_and_its_override(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_engine_choice_and_its_override() -> None:
     b = every_op()
     out = b.operations[-1]["output"]
     program = load_program(b.program_json(out, 3), b.weights(), rgb8_output=True)
-    monkeypatch.setattr(choose, "_requested", "auto")
     assert choose.engine_name(choose.build(program)) == "float32"
     assert choose.machine_engine() == "float32"
-    choose.request_engine("int8")
-    assert choose.engine_name(choose.build(program)) == "int8"
-    assert choose.machine_engine() == "int8"
-    choose.request_engine("numpy")
-    assert choose.engine_name(choose.build(program)) == "numpy"
+    assert choose.engine_name(choose.build(program, want="int8")) == "int8"
+    assert choose.machine_engine("int8") == "int8"
+    assert choose.engine_name(choose.build(program, want="numpy")) == "numpy"
     with pytest.raises(ValueError):
-        choose.request_engine("int4")
+        choose.build(program, want="int4")
 
 
 def test_the_setting_reaches_the_chooser(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.decoding.settings import SettingsInvalid, load
 
-    monkeypatch.setattr(choose, "_requested", "auto")
     monkeypatch.setenv("WAI_WAIOPS_ENGINE", "Int8")
-    Decoder.assemble(settings=load(data_dir=tmp_path), bundled=False, ready=False)
-    assert choose.requested() == "int8"
+    decoder = Decoder.assemble(settings=load(data_dir=tmp_path), bundled=False, ready=False)
+    assert decoder.waiops_engine == "int8"
     monkeypatch.setenv("WAI_WAIOPS_ENGINE", "int4")
     with pytest.raises(SettingsInvalid, match="waiops_engine"):
         load(data_dir=tmp_path)
