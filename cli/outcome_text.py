@@ -49,14 +49,18 @@ def print_outcomes(
         print_(shown)
         for skipped in outcome.get("undecodable", []):
             print_(f"  {skipped['capability']}: not decodable here: {skipped['code']}")
-        for report in outcome["reports"]:
-            print_(describe(report, why))
+        error = None if outcome["decoded"] else outcome["error"]
+        # A set not installed is said once, by the error line: its reports refuse every path
+        # with dispatch_program_absent only because there is no set to hold a program (§4.2).
+        if error is None or error["code"] != "set_not_installed":
+            for report in outcome["reports"]:
+                print_(describe(report, why))
         if outcome["decoded"]:
             pic = outcome["picture"]
             where = f" → {outcome['output']}" if "output" in outcome else ""
             print_(f"  picture  {pic['width']}×{pic['height']} RGB8{where}")
         else:
-            error = outcome["error"]
+            assert error is not None
             what = "no path" if error["code"] == "decode_no_path" else error["code"]
             print_(f"  {what}  {error['message']}")
         if outcome.get("symbols_digest"):

@@ -32,6 +32,7 @@ from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
+from wai_dispatch.codec.payload_errors import PayloadError
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     InstalledSet,
@@ -228,7 +229,14 @@ class Decoder:
             if self.registry.get(part.capability) is None:
                 out.append(PreparedPart(part, None))
                 continue
-            header = any_header(part.payload, limits=self.limits)
+            try:
+                header = any_header(part.payload, limits=self.limits)
+            except PayloadError as exc:
+                if part.role == "primary":
+                    raise
+                # a fallback's bad payload is its own refusal, after the primary's report (§4)
+                out.append(PreparedPart(part, None, None, exc))
+                continue
             try:
                 digest = part.set or self.set_store.default_for(part.capability).digest
                 opened = self._cached_set(digest, None)
@@ -272,7 +280,15 @@ class Decoder:
                 continue
             needed = demand(capability, intent=intent, pins=pins)
             try:
+                if part.role == "fallback" and not isinstance(item, PreparedPart):
+                    # a fallback's payload is read before its set, as prepare reads it
+                    header = any_header(part.payload, limits=self.limits)
                 opened = self._prepared_set(item)
+                if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
+                    stage = opened.hyper.run(part.payload, limits=self.limits)
+                else:
+                    tables = opened.tables or tables_of(opened.files)  # raises why not
+                    stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)
             except SetNotInstalled as exc:
                 # No set, so no program for any backend (§4.2): the report says so path by
                 # path, and the fallback, if any, is tried.
@@ -280,11 +296,15 @@ class Decoder:
                 reports.append(decision.report)
                 missing.append(exc.message)
                 continue
-            if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
-                stage = opened.hyper.run(part.payload, limits=self.limits)
-            else:
-                tables = opened.tables or tables_of(opened.files)  # the latter raises why not
-                stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)
+            except PayloadError as exc:
+                if part.role == "primary" or not (reports or undecodable):
+                    raise
+                # The fallback's payload is bad input: its own refusal, beside the primary's
+                # no-path report (§4), not an error that hides the primary's.
+                undecodable.append(
+                    Undecodable(part.capability, exc.code, f"fallback {exc.message}")
+                )
+                continue
             # The entropy stage runs whatever §4 decides (§3): its symbols are reported even
             # when no path runs the networks.
             job = self.job(opened.files, stage.latent, stage.symbols)

@@ -42,7 +42,7 @@ from wai_dispatch.dispatch import (
     admit,
     choose,
 )
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.registry import BUILDERS
 from wai_dispatch.service.decoding.crop import crop_to_picture
 from wai_dispatch.service.decoding.hyperprior import HyperStage
@@ -121,7 +121,11 @@ def set_evidence(decoder: Decoder, files: LoadedSet) -> SetEvidence:
     capability = decoder.registry.get(files.capability)
     payload_name = files.facts.payload_file
     if capability is None or payload_name is None or not files.has(payload_name):
-        why = "this build does not know it" if capability is None else "it carries no payload"
+        why = (
+            f"{UnknownCapability.code}: this build does not know it"
+            if capability is None
+            else "it carries no payload"
+        )
         return SetEvidence(files.digest, files.capability, None, None, problem=f"the set: {why}")
     try:
         reference_digest = expected_symbols_digest(files)

@@ -38,7 +38,7 @@ from wai_dispatch.dispatch import (
     choose,
     strictjson,
 )
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.hyperprior import HyperStage
@@ -111,7 +111,14 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
         return SetCheck(digest, name, damaged=problems or [{"file": "?", "code": "set_invalid"}])
     capability = decoder.registry.get(set_files.capability)
     if capability is None:
-        return SetCheck(digest, name, skipped=f"this build does not know {set_files.capability}")
+        return SetCheck(
+            digest,
+            name,
+            skipped=(
+                f"{UnknownCapability.code}: this build does not know capability "
+                f"{set_files.capability}"
+            ),
+        )
     payload_name = set_files.facts.payload_file
     if payload_name is None or not set_files.has(payload_name):
         return SetCheck(digest, name, skipped="the set carries no payload")

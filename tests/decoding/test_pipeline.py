@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -158,6 +159,37 @@ def test_fallback_runs_when_the_primary_has_no_path(store: SetStore, tiny_set) -
     assert fallback.needed is Tier.NONE  # §2: the fallback reads no pin or tier of the primary's
 
 
+@pytest.mark.parametrize("prepared", [False, True], ids=["decode", "prepare-then-decode"])
+def test_a_fallback_with_a_bad_payload_keeps_the_primarys_no_path_report(  # type: ignore[no-untyped-def]
+    store: SetStore, tiny_set, prepared: bool
+) -> None:
+    # §4: the primary is refused on every path; the fallback's payload ("AAAA" in base64) is
+    # its own refusal beside the primary's report, not a bare payload_magic hiding it.
+    envelope = _envelope(
+        tiny_set, intent="replicate",
+        fallback=Fallback(capability="wai.neural.int_synth", payload=b"\0\0\0"),
+    )  # fmt: skip
+    decoder = Decoder(store, REFERENCE_OFFER, known_adapters())
+    with pytest.raises(NoPath) as info:
+        decoder.decode(decoder.prepare(envelope) if prepared else envelope)
+    (report,) = info.value.reports
+    assert report.capability == "wai.neural.bmshj2018" and report.ran is None
+    assert [(u.capability, u.code) for u in info.value.undecodable] == [
+        ("wai.neural.int_synth", "payload_magic")
+    ]
+    assert info.value.message == (
+        "no offered path decodes this envelope (wai.neural.bmshj2018, wai.neural.int_synth);"
+        " fallback payload: bad magic (expected b'WAIP')"
+    )
+
+
+def test_a_primary_with_a_bad_payload_is_its_typed_error(store: SetStore, tiny_set) -> None:  # type: ignore[no-untyped-def]
+    envelope = Envelope(capability="wai.neural.bmshj2018", payload=b"\0\0\0")
+    with pytest.raises(WaiError) as info:
+        _decode(store, envelope)
+    assert info.value.code == "payload_magic"
+
+
 def test_to_rgb8_clamps_scales_and_rounds_half_to_even() -> None:
     x = np.array([-0.5, 0.0, 0.5 / 255, 1.5 / 255, 2.5 / 255, 1.0, 7.0], dtype=np.float32)
     planes = np.stack([x, x, x])[None, :, None, :]
@@ -213,6 +245,21 @@ def test_cli_decode_bad_input_is_one_line_with_a_code(
     assert err.startswith(f"wai-dispatch: error: {code}: ") and "\n" not in err
 
 
+def test_cli_decode_of_an_envelope_pinned_to_a_missing_set_says_so_once(
+    tmp_path: Path, tiny_set, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "data"
+    SetStore(data / "sets").install(tiny_set[0])
+    envelope = tmp_path / "e.cbor"
+    pin = EnvelopePin(capability="wai.neural.bmshj2018", set="ab" * 32)
+    envelope.write_bytes(_envelope(tiny_set, pins=(pin,)).to_cbor())
+    assert main(["decode", str(envelope), "--data-dir", str(data)]) == 1
+    out = capsys.readouterr().out
+    # the set's absence, once; not dispatch_program_absent for each path
+    assert "dispatch_program_absent" not in out
+    assert out.count("is not installed") == 1 and "set_not_installed" in out
+
+
 def test_cli_decode_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["decode", str(tmp_path / "nope.json"), "--data-dir", str(tmp_path)]) == 2
     assert "file_unreadable" in capsys.readouterr().err
@@ -233,4 +280,23 @@ def test_cli_verify_checks_symbols_and_psnr(
     assert checks["cpu/onnx-runtime/float"]["ok"] is True
     assert checks["cpu/onnx-runtime/float (as exported)"]["psnr_db"] is None or (
         checks["cpu/onnx-runtime/float (as exported)"]["psnr_db"] >= 40
+    )
+
+
+def test_cli_verify_of_a_set_of_an_unregistered_capability_names_the_code(
+    tmp_path: Path, tiny_set, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path / "nope"
+    shutil.copytree(tiny_set[0], folder)
+    manifest = json.loads((folder / "set.json").read_text())
+    facts = manifest["facts"]
+    write_manifest(folder, name="nope", capability="wai.neural.nope", version="1", facts=facts)
+    data = tmp_path / "data"
+    SetStore(data / "sets").install(folder)
+    capsys.readouterr()
+    main(["verify", "--data-dir", str(data)])  # the bundled sets pass, so it may be ok
+    out = capsys.readouterr().out
+    assert (
+        "  skipped: unknown_capability: this build does not know capability wai.neural.nope\n"
+        in out
     )
