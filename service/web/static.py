@@ -20,7 +20,8 @@ __all__ = ["CSP", "HEADERS", "WebAssets"]
 #: A page of this service reaches nothing but this service: its own scripts, styles and routes.
 CSP = (
     "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; "
-    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
 )
 HEADERS = {
     "content-security-policy": CSP,

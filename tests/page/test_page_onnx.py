@@ -97,7 +97,11 @@ def test_float_samples_decode_on_wasm(site: Any, browser: Any, gpu: str) -> None
                 else ScriptedAdapter(GPU_ONNX_RUNTIME, placement=Placement(cpu=16))
             )
             want = python_report(
-                name, {GPU_ONNX_RUNTIME: gpu_adapter, CPU_ONNX_RUNTIME: ScriptedAdapter(CPU_ONNX_RUNTIME)}
+                name,
+                {
+                    GPU_ONNX_RUNTIME: gpu_adapter,
+                    CPU_ONNX_RUNTIME: ScriptedAdapter(CPU_ONNX_RUNTIME),
+                },
             )
             assert report == want
             reasons = result["reasons"][0]
@@ -125,9 +129,11 @@ def test_decode_equivalence_never_loads_the_runtime(site: Any, browser: Any) -> 
         page.on("request", lambda r: requested.append(r.url))
         open_page(page, site.url)
         for name in ["bmshj2018-demo-q3-replicate.json", "int-synth-demo-q3.json"]:
-            result, pixels, _ = decode(page, name)
-            refused = {f"{r['unit']}/{r['backend']}/{r['arithmetic']}": r["reason"]
-                       for r in result["reports"][0]["refused"]}
+            result, _, _ = decode(page, name)
+            refused = {
+                f"{r['unit']}/{r['backend']}/{r['arithmetic']}": r["reason"]
+                for r in result["reports"][0]["refused"]
+            }
             assert refused[str(CPU_ONNX_RUNTIME)] == "dispatch_tier_refused"
             assert refused[str(GPU_ONNX_RUNTIME)] == "dispatch_tier_refused"
         assert not [u for u in requested if RUNTIME in u]
