@@ -19,8 +19,9 @@ __all__ = ["CSP", "HEADERS", "WebAssets"]
 
 #: A page of this service reaches nothing but this service: its own scripts, styles and routes.
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
 )
 HEADERS = {
     "content-security-policy": CSP,
@@ -28,9 +29,12 @@ HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-cache",
 }
-#: What a page loads: documents, modules, styles, its icon and the vendored libraries' licence
-#: texts.
-SERVED = frozenset({".html", ".js", ".mjs", ".css", ".json", ".md", ".LICENSE", ".ico", ""})
+#: What a page loads: documents, modules, styles, its icon, the vendored libraries' licence texts
+#: and ONNX Runtime Web's WebAssembly (``application/wasm``; the CSP's ``'wasm-unsafe-eval'``
+#: lets the page compile it, and nothing else).
+SERVED = frozenset(
+    {".html", ".js", ".mjs", ".css", ".json", ".md", ".LICENSE", ".ico", ".wasm", ""}
+)
 
 
 class WebAssets(StaticFiles):

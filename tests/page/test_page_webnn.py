@@ -28,12 +28,19 @@ from pagekit import (
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.sets import SetStore
-from wai_dispatch.dispatch import REGISTRY, Report, choose, demand
-from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
+from wai_dispatch.dispatch.paths import (
+    CPU_ONNX_RUNTIME,
+    CPU_WEBNN,
+    GPU_ONNX_RUNTIME,
+    GPU_WEBNN,
+    GPU_WGSL,
+    NPU_WEBNN,
+)
 from wai_dispatch.setfacts.limits import Limits
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
-OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_WGSL)
+OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
 COUNT_CONTEXTS = """
 window.__contexts = [];
 if (navigator.ml) {
@@ -63,14 +70,15 @@ def webnn_page(site: Any, browser: Any) -> Iterator[Any]:
 
 def native(name: str, store: SetStore) -> tuple[str, dict[str, Any]]:
     """The native sink's symbols digest, and the Python core's report for the same facts (no
-    WebNN adapter: every path's unit is absent)."""
+    WebNN adapter: every WebNN path's unit is absent; no WebGPU adapter; ONNX Runtime Web's
+    WebAssembly backend runs)."""
     envelope = parse((ENVELOPES / name).read_bytes())
     part = envelope.parts()[0]
     cap = REGISTRY[part.capability]
     needed = demand(cap, intent=envelope.intent, pins=envelope.dispatch_pins())
     digest = part.set or store.default_for(cap.name).digest
     stage = entropy_stage(part.payload, tables_of(store.open(digest)), limits=Limits())
-    return stage.symbols_digest, choose(cap, needed, OFFER, {}).report.to_json()
+    return stage.symbols_digest, choose(cap, needed, OFFER, ORT_WEB).report.to_json()
 
 
 def decode_sample(page: Any, name: str) -> dict[str, Any]:
@@ -80,6 +88,10 @@ def decode_sample(page: Any, name: str) -> dict[str, Any]:
     return result
 
 
+ORT_WEB = {
+    GPU_ONNX_RUNTIME: ScriptedAdapter(GPU_ONNX_RUNTIME, unit=False),
+    CPU_ONNX_RUNTIME: ScriptedAdapter(CPU_ONNX_RUNTIME),
+}
 REQUIRE_WEBNN = os.environ.get("WAI_REQUIRE_WEBNN") == "1"
 
 
@@ -91,12 +103,11 @@ def test_webnn_present_but_no_context(site: Any, webnn_page: Any) -> None:
     assert webnn_page.evaluate("typeof navigator.ml.createContext") == "function"
     result = decode_sample(webnn_page, "bmshj2018-demo-q3.json")
     symbols_digest, report = native("bmshj2018-demo-q3.json", site.set_store)
-    assert result["decoded"] is False
+    assert result["decoded"] is True  # on ONNX Runtime Web's WebAssembly backend
     assert result["parts"][0]["symbolsDigest"] == symbols_digest
     assert result["reports"] == [report]
-    assert [r["reason"] for r in report["refused"]] == ["dispatch_unit_absent"] * 3 + [
-        "dispatch_arithmetic_mismatch"  # the page's integer path, for a float capability (§3)
-    ]
+    assert report["ran"]["backend"] == "onnx-runtime" and report["ran"]["unit"] == "cpu"
+    assert [r["reason"] for r in report["refused"]] == ["dispatch_unit_absent"] * 4
     Report.from_json(result["reports"][0])
     # npu, gpu, cpu in that order (§6.2), each refused with the browser's own reason
     assert webnn_page.evaluate("window.__contexts") == ["npu", "gpu", "cpu"]
@@ -104,7 +115,7 @@ def test_webnn_present_but_no_context(site: Any, webnn_page: Any) -> None:
         if "/webnn/" in key:
             assert "WebNN is not supported on this platform" in reason
     text = webnn_page.inner_text("#paths")
-    assert text.count("dispatch_unit_absent") == 3
+    assert text.count("dispatch_unit_absent") == 4  # three WebNN, gpu/onnx-runtime/float
     assert symbols_digest in webnn_page.inner_text("#digests")
     screenshot(webnn_page, "webnn-unit-absent")
 
@@ -115,7 +126,7 @@ def test_replicate_refused_before_any_context(site: Any, webnn_page: Any) -> Non
     assert webnn_page.evaluate("window.__contexts") == []
     assert result["reports"] == [report]
     assert report["needed"] == "decode-equivalence"
-    assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 3 + [
+    assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 5 + [
         "dispatch_arithmetic_mismatch"
     ]
     assert result["parts"][0]["symbolsDigest"] == symbols_digest

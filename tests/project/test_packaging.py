@@ -65,6 +65,11 @@ def test_the_wheel_has_one_top_level_package(wheel: Path) -> None:
     assert "wai_dispatch/service/web/page_files/js/dispatch/rules.js" in names
     assert "wai_dispatch/service/web/page_files/vendor/noble_hashes/blake3.js" in names
     assert "wai_dispatch/service/web/page_files/vendor/noble_hashes/LICENSE" in names
+    vendored = "wai_dispatch/service/web/page_files/vendor/onnxruntime_web/"
+    for name in ["ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm"]:
+        assert vendored + name in names
+    assert vendored + "LICENSE" in names
+    assert "wai_dispatch/service/web/page_files/js/onnx.js" in names
 
 
 @pytest.mark.slow

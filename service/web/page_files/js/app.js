@@ -3,6 +3,7 @@
 import { blake3Hex, decodeEnvelope, SetSource } from "./decode.js";
 import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
 import { WgslAdapter } from "./webgpu.js";
+import { onnxAdapters, ONNX_PATHS } from "./onnx.js";
 import { GPU_WGSL, pathKey } from "./dispatch/paths.js";
 import { pageFetch, requireToken } from "./auth.js";
 import { postRunReport, runReport } from "./runreport.js";
@@ -11,12 +12,14 @@ const $ = (id) => document.getElementById(id);
 const source = new SetSource(new URL(".", document.baseURI).href);
 
 /** The page's offer (§4): WebNN on the neural processor, the GPU, then the CPU (§6.2); then
- * the integer kernels on WebGPU (gpu/wgsl/integer). */
-export const OFFER = [...WEBNN_PATHS, GPU_WGSL];
+ * ONNX Runtime Web on a hardware GPU (WebGPU) and on the CPU (WebAssembly), which every browser
+ * has; then the integer kernels on WebGPU (gpu/wgsl/integer). */
+export const OFFER = [...WEBNN_PATHS, ...ONNX_PATHS, GPU_WGSL];
 
-/** Fresh adapters for one decode: the WebNN paths and the WebGPU path. */
+/** Fresh adapters for one decode: the WebNN paths, ONNX Runtime Web's and the WebGPU path. */
 export function pageAdapters() {
   const adapters = webnnAdapters(navigator.ml);
+  for (const [key, adapter] of onnxAdapters(navigator.gpu)) adapters.set(key, adapter);
   adapters.set(pathKey(GPU_WGSL), new WgslAdapter(navigator.gpu, { search: location.search }));
   return adapters;
 }
@@ -58,7 +61,7 @@ function show(result) {
       paths.appendChild(row([`${report.capability}: ${key}`, r.reason, (a && a.reason) || ""], "refused"));
     }
     if (report.ran) {
-      const placement = report.ran.placement === null ? "placement null (WebNN states none)" : JSON.stringify(report.ran.placement);
+      const placement = report.ran.placement === null ? `placement null (${report.ran.backend === "webnn" ? "WebNN" : "ONNX Runtime Web"} states none)` : JSON.stringify(report.ran.placement);
       paths.appendChild(row([`${report.capability}: ${pathKey(report.ran)}`, `ran, tier ${report.ran.tier}`, placement], "ran"));
     }
   });
@@ -155,7 +158,8 @@ async function start() {
   $("environment").textContent = (navigator.ml
     ? "This browser exposes navigator.ml (WebNN): the page asks it for contexts. "
     : "This browser exposes no navigator.ml: every WebNN path is dispatch_unit_absent; the entropy stage still runs here. ")
-    + (navigator.gpu ? "It exposes navigator.gpu (WebGPU) for the integer kernels." : "It exposes no navigator.gpu (WebGPU).");
+    + (navigator.gpu ? "It exposes navigator.gpu (WebGPU) for the integer kernels. " : "It exposes no navigator.gpu (WebGPU). ")
+    + "A float network runs on ONNX Runtime Web's WebAssembly backend where no WebNN context runs it.";
   const samples = await (await pageFetch("samples.json")).json();
   for (const s of samples) {
     const opt = document.createElement("option");

@@ -61,6 +61,7 @@ export class Job {
   constructor(source, digest, manifest, header, latent, symbols) {
     Object.assign(this, { source, digest, manifest, header, latent, symbols });
     this.webnn = null;
+    this.onnx = null;
   }
 
   waiOpsProgram() {
@@ -83,6 +84,22 @@ export class Job {
   webnnProgram() {
     const programs = this.manifest.facts && this.manifest.facts.programs;
     return (programs && programs.webnn) || null;
+  }
+
+  onnxProgram() {
+    const programs = this.manifest.facts && this.manifest.facts.programs;
+    const p = programs && programs["onnx-runtime"];
+    return p && typeof p.file === "string" && typeof p.weights === "string" ? p : null;
+  }
+
+  /** The set's decoder.onnx and its external weights (ONNX Runtime Web's paths, js/onnx.js). */
+  loadOnnx() {
+    if (this.onnx === null) {
+      const p = this.onnxProgram();
+      this.onnx = Promise.all([this.source.bytes(this.digest, p.file), this.source.bytes(this.digest, p.weights)])
+        .then(([model, weights]) => ({ program: p, model: new Uint8Array(model), weights: new Uint8Array(weights) }));
+    }
+    return this.onnx;
   }
 
   loadWebnn() {

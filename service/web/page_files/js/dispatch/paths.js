@@ -72,4 +72,6 @@ export function parseOffer(items) {
 export const NPU_WEBNN = path("npu", "webnn", "float");
 export const GPU_WEBNN = path("gpu", "webnn", "float");
 export const CPU_WEBNN = path("cpu", "webnn", "float");
+export const GPU_ONNX_RUNTIME = path("gpu", "onnx-runtime", "float");
+export const CPU_ONNX_RUNTIME = path("cpu", "onnx-runtime", "float");
 export const GPU_WGSL = path("gpu", "wgsl", "integer");
