@@ -24,7 +24,14 @@ from pagekit import (
 )
 
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
-from wai_dispatch.dispatch.paths import CPU_WEBNN, GPU_WEBNN, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.dispatch.paths import (
+    CPU_ONNX_RUNTIME,
+    CPU_WEBNN,
+    GPU_ONNX_RUNTIME,
+    GPU_WEBNN,
+    GPU_WGSL,
+    NPU_WEBNN,
+)
 from wai_dispatch.dispatch.report import Placement
 
 GPU_ARGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"]
@@ -82,10 +89,11 @@ def test_int_synth_not_placed_on_a_fallback_adapter(site: Any, gpu_page: Any) ->
     # plan takes the shape, and the placement is 12 operations on the CPU (§5).
     cap = REGISTRY["wai.neural.int_synth"]
     wgsl = ScriptedAdapter(GPU_WGSL, placement=Placement(cpu=12))
-    offer = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_WGSL)
+    # the page's offer (js/app.js): WebNN, then ONNX Runtime Web, then the WGSL kernels
+    offer = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
     expected = choose(cap, demand(cap), offer, {GPU_WGSL: wgsl}).report.to_json()
     assert report == expected
-    assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 3 + [
+    assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 5 + [
         "dispatch_not_placed"
     ]
     Report.from_json(report)

@@ -81,6 +81,7 @@ class Job:
     symbols: np.ndarray
     latent: np.ndarray | None = None
     tile_bytes: int = DEFAULT_TILE_BYTES  # the decoder's budget, as every SynthesisJob carries
+    waiops_engine: str = "auto"  # the decoder's wai-ops engine, as every SynthesisJob carries
 
 
 @pytest.fixture
