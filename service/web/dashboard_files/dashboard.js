@@ -30,6 +30,8 @@ function pageOf(list, t, navId, limit) {
 }
 
 class AuthError extends Error {}
+// the API refused (422) one query parameter: `param` is its name (`sort`, `since_ms`, …)
+class BadValue extends Error { constructor(param, message) { super(message); this.param = param; } }
 
 function token() { return sessionStorage.getItem(TOKEN_KEY); }
 
@@ -48,14 +50,67 @@ async function api(path, params) {
     throw new AuthError(res.status + (detail ? ": " + detail : ""));
   }
   if (res.status === 404) return null;
+  if (res.status === 422) {
+    let detail = "";
+    try { detail = (await res.json()).error.message; } catch (e) { /* no JSON body */ }
+    const m = /^(?:query|path)\.(\w+)/.exec(detail);
+    throw new BadValue(m ? m[1] : "", path + " answered 422" + (detail ? " (" + detail + ")" : ""));
+  }
   if (!res.ok) throw new Error(path + " answered " + res.status);
   return res.json();
 }
 
 // --- the URL: every key of DEFAULTS that differs from its default ---
+// What the API takes for each key (service/http/routes/): a key with a menu takes one of the
+// menu's options (the page's own; the sinks' sorts are the API's SINK_SORTS), the others a
+// shape and the API's length limit. A value refused here, or by the API (a 422 naming it), is
+// dropped for its default with a notice, and the rest of the view loads.
+const MENUS = { range: "f-range", tz: "f-tz", refresh: "f-refresh", sort: "sink-sort" };
+const localTime = [(v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/.test(v) && panels.parseLocal(v) !== null,
+                   "not a date and time (YYYY-MM-DDTHH:MM)"];
+const upTo = (n) => [(v) => v.length <= n, "longer than " + n + " characters"];
+const SHAPES = {
+  since: localTime, until: localTime, class: upTo(64), sink: upTo(128), capability: upTo(64),
+  set: upTo(64), q: upTo(128), prefix: [(v) => /^[0-9a-fA-F]{1,64}$/.test(v), "not 1 to 64 hexadecimal digits"],
+  run: upTo(128), run_sink: upTo(128), decode: upTo(64),
+};
+// the API's parameter → the key of the URL it comes from
+const PARAMS = { sort: "sort", desc: "sort", q: "q", prefix: "prefix", sink_class: "class",
+                 capability: "capability", set: "set", run_report: "run", report_id: "decode" };
+const notices = [];
+
+function why(k, v) {
+  if (MENUS[k]) {
+    const options = [...$(MENUS[k]).options].map((o) => o.value);
+    return options.includes(v) ? null : "not one of " + options.join(", ");
+  }
+  const shape = SHAPES[k];
+  return shape && !shape[0](v) ? shape[1] : null;
+}
+
+function drop(k, reason) {
+  notices.push("ignored " + k + "=" + state[k] + ": " + reason);
+  state[k] = DEFAULTS[k];
+  $("notice").textContent = notices.join("; ") + ".";
+  $("notice").hidden = false;
+}
+
+// The key of the URL behind a parameter the API refused (none: it is not one of the URL's).
+function keyOf(param) {
+  if (param === "sink") return state.run ? "run_sink" : "sink";
+  if (param === "since_ms" || param === "until_ms") {
+    return state.range !== "custom" ? "range" : param === "since_ms" ? "since" : "until";
+  }
+  return PARAMS[param] || null;
+}
+
 function readURL() {
   const q = new URLSearchParams(location.search);
-  for (const k of Object.keys(DEFAULTS)) state[k] = q.has(k) ? q.get(k) : DEFAULTS[k];
+  for (const k of Object.keys(DEFAULTS)) {
+    state[k] = q.has(k) ? q.get(k) : DEFAULTS[k];
+    const reason = state[k] === DEFAULTS[k] ? null : why(k, state[k]);
+    if (reason) drop(k, reason);
+  }
 }
 
 function writeURL() {
@@ -240,7 +295,14 @@ function drawDecodes(page) {
 
 async function openDetail(id) {
   try {
-    const r = await api("v1/reports/" + encodeURIComponent(id));
+    let r = null;
+    try {
+      r = await api("v1/reports/" + encodeURIComponent(id));
+    } catch (e) {
+      if (!(e instanceof BadValue)) throw e;
+      if (state.decode) { drop("decode", "refused by the service (" + e.message + ")"); writeURL(); }
+      return;
+    }
     if (!r) return;
     state.decode = id;
     writeURL();
@@ -369,7 +431,19 @@ async function load() {
     schedule();
     performance.mark("dashboard-rendered");
   } catch (e) {
-    if (mine === generation) failed(e);
+    if (mine !== generation) return;
+    const k = e instanceof BadValue ? keyOf(e.param) : null;
+    // a value the API refused: drop it and load again (once per value: a key dropped is at its
+    // default, so it cannot be dropped twice)
+    if (k && state[k] !== DEFAULTS[k]) {
+      drop(k, "refused by the service (" + e.message + ")");
+      firstPages();
+      cursors = [null];
+      toForm();
+      load();
+      return;
+    }
+    failed(e);
   }
 }
 
