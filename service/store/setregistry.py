@@ -3,6 +3,9 @@
 
 A set is a row of ``sets`` keyed by its BLAKE3 digest (its manifest's), and its archive (a plain
 tar of the set's folder, as the installing replica verified it) in ``set_chunks``, 4 MiB a row.
+A bundled set is registered by reference: its row (``bundled``, no chunks) names it, and each
+replica installs it from the copy its package ships (every replica ships the bundled sets), so
+the database does not hold a second copy of bytes every data directory's cache already has.
 Removing a set writes its tombstone (``removed_ms``): the row stays, so a removed bundled set is
 not installed again at the next start; installing it again clears the tombstone. Each
 capability's chosen default is a row of ``set_defaults``. Every replica reads the registry into
@@ -128,8 +131,9 @@ class SetRegistry:
         return found[0]
 
     def publish(self, local: SetStore, digest: str, *, bundled: bool = False) -> bool:
-        """Put the set installed in ``local`` into the registry (its archive with it); a
-        removed one is installed again (its tombstone cleared). ``False`` when it was live
+        """Put the set installed in ``local`` into the registry (its archive with it, unless
+        ``bundled``: then by reference, no chunks); a removed one is installed again (its
+        tombstone cleared). ``False`` when it was live
         already (another replica, or a start racing this one, put it there). A set over
         :data:`MAX_SET_BYTES` is ``set_too_large``."""
         entry = local.get(digest)
@@ -154,7 +158,7 @@ class SetRegistry:
                     )
                     return True
             data = archive_of(local, digest)
-            parts = list(_chunks(data))
+            parts = [] if bundled else list(_chunks(data))
             with self.store.engine.begin() as conn:
                 conn.execute(
                     insert(SetRow).values(
@@ -169,10 +173,11 @@ class SetRegistry:
                         removed_ms=None,
                     )
                 )
-                conn.execute(
-                    insert(SetChunkRow),
-                    [{"digest": digest, "seq": i, "data": p} for i, p in enumerate(parts)],
-                )
+                if parts:
+                    conn.execute(
+                        insert(SetChunkRow),
+                        [{"digest": digest, "seq": i, "data": p} for i, p in enumerate(parts)],
+                    )
         except IntegrityError:
             return False  # a concurrent publish of the same set won
         except SQLAlchemyError as exc:
@@ -199,7 +204,7 @@ class SetRegistry:
 
     def archive(self, digest: str) -> bytes:
         """The set's archive, its chunks joined in order (:class:`SetNotInstalled` when the
-        registry has no bytes for it)."""
+        registry has no bytes for it: a bundled set registered by reference has none)."""
         table = SetChunkRow.__table__
         try:
             with self.store.engine.connect() as conn:

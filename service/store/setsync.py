@@ -36,6 +36,7 @@ from wai_dispatch.codec.sets import (
     MANIFEST_NAME,
     Problem,
     SetError,
+    SetNotInstalled,
     SetStore,
     bundled_digest,
     bundled_folders,
@@ -45,13 +46,14 @@ from wai_dispatch.codec.sets.regular import atomic_write
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.setcache import (
+    bundled_dir,
     removed,
     write_removed,
 )
 from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.report_store import StoreDown
-from wai_dispatch.service.store.setregistry import SetRegistry
+from wai_dispatch.service.store.setregistry import RegistryEntry, SetRegistry
 
 log = logging.getLogger("wai_dispatch.service.sets")
 
@@ -83,12 +85,16 @@ class SetSync:
         *,
         bundled: Path | None = None,
         repair: bool = True,
+        packaged: Path | None = None,
     ) -> None:
         self.registry = registry
         self.decoder = decoder
         self.refresh_s = refresh_s
         #: Where the bundled sets are; ``None``: they are not put into the registry.
         self.bundled = bundled
+        #: Where this replica's package ships the bundled sets (a bundled set the registry
+        #: lists is installed from there, whether or not :attr:`bundled` is on).
+        self.packaged = packaged if packaged is not None else bundled_dir()
         #: A set the registry lists whose copy here is not whole is fetched again (the
         #: service); else it is left for ``sets list`` and ``sets verify`` to show.
         self.repair = repair
@@ -202,7 +208,7 @@ class SetSync:
                 if digest in here and (not self.repair or self.cache.intact(digest, full=False)):
                     continue
                 try:
-                    self._fetch(digest)
+                    self._fetch(live[digest])
                 except StoreDown:
                     raise
                 except (WaiError, OSError) as exc:
@@ -221,19 +227,41 @@ class SetSync:
         self.decoder.forget(digest)
         log.info("set %s removed from this replica's cache", digest[:16])
 
-    def _fetch(self, digest: str) -> None:
+    def _fetch(self, listed: RegistryEntry) -> None:
         """Fetch the set by digest, install it into the cache (every file checked against
         the manifest, its programs loaded) and check it is the set named; else it is left out
-        and the problem raised."""
-        data = self.registry.archive(digest)
+        and the problem raised. A bundled set (registered by reference) is installed from the
+        packaged copy; a replica whose package lacks it (another version) takes the registry's
+        bytes if it has any (a row from before sets were registered by reference), else the
+        set is ``set_not_installed`` here."""
+        digest = listed.digest
+        if listed.bundled:
+            folder = packaged(self.packaged, digest)
+            if folder is not None:
+                self._check(self.decoder.install_set(folder).digest, digest)
+                log.info("set %s installed from the bundled copy", digest[:16])
+                return
+            try:
+                data = self.registry.archive(digest)
+            except SetNotInstalled:
+                raise SetNotInstalled(
+                    f"bundled set {listed.name} ({digest[:16]}…) is registered by reference "
+                    "and this replica's package does not ship it (another wai-dispatch "
+                    "version?): install it here with `sets install`, or upgrade this replica"
+                ) from None
+        else:
+            data = self.registry.archive(digest)
         with tempfile.TemporaryDirectory(prefix="wai-fetch-") as tmp:
             archive = Path(tmp) / "set.tar"
             archive.write_bytes(data)
             entry = self.decoder.install_set(archive)
-        if entry.digest != digest:
-            self.cache.remove(entry.digest)
-            raise SetError(f"the registry's archive for {digest[:16]}… is set {entry.digest}")
+        self._check(entry.digest, digest)
         log.info("set %s fetched from the set registry (%d bytes)", digest[:16], len(data))
+
+    def _check(self, installed: str, digest: str) -> None:
+        if installed != digest:
+            self.cache.remove(installed)
+            raise SetError(f"the registry's copy of {digest[:16]}… is set {installed}")
 
     def _write_defaults(self, defaults: dict[str, str]) -> None:
         if defaults != self.cache.defaults():
@@ -294,6 +322,11 @@ class SetSync:
         return sorted(
             d for d in self.state.listed if d not in here or not self.cache.intact(d, full=False)
         )
+
+
+def packaged(directory: Path, digest: str) -> Path | None:
+    """The bundled set folder under ``directory`` whose digest is ``digest``, if any."""
+    return next((f for f in bundled_folders(directory) if bundled_digest(f) == digest), None)
 
 
 def registry_down(exc: StoreDown) -> StoreError:

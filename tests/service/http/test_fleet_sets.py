@@ -198,6 +198,39 @@ def test_a_set_that_does_not_verify_is_never_used_and_readyz_says_so(
                 assert c.get("/readyz").status_code == 200
 
 
+def test_bundled_sets_are_registered_by_reference_and_a_second_replica_installs_them(
+    tmp_path: Path, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import func, select
+
+    from wai_dispatch.service.store import setsync
+    from wai_dispatch.service.store.models import SetChunkRow, SetRow
+
+    with replica(tmp_path / "a", database) as a:
+        engine = a.service.report_store.engine
+        with engine.connect() as conn:
+            rows = conn.execute(select(SetRow.digest, SetRow.bundled, SetRow.chunks)).all()
+            held = conn.execute(select(func.count()).select_from(SetChunkRow)).scalar_one()
+        assert len(rows) == 3 and all(bundled and chunks == 0 for _, bundled, chunks in rows)
+        assert held == 0  # no bytes of a bundled set in the database
+        digests = {d for d, _, _ in rows}
+        with replica(tmp_path / "b", database, bundled_sets=False) as b:  # from the package
+            assert _cached(b) == digests == _cached(a)
+            assert _decode(b) == (200, None)
+        # a replica whose package lacks them (another version): typed, not a crash
+        empty = tmp_path / "no-bundled"
+        empty.mkdir()
+        monkeypatch.setattr(setsync, "bundled_dir", lambda: empty)
+        with replica(tmp_path / "c", database, bundled_sets=False) as c:
+            assert _cached(c) == set()
+            problems = c.service.sets.state.problems
+            assert set(problems) == digests
+            assert {p.code for p in problems.values()} == {"set_not_installed"}
+            with c.client() as client:
+                r = client.get("/readyz")
+                assert r.status_code == 503 and set(r.json()["missing_sets"]) == digests
+
+
 def test_without_bundled_sets_the_registry_starts_empty(tmp_path: Path) -> None:
     url = _sqlite_url(tmp_path)
     with replica(tmp_path / "a", url, bundled_sets=False) as a:
