@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +29,6 @@ import numpy as np
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
 from wai_dispatch.codec.payload_errors import PayloadError
 from wai_dispatch.codec.picture import to_rgb8
@@ -42,7 +40,6 @@ from wai_dispatch.codec.sets import (
     install_bundled,
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
-from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
@@ -54,29 +51,28 @@ from wai_dispatch.dispatch import (
     demand,
     parse_offer,
 )
-from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
+from wai_dispatch.dispatch.errors import UnknownCapability
 from wai_dispatch.paths import onnx_cache
 from wai_dispatch.paths import registry as path_registry  # a module: tests swap its adapters
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import request_thread_pool
-from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.paths.waiops.choose import check_engine
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.crop import crop_to_picture
 from wai_dispatch.service.decoding.evidence import Evidence, evidence
-from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.service.decoding.opened_sets import OpenedSets
 from wai_dispatch.service.decoding.parts import (
     NoProgram,
     OpenedSet,
     Prepared,
     PreparedPart,
     any_header,
-    check_capability,
     log_failures,
 )
 from wai_dispatch.service.decoding.plan import plan
+from wai_dispatch.service.decoding.prepare import prepare_envelope
 from wai_dispatch.service.decoding.results import (
     DecodeResult,
     ImportResult,
@@ -127,10 +123,10 @@ class Decoder:
         self.bundled = bundled or BundledResult()
         #: Opened sets by digest (each counted as its files' bytes).
         self.sets: LRU[str, OpenedSet] = LRU(max_entries=MAX_OPEN_SETS) if sets is None else sets
+        self.opened = OpenedSets(store, self.sets)  # service/decoding/opened_sets.py
         #: The program cache the adapters keep their programs in, when they share one
         #: (:meth:`assemble` builds it); its counters are the service's ``/metrics``.
         self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
-        self._opening = threading.Lock()
         #: The zlib level of the decodes' PNG (the ``png_level`` setting).
         self.png_level = png_level
         #: This decoder's tile budget (the ``tile_bytes`` setting) and the folder of the ONNX
@@ -217,40 +213,10 @@ class Decoder:
         return self._decode_parts(parts, envelope.intent, envelope.dispatch_pins())
 
     def prepare(self, envelope: Envelope) -> Prepared:
-        """Read each part's payload header (checked against the limits; a bad one raises its
-        typed error here) and open its set, once, before the decode: what a decode will cost
-        is known from them (the HTTP service's admission) and ``decode(prepared)`` reads
-        neither again. A set that is of another capability than its part raises
-        ``set_capability_mismatch`` here; any other error opening a set is kept for the decode
-        to raise (or, for a set not installed, to try the fallback), as an unprepared decode
-        would."""
-        out: list[PreparedPart] = []
-        for part in envelope.parts():
-            if self.registry.get(part.capability) is None:
-                out.append(PreparedPart(part, None))
-                continue
-            try:
-                header = any_header(part.payload, limits=self.limits)
-            except PayloadError as exc:
-                if part.role == "primary":
-                    raise
-                # a fallback's bad payload is its own refusal, after the primary's report (§4)
-                out.append(PreparedPart(part, None, None, exc))
-                continue
-            try:
-                digest = part.set or self.set_store.default_for(part.capability).digest
-                opened = self._cached_set(digest, None)
-            except WaiError as exc:
-                out.append(PreparedPart(part, header, None, exc))
-                continue
-            check_capability(digest, opened, part.capability)
-            try:
-                check_pin(opened.files.manifest, part.pin)
-            except WaiError as exc:
-                out.append(PreparedPart(part, header, None, exc))
-                continue
-            out.append(PreparedPart(part, header, opened))
-        return Prepared(envelope, tuple(out), self.tile_bytes)
+        """Read each part's payload header and open its set, once, before the decode
+        (service/decoding/prepare.py): what a decode will cost is known from them (the HTTP
+        service's admission), and ``decode(prepared)`` reads neither again."""
+        return prepare_envelope(envelope, self.registry, self.limits, self.opened, self.tile_bytes)
 
     def decode_payload(
         self, payload: bytes, *, capability: str, set_digest: str | None = None
@@ -348,56 +314,19 @@ class Decoder:
         return self._set_for_part(item.set, item.capability, item.pin)
 
     def _set_for_part(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
-        """A part's set: the one it names, else the store's default for its capability; its
-        capability checked against the part's."""
-        digest = given or self.set_store.default_for(capability).digest
-        opened = self._cached_set(digest, pin)
-        check_capability(digest, opened, capability)
-        return opened
+        return self.opened.for_part(given, capability, pin)
 
     def _cached_set(self, digest: str, pin: Pin | None) -> OpenedSet:
-        """The set ``digest`` from this decoder's LRU of opened sets, opened from the store (every
-        byte verified, its programs and tables checked) when absent or changed on disk."""
-        opened = self.sets.get(digest)
-        if opened is None or not opened.files.unchanged():
-            with self._opening:  # one thread hashes a set; the others wait and reuse it
-                opened = self.sets.get(digest)
-                if opened is None or not opened.files.unchanged():
-                    files = self.set_store.open(digest)  # every byte read once and verified
-                    check_programs(files)  # a broken program is refused as the set loads
-                    try:  # parsed once here; a decode that needs bad tables says why
-                        tables = tables_of(files)
-                    except CodecError:
-                        tables = None
-                    # a hyperprior set's program is bound-checked here, as the set loads
-                    opened = OpenedSet(files, tables, HyperStage.of(files))
-                    nbytes = sum(len(data) for data in files.files.values())
-                    self.sets.put(digest, opened, nbytes)
-        check_pin(opened.files.manifest, pin)  # §2: a pinned decode uses exactly these bytes
-        return opened
+        return self.opened.get(digest, pin)
 
     def install_set(self, source: str | os.PathLike[str]) -> InstalledSet:
         """Install a set (folder or archive) into the store, refusing one whose programs do
-        not load (e.g. a ``wai-ops/1`` program that breaks the bound rule): nothing stays."""
-        existed = {entry.digest for entry in self.set_store.list()}
-        entry = self.set_store.install(source)
-        try:
-            files = self.set_store.open(entry.digest)
-            check_programs(files)
-            HyperStage.of(files)  # a hyperprior set's hyper-synthesis: the bound rule too
-        except WaiError:
-            if entry.digest not in existed:
-                self.set_store.remove(entry.digest)
-            raise
-        self.forget(entry.digest)
-        return entry
+        not load: nothing stays (service/decoding/opened_sets.py)."""
+        return self.opened.install(source)
 
     def forget(self, digest: str | None = None) -> None:
         """Drop a kept set (every kept set without ``digest``): the next use re-verifies it."""
-        if digest is None:
-            self.sets.clear()
-        else:
-            self.sets.pop(digest)
+        self.opened.forget(digest)
 
     def _without_program(self) -> dict[DispatchPath, Adapter]:
         return {path: NoProgram(path, self.adapters.get(path)) for path in self.offer}

@@ -491,17 +491,17 @@ def test_runs_from_many_threads_agree(adapter: OnnxRuntimeAdapter, the_set: Load
 
 def test_thread_count_from_the_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The decoder hands the ort_threads setting to the pool it has not made yet."""
-    from wai_dispatch.paths import onnx
+    from wai_dispatch.paths import onnx_session
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.decoding.settings import SettingsInvalid, load
 
-    monkeypatch.setattr(onnx, "_requested", None)
+    monkeypatch.setattr(onnx_session, "_requested", None)
     monkeypatch.setenv("WAI_ORT_THREADS", "1")
     Decoder.assemble(settings=load(data_dir=tmp_path), bundled=False, ready=False)
-    assert onnx._requested == 1
+    assert onnx_session._requested == 1
     monkeypatch.setenv("WAI_ORT_THREADS", "")
     Decoder.assemble(data_dir=tmp_path, bundled=False, ready=False)
-    assert onnx._requested is None
+    assert onnx_session._requested is None
     monkeypatch.setenv("WAI_ORT_THREADS", "two")
     with pytest.raises(SettingsInvalid, match="WAI_ORT_THREADS"):
         Decoder.assemble(data_dir=tmp_path, bundled=False, ready=False)
