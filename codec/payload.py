@@ -1,16 +1,7 @@
 """The payload of the entropy stage (§6.3): header, rANS stream and escape section; payload to
 symbols, their digest, and the latent. Every byte is described in docs/payload.md.
 
-Errors (:mod:`codec.payload_errors`, named here too; each a :class:`codec.errors.CodecError`
-with a stable ``code``)::
-
-    PayloadError               payload_invalid (base)
-    ├── PayloadFormatError     payload_magic, payload_version, payload_header_invalid
-    ├── PayloadLengthError     payload_truncated, payload_trailing
-    ├── PayloadLimitError      payload_too_large, payload_shape_over_limits
-    ├── PayloadStreamError     payload_stream_invalid, payload_escape_invalid
-    └── PayloadTablesMismatch  payload_tables_mismatch
-    SymbolsError               symbols_invalid (bad input to encode, symbols_digest, latent)
+Errors: :mod:`codec.payload_errors` (their tree and codes are listed there), re-exported here.
 """
 
 from __future__ import annotations
