@@ -33,6 +33,7 @@ from wai_dispatch.codec.payload import (
     SymbolsError,
 )
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.codec.varints import read_varints, write_varints
 from wai_dispatch.setfacts.limits import Limits
 
 __all__ = [
@@ -199,7 +200,7 @@ def encode(
         if bounds[k + 1] > bounds[k]:
             coder.encode_reverse(index[bounds[k] : bounds[k + 1]], models[k])
     words: bytes = coder.get_compressed().astype("<u4", copy=False).tobytes()
-    escapes = waip._write_varints(raw.astype(np.uint64))
+    escapes = write_varints(raw.astype(np.uint64))
     version = VERSION if picture is None else PICTURE_VERSION
     head = _HEADER.pack(
         MAGIC, version, 0, y.shape[1], len(z_payload), len(words) // 4, int(raw.size), len(escapes)
@@ -268,7 +269,7 @@ def _decode_y(
         )
     if where.size:
         at = start + 4 * header.y_words
-        raw = waip._read_varints(bytes(payload[at : at + header.y_escape_bytes]), where.size)
+        raw = read_varints(bytes(payload[at : at + header.y_escape_bytes]), where.size)
         g = groups[where]
         off = y_tables.offsets.astype(np.int64)[g]
         esc = y_tables.cdf_lengths.astype(np.int64)[g] - 2

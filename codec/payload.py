@@ -27,6 +27,7 @@ from wai_dispatch.codec.payload_errors import (
     SymbolsError,
 )
 from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.codec.varints import MAX_VARINT_BYTES, read_varints, write_varints
 from wai_dispatch.setfacts.limits import Limits
 
 __all__ = [
@@ -60,7 +61,6 @@ _HEADER = struct.Struct("<4sBBHHHIII")
 HEADER_SIZE = _HEADER.size  # 24 (version 1)
 #: Version 2's header ends with the picture's width and height (codec.picture_size), after 1's.
 PICTURE_HEADER_SIZE = HEADER_SIZE + picture_size.FIELD.size  # 32
-_MAX_VARINT_BYTES = 5  # 7 * 5 = 35 bits hold every escape of an int32 symbol
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 # Symbols decoded per call at most: a whole channel of a default-limits latent (256 x 256).
@@ -149,7 +149,7 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
             code=CodecCode.PAYLOAD_SHAPE_OVER_LIMITS,
         )
     # Each escape is one to five bytes (docs/payload.md); a header claiming otherwise lies.
-    if esc_count > header.symbols or not esc_count <= esc_bytes <= _MAX_VARINT_BYTES * esc_count:
+    if esc_count > header.symbols or not esc_count <= esc_bytes <= MAX_VARINT_BYTES * esc_count:
         raise PayloadFormatError(
             f"payload: {esc_count} escapes in {esc_bytes} bytes for {header.symbols} symbols"
         )
@@ -256,7 +256,7 @@ def encode(
     for c in range(channels - 1, -1, -1):
         coder.encode_reverse(index[c], models[c])
     words: bytes = coder.get_compressed().astype("<u4", copy=False).tobytes()
-    escapes = _write_varints(raw.astype(np.uint64))
+    escapes = write_varints(raw.astype(np.uint64))
     version = VERSION if picture is None else PICTURE_VERSION
     header = _HEADER.pack(
         MAGIC, version, 0, channels, height, width, len(words) // 4, int(raw.size), len(escapes)
@@ -342,7 +342,7 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
             code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     start = header.header_size + 4 * header.stream_words
-    raw = _read_varints(payload[start : start + header.escape_bytes], where.size)
+    raw = read_varints(payload[start : start + header.escape_bytes], where.size)
     channel = where // count
     value = (
         np.where(
@@ -358,45 +358,3 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
         )
     symbols.reshape(-1)[where] = value.astype(np.int32)
     return symbols.reshape(header.shape)
-
-
-def _write_varints(values: npt.NDArray[np.uint64]) -> bytes:
-    """LEB128: 7 bits a byte, least significant first, high bit set on all but the last."""
-    if values.size == 0:
-        return b""
-    nbytes = np.ones(values.shape, dtype=np.int64)
-    for k in range(1, _MAX_VARINT_BYTES):
-        nbytes += values >= np.uint64(1 << (7 * k))
-    ends = np.cumsum(nbytes)
-    out = np.empty(int(ends[-1]), dtype=np.uint8)
-    starts = ends - nbytes
-    for k in range(_MAX_VARINT_BYTES):
-        has = nbytes > k
-        chunk = (values[has] >> np.uint64(7 * k)) & np.uint64(0x7F)
-        more = (nbytes[has] > k + 1).astype(np.uint64) << np.uint64(7)
-        out[starts[has] + k] = (chunk | more).astype(np.uint8)
-    return out.tobytes()
-
-
-def _read_varints(data: bytes, count: int) -> npt.NDArray[np.uint64]:
-    """Exactly ``count`` minimal LEB128 values filling ``data``; else payload_escape_invalid."""
-    b = np.frombuffer(data, dtype=np.uint8)
-    last = np.flatnonzero(b < 0x80)
-    if last.size != count or last[-1] != b.size - 1:
-        raise PayloadStreamError(
-            f"payload: the escape section does not hold exactly {count} values",
-            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
-        )
-    starts = np.concatenate(([0], last[:-1] + 1))
-    lengths = last - starts + 1
-    # Minimal form only (a final 0x00 after a continuation is padding), so that a symbol array
-    # has exactly one payload.
-    if int(lengths.max()) > _MAX_VARINT_BYTES or bool(np.any((lengths > 1) & (b[last] == 0))):
-        raise PayloadStreamError(
-            "payload: an escape value is not a minimal varint of at most 5 bytes",
-            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
-        )
-    group = np.repeat(np.arange(count), lengths)
-    position = np.arange(b.size) - starts[group]
-    parts = (b & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
-    return np.add.reduceat(parts, starts).astype(np.uint64)

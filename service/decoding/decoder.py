@@ -123,7 +123,7 @@ class Decoder:
         self.bundled = bundled or BundledResult()
         #: Opened sets by digest (each counted as its files' bytes).
         self.sets: LRU[str, OpenedSet] = LRU(max_entries=MAX_OPEN_SETS) if sets is None else sets
-        self.opened = OpenedSets(store, self.sets)  # service/decoding/opened_sets.py
+        self.opened = OpenedSets(store, self.sets, registry)  # service/decoding/opened_sets.py
         #: The program cache the adapters keep their programs in, when they share one
         #: (:meth:`assemble` builds it); its counters are the service's ``/metrics``.
         self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs

@@ -1,7 +1,8 @@
 """A decoder's opened sets: each installed set read from the store once (every byte verified,
 its programs and tables checked, a hyperprior's hyper-synthesis bound-checked) and kept by
 digest in an LRU, reopened when its files change on disk; and installing into the store, which
-refuses a set whose programs do not load."""
+refuses a set whose programs do not load or whose capability the decoder's registry does not
+hold (``unknown_capability``: no path here could decode it, and it must not become a default)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import InstalledSet, SetStore
 from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.dispatch import Pin
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
+from wai_dispatch.dispatch.registry import Registry
 from wai_dispatch.paths.lru import LRU
 from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.service.decoding.hyperprior import HyperStage
@@ -26,9 +28,10 @@ class OpenedSets:
     """The sets of ``store`` a decoder has opened, kept in ``kept`` (each counted as its files'
     bytes); thread-safe: one thread hashes a set, the others wait and reuse it."""
 
-    def __init__(self, store: SetStore, kept: LRU[str, OpenedSet]) -> None:
+    def __init__(self, store: SetStore, kept: LRU[str, OpenedSet], registry: Registry) -> None:
         self.store = store
         self.kept = kept
+        self.registry = registry
         self._opening = threading.Lock()
 
     def get(self, digest: str, pin: Pin | None) -> OpenedSet:
@@ -61,11 +64,19 @@ class OpenedSets:
         return opened
 
     def install(self, source: str | os.PathLike[str]) -> InstalledSet:
-        """Install a set (folder or archive) into the store, refusing one whose programs do
-        not load (e.g. a ``wai-ops/1`` program that breaks the bound rule): nothing stays."""
+        """Install a set (folder or archive) into the store, refusing one whose capability
+        the registry does not hold or whose programs do not load (e.g. a ``wai-ops/1`` program
+        that breaks the bound rule): nothing stays."""
         existed = {entry.digest for entry in self.store.list()}
         entry = self.store.install(source)
         try:
+            if entry.capability not in self.registry:
+                known = ", ".join(sorted(self.registry))
+                raise UnknownCapability(
+                    f"set {entry.name} ({entry.digest[:16]}…) is of capability "
+                    f"{entry.capability!r}, which this build does not know (known: {known}); "
+                    "no path here could decode it"
+                )
             files = self.store.open(entry.digest)
             check_programs(files)
             HyperStage.of(files)  # a hyperprior set's hyper-synthesis: the bound rule too

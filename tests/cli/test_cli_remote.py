@@ -24,17 +24,14 @@ from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHA
 from wai_dispatch.cli.http_client import Answer, NotConnected
 from wai_dispatch.cli.main import main
 from wai_dispatch.cli.remote import (
-    BACKOFF_CAP_S,
     CODES,
     MAX_ENVELOPE_BYTES,
     RemoteError,
     RemoteInvalid,
     RemoteUnreachable,
-    backoff,
     call,
-    http_date,
-    retry_after,
 )
+from wai_dispatch.cli.retry import BACKOFF_CAP_S, backoff, http_date, retry_after
 
 CLI = [sys.executable, "-m", "wai_dispatch.cli"]
 RUN_REPORT = Path(__file__).parents[2] / "docs" / "examples" / "run-report.json"
@@ -245,7 +242,8 @@ OURS_ON_THE_CLIENT = {
     "wai_dispatch", "wai_dispatch._face", "wai_dispatch.cli", "wai_dispatch.cli.main",
     "wai_dispatch.cli.flags",
     "wai_dispatch.cli.parsers", "wai_dispatch.cli.parsers.decode", "wai_dispatch.cli.remote",
-    "wai_dispatch.cli.http_client", "wai_dispatch.cli.outcome_text", "wai_dispatch.service",
+    "wai_dispatch.cli.http_client", "wai_dispatch.cli.retry", "wai_dispatch.cli.outcome_text",
+    "wai_dispatch.service",
     "wai_dispatch.service.decoding", "wai_dispatch.service.decoding.client_settings",
 }  # fmt: skip
 

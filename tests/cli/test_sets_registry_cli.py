@@ -117,3 +117,31 @@ def test_the_command_in_its_own_process_says_it_once(tmp_path: Path) -> None:
         "wai-dispatch: error: set_registry_down: the set registry (the report database) "
         "does not answer; nothing changed"
     ]
+
+
+def test_a_set_of_a_capability_this_build_does_not_know_is_refused_and_nothing_stays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No path here could decode it, and installed it would become its capability's default:
+    ``sets install`` refuses it with ``unknown_capability`` naming the known ones, and neither
+    the cache nor the registry keeps it."""
+    from wai_dispatch.codec.sets import write_manifest
+
+    folder = tmp_path / "bogus"
+    (folder).mkdir()
+    (folder / "wai-usage.json").write_text("{}\n")
+    write_manifest(folder, name="bogus", capability="wai.neural.bogus", version="1", facts={})
+    data = tmp_path / "data"
+    status, out, err = _run(capsys, "sets", "install", str(folder), "--data-dir", str(data))
+    assert (status, out) == (2, "")
+    assert err.splitlines() == [
+        "wai-dispatch: error: unknown_capability: set bogus ("
+        + err.split("(", 1)[1].split(")", 1)[0]
+        + ") is of capability 'wai.neural.bogus', which this build does not know (known: "
+        "wai.neural.bmshj2018, wai.neural.bmshj2018_hyperprior, wai.neural.int_synth); "
+        "no path here could decode it"
+    ]
+    status, listed, _ = _run(capsys, "sets", "list", "--json", "--data-dir", str(data))
+    assert status == 0
+    assert "wai.neural.bogus" not in json.dumps(listed)
+    assert all(e.capability != "wai.neural.bogus" for e in _registry(data).values())

@@ -61,19 +61,27 @@ async function api(path, params) {
 }
 
 // --- the URL: every key of DEFAULTS that differs from its default ---
-// What the API takes for each key (service/http/routes/): a key with a menu takes one of the
-// menu's options (the page's own; the sinks' sorts are the API's SINK_SORTS), the others a
-// shape and the API's length limit. A value refused here, or by the API (a 422 naming it), is
-// dropped for its default with a notice, and the rest of the view loads.
+// What the API takes for each key: a key with a menu takes one of the menu's options (the
+// page's own; the sinks' sorts are the API's SINK_SORTS); the others are sent to the API, and
+// the service says what its parameters take (limits.json: the length limit and patterns the
+// routes declare, service/web/dashboard.py). The times are the page's own form. A value refused
+// here, or by the API (a 422 naming it), is dropped for its default with a notice, and the rest
+// of the view loads.
 const MENUS = { range: "f-range", tz: "f-tz", refresh: "f-refresh", sort: "sink-sort" };
 const localTime = [(v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/.test(v) && panels.parseLocal(v) !== null,
                    "not a date and time (YYYY-MM-DDTHH:MM)"];
-const upTo = (n) => [(v) => v.length <= n, "longer than " + n + " characters"];
-const SHAPES = {
-  since: localTime, until: localTime, class: upTo(64), sink: upTo(128), capability: upTo(64),
-  set: upTo(64), q: upTo(128), prefix: [(v) => /^[0-9a-fA-F]{1,64}$/.test(v), "not 1 to 64 hexadecimal digits"],
-  run: upTo(128), run_sink: upTo(128), decode: upTo(64),
-};
+const SHAPES = { since: localTime, until: localTime };
+
+// One check per key from the API's limits (a key the service did not describe: the API's 422
+// is the check).
+function takeLimits(limits) {
+  for (const [k, { max_length: n, patterns }] of Object.entries(limits)) {
+    const forms = (patterns || []).map((p) => new RegExp(p));
+    SHAPES[k] = [(v) => (n == null || v.length <= n) && forms.every((re) => re.test(v)),
+                 n != null && !(patterns || []).length ? "longer than " + n + " characters"
+                   : "not what the API takes (" + [...(patterns || []), ...(n != null ? ["at most " + n + " characters"] : [])].join("; ") + ")"];
+  }
+}
 // the API's parameter → the key of the URL it comes from
 const PARAMS = { sort: "sort", desc: "sort", q: "q", prefix: "prefix", sink_class: "class",
                  capability: "capability", set: "set", run_report: "run", report_id: "decode" };
@@ -487,6 +495,12 @@ document.addEventListener("keydown", (ev) => {
   if (ev.key === "Escape" && !$("detail").hidden) $("d-close").click();
 });
 
-readURL();
-panels.follow();
-if (token()) showDashboard(); else showLogin("");
+fetch("limits.json")
+  .then((r) => (r.ok ? r.json() : {}))
+  .catch(() => ({}))
+  .then((limits) => {
+    takeLimits(limits);
+    readURL();
+    panels.follow();
+    if (token()) showDashboard(); else showLogin("");
+  });

@@ -305,3 +305,30 @@ def test_without_a_token_file_every_banner_names_the_database_token(
         assert r.json()["error"]["code"] == "set_not_installed"
     third = banner(load(data_dir=b_dir, database_url=url))
     assert third[1] == f"admin token: 2 live in the token table {note}"
+
+
+def test_a_set_of_an_unknown_capability_is_refused_on_every_store(
+    tmp_path: Path, database: str
+) -> None:
+    """POSTed to a replica, a set whose capability this build does not know is a 422
+    ``unknown_capability``: the registry does not list it, no replica caches it, and readiness
+    is unchanged (it never reached the registry)."""
+    from wai_dispatch.codec.sets import write_manifest
+
+    folder = tmp_path / "bogus"
+    folder.mkdir()
+    (folder / "wai-usage.json").write_text("{}\n")
+    write_manifest(folder, name="bogus", capability="wai.neural.bogus", version="1", facts={})
+    with replica(tmp_path / "a", database) as a:
+        before = _cached(a)
+        with a.client("admin") as c:
+            r = c.post(
+                "/v1/sets", content=_tgz(folder), headers={"Content-Type": "application/gzip"}
+            )
+            assert r.status_code == 422, r.text
+            assert r.json()["error"]["code"] == "unknown_capability"
+            assert "wai.neural.bogus" in r.json()["error"]["message"]
+            listed = c.get("/v1/sets").json()["sets"]
+            assert all(s["capability"] != "wai.neural.bogus" for s in listed)
+            assert c.get("/readyz").status_code == 200
+        assert _cached(a) == before
