@@ -32,6 +32,7 @@ from wai_dispatch.dispatch.paths import (
     GPU_WGSL,
     NPU_WEBNN,
 )
+from wai_dispatch.tools.bench_page import RUN_WEBGPU_ADAPTER as RUN_ADAPTER
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
 FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
@@ -42,34 +43,6 @@ WEBGPU_WASM = "ort-wasm-simd-threaded.asyncify.wasm"
 WASM_BUILD = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 # SwiftShader computes each decode on the two shared cores (about 20 s a decode here).
 pytestmark = pytest.mark.slow
-
-#: The page's own modules: the entropy stage, then gpu/onnx-runtime/float's adapter's run on this
-#: browser's adapter, whatever it is (the dispatch would refuse a software one first).
-RUN_ADAPTER = """async (name) => {
-  const at = (p) => new URL(p, document.baseURI).href;
-  const { SetSource, entropyStage, Job, toRgb8, cropPicture } = await import(at("js/decode.js"));
-  const { OrtWebGpuAdapter } = await import(at("js/onnx.js"));
-  const { parseEnvelope } = await import(at("js/codec/envelope.js"));
-  const { describeAdapter, isSoftware } = await import(at("js/webgpu.js"));
-  const { pageFetch } = await import(at("js/auth.js"));
-  const res = await pageFetch(`samples/${encodeURIComponent(name)}`);
-  const part = parseEnvelope(new Uint8Array(await res.arrayBuffer())).parts[0];
-  const source = new SetSource(at("."));
-  const digest = part.set ?? (await source.defaultFor(part.capability));
-  const manifest = await source.manifest(digest);
-  const stage = await entropyStage(source, digest, manifest, part.payload);
-  const job = new Job(source, digest, manifest, stage.header, stage.latent, stage.symbols);
-  const adapter = new OrtWebGpuAdapter(navigator.gpu);
-  const present = await adapter.unitPresent();
-  const plan = adapter.plan(job);
-  const start = performance.now();
-  const out = await adapter.run(job);
-  const ms = performance.now() - start;
-  const picture = cropPicture(toRgb8(out.xHat, out.shape), stage.header.picture);
-  const gpu = adapter.adapter;
-  return { present, plan, software: isSoftware(gpu), adapter: describeAdapter(gpu), ms,
-           symbolsDigest: stage.symbolsDigest, pixels: Array.from(picture.data) };
-}"""
 
 #: SwiftShader with its name hidden: the page's isSoftware() sees a hardware adapter. Only a test
 #: does this, to follow the page's route for a hardware adapter on the one adapter here.
