@@ -46,6 +46,8 @@ BENCHES = {
     "answer": "wai_dispatch.tools.bench_answer",  # PNG levels and raw RGB8 beside the decode
     # decodes/s through Ray Serve with 2 replicas vs 1 on a local 2-node cluster (ray extra)
     "ray": "wai_dispatch.tools.bench_ray",
+    # the page's float decode per path (WebAssembly; WebGPU on SwiftShader) vs the native decode
+    "page": "wai_dispatch.tools.bench_page",
 }
 #: Benchmarks that `all` runs only where their extra is installed (by name, they run anyway).
 NEEDS = {"ray": "ray"}
@@ -70,6 +72,7 @@ QUICK: dict[str, list[str]] = {
     "ray": ["--seconds", "3", "--clients", "2"],
     "hyperprior": ["--repeats", "1"],
     "make-set": ["--quick"],
+    "page": ["--quick"],
 }
 
 

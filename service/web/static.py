@@ -30,8 +30,9 @@ HEADERS = {
     "cache-control": "no-cache",
 }
 #: What a page loads: documents, modules, styles, its icon, the vendored libraries' licence texts
-#: and ONNX Runtime Web's WebAssembly (``application/wasm``; the CSP's ``'wasm-unsafe-eval'``
-#: lets the page compile it, and nothing else).
+#: and ONNX Runtime Web's WebAssembly, both of its builds (``application/wasm``; the CSP's
+#: ``'wasm-unsafe-eval'`` lets the page compile them, and nothing else: WebGPU itself needs no
+#: CSP directive).
 SERVED = frozenset(
     {".html", ".js", ".mjs", ".css", ".json", ".md", ".LICENSE", ".ico", ".wasm", ""}
 )

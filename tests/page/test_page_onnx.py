@@ -2,7 +2,8 @@
 sample decodes to a picture on ``cpu/onnx-runtime/float`` (ONNX Runtime Web's WebAssembly
 backend, vendored) within §6.4's 40 dB of the native CPU decode, with the native symbols digest.
 ``gpu/onnx-runtime/float`` is refused honestly: with no adapter ``dispatch_unit_absent``; on
-SwiftShader (a software adapter) ``dispatch_not_placed``; then the WebAssembly path runs. A decode
+SwiftShader (a software adapter) ``dispatch_not_placed``; then the WebAssembly path runs, and the
+WebGPU build is never fetched (tests/page/test_page_onnx_webgpu.py runs it). A decode
 that needs ``decode-equivalence`` (replicate, the integer capability) never loads the runtime.
 Each report equals the Python core's for the same facts."""
 
@@ -33,6 +34,7 @@ FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
 OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
 SWIFTSHADER = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"]
 RUNTIME = "/vendor/onnxruntime_web/"
+WEBGPU_BUILD = "ort.webgpu.min.mjs"
 pytestmark = pytest.mark.slow  # decodes in the browser on ONNX Runtime Web
 
 
@@ -121,6 +123,8 @@ def test_float_samples_decode_on_wasm(site: Any, browser: Any, gpu: str) -> None
             assert "ONNX Runtime Web states none" in page.inner_text("#paths")
         screenshot(page, f"onnx-wasm-{gpu}")
         assert sum(u.endswith("ort-wasm-simd-threaded.wasm") for u in requested) == 1
+        # the WebGPU build is loaded only for a hardware adapter: neither here
+        assert not [u for u in requested if WEBGPU_BUILD in u or "asyncify" in u]
 
 
 def test_decode_equivalence_never_loads_the_runtime(site: Any, browser: Any) -> None:

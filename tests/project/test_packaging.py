@@ -66,7 +66,14 @@ def test_the_wheel_has_one_top_level_package(wheel: Path) -> None:
     assert "wai_dispatch/service/web/page_files/vendor/noble_hashes/blake3.js" in names
     assert "wai_dispatch/service/web/page_files/vendor/noble_hashes/LICENSE" in names
     vendored = "wai_dispatch/service/web/page_files/vendor/onnxruntime_web/"
-    for name in ["ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm"]:
+    for name in [
+        "ort.wasm.min.mjs",
+        "ort-wasm-simd-threaded.mjs",
+        "ort-wasm-simd-threaded.wasm",
+        "ort.webgpu.min.mjs",  # the WebGPU build (gpu/onnx-runtime/float on the page)
+        "ort-wasm-simd-threaded.asyncify.mjs",
+        "ort-wasm-simd-threaded.asyncify.wasm",
+    ]:
         assert vendored + name in names
     assert vendored + "LICENSE" in names
     assert "wai_dispatch/service/web/page_files/js/onnx.js" in names

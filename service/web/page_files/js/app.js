@@ -159,7 +159,7 @@ async function start() {
     ? "This browser exposes navigator.ml (WebNN): the page asks it for contexts. "
     : "This browser exposes no navigator.ml: every WebNN path is dispatch_unit_absent; the entropy stage still runs here. ")
     + (navigator.gpu ? "It exposes navigator.gpu (WebGPU) for the integer kernels. " : "It exposes no navigator.gpu (WebGPU). ")
-    + "A float network runs on ONNX Runtime Web's WebAssembly backend where no WebNN context runs it.";
+    + "Where no WebNN context runs a float network, ONNX Runtime Web runs it: on a hardware WebGPU adapter through its WebGPU build, else on its WebAssembly build (each loaded only when tried).";
   const samples = await (await pageFetch("samples.json")).json();
   for (const s of samples) {
     const opt = document.createElement("option");

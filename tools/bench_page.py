@@ -1,0 +1,151 @@
+"""The page's float decode times per path (docs/page.md), beside the native decode of the same
+sample on the CPU (``Decoder``, ONNX Runtime), in Debian's Chromium (``/usr/bin/chromium``,
+headless, Playwright): ``python -m wai_dispatch.tools.bench page`` (``python -m
+wai_dispatch.tools.bench_page [--quick] [--repeats N]`` for its options).
+
+- ``wasm``: the page's own route (``window.waiPage.decodeSample()``: the entropy stage, §4's
+  choice, ``cpu/onnx-runtime/float`` on ONNX Runtime Web's WebAssembly build, the RGB8 picture),
+  in a browser with no WebGPU adapter;
+- ``webgpu-swiftshader``: ``gpu/onnx-runtime/float``'s adapter run directly (the page's
+  dispatch refuses a software adapter, ``dispatch_not_placed``) on SwiftShader
+  (``--enable-unsafe-webgpu --use-webgpu-adapter=swiftshader``): the entropy stage, then the
+  decoder through the WebGPU build's ``webgpu`` execution provider on SwiftShader's device. It
+  computes on the CPU; it says nothing of a hardware GPU, which this machine lacks.
+
+Each path's first decode includes loading its build and opening the session (and, on WebGPU,
+compiling the shaders); ``then`` is the best of the following ``--repeats``. Ratios are page ÷
+native (above 1: the page is slower). ``--quick``: one sample, the WebAssembly route only."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wai_dispatch.conformance import envelopes_dir
+
+CHROMIUM = Path("/usr/bin/chromium")
+SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
+BASE_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update"]
+SWIFTSHADER = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"]
+
+#: The page's own modules: a sample's entropy stage, then gpu/onnx-runtime/float's adapter's run
+#: on this browser's adapter, whatever it is (the page's dispatch refuses a software one first).
+#: Returns the adapter's answers, the symbols digest, the RGB8 picture and the run's time (ms).
+RUN_WEBGPU_ADAPTER = """async (name) => {
+  const at = (p) => new URL(p, document.baseURI).href;
+  const { SetSource, entropyStage, Job, toRgb8, cropPicture } = await import(at("js/decode.js"));
+  const { OrtWebGpuAdapter } = await import(at("js/onnx.js"));
+  const { parseEnvelope } = await import(at("js/codec/envelope.js"));
+  const { describeAdapter, isSoftware } = await import(at("js/webgpu.js"));
+  const { pageFetch } = await import(at("js/auth.js"));
+  const res = await pageFetch(`samples/${encodeURIComponent(name)}`);
+  const part = parseEnvelope(new Uint8Array(await res.arrayBuffer())).parts[0];
+  const source = new SetSource(at("."));
+  const digest = part.set ?? (await source.defaultFor(part.capability));
+  const manifest = await source.manifest(digest);
+  const stage = await entropyStage(source, digest, manifest, part.payload);
+  const job = new Job(source, digest, manifest, stage.header, stage.latent, stage.symbols);
+  const adapter = new OrtWebGpuAdapter(navigator.gpu);
+  const present = await adapter.unitPresent();
+  const plan = present ? adapter.plan(job) : null;
+  const start = performance.now();
+  const out = await adapter.run(job);
+  const ms = performance.now() - start;
+  const picture = cropPicture(toRgb8(out.xHat, out.shape), stage.header.picture);
+  const gpu = adapter.adapter;
+  return { present, plan, software: isSoftware(gpu), adapter: describeAdapter(gpu), ms,
+           symbolsDigest: stage.symbolsDigest, pixels: Array.from(picture.data) };
+}"""
+
+
+def _timed(page: Any, expression: str, *arg: Any) -> float:
+    start = time.perf_counter()
+    page.evaluate(expression, *arg)
+    return time.perf_counter() - start
+
+
+def _page_times(url: str, token: str, args: list[str], path: str, repeats: int) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright  # lazy: the test extra
+
+    from wai_dispatch.tools.verify_page import TOKEN_KEY
+
+    out: dict[str, Any] = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=[*BASE_ARGS, *args]
+        )
+        try:
+            context = browser.new_context()
+            context.add_init_script(f"sessionStorage.setItem({TOKEN_KEY!r}, {token!r});")
+            page = context.new_page()
+            page.goto(url)
+            page.wait_for_function("() => window.waiPage && window.waiPage.ready === true")
+            for name in SAMPLES[:1] if path == "quick" else SAMPLES:
+                times = []
+                for _ in range(1 + repeats):
+                    if path == "webgpu-swiftshader":
+                        times.append(_timed(page, RUN_WEBGPU_ADAPTER, name))
+                    else:
+                        page.select_option("#sample", name)
+                        times.append(_timed(page, "window.waiPage.decodeSample()"))
+                out[name] = {"first": times[0], "then": min(times[1:], default=None)}
+        finally:
+            browser.close()
+    return out
+
+
+def _native_times(repeats: int) -> dict[str, Any]:
+    from wai_dispatch.service.decoding.decoder import Decoder
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        decoder = Decoder.assemble(Path(tmp))
+        for name in SAMPLES:
+            body = (envelopes_dir() / name).read_bytes()
+            times = []
+            for _ in range(1 + repeats):
+                start = time.perf_counter()
+                decoder.decode(body)
+                times.append(time.perf_counter() - start)
+            out[name] = {"first": times[0], "then": min(times[1:], default=None)}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench page")
+    parser.add_argument("--quick", action="store_true", help="one sample, WebAssembly only")
+    parser.add_argument("--repeats", type=int, default=2, help="decodes after the first")
+    args = parser.parse_args(list(argv or []))
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        print("page: skipped (Playwright is not installed: the test extra)")
+        return 0
+    if not CHROMIUM.exists():
+        print(f"page: skipped ({CHROMIUM} is not installed)")
+        return 0
+    from wai_dispatch.tools.verify_page import serve_page
+
+    repeats = 1 if args.quick else args.repeats
+    native = _native_times(repeats)
+    routes = {"wasm": []} if args.quick else {"wasm": [], "webgpu-swiftshader": SWIFTSHADER}
+    print(f"{'path':20} {'sample':34} {'first s':>8} {'then s':>8} {'native s':>9} {'ratio':>7}")
+    with serve_page() as (url, token):
+        for path, extra in routes.items():
+            got = _page_times(url, token, extra, "quick" if args.quick else path, repeats)
+            for name, t in got.items():
+                then, anchor = t["then"], native[name]["then"]
+                ratio = f"{then / anchor:7.1f}" if then and anchor else "      —"
+                print(f"{path:20} {name:34} {t['first']:8.2f} {then or 0:8.2f} "
+                      f"{anchor or 0:9.3f} {ratio}", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
