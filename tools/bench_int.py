@@ -30,11 +30,16 @@ from wai_dispatch.codec.sets import LoadedSet, Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.job import SynthesisJob
-from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
+from wai_dispatch.paths.onnx import (
+    OnnxRuntimeAdapter,
+    configure_thread_pool,
+    shared_session_options,
+)
 from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
 from wai_dispatch.paths.waiops.choose import int8_units, machine_engine
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_engine import Int8Engine
+from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
 from wai_dispatch.tools.bench_timing import best_of, best_of_interleaved, gemm_rate
 
@@ -101,6 +106,54 @@ def int8_products(program: Any, engine: Int8Engine, h: int, w: int) -> int:
             planes, gemm = engine._igdn[op.name]
             products += c * c * h * w * planes * gemm.digits
     return 2 * products
+
+
+def graph_products(program: Any, engine: Int8GraphEngine, h: int, w: int) -> int:
+    """2 × the int8 products the int8 graph engine's ``ConvInteger`` nodes compute for an
+    h × w latent (planes × digits × the input channels each digit reads)."""
+    products = 0
+    for op in program.operations:
+        if op.op in ("conv2d", "conv_transpose2d"):
+            products += engine.products.get(op.name, 0) * h * w
+            if op.op == "conv_transpose2d":
+                h, w = h * op.attrs["stride"], w * op.attrs["stride"]
+        elif op.op == "igdn":  # a float32 1×1 Conv in the graph: not int8 work
+            continue
+    return 2 * products
+
+
+def graph_profile(int_job: Any, wai: WaiOpsAdapter, runs: int = 5) -> str:
+    """Where one 256×256 run of the int8 graph engine spends its time, by ONNX operator:
+    ONNX Runtime's own profile over ``runs`` runs, each node's fastest run, summed by op."""
+    import onnxruntime as ort
+
+    engine = Int8GraphEngine(wai.program(int_job))
+    so = shared_session_options()  # the process's pool (--threads)
+    so.enable_profiling = True
+    so.profile_file_prefix = str(Path(os.environ.get("TMPDIR", "/tmp")) / "wai-int8-graph")
+    session = ort.InferenceSession(engine.model, so, providers=["CPUExecutionProvider"])
+    x = int_job.symbols.astype(np.float32)
+    for _ in range(runs):
+        session.run(None, {"symbols": x})
+    path = Path(session.end_profiling())
+    events = json.loads(path.read_text())
+    path.unlink()
+    fastest: dict[str, float] = {}
+    kind: dict[str, str] = {}
+    for e in events:
+        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
+            fastest[e["name"]] = min(fastest.get(e["name"], 1e18), float(e["dur"]))
+            kind[e["name"]] = e["args"]["op_name"]
+    by: dict[str, float] = {}
+    for name, dur in fastest.items():
+        by[kind[name]] = by.get(kind[name], 0.0) + dur
+    total = max(sum(by.values()), 1e-9)
+    top = sorted(by.items(), key=lambda kv: -kv[1])[:8]
+    shares = ", ".join(f"{k} {v / total:.0%}" for k, v in top)
+    return (
+        f"int8 graph engine, 256×256, by operator (ONNX Runtime's profile, each node's fastest "
+        f"of {runs} runs, {total / 1e3:.1f} ms in all): {shares}"
+    )
 
 
 def int8_profile(int_job: Any, wai: WaiOpsAdapter) -> str:
@@ -250,13 +303,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "synthesis in time (goal ≤ 0.6)"
     )
     print(
-        f"{'picture':9} {'engine':8} {'time':>10} {'float':>10} {'ratio':>6} {'GOP/s':>6} "
+        f"{'picture':9} {'engine':10} {'time':>10} {'float':>10} {'ratio':>6} {'GOP/s':>6} "
         f"{'of int8':>8} {'of f32':>7}"
     )
     for label, case in CASES[:1] if args.quick else CASES:
         int_job, float_job = _jobs(case, label)
         program = wai.program(int_job)
-        engines: dict[str, Any] = {"float32": OnnxEngine(program), "int8": Int8Engine(program)}
+        engines: dict[str, Any] = {
+            "float32": OnnxEngine(program),
+            "int8-graph": Int8GraphEngine(program),
+            "int8": Int8Engine(program),
+        }
         runs = {"float": partial(ort_adapter.run, float_job)}
         runs |= {name: partial(e.run, int_job.symbols) for name, e in engines.items()}
         best = best_of_interleaved(runs, args.repeats)
@@ -265,23 +322,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                 partial(Engine(program).run, int_job.symbols), max(2, args.repeats // 3)
             )
         ops = program_ops(program, *int_job.symbols.shape[2:])
-        for name in ("float32", "int8", "numpy"):
+        for name in ("float32", "int8-graph", "int8", "numpy"):
             if name not in best:
                 continue
             rate = ops / best[name] / 1e9
             print(
-                f"{label:9} {name:8} {best[name] * 1e3:7.1f} ms {best['float'] * 1e3:7.1f} ms "
+                f"{label:9} {name:10} {best[name] * 1e3:7.1f} ms {best['float'] * 1e3:7.1f} ms "
                 f"{best[name] / best['float']:6.2f} {rate:6.0f} {rate / int8['gops']:8.0%} "
                 f"{rate / f32['gflops']:7.0%}"
             )
-        products = int8_products(program, engines["int8"], *int_job.symbols.shape[2:])
-        floor = products / 1e9 / int8["gops"]
-        print(
-            f"{label:9} int8 GEMM floor: {products / ops:.1f} int8 products a multiply-accumulate "
-            f"(planes × digits), at the int8 peak ≥ {floor * 1e3:.1f} ms = "
-            f"{floor / best['float']:.2f}× the float synthesis"
-        )
-    print(int8_profile(_jobs(CASES[0][1])[0], wai))
+        latent = int_job.symbols.shape[2:]
+        for name, products in (
+            ("int8-graph", graph_products(program, engines["int8-graph"], *latent)),
+            ("int8", int8_products(program, engines["int8"], *latent)),
+        ):
+            floor = products / 1e9 / int8["gops"]
+            print(
+                f"{label:9} {name} GEMM floor: {products / ops:.1f} int8 products a "
+                f"multiply-accumulate (planes × digits), at the int8 peak ≥ {floor * 1e3:.1f} ms"
+                f" = {floor / best['float']:.2f}× the float synthesis"
+            )
+    first = _jobs(CASES[0][1])[0]
+    print(graph_profile(first, wai))
+    print(int8_profile(first, wai))
     rss_int, rss_float = _worker(["rss", "integer"]), _worker(["rss", "float"])
     print(
         f"peak memory, one 768×512 decode in a fresh process (VmHWM): integer "

@@ -1,6 +1,8 @@
-"""``python -m wai_dispatch.tools.int8_check``: the int8 engine of ``wai-ops/1`` on this CPU (or
+"""``python -m wai_dispatch.tools.int8_check``: an int8 engine of ``wai-ops/1`` on this CPU (or
 an emulated one: ``qemu-x86_64 -cpu Haswell .venv/bin/python -m wai_dispatch.tools.int8_check``)
-against the pinned hashes and the int64 reference, in one JSON line.
+against the pinned hashes and the int64 reference, in one JSON line: ``--engine int8`` (the
+default, :mod:`paths.waiops.int8_engine`) or ``--engine int8-graph``
+(:mod:`paths.waiops.int8_graph`).
 
 Checks: the neural-conformance payloads named (default: the two smallest) decode to their
 pinned RGB8 hashes; the hyperprior's hyper-synthesis on a side latent at its range's ends
@@ -8,7 +10,9 @@ equals the int64 reference; and the **16-bit edge layer** — a convolution whos
 plane × weight products is ``2 · 127 · 127``, the largest the engine's planes allow — equals
 the reference. ``--plane-bits 8`` runs the same with 8-bit planes, which ONNX Runtime's u8×s8
 kernel on AVX2 without VNNI (``vpmaddubsw``) saturates: that run is expected to differ there
-(docs/wai-ops.md). Exit status 0 when every check holds."""
+(docs/wai-ops.md). The graph engine's edge layer puts every plane at −64 or 64 against weights
+stored as 255, so pairs reach ``2 · 255 · 64``; with ``--plane-bits 8`` its planes reach ±128
+and the same kernel saturates. Exit status 0 when every check holds."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
-from wai_dispatch.paths.waiops import int8_engine, reference
+from wai_dispatch.paths.waiops import int8_engine, int8_graph, reference
 from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.choose import int8_units
 from wai_dispatch.paths.waiops.load import load_program
@@ -62,6 +66,32 @@ def edge_program(ci: int = 16, co: int = 4) -> tuple[Program, np.ndarray]:
     return program, x
 
 
+def graph_edge_program(bits: int = 7, ci: int = 16, co: int = 4) -> tuple[Program, np.ndarray]:
+    """The int8 graph engine's edge layer: a 3×3 convolution whose weights are all 127 (stored
+    as 127 + 128 = 255, the largest uint8) over inputs whose every balanced ``bits``-bit plane
+    is at its most negative (−2^(bits−1)) or whose low plane is and whose top plane is at its
+    largest, so every pair of products is ``±2 · 255 · 2^(bits−1)``; a border of zeros."""
+    half = 1 << (bits - 1)
+    base = 1 << bits
+    low = -half - half * base  # both planes −half
+    top = min(half, 127) * base - half  # low plane −half, top plane as large as it goes
+    b = ProgramBuilder("x", ci, (low, top))
+    w = np.full((co, ci, 3, 3), 127, dtype=np.int8)
+    bias = np.arange(co, dtype=np.int32) - 2
+    b.add("conv2d", "edge", ["x"], "y", {"kernel": 3, "padding": 1}, {"weight": w, "bias": bias})
+    program = load_program(b.program_json("y", co), b.weights())
+    x = np.full((1, ci, 6, 7), low, dtype=np.int32)
+    x[:, :, 3:] = top
+    x[:, :, :, 0] = 0
+    return program, x
+
+
+def _engine(name: str, program: Program) -> Any:
+    if name == "int8-graph":
+        return int8_graph.Int8GraphEngine(program)
+    return int8_engine.Int8Engine(program)
+
+
 def hyper_program() -> Program:
     folder = sets_dir() / "bmshj2018-hyperprior-demo-q3"
     facts = json.loads((folder / "set.json").read_bytes())["facts"]["hyperprior"]
@@ -70,12 +100,14 @@ def hyper_program() -> Program:
     )
 
 
-def run(payloads: Sequence[str], hyper: bool = True) -> dict[str, Any]:
+def run(payloads: Sequence[str], hyper: bool = True, engine_name: str = "int8") -> dict[str, Any]:
     """Every check as ``{"name": ok}`` with the CPU's int8 units."""
-    out: dict[str, Any] = {"cpu": int8_units(), "plane_bits": int8_engine.PLANE_BITS}
+    graph = engine_name == "int8-graph"
+    bits = int8_graph.PLANE_BITS if graph else int8_engine.PLANE_BITS
+    out: dict[str, Any] = {"cpu": int8_units(), "plane_bits": bits, "engine": engine_name}
     checks: dict[str, bool] = {}
-    program, x = edge_program()
-    got = int8_engine.Int8Engine(program).run(x)
+    program, x = graph_edge_program(bits) if graph else edge_program()
+    got = _engine(engine_name, program).run(x)
     checks["edge-16-bit-pairs"] = bool(np.array_equal(got, reference.run(program, x)))
     corpus = neural_conformance_dir()
     doc = json.loads((corpus / "corpus.json").read_bytes())
@@ -88,7 +120,7 @@ def run(payloads: Sequence[str], hyper: bool = True) -> dict[str, Any]:
         rgb8_output=True,
     )
     tables = EntropyTables.from_json((folder / str(manifest.facts.tables)).read_bytes())
-    engine = int8_engine.Int8Engine(synth) if payloads else None
+    engine = _engine(engine_name, synth) if payloads else None
     for case in doc["payloads"]:
         if case["name"] not in payloads or engine is None:
             continue
@@ -99,7 +131,7 @@ def run(payloads: Sequence[str], hyper: bool = True) -> dict[str, Any]:
         h = hyper_program()
         z = np.random.default_rng(5).choice(np.array(h.input_range), (1, h.input_channels, 3, 2))
         z = z.astype(np.int32)
-        got = int8_engine.Int8Engine(h).run(z)
+        got = _engine(engine_name, h).run(z)
         checks["hyperprior-h_s"] = bool(np.array_equal(got, reference.run(h, z)))
     out["checks"] = checks
     out["ok"] = all(checks.values())
@@ -112,15 +144,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every payload of the corpus")
     parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime's pool size")
     parser.add_argument("--no-hyper", action="store_true")
-    parser.add_argument("--plane-bits", type=int, default=int8_engine.PLANE_BITS)
+    parser.add_argument("--plane-bits", type=int, default=None, help="7, the engines' own")
+    parser.add_argument("--engine", choices=("int8", "int8-graph"), default="int8")
     args = parser.parse_args(argv)
     threads = configure_thread_pool(args.threads)
-    int8_engine.set_plane_bits(args.plane_bits)
+    if args.plane_bits is not None:
+        mod = int8_graph if args.engine == "int8-graph" else int8_engine
+        mod.set_plane_bits(args.plane_bits)
     payloads = args.payloads
     if args.all:
         doc = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())
         payloads = [p["name"] for p in doc["payloads"]]
-    result = run(payloads, hyper=not args.no_hyper)
+    result = run(payloads, hyper=not args.no_hyper, engine_name=args.engine)
     result["threads"] = threads
     print(json.dumps(result, sort_keys=True))
     return 0 if result["ok"] else 1

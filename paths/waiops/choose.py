@@ -4,14 +4,19 @@
 - ``float32``: the program as one float32-exact ONNX Runtime graph
   (:class:`~paths.waiops.onnx_engine.OnnxEngine`), for a program whose every bound is below
   2^24 — measured the fastest on this project's CPUs (``bench int``);
-- ``int8``: the convolutions on the CPU's int8 units, 7-bit activation planes × int8 weight
-  digits through ``MatMulInteger`` (:class:`~paths.waiops.int8_engine.Int8Engine`), for any
-  program the bound rule admits — the exact engine for programs past 2^24 (the hyperprior's
-  hyper-synthesis);
+- ``int8-graph``: the whole program as one ONNX Runtime graph whose convolutions are
+  ``ConvInteger`` on the CPU's int8 units (:class:`~paths.waiops.int8_graph.Int8GraphEngine`),
+  for a program whose plane recombination it proves inside int32 — the exact engine for
+  programs past 2^24 (the hyperprior's hyper-synthesis); for a float32-exact one it is slower
+  than the float32 graph on this project's CPUs (``bench int``: its activations need two
+  int8 planes, so each multiply-accumulate costs two or more int8 products);
+- ``int8``: the same products through ``MatMulInteger`` with NumPy between them
+  (:class:`~paths.waiops.int8_engine.Int8Engine`), for any program the bound rule admits;
 - ``numpy``: the float64/float32 NumPy engine (:class:`~paths.waiops.engine.Engine`), where
   ONNX Runtime is absent.
 
-The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8``, ``float32``, ``numpy``; ``auto``:
+The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8-graph``, ``int8``, ``float32``,
+``numpy``; ``auto``:
 the rule above) forces one for a decoder (tests, benchmarks): the decoder's decodes' jobs carry
 it (:attr:`paths.job.SynthesisJob.waiops_engine`) to :func:`build`, so that one decoder's choice
 is no other's (no process-wide state). A forced engine that cannot take the program falls back
@@ -27,13 +32,14 @@ import numpy as np
 
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_engine import Int8Engine, NotInt8Exact
+from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine, NotGraphExact
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.setfacts.limits import Limits
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("int8", "float32", "numpy")
+ENGINES = ("int8-graph", "int8", "float32", "numpy")
 
 
 class Runner(Protocol):
@@ -94,7 +100,10 @@ def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runne
     build."""
     check_engine(want)
     order: list[str] = [want] if want != "auto" else []
-    order += ["float32", "int8", "numpy"] if program.float32_exact else ["int8", "numpy"]
+    if program.float32_exact:
+        order += ["float32", "int8-graph", "int8", "numpy"]
+    else:
+        order += ["int8-graph", "int8", "numpy"]
     runner: Runner | None = None
     chosen = "numpy"
     for name in order:
@@ -118,6 +127,8 @@ def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runne
 
 def engine_name(runner: object) -> str:
     """An engine's name as :func:`build` chose it."""
+    if isinstance(runner, Int8GraphEngine):
+        return "int8-graph"
     if isinstance(runner, Int8Engine):
         return "int8"
     return "numpy" if isinstance(runner, Engine) else "float32"
@@ -134,6 +145,11 @@ def _try(name: str, program: Program) -> Runner | None:
         try:
             return OnnxEngine(program)
         except SqrtNotExact:  # this build's square root is not correctly rounded
+            return None
+    if name == "int8-graph":
+        try:
+            return Int8GraphEngine(program)
+        except (NotGraphExact, SqrtNotExact):
             return None
     try:
         return Int8Engine(program)

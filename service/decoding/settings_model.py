@@ -149,7 +149,7 @@ class Settings(BaseSettings):
     ort_threads: int | None = Field(
         default=None, ge=1, le=256, description="ONNX Runtime's pool; default the CPUs"
     )
-    waiops_engine: Literal["auto", "int8", "float32", "numpy"] = Field(
+    waiops_engine: Literal["auto", "int8-graph", "int8", "float32", "numpy"] = Field(
         default="auto",
         description="the exact engine of wai-ops programs (paths/waiops/choose.py); auto: the "
         "fastest exact one for the program; a forced one that cannot take a program falls back",

@@ -1,0 +1,415 @@
+"""The int8 graph engine of ``wai-ops/1``: the whole program as one ONNX Runtime graph whose
+convolutions run on ``ConvInteger`` (the CPU's int8 units), with no NumPy between the
+operations (docs/wai-ops.md, "The int8 graph engine"; the integer arithmetic in
+:mod:`paths.waiops.int8_digits`).
+
+Per convolution (a stride-2 transposed one split into its four phases, each a stride-1
+convolution with only its taps, as the float path does):
+
+- the activations ``x`` (exact integers in the graph's float type) in **balanced 7-bit
+  planes**: ``h = ⌊(x + 64) / 128⌋``, ``l = x − 128 h`` ∈ [−64, 63], then ``h`` again while it
+  can pass ±64; every plane an int8 in [−64, 64], ``x = 0`` (the padding) every plane 0, so
+  the ``ConvInteger``'s own zero padding is the program's;
+- the weights in **base-256 digits**, each stored as a uint8 ``b + z`` under the
+  ``ConvInteger``'s weight zero point ``z`` (128, or 127 where that saves a digit); a digit past
+  the first multiplies only the input channels (``Gather``) where it is not 0;
+- one ``ConvInteger`` per plane and digit (uint8 weights × int8 planes → int32: MLAS's u8×s8
+  kernels, the weights its unsigned operand); every pair of products is at most
+  ``2 · 255 · 64 = 32,640`` in magnitude, inside a saturating 16-bit sum;
+- the recombination ``Σ_d Σ_j 256^d 128^j Y_dj`` in int32 (``Mul`` by a scalar, ``Add``): every
+  term and partial sum proven inside int32 from the weights and the bound rule's interval of
+  ``x`` (:func:`~paths.waiops.int8_digits.recombination_bound`), or the engine refuses the
+  program (:class:`NotGraphExact`). A transposed convolution with few output channels (below
+  :data:`~paths.onnx_rewrite.SPLIT_MIN_CHANNELS`, float32 programs) is instead one 1×1
+  ``ConvInteger`` giving every tap's sum, put in place by a 0/1 grouped float
+  ``ConvTranspose`` (no im2col of a wide input for three outputs).
+
+The rest is the float32-exact engine's arithmetic on exact integers: float32 where the program
+is float32-exact (every bound below 2^24), else float64 (every bound below 2^31 < 2^53): the
+bias, ``requantize`` as ``Floor((x·m + 2^(s−1)) · 2^−s)`` and ``Clip`` (the half joins the bias
+where the requantize is the convolution's only reader), the inverse GDN's ``γ · q`` a 1×1 float
+``Conv`` (float32-exact programs only) and its root ``Floor(Sqrt(n))``. A transposed
+convolution's phases stay side by side (ONNX's CRD channel order) through the per-channel steps
+and are woven into the picture by the next reader (the float path's 0/1 ``ConvTranspose``;
+``DepthToSpace`` in float64). ``tests/paths/test_waiops_int8_graph.py`` holds it to the int64
+reference bit for bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wai_dispatch.paths.onnx import arena_shrink_options, shared_session_options
+from wai_dispatch.paths.onnx_rewrite import (
+    SPLIT_MIN_CHANNELS,
+    phase_split_weights,
+    phase_weights,
+    phases,
+    shuffle_weights,
+)
+from wai_dispatch.paths.waiops.int8_digits import plane_ranges, recombination_bound, weight_digits
+from wai_dispatch.paths.waiops.onnx_engine import check_sqrt
+from wai_dispatch.paths.waiops.program import INT32_MAX, Operation, Program
+from wai_dispatch.paths.waiops.run import check_input
+from wai_dispatch.setfacts.limits import Limits
+
+OPSET = 17
+#: Bits of one balanced plane: base 128, every plane in [−64, 64], so a pair of u8 × s8
+#: products is at most ``2 · 255 · 64 = 32,640`` in magnitude (docs/wai-ops.md).
+PLANE_BITS = 7
+
+
+def set_plane_bits(bits: int) -> None:
+    """Engines built after this call use ``bits``-bit planes: only for showing what 8-bit
+    planes (±128) do on a saturating kernel (``tools/int8_check.py``, the tests)."""
+    global PLANE_BITS
+    if not 2 <= bits <= 8:
+        raise ValueError("plane bits are 2…8")
+    PLANE_BITS = bits
+
+
+class NotGraphExact(ValueError):
+    """A program the int8 graph engine does not take (an intermediate it could not prove
+    inside int32, or an inverse GDN outside a float32-exact program)."""
+
+
+class _G:
+    """An ONNX graph under construction."""
+
+    def __init__(self, ftype: Any, bits: int) -> None:
+        self.bits = bits
+        self.products: dict[str, int] = {}  # conv → its int8 products per input position
+        self.floats: set[str] = set()  # accumulators already in the float type
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.ftype = ftype  # np.float32 or np.float64: the pointwise values' type
+        self._n = 0
+
+    def const(self, value: np.ndarray | float, dtype: Any = None) -> str:
+        from onnx import numpy_helper
+
+        self._n += 1
+        name = f"c{self._n}"
+        arr = np.ascontiguousarray(np.asarray(value, dtype=dtype or self.ftype))
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def node(self, op: str, inputs: list[str], **attrs: Any) -> str:
+        from onnx import helper
+
+        self._n += 1
+        out = f"v{self._n}"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=f"n{self._n}_{op}", **attrs))
+        return out
+
+    def per_channel(self, v: np.ndarray) -> str:
+        return self.const(np.asarray(v).reshape(1, -1, 1, 1))
+
+
+class _Value:
+    """A value of the graph: its tensor name, and its phases: 1, an ordinary [1, C, H, W]
+    value; 4, a stride-2 transposed convolution's output not yet woven, [1, 4·C, H, W] with
+    channel ``c·4 + ry·2 + rx`` holding phase ``(ry, rx)`` of channel ``c`` (ONNX's CRD)."""
+
+    def __init__(self, name: str, phases: int = 1, channels: int = 0) -> None:
+        self.name = name
+        self.phases = phases
+        self.channels = channels  # C, where phased
+
+    def like(self, name: str) -> _Value:
+        """Another value of the same layout (a pointwise operation's output)."""
+        return _Value(name, self.phases, self.channels)
+
+
+def _per_channel(g: _G, v: np.ndarray, x: _Value) -> str:
+    return g.per_channel(np.repeat(np.asarray(v, dtype=np.float64), x.phases))
+
+
+def _weave(g: _G, x: _Value) -> _Value:
+    """A phased value woven into the picture, [1, C, 2H, 2W]: in float32 the 0/1 grouped
+    ``ConvTranspose`` of the float path (each output is ``1 · x + 0 · y + …``, exactly ``x``),
+    in float64 ``DepthToSpace``."""
+    if x.phases == 1:
+        return x
+    if g.ftype is not np.float32:
+        return _Value(g.node("DepthToSpace", [x.name], blocksize=2, mode="CRD"))
+    c = x.channels
+    w = g.const(shuffle_weights(c, 2))
+    y = g.node("ConvTranspose", [x.name, w], group=c, kernel_shape=[2, 2], strides=[2, 2])
+    return _Value(y)
+
+
+def _planes(g: _G, x: str, ranges: list[tuple[int, int]]) -> list[str]:
+    """``x`` (exact integers, float) as its balanced planes, each int8 [1, C, H, W]: for
+    7 bits ``h = ⌊(x + 64) / 128⌋``, ``l = x − 128 h``, then ``h`` again while it is wide
+    (every step exact: integers, a power-of-two scaling, ``Floor``)."""
+    from onnx import TensorProto
+
+    base = 1 << g.bits
+    out = []
+    rest = x
+    for _ in ranges[:-1]:
+        t = g.node("Add", [rest, g.const(base // 2)])
+        h = g.node("Floor", [g.node("Mul", [t, g.const(1 / base)])])
+        out.append(g.node("Sub", [rest, g.node("Mul", [h, g.const(base)])]))
+        rest = h
+    out.append(rest)
+    return [g.node("Cast", [p], to=TensorProto.INT8) for p in out]
+
+
+def _conv_integer(
+    g: _G,
+    planes: list[str],
+    w: np.ndarray,
+    pads: list[int],
+    ranges: list[tuple[int, int]],
+    name: str,
+) -> str:
+    """``Σ w · x`` of one stride-1 convolution by integer weights ``w`` [Co, Ci, kh, kw] over
+    the planes of ``x``, recombined in int32: [1, Co, H, W]."""
+    co, ci, kh, kw = w.shape
+    z, digits = weight_digits(w)
+    flat = [d.reshape(co, -1) for d in digits]
+    bound = recombination_bound(flat, ranges, np.zeros(co, dtype=np.int64), g.bits)
+    if bound > INT32_MAX:
+        raise NotGraphExact(f"{name}: its plane recombination could reach {bound} > 2^31 - 1")
+    zp = g.const(np.array(z), np.uint8)
+    acc = ""
+    for i, d in enumerate(digits):
+        used = np.flatnonzero(np.abs(d).sum(axis=(0, 2, 3)))
+        if used.size == 0 and (i > 0 or len(digits) > 1):
+            continue
+        if used.size in (0, ci):
+            used, srcs = np.arange(ci), planes
+        else:  # a digit that multiplies few input channels reads only those
+            index = g.const(used, np.int64)
+            srcs = [g.node("Gather", [p, index], axis=1) for p in planes]
+        wd = g.const((d[:, used] + z).astype(np.uint8), np.uint8)
+        op_name = name.split(".phase")[0]
+        g.products[op_name] = g.products.get(op_name, 0) + co * used.size * kh * kw * len(srcs)
+        for j, src in enumerate(srcs):
+            y = g.node("ConvInteger", [src, wd, "", zp], kernel_shape=[kh, kw], pads=pads)
+            scale = 256**i * (1 << (g.bits * j))
+            if scale != 1:
+                y = g.node("Mul", [y, g.const(np.array(scale), np.int32)])
+            acc = g.node("Add", [acc, y]) if acc else y
+    return acc
+
+
+def _scatter(
+    g: _G, planes: list[str], w: np.ndarray, ranges: list[tuple[int, int]], name: str, a: Any
+) -> str:
+    """A transposed convolution with few output channels (float32 programs): every tap's
+    ``Σ_i w · x`` at every input position as one 1×1 ``ConvInteger`` (no im2col; ``Co·k²``
+    rows), recombined in int32, then summed into place by a grouped float ``ConvTranspose``
+    whose weights are 0 and 1 (each output: its taps' sums, each a part of the convolution's
+    accumulation, so every partial sum is inside the accumulator bound, below 2^24)."""
+    from onnx import TensorProto
+
+    ci, co, k, _ = w.shape
+    taps = np.ascontiguousarray(w.transpose(1, 2, 3, 0)).reshape(co * k * k, ci, 1, 1)
+    acc = _conv_integer(g, planes, taps, [0, 0, 0, 0], ranges, name)
+    one = np.zeros((co, k * k, 1, k, k))
+    for t in range(k * k):
+        one[:, t, 0, t // k, t % k] = 1.0
+    y = g.node(
+        "ConvTranspose",
+        [g.node("Cast", [acc], to=TensorProto.FLOAT), g.const(one.reshape(co * k * k, 1, k, k))],
+        group=co,
+        kernel_shape=[k, k],
+        strides=[a["stride"]] * 2,
+        pads=[a["padding"]] * 4,
+        output_padding=[a["output_padding"]] * 2,
+    )
+    g.floats.add(y)
+    return y
+
+
+def _conv(g: _G, program: Program, op: Operation, x: _Value, bias: np.ndarray) -> _Value:
+    """A convolution or transposed convolution: ``bias + Σ w · x`` in the graph's float type;
+    a stride-2 transposed one phased (CRD), its phases woven by the next reader."""
+    from onnx import TensorProto
+
+    lo, hi = program.bounds[op.inputs[0]]
+    ranges = plane_ranges(int(lo.min()), int(hi.max()), g.bits)
+    planes = _planes(g, _weave(g, x).name, ranges)
+    a, w = op.attrs, op.params["weight"].astype(np.int64)
+    co = int(bias.shape[0])
+    k, p = a["kernel"], a["padding"]
+    n_phases = 1
+    if op.op == "conv2d":
+        acc = _conv_integer(g, planes, w, [p] * 4, ranges, op.name)
+    elif a["stride"] == 1:  # the correlation with the flipped kernel
+        flipped = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+        acc = _conv_integer(g, planes, flipped, [k - 1 - p] * 4, ranges, op.name)
+    else:
+        try:
+            py = phases(k, a["stride"], p, p, a["output_padding"])
+        except ValueError as e:
+            raise NotGraphExact(f"{op.name}: no exact phase split ({e})") from e
+        split = [phase_weights(w, py, py, ry, rx) for ry in range(2) for rx in range(2)]
+        n_phases = 4
+        if co < SPLIT_MIN_CHANNELS and g.ftype is np.float32:
+            acc = _scatter(g, planes, w, ranges, op.name, a)
+            n_phases = 1
+        elif co < SPLIT_MIN_CHANNELS or any(s is None for s in split):
+            merged, _ = phase_split_weights(w, None, py, py, "CRD")
+            pads = [py.pad_begin, py.pad_begin, py.pad_end, py.pad_end]
+            acc = _conv_integer(g, planes, merged, pads, ranges, op.name)
+        else:
+            flats = []
+            shape = g.const(np.array([1, co, 1, -1]), np.int64)
+            for i, ph in enumerate(split):
+                assert ph is not None
+                y = _conv_integer(g, planes, ph[0], ph[1], ranges, f"{op.name}.phase{i}")
+                flats.append(g.node("Reshape", [y, shape]))
+                if i == 0:
+                    four = g.const(np.array([1, 4, 1, 1]), np.int64)
+                    size = g.node("Mul", [g.node("Shape", [y]), four])
+            acc = g.node("Reshape", [g.node("Concat", flats, axis=2), size])
+    ftype = TensorProto.FLOAT if g.ftype is np.float32 else TensorProto.DOUBLE
+    if acc not in g.floats:
+        acc = g.node("Cast", [acc], to=ftype)
+    out = _Value(acc, n_phases, co)
+    if np.any(bias):
+        out = out.like(g.node("Add", [out.name, _per_channel(g, bias, out)]))
+    return out
+
+
+def _halves(shift: np.ndarray) -> np.ndarray:
+    return np.where(shift > 0, np.exp2(np.maximum(shift - 1, 0)), 0.0)
+
+
+def _requant(g: _G, x: _Value, shift: np.ndarray, clamp: list[int] | None, half: bool) -> str:
+    v = x.name
+    if half and np.any(shift):
+        v = g.node("Add", [v, _per_channel(g, _halves(shift), x)])
+    if np.any(shift):
+        scale = _per_channel(g, np.exp2(-shift.astype(np.float64)), x)
+        v = g.node("Floor", [g.node("Mul", [v, scale])])
+    if clamp is None:
+        return v
+    return g.node("Clip", [v, g.const(clamp[0]), g.const(clamp[1])])
+
+
+def _fused(program: Program) -> dict[str, Operation]:
+    """Convolutions whose only reader is a ``requantize`` with multiplier 1: conv name → that
+    requantize, whose rounding half joins the convolution's bias (one ``Add``)."""
+    readers: dict[str, list[Operation]] = {}
+    for op in program.operations:
+        for v in op.inputs:
+            readers.setdefault(v, []).append(op)
+    out = {}
+    for op in program.operations:
+        users = readers.get(op.output, [])
+        if (
+            op.op in ("conv2d", "conv_transpose2d")
+            and op.output != program.output_name
+            and len(users) == 1
+            and users[0].op == "requantize"
+            and bool(np.all(users[0].params["multiplier"] == 1))
+        ):
+            out[op.name] = users[0]
+    return out
+
+
+def _op(
+    g: _G, program: Program, op: Operation, values: dict[str, _Value], fused: dict[str, Operation]
+) -> _Value:
+    x = values[op.inputs[0]]
+    p, a = op.params, op.attrs
+    if op.op in ("conv2d", "conv_transpose2d"):
+        bias = p["bias"].astype(np.float64)
+        if op.name in fused:  # bias + the half: the sum is the requantize's own intermediate
+            bias = bias + _halves(fused[op.name].params["shift"])
+        return _conv(g, program, op, x, bias)
+    if op.op == "channel_affine":
+        y = g.node("Mul", [x.name, _per_channel(g, p["scale"], x)])
+        out = x.like(g.node("Add", [y, _per_channel(g, p["offset"], x)]))
+    elif op.op == "requantize":
+        half = not any(f is op for f in fused.values())
+        if np.any(p["multiplier"] != 1):
+            x = x.like(g.node("Mul", [x.name, _per_channel(g, p["multiplier"], x)]))
+        out = x.like(_requant(g, x, p["shift"], a["clamp"], half))
+    elif op.op == "igdn":
+        if g.ftype is not np.float32:
+            raise NotGraphExact(f"{op.name}: an inverse GDN outside a float32-exact program")
+        x = _weave(g, x)
+        c = p["beta"].shape[0]
+        sq = _Value(g.node("Mul", [x.name, x.name]))
+        q = _requant(g, sq, np.full(c, a["square_shift"]), None, True)
+        gamma = g.const(p["gamma"].reshape(c, c, 1, 1))
+        n = g.node("Conv", [q, gamma, g.const(p["beta"])])
+        r = g.node("Floor", [g.node("Sqrt", [n])])
+        out = _Value(_requant(g, _Value(g.node("Mul", [x.name, r])), p["shift"], a["clamp"], True))
+    else:
+        x, other = _weave(g, x), _weave(g, values[op.inputs[1]])
+        out = _Value(g.node("Add" if op.op == "add" else "Mul", [x.name, other.name]))
+    return out
+
+
+def build_model(program: Program) -> tuple[bytes, dict[str, int]]:
+    """The program as one ONNX model (``symbols``, the graph's float type, in; ``out`` out),
+    and each convolution's int8 products per position of its input (``bench int``'s floor)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    ftype = np.float32 if program.float32_exact else np.float64
+    g = _G(ftype, PLANE_BITS)
+    values = {program.input_name: _Value("symbols")}
+    fused = _fused(program)
+    for op in program.operations:
+        values[op.output] = _op(g, program, op, values, fused)
+    out = _weave(g, values[program.output_name])
+    g.nodes.append(helper.make_node("Identity", [out.name], ["out"], name="out"))
+    t = TensorProto.FLOAT if ftype is np.float32 else TensorProto.DOUBLE
+    graph = helper.make_graph(
+        g.nodes,
+        "wai-ops-int8",
+        [helper.make_tensor_value_info("symbols", t, [1, program.input_channels, "h", "w"])],
+        [helper.make_tensor_value_info("out", t, [1, program.output_channels, None, None])],
+        g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return bytes(model.SerializeToString()), g.products
+
+
+class Int8GraphEngine:
+    """A program compiled once into one ONNX Runtime session whose convolutions are
+    ``ConvInteger``; thread-safe."""
+
+    name = "int8-graph"
+
+    def __init__(self, program: Program) -> None:
+        import onnxruntime as ort
+
+        if any(op.op == "igdn" for op in program.operations):
+            check_sqrt()
+        self.program = program
+        self._ftype = np.float32 if program.float32_exact else np.float64
+        self.model, self.products = build_model(program)
+        self.session = ort.InferenceSession(
+            self.model, shared_session_options(), providers=["CPUExecutionProvider"]
+        )
+
+    def run(
+        self, symbols: np.ndarray, limits: Limits | None = None, *, shrink_arena: bool = False
+    ) -> np.ndarray:
+        """The program on ``symbols`` (int [1, C, h, w]) → int32 [1, C', H, W]."""
+        x = check_input(self.program, symbols, limits).astype(self._ftype)
+        options = arena_shrink_options() if shrink_arena else None
+        (out,) = self.session.run(["out"], {"symbols": x}, options)
+        return np.asarray(out).astype(np.int32)
+
+
+__all__ = [
+    "Int8GraphEngine",
+    "NotGraphExact",
+    "build_model",
+    "plane_ranges",
+    "set_plane_bits",
+    "weight_digits",
+]

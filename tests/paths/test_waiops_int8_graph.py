@@ -1,0 +1,196 @@
+"""The int8 graph engine of wai-ops/1 (paths/waiops/int8_graph.py: the whole program as one ONNX
+Runtime graph, its convolutions on ``ConvInteger``) against the int64 reference, bit for bit: on
+every operation and each form a convolution takes in the graph (phases split, merged, the
+1×1-and-scatter form, stride 1, float32 and float64 programs), at the 16-bit pair edge of its
+planes, on the hyperprior's hyper-synthesis and on corpus payloads, in fresh processes with 1
+and 2 threads and under emulated older CPUs. A constructed layer shows what planes of ±128 do
+on the saturating u8×s8 kernel (AVX2 without VNNI): that run must differ there."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from waiops_programs import every_op
+
+from wai_dispatch.paths.onnx import shared_session_options
+from wai_dispatch.paths.waiops import choose, int8_graph, reference
+from wai_dispatch.paths.waiops.build import ProgramBuilder
+from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine, plane_ranges, weight_digits
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.paths.waiops.program import Program
+from wai_dispatch.tools import int8_check
+
+ROOT = Path(__file__).resolve().parents[2]
+#: qemu-user CPU models: AVX without AVX2 (MLAS's SSE4.1 integer kernels, which widen to 16
+#: bits), and AVX2 without AVX-512 or VNNI (its vpmaddubsw kernel, which saturates a pair).
+#: (Nehalem, the SSE4.1-only model, no longer runs this venv's NumPy: illegal instruction.)
+EMULATED = ("SandyBridge", "Haswell")
+
+
+def _saturating_kernel() -> bool:
+    """Whether this CPU's ``ConvInteger`` (uint8 weights × int8 activations, the graph's
+    pairing) saturates a pair of products: weights stored as 255, activations −128."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.full((8, 64, 1, 1), 255, dtype=np.uint8)
+    graph = helper.make_graph(
+        [helper.make_node("ConvInteger", ["x", "w"], ["y"])],
+        "probe",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 64, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 8, 2, 2])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    session = ort.InferenceSession(
+        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+    )
+    (y,) = session.run(None, {"x": np.full((1, 64, 2, 2), -128, dtype=np.int8)})
+    return not np.array_equal(np.asarray(y), np.full((1, 8, 2, 2), 64 * 255 * -128))
+
+
+def test_weight_digits_and_planes_recombine_within_their_ranges() -> None:
+    w = np.array([-32768, -30428, -646, -255, -129, -128, 0, 1, 127, 128, 254, 32639])
+    z, digits = weight_digits(w)
+    assert z == 128 and len(digits) == 2
+    assert len(weight_digits(np.array([-32768, 32767]))[1]) == 3  # int16 ends: a third digit
+    assert all(-z <= int(d.min()) and int(d.max()) <= 255 - z for d in digits)
+    assert np.array_equal(sum(d * 256**i for i, d in enumerate(digits)), w)
+    z, digits = weight_digits(np.array([-127, 128]))  # one digit with the zero point 127
+    assert z == 127 and len(digits) == 1
+    assert plane_ranges(-511, 511) == [(-64, 63), (-4, 4)]
+    assert plane_ranges(-64, 64) == [(-64, 64)]
+    assert plane_ranges(0, 4095) == [(-64, 63), (0, 32)]  # 0 is in every range (the padding)
+    assert plane_ranges(-(1 << 20), 1 << 20) == [(-64, 63)] * 2 + [(-64, 64)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_graph_equals_the_reference_on_every_op(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    b = every_op(rng=rng)  # its transposed convolution has 4 outputs: the scatter form
+    out = b.operations[-1]["output"]
+    program = load_program(b.program_json(out, 3), b.weights(), rgb8_output=True)
+    x = rng.integers(*program.input_range, (1, 3, 5 + seed, 7), endpoint=True).astype(np.int32)
+    assert np.array_equal(Int8GraphEngine(program).run(x), reference.run(program, x))
+
+
+def _deconvs(co: int, stride: int, wide: bool, seed: int) -> tuple[Program, np.ndarray]:
+    """A transposed convolution (``co`` outputs), then a plain one: float64 when ``wide``
+    (bounds past 2^24), its weights past one digit; the input at its range's ends and 0."""
+    rng = np.random.default_rng(seed)
+    lo, hi = (-3000, 2900) if wide else (-60, 60)
+    b = ProgramBuilder("x", 20, (lo, hi))
+    q = stride - 1
+    w = rng.integers(-700, 700, (20, co, 5, 5)).astype(np.int16)
+    attrs = {"kernel": 5, "stride": stride, "padding": 2, "output_padding": q}
+    bias = rng.integers(-999, 999, co).astype(np.int32)
+    b.add("conv_transpose2d", "d", ["x"], "a", attrs, {"weight": w, "bias": bias})
+    m, s = np.ones(co, np.int32), np.full(co, 12, np.int32)
+    b.add("requantize", "r", ["a"], "y", {"clamp": [-900, 900]}, {"multiplier": m, "shift": s})
+    w2 = rng.integers(-127, 127, (3, co, 3, 3)).astype(np.int8)
+    b.add("conv2d", "c", ["y"], "o", {"kernel": 3, "padding": 1}, {"weight": w2, "bias": bias[:3]})
+    program = load_program(b.program_json("o", 3), b.weights())
+    x = rng.choice(np.array([lo, hi, 0, 1, -1]), (1, 20, 6, 5)).astype(np.int32)
+    return program, x
+
+
+@pytest.mark.parametrize(
+    ("co", "stride", "wide"),
+    [(24, 2, False), (24, 2, True), (4, 2, True), (4, 2, False), (6, 1, False)],
+    ids=["split-f32", "split-f64", "merged-f64", "scatter-f32", "stride-1"],
+)
+def test_every_form_of_a_convolution_equals_the_reference(co: int, stride: int, wide: bool) -> None:
+    program, x = _deconvs(co, stride, wide, seed=co + stride)
+    assert program.float32_exact is not wide
+    assert np.array_equal(Int8GraphEngine(program).run(x), reference.run(program, x))
+
+
+def test_the_16_bit_edge_layer_is_exact_with_7_bit_planes() -> None:
+    program, x = int8_check.graph_edge_program(7)
+    assert np.array_equal(Int8GraphEngine(program).run(x), reference.run(program, x))
+
+
+def test_planes_of_128_break_on_the_saturating_kernel_and_the_edge_layer_catches_it() -> None:
+    program, x = int8_check.graph_edge_program(8)
+    int8_graph.set_plane_bits(8)
+    try:
+        eight = Int8GraphEngine(program)
+    finally:
+        int8_graph.set_plane_bits(7)
+    exact = np.array_equal(eight.run(x), reference.run(program, x))
+    # AVX2/AVX-512BW without VNNI: vpmaddubsw saturates 2·255·128 — the layer must show it;
+    # elsewhere (SSE4.1's widening kernels, VNNI, AMX) ±128 planes happen to be exact too.
+    assert exact is not _saturating_kernel()
+
+
+def test_the_hyper_synthesis_runs_on_the_graph_and_the_chooser_picks_it() -> None:
+    h = int8_check.hyper_program()
+    assert not h.float32_exact  # its pointwise steps run in float64
+    rng = np.random.default_rng(9)
+    z = rng.choice(np.array(h.input_range), (1, h.input_channels, 4, 3)).astype(np.int32)
+    assert np.array_equal(Int8GraphEngine(h).run(z), reference.run(h, z))
+    assert choose.engine_name(choose.build(h)) == "int8-graph"
+
+
+def test_an_inverse_gdn_past_2_24_is_refused_and_the_chooser_falls_back() -> None:
+    b = every_op()
+    out = b.operations[-1]["output"]
+    program = load_program(b.program_json(out, 3), b.weights(), rgb8_output=True)
+    wide = dataclasses.replace(program, largest=1 << 25)  # as if past 2^24
+    assert not wide.float32_exact
+    with pytest.raises(int8_graph.NotGraphExact, match="inverse GDN"):
+        Int8GraphEngine(wide)
+    assert choose.engine_name(choose.build(wide, want="int8-graph")) == "int8"
+    assert choose.engine_name(choose.build(program, want="int8-graph")) == "int8-graph"
+    assert choose.engine_name(choose.build(program)) == "float32"  # faster here: bench int
+
+
+def _check(*args: str, cpu: str | None = None, timeout: int = 900) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "wai_dispatch.tools.int8_check", "--engine", "int8-graph"]
+    cmd += list(args)
+    if cpu is not None:
+        cmd = ["qemu-x86_64", "-cpu", cpu, *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert lines, out.stderr[-2000:]
+    result: dict[str, object] = json.loads(lines[-1])
+    return result
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_corpus_payloads_and_h_s_are_exact_with_1_and_2_threads(threads: int) -> None:
+    result = _check("--threads", str(threads))
+    assert result["threads"] == threads and result["engine"] == "int8-graph"
+    assert result["ok"], result["checks"]
+    assert set(result["checks"]) >= {  # type: ignore[arg-type]
+        "chelsea-16x16",
+        "extreme-symbols-320x192",
+        "edge-16-bit-pairs",
+        "hyperprior-h_s",
+    }
+
+
+@pytest.mark.parametrize("cpu", EMULATED)
+@pytest.mark.slow
+def test_exact_on_emulated_older_cpus(cpu: str) -> None:
+    """One small payload, the edge layer and h_s per CPU model (qemu: a few minutes)."""
+    if shutil.which("qemu-x86_64") is None:
+        pytest.skip("qemu-user is not installed (apt-get install qemu-user): no emulated CPUs")
+    if platform.machine() != "x86_64":
+        pytest.skip("the emulated CPU models are x86-64 ones; this machine is not x86-64")
+    result = _check("--payloads", "chelsea-16x16", "--threads", "2", cpu=cpu)
+    assert result["ok"], (cpu, result["checks"])
+    eight = _check("--payloads", "--no-hyper", "--plane-bits", "8", "--threads", "1", cpu=cpu)
+    # the edge layer with ±128 planes: exact on the SSE4.1 kernel, saturated on AVX2's
+    assert eight["ok"] is (cpu == "SandyBridge"), (cpu, eight)
