@@ -5,7 +5,9 @@ SQLite store, group commit on, the default INFO logs to a file) whose steps are 
 ``perf_counter_ns`` wrappers put around the functions a decode runs through; a closed loop
 of clients here. Printed: each step's mean milliseconds per request and its share of the
 request as the client saw it, the rest of the app (middleware, routing, thread hops), and
-what lies outside the app (uvicorn's HTTP parse and write, the socket, the client).
+what lies outside the app (uvicorn's HTTP parse and write, the socket, the client); then,
+in the same run, the anchor: the same decodes and PNGs from as many threads in this process,
+with the ratio of the two rates.
 
 The steps (the function each is the time spent inside of): the body read (``read_body``);
 FastAPI's sync dependencies, each run in a thread (``run_in_threadpool``), and the bearer
@@ -33,9 +35,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.decoding.decoder import Decoder
 
 PORT = 18195
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
@@ -72,6 +77,29 @@ def _drive(url: str, token: str, body: bytes, n: int, concurrency: int) -> list[
     for th in threads:
         th.join()
     return walls
+
+
+def in_process(data: Path, body: bytes, n: int, concurrency: int) -> tuple[float, float, float]:
+    """The anchor: the same decodes and PNGs from ``concurrency`` threads in this process
+    (the server idle meanwhile); decodes/s, and the decode's and the PNG's mean ms."""
+    decoder = Decoder.assemble(data)
+    decoder.decode(parse(body)).png()  # warm
+    decode_ns: list[int] = []
+    png_ns: list[int] = []
+
+    def one(_: int) -> None:
+        t = time.perf_counter_ns()
+        result = decoder.decode(parse(body))
+        t2 = time.perf_counter_ns()
+        result.png()
+        decode_ns.append(t2 - t)
+        png_ns.append(time.perf_counter_ns() - t2)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one, range(n)))
+    took = time.perf_counter() - t0
+    return n / took, sum(decode_ns) / n / 1e6, sum(png_ns) / n / 1e6
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             while not out.exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
             time.sleep(0.2)  # written whole
+            anchor = in_process(Path(tmp) / "anchor", body, args.requests, args.concurrency)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
@@ -145,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'outside the app (uvicorn, socket, client)':44} {wall - app:10.2f} "
           f"{(wall - app) / wall:15.1%}")  # fmt: skip
     print(f"{'the request, as the client saw it':44} {wall:10.2f} {1:15.1%}")
+    rate, decode_ms, png_ms = anchor
+    print(f"in this process, the same decodes from {args.concurrency} threads (the server idle): "
+          f"{rate:.2f} decodes/s, decode {decode_ms:.2f} ms, PNG {png_ms:.2f} ms; HTTP ÷ "
+          f"in-process {n / took / rate:.0%}")  # fmt: skip
     return 0
 
 
