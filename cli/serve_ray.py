@@ -82,13 +82,17 @@ def deploy(
     """Build the application (its plan and store checked, no cluster needed), call
     ``before`` (``serve``'s banner: the store migrated once, the admin token ensured), connect
     to ``address``, start Serve's HTTP proxy on the settings' host and port and run the
-    application until its replicas answer; its handle."""
+    application until its replicas answer; its handle. The application is built again once
+    connected, where the builder checks the plan against the cluster's CPUs (a warning logged
+    when they cannot place its most replicas: service/rayserve/plan.py)."""
     ray, serve = _ray()
-    application = _builder()({**args, "env": env})
+    build = _builder()
+    build({**args, "env": env})  # refused here, before anything is touched
     reachable(address)
     before()
     try:
         ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        application = build({**args, "env": env})
         serve.start(http_options={"host": chosen.host, "port": chosen.port})
         return serve.run(application, name=APP_NAME, route_prefix="/", blocking=False)
     except (ConnectionError, RuntimeError) as exc:

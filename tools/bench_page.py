@@ -19,6 +19,7 @@ native (above 1: the page is slower). ``--quick``: one sample, the WebAssembly r
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.verify_page import TOKEN_KEY, serve_page
 
 CHROMIUM = Path("/usr/bin/chromium")
 SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
@@ -71,8 +74,6 @@ def _timed(page: Any, expression: str, *arg: Any) -> float:
 def _page_times(url: str, token: str, args: list[str], path: str, repeats: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright  # lazy: the test extra
 
-    from wai_dispatch.tools.verify_page import TOKEN_KEY
-
     out: dict[str, Any] = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
@@ -99,7 +100,6 @@ def _page_times(url: str, token: str, args: list[str], path: str, repeats: int) 
 
 
 def _native_times(repeats: int) -> dict[str, Any]:
-    from wai_dispatch.service.decoding.decoder import Decoder
 
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,7 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not CHROMIUM.exists():
         print(f"page: skipped ({CHROMIUM} is not installed)")
         return 0
-    from wai_dispatch.tools.verify_page import serve_page
 
     repeats = 1 if args.quick else args.repeats
     native = _native_times(repeats)
@@ -146,6 +145,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main(sys.argv[1:]))

@@ -4,7 +4,10 @@ fresh PostgreSQL database: decodes per second through Serve's HTTP proxy with 1 
 anchor) and then 2, from the same closed loop of clients, and their ratio; each replica's
 resident memory; the load average around each run. The 1-replica run is made before and after
 the 2-replica one, and the anchor is their mean. On a machine of 2 cores shared with other
-work the ratio is the figure, not the decodes a second. Needs the ray extra and PostgreSQL."""
+work the ratio is the figure, not the decodes a second. Needs the ray extra and PostgreSQL.
+
+``--burst``: instead, the autoscaled deployment meeting a burst (tools/bench_ray_burst.py):
+when Serve decides, when the second replica starts, answers and leaves."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.tools.bench_ray_burst import burst
 from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster, replica_rss_mib
 
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
@@ -106,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="each measured run")
     parser.add_argument("--clients", type=int, default=4, help="closed-loop clients")
     parser.add_argument("--postgres", default=ADMIN_URL, help="a PostgreSQL admin URL")
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="instead: autoscale 1:2 meeting --clients for --seconds (tools/bench_ray_burst.py)",
+    )
     args = parser.parse_args(argv)
     try:
         import ray  # noqa: F401  (the ray extra: only its presence is checked here)
@@ -126,6 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "WAI_LOG_LEVEL": "WARNING",
         }
         url = f"http://127.0.0.1:{cluster.proxy_port}"
+        if args.burst:  # the replicas' INFO lines say how long each took to start
+            t0 = time.monotonic()
+            deploy(cluster, {**env, "WAI_LOG_LEVEL": "INFO"}, "--autoscale", "1:2",
+                   "--replica-cpus", "1")  # fmt: skip
+            _ready(cluster, url, 1)
+            print(f"autoscale 1:2 deployed and ready in {time.monotonic() - t0:.0f} s", flush=True)
+            token = (root / "data" / "admin-token").read_text().strip()
+            burst(cluster, url, token, args.seconds, args.clients, SAMPLE.read_bytes())
+            return 0
         runs: list[tuple[int, float]] = []
         rss: dict[int, float] = {}
         # 1, 2, then 1 again: the anchor is the mean of the runs either side, so that a drift

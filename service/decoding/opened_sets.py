@@ -26,20 +26,24 @@ __all__ = ["OpenedSets"]
 
 class OpenedSets:
     """The sets of ``store`` a decoder has opened, kept in ``kept`` (each counted as its files'
-    bytes); thread-safe: one thread hashes a set, the others wait and reuse it."""
+    bytes); thread-safe: one thread hashes a set, the others wait for it and reuse it, while
+    other sets open beside it (a replica warming its sets opens them at once)."""
 
     def __init__(self, store: SetStore, kept: LRU[str, OpenedSet], registry: Registry) -> None:
         self.store = store
         self.kept = kept
         self.registry = registry
-        self._opening = threading.Lock()
+        self._guard = threading.Lock()
+        self._opening: dict[str, threading.Lock] = {}  # one per digest: sets open at once
 
     def get(self, digest: str, pin: Pin | None) -> OpenedSet:
         """The set ``digest``, from the kept ones, else opened from the store (when absent or
         changed on disk); held to ``pin`` (§2: a pinned decode uses exactly these bytes)."""
         opened = self.kept.get(digest)
         if opened is None or not opened.files.unchanged():
-            with self._opening:
+            with self._guard:
+                opening = self._opening.setdefault(digest, threading.Lock())
+            with opening:
                 opened = self.kept.get(digest)
                 if opened is None or not opened.files.unchanged():
                     files = self.store.open(digest)  # every byte read once and verified

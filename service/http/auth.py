@@ -7,11 +7,12 @@ gives the route the :class:`Principal` (its name is the sink a report is filed u
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import TokensDep
@@ -22,10 +23,10 @@ _bearer = HTTPBearer(auto_error=False, description="a token from `wai-dispatch t
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
-def require(role: Role) -> Callable[..., Principal]:
+def require(role: Role) -> Callable[..., Awaitable[Principal]]:
     """The dependency for a route open to ``role`` and above."""
 
-    def dependency(
+    async def dependency(
         request: Request,
         tokens: TokensDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -36,7 +37,13 @@ def require(role: Role) -> Callable[..., Principal]:
                 code=HttpCode.TOKEN_MISSING,
                 headers=_CHALLENGE,
             )
-        principal = tokens.lookup(credentials.credentials.strip())
+        secret = credentials.credentials.strip()
+        # the view's dictionary on the event loop; a lookup that may read the store, in a
+        # thread (a plain `def` dependency would take a thread hop on every request)
+        if tokens.needs_store(secret):
+            principal = await run_in_threadpool(tokens.lookup, secret)
+        else:
+            principal = tokens.lookup(secret)
         if principal is None:
             raise ServiceError(
                 "the bearer token is not a live token",

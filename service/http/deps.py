@@ -3,6 +3,8 @@
 
 A route declares what it needs: ``decoder: DecoderDep``, ``store: ReportStoreDep``, …; the bearer
 token's :class:`~service.store.tokens.Principal` comes from :func:`service.http.auth.require`.
+Each is ``async``: it only reads an attribute, and FastAPI runs a plain ``def`` dependency in a
+thread of its pool, a hop per dependency per request (docs/performance.md's route profile).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class Service:
         self.metrics.close()
 
 
-def get_service(request: Request) -> Service:
+async def get_service(request: Request) -> Service:
     """The running service (set by the app's lifespan)."""
     service: Service = request.app.state.service
     return service
@@ -82,39 +84,39 @@ def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-def _settings(service: ServiceDep) -> Settings:
+async def _settings(service: ServiceDep) -> Settings:
     return service.settings
 
 
-def _decoder(service: ServiceDep) -> Decoder:
+async def _decoder(service: ServiceDep) -> Decoder:
     return service.decoder
 
 
-def _report_store(service: ServiceDep) -> ReportStore:
+async def _report_store(service: ServiceDep) -> ReportStore:
     return service.report_store
 
 
-def _recorder(service: ServiceDep) -> Recorder:
+async def _recorder(service: ServiceDep) -> Recorder:
     return service.recorder
 
 
-def _tokens(service: ServiceDep) -> TokenCache:
+async def _tokens(service: ServiceDep) -> TokenCache:
     return service.tokens
 
 
-def _admission(service: ServiceDep) -> Admission:
+async def _admission(service: ServiceDep) -> Admission:
     return service.admission
 
 
-def _metrics(service: ServiceDep) -> Metrics:
+async def _metrics(service: ServiceDep) -> Metrics:
     return service.metrics
 
 
-def _policies(service: ServiceDep) -> PolicyStore:
+async def _policies(service: ServiceDep) -> PolicyStore:
     return service.policies
 
 
-def _sets(service: ServiceDep) -> SetSync:
+async def _sets(service: ServiceDep) -> SetSync:
     return service.sets
 
 

@@ -50,9 +50,10 @@ def _refuse(where: str, problem: str) -> ServiceError:
     return ServiceError(f"{where}: {problem}", code=HttpCode.REQUEST_INVALID)
 
 
-def checked_text(request: Request) -> None:
+async def checked_text(request: Request) -> None:
     """The application's first dependency: every path parameter, and every query parameter's
-    name and value (declared by the route or not), is text a store can keep."""
+    name and value (declared by the route or not), is text a store can keep (``async``: a
+    check of the request's own text, made on the event loop rather than in a thread)."""
     for name, value in request.path_params.items():
         if isinstance(value, str) and (problem := text_problem(value)) is not None:
             raise _refuse(f"path.{name}", problem)

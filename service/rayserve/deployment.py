@@ -31,14 +31,13 @@ shares PostgreSQL."""
 from __future__ import annotations
 
 import fcntl
-import math
+import logging
 import os
 import re
 import shutil
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +45,16 @@ import anyio
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding import settings as settings_mod
-from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.app import create_app
-from wai_dispatch.service.rayserve.codes import RayCode
+from wai_dispatch.service.rayserve.plan import (
+    Plan,
+    PlanInvalid,
+    StoreNotShared,
+    check_store,
+    warn_unplaceable,
+)
 
 __all__ = [
     "APP_NAME",
@@ -62,9 +65,13 @@ __all__ = [
     "ReplicaHeader",
     "StoreNotShared",
     "build",
+    "check_store",
     "replica_app",
     "replica_id_of",
+    "warn_unplaceable",
 ]
+
+log = logging.getLogger("wai_dispatch.rayserve")
 
 #: The Serve application's name and its one deployment's.
 APP_NAME = "wai-dispatch"
@@ -80,113 +87,6 @@ HOMES = "ray-replicas"
 SWEEP_AFTER_S = 60.0
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-class PlanInvalid(WaiError):
-    """A replica plan that does not hold (a count below 1, MIN over MAX, an unknown key)."""
-
-    code = DecodingCode.SETTINGS_INVALID
-
-
-class StoreNotShared(WaiError):
-    """More than one replica on a SQLite report store: each replica would write its own file."""
-
-    code = RayCode.STORE_NOT_SHARED
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How many replicas, and what each takes: ``replicas`` fixed, or ``autoscale`` = (MIN,
-    MAX) with Serve's autoscaler keeping ``target_ongoing_requests`` per replica;
-    ``replica_cpus`` (Ray's ``num_cpus`` of each replica, and its decode threads);
-    ``max_ongoing_requests`` a replica is sent at once (more wait in Serve's queue)."""
-
-    replicas: int = 1
-    autoscale: tuple[int, int] | None = None
-    target_ongoing_requests: float = 2.0
-    replica_cpus: float = 1.0
-    max_ongoing_requests: int = 16
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.replicas < 1:
-            problems.append(f"replicas: {self.replicas}, at least 1")
-        if self.autoscale is not None:
-            low, high = self.autoscale
-            if low < 0 or high < 1 or low > high:
-                problems.append(f"autoscale: {low}:{high}, 0 <= MIN <= MAX and MAX >= 1")
-        if not self.target_ongoing_requests > 0:
-            problems.append("target_ongoing_requests: above 0")
-        if not 0 < self.replica_cpus <= 256:
-            problems.append("replica_cpus: above 0, at most 256")
-        if self.max_ongoing_requests < 1:
-            problems.append("max_ongoing_requests: at least 1")
-        if problems:
-            raise PlanInvalid("; ".join(problems), code=DecodingCode.SETTINGS_INVALID)
-
-    @classmethod
-    def from_args(cls, args: Mapping[str, Any]) -> Plan:
-        """The plan of ``serve run``'s ``args`` (or the CLI's): the field names, ``autoscale``
-        as ``"MIN:MAX"`` or a pair."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(args) - known)
-        if unknown:
-            raise PlanInvalid(f"unknown argument(s) {', '.join(unknown)}; known: "
-                              f"{', '.join(sorted(known))}")  # fmt: skip
-        given = dict(args)
-        scale = given.get("autoscale")
-        if isinstance(scale, str):
-            low, sep, high = scale.partition(":")
-            if not (sep and low.strip().isdigit() and high.strip().isdigit()):
-                raise PlanInvalid(f"autoscale: {scale!r}, MIN:MAX (two counts)")
-            given["autoscale"] = (int(low), int(high))
-        elif scale is not None:
-            given["autoscale"] = (int(scale[0]), int(scale[1]))
-        try:
-            return cls(**given)
-        except (TypeError, ValueError) as exc:
-            raise PlanInvalid(str(exc)) from None
-
-    @property
-    def most(self) -> int:
-        """The most replicas the plan may run at once."""
-        return self.autoscale[1] if self.autoscale else self.replicas
-
-    def threads(self) -> int:
-        return max(1, math.ceil(self.replica_cpus))
-
-    def options(self) -> dict[str, Any]:
-        """The deployment's options (``serve.deployment(**options)``), runtime env aside."""
-        scale: dict[str, Any]
-        if self.autoscale is None:
-            scale = {"num_replicas": self.replicas}
-        else:
-            scale = {"autoscaling_config": {
-                "min_replicas": self.autoscale[0],
-                "max_replicas": self.autoscale[1],
-                "target_ongoing_requests": self.target_ongoing_requests,
-            }}  # fmt: skip
-        return {
-            **scale,
-            "max_ongoing_requests": self.max_ongoing_requests,
-            "ray_actor_options": {"num_cpus": self.replica_cpus},
-        }
-
-    def to_args(self) -> dict[str, Any]:
-        out = asdict(self)
-        if self.autoscale is not None:
-            out["autoscale"] = f"{self.autoscale[0]}:{self.autoscale[1]}"
-        return out
-
-
-def check_store(settings: Settings, plan: Plan) -> None:
-    """Refuse a plan of more than one replica on SQLite (:class:`StoreNotShared`)."""
-    if plan.most > 1 and settings.url.startswith("sqlite"):
-        raise StoreNotShared(
-            f"{plan.most} replicas on the SQLite report store {settings.url}: a fleet shares "
-            "PostgreSQL (WAI_DATABASE_URL=postgresql://…); one replica may use SQLite",
-            code=RayCode.STORE_NOT_SHARED,
-        )
 
 
 def replica_id_of(unique_id: str) -> str:
@@ -264,7 +164,10 @@ def claim_home(home: Path) -> int:
 def replica_app(unique_id: str, threads: int) -> FastAPI:
     """The app one replica serves: ``create_app`` on :func:`replica_settings`, answering with
     :class:`ReplicaHeader`, its lifespan returning only once the sets are warm (so that Serve
-    routes to it warm), its data directory removed when it stops."""
+    routes to it warm), its data directory removed when it stops. Its start is logged, with
+    how long each part took (the service's start: the store and the sets fetched from the
+    registry; the warming; the whole, from this call)."""
+    t0 = time.perf_counter()
     chosen = replica_settings(unique_id, threads)
     app = create_app(chosen)
     app.add_middleware(ReplicaHeader, replica=str(chosen.replica_id))
@@ -274,8 +177,15 @@ def replica_app(unique_id: str, threads: int) -> FastAPI:
     async def warm_lifespan(app: FastAPI) -> AsyncIterator[None]:
         owner = claim_home(chosen.data_dir)
         try:
+            t1 = time.perf_counter()
             async with started(app):  # create_app's lifespan: it keeps no lifespan state
+                t2 = time.perf_counter()
                 await anyio.to_thread.run_sync(app.state.service.warmup.done.wait)
+                t3 = time.perf_counter()
+                took = {"start_s": round(t2 - t1, 2), "warm_s": round(t3 - t2, 2),
+                        "ready_s": round(t3 - t0, 2),
+                        "sets": len(app.state.service.warmup.results)}  # fmt: skip
+                log.info("replica ready", extra={"replica": chosen.replica_id, **took})
                 yield
         finally:
             shutil.rmtree(chosen.data_dir, ignore_errors=True)
@@ -297,6 +207,7 @@ def build(args: Mapping[str, Any] | None = None) -> Any:
     env = {str(k): str(v) for k, v in dict(given.pop("env", None) or {}).items()}
     plan = Plan.from_args(given)
     check_store(settings_mod.load(), plan)
+    warn_unplaceable(plan)  # `serve run`/`serve deploy`: Ray is connected when they build
     threads = plan.threads()
     options = plan.options()
     if env:  # the replicas' environment (serve --ray: its hand-over of the settings)

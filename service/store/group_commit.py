@@ -84,19 +84,30 @@ class GroupCommit:
     def submit(self, records: Sequence[ReportRecord]) -> list[str]:
         """Store ``records`` (one request's) in the next batch; returns each record's stored
         id once that batch has committed, or raises what storing it raised."""
+        return self.enqueue(records)()
+
+    def enqueue(self, records: Sequence[ReportRecord]) -> Callable[[], list[str]]:
+        """Put ``records`` (one request's) in the next batch and return at once: the function
+        returned waits for that batch's commit and returns each record's stored id, or raises
+        what storing it raised (the caller works meanwhile: the decode makes its picture)."""
         pending = _Pending(records)
         with self._cond:
             if self._closed:
-                return self._commit(records)
+                ids = self._commit(records)
+                return lambda: ids
             wake = not self._queue or self._queued + len(records) >= self.max_records
             self._queue.append(pending)
             self._queued += len(records)
             if wake:
                 self._cond.notify()
-        pending.done.wait()
-        if pending.error is not None:
-            raise pending.error
-        return pending.ids
+
+        def wait() -> list[str]:
+            pending.done.wait()
+            if pending.error is not None:
+                raise pending.error
+            return pending.ids
+
+        return wait
 
     def _take(self) -> list[_Pending] | None:
         """The next batch (``None``: closed, nothing left), once its window has passed or it

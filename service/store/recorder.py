@@ -84,13 +84,43 @@ class Recorder:
         """Store or spool ``records`` (one decode's) before returning them as stored (the
         ids the store holds for them; as given when spooled); raises a typed error when
         neither can take them."""
+        return self.begin(records)()
+
+    def begin(self, records: list[ReportRecord]) -> Callable[[], list[ReportRecord]]:
+        """:meth:`record` in two halves: ``records`` handed over now, and a function that
+        returns them as stored once they are durable (or raises the typed error). Through
+        group commit the handing over does not wait for the commit, so the caller works
+        while the batch commits and waits only for what is left of it; otherwise the records
+        are stored (or spooled) here and the function returns them at once."""
         if self.store_up and not self.spool.size():
+            if self.group is not None:
+                try:
+                    wait = self.group.enqueue(records)
+                except StoreDown as exc:  # closed: it committed in this thread
+                    stored = self._down(records, exc)
+                    return lambda: stored
+
+                def committed() -> list[ReportRecord]:
+                    try:
+                        return _stored(records, wait())
+                    except StoreDown as exc:
+                        return self._down(records, exc)
+
+                return committed
             try:
-                ids = self.group.submit(records) if self.group else self.store.record(records)
-                return _stored(records, ids)
+                stored = _stored(records, self.store.record(records))
             except StoreDown as exc:
-                log.warning("report store down, spooling: %s", exc)
-                self.store_up = False
+                stored = self._down(records, exc)
+            return lambda: stored
+        stored = self._spooled(records)
+        return lambda: stored
+
+    def _down(self, records: list[ReportRecord], exc: StoreDown) -> list[ReportRecord]:
+        log.warning("report store down, spooling: %s", exc)
+        self.store_up = False
+        return self._spooled(records)
+
+    def _spooled(self, records: list[ReportRecord]) -> list[ReportRecord]:
         try:
             self.spool.append([r.to_json() for r in records])
         except (SpoolFull, SpoolWriteFailed) as exc:

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,8 @@ log = logging.getLogger("wai_dispatch.service.sets")
 _DEFAULTS = "defaults.json"
 #: The file in the cache's folder whose ``flock`` every process changing the cache holds.
 LOCK_NAME = ".sync.lock"
+#: Sets fetched from the registry at once by one sync.
+FETCHERS = 4
 
 
 @dataclass
@@ -203,23 +206,45 @@ class SetSync:
             here = {e.digest for e in self.cache.list()} | set(self.cache.damaged())
             for digest in sorted((gone | (here - live.keys() - gone)) & here):
                 self._drop(digest)
-            problems: dict[str, Problem] = {}
-            for digest in sorted(live):
-                if digest in here and (not self.repair or self.cache.intact(digest, full=False)):
-                    continue
-                try:
-                    self._fetch(live[digest])
-                except StoreDown:
-                    raise
-                except (WaiError, OSError) as exc:
-                    code = exc.code if isinstance(exc, WaiError) else "set_invalid"
-                    message = exc.message if isinstance(exc, WaiError) else str(exc)
-                    problems[digest] = Problem(MANIFEST_NAME, code, message)
-                    log.warning("set %s not fetched: %s: %s", digest[:16], code, message)
+            wanted = [
+                live[digest]
+                for digest in sorted(live)
+                if digest not in here or (self.repair and not self.cache.intact(digest, full=False))
+            ]
+            problems = self._fetch_all(wanted)
             write_removed(self.cache.root, gone)
             self._write_defaults({c: d for c, d in defaults.items() if d in live})
             self.state = SyncState(frozenset(live), problems, asked, True)
             return self.state
+
+    def _fetch_all(self, wanted: list[RegistryEntry]) -> dict[str, Problem]:
+        """Fetch and install ``wanted``, up to :data:`FETCHERS` at once (a replica starting on
+        a registry of several sets waits for the slowest, not for their sum: each fetch is a
+        query and an install whose hashing and program checks release the GIL in part); the
+        sets that did not install, each with why. The registry down: raised, once every
+        fetch started has ended."""
+        problems: dict[str, Problem] = {}
+        if not wanted:
+            return problems
+        with ThreadPoolExecutor(min(FETCHERS, len(wanted)), "wai-set-fetch") as pool:
+            futures = {e.digest: pool.submit(self._fetch, e) for e in wanted}
+        down: StoreDown | None = None
+        for digest, future in futures.items():
+            exc = future.exception()
+            if exc is None:
+                continue
+            if isinstance(exc, StoreDown):
+                down = down or exc
+            elif isinstance(exc, (WaiError, OSError)):
+                code = exc.code if isinstance(exc, WaiError) else "set_invalid"
+                message = exc.message if isinstance(exc, WaiError) else str(exc)
+                problems[digest] = Problem(MANIFEST_NAME, code, message)
+                log.warning("set %s not fetched: %s: %s", digest[:16], code, message)
+            else:
+                raise exc
+        if down is not None:
+            raise down
+        return problems
 
     def _drop(self, digest: str) -> None:
         with contextlib.suppress(SetError):  # gone already

@@ -272,6 +272,12 @@ class TokenCache:
             if now - max(self._loaded, self._tried) > older_than:
                 self.reload()
 
+    def needs_store(self, secret: str) -> bool:
+        """Whether :meth:`lookup` of ``secret`` may read the store (the view is due for its
+        refresh, or the token is not in it): else the lookup is a dictionary's, and an
+        event loop may make it without handing it to a thread."""
+        return time.monotonic() - self._loaded > self.refresh_s or digest(secret) not in self._view
+
     def lookup(self, secret: str) -> Principal | None:
         """The live token's principal, ``None`` for a token the store says is not live, or
         :class:`TokenStoreDown` for one this replica cannot check: not in its view while the

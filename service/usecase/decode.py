@@ -11,12 +11,12 @@ same two steps:
    budget and timeouts; the CLI holds the estimate to the service's limits and runs at once):
    the decode, the records of its reports (:func:`service.store.records.records_for`: each
    ``dispatch.Report`` becomes one typed :class:`ReportRecord`, serialised once), handed to
-   the recorder in one call (which returns once they are durable; with group commit, in the
-   transaction it shares with concurrent decodes: service/store/group_commit.py), and the
-   outcome carries the ids it stored them under (a retried request, its ``request_id`` sent
-   again, the first decode's: one report per request), and the picture made in the
-   decode's own thread (PNG, or the RGB8 samples as they are). The gate's calibration and
-   the meter are told afterwards, off the decode's thread.
+   the recorder in one call, and the picture made in the decode's own thread (PNG, or the
+   RGB8 samples as they are) while they commit (with group commit, in the transaction they
+   share with concurrent decodes: service/store/group_commit.py); the outcome is returned
+   once they are durable and carries the ids they are stored under (a retried request, its
+   ``request_id`` sent again, the first decode's: one report per request). The gate's
+   calibration and the meter are told afterwards, off the decode's thread.
 
 A typed error of the request (bad input, a limit, the store that cannot record) is the outcome
 :class:`Refused`; anything else is a fault and raises.
@@ -82,11 +82,11 @@ class DecodeRequest:
 
 class Recorder(Protocol):
     """Where a decode's records go (:class:`service.store.recorder.Recorder`): one call per
-    decode, returning once they are durable (stored or spooled), with the records as stored
-    (a retried request's carry the first decode's ids); it raises a typed error when it
-    cannot take them."""
+    decode, ``begin``, handing them over and returning a function that returns once they are
+    durable (stored or spooled), with the records as stored (a retried request's carry the
+    first decode's ids); either raises a typed error when it cannot take them."""
 
-    def record(self, records: list[ReportRecord]) -> list[ReportRecord]: ...
+    def begin(self, records: list[ReportRecord]) -> Callable[[], list[ReportRecord]]: ...
 
 
 class Gate(Protocol):
@@ -129,7 +129,8 @@ class Decoded(_Recorded):
     result: DecodeResult
     records: list[ReportRecord]
     picture: bytes
-    #: The decode's running seconds, and with its records stored.
+    #: The decode's running seconds, and its time in the worker pool: with its records
+    #: stored and its picture made.
     decode_seconds: float = 0.0
     seconds: float = 0.0
 
@@ -193,15 +194,16 @@ def run(decoder: Decoder, admitted: Admitted, recorder: Recorder | None) -> Deco
     except NoPath as exc:
         records = _records(exc.reports, exc.parts, None, t0, admitted)
         if recorder is not None:
-            records = recorder.record(records)
+            records = recorder.begin(records)()
         return NoPathFound(exc, records)
     took = time.perf_counter() - t0
     records = _records(result.reports, [result.part], result.rgb_digest, t0, admitted)
-    if recorder is not None:
-        records = recorder.record(records)
-    seconds = time.perf_counter() - t0
-    # the answer is made here, in the decode's thread: RGB8 as it is, else the PNG
+    durable = recorder.begin(records) if recorder is not None else lambda: records
+    # the answer is made here, in the decode's thread, while the records commit (group
+    # commit: the batch's window and its transaction): RGB8 as it is, else the PNG
     picture = result.rgb.tobytes() if admitted.request.picture == "rgb" else result.png()
+    records = durable()  # answered only once they are durable
+    seconds = time.perf_counter() - t0
     return Decoded(result, records, picture, took, seconds)
 
 

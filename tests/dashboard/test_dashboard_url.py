@@ -39,8 +39,16 @@ def context(live: Any) -> Iterator[Any]:
     [
         ("sort=bogus&q=kiosk", "sort", "ignored sort=bogus: not one of sink, reports:desc,"),
         ("range=bogus&q=kiosk", "range", "ignored range=bogus: not one of 3600, 86400,"),
-        ("prefix=xyz&q=kiosk", "prefix", "ignored prefix=xyz: not what the API takes (^[0-9a-fA-F]{1,64}$)"),
-        (f"decode={LONG_ID}&q=kiosk", "decode", f"ignored decode={LONG_ID}: longer than 64 characters"),
+        (
+            "prefix=xyz&q=kiosk",
+            "prefix",
+            "ignored prefix=xyz: not what the API takes (^[0-9a-fA-F]{1,64}$)",
+        ),
+        (
+            f"decode={LONG_ID}&q=kiosk",
+            "decode",
+            f"ignored decode={LONG_ID}: longer than 64 characters",
+        ),
         # the page's checks pass it (a date and time); the API refuses a time before 1970
         (
             "range=custom&since=1960-01-01T00:00&q=kiosk",

@@ -66,15 +66,20 @@ def test_a_crash_between_commit_and_answer_then_a_retry_finds_one_report(
     live: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorder = live.service.recorder
-    real = recorder.record
+    real = recorder.begin
     committed: list[list[str]] = []
 
     def crash_after_commit(records: Any) -> Any:
-        kept = real(records)  # committed: durable in the store
-        committed.append([r.id for r in kept])
-        raise RuntimeError("injected: the replica dies before it answers")
+        durable = real(records)
 
-    monkeypatch.setattr(recorder, "record", crash_after_commit)
+        def crashed() -> Any:
+            kept = durable()  # committed: durable in the store
+            committed.append([r.id for r in kept])
+            raise RuntimeError("injected: the replica dies before it answers")
+
+        return crashed
+
+    monkeypatch.setattr(recorder, "begin", crash_after_commit)
     with live.client() as c:
         try:
             lost = decode(c, "job-8")

@@ -6,6 +6,7 @@ an address where no cluster answers (``ray_unreachable``)."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from wai_dispatch.service.rayserve.deployment import (
     check_store,
     replica_id_of,
 )
+from wai_dispatch.service.rayserve.plan import placement_problem, warn_unplaceable
 
 
 def test_a_fixed_plan_and_an_autoscaled_one_are_serve_s_options() -> None:
@@ -34,7 +36,16 @@ def test_a_fixed_plan_and_an_autoscaled_one_are_serve_s_options() -> None:
     }
     scaled = Plan.from_args({"autoscale": "1:4", "target_ongoing_requests": 3, "replica_cpus": 2})
     assert scaled.options() == {
-        "autoscaling_config": {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 3},
+        "autoscaling_config": {
+            "min_replicas": 1,
+            "max_replicas": 4,
+            "target_ongoing_requests": 3,
+            # the burst's timings (service/rayserve/plan.py), not Serve's 10/30/30/600 s
+            "metrics_interval_s": 1.0,
+            "look_back_period_s": 5.0,
+            "upscale_delay_s": 3.0,
+            "downscale_delay_s": 60.0,
+        },
         "max_ongoing_requests": 16,
         "ray_actor_options": {"num_cpus": 2},
     }
@@ -50,6 +61,8 @@ def test_a_fixed_plan_and_an_autoscaled_one_are_serve_s_options() -> None:
         ({"autoscale": "two"}, "MIN:MAX"),
         ({"replica_cpus": 0}, "replica_cpus"),
         ({"replicaz": 2}, "unknown argument(s) replicaz"),
+        ({"upscale_delay_s": -1}, "upscale_delay_s: 0 or more"),
+        ({"metrics_interval_s": 0}, "metrics_interval_s: above 0"),
     ],
 )
 def test_a_plan_that_does_not_hold_is_refused_by_name(args: dict[str, object], names: str) -> None:
@@ -66,6 +79,36 @@ def test_more_than_one_replica_on_sqlite_is_refused(tmp_path: Path) -> None:
             check_store(sqlite, plan)
         assert caught.value.code == "store_not_shared" and "PostgreSQL" in caught.value.message
     check_store(load(data_dir=tmp_path, database_url="postgresql://db/wai"), Plan(replicas=8))
+
+
+def test_max_replicas_the_cluster_cannot_place_is_named() -> None:
+    """The issue's case: ``--autoscale 1:3`` at one CPU each on a cluster of two."""
+    assert placement_problem(Plan(autoscale=(1, 2)), 2.0) is None
+    assert placement_problem(Plan(autoscale=(1, 4), replica_cpus=0.5), 2.0) is None
+    problem = placement_problem(Plan(autoscale=(1, 3)), 2.0)
+    assert problem is not None
+    assert "max_replicas 3 × num_cpus 1 = 3 CPUs" in problem and "has 2" in problem
+    assert "2 replica(s) can be placed" in problem and "UPSCALING" in problem
+    fixed = placement_problem(Plan(replicas=3, replica_cpus=1.5), 4.0)
+    assert fixed is not None and "replicas 3" in fixed and "2 replica(s)" in fixed
+
+
+def test_the_connected_cluster_s_cpus_are_checked_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ray = pytest.importorskip("ray", reason="the ray extra")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    assert warn_unplaceable(Plan(autoscale=(1, 3))) is None  # not connected: nothing to check
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0, "memory": 1e9})
+    logger = "wai_dispatch.rayserve"
+    monkeypatch.setattr(logging.getLogger(logger), "propagate", True)
+    with caplog.at_level("WARNING", logger=logger):
+        assert warn_unplaceable(Plan(autoscale=(1, 2))) is None
+        assert not caplog.records
+        problem = warn_unplaceable(Plan(autoscale=(1, 3)))
+    assert problem is not None
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [problem]
 
 
 def test_the_replica_id_is_a_spool_folder_name() -> None:

@@ -37,9 +37,9 @@ class Calls:
         self.done: list[Any] = []
         self.refuse = refuse
 
-    def record(self, records: list[ReportRecord]) -> list[ReportRecord]:
+    def begin(self, records: list[ReportRecord]) -> Callable[[], list[ReportRecord]]:
         self.recorded.append(records)
-        return records
+        return lambda: records
 
     async def run(self, est: Estimate, fn: Callable[[], T]) -> T:
         if self.refuse is not None:

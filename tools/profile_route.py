@@ -1,0 +1,185 @@
+"""``python -m wai_dispatch.tools.profile_route``: where one ``POST /v1/decode``'s time goes, end
+to end, at concurrency 2 (bench service's row). A real server in a child process
+(tools/route_clock.py: the service's own app on uvicorn with its HTTP protocol class, the
+SQLite store, group commit on, the default INFO logs to a file) whose steps are timed with
+``perf_counter_ns`` wrappers put around the functions a decode runs through; a closed loop
+of clients here. Printed: each step's mean milliseconds per request and its share of the
+request as the client saw it, the rest of the app (middleware, routing, thread hops), and
+what lies outside the app (uvicorn's HTTP parse and write, the socket, the client); then,
+in the same run, the anchor: the same decodes and PNGs from as many threads in this process,
+with the ratio of the two rates.
+
+The steps (the function each is the time spent inside of): the body read (``read_body``);
+FastAPI's sync dependencies, each run in a thread (``run_in_threadpool``), and the bearer
+token's lookup (``TokenCache.lookup``, inside one of them when it is one); parsing the JSON
+envelope (``envelope_read.parse_json``); the rest of preparing (payload headers, set lookup,
+the estimate: ``usecase.prepare`` less the parse); admission (from ``Admission.run`` to the
+decode's start in the pool: its checks and the wait for a worker; and from the decode's end
+to ``run`` returning: the hand-back to the event loop); the decode (``Decoder.decode``); the
+records made (``records_for``); the recording: its handing over (``Recorder.begin``) and,
+after the PNG made meanwhile, the wait for what is left of the group commit's window and the
+commit (the function ``begin`` returns; the commit itself, in the committer's thread, is
+shown beside: ``ReportStore.record``); the PNG (``DecodeResult.png``); the log lines (every
+``wai_dispatch`` logger's ``handle``); the metrics (``Metrics.decode_done``); the answer made
+(``_decoded``: base64, the model, its JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.service.decoding.decoder import Decoder
+
+PORT = 18195
+SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
+#: The steps in the order a request meets them (the module's doc says what each is).
+STEPS = (
+    "body read", "sync dependencies (each a thread hop)", "bearer token", "parse JSON envelope",
+    "prepare (headers, set, estimate)",
+    "admission: checks, wait for a worker", "decode", "records made",
+    "recording: handing over", "PNG", "recording: wait for the commit, after the PNG",
+    "admission: hand-back to the event loop",
+    "log lines", "metrics", "answer (base64, model, JSON)",
+)  # fmt: skip
+
+
+def _drive(url: str, token: str, body: bytes, n: int, concurrency: int) -> list[float]:
+    import httpx  # lazy: an HTTP client's
+
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    walls: list[float] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
+            for _ in range(n // concurrency):
+                t = time.perf_counter_ns()
+                r = c.post("/v1/decode", content=body)
+                assert r.status_code == 200, r.text
+                with lock:
+                    walls.append(time.perf_counter_ns() - t)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return walls
+
+
+def in_process(data: Path, body: bytes, n: int, concurrency: int) -> tuple[float, float, float]:
+    """The anchor: the same decodes and PNGs from ``concurrency`` threads in this process
+    (the server idle meanwhile); decodes/s, and the decode's and the PNG's mean ms."""
+    decoder = Decoder.assemble(data)
+    decoder.decode(parse(body)).png()  # warm
+    decode_ns: list[int] = []
+    png_ns: list[int] = []
+
+    def one(_: int) -> None:
+        t = time.perf_counter_ns()
+        result = decoder.decode(parse(body))
+        t2 = time.perf_counter_ns()
+        result.png()
+        decode_ns.append(t2 - t)
+        png_ns.append(time.perf_counter_ns() - t2)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one, range(n)))
+    took = time.perf_counter() - t0
+    return n / took, sum(decode_ns) / n / 1e6, sum(png_ns) / n / 1e6
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.profile_route")
+    p.add_argument("--requests", type=int, default=40)
+    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--port", type=int, default=PORT)
+    args = p.parse_args(argv)
+    import httpx  # lazy: an HTTP client's
+
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    body = SAMPLE.read_bytes()
+    with tempfile.TemporaryDirectory(prefix="wai-profile-") as tmp:
+        data, out = Path(tmp) / "data", Path(tmp) / "clock.json"
+        log = (Path(tmp) / "server.log").open("w")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wai_dispatch.tools.route_clock", str(data), str(args.port),
+             str(out)], stdout=log, stderr=log,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{args.port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the profiled service did not become ready")
+                time.sleep(0.2)
+            token = (data / "admin-token").read_text().strip()
+            _drive(url, token, body, 4, args.concurrency)  # warm
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(0.2)
+            t0 = time.perf_counter()
+            walls = _drive(url, token, body, args.requests, args.concurrency)
+            took = time.perf_counter() - t0
+            os.kill(proc.pid, signal.SIGUSR2)
+            deadline = time.monotonic() + 30
+            while not out.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.2)  # written whole
+            anchor = in_process(Path(tmp) / "anchor", body, args.requests, args.concurrency)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+            log.close()
+        if not out.exists():
+            raise RuntimeError("the profiled service wrote no clock:\n"
+                               + (Path(tmp) / "server.log").read_text()[-3000:])  # fmt: skip
+        clock = json.loads(out.read_text())
+    after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    n = len(walls)
+    wall = sum(walls) / n / 1e6
+    app = clock["ns"]["app"] / n / 1e6
+    print(f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {args.concurrency}: {n} "
+          f"requests, {n / took:.2f} decodes/s; load average {load} → {after}")  # fmt: skip
+    print(f"{'step':44} {'ms/request':>10} {'of the request':>15}")
+    accounted = 0.0
+    for step in STEPS:
+        ms = clock["ns"].get(step, 0) / n / 1e6
+        # the bearer token is looked up inside its dependency's hop: counted there
+        accounted += 0 if step == "bearer token" else ms
+        print(f"{step:44} {ms:10.2f} {ms / wall:15.1%}")
+    hops = clock["n"].get("sync dependencies (each a thread hop)", 0) / n
+    commit = clock["ns"].get("(the commit itself, in the committer's thread)", 0) / n / 1e6
+    print(f"  ({hops:.0f} sync dependency hops a request; the commit itself, overlapped in the "
+          f"committer's thread: {commit:.2f} ms a request)")  # fmt: skip
+    rest = app - accounted
+    print(f"{'rest of the app (middleware, routing, hops)':44} {rest:10.2f} {rest / wall:15.1%}")
+    print(f"{'outside the app (uvicorn, socket, client)':44} {wall - app:10.2f} "
+          f"{(wall - app) / wall:15.1%}")  # fmt: skip
+    print(f"{'the request, as the client saw it':44} {wall:10.2f} {1:15.1%}")
+    rate, decode_ms, png_ms = anchor
+    print(f"in this process, the same decodes from {args.concurrency} threads (the server idle): "
+          f"{rate:.2f} decodes/s, decode {decode_ms:.2f} ms, PNG {png_ms:.2f} ms; HTTP ÷ "
+          f"in-process {n / took / rate:.0%}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

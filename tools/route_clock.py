@@ -1,0 +1,180 @@
+"""The instrumented server of ``python -m wai_dispatch.tools.profile_route`` (its doc names
+the steps): the service's own app on uvicorn with ``perf_counter_ns`` timers put around the
+functions one ``POST /v1/decode`` runs through. Run as its child process, never imported by
+the service or another tool: the one module outside the HTTP layer that imports the HTTP
+layer's modules, to wrap them (tests/project/test_architecture.py names it)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi.dependencies import utils as fastapi_deps
+
+from wai_dispatch.codec import envelope_read
+from wai_dispatch.service.decoding import settings as settings_mod
+from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.results import DecodeResult
+from wai_dispatch.service.http import admission
+from wai_dispatch.service.http.app import create_app
+from wai_dispatch.service.http.metrics import Metrics
+from wai_dispatch.service.http.routes import decode as route
+from wai_dispatch.service.store.recorder import Recorder
+from wai_dispatch.service.store.report_store import ReportStore
+from wai_dispatch.service.store.tokens import TokenCache
+from wai_dispatch.service.usecase import decode as usecase
+
+
+class _Clock:
+    """Nanoseconds per step, summed, and how many times each ran (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ns: dict[str, int] = defaultdict(int)
+        self.n: dict[str, int] = defaultdict(int)
+
+    def add(self, step: str, ns: int) -> None:
+        with self.lock:
+            self.ns[step] += ns
+            self.n[step] += 1
+
+    def clear(self) -> None:
+        with self.lock:
+            self.ns.clear()
+            self.n.clear()
+
+
+def _timed(clock: _Clock, step: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            clock.add(step, time.perf_counter_ns() - t)
+
+    return wrapper
+
+
+def _timed_async(clock: _Clock, step: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter_ns()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            clock.add(step, time.perf_counter_ns() - t)
+
+    return wrapper
+
+
+def _instrument(clock: _Clock) -> None:
+    """Put the timers around the steps (profile_route's doc)."""
+
+    def wrap(owner: Any, name: str, step: str, timer: Any = _timed) -> None:
+        setattr(owner, name, timer(clock, step, getattr(owner, name)))
+
+    wrap(route, "read_body", "body read", _timed_async)
+    wrap(route, "_decoded", "answer (base64, model, JSON)")
+    wrap(TokenCache, "lookup", "bearer token")
+    wrap(envelope_read, "parse_json", "parse JSON envelope")
+    prepare = usecase.prepare
+
+    def prepared(*args: Any) -> Any:
+        t, before = time.perf_counter_ns(), clock.ns["parse JSON envelope"]
+        try:
+            return prepare(*args)
+        finally:  # less the parse, timed on its own (the other request may parse meanwhile)
+            took = time.perf_counter_ns() - t - (clock.ns["parse JSON envelope"] - before)
+            clock.add("prepare (headers, set, estimate)", max(0, took))
+
+    setattr(usecase, "prepare", prepared)  # noqa: B010
+    wrap(Decoder, "decode", "decode")
+    wrap(usecase, "records_for", "records made")
+    begin = Recorder.begin
+
+    def begun(self: Any, records: Any) -> Callable[[], Any]:
+        t = time.perf_counter_ns()
+        wait = begin(self, records)
+        clock.add("recording: handing over", time.perf_counter_ns() - t)
+        return _timed(clock, "recording: wait for the commit, after the PNG", wait)
+
+    setattr(Recorder, "begin", begun)  # noqa: B010
+    wrap(ReportStore, "record", "(the commit itself, in the committer's thread)")
+    wrap(fastapi_deps, "run_in_threadpool", "sync dependencies (each a thread hop)", _timed_async)
+    wrap(DecodeResult, "png", "PNG")
+    wrap(Metrics, "decode_done", "metrics")
+    handle = logging.Logger.handle
+
+    def handled(self: logging.Logger, record: logging.LogRecord) -> None:
+        if not self.name.startswith("wai_dispatch"):
+            return handle(self, record)
+        t = time.perf_counter_ns()
+        try:
+            return handle(self, record)
+        finally:
+            clock.add("log lines", time.perf_counter_ns() - t)
+
+    setattr(logging.Logger, "handle", handled)  # noqa: B010
+    run = admission.Admission.run
+
+    async def admitted(self: Any, est: Any, fn: Callable[[], Any]) -> Any:
+        t = time.perf_counter_ns()
+        inside = [0]
+
+        def work() -> Any:
+            start = time.perf_counter_ns()
+            clock.add("admission: checks, wait for a worker", start - t)
+            try:
+                return fn()
+            finally:
+                inside[0] = time.perf_counter_ns() - t
+
+        try:
+            return await run(self, est, work)
+        finally:
+            clock.add("admission: hand-back to the event loop",
+                      time.perf_counter_ns() - t - inside[0])  # fmt: skip
+
+    setattr(admission.Admission, "run", admitted)  # noqa: B010
+
+
+def serve(data_dir: Path, port: int, out: Path) -> None:
+    """The child: the instrumented app on uvicorn; SIGUSR1 clears the clock, SIGUSR2 writes it
+    to ``out`` (uvicorn stops on SIGTERM and raises it again, so the clock is asked first)."""
+    import uvicorn  # lazy: a server's
+
+    clock = _Clock()
+    _instrument(clock)
+    app = create_app(settings_mod.load(data_dir=data_dir, queue=64))
+
+    async def timed_app(scope: Any, receive: Any, send: Any) -> None:
+        t = time.perf_counter_ns()
+        try:
+            await app(scope, receive, send)
+        finally:
+            if scope["type"] == "http" and scope["path"] == "/v1/decode":
+                clock.add("app", time.perf_counter_ns() - t)
+
+    signal.signal(signal.SIGUSR1, lambda *_: clock.clear())
+    signal.signal(
+        signal.SIGUSR2, lambda *_: out.write_text(json.dumps({"ns": clock.ns, "n": clock.n}))
+    )
+    server = uvicorn.Server(uvicorn.Config(
+        timed_app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on",
+        http="wai_dispatch.service.http.limits:ReadTimeouts",
+    ))  # fmt: skip
+    server.run()
+
+
+if __name__ == "__main__":  # DATA PORT OUT
+    serve(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
