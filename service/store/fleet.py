@@ -9,7 +9,8 @@ a set and the window; from the per-hour roll-ups and the reports for the edges o
 split of service/store/reports.py's summary, so they agree with it); a filter the roll-ups
 cannot answer (a refusal code, a request id) reads the reports only. The last-seen time is the
 latest report of the window (an hour's start, from the per-hour roll-ups, when its reports were
-pruned), request error or run report. Every sink the policy in force names is a
+pruned), request error or run report (run reports counted from their roll-ups,
+service/store/run_rollups.py). Every sink the policy in force names is a
 row, seen or not, so a sink that went quiet shows; a sink no class names is ``class: null``."""
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from typing import Any
 from sqlalchemy import Connection, and_, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from wai_dispatch.service.store import keyset
+from wai_dispatch.service.store import keyset, run_rollups
 from wai_dispatch.service.store.activity import DAY_MS, DAYS, HOURS
-from wai_dispatch.service.store.models import RunReportRow, SetRow
+from wai_dispatch.service.store.models import SetRow
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, R, Range, rollup_where, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
@@ -31,7 +32,6 @@ from wai_dispatch.service.store.rollups import HOUR_MS, SINK
 
 __all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
 
-RR = RunReportRow.__table__.c
 S = SetRow.__table__.c
 SINK_SORTS = ("sink", "reports", "no_path_rate", "request_errors", "runs_refused", "last_seen_ms")
 SET_SORTS = ("set", "reports", "no_path_rate", "sinks", "last_seen_ms")
@@ -240,15 +240,9 @@ def sink_table(
     with store.engine.connect() as conn:
         counts = _counts(conn, filters, "sink")
         errors = errors_by_sink(conn, filters.since_ms, filters.until_ms)
-        where = []
-        if filters.since_ms is not None:
-            where.append(RR.received_ms >= filters.since_ms)
-        if filters.until_ms is not None:
-            where.append(RR.received_ms < filters.until_ms)
-        runs = conn.execute(
-            select(RR.sink, RR.accepted, func.count(), func.max(RR.received_ms))
-            .where(*where).group_by(RR.sink, RR.accepted)
-        ).all()  # fmt: skip
+        by_sink = run_rollups.counts(conn, "sink", since_ms=filters.since_ms,
+                                     until_ms=filters.until_ms)  # fmt: skip
+        runs = [(sink, accepted, n, last) for (sink, accepted), (n, last) in by_sink.items()]
     keep: Callable[[str], bool] = lambda s: True  # noqa: E731
     if filters.sink is not None:
         keep = lambda s: s == filters.sink  # noqa: E731

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,9 +31,11 @@ class Recorder:
 
     Straight into the store is, with ``commit_window_s`` given, through group commit
     (service/store/group_commit.py: concurrent decodes' records in one transaction, each
-    decode returning once it has committed; ``commit_max`` records a batch at most), else one
-    transaction per decode. :meth:`record` returns the records as stored: a retried request
-    (its identity stored before) gets the first decode's report ids.
+    decode returning once it has committed; ``commit_max`` records a batch at most; two
+    committers on PostgreSQL, one on SQLite), else one transaction per decode. The rows the
+    store's statement takes are made in the decode's own thread, not the committer's.
+    :meth:`record` returns the records as stored: a retried request (its identity stored
+    before) gets the first decode's report ids.
 
     ``migrate``, when given, is run by the thread before its first replay, until it succeeds:
     a service started while its store was down migrates it when it returns. ``adopt``, when
@@ -57,9 +59,10 @@ class Recorder:
         self.group: GroupCommit | None = None
         if commit_window_s is not None:
             self.group = GroupCommit(
-                lambda records: self.store.record(records),  # the store's method at the time
+                self._store_records,
                 window_s=commit_window_s,
                 max_records=commit_max,
+                committers=2 if store.dialect == "postgresql" else 1,
             )
         self.spool = spool
         self.retry_s = retry_s
@@ -86,7 +89,11 @@ class Recorder:
         neither can take them."""
         if self.store_up and not self.spool.size():
             try:
-                ids = self.group.submit(records) if self.group else self.store.record(records)
+                rows = self.store.rows(records)  # here, in the request's thread
+                if self.group is not None:
+                    ids = self.group.submit(records, rows)
+                else:
+                    ids = self._store_records(records, rows)
                 return _stored(records, ids)
             except StoreDown as exc:
                 log.warning("report store down, spooling: %s", exc)
@@ -104,6 +111,14 @@ class Recorder:
             return _stored(records, ids)
         self._wake.set()
         return records
+
+    def _store_records(
+        self, records: Sequence[ReportRecord], rows: Sequence[Any] | None
+    ) -> list[str]:
+        """The store's ``record`` at the time (a test may swap it), with ``rows`` when made."""
+        if rows is None:
+            return self.store.record(records)
+        return self.store.record(records, rows)
 
     def _insert_batch(self, batch: list[dict[str, Any]]) -> int:
         n = self.store.insert([ReportRecord.from_json(obj) for obj in batch])
