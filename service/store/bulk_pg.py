@@ -81,6 +81,11 @@ WITH src AS (
   FROM k GROUP BY day, sink, digest
   ORDER BY day, sink COLLATE "C", digest COLLATE "C"
   ON CONFLICT (start_ms, sink, set_digest) DO UPDATE SET {_ACT}
+), pairs AS (
+  INSERT INTO sink_sets AS t (sink, set_digest, last_ms)
+  SELECT sink, digest, max(created_ms) FROM k GROUP BY sink, digest
+  ORDER BY sink COLLATE "C", digest COLLATE "C"
+  ON CONFLICT (sink, set_digest) DO UPDATE SET last_ms = greatest(t.last_ms, excluded.last_ms)
 ), keyed AS (
   SELECT sink, hour_ms, capability, digest AS set_digest, coalesce(path_ran, '') AS path,
          coalesce(tier, '') AS tier, outcome, codes,

@@ -335,5 +335,16 @@ class SinkSetDayRow(_ActivityColumns, Base):
     __tablename__ = "sink_set_days"
 
 
+class SinkSetRow(Base):
+    """Per sink and set: its latest report's time (service/store/activity.py), so the sets
+    table counts a set's sinks of a window up to now from a row a pair, not a row a day."""
+
+    __tablename__ = "sink_sets"
+
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    set_digest: Mapped[str] = mapped_column(String(64), primary_key=True)  # "": none
+    last_ms: Mapped[int] = mapped_column(BigInteger)
+
+
 Index("ix_sink_set_hours_sink_start", SinkSetHourRow.sink, SinkSetHourRow.start_ms)
 Index("ix_sink_set_days_sink_start", SinkSetDayRow.sink, SinkSetDayRow.start_ms)

@@ -94,10 +94,10 @@ def counts(
             where.append(RR.sink_class == sink_class)
         if sink:
             where.append(RR.sink == sink)
-        col = RR.sink_class if by == "class" else RR.sink
+        of = RR.sink_class if by == "class" else RR.sink
         take(conn.execute(
-            select(col, RR.accepted, func.count(), func.max(RR.received_ms))
-            .where(*where).group_by(col, RR.accepted)
+            select(of, RR.accepted, func.count(), func.max(RR.received_ms))
+            .where(*where).group_by(of, RR.accepted)
         ).all())  # fmt: skip
     return out
 
