@@ -32,7 +32,8 @@ class Recorder:
     Straight into the store is, with ``commit_window_s`` given, through group commit
     (service/store/group_commit.py: concurrent decodes' records in one transaction, each
     decode returning once it has committed; ``commit_max`` records a batch at most; two
-    committers on PostgreSQL, one on SQLite), else one transaction per decode. The rows the
+    committers on PostgreSQL, one on SQLite, unless ``committers`` says), else one
+    transaction per decode. The rows the
     store's statement takes are made in the decode's own thread, not the committer's.
     :meth:`record` returns the records as stored: a retried request (its identity stored
     before) gets the first decode's report ids.
@@ -54,6 +55,7 @@ class Recorder:
         adopt_every_s: float = 2.0,
         commit_window_s: float | None = None,
         commit_max: int = 1000,
+        committers: int | None = None,
     ) -> None:
         self.store = store
         self.group: GroupCommit | None = None
@@ -62,7 +64,7 @@ class Recorder:
                 self._store_records,
                 window_s=commit_window_s,
                 max_records=commit_max,
-                committers=2 if store.dialect == "postgresql" else 1,
+                committers=committers or (2 if store.dialect == "postgresql" else 1),
             )
         self.spool = spool
         self.retry_s = retry_s
