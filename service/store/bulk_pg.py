@@ -5,11 +5,11 @@ all in data-modifying ``WITH`` parts of the same statement. What :func:`service.
 insert_records` does on SQLite in six statements, with the same rows and counts: a report
 skipped (its id or identity stored, or earlier in the batch) adds no refusal and no count.
 
-The statement's text does not depend on the number of reports, so psycopg prepares it once a
-connection and the server plans it once: a batch of a thousand reports costs the server its
-rows, not a thousand bound parameters to parse. The roll-up rows are written in key order
-(``COLLATE "C"``: code-point order, Python's), as the SQLite path writes them, so two
-transactions that share roll-up rows lock them in the same order.
+The reports go in by identity order and the roll-up rows in key order, both ``COLLATE "C"``
+(code-point order, Python's, as the SQLite path sorts them), so two transactions that share a
+row lock it in the same order. The statement's text does not depend on the number of reports,
+so psycopg prepares it once a connection and the server plans it once: a batch of a thousand
+reports costs the server its rows, not a thousand bound parameters to parse.
 
 :func:`columns` is the part that can run before the batch is formed (the recorder calls it in
 the request's own thread, service/store/recorder.py): each report as the tuple the statement
@@ -51,9 +51,10 @@ _ACT = "n = t.n + excluded.n, no_path = t.no_path + excluded.no_path, " \
 SQL = f"""
 WITH src AS (
   SELECT * FROM unnest({", ".join(f"%s::{t}[]" for _, t in _COLS)}, %s::text[])
-    AS s({_NAMES}, codes)
+    WITH ORDINALITY AS s({_NAMES}, codes, at)
 ), ins AS (
   INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src
+  ORDER BY sink COLLATE "C", request_id COLLATE "C", ordinal, at  -- a twin: the first
   ON CONFLICT DO NOTHING
   RETURNING seq, id, created_ms, sink, capability, set_digest, path_ran, tier, outcome,
             {", ".join(f"placement_{u}" for u in UNITS)}

@@ -1,10 +1,9 @@
 """Group commit: the reports of concurrent requests stored in one transaction.
 
-Each request hands its records to :meth:`GroupCommit.submit` and waits; one thread, the
-committer, takes every request waiting (up to ``max_records`` records, whole requests) and
-stores them with one multi-row insert in one transaction
-(:meth:`ReportStore.record <service.store.report_store.ReportStore.record>`,
-service/store/bulk.py): one ``fsync`` for the batch instead of one per request, and no two
+Each request hands its records to :meth:`GroupCommit.submit` and waits; a committer thread
+takes every request waiting (up to ``max_records`` records, whole requests) and stores them in
+one transaction (:meth:`ReportStore.record <service.store.report_store.ReportStore.record>`,
+service/store/bulk.py): one ``fsync`` for the batch instead of one per request, and far fewer
 transactions contending for the same roll-up rows.
 ``submit`` returns only once the transaction holding its records has committed, so an
 acknowledged report is durable exactly as with one transaction per request.
@@ -15,8 +14,10 @@ request each, each is committed at once; the window is waited only after a batch
 (requests are arriving together). Requests that arrive while a batch commits form the next
 one, so under load a batch is about one commit's worth of arrivals. With several committers
 (PostgreSQL: two) one takes and sends the next batch while another's commit completes; the
-batches' shared roll-up rows are locked in one order (service/store/bulk_pg.py), so the later
-waits for the earlier's commit there, never deadlocks.
+batches' reports and shared roll-up rows are written in one key order
+(service/store/bulk_pg.py), so the later waits for the earlier's commit there. (A deadlock the
+server still found would be an ``OperationalError``: the batch's requests spool their records,
+and the replay stores them.)
 
 A batch that fails: the store down (the connection refused, a lock not granted: an
 ``OperationalError``) fails every request of it with :class:`StoreDown` (each spools its own
