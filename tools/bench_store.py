@@ -156,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args(argv)
     writers = [int(w) for w in args.writers.split(",")]
-    print(f"group commit: window {WINDOW_S * 1000:g} ms, at most {MAX_RECORDS} reports a batch")
+    print(f"group commit: window {WINDOW_S * 1000:g} ms, at most {MAX_RECORDS} reports a batch; "
+          "two committers on PostgreSQL (one statement a batch), one on SQLite")  # fmt: skip
     pg = None if args.no_postgres else (args.postgres or LOCAL_PG)
     if pg is not None and (args.postgres or _reachable(pg)):
         run("postgresql", pg, writers, args.seconds)

@@ -2,7 +2,9 @@
 (``sink_set_hours``) and per UTC day (``sink_set_days``), per sink and set, the reports, those
 where no path ran, and the latest report's time. A few numbers a sink and set, so the fleet
 tables of a month read about thirty rows per sink and set, whatever the number of reports, and
-the last-seen time is exact without reading a report.
+the last-seen time is exact without reading a report. And per sink and set
+(``sink_sets``), the latest report's time: the sets table counts a set's sinks of a window
+that reaches now from one row a pair (service/store/fleet_sets.py).
 
 Written with the per-hour roll-ups, in the transaction that inserts the reports
 (:func:`service.store.rollups.add` calls :func:`add`), so they count exactly what was inserted;
@@ -17,15 +19,26 @@ from typing import Any
 from sqlalchemy import Connection, Table, case, delete, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from wai_dispatch.service.store.models import ReportRow, SinkSetDayRow, SinkSetHourRow
+from wai_dispatch.service.store.models import ReportRow, SinkSetDayRow, SinkSetHourRow, SinkSetRow
 from wai_dispatch.service.store.records import ReportRecord
 
-__all__ = ["DAYS", "DAY_MS", "HOURS", "add", "add_counts", "day_of", "rebuild"]
+__all__ = [
+    "DAYS",
+    "DAY_MS",
+    "HOURS",
+    "PAIRS",
+    "add",
+    "add_counts",
+    "day_of",
+    "rebuild",
+    "rebuild_pairs",
+]
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 HOURS: Table = SinkSetHourRow.__table__  # type: ignore[assignment]
 DAYS: Table = SinkSetDayRow.__table__  # type: ignore[assignment]
+PAIRS: Table = SinkSetRow.__table__  # type: ignore[assignment]
 #: (sink, set digest or "", hour's first ms) -> [reports, no-path reports, latest ms]
 Deltas = Mapping[tuple[str, str, int], Sequence[int]]
 
@@ -52,7 +65,8 @@ def add(conn: Connection, records: Iterable[ReportRecord]) -> None:
 
 
 def add_counts(conn: Connection, deltas: Deltas) -> None:
-    """Add ``deltas`` to the hours and the days: one upsert a table, rows in key order."""
+    """Add ``deltas`` to the hours and the days, and move their pairs' latest times: one
+    upsert a table, rows in key order."""
     if not deltas:
         return
     days: dict[tuple[int, str, str], list[int]] = {}
@@ -68,6 +82,16 @@ def add_counts(conn: Connection, deltas: Deltas) -> None:
              "last_ms": v[2]}
             for k, v in sorted(rows.items())
         ])  # fmt: skip
+    pairs: dict[tuple[str, str], int] = {}
+    for (sink, digest, _), (_, _, last) in deltas.items():
+        pairs[(sink, digest)] = max(last, pairs.get((sink, digest), last))
+    pg = conn.dialect.name == "postgresql"
+    ins = (postgresql.insert if pg else sqlite.insert)(PAIRS)
+    latest = (func.greatest if pg else func.max)(PAIRS.c.last_ms, ins.excluded.last_ms)
+    conn.execute(
+        ins.on_conflict_do_update(index_elements=["sink", "set_digest"], set_={"last_ms": latest}),
+        [{"sink": k[0], "set_digest": k[1], "last_ms": v} for k, v in sorted(pairs.items())],
+    )
 
 
 def _upsert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -85,7 +109,8 @@ def _upsert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
 
 
 def rebuild(conn: Connection) -> None:
-    """Recompute both from the stored reports, in the caller's transaction."""
+    """Recompute the hours and the days from the stored reports, in the caller's
+    transaction."""
     r = ReportRow.__table__.c
     hour = (r.created_ms - r.created_ms % HOUR_MS).label("start_ms")
     digest = func.coalesce(r.set_digest, "").label("set_digest")
@@ -104,3 +129,14 @@ def rebuild(conn: Connection) -> None:
     by_day = select(day, h.sink, h.set_digest, func.sum(h.n), func.sum(h.no_path),
                     func.max(h.last_ms)).group_by(day, h.sink, h.set_digest)  # fmt: skip
     conn.execute(insert(DAYS).from_select(cols, by_day))
+
+
+def rebuild_pairs(conn: Connection) -> None:
+    """Recompute ``sink_sets`` from the days (after :func:`rebuild`; migration 0009 fills it
+    itself: 0008's call of :func:`rebuild` runs before the table exists)."""
+    d = DAYS.c
+    conn.execute(delete(PAIRS))
+    conn.execute(insert(PAIRS).from_select(
+        ["sink", "set_digest", "last_ms"],
+        select(d.sink, d.set_digest, func.max(d.last_ms)).group_by(d.sink, d.set_digest),
+    ))  # fmt: skip

@@ -1,6 +1,7 @@
-"""Reports into the store in bulk: one multi-row ``INSERT … ON CONFLICT DO NOTHING RETURNING``
-for any number of reports (SQLAlchemy's "insertmanyvalues": pages of up to 1,000 rows a
-statement on PostgreSQL and SQLite), one for their refusals, one upsert per roll-up table.
+"""Reports into the store in bulk. SQLite: one multi-row ``INSERT … ON CONFLICT DO NOTHING
+RETURNING`` for any number of reports (SQLAlchemy's "insertmanyvalues": pages of up to 1,000
+rows a statement), one for their refusals, one upsert per roll-up table. PostgreSQL: all of
+that in one statement of fixed text, one round trip (service/store/bulk_pg.py).
 A decode's reports, a run report's decodes (service/store/policies.py), a group commit's
 batch of many requests' reports (service/store/group_commit.py) and a spool replay all go
 through :func:`insert_records`, inside the caller's transaction.
@@ -21,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from wai_dispatch.service.store import rollups
+from wai_dispatch.service.store import bulk_pg, rollups
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 
@@ -49,13 +50,20 @@ def _insert(conn: Connection) -> Any:
     return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
-def insert_records(conn: Connection, records: Iterable[ReportRecord]) -> list[ReportRecord]:
+def insert_records(
+    conn: Connection, records: Iterable[ReportRecord], rows: Sequence[bulk_pg.Row] | None = None
+) -> list[ReportRecord]:
     """Insert ``records`` inside the caller's transaction in one multi-row statement, skipping
     each whose id or identity is stored (or comes earlier in ``records``); their refusals and
-    roll-up counts go in with them. Returns the records inserted, in their order."""
+    roll-up counts go in with them. Returns the records inserted, in their order. On
+    PostgreSQL all of it is one statement (service/store/bulk_pg.py; ``rows``: the records'
+    :func:`~service.store.bulk_pg.columns`, when made already)."""
     records = list(records)
     if not records:
         return []
+    if conn.dialect.name == "postgresql":
+        seqs = bulk_pg.insert(conn, records, rows)
+        return [rec for rec in records if seqs.pop(rec.id, None) is not None]
     ins = _insert(conn)
     stmt = ins(ReportRow).on_conflict_do_nothing().returning(R.seq, R.id)
     seqs = {str(rid): int(seq) for seq, rid in conn.execute(stmt, [row_of(r) for r in records])}
@@ -95,11 +103,13 @@ def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[Identi
     return out
 
 
-def record(conn: Connection, records: Sequence[ReportRecord]) -> list[str]:
+def record(
+    conn: Connection, records: Sequence[ReportRecord], rows: Sequence[bulk_pg.Row] | None = None
+) -> list[str]:
     """Insert ``records`` (:func:`insert_records`) and return, for each, the id its identity
     is stored under: its own when it went in, the first decode's when its request was stored
     before."""
-    inserted = {r.id for r in insert_records(conn, records)}
+    inserted = {r.id for r in insert_records(conn, records, rows)}
     skipped = [r for r in records if r.id not in inserted]
     if not skipped:
         return [r.id for r in records]

@@ -7,9 +7,11 @@ Report counts come from the per-sink activity roll-ups (service/store/activity.p
 whole hours, and the reports for the window's partial hours) when the filters are only sinks,
 a set and the window; from the per-hour roll-ups and the reports for the edges otherwise (the
 split of service/store/reports.py's summary, so they agree with it); a filter the roll-ups
-cannot answer (a refusal code, a request id) reads the reports only. The last-seen time is the
-latest report of the window (an hour's start, from the per-hour roll-ups, when its reports were
-pruned), request error or run report. Every sink the policy in force names is a
+cannot answer (a refusal code, a request id) reads the reports only. The sets table of a
+window that reaches now reads rows a set, not a sink and day (service/store/fleet_sets.py).
+The last-seen time is the latest report of the window (an hour's start, from the per-hour
+roll-ups, when its reports were pruned), request error or run report (run reports counted
+from their roll-ups, service/store/run_rollups.py). Every sink the policy in force names is a
 row, seen or not, so a sink that went quiet shows; a sink no class names is ``class: null``."""
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from typing import Any
 from sqlalchemy import Connection, and_, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from wai_dispatch.service.store import keyset
+from wai_dispatch.service.store import fleet_sets, keyset, run_rollups
 from wai_dispatch.service.store.activity import DAY_MS, DAYS, HOURS
-from wai_dispatch.service.store.models import RunReportRow, SetRow
+from wai_dispatch.service.store.models import SetRow
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, R, Range, rollup_where, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
@@ -31,7 +33,6 @@ from wai_dispatch.service.store.rollups import HOUR_MS, SINK
 
 __all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
 
-RR = RunReportRow.__table__.c
 S = SetRow.__table__.c
 SINK_SORTS = ("sink", "reports", "no_path_rate", "request_errors", "runs_refused", "last_seen_ms")
 SET_SORTS = ("set", "reports", "no_path_rate", "sinks", "last_seen_ms")
@@ -240,15 +241,9 @@ def sink_table(
     with store.engine.connect() as conn:
         counts = _counts(conn, filters, "sink")
         errors = errors_by_sink(conn, filters.since_ms, filters.until_ms)
-        where = []
-        if filters.since_ms is not None:
-            where.append(RR.received_ms >= filters.since_ms)
-        if filters.until_ms is not None:
-            where.append(RR.received_ms < filters.until_ms)
-        runs = conn.execute(
-            select(RR.sink, RR.accepted, func.count(), func.max(RR.received_ms))
-            .where(*where).group_by(RR.sink, RR.accepted)
-        ).all()  # fmt: skip
+        by_sink = run_rollups.counts(conn, "sink", since_ms=filters.since_ms,
+                                     until_ms=filters.until_ms)  # fmt: skip
+        runs = [(str(k), ok, n, last) for (k, ok), (n, last) in by_sink.items()]
     keep: Callable[[str], bool] = lambda s: True  # noqa: E731
     if filters.sink is not None:
         keep = lambda s: s == filters.sink  # noqa: E731
@@ -291,7 +286,9 @@ def set_table(
     no-path reports and rate, sinks using it, last seen, and its name and capability when the
     set registry has it. ``prefix``: digests that start with it (any case)."""
     with store.engine.connect() as conn:
-        counts = _counts(conn, replace(filters, set=None), "set")
+        window = replace(filters, set=None)
+        fast = fleet_sets.counts(conn, window)  # a window up to now: rows a set, not a day
+        counts = fast if fast is not None else _counts(conn, window, "set")
         if prefix:
             counts = {d: r for d, r in counts.items() if d.startswith(prefix.lower())}
         if filters.set is not None:

@@ -1,10 +1,9 @@
 """Group commit: the reports of concurrent requests stored in one transaction.
 
-Each request hands its records to :meth:`GroupCommit.submit` and waits; one thread, the
-committer, takes every request waiting (up to ``max_records`` records, whole requests) and
-stores them with one multi-row insert in one transaction
-(:meth:`ReportStore.record <service.store.report_store.ReportStore.record>`,
-service/store/bulk.py): one ``fsync`` for the batch instead of one per request, and no two
+Each request hands its records to :meth:`GroupCommit.submit` and waits; a committer thread
+takes every request waiting (up to ``max_records`` records, whole requests) and stores them in
+one transaction (:meth:`ReportStore.record <service.store.report_store.ReportStore.record>`,
+service/store/bulk.py): one ``fsync`` for the batch instead of one per request, and far fewer
 transactions contending for the same roll-up rows.
 ``submit`` returns only once the transaction holding its records has committed, so an
 acknowledged report is durable exactly as with one transaction per request.
@@ -13,7 +12,12 @@ When a batch is taken: once ``window_s`` has passed since its first request arri
 when it holds ``max_records``. A lone writer pays no window: while the batches hold one
 request each, each is committed at once; the window is waited only after a batch of several
 (requests are arriving together). Requests that arrive while a batch commits form the next
-one, so under load a batch is about one commit's worth of arrivals.
+one, so under load a batch is about one commit's worth of arrivals. With several committers
+(PostgreSQL: two) one takes and sends the next batch while another's commit completes; the
+batches' reports and shared roll-up rows are written in one key order
+(service/store/bulk_pg.py), so the later waits for the earlier's commit there. (A deadlock the
+server still found would be an ``OperationalError``: the batch's requests spool their records,
+and the replay stores them.)
 
 A batch that fails: the store down (the connection refused, a lock not granted: an
 ``OperationalError``) fails every request of it with :class:`StoreDown` (each spools its own
@@ -28,6 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -44,28 +49,38 @@ _DOWN = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
 
 
 class _Pending:
-    """One request's records, waiting for the commit that holds them."""
+    """One request's records (and their rows, when the request made them), waiting for the
+    commit that holds them."""
 
-    __slots__ = ("at", "done", "error", "ids", "records")
+    __slots__ = ("at", "done", "error", "ids", "records", "rows")
 
-    def __init__(self, records: Sequence[ReportRecord]) -> None:
+    def __init__(self, records: Sequence[ReportRecord], rows: Sequence[Any] | None) -> None:
         self.records = records
+        self.rows = rows
         self.at = time.monotonic()
         self.done = threading.Event()
         self.ids: list[str] = []
         self.error: BaseException | None = None
 
 
+#: What stores a batch: its records and, when every request made them, their rows (``None``
+#: otherwise) in; each record's stored id out; :class:`StoreDown` when it cannot.
+Commit = Callable[[Sequence[ReportRecord], Sequence[Any] | None], list[str]]
+
+
 class GroupCommit:
-    """Stores many requests' records per transaction through ``commit`` (records in, each
-    record's stored id out, :class:`StoreDown` when it cannot)."""
+    """Stores many requests' records per transaction through ``commit`` (:data:`Commit`), with
+    ``committers`` threads: each takes the next batch while the others' commit (PostgreSQL:
+    a batch's rows go in while the one before waits for its ``fsync``; SQLite takes one
+    writer at a time, so one)."""
 
     def __init__(
         self,
-        commit: Callable[[Sequence[ReportRecord]], list[str]],
+        commit: Commit,
         *,
         window_s: float = 0.002,
         max_records: int = 1000,
+        committers: int = 1,
     ) -> None:
         self._commit = commit
         self.window_s = window_s
@@ -78,22 +93,33 @@ class GroupCommit:
         #: Transactions committed and requests they held (``/metrics``, the bench).
         self.batches = 0
         self.requests = 0
-        self._thread = threading.Thread(target=self._run, name="report-commit", daemon=True)
-        self._thread.start()
+        self._count = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"report-commit-{i}", daemon=True)
+            for i in range(max(1, committers))
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, records: Sequence[ReportRecord]) -> list[str]:
-        """Store ``records`` (one request's) in the next batch; returns each record's stored
-        id once that batch has committed, or raises what storing it raised."""
-        return self.enqueue(records)()
+    def submit(
+        self, records: Sequence[ReportRecord], rows: Sequence[Any] | None = None
+    ) -> list[str]:
+        """Store ``records`` (one request's; ``rows``: what ``commit`` takes for them, made
+        in the caller's thread) in the next batch; returns each record's stored id once that
+        batch has committed, or raises what storing it raised."""
+        return self.enqueue(records, rows)()
 
-    def enqueue(self, records: Sequence[ReportRecord]) -> Callable[[], list[str]]:
-        """Put ``records`` (one request's) in the next batch and return at once: the function
-        returned waits for that batch's commit and returns each record's stored id, or raises
-        what storing it raised (the caller works meanwhile: the decode makes its picture)."""
-        pending = _Pending(records)
+    def enqueue(
+        self, records: Sequence[ReportRecord], rows: Sequence[Any] | None = None
+    ) -> Callable[[], list[str]]:
+        """Put ``records`` (one request's; ``rows`` as for :meth:`submit`) in the next batch
+        and return at once: the function returned waits for that batch's commit and returns
+        each record's stored id, or raises what storing it raised (the caller works meanwhile:
+        the decode makes its picture)."""
+        pending = _Pending(records, rows)
         with self._cond:
             if self._closed:
-                ids = self._commit(records)
+                ids = self._commit(records, rows)
                 return lambda: ids
             wake = not self._queue or self._queued + len(records) >= self.max_records
             self._queue.append(pending)
@@ -152,8 +178,11 @@ class GroupCommit:
 
     def _store(self, batch: list[_Pending]) -> None:
         records = [r for pending in batch for r in pending.records]
+        rows = None
+        if all(pending.rows is not None for pending in batch):
+            rows = [row for pending in batch for row in pending.rows or ()]
         try:
-            ids = self._commit(records)
+            ids = self._commit(records, rows)
         except StoreDown as exc:
             if len(batch) == 1 or isinstance(exc.__cause__, _DOWN):
                 for pending in batch:
@@ -164,13 +193,14 @@ class GroupCommit:
                         "its own", len(batch), exc)  # fmt: skip
             for pending in batch:
                 try:
-                    pending.ids = self._commit(pending.records)
+                    pending.ids = self._commit(pending.records, pending.rows)
                 except StoreDown as one:
                     pending.error = one
                 pending.done.set()
             return
-        self.batches += 1
-        self.requests += len(batch)
+        with self._count:
+            self.batches += 1
+            self.requests += len(batch)
         at = 0
         for pending in batch:
             pending.ids = ids[at : at + len(pending.records)]
@@ -182,5 +212,6 @@ class GroupCommit:
         thread)."""
         with self._cond:
             self._closed = True
-            self._cond.notify()
-        self._thread.join(timeout=30)
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=30)

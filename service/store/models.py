@@ -12,8 +12,9 @@ transaction that inserts each report (service/store/rollups.py); pruning reports
 ``tokens``: bearer tokens, hashed.
 ``policies``: every version of the model policy, with who set it and when. ``run_reports``: each
 run report a sink submitted (its id unique per sink), as submitted, with the verdict it got
-(service/store/policies.py). ``sets``, ``set_chunks``, ``set_defaults``: the set registry every
-replica shares (service/store/setregistry.py, docs/sets.md).
+(service/store/policies.py); ``run_report_rollups`` counts them per hour, sink, class and
+verdict (service/store/run_rollups.py). ``sets``, ``set_chunks``, ``set_defaults``: the set
+registry every replica shares (service/store/setregistry.py, docs/sets.md).
 ``request_error_rollups``: every request answered with a 4xx, counted per hour, sink (``""``:
 no sink's token), code, status and route template; ``request_errors``: a sample of them, for
 sinks only, capped per sink and hour; ``request_error_samples``: per hour and sink, the errors
@@ -58,7 +59,8 @@ class ReportRow(Base):
     id: Mapped[str] = mapped_column(String(36), unique=True)  # the report id; replays dedupe
     request_id: Mapped[str] = mapped_column(String(36), index=True)
     created_ms: Mapped[int] = mapped_column(BigInteger, index=True)  # Unix time, milliseconds
-    sink: Mapped[str] = mapped_column(String(128), index=True)
+    # a sink's reports: ix_reports_sink_created and uq_reports_identity, both sink first
+    sink: Mapped[str] = mapped_column(String(128))
     role: Mapped[str] = mapped_column(String(16))  # primary | fallback
     capability: Mapped[str] = mapped_column(String(128), index=True)
     set_digest: Mapped[str | None] = mapped_column(String(64), index=True)
@@ -200,6 +202,23 @@ Index("ix_run_reports_class_received", RunReportRow.sink_class, RunReportRow.rec
 Index("ix_run_reports_accepted_received", RunReportRow.accepted, RunReportRow.received_ms)
 
 
+class RunReportRollupRow(Base):
+    """Run reports counted per hour, sink, class (``""``: none) and verdict, written with each
+    run report (service/store/run_rollups.py): what the dashboard's run-report counts read."""
+
+    __tablename__ = "run_report_rollups"
+
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    sink_class: Mapped[str] = mapped_column(String(64), primary_key=True)  # "": none
+    accepted: Mapped[bool] = mapped_column(Boolean, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+    last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest run report's receipt
+
+
+Index("ix_run_report_rollups_sink_hour", RunReportRollupRow.sink, RunReportRollupRow.hour_ms)
+
+
 class SetRow(Base):
     """One set in the registry every replica shares (service/store/setregistry.py), by its
     BLAKE3 digest; ``removed_ms`` is its tombstone (a removed set stays removed, bundled or
@@ -314,6 +333,17 @@ class SinkSetDayRow(_ActivityColumns, Base):
     """Per day (UTC), sink and set: a month is thirty rows a sink and set."""
 
     __tablename__ = "sink_set_days"
+
+
+class SinkSetRow(Base):
+    """Per sink and set: its latest report's time (service/store/activity.py), so the sets
+    table counts a set's sinks of a window up to now from a row a pair, not a row a day."""
+
+    __tablename__ = "sink_sets"
+
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    set_digest: Mapped[str] = mapped_column(String(64), primary_key=True)  # "": none
+    last_ms: Mapped[int] = mapped_column(BigInteger)
 
 
 Index("ix_sink_set_hours_sink_start", SinkSetHourRow.sink, SinkSetHourRow.start_ms)

@@ -30,7 +30,7 @@ from wai_dispatch.service.governance import (
     judge,
     load_policy,
 )
-from wai_dispatch.service.store import keyset
+from wai_dispatch.service.store import keyset, run_rollups
 from wai_dispatch.service.store.bulk import insert_records
 from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.errors import StoreError
@@ -167,6 +167,8 @@ def submit(
     with store.engine.begin() as conn:
         stmt = ins(RunReportRow).values(**row).on_conflict_do_nothing(index_elements=["sink", "id"])
         if conn.execute(stmt.returning(RR.seq)).scalar() is not None:
+            run_rollups.add(conn, sink=run.sink, sink_class=verdict.sink_class,
+                            accepted=verdict.accepted, received_ms=received)  # fmt: skip
             insert_records(conn, _records(run, verdict, received))
             return answer, False
     stored = _stored(store, run.sink, run.id)  # a twin request stored it first
@@ -213,7 +215,8 @@ def governance_summary(
     latest: int = 10,
     after: str | None = None,
 ) -> dict[str, Any]:
-    """Run reports accepted and refused per sink class (SQL counts over indexed columns), and
+    """Run reports accepted and refused per sink class (from their per-hour roll-ups,
+    service/store/run_rollups.py, and the window's partial hours), and
     a page of the refused ones, latest first (``latest`` of them, paged by keyset: ``after``
     the cursor ``next``; their total is ``refused_total``), each with its first reasons and how
     many more it has."""
@@ -230,12 +233,10 @@ def governance_summary(
     if after is not None:
         ms, seq = keyset.decode("rr", after, [(int,), (int,)])
         page.append((RR.received_ms < ms) | ((RR.received_ms == ms) & (RR.seq < seq)))
-    n = func.count().label("n")
     with store.engine.connect() as conn:
-        counts = conn.execute(
-            select(RR.sink_class, RR.accepted, n).where(*where)
-            .group_by(RR.sink_class, RR.accepted)
-        ).all()  # fmt: skip
+        counts = [(cls, accepted, n) for (cls, accepted), (n, _) in run_rollups.counts(
+            conn, "class", since_ms=since_ms, until_ms=until_ms, sink_class=sink_class,
+            sink=sink).items()]  # fmt: skip
         refused = conn.execute(
             select(RR.seq, RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version,
                    RR.verdict)

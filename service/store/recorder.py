@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,9 +31,12 @@ class Recorder:
 
     Straight into the store is, with ``commit_window_s`` given, through group commit
     (service/store/group_commit.py: concurrent decodes' records in one transaction, each
-    decode returning once it has committed; ``commit_max`` records a batch at most), else one
-    transaction per decode. :meth:`record` returns the records as stored: a retried request
-    (its identity stored before) gets the first decode's report ids.
+    decode returning once it has committed; ``commit_max`` records a batch at most; two
+    committers on PostgreSQL, one on SQLite, unless ``committers`` says), else one
+    transaction per decode. The rows the
+    store's statement takes are made in the decode's own thread, not the committer's.
+    :meth:`record` returns the records as stored: a retried request (its identity stored
+    before) gets the first decode's report ids.
 
     ``migrate``, when given, is run by the thread before its first replay, until it succeeds:
     a service started while its store was down migrates it when it returns. ``adopt``, when
@@ -52,14 +55,16 @@ class Recorder:
         adopt_every_s: float = 2.0,
         commit_window_s: float | None = None,
         commit_max: int = 1000,
+        committers: int | None = None,
     ) -> None:
         self.store = store
         self.group: GroupCommit | None = None
         if commit_window_s is not None:
             self.group = GroupCommit(
-                lambda records: self.store.record(records),  # the store's method at the time
+                self._store_records,
                 window_s=commit_window_s,
                 max_records=commit_max,
+                committers=committers or (2 if store.dialect == "postgresql" else 1),
             )
         self.spool = spool
         self.retry_s = retry_s
@@ -93,9 +98,10 @@ class Recorder:
         while the batch commits and waits only for what is left of it; otherwise the records
         are stored (or spooled) here and the function returns them at once."""
         if self.store_up and not self.spool.size():
+            rows = self.store.rows(records)  # here, in the request's thread
             if self.group is not None:
                 try:
-                    wait = self.group.enqueue(records)
+                    wait = self.group.enqueue(records, rows)
                 except StoreDown as exc:  # closed: it committed in this thread
                     stored = self._down(records, exc)
                     return lambda: stored
@@ -108,7 +114,7 @@ class Recorder:
 
                 return committed
             try:
-                stored = _stored(records, self.store.record(records))
+                stored = _stored(records, self._store_records(records, rows))
             except StoreDown as exc:
                 stored = self._down(records, exc)
             return lambda: stored
@@ -134,6 +140,14 @@ class Recorder:
             return _stored(records, ids)
         self._wake.set()
         return records
+
+    def _store_records(
+        self, records: Sequence[ReportRecord], rows: Sequence[Any] | None
+    ) -> list[str]:
+        """The store's ``record`` at the time (a test may swap it), with ``rows`` when made."""
+        if rows is None:
+            return self.store.record(records)
+        return self.store.record(records, rows)
 
     def _insert_batch(self, batch: list[dict[str, Any]]) -> int:
         n = self.store.insert([ReportRecord.from_json(obj) for obj in batch])

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from wai_dispatch.service.store import bulk
+from wai_dispatch.service.store import bulk, bulk_pg
 from wai_dispatch.service.store.errors import DriverMissing
 from wai_dispatch.service.store.models import ReportRow
 from wai_dispatch.service.store.records import ReportRecord
@@ -109,13 +109,21 @@ class ReportStore:
         except SQLAlchemyError as exc:
             raise StoreDown(str(exc).splitlines()[0]) from exc
 
-    def record(self, records: Sequence[ReportRecord]) -> list[str]:
+    def rows(self, records: Sequence[ReportRecord]) -> list[Any] | None:
+        """What :meth:`record` takes as ``rows`` for ``records`` (PostgreSQL: the statement's
+        columns, service/store/bulk_pg.py; SQLite: nothing), made by the caller's thread."""
+        return list(bulk_pg.columns(records)) if self.dialect == "postgresql" else None
+
+    def record(
+        self, records: Sequence[ReportRecord], rows: Sequence[Any] | None = None
+    ) -> list[str]:
         """Store one or more requests' records in one transaction, as :meth:`insert`; returns
         each record's stored id: its own, or the first decode's when its identity ``(sink,
-        request_id, ordinal)`` was stored before (a retried request)."""
+        request_id, ordinal)`` was stored before (a retried request). ``rows``: the records'
+        :meth:`rows`, when made already."""
         try:
             with self.engine.begin() as conn:
-                return bulk.record(conn, records)
+                return bulk.record(conn, records, rows)
         except SQLAlchemyError as exc:
             raise StoreDown(str(exc).splitlines()[0]) from exc
 

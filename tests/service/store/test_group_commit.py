@@ -147,7 +147,7 @@ def test_the_store_down_sends_each_request_to_the_spool(
         ok = recorder.record(request_records("up"))
         assert [i for i, _ in rows(store, "up")] == [r.id for r in ok]
 
-        def down(records: Any) -> list[str]:
+        def down(records: Any, *_: Any) -> list[str]:  # (records, rows)
             raise StoreDown("switched down")
 
         monkeypatch.setattr(store, "record", down)
@@ -186,7 +186,8 @@ def test_a_run_report_of_1000_decodes_goes_in_as_one_statement(store: ReportStor
     inserts: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.startswith("INSERT INTO reports "):
+        # SQLite: a multi-row INSERT; PostgreSQL: one statement for everything (bulk_pg.py)
+        if statement.lstrip().startswith(("INSERT INTO reports ", "WITH src AS")):
             inserts.append(statement)
 
     event.listen(store.engine, "before_cursor_execute", count)

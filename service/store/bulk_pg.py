@@ -1,0 +1,159 @@
+"""Reports into PostgreSQL in one statement, one round trip: the reports as columns (one array a
+column, ``unnest``), inserted with ``ON CONFLICT DO NOTHING``, their refusals and every roll-up
+(service/store/rollups.py, service/store/activity.py) counted from what that insert returned,
+all in data-modifying ``WITH`` parts of the same statement. What :func:`service.store.bulk.
+insert_records` does on SQLite in six statements, with the same rows and counts: a report
+skipped (its id or identity stored, or earlier in the batch) adds no refusal and no count.
+
+The reports go in by identity order and the roll-up rows in key order, both ``COLLATE "C"``
+(code-point order, Python's, as the SQLite path sorts them), so two transactions that share a
+row lock it in the same order. The statement's text does not depend on the number of reports,
+so psycopg prepares it once a connection and the server plans it once: a batch of a thousand
+reports costs the server its rows, not a thousand bound parameters to parse.
+
+:func:`columns` is the part that can run before the batch is formed (the recorder calls it in
+the request's own thread, service/store/recorder.py): each report as the tuple the statement
+takes, its JSON text made once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+from wai_dispatch.service.store.records import UNITS, ReportRecord
+from wai_dispatch.service.store.rollups import codes_of
+
+__all__ = ["Row", "columns", "insert"]
+
+#: A report as the statement takes it: :data:`_COLS` in order, then its refusal codes key.
+Row = tuple[Any, ...]
+
+_COLS = (
+    ("id", "text"), ("request_id", "text"), ("created_ms", "bigint"), ("sink", "text"),
+    ("role", "text"), ("capability", "text"), ("set_digest", "text"),
+    ("symbols_digest", "text"), ("rgb_digest", "text"), ("needed", "text"),
+    ("path_ran", "text"), ("tier", "text"), ("outcome", "text"),
+    ("duration_ms", "double precision"), ("source", "text"), ("run_report", "text"),
+    ("ordinal", "integer"), *((f"placement_{u}", "integer") for u in UNITS),
+    ("report", "text"),
+)  # fmt: skip
+_PLAIN = [c for c, _ in _COLS[:17]]
+_SUMS = ", ".join(f"sum(placement_{u})" for u in UNITS)
+_PUT = ", ".join(f"placement_{u} = t.placement_{u} + excluded.placement_{u}" for u in UNITS)
+_NAMES = ", ".join(c for c, _ in _COLS)
+_KEY = 'hour_ms, capability, set_digest, path, tier, outcome, codes COLLATE "C"'
+_ACT = "n = t.n + excluded.n, no_path = t.no_path + excluded.no_path, " \
+       "last_ms = greatest(t.last_ms, excluded.last_ms)"  # fmt: skip
+
+SQL = f"""
+WITH src AS (
+  SELECT * FROM unnest({", ".join(f"%s::{t}[]" for _, t in _COLS)}, %s::text[])
+    WITH ORDINALITY AS s({_NAMES}, codes, at)
+), ins AS (
+  INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src
+  ORDER BY sink COLLATE "C", request_id COLLATE "C", ordinal, at  -- a twin: the first
+  ON CONFLICT DO NOTHING
+  RETURNING seq, id, created_ms, sink, capability, set_digest, path_ran, tier, outcome,
+            {", ".join(f"placement_{u}" for u in UNITS)}
+), k AS (
+  SELECT ins.*, src.codes,
+         ins.created_ms - ins.created_ms %% 3600000 AS hour_ms,
+         coalesce(ins.set_digest, '') AS digest
+  FROM ins JOIN src USING (id)
+), refusals AS (
+  INSERT INTO report_refusals (report_seq, position, path, code)
+  SELECT ins.seq, f.position, f.path, f.code
+  FROM unnest(%s::text[], %s::integer[], %s::text[], %s::text[]) AS f(id, position, path, code)
+  JOIN ins USING (id)
+), hours AS (
+  INSERT INTO sink_set_hours AS t (start_ms, sink, set_digest, n, no_path, last_ms)
+  SELECT hour_ms, sink, digest, count(*), count(*) FILTER (WHERE outcome = 'refused'),
+         max(created_ms)
+  FROM k GROUP BY hour_ms, sink, digest
+  ORDER BY hour_ms, sink COLLATE "C", digest COLLATE "C"
+  ON CONFLICT (start_ms, sink, set_digest) DO UPDATE SET {_ACT}
+), days AS (
+  INSERT INTO sink_set_days AS t (start_ms, sink, set_digest, n, no_path, last_ms)
+  SELECT hour_ms - hour_ms %% 86400000 AS day, sink, digest, count(*),
+         count(*) FILTER (WHERE outcome = 'refused'), max(created_ms)
+  FROM k GROUP BY day, sink, digest
+  ORDER BY day, sink COLLATE "C", digest COLLATE "C"
+  ON CONFLICT (start_ms, sink, set_digest) DO UPDATE SET {_ACT}
+), pairs AS (
+  INSERT INTO sink_sets AS t (sink, set_digest, last_ms)
+  SELECT sink, digest, max(created_ms) FROM k GROUP BY sink, digest
+  ORDER BY sink COLLATE "C", digest COLLATE "C"
+  ON CONFLICT (sink, set_digest) DO UPDATE SET last_ms = greatest(t.last_ms, excluded.last_ms)
+), keyed AS (
+  SELECT sink, hour_ms, capability, digest AS set_digest, coalesce(path_ran, '') AS path,
+         coalesce(tier, '') AS tier, outcome, codes,
+         {", ".join(f"placement_{u}" for u in UNITS)}
+  FROM k
+), fleet AS (
+  INSERT INTO report_rollups AS t (hour_ms, capability, set_digest, path, tier, outcome, codes,
+                                   n, {", ".join(f"placement_{u}" for u in UNITS)})
+  SELECT hour_ms, capability, set_digest, path, tier, outcome, codes, count(*), {_SUMS}
+  FROM keyed GROUP BY hour_ms, capability, set_digest, path, tier, outcome, codes
+  ORDER BY hour_ms, capability COLLATE "C", set_digest COLLATE "C", path COLLATE "C",
+           tier COLLATE "C", outcome COLLATE "C", codes COLLATE "C"
+  ON CONFLICT (hour_ms, capability, set_digest, path, tier, outcome, codes)
+  DO UPDATE SET n = t.n + excluded.n, {_PUT}
+), per_sink AS (
+  INSERT INTO report_rollups_sink AS t (sink, hour_ms, capability, set_digest, path, tier,
+                                        outcome, codes, n,
+                                        {", ".join(f"placement_{u}" for u in UNITS)})
+  SELECT sink, hour_ms, capability, set_digest, path, tier, outcome, codes, count(*), {_SUMS}
+  FROM keyed GROUP BY sink, hour_ms, capability, set_digest, path, tier, outcome, codes
+  ORDER BY sink COLLATE "C", hour_ms, capability COLLATE "C", set_digest COLLATE "C",
+           path COLLATE "C", tier COLLATE "C", outcome COLLATE "C", codes COLLATE "C"
+  ON CONFLICT (sink, hour_ms, capability, set_digest, path, tier, outcome, codes)
+  DO UPDATE SET n = t.n + excluded.n, {_PUT}
+)
+SELECT seq, id FROM ins
+"""
+
+
+def columns(records: Sequence[ReportRecord]) -> list[Row]:
+    """Each of ``records`` as the statement's row (its JSON text made here, once)."""
+    out = []
+    for rec in records:
+        p = rec.placement
+        out.append((
+            *(getattr(rec, c) for c in _PLAIN),
+            *(p.get(u, 0) for u in UNITS),
+            json.dumps(rec.report, separators=(",", ":")),
+            codes_of(r.code for r in rec.refusals),
+        ))  # fmt: skip
+    return out
+
+
+def insert(
+    conn: Connection, records: Sequence[ReportRecord], rows: Sequence[Row] | None = None
+) -> dict[str, int]:
+    """Insert ``records`` (``rows``: their :func:`columns`, when made already) with their
+    refusals and roll-up counts, skipping each whose id or identity is stored or earlier in
+    ``records``; returns the ``seq`` of each id inserted."""
+    if rows is None:
+        rows = columns(records)
+    seen: set[str] = set()
+    keep = []
+    ids: list[str] = []
+    positions: list[int] = []
+    paths: list[str] = []
+    codes: list[str] = []
+    for rec, row in zip(records, rows, strict=True):
+        if rec.id in seen:  # a record listed twice: its first (the join by id counts it once)
+            continue
+        seen.add(rec.id)
+        keep.append(row)
+        for i, r in enumerate(rec.refusals):
+            ids.append(rec.id)
+            positions.append(i)
+            paths.append(r.path)
+            codes.append(r.code)
+    arrays = [list(col) for col in zip(*keep, strict=True)]
+    got = conn.exec_driver_sql(SQL, (*arrays, ids, positions, paths, codes))
+    return {str(rid): int(seq) for seq, rid in got}
