@@ -45,8 +45,8 @@ REPORT = Report.from_json({
     "refused": [{"unit": "npu", "backend": "model-runtime", "arithmetic": "float",
                  "reason": "dispatch_unit_absent"}],
 })  # fmt: skip
-SET = "6c288cee76ea8836291482fbd2f9d4d02e7871cfa80b2b77dcf998b676774057"
-SYMBOLS = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
+SET = "97e7f912140b9c16879eb5bff2281b514bbc3984b2fd45f37864b43e2d93cf32"
+SYMBOLS = "09c6186a09fd0e7b795a2c99c0594dbfaafadfc0f47af871a26e32bfdfbe5c44"
 RGB = "50f15b470b2da9af08c991281469f5e879c763b4f22208b0c3ddd669b3a754b4"
 WINDOW_S = 0.002
 MAX_RECORDS = 1000

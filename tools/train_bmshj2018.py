@@ -29,7 +29,8 @@ it self-consistent the model's floating parameters and buffers are rounded to fl
 loaded model, checking that its bitstreams are identical.  A BLAKE3 sidecar is written beside it.
 
 Run: ``python -m wai_dispatch.tools.train_bmshj2018 --out DIR [--minutes M] [--seed S]
-[--lmbda L]``.
+[--lmbda L] [--from CHECKPOINT]``; ``--from`` continues from a checkpoint's weights (the
+optimisers start afresh), how the shipped weights were trained further.
 """
 
 from __future__ import annotations
@@ -227,6 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
+        "--from",
+        dest="init_from",
+        type=Path,
+        default=None,
+        metavar="CHECKPOINT",
+        help="continue training from this checkpoint (a state dict as this script saves it)",
+    )
+    ap.add_argument(
         "--estimate-every", type=float, default=120.0, help="seconds between progress estimates"
     )
     args = ap.parse_args(argv)
@@ -264,6 +273,17 @@ def main(argv: list[str] | None = None) -> int:
     held_out = {n: load_image(n) for n in HELD_OUT_IMAGES}
 
     net = factorized_prior(128, 192)
+    if args.init_from is not None:
+        # The weights only: the optimisers start afresh (Adam's moments are not stored).
+        init_state = checkpoint_state_dict(
+            torch.load(args.init_from, map_location="cpu", weights_only=True)
+        )
+        net.load_state_dict(init_state)
+        log(
+            "init_from",
+            checkpoint=str(args.init_from),
+            blake3=blake3.blake3(args.init_from.read_bytes()).hexdigest(),
+        )
     net.train()
     # The factorized density starts very wide (init_scale=10, about 4 bits per latent); at the
     # transforms' learning rate it needs thousands of steps to narrow, which a short CPU budget

@@ -143,7 +143,7 @@ def test_a_checkpoint_that_is_not_the_sets(
     )  # fmt: skip
     assert status == EXIT_USAGE
     line = refused(err, "encode_checkpoint_mismatch")
-    assert "bmshj2018-demo-q3.pt with blake3 8f1fe7dabac09f57" in line
+    assert "bmshj2018-demo-q3.pt with blake3 1a464687c392ffdb" in line
 
 
 def test_no_checkpoint_at_hand(
@@ -208,7 +208,7 @@ def test_a_set_of_another_capability(
     capsys: pytest.CaptureFixture[str], data_dir: Path, png: Path, tmp_path: Path
 ) -> None:
     status, _, err = run(
-        capsys, data_dir, "encode", str(png), "--set", "87e725b6", "--capability",
+        capsys, data_dir, "encode", str(png), "--set", "63b8f984", "--capability",
         "wai.neural.bmshj2018", "-o", str(tmp_path / "e.json"),
     )  # fmt: skip
     assert status == EXIT_USAGE

@@ -22,7 +22,7 @@ from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, REFERENCE_OFFER, Code, Repor
 from wai_dispatch.service.decoding.decoder import Decoder
 
 SAMPLE = Path(envelopes_dir()) / "bmshj2018-demo-q3.json"
-SYMBOLS = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
+SYMBOLS = "09c6186a09fd0e7b795a2c99c0594dbfaafadfc0f47af871a26e32bfdfbe5c44"
 CLI = Path(__file__).resolve().parents[2] / "cli"
 
 

@@ -20,7 +20,7 @@ from wai_dispatch.codec.tables import EntropyTables
 
 GOLDEN = ROOT / "tests" / "codec" / "golden" / "payload"
 SET = ROOT / "conformance" / "sets" / "bmshj2018-demo-q3"
-SET_DIGEST = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
+SET_DIGEST = "09c6186a09fd0e7b795a2c99c0594dbfaafadfc0f47af871a26e32bfdfbe5c44"
 
 DECODE = """async ([tablesText, bytes]) => {
     const { readTables } = await import("./js/codec/tables.js");

@@ -36,7 +36,7 @@ ENVELOPES = ROOT / "conformance" / "envelopes"
 SET = ROOT / "conformance" / "sets" / "bmshj2018-hyperprior-demo-q3"
 CORPUS = ROOT / "conformance" / "neural-conformance" / "bmshj2018-hyperprior"
 SAMPLE = "bmshj2018-hyperprior-demo-q3.json"
-SAMPLE_DIGEST = "8186fe1e6c8b562855576fd20c757bd06d24125286237c2051a1df0489a8e0ae"
+SAMPLE_DIGEST = "90830c3f5aa82cf41a6d9d47f770344a219136618f22ece725c1ab7d6aa7b6df"
 OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)  # js/app.js
 #: the small corpus payloads: 1×1 side latent; and 2×3 with escapes in z's and y's streams
 NAMES = ("chelsea-64x64", "extreme-2x3")

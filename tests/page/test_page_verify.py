@@ -14,8 +14,8 @@ from pagekit import CHROMIUM, ROOT, free_port, serve_service
 
 from wai_dispatch.tools import verify_page
 
-NATIVE_DIGEST = "efcd85ae5a8a4fea815aa7a74261a3ebdf19f1a493ae93fc03c3839bea70bb68"
-HYPER_DIGEST = "8186fe1e6c8b562855576fd20c757bd06d24125286237c2051a1df0489a8e0ae"
+NATIVE_DIGEST = "09c6186a09fd0e7b795a2c99c0594dbfaafadfc0f47af871a26e32bfdfbe5c44"
+HYPER_DIGEST = "90830c3f5aa82cf41a6d9d47f770344a219136618f22ece725c1ab7d6aa7b6df"
 REFERENCE_WEBNN = (ROOT / "tests" / "page" / "webnn_reference.js").read_text(encoding="utf-8")
 
 
