@@ -6,10 +6,7 @@ reports, and dropped (counted, never raised) when the store is down."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from wai_dispatch.service.store.fleet import set_table, sink_table
 from wai_dispatch.service.store.records import ReportRecord
@@ -22,17 +19,6 @@ from wai_dispatch.service.store.retention import prune
 T0 = 1_796_000_000_000  # 3,200 s into its hour
 HOUR = T0 - T0 % 3_600_000
 A, B = "ab" * 32, "cd" * 32
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
-    if request.param == "sqlite":
-        yield request.getfixturevalue("report_store")
-        return
-    s = ReportStore(request.getfixturevalue("postgres_url"))
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 def rec(i: int, sink: str, t: int, *, ran: bool = True, digest: str = A) -> ReportRecord:

@@ -10,7 +10,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,17 +27,6 @@ from wai_dispatch.service.store.spool import Spool
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = 1_796_000_000_000
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
-    if request.param == "sqlite":
-        yield request.getfixturevalue("report_store")
-        return
-    s = ReportStore(request.getfixturevalue("postgres_url"))
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 def request_records(request_id: str, n: int = 2, *, sink: str = "a") -> list[ReportRecord]:

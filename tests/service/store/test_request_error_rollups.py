@@ -7,7 +7,6 @@ batch with it; a batch the store refuses is retried piece by piece."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,17 +28,6 @@ ANON_CODES = [
     (404, "not_found", "(no route)"),
     (422, "request_invalid", "/v1/reports"),
 ]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
-    if request.param == "sqlite":
-        yield request.getfixturevalue("report_store")
-        return
-    s = ReportStore(request.getfixturevalue("postgres_url"))
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 def _rows(store: ReportStore, table: Any) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,17 +32,6 @@ NOW = 1_796_001_234_567  # a fixed "now", inside an hour
 PATHS = [None, "npu/model-runtime/float", "cpu/onnx-runtime/float", "gpu/wgsl/integer"]
 CODES = ["dispatch_unit_absent", "dispatch_tier_refused", "dispatch_not_placed"]
 SETS = [None, "ab" * 32, "cd" * 32]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
-    if request.param == "sqlite":
-        yield request.getfixturevalue("report_store")
-        return
-    s = ReportStore(request.getfixturevalue("postgres_url"))
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 def draw(rng: random.Random, i: int, *, span_ms: int = 3 * DAY, end_ms: int = NOW) -> ReportRecord:

@@ -7,7 +7,6 @@ equal counts over ``run_reports``; the migration fills the roll-ups from the row
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +24,6 @@ from wai_dispatch.service.store.reports import Filters
 ROOT = Path(__file__).resolve().parents[3]
 H = 3_600_000
 T0 = 1_796_000_000_000 - 1_796_000_000_000 % H  # an hour's start
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
-    if request.param == "sqlite":
-        yield request.getfixturevalue("report_store")
-        return
-    s = ReportStore(request.getfixturevalue("postgres_url"))
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 def _run(i: int, sink: str, digest: str) -> tuple[Any, bytes]:

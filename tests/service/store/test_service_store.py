@@ -5,7 +5,6 @@ pinned answers; tokens are stored hashed and the first admin token is written 06
 from __future__ import annotations
 
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,6 @@ from wai_dispatch.service.store.reports import Filters, get_report, list_reports
 
 T0 = 1_796_000_000_000  # a fixed Unix time in ms, 3,200 s into its hour
 HOUR = T0 - T0 % 3_600_000
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest) -> Iterator[ReportStore]:
-    if request.param == "sqlite":
-        yield request.getfixturevalue("report_store")
-        return
-    s = ReportStore(request.getfixturevalue("postgres_url"))
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 def rec(
