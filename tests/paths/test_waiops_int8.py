@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from int8_runs import EMULATED, need_qemu, run_check
 from waiops_programs import every_op
 
 from wai_dispatch.paths.onnx import shared_session_options
@@ -27,12 +26,6 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.tools import int8_check
 
 ROOT = Path(__file__).resolve().parents[2]
-#: qemu-user CPU models: AVX without AVX2 (MLAS's SSE4.1 kernels, which widen to 16 bits), and
-#: AVX2 without AVX-512 or VNNI (its vpmaddubsw kernel, the one that saturates a 16-bit pair
-#: sum). Nehalem (SSE4.2, no AVX) would reach the same SSE4.1 kernels, but this venv's NumPy 2.4
-#: does not start on qemu's model of it (illegal instruction at import), so SandyBridge stands
-#: for them.
-EMULATED = ("SandyBridge", "Haswell")
 
 
 def _saturating_kernel() -> bool:
@@ -108,21 +101,9 @@ def test_the_hyperprior_hyper_synthesis_is_exact_on_int8() -> None:
     assert choose.engine_name(choose.build(h)) == "int8-graph"
 
 
-def _check(*args: str, cpu: str | None = None, timeout: int = 600) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "wai_dispatch.tools.int8_check", *args]
-    if cpu is not None:
-        cmd = ["qemu-x86_64", "-cpu", cpu, *cmd]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    assert lines, out.stderr[-2000:]
-    result: dict[str, object] = json.loads(lines[-1])
-    return result
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 def test_corpus_payloads_and_h_s_are_exact_with_1_and_2_threads(threads: int) -> None:
-    result = _check("--threads", str(threads))
+    result = run_check("--threads", str(threads))
     assert result["threads"] == threads
     assert result["ok"], result["checks"]
     assert set(result["checks"]) >= {  # type: ignore[arg-type]
@@ -133,21 +114,14 @@ def test_corpus_payloads_and_h_s_are_exact_with_1_and_2_threads(threads: int) ->
     }
 
 
-def _qemu() -> None:
-    if shutil.which("qemu-x86_64") is None:
-        pytest.skip("qemu-user is not installed (apt-get install qemu-user): no emulated CPUs")
-    if platform.machine() != "x86_64":
-        pytest.skip("the emulated CPU models are x86-64 ones; this machine is not x86-64")
-
-
 @pytest.mark.parametrize("cpu", EMULATED)
 @pytest.mark.slow
 def test_exact_on_emulated_older_cpus(cpu: str) -> None:
     """One small payload, the edge layer and h_s per CPU model (qemu is slow: about a minute)."""
-    _qemu()
-    result = _check("--payloads", "chelsea-16x16", "--threads", "1", cpu=cpu)
+    need_qemu()
+    result = run_check("--payloads", "chelsea-16x16", "--threads", "1", cpu=cpu)
     assert result["ok"], (cpu, result["checks"])
-    eight = _check("--payloads", "--no-hyper", "--plane-bits", "8", "--threads", "1", cpu=cpu)
+    eight = run_check("--payloads", "--no-hyper", "--plane-bits", "8", "--threads", "1", cpu=cpu)
     # the edge layer with 8-bit planes: exact on SSE4.1's widening kernel, saturated on AVX2's
     assert eight["ok"] is (cpu == "SandyBridge"), (cpu, eight)
 
@@ -160,8 +134,8 @@ def test_exact_on_emulated_older_cpus(cpu: str) -> None:
 )
 @pytest.mark.parametrize("cpu", EMULATED)
 def test_every_corpus_payload_is_exact_on_emulated_cpus(cpu: str) -> None:
-    _qemu()
-    result = _check("--all", "--threads", "2", cpu=cpu, timeout=3000)
+    need_qemu()
+    result = run_check("--all", "--threads", "2", cpu=cpu, timeout=3000)
     assert result["ok"], (cpu, result["checks"])
 
 

@@ -9,16 +9,12 @@ on the saturating u8×s8 kernel (AVX2 without VNNI): that run must differ there.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import platform
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from int8_runs import EMULATED, run_check
 from waiops_programs import every_op
 
 from wai_dispatch.paths.onnx import shared_session_options
@@ -28,12 +24,6 @@ from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine, plane_ranges, 
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.tools import int8_check
-
-ROOT = Path(__file__).resolve().parents[2]
-#: qemu-user CPU models: AVX without AVX2 (MLAS's SSE4.1 integer kernels, which widen to 16
-#: bits), and AVX2 without AVX-512 or VNNI (its vpmaddubsw kernel, which saturates a pair).
-#: (Nehalem, the SSE4.1-only model, no longer runs this venv's NumPy: illegal instruction.)
-EMULATED = ("SandyBridge", "Haswell")
 
 
 def _saturating_kernel() -> bool:
@@ -155,22 +145,9 @@ def test_an_inverse_gdn_past_2_24_is_refused_and_the_chooser_falls_back() -> Non
     assert choose.engine_name(choose.build(program)) == "float32"  # faster here: bench int
 
 
-def _check(*args: str, cpu: str | None = None, timeout: int = 900) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "wai_dispatch.tools.int8_check", "--engine", "int8-graph"]
-    cmd += list(args)
-    if cpu is not None:
-        cmd = ["qemu-x86_64", "-cpu", cpu, *cmd]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    assert lines, out.stderr[-2000:]
-    result: dict[str, object] = json.loads(lines[-1])
-    return result
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 def test_corpus_payloads_and_h_s_are_exact_with_1_and_2_threads(threads: int) -> None:
-    result = _check("--threads", str(threads))
+    result = run_check("--engine", "int8-graph", "--threads", str(threads))
     assert result["threads"] == threads and result["engine"] == "int8-graph"
     assert result["ok"], result["checks"]
     assert set(result["checks"]) >= {  # type: ignore[arg-type]
@@ -189,8 +166,20 @@ def test_exact_on_emulated_older_cpus(cpu: str) -> None:
         pytest.skip("qemu-user is not installed (apt-get install qemu-user): no emulated CPUs")
     if platform.machine() != "x86_64":
         pytest.skip("the emulated CPU models are x86-64 ones; this machine is not x86-64")
-    result = _check("--payloads", "chelsea-16x16", "--threads", "2", cpu=cpu)
+    result = run_check(
+        "--engine", "int8-graph", "--payloads", "chelsea-16x16", "--threads", "2", cpu=cpu
+    )
     assert result["ok"], (cpu, result["checks"])
-    eight = _check("--payloads", "--no-hyper", "--plane-bits", "8", "--threads", "1", cpu=cpu)
+    eight = run_check(
+        "--engine",
+        "int8-graph",
+        "--payloads",
+        "--no-hyper",
+        "--plane-bits",
+        "8",
+        "--threads",
+        "1",
+        cpu=cpu,
+    )
     # the edge layer with ±128 planes: exact on the SSE4.1 kernel, saturated on AVX2's
     assert eight["ok"] is (cpu == "SandyBridge"), (cpu, eight)
