@@ -28,11 +28,11 @@ from wai_dispatch.dispatch.paths import (
     NPU_WEBNN,
 )
 from wai_dispatch.dispatch.report import Placement
+from wai_dispatch.tools.bench_page import SWIFTSHADER
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
 FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
 OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
-SWIFTSHADER = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"]
 RUNTIME = "/vendor/onnxruntime_web/"
 WEBGPU_BUILD = "ort.webgpu.min.mjs"
 pytestmark = pytest.mark.slow  # decodes in the browser on ONNX Runtime Web

@@ -33,11 +33,11 @@ from wai_dispatch.dispatch.paths import (
     NPU_WEBNN,
 )
 from wai_dispatch.tools.bench_page import RUN_WEBGPU_ADAPTER as RUN_ADAPTER
+from wai_dispatch.tools.bench_page import SWIFTSHADER
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
 FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
 OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
-SWIFTSHADER = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"]
 WEBGPU_BUILD = ("ort.webgpu.min.mjs", "ort-wasm-simd-threaded.asyncify.mjs")
 WEBGPU_WASM = "ort-wasm-simd-threaded.asyncify.wasm"
 WASM_BUILD = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")

@@ -33,8 +33,8 @@ from wai_dispatch.dispatch.paths import (
     NPU_WEBNN,
 )
 from wai_dispatch.dispatch.report import Placement
+from wai_dispatch.tools.bench_page import SWIFTSHADER as GPU_ARGS
 
-GPU_ARGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"]
 CORPUS = json.loads(
     (ROOT / "conformance" / "neural-conformance" / "corpus.json").read_text(encoding="utf-8")
 )
