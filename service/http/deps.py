@@ -28,18 +28,14 @@ from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.tokens import TokenCache
 
 __all__ = [
-    "AdmissionDep",
     "DecoderDep",
     "MetricsDep",
     "PoliciesDep",
-    "RecorderDep",
     "ReportStoreDep",
     "Service",
     "ServiceDep",
     "SetsDep",
-    "SettingsDep",
     "TokensDep",
-    "get_service",
 ]
 
 
@@ -84,10 +80,6 @@ async def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-async def _settings(service: ServiceDep) -> Settings:
-    return service.settings
-
-
 async def _decoder(service: ServiceDep) -> Decoder:
     return service.decoder
 
@@ -96,16 +88,8 @@ async def _report_store(service: ServiceDep) -> ReportStore:
     return service.report_store
 
 
-async def _recorder(service: ServiceDep) -> Recorder:
-    return service.recorder
-
-
 async def _tokens(service: ServiceDep) -> TokenCache:
     return service.tokens
-
-
-async def _admission(service: ServiceDep) -> Admission:
-    return service.admission
 
 
 async def _metrics(service: ServiceDep) -> Metrics:
@@ -120,12 +104,9 @@ async def _sets(service: ServiceDep) -> SetSync:
     return service.sets
 
 
-SettingsDep = Annotated[Settings, Depends(_settings)]
 SetsDep = Annotated[SetSync, Depends(_sets)]
 DecoderDep = Annotated[Decoder, Depends(_decoder)]
 ReportStoreDep = Annotated[ReportStore, Depends(_report_store)]
-RecorderDep = Annotated[Recorder, Depends(_recorder)]
 TokensDep = Annotated[TokenCache, Depends(_tokens)]
-AdmissionDep = Annotated[Admission, Depends(_admission)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 PoliciesDep = Annotated[PolicyStore, Depends(_policies)]
