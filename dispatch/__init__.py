@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .adapter import Adapter, BackendFailed, ScriptedAdapter
 from .errors import InvalidOffer, InvalidReport, UnknownCapability, WaiError
-from .paths import (
+from .offer import (
     CPU_ONNX_RUNTIME,
     CPU_WAI_OPS,
     NPU_MODEL_RUNTIME,

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 
 SAMPLES = ("bmshj2018-demo-q3.json", "int-synth-demo-q3.json")
@@ -34,7 +34,7 @@ def _free_port() -> int:
 def _token(data: Path) -> str:
     store = ReportStore(f"sqlite:///{data / 'reports.db'}")
     store.migrate()
-    secret = tokens.create(store, "bench", tokens.Role.sink)
+    secret = bearer.create(store, "bench", bearer.Role.sink)
     store.dispose()
     return secret
 

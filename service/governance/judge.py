@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wai_dispatch.dispatch.errors import InvalidReport
-from wai_dispatch.dispatch.paths import BACKEND_ARITHMETIC
+from wai_dispatch.dispatch.offer import BACKEND_ARITHMETIC
 from wai_dispatch.dispatch.report import Report
 from wai_dispatch.dispatch.tokens import Arithmetic, Tier
 from wai_dispatch.service.governance.policy import Policy, SinkClass

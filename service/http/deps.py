@@ -2,7 +2,7 @@
 (``app.state.service``, read here and nowhere else by a route), and each of its parts, typed.
 
 A route declares what it needs: ``decoder: DecoderDep``, ``store: ReportStoreDep``, …; the bearer
-token's :class:`~service.store.tokens.Principal` comes from :func:`service.http.auth.require`.
+token's :class:`~service.store.bearer.Principal` comes from :func:`service.http.auth.require`.
 Each is ``async``: it only reads an attribute, and FastAPI runs a plain ``def`` dependency in a
 thread of its pool, a hop per dependency per request (docs/performance.md's route profile).
 """
@@ -19,13 +19,13 @@ from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
+from wai_dispatch.service.store.bearer import TokenCache
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setsync import SetSync
-from wai_dispatch.service.store.tokens import TokenCache
 
 __all__ = [
     "DecoderDep",

@@ -21,7 +21,7 @@ from wai_dispatch.cli import progress
 from wai_dispatch.cli.completion import table
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_USAGE
 from wai_dispatch.cli.main import COMMANDS, build_parser, main
-from wai_dispatch.dispatch.paths import GPU_WGSL
+from wai_dispatch.dispatch.offer import GPU_WGSL
 from wai_dispatch.paths.registry import BUILDERS
 
 CLI = [sys.executable, "-m", "wai_dispatch.cli"]
