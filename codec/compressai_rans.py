@@ -97,7 +97,7 @@ class _Rans:
     def __init__(self, data: bytes) -> None:
         self.words: list[int] = np.frombuffer(data, dtype="<u4").tolist()
         self.pos = 2
-        self.state = self.words[0] | (self.words[1] << 32)
+        self.state: int = self.words[0] | (self.words[1] << 32)
 
     def _refill(self, x: int) -> int:
         if x < _RANS_L:

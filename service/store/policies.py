@@ -245,18 +245,7 @@ def governance_summary(
             .limit(latest + 1)
         ).all()  # fmt: skip
     more, refused = len(refused) > latest, refused[:latest]
-    try:
-        current: PolicyVersion | None = policies.current()
-    except PolicyNotSet:
-        current = None
-    classes: dict[str | None, dict[str, Any]] = {}
-    if current is not None:
-        for name in policies.parsed(current).classes:
-            if not sink_class or name == sink_class:
-                classes[name] = {"class": name, "runs_accepted": 0, "runs_refused": 0}
-    for cls, accepted, count in counts:
-        entry = classes.setdefault(cls, {"class": cls, "runs_accepted": 0, "runs_refused": 0})
-        entry["runs_accepted" if accepted else "runs_refused"] += int(count)
+    current, classes = _class_tally(policies, sink_class, counts)
     return {
         "policy": None if current is None else current.to_json(with_text=False),
         "classes": sorted(classes.values(), key=lambda c: (c["class"] is None, c["class"] or "")),
@@ -269,6 +258,26 @@ def governance_summary(
             else None
         ),
     }
+
+
+def _class_tally(
+    policies: PolicyStore, sink_class: str | None, counts: list[tuple[str | None, bool, int]]
+) -> tuple[PolicyVersion | None, dict[str | None, dict[str, Any]]]:
+    """The current policy (``None``: none set) and the runs accepted and refused per class:
+    every class it names (or ``sink_class`` alone), and any class the counts hold."""
+    try:
+        current: PolicyVersion | None = policies.current()
+    except PolicyNotSet:
+        current = None
+    classes: dict[str | None, dict[str, Any]] = {}
+    if current is not None:
+        for name in policies.parsed(current).classes:
+            if not sink_class or name == sink_class:
+                classes[name] = {"class": name, "runs_accepted": 0, "runs_refused": 0}
+    for cls, accepted, count in counts:
+        entry = classes.setdefault(cls, {"class": cls, "runs_accepted": 0, "runs_refused": 0})
+        entry["runs_accepted" if accepted else "runs_refused"] += int(count)
+    return current, classes
 
 
 def _refused_row(row: Any, cap: int = 20) -> dict[str, Any]:
