@@ -1,0 +1,193 @@
+"""Figures the docs' prose takes from the bundled sets (``conformance/sets/``), held to them by
+the doc runner (tools/doc_runner.py). A figure is marked by an HTML comment right after it,
+invisible when rendered: ``up to 709<!-- fig int_synth.weight_max -->`` (inline code's closing
+backtick may stand between the figure and the marker). The text before the marker must end
+with the figure as :data:`FIGURES` computes it now, so retrained weights or a rewritten set
+make the runner name every figure they moved; an unknown name is a failure too.
+
+Measurements (timings, memory, PSNRs of a tool's run) are not figures here: the docs give each
+with its date and the command that measures it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+from blake3 import blake3
+
+from wai_dispatch.codec.sets.bundled import bundled_digest, bundled_folders
+from wai_dispatch.paths.waiops import int8_graph
+from wai_dispatch.paths.waiops.int8_digits import weight_digits
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.paths.waiops.program import Program
+
+__all__ = ["FIGURES", "check_figures"]
+
+SETS = Path(__file__).resolve().parents[1] / "conformance" / "sets"
+INT_SYNTH = "int-synth-demo-q3"
+HYPERPRIOR = "bmshj2018-hyperprior-demo-q3"
+_MARK = re.compile(r"<!-- fig ([\w.-]+) -->")
+_LOCK = threading.Lock()
+
+
+@cache
+def _program(folder: str) -> Program:
+    """The set's ``wai-ops/1`` program, loaded (and its bound rule proved) as a decoder does."""
+    (program,) = (SETS / folder).glob("*.wai-ops.json")
+    weights = program.with_name(program.name.removesuffix(".wai-ops.json") + ".safetensors")
+    return load_program(program.read_bytes(), weights.read_bytes())
+
+
+@dataclass(frozen=True)
+class _Int8:
+    bound: int  # the largest recombination bound the int8 graph engine proves
+    idle: dict[str, list[float]]  # per convolution, each phase's share its second digit skips
+
+
+@cache
+def _int8(folder: str) -> _Int8:
+    """What the int8 graph engine works out building the program's graph: every
+    ``ConvInteger``'s weights and recombination bound (docs/wai-ops.md)."""
+    seen: list[tuple[str, np.ndarray]] = []
+    bounds: list[int] = []
+    conv, bound = int8_graph._conv_integer, int8_graph.recombination_bound
+
+    def conv_spy(g: Any, planes: Any, w: np.ndarray, *rest: Any) -> str:
+        seen.append((rest[-1], w))
+        return conv(g, planes, w, *rest)
+
+    def bound_spy(*args: Any) -> int:
+        bounds.append(bound(*args))
+        return bounds[-1]
+
+    with (
+        _LOCK,
+        mock.patch.object(int8_graph, "_conv_integer", conv_spy),
+        mock.patch.object(int8_graph, "recombination_bound", bound_spy),
+    ):
+        int8_graph.build_model(_program(folder))
+    idle: dict[str, list[float]] = {}
+    for name, w in seen:
+        _, digits = weight_digits(w)
+        if len(digits) > 1:
+            read = np.flatnonzero(np.abs(digits[1]).sum(axis=(0, 2, 3))).size
+            idle.setdefault(name.split(".phase")[0], []).append(1 - read / w.shape[1])
+    return _Int8(max(bounds), idle)
+
+
+def _weights(folder: str, name: str) -> tuple[int, int]:
+    (op,) = (op for op in _program(folder).operations if op.name == name)
+    return int(op.params["weight"].min()), int(op.params["weight"].max())
+
+
+def _weight_max(folder: str) -> int:
+    ops = _program(folder).operations
+    return max(int(np.abs(op.params["weight"]).max()) for op in ops if "weight" in op.params)
+
+
+def _sci(n: float, digits: int) -> str:
+    """``1.053 · 10^9``: ``digits`` decimals of the mantissa, as the docs write powers."""
+    exp = math.floor(math.log10(n))
+    return f"{n / 10**exp:.{digits}f} · 10^{exp}"
+
+
+def _idle(folder: str, *names: str) -> str:
+    idle = _int8(folder).idle
+    shares = [v for name in names for v in idle[name]]
+    return f"{round(100 * min(shares))}–{round(100 * max(shares))}%"
+
+
+def _read(folder: str, *names: str) -> str:
+    idle = _int8(folder).idle
+    shares = [1 - v for name in names for v in idle[name]]
+    return f"{round(100 * min(shares))}–{round(100 * max(shares))}%"
+
+
+def _payload(folder: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((SETS / folder / "payload.json").read_text("utf-8"))
+    return loaded
+
+
+def _bundled() -> dict[str, Callable[[], str]]:
+    """Per bundled set folder: its digest (64 digits, and the short ``63b8f984…``), its
+    payload's symbols digest (64 digits, and the short ``09c6186a…5c44``), its payload's size
+    and bits per pixel; per demo checkpoint (``conformance/weights/``), its BLAKE3 in short."""
+    out: dict[str, Callable[[], str]] = {}
+    for path in bundled_folders(SETS):
+        f = path.name
+        out[f"{f}.digest"] = lambda f=f: str(bundled_digest(SETS / f))
+        out[f"{f}.digest.prefix"] = lambda f=f: f"{bundled_digest(SETS / f)}"[:8] + "…"
+        out[f"{f}.symbols"] = lambda f=f: str(_payload(f)["symbols_digest"])
+        out[f"{f}.symbols.short"] = lambda f=f: _short(_payload(f)["symbols_digest"])
+        out[f"{f}.payload_bytes"] = lambda f=f: f"{(SETS / f / 'payload.bin').stat().st_size:,}"
+        out[f"{f}.bpp"] = lambda f=f: _bpp(f)
+    for pt in sorted((SETS.parent / "weights").glob("*.pt")):
+        out[f"weights.{pt.stem}.short"] = lambda pt=pt: _short(blake3(pt.read_bytes()).hexdigest())
+        out[f"weights.{pt.stem}.prefix"] = lambda pt=pt: (
+            blake3(pt.read_bytes()).hexdigest()[:8] + "…"
+        )
+    return out
+
+
+def _short(digest: str) -> str:
+    return f"{digest[:8]}…{digest[-4:]}"
+
+
+def _bpp(folder: str) -> str:
+    _, _, h, w = _payload(folder)["picture_shape"]
+    return f"{(SETS / folder / 'payload.bin').stat().st_size * 8 / (h * w):.2f}"
+
+
+def _range(lo: int, hi: int) -> str:
+    return f"[{lo}, {hi}]"
+
+
+#: Each figure's name and how it reads now.
+FIGURES: dict[str, Callable[[], str]] = {
+    "int_synth.input_range": lambda: _range(*_program(INT_SYNTH).input_range),
+    **{
+        f"int_synth.weights.{name}": lambda name=name: _range(*_weights(INT_SYNTH, name))
+        for name in ("deconv1", "deconv2", "deconv3", "deconv4")
+    },
+    "int_synth.weight_max": lambda: f"{_weight_max(INT_SYNTH):,}",
+    "int_synth.accumulator_max": lambda: _sci(max(_program(INT_SYNTH).accumulators.values()), 2),
+    "int_synth.int8_bound": lambda: _sci(_int8(INT_SYNTH).bound, 1),
+    "int_synth.int8_bound_share": lambda: f"{100 * _int8(INT_SYNTH).bound / 2**31:.1f}%",
+    "int_synth.second_digit_idle": lambda: _idle(INT_SYNTH, "deconv2", "deconv3"),
+    "int_synth.second_digit_read": lambda: _read(INT_SYNTH, "deconv2", "deconv3"),
+    "h_s.weight_max": lambda: f"{_weight_max(HYPERPRIOR):,}",
+    "h_s.accumulator_max": lambda: _sci(max(_program(HYPERPRIOR).accumulators.values()), 3),
+    "h_s.int8_bound": lambda: _sci(_int8(HYPERPRIOR).bound, 2),
+    "h_s.int8_bound_share": lambda: f"{100 * _int8(HYPERPRIOR).bound / 2**31:.1f}%",
+    **_bundled(),
+}
+
+
+def check_figures(path: Path) -> tuple[int, list[tuple[int, str]]]:
+    """The figures ``path`` marks, and ``(line, problem)`` for each that does not read as
+    :data:`FIGURES` computes it."""
+    text = path.read_text(encoding="utf-8")
+    problems: list[tuple[int, str]] = []
+    marks = list(_MARK.finditer(text))
+    for mark in marks:
+        line = text.count("\n", 0, mark.start()) + 1
+        name = mark.group(1)
+        if name not in FIGURES:
+            problems.append((line, f"marks the figure {name!r}, which tools/doc_figures.py lacks"))
+            continue
+        want = FIGURES[name]()
+        before = text[: mark.start()].removesuffix("`")
+        if not before.endswith(want) or before[: -len(want)][-1:].isalnum():
+            shown = before[-len(want) - 8 :].rsplit("\n", 1)[-1]
+            problems.append((line, f"the figure {name} is {want!r} now; the doc has …{shown!r}"))
+    return len(marks), problems
