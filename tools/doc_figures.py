@@ -15,6 +15,7 @@ import json
 import math
 import re
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -34,6 +35,7 @@ from wai_dispatch.paths.waiops.program import Program
 __all__ = ["FIGURES", "check_figures"]
 
 SETS = Path(__file__).resolve().parents[1] / "conformance" / "sets"
+ORT_WEB = SETS.parents[1] / "service" / "web" / "page_files" / "vendor" / "onnxruntime_web"
 INT_SYNTH = "int-synth-demo-q3"
 HYPERPRIOR = "bmshj2018-hyperprior-demo-q3"
 _MARK = re.compile(r"<!-- fig ([\w.-]+) -->")
@@ -148,6 +150,27 @@ def _bpp(folder: str) -> str:
     return f"{(SETS / folder / 'payload.bin').stat().st_size * 8 / (h * w):.2f}"
 
 
+def _onnx_operations(folder: str) -> str:
+    import onnx
+
+    model = onnx.load(str(SETS / folder / "decoder.onnx"), load_external_data=False)
+    return str(len(model.graph.node))
+
+
+def _gamma_max(folder: str) -> str:
+    """``30, 23 and 3``: each inverse GDN's largest integer γ, in the program's order."""
+    igdns = [op for op in _program(folder).operations if op.op == "igdn"]
+    tops = [str(int(op.params["gamma"].max())) for op in igdns]
+    return ", ".join(tops[:-1]) + " and " + tops[-1]
+
+
+def _megabytes(path: Path, deflated: bool = False) -> str:
+    """A file's size in MB (10^6 bytes), or deflated as a wheel's zip stores it (zlib's default
+    level)."""
+    data = path.read_bytes()
+    return f"{len(zlib.compress(data, 6) if deflated else data) / 1e6:.1f} MB"
+
+
 def _range(lo: int, hi: int) -> str:
     return f"[{lo}, {hi}]"
 
@@ -155,6 +178,20 @@ def _range(lo: int, hi: int) -> str:
 #: Each figure's name and how it reads now.
 FIGURES: dict[str, Callable[[], str]] = {
     "int_synth.input_range": lambda: _range(*_program(INT_SYNTH).input_range),
+    "int_synth.operations": lambda: str(_program(INT_SYNTH).operation_count),
+    "int_synth.igdn_gamma_max": lambda: _gamma_max(INT_SYNTH),
+    "int_synth.weights_size": lambda: _megabytes(SETS / INT_SYNTH / "synthesis.safetensors"),
+    "bmshj2018-demo-q3.onnx_operations": lambda: _onnx_operations("bmshj2018-demo-q3"),
+    **{
+        f"page.{name}{'.deflated' * deflated}": lambda file=file, deflated=deflated: _megabytes(
+            ORT_WEB / file, deflated
+        )
+        for name, file in (
+            ("ort_wasm", "ort-wasm-simd-threaded.wasm"),
+            ("ort_webgpu", "ort-wasm-simd-threaded.asyncify.wasm"),
+        )
+        for deflated in (False, True)
+    },
     **{
         f"int_synth.weights.{name}": lambda name=name: _range(*_weights(INT_SYNTH, name))
         for name in ("deconv1", "deconv2", "deconv3", "deconv4")
