@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wai_dispatch.tools.doc_figures import FIGURES, check_figures
+from wai_dispatch.tools.doc_figures import check_figures, figure
 from wai_dispatch.tools.doc_runner import doc_files, run_docs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def test_a_figure_edited_to_a_wrong_value_fails(
 ) -> None:
     text = (ROOT / doc).read_text(encoding="utf-8")
     before = text[:at].removesuffix("`")
-    value = FIGURES[name]()
+    value = figure(name)
     assert before.endswith(value)
     copy = tmp_path / Path(doc).name
     edited = before[: -len(value)] + wrong(value) + text[len(before) :]
@@ -82,7 +82,7 @@ def test_a_figure_edited_to_a_wrong_value_fails(
 @pytest.mark.parametrize("name", sorted(set().union(*STALE.values())))
 def test_the_doc_runner_fails_on_a_stale_figure(tmp_path: Path, name: str) -> None:
     """Through the runner itself: the issue's figures as the docs had them."""
-    value = FIGURES[name]()
+    value = figure(name)
     doc = tmp_path / "doc.md"
     doc.write_text(f"right: {value}<!-- fig {name} -->\nwrong: {wrong(value)}<!-- fig {name} -->\n")
     run = run_docs([doc], workers=1)
