@@ -17,7 +17,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -26,12 +26,12 @@ import numpy as np
 from blake3 import blake3
 
 from wai_dispatch.codec.sets.bundled import bundled_digest, bundled_folders
-from wai_dispatch.paths.waiops import int8_graph
+from wai_dispatch.paths.waiops import int8_digits, int8_graph
 from wai_dispatch.paths.waiops.int8_digits import weight_digits
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 
-__all__ = ["FIGURES", "check_figures", "figure"]
+__all__ = ["FIGURES", "FORMS", "check_figures", "figure"]
 
 SETS = Path(__file__).resolve().parents[1] / "conformance" / "sets"
 ORT_WEB = SETS.parents[1] / "service" / "web" / "page_files" / "vendor" / "onnxruntime_web"
@@ -61,7 +61,7 @@ def _int8(folder: str) -> _Int8:
     ``ConvInteger``'s weights and recombination bound (docs/wai-ops.md)."""
     seen: list[tuple[str, np.ndarray]] = []
     bounds: list[int] = []
-    conv, bound = int8_graph._conv_integer, int8_graph.recombination_bound
+    conv, bound = int8_graph._conv_integer, int8_digits.recombination_bound
 
     def conv_spy(g: Any, planes: Any, w: np.ndarray, *rest: Any) -> str:
         seen.append((rest[-1], w))
@@ -86,9 +86,9 @@ def _int8(folder: str) -> _Int8:
     return _Int8(max(bounds), idle)
 
 
-def _weights(folder: str, name: str) -> tuple[int, int]:
+def _weights(folder: str, name: str) -> str:
     (op,) = (op for op in _program(folder).operations if op.name == name)
-    return int(op.params["weight"].min()), int(op.params["weight"].max())
+    return _range(int(op.params["weight"].min()), int(op.params["weight"].max()))
 
 
 def _weight_max(folder: str) -> int:
@@ -102,15 +102,11 @@ def _sci(n: float, digits: int) -> str:
     return f"{n / 10**exp:.{digits}f} · 10^{exp}"
 
 
-def _idle(folder: str, *names: str) -> str:
+def _second_digit(folder: str, *, read: bool) -> str:
+    """``68–79%``: the smallest and largest share of a phase's input channels whose second
+    weight digit is 0 (``read``: is not) in ``deconv2`` and ``deconv3``."""
     idle = _int8(folder).idle
-    shares = [v for name in names for v in idle[name]]
-    return f"{round(100 * min(shares))}–{round(100 * max(shares))}%"
-
-
-def _read(folder: str, *names: str) -> str:
-    idle = _int8(folder).idle
-    shares = [1 - v for name in names for v in idle[name]]
+    shares = [abs(read - v) for name in ("deconv2", "deconv3") for v in idle[name]]
     return f"{round(100 * min(shares))}–{round(100 * max(shares))}%"
 
 
@@ -119,29 +115,34 @@ def _payload(folder: str) -> dict[str, Any]:
     return loaded
 
 
-def _bundled() -> dict[str, Callable[[], str]]:
-    """Per bundled set folder: its digest (64 digits, and the short ``63b8f984…``), its
-    payload's symbols digest (64 digits, and the short ``09c6186a…5c44``), its payload's size
-    and bits per pixel; per demo checkpoint (``conformance/weights/``), its BLAKE3 in short."""
+def _digest(folder: str) -> str:
+    return str(bundled_digest(SETS / folder))
+
+
+def _symbols(folder: str) -> str:
+    return str(_payload(folder)["symbols_digest"])
+
+
+def _payload_bytes(folder: str) -> str:
+    return f"{(SETS / folder / 'payload.bin').stat().st_size:,}"
+
+
+def _checkpoint(stem: str) -> str:
+    return blake3((SETS.parent / "weights" / f"{stem}.pt").read_bytes()).hexdigest()
+
+
+def _per_set() -> dict[str, Callable[[], str]]:
+    """Per bundled set folder: its digest, its payload's symbols digest, size and bits per
+    pixel; per demo checkpoint (``conformance/weights/``), its BLAKE3."""
     out: dict[str, Callable[[], str]] = {}
     for path in bundled_folders(SETS):
-        f = path.name
-        out[f"{f}.digest"] = lambda f=f: str(bundled_digest(SETS / f))
-        out[f"{f}.digest.prefix"] = lambda f=f: f"{bundled_digest(SETS / f)}"[:8] + "…"
-        out[f"{f}.symbols"] = lambda f=f: str(_payload(f)["symbols_digest"])
-        out[f"{f}.symbols.short"] = lambda f=f: _short(_payload(f)["symbols_digest"])
-        out[f"{f}.payload_bytes"] = lambda f=f: f"{(SETS / f / 'payload.bin').stat().st_size:,}"
-        out[f"{f}.bpp"] = lambda f=f: _bpp(f)
+        for what, read in (("digest", _digest), ("symbols", _symbols)):
+            out[f"{path.name}.{what}"] = partial(read, path.name)
+        out[f"{path.name}.payload_bytes"] = partial(_payload_bytes, path.name)
+        out[f"{path.name}.bpp"] = partial(_bpp, path.name)
     for pt in sorted((SETS.parent / "weights").glob("*.pt")):
-        out[f"weights.{pt.stem}.short"] = lambda pt=pt: _short(blake3(pt.read_bytes()).hexdigest())
-        out[f"weights.{pt.stem}.prefix"] = lambda pt=pt: (
-            blake3(pt.read_bytes()).hexdigest()[:8] + "…"
-        )
+        out[f"weights.{pt.stem}"] = partial(_checkpoint, pt.stem)
     return out
-
-
-def _short(digest: str) -> str:
-    return f"{digest[:8]}…{digest[-4:]}"
 
 
 def _bpp(folder: str) -> str:
@@ -181,26 +182,35 @@ FIGURES: dict[str, Callable[[], str]] = {
     "page.ort_wasm": lambda: _megabytes(ORT_WEB / "ort-wasm-simd-threaded.wasm"),
     "page.ort_webgpu": lambda: _megabytes(ORT_WEB / "ort-wasm-simd-threaded.asyncify.wasm"),
     **{
-        f"int_synth.weights.{name}": lambda name=name: _range(*_weights(INT_SYNTH, name))
+        f"int_synth.weights.{name}": partial(_weights, INT_SYNTH, name)
         for name in ("deconv1", "deconv2", "deconv3", "deconv4")
     },
     "int_synth.weight_max": lambda: f"{_weight_max(INT_SYNTH):,}",
     "int_synth.accumulator_max": lambda: _sci(max(_program(INT_SYNTH).accumulators.values()), 2),
     "int_synth.int8_bound": lambda: _sci(_int8(INT_SYNTH).bound, 1),
     "int_synth.int8_bound_share": lambda: f"{100 * _int8(INT_SYNTH).bound / 2**31:.1f}%",
-    "int_synth.second_digit_idle": lambda: _idle(INT_SYNTH, "deconv2", "deconv3"),
-    "int_synth.second_digit_read": lambda: _read(INT_SYNTH, "deconv2", "deconv3"),
+    "int_synth.second_digit_idle": partial(_second_digit, INT_SYNTH, read=False),
+    "int_synth.second_digit_read": partial(_second_digit, INT_SYNTH, read=True),
     "h_s.weight_max": lambda: f"{_weight_max(HYPERPRIOR):,}",
     "h_s.accumulator_max": lambda: _sci(max(_program(HYPERPRIOR).accumulators.values()), 3),
     "h_s.int8_bound": lambda: _sci(_int8(HYPERPRIOR).bound, 2),
     "h_s.int8_bound_share": lambda: f"{100 * _int8(HYPERPRIOR).bound / 2**31:.1f}%",
-    **_bundled(),
+    **_per_set(),
+}
+#: A digest's short forms: ``NAME.short`` is ``09c6186a…5c44``, ``NAME.prefix`` ``63b8f984…``.
+FORMS: dict[str, Callable[[str], str]] = {
+    "short": lambda digest: f"{digest[:8]}…{digest[-4:]}",
+    "prefix": lambda digest: f"{digest[:8]}…",
 }
 
 
 @cache
 def figure(name: str) -> str:
-    """The figure ``name`` as it reads now (once a process: the sets do not change under it)."""
+    """The figure ``name`` as it reads now (once a process: the sets do not change under it);
+    a ``KeyError`` for a name neither :data:`FIGURES` nor :data:`FORMS` makes."""
+    base, _, form = name.rpartition(".")
+    if name not in FIGURES and form in FORMS:
+        return FORMS[form](FIGURES[base]())
     return FIGURES[name]()
 
 
@@ -213,10 +223,11 @@ def check_figures(path: Path) -> tuple[int, list[tuple[int, str]]]:
     for mark in marks:
         line = text.count("\n", 0, mark.start()) + 1
         name = mark.group(1)
-        if name not in FIGURES:
+        try:
+            want = figure(name)
+        except KeyError:
             problems.append((line, f"marks the figure {name!r}, which tools/doc_figures.py lacks"))
             continue
-        want = figure(name)
         before = text[: mark.start()].removesuffix("`")
         if not before.endswith(want) or before[: -len(want)][-1:].isalnum():
             shown = before[-len(want) - 8 :].rsplit("\n", 1)[-1]
