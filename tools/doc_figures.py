@@ -183,10 +183,9 @@ FIGURES: dict[str, Callable[[], str]] = {
     "page.ort_webgpu": lambda: _megabytes(ORT_WEB / "ort-wasm-simd-threaded.asyncify.wasm"),
     **{
         f"int_synth.weights.{name}": partial(_weights, INT_SYNTH, name)
-        for name in ("deconv1", "deconv2", "deconv3", "deconv4")
+        for name in ("deconv1", "deconv2", "deconv3")
     },
     "int_synth.weight_max": lambda: f"{_weight_max(INT_SYNTH):,}",
-    "int_synth.accumulator_max": lambda: _sci(max(_program(INT_SYNTH).accumulators.values()), 2),
     "int_synth.int8_bound": lambda: _sci(_int8(INT_SYNTH).bound, 1),
     "int_synth.int8_bound_share": lambda: f"{100 * _int8(INT_SYNTH).bound / 2**31:.1f}%",
     "int_synth.second_digit_idle": partial(_second_digit, INT_SYNTH, read=False),
