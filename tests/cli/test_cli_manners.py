@@ -21,7 +21,8 @@ from wai_dispatch.cli import progress
 from wai_dispatch.cli.completion import table
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_USAGE
 from wai_dispatch.cli.main import COMMANDS, build_parser, main
-from wai_dispatch.dispatch.offer import GPU_WGSL
+from wai_dispatch.dispatch.offer import GPU_WGSL, DispatchPath, impossible
+from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
 from wai_dispatch.paths.registry import BUILDERS
 
 CLI = [sys.executable, "-m", "wai_dispatch.cli"]
@@ -186,6 +187,17 @@ def test_plan_defaults_to_the_first_present_path(
     assert status == EXIT_OK, out
     assert json.loads(out)["path"] != {"unit": "npu", "backend": "model-runtime",
                                        "arithmetic": "float"}  # fmt: skip
+
+
+def test_plan_refuses_every_path_no_backend_can_take(capsys: pytest.CaptureFixture[str]) -> None:
+    """The 22 unit/backend/arithmetic combinations §1's backend table rules out are refused as
+    every other door (an offer, WAI_OFFER) refuses them, before any set is opened."""
+    every = [DispatchPath(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
+    impossible_paths = [p for p in every if impossible(p) is not None]
+    assert len(impossible_paths) == 22
+    for path in impossible_paths:
+        status, _, err = run(capsys, "plan", "--path", str(path), "--data-dir", "/nonexistent")
+        assert status == EXIT_USAGE and "invalid_offer" in err, (path, err)
 
 
 # --- config, doctor, completion ---
