@@ -26,7 +26,7 @@ def page_offer() -> list[str]:
         name: "/".join(parts)
         for name, *parts in re.findall(
             r'export const (\w+) = path\("(\w+)", "([\w-]+)", "(\w+)"\)',
-            (JS / "dispatch" / "paths.js").read_text(encoding="utf-8"),
+            (JS / "dispatch" / "offer.js").read_text(encoding="utf-8"),
         )
     }
     lists = {
