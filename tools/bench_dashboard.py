@@ -69,10 +69,20 @@ def _seed_governance(store: Any, runs: int) -> None:
         f"    sets: [{{capability: wai.neural.bmshj2018, digests: [{a}]}}]\n",
         by="bench",
     )
-    ran = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float", "tier": "none",
-           "placement": {"npu": 21, "gpu": 0, "cpu": 0, "unknown": 0}}  # fmt: skip
-    report = {"kind": "wai-neural-dispatch/1", "capability": "wai.neural.bmshj2018",
-              "needed": "none", "ran": ran, "refused": []}  # fmt: skip
+    ran = {
+        "unit": "npu",
+        "backend": "model-runtime",
+        "arithmetic": "float",
+        "tier": "none",
+        "placement": {"npu": 21, "gpu": 0, "cpu": 0, "unknown": 0},
+    }
+    report = {
+        "kind": "wai-neural-dispatch/1",
+        "capability": "wai.neural.bmshj2018",
+        "needed": "none",
+        "ran": ran,
+        "refused": [],
+    }
     for i in range(runs):
         digest = a if i % 4 else "c" * 64  # every fourth run report breaks the policy
         sink = f"kiosk-{1 + i % 2}"
@@ -150,8 +160,14 @@ def _paint(base: str, token: str, loads: int) -> dict[str, View]:
     the browser saw it (Resource Timing: the page's requests run side by side)."""
     from playwright.sync_api import sync_playwright
 
-    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"]  # fmt: skip
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+    ]
     out: dict[str, View] = {}
     with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
         ctx = p.chromium.launch_persistent_context(
@@ -185,8 +201,10 @@ def _report(views: dict[str, View], alone: dict[str, float], loads: int) -> None
     for name, view in views.items():
         fcp, rendered = statistics.median(view.fcp), statistics.median(view.rendered)
         ok = "within" if rendered <= 1000 else "OVER"
-        print(f"  {name}: first paint {fcp:5.0f} ms, all panels drawn {rendered:5.0f} ms "
-              f"(median of {loads} loads; goal ≤ 1000 ms: {ok})")  # fmt: skip
+        print(
+            f"  {name}: first paint {fcp:5.0f} ms, all panels drawn {rendered:5.0f} ms "
+            f"(median of {loads} loads; goal ≤ 1000 ms: {ok})"
+        )
         for route, times in sorted(view.requests.items()):
             page_ms = statistics.median(times)
             own = alone.get(view.urls[route], float("nan"))
@@ -201,10 +219,15 @@ def _seed_errors(store: ReportStore, n: int, sinks: int) -> None:
     try:
         for i in range(n):
             sink = None if i % 3 == 0 else f"sink-{i % sinks:03d}"
-            log.note(401 if sink is None else 422,
-                     "token_unknown" if sink is None else "request_invalid", sink=sink,
-                     request_id=f"bench-{i}", method="GET", path="/v1/reports",
-                     route="/v1/reports")  # fmt: skip
+            log.note(
+                401 if sink is None else 422,
+                "token_unknown" if sink is None else "request_invalid",
+                sink=sink,
+                request_id=f"bench-{i}",
+                method="GET",
+                path="/v1/reports",
+                route="/v1/reports",
+            )
         log.flush(timeout_s=300)
     finally:
         log.close()
@@ -230,10 +253,12 @@ def run(
         _seed_governance(store, 400)
         _seed_errors(store, min(50_000, max(100, count // 100)), sinks)
         kind = store.dialect
-        print(f"{kind}: seeded {count:,} reports over {sinks:,} sinks and {days:g} days in "
-              f"{seeded:.1f} s ({count / max(seeded, 1e-9):,.0f} reports/s), then 400 run "
-              f"reports and request errors in {time.perf_counter() - t0 - seeded:.1f} s; "
-              f"load average {_load()}")  # fmt: skip
+        print(
+            f"{kind}: seeded {count:,} reports over {sinks:,} sinks and {days:g} days in "
+            f"{seeded:.1f} s ({count / max(seeded, 1e-9):,.0f} reports/s), then 400 run "
+            f"reports and request errors in {time.perf_counter() - t0 - seeded:.1f} s; "
+            f"load average {_load()}"
+        )
         store.dispose()
         with _serve(Path(tmp), url) as (base, token):
             views = _paint(base, token, loads)

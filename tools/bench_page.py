@@ -141,8 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, t in got.items():
                 then, anchor = t["then"], native[name]["then"]
                 ratio = f"{then / anchor:7.1f}" if then and anchor else "      —"
-                print(f"{path:20} {name:34} {t['first']:8.2f} {then or 0:8.2f} "
-                      f"{anchor or 0:9.3f} {ratio}", flush=True)  # fmt: skip
+                print(
+                    f"{path:20} {name:34} {t['first']:8.2f} {then or 0:8.2f} "
+                    f"{anchor or 0:9.3f} {ratio}",
+                    flush=True,
+                )
     return 0
 
 

@@ -64,9 +64,13 @@ def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
         t5 = time.perf_counter()
         decoder.decode(body)
         t6 = time.perf_counter()
-        for name, took in (("parse, header, set", t1 - t0), ("entropy stage", t2 - t1),
-                           ("synthesis (ONNX Runtime)", t3 - t2), ("RGB8", t4 - t3),
-                           ("whole Decoder.decode", t6 - t5)):  # fmt: skip
+        for name, took in (
+            ("parse, header, set", t1 - t0),
+            ("entropy stage", t2 - t1),
+            ("synthesis (ONNX Runtime)", t3 - t2),
+            ("RGB8", t4 - t3),
+            ("whole Decoder.decode", t6 - t5),
+        ):
             best[name] = min(best[name], took)
     return dict(best)
 
@@ -111,8 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure_thread_pool(args.threads)
     sizes = ((4, 4),) if args.quick else ((16, 16), (32, 48))
-    print(f"profile of a warm decode, {args.threads} threads, best of {args.repeats}; "
-          f"{load_line()}")  # fmt: skip
+    print(
+        f"profile of a warm decode, {args.threads} threads, best of {args.repeats}; {load_line()}"
+    )
     with tempfile.TemporaryDirectory(prefix="wai-bench-profile-") as tmp:
         decoder = Decoder.assemble(Path(tmp))
         for h, w in sizes:
@@ -128,8 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             latent = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits).latent
             ops = op_profile(opened.files, latent, args.repeats)
             total = sum(ops.values())
-            print(f"  inside the synthesis, ONNX Runtime's profile ({total / 1e3:.1f} ms of "
-                  f"kernel time a run), by operator type:")  # fmt: skip
+            print(
+                f"  inside the synthesis, ONNX Runtime's profile ({total / 1e3:.1f} ms of "
+                f"kernel time a run), by operator type:"
+            )
             for op, us in sorted(ops.items(), key=lambda kv: -kv[1]):
                 print(f"    {op:22} {us / 1e3:8.1f} ms {us / total:6.1%}")
     print(f"after the run: {load_line()}")

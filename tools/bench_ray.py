@@ -58,8 +58,11 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
     # a connection per request: the kernel spreads them over the nodes' Serve proxies (each
     # listens on the port, SO_REUSEPORT) as a load balancer would; a proxy prefers its own
     # node's replica
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-               "Connection": "close"}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Connection": "close",
+    }
     ok = [0] * clients
     bad = [0] * clients
     start = threading.Barrier(clients + 1)
@@ -119,8 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import ray  # noqa: F401  (the ray extra: only its presence is checked here)
     except ImportError:
-        print("bench ray: skipped: the ray extra is not installed (pip install "
-              "'wai-dispatch[ray]')")  # fmt: skip
+        print(
+            "bench ray: skipped: the ray extra is not installed (pip install 'wai-dispatch[ray]')"
+        )
         return 0
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-ray-") as folder,
@@ -137,8 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         url = f"http://127.0.0.1:{cluster.proxy_port}"
         if args.burst:  # the replicas' INFO lines say how long each took to start
             t0 = time.monotonic()
-            deploy(cluster, {**env, "WAI_LOG_LEVEL": "INFO"}, "--autoscale", "1:2",
-                   "--replica-cpus", "1")  # fmt: skip
+            deploy(
+                cluster,
+                {**env, "WAI_LOG_LEVEL": "INFO"},
+                "--autoscale",
+                "1:2",
+                "--replica-cpus",
+                "1",
+            )
             _ready(cluster, url, 1)
             print(f"autoscale 1:2 deployed and ready in {time.monotonic() - t0:.0f} s", flush=True)
             token = (root / "data" / "admin-token").read_text().strip()
@@ -153,27 +163,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.monotonic()
             deploy(cluster, env, "--replicas", str(replicas))
             _ready(cluster, url, replicas)
-            print(f"{replicas} replica(s) deployed and ready in {time.monotonic() - t0:.0f} s",
-                  flush=True)  # fmt: skip
+            print(
+                f"{replicas} replica(s) deployed and ready in {time.monotonic() - t0:.0f} s",
+                flush=True,
+            )
             token = (root / "data" / "admin-token").read_text().strip()
             before = _load()
             per_s, ok, bad = rate(url, token, args.seconds, args.clients)
             runs.append((replicas, per_s))
             if replicas == 2:
                 rss = replica_rss_mib(cluster)
-            print(f"  {replicas} replica(s): {per_s:6.2f} decodes/s ({ok} answered 200, {bad} "
-                  f"other; {args.clients} clients, {args.seconds:.0f} s); load average "
-                  f"{before} → {_load()}", flush=True)  # fmt: skip
+            print(
+                f"  {replicas} replica(s): {per_s:6.2f} decodes/s ({ok} answered 200, {bad} "
+                f"other; {args.clients} clients, {args.seconds:.0f} s); load average "
+                f"{before} → {_load()}",
+                flush=True,
+            )
         ones = [r for n, r in runs if n == 1]
         anchor = sum(ones) / len(ones)
         two = next(r for n, r in runs if n == 2)
         ratio = two / anchor if anchor else float("nan")
-        print(f"2 replicas: {two:.2f} decodes/s = {ratio:.2f}× the 1-replica anchor "
-              f"({anchor:.2f} decodes/s, the mean of {ones[0]:.2f} before and {ones[1]:.2f} "
-              f"after); 256×256 sample, cpu/onnx-runtime/float, 1 CPU each, "
-              f"{os.cpu_count()} cores in the machine")  # fmt: skip
-        print("replica RSS: " + ", ".join(f"{v:.0f} MiB" for v in rss.values()) + " (VmRSS of "
-              "each ray::ServeReplica process, warm, after the 2-replica run)")  # fmt: skip
+        print(
+            f"2 replicas: {two:.2f} decodes/s = {ratio:.2f}× the 1-replica anchor "
+            f"({anchor:.2f} decodes/s, the mean of {ones[0]:.2f} before and {ones[1]:.2f} "
+            f"after); 256×256 sample, cpu/onnx-runtime/float, 1 CPU each, "
+            f"{os.cpu_count()} cores in the machine"
+        )
+        print(
+            "replica RSS: " + ", ".join(f"{v:.0f} MiB" for v in rss.values()) + " (VmRSS of "
+            "each ray::ServeReplica process, warm, after the 2-replica run)"
+        )
     return 0
 
 

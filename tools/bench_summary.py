@@ -64,20 +64,28 @@ def run(count: int, admin_url: str | None, repeat: int, raw_repeat: int) -> bool
         t0 = time.perf_counter()
         seed(store, count, now_ms=now)
         seconds = time.perf_counter() - t0
-        print(f"{store.dialect}: seeded {count:,} reports (and their roll-ups) in {seconds:.1f} s "
-              f"({count / seconds:,.0f} reports/s)", flush=True)  # fmt: skip
+        print(
+            f"{store.dialect}: seeded {count:,} reports (and their roll-ups) in {seconds:.1f} s "
+            f"({count / seconds:,.0f} reports/s)",
+            flush=True,
+        )
         month = Filters(since_ms=now - 30 * DAY_MS + 1234, until_ms=now)
         views = {
             "summary, 30 days (daily buckets)": (month, 86_400),
             "summary, 30 days (hourly buckets)": (month, 3_600),
-            "summary, 30 days, one sink": (Filters(sink="sink-003", since_ms=month.since_ms,
-                                                   until_ms=now), 86_400),
-            "summary, 30 days, one refusal code": (Filters(reason="dispatch_tier_refused",
-                                                           since_ms=month.since_ms,
-                                                           until_ms=now), 86_400),
-            "summary, last 24 h (15-min buckets)": (Filters(since_ms=now - DAY_MS,
-                                                            until_ms=now), 900),
-        }  # fmt: skip
+            "summary, 30 days, one sink": (
+                Filters(sink="sink-003", since_ms=month.since_ms, until_ms=now),
+                86_400,
+            ),
+            "summary, 30 days, one refusal code": (
+                Filters(reason="dispatch_tier_refused", since_ms=month.since_ms, until_ms=now),
+                86_400,
+            ),
+            "summary, last 24 h (15-min buckets)": (
+                Filters(since_ms=now - DAY_MS, until_ms=now),
+                900,
+            ),
+        }
         for name, (f, bucket_s) in views.items():
             p50, worst, cpu, got = _time(store, f, bucket_s, True, repeat, warm=True)
             raw50, _, raw_cpu, want = _time(store, f, bucket_s, False, raw_repeat, warm=False)

@@ -2,7 +2,7 @@
 what it measures — its command line (:func:`parser`, ``python -m wai_dispatch.tools.bench NAME``'s
 options), the machine's load (:func:`loadavg`), timing (the best of N runs, several variants
 taking turns so that load from other processes falls on each alike; a percentile), a process's
-memory (:func:`memory_mib`), a ``wai-dispatch serve`` on a loopback port to drive
+memory (:func:`memory_kib`), a ``wai-dispatch serve`` on a loopback port to drive
 (:func:`service`), a database for the run (:func:`database`), and the anchor rates are printed
 beside: this machine's float32 GEMM rate, measured in a fresh process.
 
@@ -52,13 +52,13 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def memory_mib(pid: int | str = "self") -> dict[str, int]:
-    """A process's resident memory now (``VmRSS``) and at its peak (``VmHWM``), in MiB."""
+def memory_kib(pid: int | str = "self") -> dict[str, int]:
+    """A process's resident memory now (``VmRSS``) and at its peak (``VmHWM``), in KiB."""
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
         if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) // 1024
+            fields[key] = int(value.split()[0])
     return fields
 
 
@@ -73,6 +73,11 @@ class Served(NamedTuple):
     proc: subprocess.Popen[bytes]
     url: str
     token: str  # the admin token the service wrote at its start
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """A decode's request headers: the token, a JSON envelope."""
+        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
 
 
 @contextmanager
@@ -92,7 +97,10 @@ def service(
 
     port = port or free_port()
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("WAI_")}
-    env = {**inherited, "WAI_DATA_DIR": str(data_dir), "WAI_PORT": str(port), **(env or {})}
+    env = {**inherited, "WAI_DATA_DIR": str(data_dir), "WAI_PORT": str(port)} | {
+        "WAI_LOG_LEVEL": "WARNING",
+        **(env or {}),
+    }
     proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -46,13 +46,22 @@ PORT = 18195
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
 #: The steps in the order a request meets them (the module's doc says what each is).
 STEPS = (
-    "body read", "sync dependencies (each a thread hop)", "bearer token", "parse JSON envelope",
+    "body read",
+    "sync dependencies (each a thread hop)",
+    "bearer token",
+    "parse JSON envelope",
     "prepare (headers, set, estimate)",
-    "admission: checks, wait for a worker", "decode", "records made",
-    "recording: handing over", "PNG", "recording: wait for the commit, after the PNG",
+    "admission: checks, wait for a worker",
+    "decode",
+    "records made",
+    "recording: handing over",
+    "PNG",
+    "recording: wait for the commit, after the PNG",
     "admission: hand-back to the event loop",
-    "log lines", "metrics", "answer (base64, model, JSON)",
-)  # fmt: skip
+    "log lines",
+    "metrics",
+    "answer (base64, model, JSON)",
+)
 
 
 def _drive(url: str, token: str, body: bytes, n: int, concurrency: int) -> list[float]:
@@ -116,9 +125,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         data, out = Path(tmp) / "data", Path(tmp) / "clock.json"
         log = (Path(tmp) / "server.log").open("w")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "wai_dispatch.tools.route_clock", str(data), str(args.port),
-             str(out)], stdout=log, stderr=log,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "wai_dispatch.tools.route_clock",
+                str(data),
+                str(args.port),
+                str(out),
+            ],
+            stdout=log,
+            stderr=log,
+        )
         url = f"http://127.0.0.1:{args.port}"
         try:
             deadline = time.monotonic() + 120
@@ -149,15 +166,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             proc.wait(timeout=60)
             log.close()
         if not out.exists():
-            raise RuntimeError("the profiled service wrote no clock:\n"
-                               + (Path(tmp) / "server.log").read_text()[-3000:])  # fmt: skip
+            raise RuntimeError(
+                "the profiled service wrote no clock:\n"
+                + (Path(tmp) / "server.log").read_text()[-3000:]
+            )
         clock = json.loads(out.read_text())
     after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     n = len(walls)
     wall = sum(walls) / n / 1e6
     app = clock["ns"]["app"] / n / 1e6
-    print(f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {args.concurrency}: {n} "
-          f"requests, {n / took:.2f} decodes/s; load average {load} → {after}")  # fmt: skip
+    print(
+        f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {args.concurrency}: {n} "
+        f"requests, {n / took:.2f} decodes/s; load average {load} → {after}"
+    )
     print(f"{'step':44} {'ms/request':>10} {'of the request':>15}")
     accounted = 0.0
     for step in STEPS:
@@ -167,17 +188,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{step:44} {ms:10.2f} {ms / wall:15.1%}")
     hops = clock["n"].get("sync dependencies (each a thread hop)", 0) / n
     commit = clock["ns"].get("(the commit itself, in the committer's thread)", 0) / n / 1e6
-    print(f"  ({hops:.0f} sync dependency hops a request; the commit itself, overlapped in the "
-          f"committer's thread: {commit:.2f} ms a request)")  # fmt: skip
+    print(
+        f"  ({hops:.0f} sync dependency hops a request; the commit itself, overlapped in the "
+        f"committer's thread: {commit:.2f} ms a request)"
+    )
     rest = app - accounted
     print(f"{'rest of the app (middleware, routing, hops)':44} {rest:10.2f} {rest / wall:15.1%}")
-    print(f"{'outside the app (uvicorn, socket, client)':44} {wall - app:10.2f} "
-          f"{(wall - app) / wall:15.1%}")  # fmt: skip
+    print(
+        f"{'outside the app (uvicorn, socket, client)':44} {wall - app:10.2f} "
+        f"{(wall - app) / wall:15.1%}"
+    )
     print(f"{'the request, as the client saw it':44} {wall:10.2f} {1:15.1%}")
     rate, decode_ms, png_ms = anchor
-    print(f"in this process, the same decodes from {args.concurrency} threads (the server idle): "
-          f"{rate:.2f} decodes/s, decode {decode_ms:.2f} ms, PNG {png_ms:.2f} ms; HTTP ÷ "
-          f"in-process {n / took / rate:.0%}")  # fmt: skip
+    print(
+        f"in this process, the same decodes from {args.concurrency} threads (the server idle): "
+        f"{rate:.2f} decodes/s, decode {decode_ms:.2f} ms, PNG {png_ms:.2f} ms; HTTP ÷ "
+        f"in-process {n / took / rate:.0%}"
+    )
     return 0
 
 

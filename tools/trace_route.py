@@ -172,8 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"modules of ours visited: {figures['modules']}")
     changes, in_decode = figures["package_changes"], figures["package_changes_in_decode_thread"]
-    print(f"package changes: {changes} in the request's {figures['threads']} threads, "
-          f"{in_decode} of them in the decode thread")  # fmt: skip
+    print(
+        f"package changes: {changes} in the request's {figures['threads']} threads, "
+        f"{in_decode} of them in the decode thread"
+    )
     print(f"the request's threads: {', '.join(figures['thread_names'])}")
     print(f"returns to the HTTP layer: {figures['returns_to_http']}")
     if args.modules:
