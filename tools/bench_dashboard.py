@@ -14,20 +14,15 @@ On SQLite always; on PostgreSQL with ``--postgres postgresql://…/db``
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy import create_engine, text
 
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.governance import parse_run_report
@@ -36,28 +31,9 @@ from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.harness import database, loadavg
+from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.seed_reports import seed
-
-PORT = 18250
-
-
-@contextmanager
-def _database(admin_url: str | None, folder: Path) -> Iterator[str]:
-    if admin_url is None:
-        yield f"sqlite:///{folder / 'reports.db'}"
-        return
-
-    url = admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
-    name = f"wai_bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def _seed_governance(store: Any, runs: int) -> None:
@@ -97,7 +73,7 @@ def _seed_governance(store: Any, runs: int) -> None:
 
 @contextmanager
 def _serve(data_dir: Path, url: str) -> Iterator[tuple[str, str]]:
-    settings = load(data_dir=data_dir, database_url=url, port=PORT, log_level="error")
+    settings = load(data_dir=data_dir, database_url=url, port=0, log_level="error")
     store = ReportStore(settings.url)
     operator = tokens.create(store, "bench-operator", tokens.Role.operator)
     store.dispose()
@@ -233,17 +209,12 @@ def _seed_errors(store: ReportStore, n: int, sinks: int) -> None:
         log.close()
 
 
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
-
-
 def run(
     count: int, admin_url: str | None, repeat: int, loads: int, sinks: int, days: float
 ) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp,
-        _database(admin_url, Path(tmp)) as url,
+        database(admin_url, Path(tmp)) as url,
     ):
         store = ReportStore(url)
         store.migrate()
@@ -257,7 +228,7 @@ def run(
             f"{kind}: seeded {count:,} reports over {sinks:,} sinks and {days:g} days in "
             f"{seeded:.1f} s ({count / max(seeded, 1e-9):,.0f} reports/s), then 400 run "
             f"reports and request errors in {time.perf_counter() - t0 - seeded:.1f} s; "
-            f"load average {_load()}"
+            f"{loadavg()}"
         )
         store.dispose()
         with _serve(Path(tmp), url) as (base, token):
@@ -265,11 +236,11 @@ def run(
             urls = sorted({u for v in views.values() for u in v.urls.values()})
             alone = _replay(base, token, urls, repeat)
             _report(views, alone, loads)
-        print(f"  load average {_load()}", flush=True)
+        print(f"  {loadavg()}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_dashboard")
+    parser = harness_parser("dashboard", __doc__)
     parser.add_argument("--count", type=int, default=100_000, help="reports seeded")
     parser.add_argument("--sinks", type=int, default=1000, help="sinks they come from")
     parser.add_argument("--days", type=float, default=30.0, help="days they are spread over")

@@ -13,7 +13,6 @@ The goal (issue 18): warm ≤ 0.35× at both sizes."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import pickle
 import subprocess
@@ -34,19 +33,12 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model, _picture
-from wai_dispatch.tools.bench_timing import best_of_interleaved
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
 
 SET = "bmshj2018-demo-q3"
 SIZES = ((256, 256), (512, 768))  # (height, width)
 QUICK_SIZES = ((64, 64),)
 GOAL = 0.35
-
-
-def load_line() -> str:
-    """The machine's load averages as /proc/loadavg gives them, and its CPU count."""
-    return f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])} on " + (
-        f"{os.cpu_count()} CPUs"
-    )
 
 
 def rgb8(x_hat: Any) -> np.ndarray:
@@ -182,7 +174,7 @@ def cold(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_envelope")
+    p = parser("envelope", __doc__)
     p.add_argument("--threads", type=int, default=2, help="ONNX Runtime's and torch's (2)")
     p.add_argument("--repeats", type=int, default=7, help="warm: best of N (7)")
     p.add_argument("--cold", type=int, default=3, help="cold: best of N fresh processes (3)")
@@ -202,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"whole envelope (JSON) → RGB8 through Decoder.decode, beside CompressAI "
         f"decompress() → RGB8 of the same picture; {args.threads} threads each; "
-        f"{load_line()}"
+        f"{loadavg()}"
     )
     print(f"ratio: ours ÷ CompressAI, in time (below 1: faster); goal warm ≤ {GOAL}×")
     print(
@@ -226,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{c['ours'][2] * 1e3:.0f} ms; CompressAI start {c['compressai'][1]:.2f} s + "
             f"first decode {c['compressai'][2] * 1e3:.0f} ms"
         )
-    print(f"after the run: {load_line()}")
+    print(f"after the run: {loadavg()}")
     return 0
 
 

@@ -7,7 +7,6 @@ rewrite, optimisation level ALL), summed by operator type, at 256×256 and 768×
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -31,8 +30,8 @@ from wai_dispatch.paths.onnx import (
     shared_session_options,
 )
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.tools.bench_envelope import load_line
 from wai_dispatch.tools.bench_tiles import envelope_of
+from wai_dispatch.tools.harness import loadavg, parser
 from wai_dispatch.tools.onnx_synthesis import rewritten_model
 
 SET = "bmshj2018-demo-q3"
@@ -105,7 +104,7 @@ def op_profile(files: Any, latent: np.ndarray, repeats: int) -> dict[str, float]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_profile")
+    p = parser("profile", __doc__)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="64×64, one run (a smoke run)")
@@ -115,9 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure_thread_pool(args.threads)
     sizes = ((4, 4),) if args.quick else ((16, 16), (32, 48))
-    print(
-        f"profile of a warm decode, {args.threads} threads, best of {args.repeats}; {load_line()}"
-    )
+    print(f"profile of a warm decode, {args.threads} threads, best of {args.repeats}; {loadavg()}")
     with tempfile.TemporaryDirectory(prefix="wai-bench-profile-") as tmp:
         decoder = Decoder.assemble(Path(tmp))
         for h, w in sizes:
@@ -139,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for op, us in sorted(ops.items(), key=lambda kv: -kv[1]):
                 print(f"    {op:22} {us / 1e3:8.1f} ms {us / total:6.1%}")
-    print(f"after the run: {load_line()}")
+    print(f"after the run: {loadavg()}")
     return 0
 
 

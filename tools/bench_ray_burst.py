@@ -19,20 +19,16 @@ import threading
 import time
 from collections import Counter
 from datetime import datetime
-from pathlib import Path
 
 import httpx
 
+from wai_dispatch.tools.harness import loadavg
 from wai_dispatch.tools.ray_cluster import LocalCluster
 
 #: Serve's controller log line for a scaling decision (its time is the node's local time).
 _DECISION = re.compile(
     r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}).*?(Upscaling|Downscaling) Deployment\("
 )
-
-
-def _load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def decisions(cluster: LocalCluster) -> list[tuple[float, str]]:
@@ -76,7 +72,7 @@ def burst(
     other: Counter[str] = Counter()
     lock = threading.Lock()
     stop = threading.Event()
-    quiet = _load()
+    quiet = loadavg()
     t0 = time.monotonic()
     wall0 = time.time()
 
@@ -108,14 +104,14 @@ def burst(
         t.join()
     ended = time.monotonic()
     wall_end = time.time()
-    during = _load()
+    during = loadavg()
     gone: float | None = None
     while time.monotonic() - ended < 600:
         if len(cluster.replicas()) <= 1:
             gone = time.monotonic() - ended
             break
         time.sleep(1)
-    after = _load()
+    after = loadavg()
 
     first_seen: dict[str, float] = {}
     for when, replica in answers:
@@ -132,7 +128,7 @@ def burst(
 
     print(
         f"burst: {clients} clients × {seconds:.0f} s, {len(answers)} decodes answered 200, "
-        f"{sum(other.values())} other {dict(other) or ''}; load average {quiet} before, "
+        f"{sum(other.values())} other {dict(other) or ''}; {quiet} before, "
         f"{during} at the burst's end, {after} after the scale-down"
     )
     print(

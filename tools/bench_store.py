@@ -18,7 +18,6 @@ one-transaction rate at 64 writers."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -35,8 +34,7 @@ from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.spool import Spool
-from wai_dispatch.tools.bench_dashboard import _database
-from wai_dispatch.tools.bench_summary import LOCAL_PG, _reachable
+from wai_dispatch.tools.harness import database, parser, postgres, postgres_options
 
 REPORT = Report.from_json(
     {
@@ -154,7 +152,7 @@ def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
 def run(name: str, admin_url: str | None, writers: list[int], seconds: float) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-store-") as tmp,
-        _database(admin_url, Path(tmp)) as url,
+        database(admin_url, Path(tmp)) as url,
     ):
         store = ReportStore(url)
         store.migrate()
@@ -186,22 +184,19 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_store", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="each measurement's length")
-    parser.add_argument("--writers", default="1,8,64", help="concurrent writers, comma-separated")
-    parser.add_argument("--postgres", metavar="ADMIN_URL", help=f"default {LOCAL_PG} if it answers")
-    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
-    args = parser.parse_args(argv)
+    p = parser("store", __doc__)
+    p.add_argument("--seconds", type=float, default=3.0, help="each measurement's length")
+    p.add_argument("--writers", default="1,8,64", help="concurrent writers, comma-separated")
+    postgres_options(p)
+    args = p.parse_args(argv)
     writers = [int(w) for w in args.writers.split(",")]
     print(
         f"group commit: window {WINDOW_S * 1000:g} ms, at most {MAX_RECORDS} reports a batch; "
         "two committers on PostgreSQL (one statement a batch), one on SQLite"
     )
-    pg = None if args.no_postgres else (args.postgres or LOCAL_PG)
-    if pg is not None and (args.postgres or _reachable(pg)):
+    pg = postgres(args)
+    if pg is not None:
         run("postgresql", pg, writers, args.seconds)
-    elif pg is not None:
-        print(f"postgresql: nothing answers at {pg}; not measured")
     run("sqlite (WAL)", None, writers, args.seconds)
     return 0
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.store.records import records_for
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools.bench_decode import SIZES, _model, _picture
+from wai_dispatch.tools.harness import loadavg
 from wai_dispatch.tools.queue_sim import simulate
 
 FLEETS = (10_000, 100_000, 1_000_000)  # sinks, one envelope a minute each
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the measurements as JSON too")
     args = ap.parse_args(argv)
     configure_thread_pool(1)
-    print(f"load average {os.getloadavg()[0]:.2f}; CPU seconds per decode on one core")
+    print(f"{loadavg()}; CPU seconds per decode on one core")
     with tempfile.TemporaryDirectory(prefix="wai-capacity-") as tmp:
         decoder = Decoder.assemble(Path(tmp) / "data")
         rows = cpu_per_decode(decoder, args.repeats, latents(args.checkpoint))

@@ -222,9 +222,16 @@ def gemm_rate(threads: int, repeats: int, *, clean_env: bool) -> dict[str, Any]:
     if clean_env:
         for key in BLAS_ENV:
             env.pop(key, None)
-    argv = [sys.executable, "-m", "wai_dispatch.tools.harness"]
-    argv += ["--threads", str(threads), "--repeats", str(repeats)]
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    return fresh("harness", "--threads", str(threads), "--repeats", str(repeats), env=env)
+
+
+def fresh(module: str, *args: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``python -m wai_dispatch.tools.MODULE ARGS…`` in a fresh process (its own thread pools
+    and memory high-water mark): the JSON object it prints last."""
+    argv = [sys.executable, "-m", f"wai_dispatch.tools.{module}", *args]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{out.stderr}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 

@@ -29,8 +29,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -41,8 +39,8 @@ from pathlib import Path
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.harness import free_port, loadavg, service
 
-PORT = 18195
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
 #: The steps in the order a request meets them (the module's doc says what each is).
 STEPS = (
@@ -115,69 +113,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.profile_route")
     p.add_argument("--requests", type=int, default=40)
     p.add_argument("--concurrency", type=int, default=2)
-    p.add_argument("--port", type=int, default=PORT)
     args = p.parse_args(argv)
-    import httpx  # lazy: an HTTP client's
-
-    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    load = loadavg()
     body = SAMPLE.read_bytes()
     with tempfile.TemporaryDirectory(prefix="wai-profile-") as tmp:
         data, out = Path(tmp) / "data", Path(tmp) / "clock.json"
-        log = (Path(tmp) / "server.log").open("w")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "wai_dispatch.tools.route_clock",
-                str(data),
-                str(args.port),
-                str(out),
-            ],
-            stdout=log,
-            stderr=log,
-        )
-        url = f"http://127.0.0.1:{args.port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the profiled service did not become ready")
-                time.sleep(0.2)
-            token = (data / "admin-token").read_text().strip()
+        port = free_port()
+        argv = ("-m", "wai_dispatch.tools.route_clock", str(data), str(port), str(out))
+        with (
+            (Path(tmp) / "server.log").open("w") as log,
+            service(data, argv=argv, port=port, log=log) as served,
+        ):
+            url, token = served.url, served.token
             _drive(url, token, body, 4, args.concurrency)  # warm
-            os.kill(proc.pid, signal.SIGUSR1)
+            os.kill(served.proc.pid, signal.SIGUSR1)
             time.sleep(0.2)
             t0 = time.perf_counter()
             walls = _drive(url, token, body, args.requests, args.concurrency)
             took = time.perf_counter() - t0
-            os.kill(proc.pid, signal.SIGUSR2)
+            os.kill(served.proc.pid, signal.SIGUSR2)
             deadline = time.monotonic() + 30
             while not out.exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
             time.sleep(0.2)  # written whole
             anchor = in_process(Path(tmp) / "anchor", body, args.requests, args.concurrency)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=60)
-            log.close()
         if not out.exists():
             raise RuntimeError(
                 "the profiled service wrote no clock:\n"
                 + (Path(tmp) / "server.log").read_text()[-3000:]
             )
         clock = json.loads(out.read_text())
-    after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    after = loadavg()
     n = len(walls)
     wall = sum(walls) / n / 1e6
     app = clock["ns"]["app"] / n / 1e6
     print(
         f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {args.concurrency}: {n} "
-        f"requests, {n / took:.2f} decodes/s; load average {load} → {after}"
+        f"requests, {n / took:.2f} decodes/s; {load} → {after}"
     )
     print(f"{'step':44} {'ms/request':>10} {'of the request':>15}")
     accounted = 0.0
