@@ -25,70 +25,42 @@ from wai_dispatch.tools.harness import loadavg
 
 class Bench(NamedTuple):
     module: str  # under wai_dispatch.tools
-    quick: list[str]  # its arguments in a --quick run
+    quick: str  # its arguments in a --quick run
     about: str
 
 
 BENCHES = {
-    "entropy": Bench("bench_entropy", ["--repeats", "1"], "rANS decode vs CompressAI's C++ rANS"),
-    "onnx": Bench("bench_onnx", ["--quick"], "synthesis vs torch and vs this machine's GEMM rate"),
-    "decode": Bench("bench_decode", ["--quick"], "payload → RGB8 vs CompressAI's net.decompress()"),
-    "envelope": Bench(
-        "bench_envelope",
-        ["--quick"],
-        "the whole envelope through the decoder, warm and cold, vs CompressAI's decompress()",
-    ),
-    "throughput": Bench(
-        "bench_throughput",
-        ["--quick"],
-        "decodes/s per core, 1 and 2 processes, HTTP at concurrency 2, batching; CompressAI",
-    ),
-    "profile": Bench(
-        "bench_profile", ["--quick"], "a warm decode's stages and ORT's per-operator profile"
-    ),
-    "hyperprior": Bench(
-        "bench_hyperprior", ["--repeats", "1"], "the hyperprior decode vs CompressAI's"
-    ),
+    "entropy": Bench("bench_entropy", "--repeats 1", "rANS decode vs CompressAI's C++ rANS"),
+    "onnx": Bench("bench_onnx", "--quick", "synthesis vs torch and vs this machine's GEMM rate"),
+    "decode": Bench("bench_decode", "--quick", "payload → RGB8 vs CompressAI's decompress()"),
+    "envelope": Bench("bench_envelope", "--quick", "envelope → RGB8, warm and cold, vs CompressAI"),
+    "throughput": Bench("bench_throughput", "--quick", "decodes/s: per core, HTTP, batching"),
+    "profile": Bench("bench_profile", "--quick", "a warm decode's stages and ORT's operators"),
+    "hyperprior": Bench("bench_hyperprior", "--repeats 1", "the hyperprior decode vs CompressAI's"),
     "service": Bench(
-        "bench_service",
-        ["--requests", "2", "--rounds", "1", "--no-memory"],
-        "HTTP decodes/s vs the in-process loop",
+        "bench_service", "--requests 2 --rounds 1 --no-memory", "HTTP decodes/s vs in-process"
     ),
     "dashboard": Bench(
-        "bench_dashboard",
-        ["--count", "1000", "--repeat", "2", "--loads", "1"],
-        "summary latency and the dashboard's first paint vs 100 ms and 1 s",
+        "bench_dashboard", "--count 1000 --repeat 2 --loads 1", "the dashboard's paint and API"
     ),
     "summary": Bench(
         "bench_summary",
-        ["--count", "2000", "--repeat", "1", "--raw-repeat", "1", "--no-postgres"],
-        "the month summary from roll-ups vs the same from the reports alone",
+        "--count 2000 --repeat 1 --raw-repeat 1 --no-postgres",
+        "the month summary from roll-ups vs from the reports alone",
     ),
     "store": Bench(
         "bench_store",
-        ["--seconds", "0.2", "--writers", "1,4", "--no-postgres"],
-        "acknowledged reports/s at 1, 8, 64 writers: group commit vs one transaction each",
+        "--seconds 0.2 --writers 1,4 --no-postgres",
+        "acknowledged reports/s at 1, 8, 64 writers: group commit vs a transaction each",
     ),
-    "make-set": Bench("bench_make_set", ["--quick"], "both set writers, step by step"),
-    "int": Bench("bench_int", ["--quick"], "integer synthesis vs the float decode, int8/f32 peaks"),
-    "warm": Bench("bench_warm", ["--quick"], "first decode after ready vs a warm one"),
-    "cli": Bench("bench_cli", ["--repeats", "1"], "`--help` of every command vs `python -c pass`"),
-    "tiles": Bench(
-        "bench_tiles",
-        ["--quick", "--no-big"],
-        "a decode's VmHWM by picture size, tiled and untiled; 4096² through CLI and service",
-    ),
-    "answer": Bench("bench_answer", ["--quick"], "PNG levels and raw RGB8 beside the decode"),
-    "ray": Bench(
-        "bench_ray",
-        ["--seconds", "3", "--clients", "2"],
-        "decodes/s through Ray Serve, 2 replicas vs 1, local 2-node cluster (ray extra)",
-    ),
-    "page": Bench(
-        "bench_page",
-        ["--quick"],
-        "the page's float decode per path (WebAssembly; WebGPU on SwiftShader) vs native",
-    ),
+    "make-set": Bench("bench_make_set", "--quick", "both set writers, step by step"),
+    "int": Bench("bench_int", "--quick", "integer synthesis vs the float decode, int8/f32 peaks"),
+    "warm": Bench("bench_warm", "--quick", "first decode after ready vs a warm one"),
+    "cli": Bench("bench_cli", "--repeats 1", "`--help` of every command vs `python -c pass`"),
+    "tiles": Bench("bench_tiles", "--quick --no-big", "a decode's VmHWM by size, tiled or not"),
+    "answer": Bench("bench_answer", "--quick", "PNG levels and raw RGB8 beside the decode"),
+    "ray": Bench("bench_ray", "--seconds 3 --clients 2", "Ray Serve, 2 replicas vs 1 (ray extra)"),
+    "page": Bench("bench_page", "--quick", "the page's float decode per path vs native"),
 }
 #: Benchmarks that `all` runs only where their extra is installed (by name, they run anyway).
 NEEDS = {"ray": "ray"}
@@ -130,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         note = " (--quick: figures mean nothing)" if quick else ""
         print(f"[{name}] before: {loadavg()}{note}", flush=True)
         t0 = time.perf_counter()
-        bench_args = [*BENCHES[name].quick, *options] if quick else options
+        bench_args = [*BENCHES[name].quick.split(), *options] if quick else options
         status |= _module(name).main(bench_args)
         print(f"[{name}] after {time.perf_counter() - t0:.0f} s: {loadavg()}", flush=True)
     return status

@@ -31,7 +31,7 @@ from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.tools._service import serve
-from wai_dispatch.tools.harness import database, loadavg
+from wai_dispatch.tools.harness import database, free_port, loadavg
 from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.seed_reports import seed
 
@@ -73,7 +73,7 @@ def _seed_governance(store: Any, runs: int) -> None:
 
 @contextmanager
 def _serve(data_dir: Path, url: str) -> Iterator[tuple[str, str]]:
-    settings = load(data_dir=data_dir, database_url=url, port=0, log_level="error")
+    settings = load(data_dir=data_dir, database_url=url, port=free_port(), log_level="error")
     store = ReportStore(settings.url)
     operator = tokens.create(store, "bench-operator", tokens.Role.operator)
     store.dispose()

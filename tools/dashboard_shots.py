@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.store import tokens as tk
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.harness import free_port
 
 __all__ = ["SINKS", "A", "B", "C", "Fleet", "populate", "shoot"]
 
@@ -194,12 +194,6 @@ def shoot(url: str, operator: str, out: Path) -> list[Path]:
         finally:
             browser.close()
     return written
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main(argv: list[str] | None = None) -> int:
