@@ -23,7 +23,15 @@ from wai_dispatch.codec.envelope_read import parse, parse_cbor, parse_json
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools import bench_tiles
-from wai_dispatch.tools.harness import best_of, loadavg, memory_kib, parser, percentile, service
+from wai_dispatch.tools.harness import (
+    best_of,
+    in_threads,
+    loadavg,
+    memory_kib,
+    parser,
+    percentile,
+    service,
+)
 
 #: The service's settings here (beside the defaults): a queue that takes concurrency 8.
 QUEUE = {"WAI_QUEUE": "64"}
@@ -77,15 +85,10 @@ def over_http(url: str, token: str, body: bytes, n: int, concurrency: int, **kin
                     times.append(time.perf_counter() - t)
                     statuses.append(r.status_code)
 
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    start = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    total = time.perf_counter() - start
+    total = in_threads(concurrency, worker)
     ok = sum(1 for s in statuses if s == 200)
     return {
+        "n": len(times),
         "per_s": ok / total,
         "p50_ms": percentile(times, 0.5) * 1e3,
         "p99_ms": percentile(times, 0.99) * 1e3,

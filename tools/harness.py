@@ -17,12 +17,16 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, NamedTuple
+
+import numpy as np
+from sqlalchemy import create_engine, text
 
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: The PostgreSQL the store benchmarks use when it answers and none is named.
@@ -60,6 +64,17 @@ def memory_kib(pid: int | str = "self") -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0])
     return fields
+
+
+def in_threads(count: int, work: Callable[[], object]) -> float:
+    """``work()`` in ``count`` threads at once; the seconds until the last one returns."""
+    threads = [threading.Thread(target=work) for _ in range(count)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
 
 
 def free_port() -> int:
@@ -127,8 +142,6 @@ def database(admin_url: str | None, folder: Path) -> Iterator[str]:
     if admin_url is None:
         yield f"sqlite:///{folder / 'reports.db'}"
         return
-    from sqlalchemy import create_engine, text
-
     url = admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
     name = f"wai_bench_{uuid.uuid4().hex[:8]}"
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
@@ -188,8 +201,6 @@ def best_of_interleaved(fns: Mapping[str, Callable[[], object]], repeats: int) -
 
 
 def _gemm_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
-    import numpy as np
-
     info: list[dict[str, Any]] = []
     try:
         from threadpoolctl import (

@@ -30,7 +30,6 @@ import json
 import os
 import signal
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,7 @@ from pathlib import Path
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.bench_service import over_http
 from wai_dispatch.tools.harness import free_port, loadavg, service
 
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
@@ -60,30 +60,6 @@ STEPS = (
     "metrics",
     "answer (base64, model, JSON)",
 )
-
-
-def _drive(url: str, token: str, body: bytes, n: int, concurrency: int) -> list[float]:
-    import httpx  # lazy: an HTTP client's
-
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    walls: list[float] = []
-    lock = threading.Lock()
-
-    def worker() -> None:
-        with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
-            for _ in range(n // concurrency):
-                t = time.perf_counter_ns()
-                r = c.post("/v1/decode", content=body)
-                assert r.status_code == 200, r.text
-                with lock:
-                    walls.append(time.perf_counter_ns() - t)
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return walls
 
 
 def in_process(data: Path, body: bytes, n: int, concurrency: int) -> tuple[float, float, float]:
@@ -125,12 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             service(data, argv=argv, port=port, log=log) as served,
         ):
             url, token = served.url, served.token
-            _drive(url, token, body, 4, args.concurrency)  # warm
+            over_http(url, token, body, 4, args.concurrency)  # warm
             os.kill(served.proc.pid, signal.SIGUSR1)
             time.sleep(0.2)
-            t0 = time.perf_counter()
-            walls = _drive(url, token, body, args.requests, args.concurrency)
-            took = time.perf_counter() - t0
+            driven = over_http(url, token, body, args.requests, args.concurrency)
+            if driven["non_200"]:
+                raise RuntimeError(f"{driven['non_200']} answers were not 200")
             os.kill(served.proc.pid, signal.SIGUSR2)
             deadline = time.monotonic() + 30
             while not out.exists() and time.monotonic() < deadline:
@@ -144,12 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         clock = json.loads(out.read_text())
     after = loadavg()
-    n = len(walls)
-    wall = sum(walls) / n / 1e6
+    n, wall = driven["n"], driven["mean_ms"]
     app = clock["ns"]["app"] / n / 1e6
     print(
         f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {args.concurrency}: {n} "
-        f"requests, {n / took:.2f} decodes/s; {load} → {after}"
+        f"requests, {driven['per_s']:.2f} decodes/s; {load} → {after}"
     )
     print(f"{'step':44} {'ms/request':>10} {'of the request':>15}")
     accounted = 0.0
@@ -175,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"in this process, the same decodes from {args.concurrency} threads (the server idle): "
         f"{rate:.2f} decodes/s, decode {decode_ms:.2f} ms, PNG {png_ms:.2f} ms; HTTP ÷ "
-        f"in-process {n / took / rate:.0%}"
+        f"in-process {driven['per_s'] / rate:.0%}"
     )
     return 0
 
