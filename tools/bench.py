@@ -34,7 +34,7 @@ BENCHES = {
     "onnx": Bench("bench_onnx", "--quick", "synthesis vs torch and vs this machine's GEMM rate"),
     "decode": Bench("bench_decode", "--quick", "payload → RGB8 vs CompressAI's decompress()"),
     "envelope": Bench("bench_envelope", "--quick", "envelope → RGB8, warm and cold, vs CompressAI"),
-    "throughput": Bench("bench_throughput", "--quick", "decodes/s: per core, HTTP, batching"),
+    "throughput": Bench("bench_throughput", "--quick", "decodes/s per core; batching"),
     "profile": Bench("bench_profile", "--quick", "a warm decode's stages and ORT's operators"),
     "hyperprior": Bench("bench_hyperprior", "--repeats 1", "the hyperprior decode vs CompressAI's"),
     "service": Bench(

@@ -5,15 +5,12 @@
   ``decompress()`` → RGB8 of the same picture run the same way (the anchor). Each process
   starts, warms, waits for the others, then decodes for ``--seconds``; the rate is all their
   decodes over the span from the first start to the last end.
-- The HTTP service (a real ``wai-dispatch serve`` on a loopback port, JSON answer with its PNG)
-  at concurrency 2, beside the same decoder object decoding and PNG-encoding from 2 threads in
-  one process (the anchor; the service's settings alike). Goal: HTTP ≥ 95% of in-process.
 - Batching: the set's ONNX session run on a batch of 2 same-shaped latents beside 2 runs of
   one, interleaved, best of ``--repeats`` (the decoder batches nothing; this measures whether
   it would help).
 
 Rates are ours ÷ anchor (above 1: ours does more); times are ours ÷ anchor (below 1: faster).
-``--quick``: 64×64, a short window, one round (a smoke run)."""
+``--quick``: 64×64, a short window (a smoke run). HTTP beside in-process: ``bench service``."""
 
 from __future__ import annotations
 
@@ -36,8 +33,7 @@ from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model
 from wai_dispatch.tools.bench_envelope import pictures, rgb8
-from wai_dispatch.tools.bench_service import QUEUE, in_process, over_http
-from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser, service
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
 from wai_dispatch.tools.onnx_synthesis import ort_session, rewritten_model
 
 
@@ -114,21 +110,6 @@ def per_core(kind: str, processes: int, data_dir: Path, data_file: Path, seconds
     return sum(int(r["count"]) for r in results) / span / processes
 
 
-def http_vs_in_process(data_dir: Path, body: bytes, n: int, rounds: int) -> tuple[float, float]:
-    """Decodes per second at concurrency 2: over HTTP, and from 2 threads in this process;
-    the median round of each, rounds taking turns."""
-
-    decoder = Decoder.assemble(data_dir)
-    decoder.decode(body).png()
-    with service(data_dir, QUEUE) as served:
-        over_http(served.url, served.token, body, 4, 2)  # warm
-        http, local = [], []
-        for _ in range(rounds):
-            http.append(over_http(served.url, served.token, body, n, 2)["per_s"])
-            local.append(in_process(decoder, body, n, threads=2)["per_s"])
-    return sorted(http)[len(http) // 2], sorted(local)[len(local) // 2]
-
-
 def _batched_session(model: bytes, weights: bytes) -> Any:
     """The set's graph with its batch dimension made free, rewritten and built as the adapter
     builds it (the sub-pixel rewrite, optimisation level ALL, the process's pool)."""
@@ -171,8 +152,6 @@ def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser("throughput", __doc__)
     p.add_argument("--seconds", type=float, default=6.0, help="each in-process window (6)")
-    p.add_argument("--requests", type=int, default=16, help="HTTP: decodes per round (16)")
-    p.add_argument("--rounds", type=int, default=3, help="HTTP: rounds, median shown (3)")
     p.add_argument("--repeats", type=int, default=5, help="batching: best of N (5)")
     p.add_argument("--quick", action="store_true", help="64×64, short runs (a smoke run)")
     p.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
@@ -182,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(_worker(kind, data_dir, data_file, float(seconds), go)))
         return 0
     if args.quick:
-        args.seconds, args.requests, args.rounds, args.repeats = 0.2, 2, 1, 1
+        args.seconds, args.repeats = 0.2, 1
 
     (row,) = pictures(((64, 64),) if args.quick else ((256, 256),))
     picture = f"{row['width']}×{row['height']}"
@@ -199,7 +178,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for n in (1, 2)
             for kind in ("ours", "theirs")
         }
-        http, local = http_vs_in_process(data_dir, row["envelope"], args.requests, args.rounds)
         batch = batching(data_dir, row["envelope"], args.repeats)
     print(f"{picture} envelopes; at the start: {load_start}")
     print(
@@ -211,13 +189,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         ours, theirs = rates[("ours", n)], rates[("theirs", n)]
         scale = ours / rates[("ours", 1)]
         print(f"  {n:>9} {ours:8.2f} {theirs:10.2f} {ours / theirs:6.2f} {scale:11.0%}")
-    ratio = http / local
-    met = "met" if ratio >= 0.95 else "NOT met"
-    print(
-        f"concurrency 2, decode + PNG: HTTP (JSON answer) {http:.2f}/s, in-process 2 threads "
-        f"{local:.2f}/s; HTTP ÷ in-process {ratio:.0%} (goal ≥ 95%: {met}); "
-        f"median of {args.rounds} rounds of {args.requests}"
-    )
     print(
         f"batching 2 same-shaped latents in one ONNX run: {batch['pair'] * 1e3:.1f} ms vs "
         f"2 single runs {batch['singles'] * 1e3:.1f} ms; ratio {batch['batch']:.2f} "

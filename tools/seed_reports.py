@@ -40,60 +40,39 @@ def _path(p: dict[str, str]) -> str:
     return f"{p['unit']}/{p['backend']}/{p['arithmetic']}"
 
 
+def _decode(capability: str, needed: str, ran: Any, refused: list[Any]) -> dict[str, Any]:
+    return {
+        "kind": "wai-neural-dispatch/1",
+        "capability": capability,
+        "needed": needed,
+        "ran": ran,
+        "refused": refused,
+    }
+
+
 def _report(rng: random.Random) -> dict[str, Any]:
     """One valid report of a plausible fleet mix (validated by the tests, not here)."""
-    ran: dict[str, Any]  # the path that ran; its placement is a mapping or None
     roll = rng.random()
     if roll < 0.45:  # the neural processor ran, some operations left on the CPU
         npu = rng.choice((21, 21, 21, 18))
-        ran = {
-            **NPU,
-            "tier": "none",
-            "placement": {"npu": npu, "gpu": 0, "cpu": 21 - npu, "unknown": 0},
-        }
-        return {
-            "kind": "wai-neural-dispatch/1",
-            "capability": BMSHJ,
-            "needed": "none",
-            "ran": ran,
-            "refused": [],
-        }
+        placement = {"npu": npu, "gpu": 0, "cpu": 21 - npu, "unknown": 0}
+        return _decode(BMSHJ, "none", {**NPU, "tier": "none", "placement": placement}, [])
     if roll < 0.75:  # no neural processor: ONNX Runtime on the CPU
+        reason = rng.choice(("dispatch_unit_absent", "dispatch_not_placed"))
         ran = {**ORT, "tier": "none", "placement": None}
-        refused = [{**NPU, "reason": rng.choice(("dispatch_unit_absent", "dispatch_not_placed"))}]
-        return {
-            "kind": "wai-neural-dispatch/1",
-            "capability": BMSHJ,
-            "needed": "none",
-            "ran": ran,
-            "refused": refused,
-        }
+        return _decode(BMSHJ, "none", ran, [{**NPU, "reason": reason}])
+    tier = "dispatch_tier_refused"
     if roll < 0.92:  # the integer capability on the interpreter or the GPU kernels
         ran = {**rng.choice((WAIOPS, WGSL)), "tier": "decode-equivalence", "placement": None}
-        refused = [
-            {**NPU, "reason": "dispatch_tier_refused"},
-            {**ORT, "reason": "dispatch_tier_refused"},
-        ]
-        return {
-            "kind": "wai-neural-dispatch/1",
-            "capability": INT,
-            "needed": "decode-equivalence",
-            "ran": ran,
-            "refused": refused,
-        }
+        refused = [{**NPU, "reason": tier}, {**ORT, "reason": tier}]
+        return _decode(INT, "decode-equivalence", ran, refused)
     # intent replicate on the float capability: no path may run it
     refused = [
-        {**NPU, "reason": "dispatch_tier_refused"},
-        {**ORT, "reason": "dispatch_tier_refused"},
+        {**NPU, "reason": tier},
+        {**ORT, "reason": tier},
         {**WAIOPS, "reason": "dispatch_arithmetic_mismatch"},
     ]
-    return {
-        "kind": "wai-neural-dispatch/1",
-        "capability": BMSHJ,
-        "needed": "decode-equivalence",
-        "ran": None,
-        "refused": refused,
-    }
+    return _decode(BMSHJ, "decode-equivalence", None, refused)
 
 
 _REPORT_COLUMNS = (
