@@ -222,8 +222,9 @@ class Cluster:
     def _run(self, name: str, *args: str) -> None:
         program = pg_bin(name)
         assert program is not None, f"{name} not found"
-        subprocess.run([*self.as_user, program, *args], check=True, capture_output=True,
-                       timeout=120)  # fmt: skip
+        subprocess.run(
+            [*self.as_user, program, *args], check=True, capture_output=True, timeout=120
+        )
 
     def start(self) -> None:
         opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"

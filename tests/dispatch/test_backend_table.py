@@ -25,10 +25,15 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "docs" / "examples" / "run-report.json").read_text())
 #: The paths that can exist: every one the project names (docs/dispatch.md's table, spelled out).
 POSSIBLE = {
-    "npu/model-runtime/float", "npu/webnn/float", "gpu/webnn/float", "cpu/webnn/float",
-    "gpu/onnx-runtime/float", "cpu/onnx-runtime/float", "cpu/wai-ops/integer",
+    "npu/model-runtime/float",
+    "npu/webnn/float",
+    "gpu/webnn/float",
+    "cpu/webnn/float",
+    "gpu/onnx-runtime/float",
+    "cpu/onnx-runtime/float",
+    "cpu/wai-ops/integer",
     "gpu/wgsl/integer",
-}  # fmt: skip
+}
 
 
 def test_the_table_names_every_backend_and_exactly_the_possible_paths() -> None:

@@ -163,8 +163,10 @@ def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
     with (tmp_path / "serve.log").open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "wai_dispatch", "serve", "--workers", "2"],
-            env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -202,8 +204,11 @@ def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
                 if s.name == "wai_decodes_total"
             )
             assert total == decodes
-            pids |= {json.loads(ln)["pid"] for ln in (tmp_path / "serve.log").read_text()
-                     .splitlines() if ln.startswith("{") and '"pid"' in ln}  # fmt: skip
+            pids |= {
+                json.loads(ln)["pid"]
+                for ln in (tmp_path / "serve.log").read_text().splitlines()
+                if ln.startswith("{") and '"pid"' in ln
+            }
         assert len(pids) >= 2  # the supervisor and its workers log with their own pids
         assert (data / "metrics" / str(proc.pid)).is_dir()
     finally:

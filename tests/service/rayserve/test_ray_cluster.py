@@ -258,8 +258,11 @@ def test_the_serve_run_config_of_the_docs_deploys(fleet: Fleet, tmp_path: Path) 
     serve = Path(sys.executable).with_name("serve")
     done = subprocess.run(
         [str(serve), "run", "--address", fleet.cluster.address, "--non-blocking", str(path)],
-        env={**fleet.cluster.env, **fleet.env}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        env={**fleet.cluster.env, **fleet.env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     deadline = time.monotonic() + 120
     got = None
