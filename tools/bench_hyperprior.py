@@ -9,7 +9,6 @@ entropy stage alone (both latents, our integer hyper-synthesis and indexes) besi
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -22,8 +21,6 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.paths.waiops import choose
-from wai_dispatch.paths.waiops.engine import Engine
-from wai_dispatch.paths.waiops.int8_engine import Int8Engine
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.bench_decode import SIZES, _picture
@@ -47,8 +44,6 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
     files = open_folder(sets_dir() / SET_NAME)
     stage = HyperStage.of(files)
     assert stage is not None
-    numpy_stage = dataclasses.replace(stage, engine=Engine(stage.program))
-    int8_stage = dataclasses.replace(stage, engine=Int8Engine(stage.program))
     net = load_hyper_model(DEMO_CHECKPOINT)
     analysis = HyperAnalysis(net)
     adapter = OnnxRuntimeAdapter()
@@ -73,10 +68,10 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
             return stage.run(body, limits=limits)
 
         def entropy_numpy(body: bytes = body) -> Any:  # the same stage, h_s on NumPy float64
-            return numpy_stage.run(body, limits=limits)
+            return stage.run(body, limits=limits, engine="numpy")
 
         def entropy_int8(body: bytes = body) -> Any:  # h_s on MatMulInteger with NumPy glue
-            return int8_stage.run(body, limits=limits)
+            return stage.run(body, limits=limits, engine="int8")
 
         def theirs_entropy(out: dict[str, Any] = out) -> Any:
             # ScaleHyperprior.decompress() without its last line, g_s
@@ -111,7 +106,7 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
                 "compressai_bytes": sum(len(s) for g in out["strings"] for s in g),
             }
         )
-    return choose.engine_name(stage.engine), rows
+    return choose.engine_name(stage.engines.runner()), rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:

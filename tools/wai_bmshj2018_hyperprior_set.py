@@ -27,7 +27,7 @@ import torch
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops import choose
 from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
@@ -254,7 +254,7 @@ def write_set(
     check_plain_synthesis(model, plain, _check_latents(ys))
     blob, manifest = weights_blob(plain)
     onnx_bytes = export_onnx(plain, manifest, blob, m)
-    stage = HyperStage(z_tables, y_tables, thresholds, program, Engine(program))
+    stage = HyperStage(z_tables, y_tables, thresholds, program, choose.Engines(program, "h_s"))
     picture, source = payload_picture(seed)
     payload = encode_with(analysis, stage, picture)
     result = stage.run(payload, limits=Limits())

@@ -17,15 +17,18 @@
 
 The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8-graph``, ``int8``, ``float32``,
 ``numpy``; ``auto``:
-the rule above) forces one for a decoder (tests, benchmarks): the decoder's decodes' jobs carry
-it (:attr:`paths.job.SynthesisJob.waiops_engine`) to :func:`build`, so that one decoder's choice
-is no other's (no process-wide state). A forced engine that cannot take the program falls back
-by the rule, and the log says so. Whichever runs, the output is the same bytes."""
+the rule above) forces one for a decoder (tests, benchmarks), for every program it runs: the
+decoder's decodes' jobs carry it (:attr:`paths.job.SynthesisJob.waiops_engine`), its hyperprior
+entropy stage is passed it, and each program's :class:`Engines` builds it, so that one
+decoder's choice is no other's (no process-wide state). A forced engine that cannot take the
+program falls back by the rule, and the log says so. Whichever runs, the output is the same
+bytes."""
 
 from __future__ import annotations
 
 import logging
 import platform
+import threading
 from typing import Protocol
 
 import numpy as np
@@ -123,6 +126,26 @@ def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runne
         int8_units(),
     )
     return runner if runner is not None else Engine(program)
+
+
+class Engines:
+    """One program's engines, each built by :func:`build` the first time it is asked for:
+    every ``wai-ops/1`` program a decoder runs (the image program of ``cpu/wai-ops/integer``,
+    a hyperprior set's ``h_s``) takes its engine from here, by the decoder's ``waiops_engine``,
+    so one setting reaches them all. Thread-safe; decoders that share the program share it."""
+
+    def __init__(self, program: Program, where: str) -> None:
+        self.program = program
+        self.where = where
+        self._built: dict[str, Runner] = {}
+        self._lock = threading.Lock()
+
+    def runner(self, want: str = "auto") -> Runner:
+        with self._lock:
+            engine = self._built.get(want)
+            if engine is None:
+                engine = self._built[want] = build(self.program, self.where, want)
+            return engine
 
 
 def engine_name(runner: object) -> str:
