@@ -1,23 +1,8 @@
-"""A ``json`` or ``yaml`` block of the docs held to the project's own readers: parsed (a block
-that is a fragment, members without the enclosing braces, is read inside ``{…}``), then
-validated by the parser of what its ``kind`` / ``format`` (or its members) name:
-
-==========================  ===============================================================
-``wai-neural-dispatch/1``   ``dispatch.Report.from_json`` (§5, every consistency rule)
-``wai-envelope/1``          docs/envelope.schema.json and ``codec.parse_json``
-``wai-run-report/1``        ``service.governance.runreport.parse_run_report``
-``wai-run-verdict/1``       the members ``Verdict.to_json`` writes, decode by decode
-``wai-model-policy/1``      ``service.governance.policy.load_policy`` (YAML, its schema)
-``compressai-compress/1``   the members and types ``codec.compressai_rans.load_compressed`` takes
-``wai-ops/1``               ``paths.waiops.program.parse_program`` (structure; tensors absent)
-a set manifest              ``codec.sets.Manifest`` (``capability`` + ``files``)
-``{"programs": …}``         ``setfacts.facts.SetFacts`` (the facts' ``programs`` member)
-==========================  ===============================================================
-
-Anything else is only parsed. ``aaaa…aaaa`` (one hex digit four times around ``…``) stands for
-the 64 digits of a digest; any other string with ``…`` is a placeholder: an error about that
-value alone does not count.
-"""
+"""A ``json`` or ``yaml`` block of the docs held to the project's own readers: parsed (a fragment
+of members is read inside ``{…}``), then validated by the reader its ``kind`` / ``format`` (or
+its members) names (:func:`check_data`); anything else is only parsed. ``aaaa…aaaa`` stands
+for a digest's 64 digits; an error about any other value with ``…`` (a placeholder) does not
+count."""
 
 from __future__ import annotations
 
