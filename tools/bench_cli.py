@@ -1,13 +1,7 @@
-"""Benchmark the command line's start: ``wai-dispatch --help`` and every command's ``--help``
-(each a fresh interpreter, best of ``--repeats``), beside the anchor ``python -c pass`` (the
-interpreter's own start, measured in the same run), against the 0.3 s budget of docs/cli.md;
-and the sink's client to its error line, ``decode --url`` and ``report --url`` on an
-unreachable URL with ``--retries 0``, against twice the anchor (docs/cli.md#the-sinks-client).
-Each row gives the best wall time and the best CPU time (user + system: what a loaded machine
-does not stretch) and both as multiples of the anchor's.
-
-    python -m wai_dispatch.tools.bench_cli [--repeats N]
-"""
+"""Benchmark the command line's start: every command's ``--help`` in a fresh interpreter beside
+the anchor ``python -c pass``, against docs/cli.md's 0.3 s budget; and ``decode --url`` and
+``report --url`` to their error line on an unreachable URL, against twice the anchor. Rows give
+the best wall and CPU (user + system) time and both as multiples of the anchor's."""
 
 from __future__ import annotations
 

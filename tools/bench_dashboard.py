@@ -1,16 +1,9 @@
-"""``python -m wai_dispatch.tools.bench_dashboard [--count 1000000] [--postgres URL]``: the
-dashboard's cost with a full store. Seeds ``--count`` reports in bulk across ``--sinks`` sinks
-(1,000) and ``--days`` days (30) (tools/seed_reports.py), a few hundred run reports and request
-errors, serves them with uvicorn on 127.0.0.1, and loads three views in Debian's Chromium — the
-default (the last 24 hours), one sink, the last 30 days — printing for each its first paint, all
-panels drawn (the Performance API: ``first-contentful-paint`` and the page's
-``dashboard-rendered`` mark) and each API request's time, as the page saw it (its requests side
-by side) and alone (replayed, p50 of ``--repeat``).
-
-On SQLite always; on PostgreSQL with ``--postgres postgresql://…/db``
-(an admin URL: a database is created for the run and dropped after). Goals: all panels drawn
-≤ 1 s, each API request ≤ 100 ms.
-"""
+"""``python -m wai_dispatch.tools.bench_dashboard``: the dashboard's cost with a full store.
+Seeds ``--count`` reports (tools/seed_reports.py), run reports and request errors, serves them,
+and loads three views in Chromium: each one's first paint, all panels drawn (the page's
+``dashboard-rendered`` mark), and each API request's time in the page and alone (p50 of
+``--repeat``). On SQLite, and on PostgreSQL with ``--postgres`` (an admin URL: a database is
+made for the run and dropped after). Goals: all panels ≤ 1 s, each request ≤ 100 ms."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
-"""``python -m wai_dispatch.tools.bench_envelope``: what a user waits for, the whole envelope
-(its JSON bytes) through the one decoder object (``Decoder.decode`` → RGB8: parse, payload
-header, entropy stage, synthesis, RGB8), beside CompressAI's ``net.decompress()`` of the same
-picture with its result taken to RGB8 as well (the anchor, torch on the CPU, same thread count),
-in the same run, at 256×256 and 768×512 (``--quick``: 64×64, one repetition).
+"""``python -m wai_dispatch.tools.bench_envelope``: the whole envelope (JSON bytes) → RGB8 through
+``Decoder.decode``, beside CompressAI's ``net.decompress()`` of the same picture taken to RGB8
+(the anchor, torch on the CPU, same thread count), at 256×256 and 768×512.
 
 Warm: both in this process, interleaved, best of ``--repeats``. Cold: each in a fresh process,
-from the interpreter's start to the RGB8 of one decode (ours: ``Decoder.assemble`` on a data
-directory already holding the bundled set and its prepared graph, as a restarted service finds
-it; theirs: importing CompressAI, loading the checkpoint, ``update()`` and ``decompress()``),
-best of ``--cold``, interleaved. Every ratio is ours ÷ anchor, in time: below 1 is faster.
-The goal (issue 18): warm ≤ 0.35× at both sizes."""
+interpreter start to the RGB8 of one decode (ours on a data directory already holding the set
+and its prepared graph, as a restarted service finds it), best of ``--cold``. Ratios are
+ours ÷ anchor, in time."""
 
 from __future__ import annotations
 

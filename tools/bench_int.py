@@ -1,12 +1,7 @@
-"""Benchmark the integer path: the ``wai.neural.int_synth`` synthesis on ``cpu/wai-ops/integer``
-against the ONNX Runtime float decode of the same latent (``cpu/onnx-runtime/float`` on the float
-set it was derived from), at 256×256, 768×512 and 1024×1024, with peak memory; each exact engine
-(:mod:`paths.waiops.choose`: the float32-exact graph, the int8 engine, the NumPy engine) timed
-beside the float synthesis, with its GOP/s against this CPU's int8 (ONNX Runtime
-``MatMulInteger``) and float32 (NumPy GEMM) peaks measured in the same run.
-
-    python -m wai_dispatch.tools.bench_int [--repeats N] [--threads 2] [--quick]
-"""
+"""Benchmark the integer path: each exact engine of :mod:`paths.waiops.choose` beside the ONNX
+Runtime float synthesis of the same latent (the anchor), at 256×256, 768×512 and 1024×1024,
+with its GOP/s against this CPU's int8 (``MatMulInteger``) and float32 GEMM peaks, measured in
+the same run; then where the time goes, and peak memory."""
 
 from __future__ import annotations
 

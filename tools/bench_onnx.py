@@ -1,12 +1,5 @@
-"""Benchmark the ONNX Runtime path: the bmshj2018 synthesis, plain export against the sub-pixel
-rewrite against torch, as a fraction of this machine's float32 GEMM rate.
-
-    python -m wai_dispatch.tools.bench_onnx [--repeats N] [--threads 2] [--sweep]
-        [--random | --set DIR]
-
-The synthesis it times is :mod:`tools.onnx_synthesis`'s; the timing and the GEMM anchor are
-:mod:`tools.harness`'s.
-"""
+"""Benchmark the ONNX Runtime synthesis (:mod:`tools.onnx_synthesis`): plain export beside the
+sub-pixel rewrite beside torch, each as a fraction of this machine's float32 GEMM rate."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""``python -m wai_dispatch.tools.bench_ray``: the service on a real local Ray cluster (two
-nodes of one CPU each, tools/ray_cluster.py), deployed by ``wai-dispatch serve --ray`` on a
-fresh PostgreSQL database: decodes per second through Serve's HTTP proxy with 1 replica (the
-anchor) and then 2, from the same closed loop of clients, and their ratio; each replica's
-resident memory; the load average around each run. The 1-replica run is made before and after
-the 2-replica one, and the anchor is their mean. On a machine of 2 cores shared with other
-work the ratio is the figure, not the decodes a second. Needs the ray extra and PostgreSQL.
-
-``--burst``: instead, the autoscaled deployment meeting a burst (tools/bench_ray_burst.py):
-when Serve decides, when the second replica starts, answers and leaves."""
+"""``python -m wai_dispatch.tools.bench_ray``: decodes per second through Ray Serve's HTTP proxy
+on a real local cluster (tools/ray_cluster.py) with 2 replicas beside 1 (the anchor: the mean
+of a 1-replica run before and after), from the same closed loop of clients; each replica's
+resident memory. Needs the ray extra and PostgreSQL. ``--burst``: tools/bench_ray_burst.py."""
 
 from __future__ import annotations
 

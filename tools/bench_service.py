@@ -1,10 +1,7 @@
-"""``python -m wai_dispatch.tools.bench_service``: the HTTP service beside in-process decodes, in
-one run, with the 256×256 sample: decodes per second over HTTP at concurrency 1, 2 and 8 (a
-real ``wai-dispatch serve`` process on a loopback port) against the same decodes called in a
-loop in this process, and HTTP at concurrency 2 against 2 threads here (goal ≥ 95%); p50/p99
-latency; the server's resident memory; the per-request overhead of CBOR vs JSON and raw PNG vs
-base64; and a decode's peak memory by picture size (the figures the admission estimate in
-service/http/admission.py rests on)."""
+"""``python -m wai_dispatch.tools.bench_service``: HTTP decodes per second of the 256×256 sample
+at concurrency 1, 2 and 8 against a real ``wai-dispatch serve``, beside the same decodes in
+this process (the anchor; goal at concurrency 2 ≥ 95%); p50/p99 latency; the server's memory;
+CBOR vs JSON and raw PNG vs base64 per request; a decode's peak memory by picture size."""
 
 from __future__ import annotations
 

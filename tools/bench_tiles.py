@@ -1,16 +1,10 @@
 """``python -m wai_dispatch.tools.bench_tiles``: a decode's peak memory (VmHWM) by picture size,
-with and without tiled synthesis (paths/tiling.py), on both CPU paths: the float bmshj2018 set
-(``cpu/onnx-runtime/float``) and the integer int-synth set (``cpu/wai-ops/integer``).
+tiled and untiled (paths/tiling.py), on the float and the integer CPU sets; then 4096×4096
+through the CLI and the service on the default settings (``--no-big`` skips them).
 
-Each decode runs in a fresh process (``Decoder.assemble``, one small warm decode, the high-water
-mark reset through ``/proc/self/clear_refs``, then the decode and its PNG), its payload the
-corpus's 768×512 symbols repeated to the size asked (real content, not a zero latent). Without
-tiling (``WAI_TILE_BYTES`` past any decode) only up to ``--untiled-max``: memory grows with the
-picture there (about 520 B per pixel, 8.7 GB at 4096²). Then 4096×4096 through the CLI
-(``wai-dispatch decode``, its peak from ``wait4``) and through the service (``wai-dispatch
-serve``, its VmHWM after the answer), with the default settings (``--no-big`` skips them: each
-takes about half a minute on 2 quiet cores, minutes on loaded ones): the figures
-docs/onnx-path.md gives. ``--quick``: one small size per path, for a smoke run."""
+Each decode runs in a fresh warm process with the high-water mark reset (``clear_refs``), its
+payload the corpus's 768×512 symbols repeated to the size (real content, not a zero latent).
+Untiled only up to ``--untiled-max``: its memory grows with the picture."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``python -m wai_dispatch.tools.bench_warm``: the first decode after ``/readyz`` says ready,
-beside a warm decode of the same envelope in the same process (the anchor), for a real
-``wai-dispatch serve`` started with warming on and with it off; and the process's start to
-ready. Goal: the first decode after ready within 2× a warm one."""
+"""``python -m wai_dispatch.tools.bench_warm``: the first decode after ``/readyz`` beside a warm one
+(the anchor), warming on and off, and start to ready. Goal: within 2× a warm decode."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""The benchmarks' one harness: what every ``tools/bench_*.py`` shares, so that each keeps only
-what it measures — its command line (:func:`parser`, ``python -m wai_dispatch.tools.bench NAME``'s
-options), the machine's load (:func:`loadavg`), timing (the best of N runs, several variants
-taking turns so that load from other processes falls on each alike; a percentile), a process's
-memory (:func:`memory_kib`), a ``wai-dispatch serve`` on a loopback port to drive
-(:func:`service`), a database for the run (:func:`database`), and the anchor rates are printed
-beside: this machine's float32 GEMM rate, measured in a fresh process.
+"""The benchmarks' one harness: command line, load average, timing (best of N, variants taking
+turns so that other load falls on each alike), memory, a ``wai-dispatch serve`` to drive, a
+database for the run, and the float32 GEMM rate anchor, measured in a fresh process.
 
-    python -m wai_dispatch.tools.harness [--threads 2] [--repeats 7]   # one GEMM rate, JSON
-"""
+    python -m wai_dispatch.tools.harness [--threads 2] [--repeats 7]   # one GEMM rate, JSON"""
 
 from __future__ import annotations
 
