@@ -29,7 +29,6 @@ from wai_dispatch.service.web.codes import PageCode
 
 #: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
 _MAX_LIMIT = 1 << 53
-_DATA_ROLES = ("X", "X2", "Y")
 
 
 class WgslProgram:
@@ -129,11 +128,10 @@ def read_shape(text: str) -> list[int]:
 
 
 class WgslPrograms:
-    """Programs by set digest, in ``cache`` (default: the last two kept), each counted as its
-    constants blob."""
+    """Programs by set digest, the last two kept, each counted as its constants blob."""
 
-    def __init__(self, cache: LRU[str, WgslProgram] | None = None) -> None:
-        self.cache: LRU[str, WgslProgram] = LRU(max_entries=2) if cache is None else cache
+    def __init__(self) -> None:
+        self.cache: LRU[str, WgslProgram] = LRU(max_entries=2)
 
     def get(self, files: LoadedSet) -> WgslProgram:
         hit = self.cache.get(files.digest)
