@@ -88,13 +88,9 @@ def _build(node: yaml.Node, path: JsonPath, marks: Marks, scalar: Callable[..., 
         for key_node, value_node in node.value:
             key = scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str):
-                mark = key_node.start_mark
-                raise MarkedError("a mapping key is a string", mark.line + 1, mark.column + 1)
+                raise _at(key_node, "a mapping key is a string")
             if key in out:
-                mark = key_node.start_mark
-                raise MarkedError(
-                    f"the key {key!r} is written twice", mark.line + 1, mark.column + 1
-                )
+                raise _at(key_node, f"the key {key!r} is written twice")
             out[key] = _build(value_node, (*path, key), marks, scalar)
         return out
     if isinstance(node, yaml.SequenceNode):
@@ -102,13 +98,12 @@ def _build(node: yaml.Node, path: JsonPath, marks: Marks, scalar: Callable[..., 
     if node.tag == _CORE + "int":
         digits = len(str(node.value).lstrip("+-").replace("_", ""))
         if digits > MAX_INT_DIGITS:
-            mark = node.start_mark
-            raise MarkedError(
-                f"an integer of {digits} digits (at most {MAX_INT_DIGITS})",
-                mark.line + 1,
-                mark.column + 1,
-            )
+            raise _at(node, f"an integer of {digits} digits (at most {MAX_INT_DIGITS})")
     return scalar(node)
+
+
+def _at(node: yaml.Node, message: str) -> MarkedError:
+    return MarkedError(message, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
 def where(marks: Marks, path: JsonPath) -> tuple[int, int]:
