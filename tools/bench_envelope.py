@@ -28,7 +28,7 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.tools.bench_decode import _model, _picture
+from wai_dispatch.tools.bench_decode import _model, picture_latent
 from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
 
 SET = "bmshj2018-demo-q3"
@@ -59,11 +59,9 @@ def pictures(sizes: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
     assert tables == theirs, "the bundled set's tables are not the demo checkpoint's"
     rows = []
     for height, width in sizes:
-        x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
+        x, symbols = picture_latent(net, height, width)
         with torch.no_grad():
-            out = net.compress(x.float())
-            y = net.g_a(x.float())
-        symbols = torch.round(y - eb._get_medians()).to(torch.int32).numpy()
+            out = net.compress(x)
         body = payload.encode(symbols, tables)
         envelope = Envelope(capability=manifest.capability, payload=body, set=manifest.digest)
         rows.append(

@@ -36,7 +36,7 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.store.records import records_for
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.tools.bench_decode import SIZES, _model, _picture
+from wai_dispatch.tools.bench_decode import SIZES, _model, picture_latent
 from wai_dispatch.tools.harness import loadavg
 from wai_dispatch.tools.queue_sim import simulate
 
@@ -49,18 +49,8 @@ RETENTION_DAYS = 30
 def latents(checkpoint: str | None) -> dict[str, Any]:
     """The quantized latent of a photograph per picture size, from the demo model's analysis
     (each set codes it with its own tables)."""
-    import torch
-
     net = _model(checkpoint)
-    eb = net.entropy_bottleneck
-    out = {}
-    for height, width in SIZES:
-        x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
-        with torch.no_grad():
-            y = net.g_a(x.float())
-        symbols = torch.round(y - eb._get_medians()).to(torch.int32).numpy()
-        out[f"{width}×{height}"] = symbols
-    return out
+    return {f"{w}×{h}": picture_latent(net, h, w)[1] for h, w in SIZES}
 
 
 def cpu_per_decode(decoder: Decoder, repeats: int, symbols: dict[str, Any]) -> list[dict[str, Any]]:
