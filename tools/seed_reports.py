@@ -1,13 +1,9 @@
 """``python -m wai_dispatch.tools.seed_reports --count 100000``: fill a report store with
-synthetic but valid ``wai-neural-dispatch/1`` reports (and their refusals), spread over sinks,
-capabilities, sets, paths and time, for the dashboard's tests and benchmarks.
-
-Deterministic for a ``--seed``. Rows go in through the driver in bulk (``COPY`` on
-PostgreSQL, ``executemany`` on SQLite), 50,000 a transaction, in time order, with their ``seq``
-chosen here, and are counted into the per-hour roll-ups chunk by chunk (memory stays flat at
-ten million); on PostgreSQL the sequence is moved past them afterwards, so the service's own
-inserts continue after the seeded rows.
-"""
+synthetic but valid reports spread over sinks, capabilities, sets, paths and time, for the
+dashboard's tests and benchmarks; deterministic for a ``--seed``. Rows go in through the driver
+in bulk, :data:`CHUNK` a transaction, in time order with their ``seq`` chosen here, counted into
+the roll-ups chunk by chunk (memory stays flat); on PostgreSQL the sequence is then moved past
+them, so the service's own inserts follow."""
 
 from __future__ import annotations
 
@@ -75,31 +71,9 @@ def _report(rng: random.Random) -> dict[str, Any]:
     return _decode(BMSHJ, "decode-equivalence", None, refused)
 
 
-_REPORT_COLUMNS = (
-    "seq",
-    "id",
-    "request_id",
-    "created_ms",
-    "sink",
-    "role",
-    "capability",
-    "set_digest",
-    "symbols_digest",
-    "rgb_digest",
-    "needed",
-    "path_ran",
-    "tier",
-    "outcome",
-    "duration_ms",
-    "placement_npu",
-    "placement_gpu",
-    "placement_cpu",
-    "placement_unknown",
-    "report",
-    "source",
-    "run_report",
-)
-_REFUSAL_COLUMNS = ("report_seq", "position", "path", "code")
+#: The columns the rows below fill, in the table's order (``ordinal`` left to its default, 0).
+_REPORT_COLUMNS = tuple(c.name for c in ReportRow.__table__.columns if c.name != "ordinal")
+_REFUSAL_COLUMNS = tuple(c.name for c in RefusalRow.__table__.columns)
 
 
 @dataclass(frozen=True)
@@ -293,7 +267,7 @@ def seed(
                     "(SELECT max(seq) FROM reports))"
                 )
             )
-    if store.dialect == "postgresql":  # statistics, and the visibility map index-only scans need
+        # statistics, and the visibility map index-only scans need
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(
                 text(
