@@ -16,7 +16,7 @@ import httpx
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.tools.bench_ray_burst import burst
-from wai_dispatch.tools.harness import LOCAL_PG, database, loadavg
+from wai_dispatch.tools.harness import LOCAL_PG, database, decode_headers, loadavg, ready
 from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster, replica_rss_mib
 
@@ -30,11 +30,7 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
     # a connection per request: the kernel spreads them over the nodes' Serve proxies (each
     # listens on the port, SO_REUSEPORT) as a load balancer would; a proxy prefers its own
     # node's replica
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": "application/json",
-        "Connection": "close",
-    }
+    headers = decode_headers(token, Connection="close")
     ok = [0] * clients
     bad = [0] * clients
     start = threading.Barrier(clients + 1)
@@ -70,12 +66,8 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
 def _ready(cluster: LocalCluster, url: str, replicas: int, timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if len(cluster.replicas()) == replicas:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+        if len(cluster.replicas()) == replicas and ready(url):
+            return
         time.sleep(1)
     raise RuntimeError(f"{replicas} replica(s) not ready within {timeout_s} s")
 

@@ -15,7 +15,7 @@ from datetime import datetime
 
 import httpx
 
-from wai_dispatch.tools.harness import loadavg
+from wai_dispatch.tools.harness import decode_headers, loadavg
 from wai_dispatch.tools.ray_cluster import LocalCluster
 
 #: Serve's controller log line for a scaling decision (its time is the node's local time).
@@ -56,11 +56,7 @@ def burst(
     cluster: LocalCluster, url: str, token: str, seconds: float, clients: int, body: bytes
 ) -> None:
     """Run the burst on the deployed service and print its figures (the module's doc)."""
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": "application/json",
-        "Connection": "close",
-    }
+    headers = decode_headers(token, Connection="close")
     answers: list[tuple[float, str]] = []  # (seconds into the burst, replica) of each 200
     other: Counter[str] = Counter()
     lock = threading.Lock()

@@ -23,6 +23,7 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools import bench_tiles
 from wai_dispatch.tools.harness import (
     best_of,
+    decode_headers,
     in_threads,
     loadavg,
     memory_kib,
@@ -61,14 +62,11 @@ def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str,
     }
 
 
-def over_http(url: str, token: str, body: bytes, n: int, concurrency: int, **kind: str) -> Any:
+def over_http(url: str, token: str, body: bytes, n: int, concurrency: int) -> Any:
+    """``n`` decodes of the JSON envelope ``body`` from ``concurrency`` clients, JSON answers."""
     import httpx
 
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": kind.get("ctype", "application/json"),
-        "Accept": kind.get("accept", "application/json"),
-    }
+    headers = decode_headers(token, Accept="application/json")
     times: list[float] = []
     statuses: list[int] = []
     lock = threading.Lock()

@@ -27,7 +27,7 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.settings import Settings
-from wai_dispatch.tools.harness import loadavg, memory_kib, parser, service
+from wai_dispatch.tools.harness import decode_headers, loadavg, memory_kib, parser, service
 
 SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-demo-q3"}
 UNTILED = str(1 << 50)
@@ -141,7 +141,7 @@ def service_4096(
         r = httpx.post(
             f"{served.url}/v1/decode",
             content=body,
-            headers={**served.headers, "Accept": "image/png"},
+            headers=decode_headers(served.token, Accept="image/png"),
             timeout=600,
         )
         took = time.perf_counter() - t0

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.tools.harness import loadavg, parser, service
+from wai_dispatch.tools.harness import decode_headers, loadavg, parser, service
 
 SAMPLES = ("bmshj2018-demo-q3.json", "int-synth-demo-q3.json")
 
@@ -24,7 +24,8 @@ def one_run(warm: bool, body: bytes, n: int) -> dict[str, float]:
         with service(Path(tmp), {"WAI_WARM": str(warm).lower()}) as served:
             ready = time.perf_counter() - started
             times = []
-            with httpx.Client(base_url=served.url, headers=served.headers, timeout=120) as c:
+            headers = decode_headers(served.token)
+            with httpx.Client(base_url=served.url, headers=headers, timeout=120) as c:
                 for _ in range(n + 1):
                     t0 = time.perf_counter()
                     r = c.post("/v1/decode", content=body)

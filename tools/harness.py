@@ -79,15 +79,15 @@ def free_port() -> int:
         return port
 
 
+def decode_headers(token: str, **more: str) -> dict[str, str]:
+    """A decode's request headers: the bearer token, a JSON envelope, and ``more``."""
+    return {"Authorization": f"Bearer {token}", "Content-Type": "application/json", **more}
+
+
 class Served(NamedTuple):
     proc: subprocess.Popen[bytes]
     url: str
     token: str  # the admin token the service wrote at its start
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """A decode's request headers: the token, a JSON envelope."""
-        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
 
 
 @contextmanager
@@ -98,13 +98,10 @@ def service(
     argv: Sequence[str] = SERVE,
     port: int | None = None,
     log: IO[str] | int = subprocess.DEVNULL,
-    timeout_s: float = 120,
 ) -> Iterator[Served]:
     """``wai-dispatch serve`` (or ``python argv…``) on ``data_dir`` and a loopback port, on the
     default settings (no ``WAI_*`` of this process's) and ``env``, until the block ends; yields
-    once ``/readyz`` answers 200."""
-    import httpx  # lazy: only the benchmarks that drive a service need the client
-
+    once it is :func:`ready`."""
     port = port or free_port()
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("WAI_")}
     env = {**inherited, "WAI_DATA_DIR": str(data_dir), "WAI_PORT": str(port)} | {
@@ -114,13 +111,8 @@ def service(
     proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+        deadline = time.monotonic() + 120
+        while not ready(url):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the service did not become ready (exit {proc.poll()})")
             time.sleep(0.05)
@@ -128,6 +120,16 @@ def service(
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def ready(url: str) -> bool:
+    """Whether the service at ``url`` answers ``/readyz`` with 200."""
+    import httpx  # lazy: only the benchmarks that drive a service need the client
+
+    try:
+        return httpx.get(f"{url}/readyz", timeout=10).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 @contextmanager

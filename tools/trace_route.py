@@ -26,7 +26,7 @@ from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
-from wai_dispatch.tools.harness import free_port
+from wai_dispatch.tools.harness import decode_headers, free_port
 
 PREFIX = "wai_dispatch."
 DECODER = "wai_dispatch.service.decoding.decoder"
@@ -132,7 +132,7 @@ def trace_one_decode(data_dir: Path) -> dict[str, Any]:
     sys.setprofile(trace)
     try:
         with serve(settings) as url:
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            headers = decode_headers(token)
             with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
                 client.post("/v1/decode", content=body).raise_for_status()  # warm
                 trace.on = True
