@@ -1,16 +1,7 @@
-"""``python -m wai_dispatch.tools.capacity``: the inputs of docs/scaling.md, measured here, and
-the fleet table computed from them, its latency claims checked by simulation.
-
-Measured: the CPU seconds one decode takes on one core (``process_time`` with one ONNX Runtime
-thread: what a core gives, whatever else the machine runs) for the float and the integer path
-at 256×256 and 768×512 (payloads coded from a photograph by the demo model), and the PNG
-answer's; the rows and bytes a decode adds to the report store (SQLite here, and PostgreSQL
-when one answers at ``--postgres``), and the store's single-connection insert rate.
-Computed: for fleets of sinks posting one envelope a minute, the decodes per second, cores and
-replicas at 80% utilisation, PostgreSQL's write rate and the storage a day and under retention.
-Simulated (``tools/queue_sim.py``): one replica's admission at 80% utilisation with the
-measured service times: p50/p99 latency and refusals.
-"""
+"""``python -m wai_dispatch.tools.capacity``: the inputs of docs/scaling.md measured here — one
+decode's CPU seconds on one core (``process_time``, one ONNX Runtime thread) per path and size,
+the PNG's, the rows and bytes a decode adds to the store — the fleet table computed from them,
+and its latency claims checked by simulating one replica's admission (tools/queue_sim.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The instrumented server child of ``tools/profile_route.py``: the service's app on uvicorn with
-``perf_counter_ns`` timers around the functions a decode runs through. The one module outside
-the HTTP layer that imports its modules, to wrap them (tests/project/test_architecture.py)."""
+``perf_counter_ns`` timers around the functions a decode runs through; the one module outside
+the HTTP layer that imports its modules (tests/project/test_architecture.py names it)."""
 
 from __future__ import annotations
 

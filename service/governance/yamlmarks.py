@@ -1,12 +1,7 @@
-"""Read a YAML (or JSON) document into plain Python values and remember, for every value, the
-line and column it was written at, so a schema error can point at the line.
-
-Bounded before anything is built (the events are read without recursion): nesting deeper than
-:data:`MAX_DEPTH`, more than :data:`MAX_NODES` values, an integer of more than
-:data:`MAX_INT_DIGITS` digits, any explicit tag but YAML's core ones (``!!str``, ``!!int``, …),
-and anchors and aliases (a policy never needs them, and they let a short file expand into a huge
-one) are refused; so is a mapping key written twice.
-"""
+"""Read a YAML (or JSON) document into plain values with the line and column of every value, so a
+schema error can point at the line. Bounded before anything is built: depth, values, integer
+digits (the ``MAX_*`` below), core tags only, and no anchors or aliases (they let a short file
+expand into a huge one); a mapping key written twice is refused."""
 
 from __future__ import annotations
 
