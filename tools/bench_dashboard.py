@@ -24,6 +24,7 @@ from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.dashboard_shots import report
 from wai_dispatch.tools.harness import database, free_port, loadavg
 from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.seed_reports import seed
@@ -38,20 +39,7 @@ def _seed_governance(store: Any, runs: int) -> None:
         f"    sets: [{{capability: wai.neural.bmshj2018, digests: [{a}]}}]\n",
         by="bench",
     )
-    ran = {
-        "unit": "npu",
-        "backend": "model-runtime",
-        "arithmetic": "float",
-        "tier": "none",
-        "placement": {"npu": 21, "gpu": 0, "cpu": 0, "unknown": 0},
-    }
-    report = {
-        "kind": "wai-neural-dispatch/1",
-        "capability": "wai.neural.bmshj2018",
-        "needed": "none",
-        "ran": ran,
-        "refused": [],
-    }
+    ran_on_npu = report("npu")
     for i in range(runs):
         digest = a if i % 4 else "c" * 64  # every fourth run report breaks the policy
         sink = f"kiosk-{1 + i % 2}"
@@ -59,7 +47,7 @@ def _seed_governance(store: Any, runs: int) -> None:
             "format": "wai-run-report/1",
             "id": f"bench-{i}",
             "sink": sink,
-            "decodes": [{"set_digest": digest, "symbols_digest": None, "report": report}],
+            "decodes": [{"set_digest": digest, "symbols_digest": None, "report": ran_on_npu}],
         }
         submit(store, policies, parse_run_report(obj), str(i).encode(), sink=sink)
 

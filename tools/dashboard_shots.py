@@ -19,6 +19,7 @@ from wai_dispatch.service.store import tokens as tk
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
 from wai_dispatch.tools.harness import free_port
+from wai_dispatch.tools.seed_reports import BMSHJ, NPU, ORT, dispatch_report
 
 __all__ = ["SINKS", "A", "B", "C", "Fleet", "populate", "shoot"]
 
@@ -30,9 +31,6 @@ SINKS = {
     "lab-1": "lab",
     "loose-1": None,
 }
-NPU = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float"}
-ORT = {"unit": "cpu", "backend": "onnx-runtime", "arithmetic": "float"}
-BMSHJ = "wai.neural.bmshj2018"
 
 
 def policy(version: int) -> str:
@@ -74,13 +72,7 @@ def report(unit: str) -> dict[str, Any]:
             {**NPU, "reason": "dispatch_unit_absent"},
             {**ORT, "reason": "dispatch_not_placed"},
         ]
-    return {
-        "kind": "wai-neural-dispatch/1",
-        "capability": BMSHJ,
-        "needed": "none",
-        "ran": ran,
-        "refused": refused,
-    }
+    return dispatch_report(BMSHJ, "none", ran, refused)
 
 
 def run_report(run_id: str, sink: str, decodes: list[tuple[str, str]]) -> bytes:

@@ -36,7 +36,8 @@ def _path(p: dict[str, str]) -> str:
     return f"{p['unit']}/{p['backend']}/{p['arithmetic']}"
 
 
-def _decode(capability: str, needed: str, ran: Any, refused: list[Any]) -> dict[str, Any]:
+def dispatch_report(capability: str, needed: str, ran: Any, refused: list[Any]) -> dict[str, Any]:
+    """A ``wai-neural-dispatch/1`` report."""
     return {
         "kind": "wai-neural-dispatch/1",
         "capability": capability,
@@ -52,23 +53,23 @@ def _report(rng: random.Random) -> dict[str, Any]:
     if roll < 0.45:  # the neural processor ran, some operations left on the CPU
         npu = rng.choice((21, 21, 21, 18))
         placement = {"npu": npu, "gpu": 0, "cpu": 21 - npu, "unknown": 0}
-        return _decode(BMSHJ, "none", {**NPU, "tier": "none", "placement": placement}, [])
+        return dispatch_report(BMSHJ, "none", {**NPU, "tier": "none", "placement": placement}, [])
     if roll < 0.75:  # no neural processor: ONNX Runtime on the CPU
         reason = rng.choice(("dispatch_unit_absent", "dispatch_not_placed"))
         ran = {**ORT, "tier": "none", "placement": None}
-        return _decode(BMSHJ, "none", ran, [{**NPU, "reason": reason}])
+        return dispatch_report(BMSHJ, "none", ran, [{**NPU, "reason": reason}])
     tier = "dispatch_tier_refused"
     if roll < 0.92:  # the integer capability on the interpreter or the GPU kernels
         ran = {**rng.choice((WAIOPS, WGSL)), "tier": "decode-equivalence", "placement": None}
         refused = [{**NPU, "reason": tier}, {**ORT, "reason": tier}]
-        return _decode(INT, "decode-equivalence", ran, refused)
+        return dispatch_report(INT, "decode-equivalence", ran, refused)
     # intent replicate on the float capability: no path may run it
     refused = [
         {**NPU, "reason": tier},
         {**ORT, "reason": tier},
         {**WAIOPS, "reason": "dispatch_arithmetic_mismatch"},
     ]
-    return _decode(BMSHJ, "decode-equivalence", None, refused)
+    return dispatch_report(BMSHJ, "decode-equivalence", None, refused)
 
 
 #: The columns the rows below fill, in the table's order (``ordinal`` left to its default, 0).
