@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,16 @@ def _placeholder(value: object) -> bool:
     return isinstance(value, str) and "…" in value
 
 
-def _pydantic(model: Any, obj: object) -> list[str]:
+def _refused(read: Callable[[], object], errors: type[Exception], what: str) -> list[str]:
+    """``[what: the error]`` when ``read()`` raises one of ``errors``, else nothing."""
+    try:
+        read()
+    except errors as exc:
+        return [f"{what}: {exc}"]
+    return []
 
+
+def _pydantic(model: Any, obj: object) -> list[str]:
     try:
         model.model_validate(obj)
     except ValidationError as exc:
@@ -75,17 +84,7 @@ def _pydantic(model: Any, obj: object) -> list[str]:
     return []
 
 
-def _report(obj: Any) -> list[str]:
-
-    try:
-        Report.from_json(obj)
-    except InvalidReport as exc:
-        return [f"not a valid wai-neural-dispatch/1 report: {exc}"]
-    return []
-
-
 def _envelope(obj: Any, text: str) -> list[str]:
-
     problems = []
     schema = json.loads((ROOT / "docs" / "envelope.schema.json").read_text(encoding="utf-8"))
     for err in jsonschema.Draft202012Validator(schema).iter_errors(obj):
@@ -97,17 +96,7 @@ def _envelope(obj: Any, text: str) -> list[str]:
     return problems
 
 
-def _run_report(obj: Any) -> list[str]:
-
-    try:
-        parse_run_report(obj)
-    except RunReportMalformed as exc:
-        return [f"not a valid run report: {exc}"]
-    return []
-
-
 def _verdict(obj: Any) -> list[str]:
-
     decode = DecodeVerdict(0, None, None, (Reason(Rule.SINK_UNCLASSIFIED, ""),))
     want = Verdict("r", "s", None, "0" * 64, 1, (decode,)).to_json()
     problems = []
@@ -122,15 +111,6 @@ def _verdict(obj: Any) -> list[str]:
     return problems
 
 
-def _policy(text: str) -> list[str]:
-
-    try:
-        load_policy(text, source="the block")
-    except WaiError as exc:
-        return [f"not a valid model policy: {exc}"]
-    return []
-
-
 def _compressed(obj: Any) -> list[str]:
     want = {"format": str, "model": str, "quality": int, "shape": list, "strings": list}
     return [
@@ -141,7 +121,6 @@ def _compressed(obj: Any) -> list[str]:
 
 
 def _waiops(obj: Any) -> list[str]:
-
     try:
         parse_program(obj, {})
     except WaiOpsError as exc:
@@ -161,15 +140,22 @@ def check_data(block: Block) -> tuple[str, list[str]]:
         return "parsed", []
     kind = obj.get("kind") or obj.get("format")
     if kind == "wai-neural-dispatch/1":
-        return "validated", _report(obj)
+        return "validated", _refused(
+            lambda: Report.from_json(obj), InvalidReport, "not a valid wai-neural-dispatch/1 report"
+        )
     if kind == "wai-envelope/1":
         return "validated", _envelope(obj, _digests(block.text))
     if kind == "wai-run-report/1":
-        return "validated", _run_report(obj)
+        return "validated", _refused(
+            lambda: parse_run_report(obj), RunReportMalformed, "not a valid run report"
+        )
     if kind == "wai-run-verdict/1":
         return "validated", _verdict(obj)
     if kind == "wai-model-policy/1":
-        return "validated", _policy(_digests(block.text))
+        text = _digests(block.text)
+        return "validated", _refused(
+            lambda: load_policy(text, source="the block"), WaiError, "not a valid model policy"
+        )
     if kind == "compressai-compress/1":
         return "validated", _compressed(obj)
     if kind == "wai-ops/1":
