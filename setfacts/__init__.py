@@ -2,5 +2,3 @@
 what a set states of itself (:mod:`.facts`, parsed once when the manifest is read) and the
 decode's limits (:mod:`.limits`). The codec reads and writes sets with these types; the paths
 read them, and import no codec."""
-
-__all__: list[str] = []

@@ -19,7 +19,7 @@ from typing import Any
 
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.governance import parse_run_report
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
@@ -56,7 +56,7 @@ def _seed_governance(store: Any, runs: int) -> None:
 def _serve(data_dir: Path, url: str) -> Iterator[tuple[str, str]]:
     settings = load(data_dir=data_dir, database_url=url, port=free_port(), log_level="error")
     store = ReportStore(settings.url)
-    operator = tokens.create(store, "bench-operator", tokens.Role.operator)
+    operator = bearer.create(store, "bench-operator", bearer.Role.operator)
     store.dispose()
     with serve(settings) as base:
         yield base, operator

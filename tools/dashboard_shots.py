@@ -15,7 +15,7 @@ import httpx
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.settings import load
-from wai_dispatch.service.store import tokens as tk
+from wai_dispatch.service.store import bearer as tk
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
 from wai_dispatch.tools.harness import free_port

@@ -26,9 +26,9 @@ from wai_dispatch.service.http import admission
 from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.http.routes import decode as route
+from wai_dispatch.service.store.bearer import TokenCache
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.tokens import TokenCache
 from wai_dispatch.service.usecase import decode as usecase
 
 

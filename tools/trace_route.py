@@ -23,7 +23,7 @@ from typing import Any
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.settings import load
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
 from wai_dispatch.tools.harness import decode_headers, free_port
@@ -124,7 +124,7 @@ def trace_one_decode(data_dir: Path) -> dict[str, Any]:
     )
     store = ReportStore(settings.url)
     store.migrate()
-    token = tokens.create(store, "trace", tokens.Role.sink)
+    token = bearer.create(store, "trace", bearer.Role.sink)
     store.dispose()
     body = SAMPLE.read_bytes()
     trace = Trace()

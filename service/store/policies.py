@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import and_, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.governance import (
@@ -234,15 +235,7 @@ def governance_summary(
     a page of the refused ones, latest first (``latest`` of them, paged by keyset: ``after``
     the cursor ``next``; their total is ``refused_total``), each with its first reasons and how
     many more it has."""
-    where = []
-    if since_ms is not None:
-        where.append(RR.received_ms >= since_ms)
-    if until_ms is not None:
-        where.append(RR.received_ms < until_ms)
-    if sink_class:
-        where.append(RR.sink_class == sink_class)
-    if sink:
-        where.append(RR.sink == sink)
+    where = _run_filters(since_ms, until_ms, sink_class, sink)
     page = []
     if after is not None:
         ms, seq = keyset.decode("rr", after, [(int,), (int,)])
@@ -268,18 +261,7 @@ def governance_summary(
             .limit(latest + 1)
         ).all()
     more, refused = len(refused) > latest, refused[:latest]
-    try:
-        current: PolicyVersion | None = policies.current()
-    except PolicyNotSet:
-        current = None
-    classes: dict[str | None, dict[str, Any]] = {}
-    if current is not None:
-        for name in policies.parsed(current).classes:
-            if not sink_class or name == sink_class:
-                classes[name] = {"class": name, "runs_accepted": 0, "runs_refused": 0}
-    for cls, accepted, count in counts:
-        entry = classes.setdefault(cls, {"class": cls, "runs_accepted": 0, "runs_refused": 0})
-        entry["runs_accepted" if accepted else "runs_refused"] += int(count)
+    current, classes = _class_tally(policies, sink_class, counts)
     return {
         "policy": None if current is None else current.to_json(with_text=False),
         "classes": sorted(classes.values(), key=lambda c: (c["class"] is None, c["class"] or "")),
@@ -292,6 +274,42 @@ def governance_summary(
             else None
         ),
     }
+
+
+def _run_filters(
+    since_ms: int | None, until_ms: int | None, sink_class: str | None, sink: str | None
+) -> list[ColumnElement[bool]]:
+    """The run reports of a window, of one class or one sink when given."""
+    where = []
+    if since_ms is not None:
+        where.append(RR.received_ms >= since_ms)
+    if until_ms is not None:
+        where.append(RR.received_ms < until_ms)
+    if sink_class:
+        where.append(RR.sink_class == sink_class)
+    if sink:
+        where.append(RR.sink == sink)
+    return where
+
+
+def _class_tally(
+    policies: PolicyStore, sink_class: str | None, counts: list[tuple[str | None, bool, int]]
+) -> tuple[PolicyVersion | None, dict[str | None, dict[str, Any]]]:
+    """The current policy (``None``: none set) and the runs accepted and refused per class:
+    every class it names (or ``sink_class`` alone), and any class the counts hold."""
+    try:
+        current: PolicyVersion | None = policies.current()
+    except PolicyNotSet:
+        current = None
+    classes: dict[str | None, dict[str, Any]] = {}
+    if current is not None:
+        for name in policies.parsed(current).classes:
+            if not sink_class or name == sink_class:
+                classes[name] = {"class": name, "runs_accepted": 0, "runs_refused": 0}
+    for cls, accepted, count in counts:
+        entry = classes.setdefault(cls, {"class": cls, "runs_accepted": 0, "runs_refused": 0})
+        entry["runs_accepted" if accepted else "runs_refused"] += int(count)
+    return current, classes
 
 
 def _refused_row(row: Any, cap: int = 20) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from wai_dispatch.cli import progress
 from wai_dispatch.cli.completion import table
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_USAGE
 from wai_dispatch.cli.main import COMMANDS, build_parser, main
-from wai_dispatch.dispatch.paths import GPU_WGSL, DispatchPath, impossible
+from wai_dispatch.dispatch.offer import GPU_WGSL, DispatchPath, impossible
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
 from wai_dispatch.paths.registry import BUILDERS
 

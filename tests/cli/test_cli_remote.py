@@ -291,7 +291,6 @@ HEAVY_ON_THE_CLIENT = (
 )
 OURS_ON_THE_CLIENT = {
     "wai_dispatch",
-    "wai_dispatch._face",
     "wai_dispatch.cli",
     "wai_dispatch.cli.main",
     "wai_dispatch.cli.flags",

@@ -30,7 +30,7 @@ from wai_dispatch.dispatch import (
     Code,
     Tier,
 )
-from wai_dispatch.dispatch.paths import CPU_WAI_OPS
+from wai_dispatch.dispatch.offer import CPU_WAI_OPS
 from wai_dispatch.paths.coreml import CoreMLAdapter, ScriptedCoreML
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.paths.waiops import reference

@@ -1,4 +1,4 @@
-"""Issue 29, item 6: only paths that can exist. One table (dispatch/paths.py, docs/dispatch.md)
+"""Issue 29, item 6: only paths that can exist. One table (dispatch/offer.py, docs/dispatch.md)
 gives each backend its arithmetic and its units; the report parser, offers (``explain --offer``,
 ``paths --offer``, ``WAI_OFFER``) and the judge (tests/service/governance) refuse any other path,
 each with a typed error naming the path and the rule."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from wai_dispatch.dispatch import Arithmetic, Backend, InvalidOffer, InvalidReport, Report, Unit
-from wai_dispatch.dispatch.paths import (
+from wai_dispatch.dispatch.offer import (
     BACKEND_ARITHMETIC,
     BACKEND_UNITS,
     REFERENCE_OFFER,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from wai_dispatch.dispatch.paths import DispatchPath, impossible
+from wai_dispatch.dispatch.offer import DispatchPath, impossible
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Code, Unit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ def page_offer() -> list[str]:
         name: "/".join(parts)
         for name, *parts in re.findall(
             r'export const (\w+) = path\("(\w+)", "([\w-]+)", "(\w+)"\)',
-            (JS / "dispatch" / "paths.js").read_text(encoding="utf-8"),
+            (JS / "dispatch" / "offer.js").read_text(encoding="utf-8"),
         )
     }
     lists = {

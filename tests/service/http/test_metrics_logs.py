@@ -148,14 +148,14 @@ def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
     """``serve --workers 2`` under a cold-start burst answers every request (no worker is
     killed for being busy), and whichever worker answers ``/metrics``, it counts every
     worker's decodes (prometheus-client's multiprocess mode)."""
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     data = tmp_path / "data"
     data.mkdir()
     store = ReportStore(f"sqlite:///{data / 'reports.db'}")
     store.migrate()
-    secret = tokens.create(store, "sink-a", tokens.Role.sink)
+    secret = bearer.create(store, "sink-a", bearer.Role.sink)
     store.dispose()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAI_", "PROMETHEUS"))}

@@ -47,7 +47,7 @@ class Scaled:
 def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scaled]:
     from _svc import pg_admin_url, pg_database
 
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     if pg_admin_url() is None:
@@ -66,7 +66,7 @@ def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scaled]:
         assert "wai-dispatch serving on" in printed
         assert "can be placed" not in printed  # 2 × 1 CPU fit the cluster's 2
         store = ReportStore(database)
-        token = tokens.create(store, "sink-burst", tokens.Role.sink)
+        token = bearer.create(store, "sink-burst", bearer.Role.sink)
         store.dispose()
         yield Scaled(cluster, f"http://127.0.0.1:{cluster.proxy_port}", token)
 

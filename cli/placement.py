@@ -11,7 +11,7 @@ from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import EXIT_NO
 from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch.paths import parse_offer
+from wai_dispatch.dispatch.offer import parse_offer
 from wai_dispatch.paths.registry import BUILDERS, PathStatus
 from wai_dispatch.paths.waiops.choose import machine_engine
 
