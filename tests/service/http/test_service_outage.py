@@ -4,6 +4,7 @@ the store is back, and every acknowledged report is in the store exactly once.""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -208,3 +209,55 @@ def test_a_replica_started_in_an_outage_decodes_on_the_fleets_token_snapshot(
         ).all()
     engine.dispose()
     assert sorted(rows) == sorted((i, 1) for i in ids)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_token_revoked_with_no_replica_running_is_refused_in_an_outage(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36, item 4: a replica on the fleet's volume wrote the snapshot and stopped;
+    ``wai-dispatch tokens revoke`` ran with no replica running (it rewrites the snapshot);
+    the store then stopped and a fresh replica started: the revoked token is 401, another
+    sink's (in the snapshot) is let in."""
+    from anyio.from_thread import start_blocking_portal
+
+    from wai_dispatch.cli.main import main
+    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.http.app import create_app
+
+    shared = tmp_path / "volume"
+    with contextlib.ExitStack() as stack:
+        if kind == "postgresql":
+            cluster = stack.enter_context(private_cluster())
+            url, stop = cluster.url, cluster.stop
+        else:
+            (tmp_path / "db").mkdir()
+            url = f"sqlite:///{tmp_path / 'db' / 'reports.db'}"
+
+            def stop() -> None:  # the store's folder moved away, a file in its place
+                (tmp_path / "db").rename(tmp_path / "db-away")
+                (tmp_path / "db").write_bytes(b"")
+
+        with serve(tmp_path / "a", database_url=url, spool_dir=shared, replica_id="a") as a:
+            tokens = dict(a.tokens)
+        monkeypatch.setenv("WAI_DATABASE_URL", url)
+        monkeypatch.setenv("WAI_SPOOL_DIR", str(shared))
+        assert main(["tokens", "revoke", "sink-a", "--data-dir", str(tmp_path / "cli")]) == 0
+        stop()
+        settings = load(data_dir=tmp_path / "b", database_url=url, spool_dir=shared,
+                        replica_id="b", warm=False)  # fmt: skip
+        app = create_app(settings)
+        with (
+            start_blocking_portal() as portal,
+            portal.wrap_async_context_manager(app.router.lifespan_context(app)),
+        ):
+
+            async def get(secret: str) -> httpx.Response:
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://b") as c:
+                    return await c.get("/v1/paths", headers={"Authorization": f"Bearer {secret}"})
+
+            assert app.state.service.tokens.source == "snapshot"
+            r = portal.call(get, tokens["sink"])
+            assert r.status_code == 401, r.text
+            assert portal.call(get, tokens["sink-b"]).status_code == 200
