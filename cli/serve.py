@@ -81,8 +81,10 @@ def run_revoke(args: argparse.Namespace) -> int:
         why = _snapshot(args, store)
     finally:
         store.dispose()
-    print(json.dumps({"revoked": n, "snapshot_not_rewritten": why}) if args.json
-          else f"revoked {n} token(s)")  # fmt: skip
+    if args.json:
+        print(json.dumps({"revoked": n, "snapshot_not_rewritten": why}))
+    else:
+        print(f"revoked {n} token(s)")
     if why is not None and not args.json:
         print(f"wai-dispatch: the token snapshot was not rewritten: {why}", file=sys.stderr)
     return EXIT_OK if why is None else EXIT_NO

@@ -1,18 +1,6 @@
-"""The token snapshot on the shared volume: what a replica started in a store outage checks
-bearer tokens against (docs/service.md, "The token snapshot").
-
-``<spool_dir>/tokens.snapshot`` (mode 0600) holds each live token's SHA-256, name and role,
-the SHA-256 of every revoked token, when it was written, and an HMAC-SHA256 over all of it
-under a key derived from the database URL and ``tokens.snapshot.key``: 32 random bytes
-generated once per spool volume (mode 0600) by the first writer, never a constant. A reader
-takes the snapshot only when it is a regular file within :data:`MAX_BYTES` (looked at with
-``fstat`` on a descriptor opened without following a link and without blocking, before a byte
-is read), its MAC checks, and it was written at most ``token_snapshot_max_age_s`` ago.
-
-Every process that reads the token table writes it: each replica when its view changes, and
-``wai-dispatch tokens create|revoke`` after changing the table, so a revocation made while no
-replica runs is in the snapshot before the command returns. A writer never replaces a
-snapshot written later than the view it read."""
+"""The token snapshot on the shared spool volume: what a replica started in a store outage
+checks bearer tokens against. Its contents, its key (``tokens.snapshot.key``, random, per
+volume), who writes it and when a reader takes it: docs/service.md, "The token snapshot"."""
 
 from __future__ import annotations
 
