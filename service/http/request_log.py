@@ -10,7 +10,10 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -20,6 +23,7 @@ from wai_dispatch.service.store.tokens import Role
 __all__ = ["RequestId", "error_code", "incoming_id", "route_of"]
 
 log = logging.getLogger("wai_dispatch.service")
+OnError = Callable[[Request, Exception], Awaitable[Response]]
 
 
 class RequestId:
@@ -27,10 +31,16 @@ class RequestId:
     header) and logs one JSON line per request: method, path, status, duration, the client's
     address and, once a token was checked, who it is (``sink`` for a sink's token). The id is
     the caller's ``X-Request-Id`` when it is a plain one (:func:`incoming_id`), else the trace
-    id of a W3C ``traceparent``, else a new UUID."""
+    id of a W3C ``traceparent``, else a new UUID.
 
-    def __init__(self, app: ASGIApp) -> None:
+    An exception no handler took is answered here with ``on_error``'s answer (500 with the
+    request id) and not raised on: raised past the app, the server would close the keep-alive
+    connection under a client that is already reusing it. Only once half an answer is sent is it
+    raised, and the server closes the connection (there is no other clean end for it)."""
+
+    def __init__(self, app: ASGIApp, on_error: OnError | None = None) -> None:
         self.app = app
+        self.on_error = on_error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -43,11 +53,12 @@ class RequestId:
         status = 500
         code: str | None = None
         first_body = True
+        started = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status, code, first_body
+            nonlocal status, code, first_body, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
             elif message["type"] == "http.response.body" and first_body:
@@ -58,6 +69,11 @@ class RequestId:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            if started or self.on_error is None:
+                raise
+            answer = await self.on_error(Request(scope, receive), exc)
+            await answer(scope, receive, send_with_id)
         finally:
             if 400 <= status < 500:
                 _note(scope, status, code or f"http_{status}", rid)

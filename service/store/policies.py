@@ -231,7 +231,7 @@ def governance_summary(
         where.append(RR.sink == sink)
     page = []
     if after is not None:
-        ms, seq = keyset.decode("rr", after, [(int,), (int,)])
+        ms, seq = keyset.decode("rr", after, [keyset.INT, keyset.INT])
         page.append((RR.received_ms < ms) | ((RR.received_ms == ms) & (RR.seq < seq)))
     with store.engine.connect() as conn:
         counts = [(cls, accepted, n) for (cls, accepted), (n, _) in run_rollups.counts(

@@ -70,7 +70,7 @@ def list_errors(
         rows_where.append(E.code == code)
     page = list(rows_where)
     if after is not None:
-        ms, seq = keyset.decode(TAG, after, [(int,), (int,)])
+        ms, seq = keyset.decode(TAG, after, [keyset.INT, keyset.INT])
         page.append((E.created_ms < ms) | ((E.created_ms == ms) & (E.seq < seq)))
     n = func.sum(U.n).label("n")
     with store.engine.connect() as conn:

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
+from wai_dispatch.dispatch import tokens
+from wai_dispatch.dispatch.paths import parse_offer
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
 from wai_dispatch.service.store.policies import sinks_of_class
@@ -42,7 +44,15 @@ def filters(
         str | None, Query(max_length=128, description="the decodes of this run report")
     ] = None,
 ) -> Filters:
-    """The query's filters; a sink's own name replaces any ``sink`` it asks for."""
+    """The query's filters; a sink's own name replaces any ``sink`` it asks for. A path, refusal
+    code or tier the vocabulary cannot hold is refused (422 ``unknown_token`` or
+    ``invalid_offer``), not answered with an empty list."""
+    if path is not None and path != "none":
+        parse_offer([path])
+    if reason is not None:
+        tokens.parse(tokens.Code, reason, where="reason")
+    if tier is not None:
+        tokens.parse(tokens.Tier, tier, where="tier")
     if principal.role is Role.sink:
         sink = principal.name
     sinks = None
