@@ -100,7 +100,9 @@ def list_reports(
     more = len(rows) > limit
     out: dict[str, Any] = {
         "items": [_row(r) for r in page],
-        "next": keyset.encode("t", [page[-1]["created_ms"], page[-1]["seq"]]) if more and page else None,
+        "next": keyset.encode("t", [page[-1]["created_ms"], page[-1]["seq"]])
+        if more and page
+        else None,
     }
     if with_total:
         out["total"] = total

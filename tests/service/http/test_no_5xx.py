@@ -27,7 +27,8 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     with contextlib.ExitStack() as stack:
         url = {}
         if request.param == "postgresql":
-            url["database_url"] = stack.enter_context(pg_database(request.getfixturevalue("postgres")))
+            admin = request.getfixturevalue("postgres")
+            url["database_url"] = stack.enter_context(pg_database(admin))
         running = stack.enter_context(in_process(tmp_path_factory.mktemp("params"), **url))
         with running.client() as c:  # a row in every list: a cursor is compared with it
             assert c.post("/v1/decode", content=SAMPLE_JSON.read_bytes()).status_code == 200
