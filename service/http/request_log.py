@@ -30,8 +30,8 @@ class RequestId:
     """Gives every request an id (``request.state.request_id``, the ``X-Request-Id`` answer
     header) and logs one JSON line per request: method, path, status, duration, the client's
     address and, once a token was checked, who it is (``sink`` for a sink's token). The id is
-    the caller's ``X-Request-Id`` when it is a plain one (:func:`incoming_id`), else the trace
-    id of a W3C ``traceparent``, else a new UUID.
+    the caller's ``X-Request-Id`` when it is a plain one (:func:`incoming_id`;
+    ``request.state.request_id_given``), else a new UUID.
 
     An exception no handler took is answered here with ``on_error``'s answer (500 with the
     request id) and not raised on: raised past the app, the server would close the keep-alive
@@ -46,9 +46,10 @@ class RequestId:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = incoming_id(scope.get("headers", [])) or str(uuid.uuid4())
+        given = incoming_id(scope.get("headers", []))
+        rid = given or str(uuid.uuid4())
         state = scope.setdefault("state", {})
-        state["request_id"] = rid
+        state["request_id"], state["request_id_given"] = rid, given is not None
         start = time.perf_counter()
         status = 500
         code: str | None = None
@@ -124,21 +125,15 @@ def error_code(body: bytes) -> str | None:
 
 
 _PLAIN_ID = re.compile(rb"[A-Za-z0-9._:-]{1,36}")
-_TRACEPARENT = re.compile(rb"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 def incoming_id(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The caller's request id: ``X-Request-Id`` when it is 1–36 characters of letters, digits
-    and ``._:-`` (a UUID is 36; the stored reports keep 36), else the trace id of a valid W3C
-    ``traceparent`` (not all zeros), else ``None``. Anything else is ignored, never echoed."""
-    found: dict[bytes, bytes] = {}
+    """The caller's request id: its ``X-Request-Id`` when it is 1–36 characters of letters,
+    digits and ``._:-`` (a UUID is 36; the stored reports keep 36), else ``None``: anything else
+    is ignored, never echoed. A W3C ``traceparent`` names a trace, not a request (two decodes
+    in one trace are two requests): it gives no id."""
     for name, value in headers:
-        found.setdefault(name.lower(), value.strip())
-    given = found.get(b"x-request-id")
-    if given is not None and _PLAIN_ID.fullmatch(given):
-        return given.decode()
-    parent = found.get(b"traceparent")
-    match = _TRACEPARENT.fullmatch(parent) if parent is not None else None
-    if match is not None and match.group(1) != b"0" * 32:
-        return match.group(1).decode()
+        if name.lower() == b"x-request-id":
+            given = value.strip()
+            return given.decode() if _PLAIN_ID.fullmatch(given) else None
     return None

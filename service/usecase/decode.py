@@ -71,13 +71,15 @@ Picture = Literal["png", "rgb"]
 @dataclass(frozen=True)
 class DecodeRequest:
     """One decode asked for: the envelope's bytes and their format, who asks (``sink``, the
-    name its reports are filed under) and the request's id, and the picture wanted."""
+    name its reports are filed under) and the request's id, and the picture wanted; ``digest``
+    of what it asks, kept with its reports (``None``: not kept)."""
 
     body: bytes
     format: Format
     sink: str
     request_id: str
     picture: Picture = "png"
+    digest: str | None = None
 
 
 class Recorder(Protocol):
@@ -296,4 +298,5 @@ def _records(
         symbols_digests=[facts.get(r.capability, (None, None))[1] for r in reports],
         rgb_digest=rgb_digest,
         duration_ms=(time.perf_counter() - t0) * 1000,
+        request_digest=request.digest,
     )
