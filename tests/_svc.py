@@ -330,9 +330,11 @@ def cursor_params(route: str) -> Any:
         "/v1/fleet/sets": [f"set:{s}:{d}" for s in SET_SORTS for d in (0, 1)],
     }  # fmt: skip
     every = [t for tags in own.values() for t in tags]
-    edges = [2**63, 2**63 - 1, -(2**63), -(2**63) - 1, 10**30]
-    part = (st.integers() | st.sampled_from(edges) | st.floats() | st.text(max_size=8)
-            | st.none() | st.booleans() | st.lists(st.integers(), max_size=2))  # fmt: skip
+    edges = st.sampled_from([2**63, 2**63 - 1, -(2**63), -(2**63) - 1, 10**30])
+    odd = st.floats() | st.none() | st.booleans() | st.lists(st.integers(), max_size=2)
+    part = edges | st.text(max_size=8) | st.integers() | odd
+    # mostly the list's own tag and arity (a position is two parts): the checks of each part
+    arity = st.lists(part, min_size=2, max_size=2) | st.lists(part, max_size=3)
 
     def params(tag: str, parts: list[Any]) -> dict[str, str]:
         text = json.dumps([tag, *parts]).encode()
@@ -343,5 +345,5 @@ def cursor_params(route: str) -> Any:
             out["desc"] = "true" if desc == "1" else "false"
         return out
 
-    tags = st.sampled_from(own.get(route, every)) | st.sampled_from(every)
-    return st.builds(params, tags, st.lists(part, min_size=1, max_size=3))
+    mine = st.sampled_from(own.get(route, every))
+    return st.builds(params, mine | mine | mine | st.sampled_from(every), arity)
