@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
+from wai_dispatch.codec.envelope import DIGEST_PATTERN
 from wai_dispatch.dispatch import tokens
 from wai_dispatch.dispatch.paths import parse_offer
 from wai_dispatch.service.http.auth import require
@@ -32,7 +33,7 @@ def filters(
     reason: Annotated[str | None, Query(max_length=64, description="a refusal code")] = None,
     tier: Text = None,
     sink: Text = None,
-    set: Annotated[str | None, Query(max_length=64, description="set digest")] = None,
+    set: Annotated[str | None, Query(pattern=DIGEST_PATTERN, description="set digest")] = None,
     outcome: Annotated[str | None, Query(pattern="^(decoded|refused)$")] = None,
     request_id: Annotated[str | None, Query(max_length=36)] = None,
     since_ms: Millis = None,
@@ -45,8 +46,8 @@ def filters(
     ] = None,
 ) -> Filters:
     """The query's filters; a sink's own name replaces any ``sink`` it asks for. A path, refusal
-    code or tier the vocabulary cannot hold is refused (422 ``unknown_token`` or
-    ``invalid_offer``), not answered with an empty list."""
+    code or tier the vocabulary cannot hold, or a set that is no digest, is refused (422), not
+    answered with an empty list."""
     if path is not None and path != "none":
         parse_offer([path])
     if reason is not None:

@@ -1,7 +1,8 @@
 """Issue 36, item 1 through the HTTP service in process, on SQLite and PostgreSQL: every paging
 cursor is typed by its list and sort (each part's type, ints within a BIGINT), so a cursor of
 the wrong type or past int64 is 422 ``cursor_invalid``, never a 500; a filter value the
-vocabulary cannot hold (a path, a refusal code, a tier) is 422, not an empty list. Item 2: a
+vocabulary cannot hold (a path, a refusal code, a tier, a set that is no digest, an error code)
+is 422, not an empty list. Item 2: a
 500 leaves the keep-alive connection it was answered on usable."""
 
 from __future__ import annotations
@@ -109,6 +110,18 @@ def test_a_filter_value_no_report_can_have_is_422(
         for good in ({"path": "none"}, {"path": "cpu/onnx-runtime/float"},
                      {"reason": "dispatch_tier_refused"}, {"tier": "none"}):  # fmt: skip
             assert c.get("/v1/reports", params=good).status_code == 200
+
+
+def test_a_set_or_error_code_no_row_can_have_is_422(live: Any) -> None:
+    with live.client("operator") as c:
+        for bad in ("AB" * 32, "ab" * 31, "xyz"):
+            r = c.get("/v1/reports", params={"set": bad})
+            assert (r.status_code, r.json()["error"]["code"]) == (422, "request_invalid")
+        r = c.get("/v1/request-errors", params={"code": "no_such_code"})
+        assert (r.status_code, r.json()["error"]["code"]) == (422, "unknown_token")
+        for good in ("set_not_installed", "http_404"):
+            assert c.get("/v1/request-errors", params={"code": good}).status_code == 200
+        assert c.get("/v1/reports", params={"set": "ab" * 32}).status_code == 200
 
 
 def _exchange(sock: socket.socket, path: str, token: str) -> tuple[int, dict[str, str], bytes]:
