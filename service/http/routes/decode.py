@@ -55,7 +55,11 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
             },
         },
     },
-    422: {"description": "bad input, or no offered path decodes the envelope"},
+    422: {
+        "description": "bad input, no offered path decodes the envelope, or a request id "
+        "sent before with another envelope (request_id_reused)"
+    },
+    409: {"description": "the request id's first decode is still running (request_in_flight)"},
     401: {"description": "no live bearer token"},
     403: {"description": "the token's role is not sink or above"},
     413: {"description": "over a limit (body, latent, memory or time estimate)"},
