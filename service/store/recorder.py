@@ -7,7 +7,6 @@ while it was down, and adopting the orphaned spools of dead replicas on the spoo
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import threading
 import time
@@ -22,7 +21,7 @@ from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.spool import Spool, SpoolFull, SpoolWriteFailed
 
-__all__ = ["Recorder", "request_digest"]
+__all__ = ["Recorder"]
 
 log = logging.getLogger("wai_dispatch.spool")
 
@@ -77,7 +76,7 @@ class Recorder:
         self.adopt_every_s = adopt_every_s
         self._adopt_at = 0.0
         self.store_up = migrate is None
-        self._claims: dict[tuple[str, str], str] = {}
+        self._claims: dict[tuple[str, str], Callable[[], str]] = {}
         self._claims_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -103,19 +102,18 @@ class Recorder:
             raise _reused(request_id)
 
     @contextlib.contextmanager
-    def claim(self, sink: str, request_id: str, digest: str) -> Iterator[None]:
+    def claim(self, sink: str, request_id: str, digest: Callable[[], str]) -> Iterator[None]:
         """Hold ``(sink, request_id)`` while its decode runs here: the same request sent again
         meanwhile is ``request_in_flight`` (409, retry), another under its id
-        ``request_id_reused``."""
+        ``request_id_reused`` (``digest``: what each asked, made only then)."""
         key = (sink, request_id)
         with self._claims_lock:
-            held = self._claims.get(key)
-            if held is not None:
-                if held != digest:
-                    raise _reused(request_id)
-                raise StoreError(f"request {request_id!r} is still being decoded; retry once it "
-                                 "has answered", code=StoreCode.REQUEST_IN_FLIGHT)  # fmt: skip
-            self._claims[key] = digest
+            held = self._claims.setdefault(key, digest)
+        if held is not digest:
+            if held() != digest():
+                raise _reused(request_id)
+            raise StoreError(f"request {request_id!r} is still being decoded; retry once it has "
+                             "answered", code=StoreCode.REQUEST_IN_FLIGHT)  # fmt: skip
         try:
             yield
         finally:
@@ -243,11 +241,6 @@ class Recorder:
         self._wake.set()
         self._thread.join(timeout=10)
         self.spool.close()
-
-
-def request_digest(fmt: str | None, body: bytes) -> str:
-    """What a decode asks, as its reports keep it: the SHA-256 of its media type and body."""
-    return hashlib.sha256(f"{fmt}\n".encode() + body).hexdigest()
 
 
 def _reused(request_id: str) -> StoreError:

@@ -12,6 +12,7 @@ records per line.
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import Mapping
@@ -31,6 +32,11 @@ UNITS = ("npu", "gpu", "cpu", "unknown")
 def path_of(obj: Mapping[str, Any]) -> str:
     """``unit/backend/arithmetic`` of a report's ``ran`` or refused member."""
     return f"{obj['unit']}/{obj['backend']}/{obj['arithmetic']}"
+
+
+def request_digest(fmt: str | None, body: bytes) -> str:
+    """What a decode asks, as its reports keep it: the SHA-256 of its media type and body."""
+    return hashlib.sha256(f"{fmt}\n".encode() + body).hexdigest()
 
 
 @dataclass(frozen=True)

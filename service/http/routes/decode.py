@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from wai_dispatch.service.http import openapi
@@ -23,7 +23,6 @@ from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import ServiceDep
 from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
 from wai_dispatch.service.http.statuses import status_of
-from wai_dispatch.service.store.recorder import request_digest
 from wai_dispatch.service.store.tokens import Principal, Role
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
@@ -137,15 +136,19 @@ async def decode(
 ) -> Response:
     kind = _answer_kind(request.headers.get("accept", ""))
     body = await read_body(request, service.settings.max_body_bytes)
-    fmt = _format(request.headers.get("content-type", ""))
-    rid, recorder = request_id(request), service.recorder
-    digest = await run_in_threadpool(request_digest, fmt, body)
-    asked = DecodeRequest(body, fmt, principal.name, rid, "rgb" if kind == "rgb" else "png", digest)
-    with recorder.claim(principal.name, rid, digest):  # one request an id, once at a time
-        if request.scope["state"].get("request_id_given", True):  # a fresh id was never stored
-            await run_in_threadpool(recorder.check, principal.name, rid, digest)
-        outcome = await usecase.decode(service.decoder, asked, gate=service.admission,
-                                       recorder=recorder, meter=service.metrics)  # fmt: skip
+    asked = DecodeRequest(
+        body, _format(request.headers.get("content-type", "")), principal.name,
+        request_id(request), "rgb" if kind == "rgb" else "png",
+    )  # fmt: skip
+    recorder = service.recorder
+    vet: Callable[[DecodeRequest], None] | None = None
+    if request.scope["state"].get("request_id_given", True):  # a fresh id was never stored
+        vet = lambda r: recorder.check(r.sink, r.request_id, r.digest)  # noqa: E731
+    with recorder.claim(asked.sink, asked.request_id, lambda: asked.digest):  # one at a time
+        outcome = await usecase.decode(
+            service.decoder, asked, gate=service.admission, recorder=recorder,
+            meter=service.metrics, vet=vet,
+        )  # fmt: skip
     match outcome:
         case Refused(error=error):
             raise error

@@ -132,10 +132,10 @@ def test_a_refused_decode_retried_is_the_same_refusal_and_keeps_its_id(live: Any
 
 
 def test_a_request_id_still_running_is_409_and_another_body_under_it_422(live: Any) -> None:
-    from wai_dispatch.service.store.recorder import request_digest
+    from wai_dispatch.service.store.records import request_digest
 
     digest = request_digest("json", SAMPLE_JSON.read_bytes())
-    with live.service.recorder.claim("sink-a", "job-11", digest), live.client() as c:
+    with live.service.recorder.claim("sink-a", "job-11", lambda: digest), live.client() as c:
         assert code(decode(c, "job-11")) == (409, "request_in_flight")
         assert code(decode(c, "job-11", REPLICATE.read_bytes())) == (422, "request_id_reused")
         assert decode(c, "job-11b").status_code == 200
