@@ -94,6 +94,8 @@ class Recorder:
         """Refuse (``request_id_reused``) a request id the store holds for another request:
         one whose reports were asked by another envelope. A store that does not answer checks
         nothing here (its spool, replayed, keeps the first report of each identity)."""
+        if not self.store_up:
+            return  # known down: the decode is not held up by a connect timeout
         try:
             asked = self.store.asked(sink, request_id)
         except StoreDown:
