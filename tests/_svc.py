@@ -325,10 +325,12 @@ def cursor_params(route: str) -> Any:
     from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS
 
     own = {
-        "/v1/reports": ["t"], "/v1/request-errors": ["e"], "/v1/run-reports/summary": ["rr"],
+        "/v1/reports": ["t"],
+        "/v1/request-errors": ["e"],
+        "/v1/run-reports/summary": ["rr"],
         "/v1/fleet/sinks": [f"sink:{s}:{d}" for s in SINK_SORTS for d in (0, 1)],
         "/v1/fleet/sets": [f"set:{s}:{d}" for s in SET_SORTS for d in (0, 1)],
-    }  # fmt: skip
+    }
     every = [t for tags in own.values() for t in tags]
     edges = st.sampled_from([2**63, 2**63 - 1, -(2**63), -(2**63) - 1, 10**30])
     odd = st.floats() | st.none() | st.booleans() | st.lists(st.integers(), max_size=2)
@@ -338,8 +340,11 @@ def cursor_params(route: str) -> Any:
 
     def params(tag: str, parts: list[Any]) -> dict[str, str]:
         text = json.dumps([tag, *parts]).encode()
-        out = {"cursor" if route == "/v1/reports" else "after":
-               base64.urlsafe_b64encode(text).decode().rstrip("=")}  # fmt: skip
+        out = {
+            "cursor" if route == "/v1/reports" else "after": base64.urlsafe_b64encode(text)
+            .decode()
+            .rstrip("=")
+        }
         if tag.count(":") == 2:
             out["sort"], desc = tag.split(":")[1:]
             out["desc"] = "true" if desc == "1" else "false"

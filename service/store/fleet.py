@@ -37,8 +37,12 @@ S = SetRow.__table__.c
 SINK_SORTS = ("sink", "reports", "no_path_rate", "request_errors", "runs_refused", "last_seen_ms")
 SET_SORTS = ("set", "reports", "no_path_rate", "sinks", "last_seen_ms")
 #: The type of each sort's value in a cursor (the counts: an int); ``None`` where a row has none.
-_KINDS = {"sink": keyset.STR, "set": keyset.STR, "no_path_rate": (*keyset.NUMBER, type(None)),
-          "last_seen_ms": (*keyset.INT, type(None))}  # fmt: skip
+_KINDS = {
+    "sink": keyset.STR,
+    "set": keyset.STR,
+    "no_path_rate": (*keyset.NUMBER, type(None)),
+    "last_seen_ms": (*keyset.INT, type(None)),
+}
 
 
 def _blank() -> dict[str, Any]:

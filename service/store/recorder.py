@@ -114,8 +114,10 @@ class Recorder:
         if held is not digest:
             if held() != digest():
                 raise _reused(request_id)
-            raise StoreError(f"request {request_id!r} is still being decoded; retry once it has "
-                             "answered", code=StoreCode.REQUEST_IN_FLIGHT)  # fmt: skip
+            raise StoreError(
+                f"request {request_id!r} is still being decoded: retry once it has answered",
+                code=StoreCode.REQUEST_IN_FLIGHT,
+            )
         try:
             yield
         finally:
@@ -246,8 +248,11 @@ class Recorder:
 
 
 def _reused(request_id: str) -> StoreError:
-    return StoreError(f"request id {request_id!r} was sent before with another envelope; "
-                      "send this one under a new id", code=StoreCode.REQUEST_ID_REUSED)  # fmt: skip
+    return StoreError(
+        f"request id {request_id!r} was sent before with another envelope: send this one under "
+        "a new id",
+        code=StoreCode.REQUEST_ID_REUSED,
+    )
 
 
 def _stored(records: list[ReportRecord], ids: list[str]) -> list[ReportRecord]:

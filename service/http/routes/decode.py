@@ -146,9 +146,13 @@ async def decode(
         vet = lambda r: recorder.check(r.sink, r.request_id, r.digest)  # noqa: E731
     with recorder.claim(asked.sink, asked.request_id, lambda: asked.digest):  # one at a time
         outcome = await usecase.decode(
-            service.decoder, asked, gate=service.admission, recorder=recorder,
-            meter=service.metrics, vet=vet,
-        )  # fmt: skip
+            service.decoder,
+            asked,
+            gate=service.admission,
+            recorder=recorder,
+            meter=service.metrics,
+            vet=vet,
+        )
     match outcome:
         case Refused(error=error):
             raise error

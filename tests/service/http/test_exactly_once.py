@@ -148,10 +148,13 @@ def test_two_decodes_in_one_trace_are_two_requests(live: Any) -> None:
     trace = "4bf92f3577b34da6a3ce929d0e0e4736"
     with live.client() as c:
         a, b = (
-            c.post("/v1/decode", content=SAMPLE_JSON.read_bytes(),
-                   headers={**JSON, "traceparent": f"00-{trace}-{parent}-01"})
+            c.post(
+                "/v1/decode",
+                content=SAMPLE_JSON.read_bytes(),
+                headers={**JSON, "traceparent": f"00-{trace}-{parent}-01"},
+            )
             for parent in ("00f067aa0ba902b7", "00f067aa0ba902b8")
-        )  # fmt: skip
+        )
     assert a.status_code == b.status_code == 200
     assert a.json()["request_id"] != b.json()["request_id"]
     for r in (a, b):

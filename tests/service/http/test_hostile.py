@@ -343,8 +343,13 @@ def test_report_queries(live: InProcess, client: Any, route: str, params: dict[s
     _every_role(live, client, "GET", route, params=params)
 
 
-PAGED = ["/v1/reports", "/v1/request-errors", "/v1/run-reports/summary", "/v1/fleet/sinks",
-         "/v1/fleet/sets"]  # fmt: skip
+PAGED = [
+    "/v1/reports",
+    "/v1/request-errors",
+    "/v1/run-reports/summary",
+    "/v1/fleet/sinks",
+    "/v1/fleet/sets",
+]
 
 
 @pytest.fixture(scope="module")

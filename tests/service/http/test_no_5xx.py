@@ -45,8 +45,12 @@ def cursor(*parts: Any) -> str:
 def _forms(tag: str, sort: str) -> list[str]:
     """Cursors for the list ``tag`` whose value or key has a type or size no row has."""
     values: list[Any] = [True, [], {}, *BIG]
-    values += {"sink": [1, 1.5, None], "set": [1, 1.5, None], "no_path_rate": ["x"],
-               "last_seen_ms": ["x", 1.5]}.get(sort, ["x", 1.5, None])  # fmt: skip
+    values += {
+        "sink": [1, 1.5, None],
+        "set": [1, 1.5, None],
+        "no_path_rate": ["x"],
+        "last_seen_ms": ["x", 1.5],
+    }.get(sort, ["x", 1.5, None])
     good = "a" if sort in ("sink", "set") else 1
     return [cursor(tag, v, "a") for v in values] + [
         cursor(tag, good, k) for k in (7, None, True, ["a"])
@@ -54,11 +58,15 @@ def _forms(tag: str, sort: str) -> list[str]:
 
 
 CASES = [
-    *[(f"/v1/fleet/sinks?sort={s}", f"sink:{s}:0") for s in ("sink", "reports", "last_seen_ms",
-                                                             "no_path_rate", "runs_refused")],
-    *[(f"/v1/fleet/sets?sort={s}", f"set:{s}:1") for s in ("set", "reports", "sinks",
-                                                          "last_seen_ms", "no_path_rate")],
-]  # fmt: skip
+    *[
+        (f"/v1/fleet/sinks?sort={s}", f"sink:{s}:0")
+        for s in ("sink", "reports", "last_seen_ms", "no_path_rate", "runs_refused")
+    ],
+    *[
+        (f"/v1/fleet/sets?sort={s}", f"set:{s}:1")
+        for s in ("set", "reports", "sinks", "last_seen_ms", "no_path_rate")
+    ],
+]
 
 
 @pytest.mark.parametrize(("url", "tag"), CASES)
@@ -69,16 +77,21 @@ def test_a_fleet_cursor_of_the_wrong_type_is_cursor_invalid(live: Any, url: str,
         for form in bad:
             r = c.get(url, params={"after": form, "sort": sort, "desc": desc})
             assert (r.status_code, r.json()["error"]["code"]) == (422, "cursor_invalid"), (
-                form, r.text)  # fmt: skip
+                form,
+                r.text,
+            )
         for ok in [cursor(tag, "a" if sort in ("sink", "set") else 2**63 - 1, "b")]:
             assert c.get(url, params={"after": ok, "sort": sort, "desc": desc}).status_code == 200
 
 
-@pytest.mark.parametrize(("url", "name", "tag"), [
-    ("/v1/request-errors", "after", "e"),
-    ("/v1/run-reports/summary", "after", "rr"),
-    ("/v1/reports", "cursor", "t"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("url", "name", "tag"),
+    [
+        ("/v1/request-errors", "after", "e"),
+        ("/v1/run-reports/summary", "after", "rr"),
+        ("/v1/reports", "cursor", "t"),
+    ],
+)
 def test_a_cursor_past_bigint_or_of_the_wrong_type_is_cursor_invalid(
     live: Any, url: str, name: str, tag: str
 ) -> None:
@@ -87,19 +100,24 @@ def test_a_cursor_past_bigint_or_of_the_wrong_type_is_cursor_invalid(
         for form in forms:
             r = c.get(url, params={name: form})
             assert (r.status_code, r.json()["error"]["code"]) == (422, "cursor_invalid"), (
-                form, r.text)  # fmt: skip
+                form,
+                r.text,
+            )
         edge = cursor(tag, 2**63 - 1, 2**63 - 1)
         assert c.get(url, params={name: edge}).status_code == 200
         assert c.get(url, params={name: cursor(tag, -(2**63), 0)}).status_code == 200
 
 
-@pytest.mark.parametrize(("param", "value", "code"), [
-    ("path", "npu/wai-ops/integer", "invalid_offer"),
-    ("path", "cpu/onnx-runtime", "invalid_offer"),
-    ("path", "tpu/onnx-runtime/float", "unknown_token"),
-    ("reason", "not_a_code", "unknown_token"),
-    ("tier", "exact", "unknown_token"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("param", "value", "code"),
+    [
+        ("path", "npu/wai-ops/integer", "invalid_offer"),
+        ("path", "cpu/onnx-runtime", "invalid_offer"),
+        ("path", "tpu/onnx-runtime/float", "unknown_token"),
+        ("reason", "not_a_code", "unknown_token"),
+        ("tier", "exact", "unknown_token"),
+    ],
+)
 def test_a_filter_value_no_report_can_have_is_422(
     live: Any, param: str, value: str, code: str
 ) -> None:
@@ -107,8 +125,12 @@ def test_a_filter_value_no_report_can_have_is_422(
         for url in ("/v1/reports", "/v1/reports/summary", "/v1/fleet/sinks"):
             r = c.get(url, params={param: value})
             assert (r.status_code, r.json()["error"]["code"]) == (422, code), (url, r.text)
-        for good in ({"path": "none"}, {"path": "cpu/onnx-runtime/float"},
-                     {"reason": "dispatch_tier_refused"}, {"tier": "none"}):  # fmt: skip
+        for good in (
+            {"path": "none"},
+            {"path": "cpu/onnx-runtime/float"},
+            {"reason": "dispatch_tier_refused"},
+            {"tier": "none"},
+        ):
             assert c.get("/v1/reports", params=good).status_code == 200
 
 
@@ -126,8 +148,10 @@ def test_a_set_or_error_code_no_row_can_have_is_422(live: Any) -> None:
 
 def _exchange(sock: socket.socket, path: str, token: str) -> tuple[int, dict[str, str], bytes]:
     """One request on ``sock`` (kept alive) and its whole answer."""
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\n"
-                 "X-Request-Id: poison-1\r\n\r\n".encode())  # fmt: skip
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\n"
+        "X-Request-Id: poison-1\r\n\r\n".encode()
+    )
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = sock.recv(65536)
