@@ -23,6 +23,7 @@ from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import ServiceDep
 from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
 from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.tokens import Principal, Role
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
@@ -141,18 +142,11 @@ async def decode(
         request_id(request), "rgb" if kind == "rgb" else "png",
     )  # fmt: skip
     recorder = service.recorder
-    vet: Callable[[DecodeRequest], None] | None = None
-    if request.scope["state"].get("request_id_given", True):  # a fresh id was never stored
-        vet = lambda r: recorder.check(r.sink, r.request_id, r.digest)  # noqa: E731
     with recorder.claim(asked.sink, asked.request_id, lambda: asked.digest):  # one at a time
         outcome = await usecase.decode(
-            service.decoder,
-            asked,
-            gate=service.admission,
-            recorder=recorder,
-            meter=service.metrics,
-            vet=vet,
-        )
+            service.decoder, asked, gate=service.admission, recorder=recorder,
+            meter=service.metrics, vet=_vet(request, recorder),
+        )  # fmt: skip
     match outcome:
         case Refused(error=error):
             raise error
@@ -160,6 +154,14 @@ async def decode(
             return JSONResponse(_no_path(request, outcome), status_of(outcome.code))
         case Decoded():
             return _decoded(kind, asked.request_id, outcome)
+
+
+def _vet(request: Request, recorder: Recorder) -> Callable[[DecodeRequest], None] | None:
+    """The check of the caller's request id against the store (made in the decode's first worker
+    thread: another envelope under it is refused); none for a fresh id, never stored."""
+    if not request.scope["state"].get("request_id_given", True):
+        return None
+    return lambda r: recorder.check(r.sink, r.request_id, r.digest)
 
 
 def _no_path(request: Request, outcome: NoPathFound) -> dict[str, Any]:
