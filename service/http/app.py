@@ -243,7 +243,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(checked_text)],
     )
     app.add_middleware(BodyBudget, limit=chosen.max_inflight_body_bytes)
-    app.add_middleware(RequestId)
+    app.add_middleware(RequestId, on_error=_internal_error)
     for module in (api_decode, api_reports, api_sets, api_ops, api_governance, api_fleet):
         app.include_router(module.router)
     dashboard_app.install(app)
@@ -253,7 +253,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ClientDisconnect, _client_disconnected)
-    app.add_exception_handler(Exception, _internal_error)
     openapi.install(app)
     return app
 

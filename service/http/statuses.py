@@ -98,6 +98,8 @@ STATUS: dict[str, int] = {
     "run_report_sink_mismatch": 403,
     "run_report_conflict": 409,
     "run_report_not_found": 404,
+    "request_id_reused": 422,
+    "request_in_flight": 409,
     "policy_busy": 409,
     # service.http (service/http/codes.py)
     "request_invalid": 422,

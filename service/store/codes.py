@@ -61,4 +61,12 @@ class StoreCode(ErrorCode):
         "run_report_not_found",
         "no stored run report with that id (or not this sink's)",
     )
+    REQUEST_ID_REUSED = (
+        "request_id_reused",
+        "a request id sent before with another envelope: nothing decoded, nothing stored",
+    )
+    REQUEST_IN_FLIGHT = (
+        "request_in_flight",
+        "a request id whose first decode is still running: retry once it has answered",
+    )
     POLICY_BUSY = "policy_busy", "the policy kept changing while this one was being set"

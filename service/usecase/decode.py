@@ -24,6 +24,7 @@ A typed error of the request (bad input, a limit, the store that cannot record) 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -41,7 +42,7 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.estimate import Estimate
 from wai_dispatch.service.decoding.parts import Prepared
 from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PartResult
-from wai_dispatch.service.store.records import ReportRecord, records_for
+from wai_dispatch.service.store.records import ReportRecord, records_for, request_digest
 
 __all__ = [
     "DecodeRequest",
@@ -78,6 +79,11 @@ class DecodeRequest:
     sink: str
     request_id: str
     picture: Picture = "png"
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """What it asks, as its reports keep it (made in a worker thread, once)."""
+        return request_digest(self.format, self.body)
 
 
 class Recorder(Protocol):
@@ -177,8 +183,13 @@ class Admitted:
     named_sets: dict[str, str | None]
 
 
-def prepare(decoder: Decoder, request: DecodeRequest) -> Admitted:
-    """Step 1: parse, prepare and estimate (raises the request's typed error)."""
+def prepare(
+    decoder: Decoder, request: DecodeRequest, vet: Callable[[DecodeRequest], None] | None = None
+) -> Admitted:
+    """Step 1: ``vet`` the request (its id not another request's), parse, prepare and estimate
+    (raises the request's typed error)."""
+    if vet is not None:
+        vet(request)
     envelope = _parse(decoder, request)
     prepared = decoder.prepare(envelope)
     named = {p.capability: p.set for p in envelope.parts()}
@@ -214,6 +225,7 @@ async def decode(
     gate: Gate,
     recorder: Recorder,
     meter: Meter | None = None,
+    vet: Callable[[DecodeRequest], None] | None = None,
 ) -> Outcome:
     """The service's decode: :func:`prepare` in a worker thread, then :func:`run` as ``gate``
     admits it; once it is done, ``gate`` is told the decode's time and ``meter`` the outcome.
@@ -221,7 +233,7 @@ async def decode(
     timeout)."""
     started = time.perf_counter()
     try:
-        admitted = await anyio.to_thread.run_sync(prepare, decoder, request)
+        admitted = await anyio.to_thread.run_sync(prepare, decoder, request, vet)
         outcome = await gate.run(admitted.estimate, lambda: run(decoder, admitted, recorder))
     except WaiError as exc:
         return Refused(exc)
@@ -296,4 +308,5 @@ def _records(
         symbols_digests=[facts.get(r.capability, (None, None))[1] for r in reports],
         rgb_digest=rgb_digest,
         duration_ms=(time.perf_counter() - t0) * 1000,
+        request_digest=request.digest,
     )
