@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from wai_dispatch.cli.flags import OFFER_HELP, add_data_dir, add_offer, setting_flags
-from wai_dispatch.service.decoding.settings import Settings, load
+from wai_dispatch.service.settings import Settings, load
 
 __all__ = ["OFFER_HELP", "add_data_dir", "add_offer", "setting_flags", "settings"]
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wai_dispatch.cli import http_client
+from wai_dispatch.cli.client_settings import ClientSettingsInvalid, bearer
 from wai_dispatch.cli.flags import (
     EXIT_INTERRUPTED,
     EXIT_NO,
@@ -42,7 +43,6 @@ from wai_dispatch.cli.flags import (
 )
 from wai_dispatch.cli.outcome_text import print_outcomes
 from wai_dispatch.cli.retry import RETRY_STATUSES, backoff, retry_after
-from wai_dispatch.service.decoding.client_settings import ClientSettingsInvalid, bearer
 
 #: A run report's JSON is at most this (the service's limit, docs/run-reports.md).
 MAX_RUN_REPORT_BYTES = 16 * 1024 * 1024

@@ -23,7 +23,7 @@ from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding.settings import Settings, hand_over
+from wai_dispatch.service.settings import Settings, hand_over
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, admin_note, ensure_admin

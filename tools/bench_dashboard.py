@@ -29,8 +29,8 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.governance import parse_run_report
+from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import tokens
 from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.service.store.report_store import ReportStore

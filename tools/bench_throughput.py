@@ -34,6 +34,7 @@ import numpy as np
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.settings import load
 from wai_dispatch.tools.bench_decode import _model
 from wai_dispatch.tools.bench_envelope import load_line, pictures, rgb8
 from wai_dispatch.tools.bench_service import _serve, in_process, over_http
@@ -49,7 +50,7 @@ def _worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -
 
     row = pickle.loads(Path(data_file).read_bytes())
     if kind == "ours":
-        decoder = Decoder.assemble(data_dir)
+        decoder = Decoder.assemble(**load(data_dir=data_dir).decoder_args())  # WAI_ORT_THREADS
 
         def one() -> object:
             return decoder.decode(row["envelope"]).rgb

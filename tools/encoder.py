@@ -41,7 +41,7 @@ from wai_dispatch.tools.codes import ToolsCode
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.service.decoding.settings import Settings
+    from wai_dispatch.service.settings import Settings
 
 __all__ = [
     "CHECKPOINT_LIMIT",
@@ -257,7 +257,7 @@ def encode(
 
 
 def _notes(decoder: Decoder, capability: str, intent: str | None) -> tuple[str, ...]:
-    registered = decoder.registry.get(capability)
+    registered = decoder.capabilities.get(capability)
     if intent == Intent.REPLICATE and registered and registered.networks is Arithmetic.FLOAT:
         return (
             f"{capability}'s networks are float: no path decodes a replicate envelope of it "

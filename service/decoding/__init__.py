@@ -1,12 +1,12 @@
 """The decoding library every caller shares — the CLI, the tools and the HTTP service:
 :class:`.decoder.Decoder` (opens the set store once, decodes, plans, verifies, imports), its
 results (:mod:`.results`), the placement plan (:mod:`.plan`), §6.4 agreement (:mod:`.verify`),
-the CompressAI import (:mod:`.compressai`) and the one :class:`.settings.Settings`.
+the CompressAI import (:mod:`.compressai`). It reads no environment: its callers pass what a
+decoder takes (service/settings.py reads the settings, at the edge).
 
 Face: ``Decoder``, its results (``DecodeResult``, ``PlanResult``, ``VerifyResult``; ``NoPath``
-when no path decodes), ``Settings`` read by ``load_settings`` (``SettingsInvalid``). Each is
-imported on first use, so that reading the settings (every command does) does not load the
-decoder, and the sink's client (``decode --url``) loads neither. It imports no web framework
+when no path decodes). Each is imported on first use, so that the sink's client
+(``decode --url``) loads none. It imports no web framework
 and no database (tests/project/test_architecture.py)."""
 
 from __future__ import annotations
@@ -17,23 +17,13 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the sin
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PlanResult, VerifyResult
-    from wai_dispatch.service.decoding.settings import (
-        Settings,
-        SettingsInvalid,
-    )
-    from wai_dispatch.service.decoding.settings import (
-        load as load_settings,
-    )
 
 __all__ = [
     "DecodeResult",
     "Decoder",
     "NoPath",
     "PlanResult",
-    "Settings",
-    "SettingsInvalid",
     "VerifyResult",
-    "load_settings",
 ]
 
 #: The face: each name and its module (``module:attr`` where named otherwise), imported on
@@ -43,10 +33,7 @@ _FACE = {
     "Decoder": "decoder",
     "NoPath": "results",
     "PlanResult": "results",
-    "Settings": "settings",
-    "SettingsInvalid": "settings",
     "VerifyResult": "results",
-    "load_settings": "settings:load",
 }
 
 __getattr__, __dir__ = _lazy_face(__name__, _FACE, __all__)

@@ -18,10 +18,9 @@ from starlette.requests import ClientDisconnect
 from wai_dispatch.codec.sets import install_bundled
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import configure_thread_pool
-from wai_dispatch.service.decoding import settings as settings_mod
+from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.setcache import bundled_dir, removed
-from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http import logs as jsonlog
 from wai_dispatch.service.http import openapi
@@ -40,6 +39,7 @@ from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.store import token_snapshot
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
@@ -76,7 +76,7 @@ def start(settings: Settings) -> Service:
     # The set store is this replica's cache of the set registry (docs/sets.md): the bundled
     # sets go through the registry (service/store/setsync.py), not straight into the cache.
     decoder = Decoder.assemble(
-        settings=settings, program_cache_bytes=settings.program_cache_bytes, bundled=False
+        **settings.decoder_args(bundled=False), program_cache_bytes=settings.program_cache_bytes
     )
     store = ReportStore(settings.url)
     tokens = TokenCache(

@@ -45,8 +45,7 @@ import anyio
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wai_dispatch.service.decoding import settings as settings_mod
-from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.rayserve.plan import (
     Plan,
@@ -55,6 +54,7 @@ from wai_dispatch.service.rayserve.plan import (
     check_store,
     warn_unplaceable,
 )
+from wai_dispatch.service.settings import Settings
 
 __all__ = [
     "APP_NAME",

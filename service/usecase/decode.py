@@ -39,7 +39,7 @@ from wai_dispatch.dispatch import Report, WaiError
 from wai_dispatch.service.decoding import estimate as estimates
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.estimate import Estimate
-from wai_dispatch.service.decoding.parts import Prepared
+from wai_dispatch.service.decoding.opened import Prepared
 from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PartResult
 from wai_dispatch.service.store.records import ReportRecord, records_for
 

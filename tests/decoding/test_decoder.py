@@ -74,7 +74,7 @@ def test_a_prepared_envelope_reads_each_header_and_set_once(
     decoder: Decoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from wai_dispatch.codec import payload as payload_mod
-    from wai_dispatch.service.decoding import parts as parts_mod
+    from wai_dispatch.service.decoding import opened as opened_mod
 
     expected = decoder.decode(SAMPLE.read_bytes())
     headers: list[int] = []
@@ -85,7 +85,7 @@ def test_a_prepared_envelope_reads_each_header_and_set_once(
         return real_header(payload, **kw)
 
     monkeypatch.setattr(payload_mod, "read_header", counting_header)
-    monkeypatch.setattr(parts_mod, "read_header", counting_header)
+    monkeypatch.setattr(opened_mod, "read_header", counting_header)
     lookups: list[str] = []
 
     def counting(name: str) -> Any:

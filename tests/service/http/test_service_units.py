@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from wai_dispatch.paths.lru import LRU
-from wai_dispatch.service.decoding.settings import SettingsInvalid, load
 from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.settings import SettingsInvalid, load
 from wai_dispatch.service.store.spool import Spool, SpoolFull
 
 

@@ -33,7 +33,7 @@ def test_a_sync_fetches_the_missing_sets_at_once(tmp_path: Path, report_store: R
     assert len(listed) >= 2
     fresh = Decoder.assemble(tmp_path / "b", REFERENCE_OFFER, bundled=False)
     meet = threading.Barrier(min(FETCHERS, len(listed)), timeout=MEET_S)
-    install = fresh.install_set
+    install = fresh.opened.install
     threads: set[str] = set()
 
     def install_when_all_fetch(source: Any) -> Any:
@@ -41,7 +41,7 @@ def test_a_sync_fetches_the_missing_sets_at_once(tmp_path: Path, report_store: R
         meet.wait()  # every fetch is under way before any installs
         return install(source)
 
-    fresh.install_set = install_when_all_fetch  # type: ignore[method-assign]
+    fresh.opened.install = install_when_all_fetch  # type: ignore[method-assign]
     state = SetSync(SetRegistry(report_store), fresh, bundled=None).sync()
     assert not state.problems, state.problems
     assert sorted(e.digest for e in fresh.set_store.list()) == listed
