@@ -4,7 +4,7 @@ outcome out, its reports recorded). The HTTP routes, the CLI and the Ray replica
 they import no web framework.
 
 Face: ``decode_here`` (the CLI's decode, in this thread), its ``DecodeRequest`` (from a body:
-``local_request``), and the ``Outcome``: ``Decoded``, ``NoPathFound`` or ``Refused``. The
+``local_request``), and the ``Outcome``: ``DecodeDone``, ``NoPathFound`` or ``Refused``. The
 service's (admitted, in the decode pool) is ``decode.decode``: a face name never shadows a
 module."""
 
@@ -15,7 +15,7 @@ from wai_dispatch._face import lazy_face as _lazy_face
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the sink client's start)
 if TYPE_CHECKING:
     from wai_dispatch.service.usecase.decode import (
-        Decoded,
+        DecodeDone,
         DecodeRequest,
         NoPathFound,
         Outcome,
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DecodeDone",
     "DecodeRequest",
-    "Decoded",
     "NoPathFound",
     "Outcome",
     "Refused",
@@ -38,7 +38,7 @@ __all__ = [
 #: first use (wai_dispatch/_face.py).
 _FACE = {
     "DecodeRequest": "decode",
-    "Decoded": "decode",
+    "DecodeDone": "decode",
     "NoPathFound": "decode",
     "Outcome": "decode",
     "Refused": "decode",
