@@ -26,7 +26,7 @@ def settings(args: argparse.Namespace) -> Settings:
     """The command's settings, loaded once (``wai-dispatch`` loads them before the command
     runs and keeps them as ``args.settings``): its setting flags over the environment over the
     ``WAI_CONFIG`` file over the defaults. An unknown ``WAI_*`` variable is one warning line
-    on stderr; bad values raise :class:`service.decoding.settings.SettingsInvalid`."""
+    on stderr; bad values raise :class:`service.settings.SettingsInvalid`."""
     chosen: Settings | None = getattr(args, "settings", None)
     if chosen is None:
         chosen = load(warn=_warn, **overrides(args))

@@ -5,7 +5,7 @@ with exponential backoff and jitter (:mod:`cli.retry`), a ``Retry-After`` honour
 bounds each attempt. The service's answers print as it gave them.
 
 Light on purpose (docs/cli.md#the-sinks-client): this module, :mod:`cli.http_client`,
-:mod:`cli.retry`, :mod:`cli.outcome_text` and :mod:`service.decoding.client_settings` use the
+:mod:`cli.retry`, :mod:`cli.outcome_text` and :mod:`cli.client_settings` use the
 standard library only, so that a sink that posts one envelope a minute pays about one more
 interpreter start-up, not the decoder's (tests/cli/test_cli_remote.py holds the modules a
 remote command loads).

@@ -143,7 +143,7 @@ def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:
 
     decoder = Decoder.assemble(data_dir)
     part = parse(body).parts()[0]
-    files = decoder.loaded_set(str(part.set))
+    files = decoder.opened.loaded(str(part.set))
     latent = entropy_stage(part.payload, tables_of(files), limits=decoder.limits).latent
     spec = files.facts.program("onnx-runtime")
     assert spec is not None and spec.file is not None and spec.weights is not None

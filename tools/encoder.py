@@ -214,7 +214,7 @@ def encode(
     store = decoder.set_store
     if set_digest is None:
         set_digest = store.default_for(capability or DEFAULT_CAPABILITY).digest
-    files = decoder.loaded_set(set_digest)
+    files = decoder.opened.loaded(set_digest)
     if capability is not None and capability != files.capability:
         raise CodecError(
             f"set {files.name} ({files.digest[:16]}…) is of {files.capability}, not {capability}",

@@ -1,7 +1,9 @@
 """The one object that decodes: a :class:`Decoder` assembles a set store, an offer and this
 machine's adapters once, and every command (the CLI's and the HTTP service's) goes through it:
 :meth:`~Decoder.decode` (an envelope, or a bare payload), :meth:`~Decoder.plan`,
-:meth:`~Decoder.paths`, :meth:`~Decoder.verify` (§6.4) and :meth:`~Decoder.import_compressai`.
+:meth:`~Decoder.paths`, :meth:`~Decoder.verify` (§6.4), :meth:`~Decoder.evidence` (§8) and
+:meth:`~Decoder.import_compressai`: each a function over the parts it reads (the opened sets,
+the :class:`Machine`), which the decoder calls with its own. It reads no environment.
 
 Opened sets and their parsed entropy tables are kept, keyed by set digest, in an LRU
 (:mod:`paths.lru`, at most :data:`MAX_OPEN_SETS`): a decode re-hashes no set file unless one
@@ -33,12 +35,12 @@ from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, se
 from wai_dispatch.codec.payload_errors import PayloadError
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
-    LoadedSet,
     SetNotInstalled,
     SetStore,
     install_bundled,
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
@@ -59,7 +61,7 @@ from wai_dispatch.paths.onnx import request_thread_pool
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.paths.waiops.choose import check_engine
 from wai_dispatch.service.decoding.compressai import import_compressai
-from wai_dispatch.service.decoding.evidence import Evidence, evidence
+from wai_dispatch.service.decoding.evidence import Evidence, set_evidence
 from wai_dispatch.service.decoding.opened import (
     Machine,
     NoProgram,
@@ -82,7 +84,7 @@ from wai_dispatch.service.decoding.results import (
     crop_to_picture,
     no_path,
 )
-from wai_dispatch.service.decoding.setcache import bundled_dir, removed
+from wai_dispatch.service.decoding.setcache import removed
 from wai_dispatch.service.decoding.verify import verify_store
 from wai_dispatch.setfacts.limits import Limits
 
@@ -181,7 +183,7 @@ class Decoder:
             ready_set_store_dir(data_dir) if ready or bundled else set_store_dir(data_dir)
         )
         # a bundled set the set registry removed stays removed (service/decoding/setcache.py)
-        found = install_bundled(store, bundled_dir(), skip=removed(store.root)) if bundled else None
+        found = install_bundled(store, sets_dir(), skip=removed(store.root)) if bundled else None
         programs: Programs | None = None
         if adapters is None:
             programs, adapters = path_registry.adapters_for(program_cache_bytes)
@@ -210,7 +212,7 @@ class Decoder:
 
     def prepare(self, envelope: Envelope) -> Prepared:
         """Read each part's payload header and open its set, once, before the decode
-        (service/decoding/prepare.py): what a decode will cost is known from them (the HTTP
+        (service/decoding/opened.py): what a decode will cost is known from them (the HTTP
         service's admission), and ``decode(prepared)`` reads neither again."""
         return prepare_envelope(envelope, self.opened, self.limits, self.tile_bytes)
 
@@ -294,11 +296,7 @@ class Decoder:
             files, latent, symbols, self.tile_bytes, self.cache_dir, self.waiops_engine
         )
 
-    # -- sets, kept by digest (service/decoding/opened.py: ``opened.install``, ``opened.forget``)
-
-    def loaded_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
-        """The installed set ``digest`` (or a unique prefix), verified once and kept."""
-        return self.opened.loaded(digest, pin)
+    # -- sets, kept by digest in ``opened`` (``loaded``, ``install``, ``forget``: opened.py)
 
     def _prepared_set(self, item: Part | PreparedPart) -> OpenedSet:
         """The part's set: as :meth:`prepare` opened it (its error raised now), else opened."""
@@ -341,7 +339,7 @@ class Decoder:
         if set_dir is not None:
             files = load_set_dir(Path(set_dir))
         else:
-            files = self.loaded_set(set_digest or self.set_store.default_for(capability).digest)
+            files = self.opened.loaded(set_digest or self.set_store.default_for(capability).digest)
         return plan_path(self.machine(), chosen, files, latent_shape)
 
     def verify(self, on_set: Callable[[int, int, str], None] | None = None) -> VerifyResult:
@@ -353,9 +351,10 @@ class Decoder:
         """§8's figures for the set in ``set_dir``, else every installed set, on every path
         present here (service/decoding/evidence.py)."""
         if set_dir is not None:
-            return evidence(self.machine(), [load_set_dir(Path(set_dir))])
-        sets = [self.loaded_set(e.digest) for e in self.set_store.list()]
-        return evidence(self.machine(), sets)
+            sets = [load_set_dir(Path(set_dir))]
+        else:
+            sets = [self.opened.loaded(e.digest) for e in self.set_store.list()]
+        return Evidence([set_evidence(self.machine(), files) for files in sets])
 
     def import_compressai(
         self, data: bytes, *, set_digest: str | None = None, capability: str | None = None

@@ -21,7 +21,6 @@ capability (an integer path for a float capability) with the code. Every decode 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,12 +98,6 @@ class Evidence:
             "ok": self.ok,
             "sets": [s.to_json() for s in self.sets],
         }
-
-
-def evidence(machine: Machine, sets: Iterable[LoadedSet]) -> Evidence:
-    """§8's figures for each of ``sets`` (a folder outside the store, such as the one
-    ``WAI_NPU_SET`` names, or every set installed in the decoder's store) on ``machine``."""
-    return Evidence([set_evidence(machine, files) for files in sets])
 
 
 def set_evidence(machine: Machine, files: LoadedSet) -> SetEvidence:

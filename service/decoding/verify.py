@@ -176,9 +176,8 @@ def verify_set(sets: OpenedSets, machine: Machine, digest: str, name: str) -> Se
     candidates = [(str(path), path, adapter) for path, adapter in adapters.items()]
     # Our ONNX Runtime path runs a rewritten graph (docs/onnx-path.md); the program exactly as
     # the set ships it is checked against the same bound.
-    as_exported = _as_exported()
-    if as_exported is not None:
-        candidates.append((f"{CPU_ONNX_RUNTIME} (as exported)", CPU_ONNX_RUNTIME, as_exported))
+    as_exported = OnnxRuntimeAdapter(rewrite=False)
+    candidates.append((f"{CPU_ONNX_RUNTIME} (as exported)", CPU_ONNX_RUNTIME, as_exported))
     for label, path, adapter in candidates:
         if path.arithmetic is not Arithmetic.FLOAT or admit(path, needed, capability):
             continue
@@ -202,10 +201,6 @@ def verify_set(sets: OpenedSets, machine: Machine, digest: str, name: str) -> Se
         )
         checks.append(row)
     return SetCheck(digest, name, checks=checks)
-
-
-def _as_exported() -> Any:
-    return OnnxRuntimeAdapter(rewrite=False)
 
 
 def corpora_for(digest: str, folders: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:

@@ -16,11 +16,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from wai_dispatch.codec.sets import install_bundled
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.setcache import bundled_dir, removed
+from wai_dispatch.service.decoding.setcache import removed
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http import logs as jsonlog
 from wai_dispatch.service.http import openapi
@@ -158,7 +159,7 @@ def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetS
         SetRegistry(store),
         decoder,
         settings.sets_refresh_s,
-        bundled=bundled_dir() if settings.bundled_sets else None,
+        bundled=sets_dir() if settings.bundled_sets else None,
     )
     try:
         for folder, problem in sets.bootstrap().items():
@@ -169,7 +170,7 @@ def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetS
         # first start) until the sync's thread reaches the registry and bootstraps.
         log.warning("set registry not read at start, serving the set cache: %s", exc)
         if settings.bundled_sets:
-            install_bundled(decoder.set_store, bundled_dir(), skip=removed(decoder.set_store.root))
+            install_bundled(decoder.set_store, sets_dir(), skip=removed(decoder.set_store.root))
     sets.start()
     return sets
 

@@ -8,7 +8,7 @@ is :data:`IMPORT_PATH`; its arguments :class:`Plan`'s fields) and for ``wai-disp
 it: importing this module costs no runtime.
 
 Each replica loads its settings as any process of the service does
-(:func:`~service.decoding.settings.load`: the ``WAI_*`` variables of the deployment's runtime
+(:func:`~service.settings.load`: the ``WAI_*`` variables of the deployment's runtime
 environment, or ``serve --ray``'s hand-over), then takes these of its own:
 
 - ``replica_id``: ``ray-<Serve's replica id>``, so that each replica spools into a folder of

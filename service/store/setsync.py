@@ -44,13 +44,10 @@ from wai_dispatch.codec.sets import (
     canonical_json,
 )
 from wai_dispatch.codec.sets.regular import atomic_write
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.setcache import (
-    bundled_dir,
-    removed,
-    write_removed,
-)
+from wai_dispatch.service.decoding.setcache import removed, write_removed
 from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.report_store import StoreDown
@@ -97,7 +94,7 @@ class SetSync:
         self.bundled = bundled
         #: Where this replica's package ships the bundled sets (a bundled set the registry
         #: lists is installed from there, whether or not :attr:`bundled` is on).
-        self.packaged = packaged if packaged is not None else bundled_dir()
+        self.packaged = packaged if packaged is not None else sets_dir()
         #: A set the registry lists whose copy here is not whole is fetched again (the
         #: service); else it is left for ``sets list`` and ``sets verify`` to show.
         self.repair = repair

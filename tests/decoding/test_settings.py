@@ -286,7 +286,7 @@ def test_the_clients_token_is_the_settings_token(
     tmp_path: Path,
 ) -> None:
     """``decode --url`` reads its token without the settings model
-    (service/decoding/client_settings.py): the same token the model gives, from every source."""
+    (cli/client_settings.py): the same token the model gives, from every source."""
     from wai_dispatch.cli.client_settings import bearer
     from wai_dispatch.cli.options import settings
 

@@ -220,7 +220,7 @@ def test_bundled_sets_are_registered_by_reference_and_a_second_replica_installs_
         # a replica whose package lacks them (another version): typed, not a crash
         empty = tmp_path / "no-bundled"
         empty.mkdir()
-        monkeypatch.setattr(setsync, "bundled_dir", lambda: empty)
+        monkeypatch.setattr(setsync, "sets_dir", lambda: empty)
         with replica(tmp_path / "c", database, bundled_sets=False) as c:
             assert _cached(c) == set()
             problems = c.service.sets.state.problems
