@@ -1,7 +1,7 @@
 """The one object that decodes: a :class:`Decoder` assembles a set store, an offer and this
 machine's adapters once, and every command (the CLI's and the HTTP service's) goes through it:
 :meth:`~Decoder.decode` (an envelope, or a bare payload), :meth:`~Decoder.plan`,
-:meth:`~Decoder.paths`, :meth:`~Decoder.verify` (§6.4), :meth:`~Decoder.evidence` (§8) and
+:meth:`~Decoder.probe`, :meth:`~Decoder.verify` (§6.4), :meth:`~Decoder.evidence` (§8) and
 :meth:`~Decoder.import_compressai`: each a function over the parts it reads (the opened sets,
 the :class:`Machine`), which the decoder calls with its own. It reads no environment.
 
@@ -316,7 +316,7 @@ class Decoder:
         """What this decoder's plan, §6.4 check and §8 figures run on."""
         return Machine(self.capabilities, self.offer, self.adapters, self.limits, self.job)
 
-    def paths(self, offer: Iterable[DispatchPath | str] | None = None) -> list[PathStatus]:
+    def probe(self, offer: Iterable[DispatchPath | str] | None = None) -> list[PathStatus]:
         """Each offered path (default: this decoder's offer), present or absent and why."""
         chosen = self.offer if offer is None else parse_offer(offer)
         return path_registry.probe(chosen, self.adapters)

@@ -171,7 +171,7 @@ def test_plan_and_paths(decoder: Decoder) -> None:
     assert answer.capability == "wai.neural.bmshj2018"
     refused = decoder.plan("cpu/wai-ops/integer", latent_shape=(1, 192, 4, 4))
     assert refused.code is Code.ARITHMETIC_MISMATCH
-    rows = {r.path: r for r in decoder.paths()}
+    rows = {r.path: r for r in decoder.probe()}
     assert list(rows) == list(REFERENCE_OFFER) and rows[CPU_ONNX_RUNTIME].present
 
 
