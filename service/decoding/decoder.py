@@ -24,7 +24,6 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -87,9 +86,6 @@ from wai_dispatch.service.decoding.results import (
 from wai_dispatch.service.decoding.setcache import removed
 from wai_dispatch.service.decoding.verify import verify_store
 from wai_dispatch.setfacts.limits import Limits
-
-if TYPE_CHECKING:
-    from wai_dispatch.paths.registry import PathStatus
 
 log = logging.getLogger("wai_dispatch.decode")
 
@@ -316,7 +312,9 @@ class Decoder:
         """What this decoder's plan, §6.4 check and §8 figures run on."""
         return Machine(self.capabilities, self.offer, self.adapters, self.limits, self.job)
 
-    def probe(self, offer: Iterable[DispatchPath | str] | None = None) -> list[PathStatus]:
+    def probe(
+        self, offer: Iterable[DispatchPath | str] | None = None
+    ) -> list[path_registry.PathStatus]:
         """Each offered path (default: this decoder's offer), present or absent and why."""
         chosen = self.offer if offer is None else parse_offer(offer)
         return path_registry.probe(chosen, self.adapters)
