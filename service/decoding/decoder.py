@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wai_dispatch.codec.entropy import entropy_stage, tables_of
+from wai_dispatch.codec.entropy import EntropyResult, entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
@@ -230,7 +230,6 @@ class Decoder:
         undecodable: list[Undecodable] = []
         for item in parts:
             part = item.part if isinstance(item, PreparedPart) else item
-            header = item.header if isinstance(item, PreparedPart) else None
             capability = self.capabilities.get(part.capability)
             if capability is None:
                 # Not a capability this sink knows: it cannot decode it on any path, which is
@@ -240,15 +239,7 @@ class Decoder:
                 continue
             needed = demand(capability, intent=intent, pins=pins)
             try:
-                if part.role == "fallback" and not isinstance(item, PreparedPart):
-                    # a fallback's payload is read before its set, as prepare reads it
-                    header = any_header(part.payload, limits=self.limits)
-                opened = self._prepared_set(item)
-                if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
-                    stage = opened.hyper.run(part.payload, limits=self.limits)
-                else:
-                    tables = opened.tables or tables_of(opened.files)  # raises why not
-                    stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)
+                opened, stage = self._entropy_stage(item)
             except SetNotInstalled as exc:
                 # No set, so no program for any backend (§4.2): the report says so path by
                 # path, and the fallback, if any, is tried.
@@ -293,6 +284,19 @@ class Decoder:
         )
 
     # -- sets, kept by digest in ``opened`` (``loaded``, ``install``, ``forget``: opened.py)
+
+    def _entropy_stage(self, item: Part | PreparedPart) -> tuple[OpenedSet, EntropyResult]:
+        """The part's set and its entropy stage (§6.3), whatever §4 decides after."""
+        part = item.part if isinstance(item, PreparedPart) else item
+        header = item.header if isinstance(item, PreparedPart) else None
+        if part.role == "fallback" and not isinstance(item, PreparedPart):
+            # a fallback's payload is read before its set, as prepare reads it
+            header = any_header(part.payload, limits=self.limits)
+        opened = self._prepared_set(item)
+        if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
+            return opened, opened.hyper.run(part.payload, limits=self.limits)
+        tables = opened.tables or tables_of(opened.files)  # raises why not
+        return opened, entropy_stage(part.payload, tables, limits=self.limits, header=header)
 
     def _prepared_set(self, item: Part | PreparedPart) -> OpenedSet:
         """The part's set: as :meth:`prepare` opened it (its error raised now), else opened."""

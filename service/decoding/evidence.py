@@ -34,6 +34,7 @@ from wai_dispatch.conformance import neural_conformance_dir
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,
     Arithmetic,
+    Capability,
     Code,
     DispatchPath,
     Tier,
@@ -138,15 +139,7 @@ def set_evidence(machine: Machine, files: LoadedSet) -> SetEvidence:
             row.update(present=False, reason=absent_reason(adapter))
             continue
         row["present"] = True
-        if path.arithmetic is Arithmetic.FLOAT:  # replicate: refused with nothing run
-            asked = choose(capability, Tier.DECODE_EQUIVALENCE, (path,), {path: adapter}, job)
-            refusal = asked.report.refused[0].reason if asked.report.refused else None
-            row["replicate"] = None if refusal is None else str(refusal)
-        refused = admit(path, needed, capability)
-        if refused is not None:
-            row.update(ran=False, code=str(refused), reason=refused.meaning)
-            if "replicate" in row:  # a float path: what it must refuse, it refuses
-                row["ok"] = row["replicate"] == str(Code.TIER_REFUSED)
+        if _refused(row, capability, path, adapter, job):
             continue
         decision = choose(capability, needed, (path,), {path: adapter}, job)
         if decision.report.ran is None:
@@ -167,6 +160,24 @@ def set_evidence(machine: Machine, files: LoadedSet) -> SetEvidence:
             row["corpus"] = _corpus(machine, files, path, adapter)
         row["ok"] = _ok(row)
     return out
+
+
+def _refused(
+    row: dict[str, Any], capability: Capability, path: DispatchPath, adapter: Any, job: Any
+) -> bool:
+    """Into ``row``: a float path's answer to ``replicate`` (refused with nothing run), and
+    whether §3 refuses ``path`` for the capability at its tier (then nothing runs on it)."""
+    if path.arithmetic is Arithmetic.FLOAT:
+        asked = choose(capability, Tier.DECODE_EQUIVALENCE, (path,), {path: adapter}, job)
+        refusal = asked.report.refused[0].reason if asked.report.refused else None
+        row["replicate"] = None if refusal is None else str(refusal)
+    refused = admit(path, capability.registered_tier, capability)
+    if refused is None:
+        return False
+    row.update(ran=False, code=str(refused), reason=refused.meaning)
+    if "replicate" in row:  # a float path: what it must refuse, it refuses
+        row["ok"] = row["replicate"] == str(Code.TIER_REFUSED)
+    return True
 
 
 def _ran_figures(ran: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ are checked all the same."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +33,18 @@ from wai_dispatch.codec.sets import SetError
 from wai_dispatch.conformance import neural_conformance_dir
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,
+    Adapter,
     Arithmetic,
+    Capability,
     Code,
+    DispatchPath,
     Tier,
     admit,
     choose,
     strictjson,
 )
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
-from wai_dispatch.paths.job import SetFiles
+from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.waiops import choose as engines
 from wai_dispatch.paths.waiops.adapter import CPU_WAI_OPS_NAME, WaiOpsAdapter, load_set_program
@@ -156,32 +159,35 @@ def verify_set(sets: OpenedSets, machine: Machine, digest: str, name: str) -> Se
         # §6.4 at entropy-consistency: the symbols digest alone decides; the 40 dB bound is
         # an implementation check at tier none only.
         return SetCheck(digest, name, checks=checks)
-    adapters = machine.adapters
     made = machine.job(set_files, stage.latent, stage.symbols)
+    checks += _psnr_checks(capability, machine.adapters, made)
+    return SetCheck(digest, name, checks=checks)
+
+
+def _psnr_checks(
+    capability: Capability, adapters: Mapping[DispatchPath, Adapter], job: SynthesisJob
+) -> list[dict[str, Any]]:
+    """§6.4 for a float capability at tier none: every float path that runs here within
+    :data:`PSNR_BOUND_DB` of the CPU reference's RGB8 (the reference refused: one failed row)."""
     needed = capability.registered_tier
     reference_adapter = adapters.get(CPU_ONNX_RUNTIME)
-    ref = choose(capability, needed, (CPU_ONNX_RUNTIME,), adapters, made)
+    ref = choose(capability, needed, (CPU_ONNX_RUNTIME,), adapters, job)
     if ref.report.ran is None:
-        reason = ref.report.refused[0].reason
-        checks.append(
-            {
-                "check": "reference",
-                "path": str(CPU_ONNX_RUNTIME),
-                "ok": False,
-                "reason": str(reason),
-            }
-        )
-        return SetCheck(digest, name, checks=checks)
+        reason = str(ref.report.refused[0].reason)
+        return [
+            {"check": "reference", "path": str(CPU_ONNX_RUNTIME), "ok": False, "reason": reason}
+        ]
     reference = to_rgb8(ref.output)
     candidates = [(str(path), path, adapter) for path, adapter in adapters.items()]
     # Our ONNX Runtime path runs a rewritten graph (docs/onnx-path.md); the program exactly as
     # the set ships it is checked against the same bound.
     as_exported = OnnxRuntimeAdapter(rewrite=False)
     candidates.append((f"{CPU_ONNX_RUNTIME} (as exported)", CPU_ONNX_RUNTIME, as_exported))
+    checks: list[dict[str, Any]] = []
     for label, path, adapter in candidates:
         if path.arithmetic is not Arithmetic.FLOAT or admit(path, needed, capability):
             continue
-        decision = choose(capability, needed, (path,), {path: adapter}, made)
+        decision = choose(capability, needed, (path,), {path: adapter}, job)
         row: dict[str, Any] = {"check": "psnr", "path": label}
         if decision.report.ran is None:
             code = decision.report.refused[0].reason
@@ -200,7 +206,7 @@ def verify_set(sets: OpenedSets, machine: Machine, digest: str, name: str) -> Se
             reference=adapter is reference_adapter,
         )
         checks.append(row)
-    return SetCheck(digest, name, checks=checks)
+    return checks
 
 
 def corpora_for(digest: str, folders: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
