@@ -45,8 +45,11 @@ class CodecCode(ErrorCode):
         ),
     )
     PAYLOAD_INVALID = "payload_invalid", "a payload with no more specific code"
-    PAYLOAD_MAGIC = "payload_magic", "the first four bytes are not WAIP"
-    PAYLOAD_VERSION = "payload_version", "a payload version other than 1"
+    PAYLOAD_MAGIC = (
+        "payload_magic",
+        "the first four bytes are not the set's payload magic (WAIP, or WAIH for a hyperprior set)",
+    )
+    PAYLOAD_VERSION = "payload_version", "a payload version other than 1 and 2"
     PAYLOAD_HEADER_INVALID = "payload_header_invalid", "bad flags or header fields"
     PAYLOAD_TRUNCATED = "payload_truncated", "fewer bytes than the header announces"
     PAYLOAD_TRAILING = "payload_trailing", "more bytes than the header announces"

@@ -44,7 +44,9 @@ class DispatchCode(ErrorCode):
     )
     INVALID_OFFER = (
         "invalid_offer",
-        "an offer that is empty, repeats a path, or names an integer path on npu",
+        "an offer that is empty, repeats a path, or names a path that is not "
+        "unit/backend/arithmetic or that §1's backend table rules out (an integer path on npu "
+        "among them); a conformance vector's scripted answer that does not read",
     )
     INVALID_REPORT = (
         "invalid_report",

@@ -34,7 +34,7 @@ from pydantic_settings import (
 
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, DataDirInvalid, check_data_dir
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.dispatch.paths import Offer, parse_offer
+from wai_dispatch.dispatch.offer import Offer, parse_offer
 from wai_dispatch.service.decoding.codes import DecodingCode
 
 MiB = 1024 * 1024

@@ -8,9 +8,7 @@ entropy stage alone (both latents, our integer hyper-synthesis and indexes) besi
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +25,7 @@ from wai_dispatch.paths.waiops.int8_engine import Int8Engine
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.bench_decode import SIZES, _picture
-from wai_dispatch.tools.bench_timing import best_of_interleaved
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
     HyperAnalysis,
@@ -115,18 +113,14 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m wai_dispatch.tools.bench_hyperprior", description=__doc__
-    )
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args(argv)
+    p = parser("hyperprior", __doc__)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args(argv)
     engine, rows = run(args.threads, args.repeats)
-    load = os.getloadavg()[0]
     print(
         f"hyperprior decode WAIH → RGB8, bmshj2018-hyperprior q3 (demo weights), {args.threads} "
-        f"threads, best of {args.repeats}, interleaved; load average {load:.2f} on "
-        f"{os.cpu_count()} CPUs"
+        f"threads, best of {args.repeats}, interleaved; {loadavg()}"
     )
     print(
         f"{'picture':>9} | {'ours (ORT cpu)':>15} | {'of it: entropy':>15} | "

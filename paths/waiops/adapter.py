@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from wai_dispatch.dispatch.adapter import BackendFailed
-from wai_dispatch.dispatch.paths import CPU_WAI_OPS, DispatchPath
+from wai_dispatch.dispatch.offer import CPU_WAI_OPS, DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes

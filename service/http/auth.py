@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import TokensDep
 from wai_dispatch.service.http.errors import ServiceError
-from wai_dispatch.service.store.tokens import Principal, Role
+from wai_dispatch.service.store.bearer import Principal, Role
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `wai-dispatch tokens create`")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}

@@ -481,9 +481,11 @@ def test_base64_payload_exact() -> None:
 @pytest.mark.parametrize("tier", [5, True, ["none"], {"a": 1}, 1.5])
 def test_a_pin_tier_that_is_not_text_is_envelope_invalid(tier: object) -> None:
     obj = {
-        "format": "wai-envelope/1", "capability": "wai.neural.bmshj2018", "payload": "AAAA",
+        "format": "wai-envelope/1",
+        "capability": "wai.neural.bmshj2018",
+        "payload": "AAAA",
         "pins": [{"capability": "wai.neural.bmshj2018", "set": "a" * 64, "tier": tier}],
-    }  # fmt: skip
+    }
     with pytest.raises(env.EnvelopeError) as info:
         parse_json(json.dumps(obj).encode())
     assert info.value.code == "envelope_invalid"

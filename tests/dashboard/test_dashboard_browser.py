@@ -26,7 +26,7 @@ import pytest
 from _svc import SAMPLE_JSON, serve
 from pagekit import DASHBOARD_ARTIFACTS, browser_context, screenshot, wait_until
 
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools.dashboard_shots import SINKS, VIEWPORTS, A, B, C, populate
 
@@ -39,9 +39,9 @@ def live(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any
     data = tmp_path_factory.mktemp("dash")
     store = ReportStore(f"sqlite:///{data / 'reports.db'}")
     store.migrate()
-    made = {name: tokens.create(store, name, tokens.Role.sink) for name in SINKS}
-    made["revoked"] = tokens.create(store, "old-operator", tokens.Role.operator)
-    tokens.revoke(store, "old-operator")
+    made = {name: bearer.create(store, name, bearer.Role.sink) for name in SINKS}
+    made["revoked"] = bearer.create(store, "old-operator", bearer.Role.operator)
+    bearer.revoke(store, "old-operator")
     store.dispose()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_svc, "PORTS", range(18230, 18250))  # this suite's ports

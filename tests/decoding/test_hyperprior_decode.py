@@ -30,7 +30,7 @@ from wai_dispatch.dispatch import (
     Code,
     Tier,
 )
-from wai_dispatch.dispatch.paths import CPU_WAI_OPS
+from wai_dispatch.dispatch.offer import CPU_WAI_OPS
 from wai_dispatch.paths.coreml import CoreMLAdapter, ScriptedCoreML
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.paths.waiops import reference
@@ -124,11 +124,21 @@ def test_onnx_runtime_one_and_two_threads_give_one_digest(tmp_path: Path) -> Non
     for threads in ("1", "2"):
         env = dict(os.environ, WAI_ORT_THREADS=threads, WAI_DATA_DIR=str(tmp_path / threads))
         out = subprocess.run(
-            [sys.executable, "-m", "wai_dispatch", "decode",
-             str(envelopes_dir() / "bmshj2018-hyperprior-demo-q3.json"),
-             "-o", str(tmp_path / f"{threads}.png"), "--json"],
-            env=env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "wai_dispatch",
+                "decode",
+                str(envelopes_dir() / "bmshj2018-hyperprior-demo-q3.json"),
+                "-o",
+                str(tmp_path / f"{threads}.png"),
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         doc = json.loads(out.stdout)
         assert doc["reports"][-1]["ran"]["backend"] == "onnx-runtime"
         digests.add(doc["symbols_digest"])

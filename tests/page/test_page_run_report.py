@@ -16,7 +16,7 @@ from pagekit import open_page, screenshot, serve_service
 
 from wai_dispatch.dispatch import Report
 from wai_dispatch.service.settings import load
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 
 SAMPLE = "bmshj2018-demo-q3.json"
@@ -39,8 +39,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[dic
     data_dir: Path = tmp_path_factory.mktemp("runreport")
     store = ReportStore(load(data_dir=data_dir, warm=False).url)  # the store the service opens
     store.migrate()
-    operator = tokens.create(store, "page-operator", tokens.Role.operator)
-    admin = tokens.create(store, "page-admin", tokens.Role.admin)
+    operator = bearer.create(store, "page-operator", bearer.Role.operator)
+    admin = bearer.create(store, "page-admin", bearer.Role.admin)
     store.dispose()
     with serve_service(data_dir) as (url, _, token):
         sink = {"Authorization": f"Bearer {token}"}

@@ -22,7 +22,7 @@ from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import ServiceDep
 from wai_dispatch.service.http.errors import ServiceError, error_body
 from wai_dispatch.service.http.statuses import status_of
-from wai_dispatch.service.store.tokens import Principal, Role
+from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
     DecodeDone,

@@ -113,10 +113,12 @@ def test_the_limits_check_refuses_before_the_decode(decoder: Any) -> None:
     calls = Calls()
 
     def check(est: Estimate) -> None:
-        estimate.check(est, max_latent_elements=1, memory_budget_bytes=1 << 40,
-                       decode_timeout_s=1e9)  # fmt: skip
+        estimate.check(
+            est, max_latent_elements=1, memory_budget_bytes=1 << 40, decode_timeout_s=1e9
+        )
 
-    outcome = decode_here(decoder, usecase.local_request(SAMPLE.read_bytes()), check=check,
-                          recorder=calls)  # fmt: skip
+    outcome = decode_here(
+        decoder, usecase.local_request(SAMPLE.read_bytes()), check=check, recorder=calls
+    )
     assert isinstance(outcome, Refused) and outcome.code == "latent_over_limit"
     assert calls.recorded == []

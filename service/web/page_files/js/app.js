@@ -4,7 +4,7 @@ import { blake3Hex, decodeEnvelope, SetSource } from "./decode.js";
 import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
 import { WgslAdapter } from "./webgpu.js";
 import { onnxAdapters, ONNX_PATHS } from "./onnx.js";
-import { GPU_WGSL, pathKey } from "./dispatch/paths.js";
+import { GPU_WGSL, pathKey } from "./dispatch/offer.js";
 import { pageFetch, requireToken } from "./auth.js";
 import { postRunReport, runReport } from "./runreport.js";
 
