@@ -283,7 +283,7 @@ def test_config_prints_the_offer_serve_runs(
 ) -> None:
     """``config``'s offer is the one the service's decoder runs (one rule, ``decoder_offer``):
     on a machine with a hardware GPU, its path after the neural processor's."""
-    from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME
+    from wai_dispatch.dispatch.offer import GPU_ONNX_RUNTIME
     from wai_dispatch.paths import registry
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.settings import load
