@@ -1,14 +1,9 @@
-"""``python -m wai_dispatch.tools.bench_hyperprior``: the whole hyperprior decode, ``WAIH``
-payload bytes → RGB8 (z, the integer hyper-synthesis, the indexes, y, then the main synthesis on
-the ONNX Runtime CPU path), beside CompressAI's own float ``ScaleHyperprior.decompress()`` (torch
-on the CPU, same thread count, same weights), in the same run, at 256×256 and 768×512; and the
-entropy stage alone (both latents, our integer hyper-synthesis and indexes) beside CompressAI's
-(its C++ rANS decode of z and y, with its float ``h_s`` and ``build_indexes`` between): all of
-``decompress()`` but the synthesis ``g_s``."""
+"""``python -m wai_dispatch.tools.bench_hyperprior``: the whole hyperprior decode, ``WAIH`` bytes →
+RGB8, beside CompressAI's float ``ScaleHyperprior.decompress()`` (same weights and threads), at
+256×256 and 768×512; and the entropy stage alone (all of ``decompress()`` but ``g_s``)."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -20,8 +15,6 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.paths.waiops import choose
-from wai_dispatch.paths.waiops.engine import Engine
-from wai_dispatch.paths.waiops.int8_engine import Int8Engine
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.bench_decode import SIZES, _picture
@@ -45,8 +38,6 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
     files = open_folder(sets_dir() / SET_NAME)
     stage = HyperStage.of(files)
     assert stage is not None
-    numpy_stage = dataclasses.replace(stage, engine=Engine(stage.program))
-    int8_stage = dataclasses.replace(stage, engine=Int8Engine(stage.program))
     net = load_hyper_model(DEMO_CHECKPOINT)
     analysis = HyperAnalysis(net)
     adapter = OnnxRuntimeAdapter()
@@ -71,10 +62,10 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
             return stage.run(body, limits=limits)
 
         def entropy_numpy(body: bytes = body) -> Any:  # the same stage, h_s on NumPy float64
-            return numpy_stage.run(body, limits=limits)
+            return stage.run(body, limits=limits, engine="numpy")
 
         def entropy_int8(body: bytes = body) -> Any:  # h_s on MatMulInteger with NumPy glue
-            return int8_stage.run(body, limits=limits)
+            return stage.run(body, limits=limits, engine="int8")
 
         def theirs_entropy(out: dict[str, Any] = out) -> Any:
             # ScaleHyperprior.decompress() without its last line, g_s
@@ -109,7 +100,7 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
                 "compressai_bytes": sum(len(s) for g in out["strings"] for s in g),
             }
         )
-    return choose.engine_name(stage.engine), rows
+    return choose.engine_name(stage.engines.runner()), rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -294,7 +294,9 @@ class Decoder:
             header = any_header(part.payload, limits=self.limits)
         opened = self._prepared_set(item)
         if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
-            return opened, opened.hyper.run(part.payload, limits=self.limits)
+            return opened, opened.hyper.run(
+                part.payload, limits=self.limits, engine=self.waiops_engine
+            )
         tables = opened.tables or tables_of(opened.files)  # raises why not
         return opened, entropy_stage(part.payload, tables, limits=self.limits, header=header)
 
@@ -314,7 +316,9 @@ class Decoder:
 
     def machine(self) -> Machine:
         """What this decoder's plan, §6.4 check and §8 figures run on."""
-        return Machine(self.capabilities, self.offer, self.adapters, self.limits, self.job)
+        return Machine(
+            self.capabilities, self.offer, self.adapters, self.limits, self.job, self.waiops_engine
+        )
 
     def probe(
         self, offer: Iterable[DispatchPath | str] | None = None

@@ -116,7 +116,7 @@ def set_evidence(machine: Machine, files: LoadedSet) -> SetEvidence:
         payload = files.read(payload_name)
         hyper = HyperStage.of(files)
         if hyper is not None:
-            stage = hyper.run(payload, limits=machine.limits)
+            stage = hyper.run(payload, limits=machine.limits, engine=machine.engine)
         else:
             stage = entropy_stage(payload, tables_of(files), limits=machine.limits)
     except (ValueError, KeyError, RecursionError, WaiError) as exc:

@@ -29,7 +29,13 @@ from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.payload import Header, read_header
 from wai_dispatch.codec.payload_errors import PayloadError
-from wai_dispatch.codec.sets import InstalledSet, LoadedSet, SetCapabilityMismatch, SetStore
+from wai_dispatch.codec.sets import (
+    InstalledSet,
+    LoadedSet,
+    SetCapabilityMismatch,
+    SetNotInstalled,
+    SetStore,
+)
 from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.dispatch import Adapter, Code, DispatchPath, Offer, Pin, Registry
@@ -57,6 +63,8 @@ class Machine:
     adapters: Mapping[DispatchPath, Adapter]
     limits: Limits
     job: MakeJob
+    #: The wai-ops engine its decodes ask for (a hyperprior's hyper-synthesis, an integer set).
+    engine: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -162,6 +170,9 @@ class OpenedSets:
         self.capabilities = capabilities
         self._guard = threading.Lock()
         self._opening: dict[str, threading.Lock] = {}  # one per digest: sets open at once
+        #: Called before a set missing from the store is answered not installed: raises when
+        #: its absence cannot be confirmed (service/store/setsync.py; none: nothing to ask).
+        self.confirm_missing: Callable[[], None] = lambda: None
 
     def get(self, digest: str, pin: Pin | None) -> OpenedSet:
         """The set ``digest``, from the kept ones, else opened from the store (when absent or
@@ -250,6 +261,10 @@ def prepare_envelope(
         try:
             digest = part.set or sets.store.default_for(part.capability).digest
             opened = sets.get(digest, None)
+        except SetNotInstalled as exc:
+            sets.confirm_missing()  # the registry unreachable: a retryable 503, not this 404
+            out.append(PreparedPart(part, header, None, exc))
+            continue
         except WaiError as exc:
             out.append(PreparedPart(part, header, None, exc))
             continue

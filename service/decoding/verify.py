@@ -132,7 +132,7 @@ def verify_set(sets: OpenedSets, machine: Machine, digest: str, name: str) -> Se
         hyper = HyperStage.of(set_files)
         payload = set_files.read(payload_name)
         stage = (
-            hyper.run(payload, limits=machine.limits)
+            hyper.run(payload, limits=machine.limits, engine=machine.engine)
             if hyper is not None
             else entropy_stage(payload, tables_of(set_files), limits=machine.limits)
         )
@@ -152,8 +152,7 @@ def verify_set(sets: OpenedSets, machine: Machine, digest: str, name: str) -> Se
     if capability.networks is Arithmetic.INTEGER:
         tables = tables_of(set_files)
         corpora = [neural_conformance_dir()]
-        engine = machine.job(set_files, stage.latent, stage.symbols).waiops_engine
-        checks += verify_integer_set(set_files, tables, corpora, waiops_engine=engine)
+        checks += verify_integer_set(set_files, tables, corpora, waiops_engine=machine.engine)
         return SetCheck(digest, name, checks=checks)
     if capability.registered_tier is Tier.ENTROPY_CONSISTENCY:
         # §6.4 at entropy-consistency: the symbols digest alone decides; the 40 dB bound is

@@ -26,7 +26,8 @@ class StoreCode(ErrorCode):
         "set_registry_down",
         (
             "an install, removal or default of a set while the set registry (the report database)"
-            " does not answer: nothing changed; retry"
+            " does not answer: nothing changed; or a set this replica lacks while it cannot ask"
+            " the registry whether it is installed; retry (Retry-After)"
         ),
     )
     SERVICE_ERROR = (
