@@ -18,7 +18,7 @@ from typing import Any
 from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding.settings import HANDOVER_ENV, Settings, handed_over
+from wai_dispatch.service.settings import HANDOVER_ENV, Settings, handed_over
 
 __all__ = ["IMPORT_PATH", "deploy", "plan_args", "reachable", "run_ray"]
 

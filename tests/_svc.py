@@ -70,8 +70,8 @@ class Live:
 def _prepared(data_dir: Path, port: int, **settings: Any) -> tuple[Any, dict[str, str]]:
     """The settings and the app for a data directory, tokens created first (sink-a, sink-b,
     operator; the admin token is the one the first start writes)."""
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import load
     from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.codes import DecodingCode
-from wai_dispatch.service.decoding.parts import Prepared
+from wai_dispatch.service.decoding.opened import Prepared
 
 __all__ = [
     "BASE_BYTES",

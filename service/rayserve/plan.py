@@ -29,8 +29,8 @@ from typing import Any
 
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.codes import DecodingCode
-from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.rayserve.codes import RayCode
+from wai_dispatch.service.settings import Settings
 
 __all__ = [
     "Plan",

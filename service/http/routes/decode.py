@@ -27,7 +27,7 @@ from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
-    Decoded,
+    DecodeDone,
     DecodeRequest,
     Format,
     NoPathFound,
@@ -152,7 +152,7 @@ async def decode(
             raise error
         case NoPathFound():
             return JSONResponse(_no_path(request, outcome), status_of(outcome.code))
-        case Decoded():
+        case DecodeDone():
             return _decoded(kind, asked.request_id, outcome)
 
 
@@ -172,8 +172,8 @@ def _no_path(request: Request, outcome: NoPathFound) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _decoded(kind: str, request_id: str, outcome: Decoded) -> Response:
-    """The answer of a decode that ran: JSON (:class:`Decoded`), or the picture itself with
+def _decoded(kind: str, request_id: str, outcome: DecodeDone) -> Response:
+    """The answer of a decode that ran: JSON (:class:`DecodeDone`), or the picture itself with
     the reports in ``X-Wai-*`` headers."""
     result = outcome.result
     height, width = result.rgb.shape[:2]

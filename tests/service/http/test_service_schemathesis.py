@@ -76,8 +76,8 @@ def _archive(ctx: Any, value: Any) -> bytes:
 def _schema() -> Any:
     """The schema the service publishes (built from the app; nothing needs to run); each call a
     schema object of its own (the stateful run's hooks stay on its own)."""
-    from wai_dispatch.service.decoding.settings import Settings
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import Settings
 
     app = create_app(Settings(data_dir=Path("/nonexistent")))
     return schemathesis.openapi.from_dict(app.openapi())
@@ -216,8 +216,8 @@ def test_stateful_along_the_links(role: str, stateful_live: Live) -> None:
 def test_the_schema_links_producers_to_consumers_and_describes_errors() -> None:
     """Every link names an operation of the schema and parameters it takes; every operation's
     error answers are the one error body."""
-    from wai_dispatch.service.decoding.settings import Settings
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import Settings
 
     doc = create_app(Settings(data_dir=Path("/nonexistent"))).openapi()
     by_id = {op["operationId"]: op for ops in doc["paths"].values() for op in ops.values()}

@@ -16,7 +16,6 @@ import pytest
 from fastapi import FastAPI
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.rayserve.deployment import (
     Plan,
     PlanInvalid,
@@ -26,6 +25,7 @@ from wai_dispatch.service.rayserve.deployment import (
     replica_id_of,
 )
 from wai_dispatch.service.rayserve.plan import placement_problem, warn_unplaceable
+from wai_dispatch.service.settings import load
 
 
 def test_a_fixed_plan_and_an_autoscaled_one_are_serve_s_options() -> None:
