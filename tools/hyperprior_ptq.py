@@ -1,15 +1,8 @@
 """Post-training quantisation of the bmshj2018-hyperprior hyper-synthesis ``h_s`` into a
-``wai-ops/1`` program (docs/bmshj2018-hyperprior-set.md): the side latent's symbols in, the
-Gaussian scales out as integers of 1/2^SCALE_FRAC, every value an integer under the bound rule.
-
-``h_s`` is ``deconv(N, N, 5, 2)``, ReLU, ``deconv(N, N, 5, 2)``, ReLU, ``conv(N, M, 3, 1)``,
-ReLU. The program: ``channel_affine`` (symbol·2^4 + round(median·2^4)), then per layer its
-convolution and a ``requantize`` whose clamp ``[0, hi]`` is the ReLU. The interior activations
-are ACT-bounded with per-channel scales from calibration maxima; the output's scale is fixed,
-2^-SCALE_FRAC, so the scale-index table is one integer threshold per table scale. Weights are
-per output channel as large as the accumulator budget and int16 allow, with power-of-two
-requantisation. The arithmetic is that of tools/int_synth_ptq.py (correctly rounded float64,
-``frexp``/``ldexp``, ``math.fsum``): the program is the same bits on every CPU."""
+``wai-ops/1`` program (docs/bmshj2018-hyperprior-set.md): z's symbols in, the Gaussian scales out
+as integers of 2^-SCALE_FRAC, so the scale-index table is one integer threshold per table scale.
+Each ReLU is a ``requantize``'s clamp; interior activations are ACT-bounded with calibrated
+per-channel scales. The arithmetic is that of tools/int_synth_ptq.py (same bits on every CPU)."""
 
 from __future__ import annotations
 

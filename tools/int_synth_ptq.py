@@ -1,12 +1,8 @@
 """Post-training quantisation of the bmshj2018 synthesis into a ``wai-ops/1`` program
-(docs/int-synth-set.md): per-channel activation scales from calibration statistics, per output
-channel weight scales as large as the bound rule allows, power-of-two requantisation, and an
-integer inverse GDN. NumPy only: the float weights come from a set's ``decoder.weights``.
-
-Every value that feeds a rounding decision is computed with correctly rounded elementwise
-float64 operations (``+ - * /``, ``sqrt``, ``rint``), exact ``frexp``/``ldexp`` in place of
-``log2``/``exp2``, ``math.fsum`` for float sums and int64 for integer ones: no transcendental, no
-order-dependent reduction, so the program is the same bits on every CPU (docs/int-synth-set.md)."""
+(docs/int-synth-set.md): per-channel activation scales from calibration, per output channel
+weight scales as large as the bound rule allows, power-of-two requantisation, an integer inverse
+GDN. Every value that feeds a rounding decision is correctly rounded float64, exact
+``frexp``/``ldexp``, ``math.fsum`` or int64: the program is the same bits on every CPU."""
 
 from __future__ import annotations
 

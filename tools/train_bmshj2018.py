@@ -1,36 +1,16 @@
 """Train the project's own demo weights for bmshj2018-factorized (quality-3 architecture).
 
-No pretrained CompressAI weights can be downloaded on our machines, so the project ships demo
-weights it trains itself: ``FactorizedPrior(N=128, M=192)`` (the architecture of CompressAI's
-``bmshj2018_factorized`` qualities 1-5) trained on random crops of the natural colour pictures
-that ship inside the scikit-image wheel (no download needed).
+No pretrained weights can be downloaded here, so the project trains ``FactorizedPrior(N=128,
+M=192)`` on random crops of the colour pictures inside the scikit-image wheel
+(:data:`TRAIN_IMAGES`; :data:`HELD_OUT_IMAGES` only evaluate; ``cat`` is ``chelsea`` and never
+trains), with CompressAI's rate-distortion loss and a separate optimiser for the auxiliary
+(quantile) loss, as in its ``examples/train.py``. Crops come from a generator seeded by
+``--seed``; with ``--steps`` the run is fully determined, with ``--minutes`` machine-dependent.
 
-* training pictures: ``astronaut``, ``rocket``, ``immunohistochemistry``, ``hubble_deep_field``,
-  ``retina`` and both views of ``stereo_motorcycle``;
-* held out for evaluation only: ``chelsea`` and ``coffee`` (``cat`` is the same picture as
-  ``chelsea`` and is therefore never used for training).
-
-Loss: CompressAI's rate-distortion loss ``lmbda * 255**2 * MSE + bpp``, with the entropy
-bottleneck's auxiliary (quantile) loss minimised by a separate optimiser, as in CompressAI's
-``examples/train.py``.  Crops come from a seeded NumPy generator, so the data order is fixed by
-``--seed``; with ``--minutes`` the number of steps depends on the machine's speed, with
-``--steps`` the run is fully determined.
-
-The final model is evaluated with the real entropy coder (``update(force=True)``, ``compress``,
-``decompress``) on the held-out pictures, padded (edge replication) to a multiple of 16: bpp is
-the bitstream's bytes * 8 over the picture's own pixels, PSNR is that of the clamped, rounded RGB8
-reconstruction over the picture's own pixels.
-
-The checkpoint is a CompressAI state dict whose floating tensors are stored as float16.  To keep
-it self-consistent the model's floating parameters and buffers are rounded to float16 *before*
-``update(force=True)`` builds the integer CDF tables, so the stored ``_quantized_cdf``,
-``_cdf_length`` and ``_offset`` are exactly what ``update(force=True)`` recomputes after loading
-(float16 -> float32).  The script reloads the file it wrote and reports the numbers of that
-loaded model, checking that its bitstreams are identical.  A BLAKE3 sidecar is written beside it.
-
-Run: ``python -m wai_dispatch.tools.train_bmshj2018 --out DIR [--minutes M] [--seed S]
-[--lmbda L] [--from CHECKPOINT]``; ``--from`` continues from a checkpoint's weights (the
-optimisers start afresh), how the shipped weights were trained further.
+The checkpoint stores floating tensors as float16, rounded *before* ``update(force=True)`` builds
+the CDF tables, so the stored tables are exactly what a reload recomputes; the script reloads
+it, checks the bitstreams are identical and writes a BLAKE3 sidecar. ``--from CHECKPOINT``
+continues from a checkpoint's weights (the optimisers start afresh).
 """
 
 from __future__ import annotations

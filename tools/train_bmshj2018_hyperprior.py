@@ -1,27 +1,13 @@
 """Train the project's own demo weights for bmshj2018-hyperprior (quality-3 architecture).
 
-``ScaleHyperprior(N=128, M=192)`` (CompressAI's ``bmshj2018_hyperprior`` at qualities 1-5), with
-the analysis and synthesis transforms ``g_a``/``g_s`` taken, frozen, from the factorized demo
-checkpoint (``conformance/weights/bmshj2018-demo-q3.pt``, or ``--transforms``), and the
-hyperprior (``h_a``, ``h_s`` and the side latent's entropy bottleneck) trained on the training
-pictures of :mod:`tools.train_bmshj2018`.
-
-With ``g_a`` and ``g_s`` frozen the coded symbols ``round(y)`` and so the distortion are fixed:
-the loss is the rate alone, and the rate of ``y`` is computed exactly as the coder spends it,
-``-log2 P(round(y) | scales)`` (no training noise on ``y``). That makes the latents a constant
-of the run, so they are computed once: ``y = g_a(x)`` of every training picture and of its
-horizontal mirror, padded (edge replication) to a multiple of 64; each step then trains on a
-batch of random latent crops (seeded NumPy generator: uniform over pictures, then mirror, then
-position). The side latent ``z = h_a(|y|)`` is coded with additive noise in its rate term and
-reaches ``h_s`` rounded about its medians (straight-through), as the decoder sees it. The
-bottleneck's auxiliary (quantile) loss has its own optimiser. ``--from`` starts ``h_a``, ``h_s``
-and the bottleneck from an earlier hyperprior checkpoint.
-
-The checkpoint is stored as the factorized one is (float tensors float16, rounded before
-``update(force=True)``; reloaded and checked; BLAKE3 sidecar).
-
-Run: ``python -m wai_dispatch.tools.train_bmshj2018_hyperprior --out DIR (--steps N | --minutes M)
-[--seed S] [--from CHECKPOINT]``.
+``ScaleHyperprior(N=128, M=192)`` with ``g_a``/``g_s`` taken, frozen, from the factorized demo
+checkpoint (``--transforms``), and ``h_a``, ``h_s`` and the side bottleneck trained on the
+pictures of :mod:`tools.train_bmshj2018`. With the transforms frozen the loss is the rate alone,
+``y``'s computed exactly as the coder spends it (``-log2 P(round(y) | scales)``), so the latents
+of every picture and its mirror (padded to 64) are computed once and each step trains on seeded
+random latent crops. ``z`` reaches ``h_s`` rounded about its medians (straight-through), as the
+decoder sees it. ``--from`` starts the hyperprior from an earlier checkpoint. The checkpoint is
+stored and checked as the factorized one is.
 """
 
 from __future__ import annotations

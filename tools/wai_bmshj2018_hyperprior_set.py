@@ -1,15 +1,10 @@
 """Write a ``wai.neural.bmshj2018_hyperprior`` parameter set (docs/bmshj2018-hyperprior-set.md)
-from a CompressAI bmshj2018-hyperprior (``ScaleHyperprior``) checkpoint: the main synthesis
-``g_s`` for every float path the bmshj2018 set has a program for (ONNX Runtime, Core ML, WebNN;
-the same writers, tools/wai_bmshj2018_npu_set.py), and the entropy stage's pieces: the side
-latent's factorized tables, the Gaussian-conditional tables, the hyper-synthesis ``h_s``
-quantised after training into a ``wai-ops/1`` program (tools/hyperprior_ptq.py; calibrated on
-the demo weights' training photographs, in exact arithmetic), the scale-index table, the usage
-statement and one payload.
+from a CompressAI ``ScaleHyperprior`` checkpoint: the main synthesis ``g_s`` with the bmshj2018
+set's float programs, and the entropy stage's tables, the ``wai-ops/1`` hyper-synthesis
+(tools/hyperprior_ptq.py) and its scale-index table, the usage statement and one payload.
 
-Run: ``python -m wai_dispatch.tools.wai_bmshj2018_hyperprior_set --out DIR [--checkpoint FILE]
-[--quality 3] [--seed 20261109] [--licence SPDX] [--name NAME] [--force]``. Exit status 2 when
-the set is refused; the output directory is then left as it was.
+Run: ``python -m wai_dispatch.tools.wai_bmshj2018_hyperprior_set --out DIR`` (options:
+``--help``). Exit status 2 when the set is refused; the output directory is then left as it was.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Write a ``wai.neural.bmshj2018`` parameter set (spec §6.1) from a CompressAI bmshj2018-factorized
 model: the plain synthesis for ONNX Runtime, its WebNN form (§6.2), the Core ML program, the
-entropy tables, the usage statement and one payload.  docs/bmshj2018-set.md describes each file.
-
-Run: ``python -m wai_dispatch.tools.wai_bmshj2018_npu_set --out DIR [--quality 3] [--seed 20261109]
-[--checkpoint FILE | --pretrained] [--licence SPDX] [--force]``.  Without ``--checkpoint`` or
-``--pretrained`` the weights are the bundled demo checkpoint.  Exit status 2 when the set is
-refused (a plain synthesis that is not bit-identical to CompressAI's ``g_s``, a check that does
-not hold, bad arguments); the output directory is then left as it was.
+entropy tables, the usage statement and one payload (docs/bmshj2018-set.md). Without
+``--checkpoint`` or ``--pretrained`` the weights are the bundled demo checkpoint. Exit status 2
+when the set is refused; the output directory is then left as it was.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """``python -m wai_dispatch.tools.wai_int_synth_set``: derive a ``wai.neural.int_synth`` set
-(a ``wai-ops/1`` integer synthesis, docs/int-synth-set.md) from a float bmshj2018 set by
-post-training quantisation calibrated on the demo weights' training photographs.
-
-The float set gives the synthesis weights and the entropy tables (kept byte for byte: the latent
-and the bitrate are unchanged) and its payload; the checkpoint (the demo weights by default) gives
-the analysis transform that turns the calibration pictures into latents, and must hold the very
-synthesis the float set holds."""
+(docs/int-synth-set.md) from a float bmshj2018 set by post-training quantisation calibrated on
+the demo weights' training photographs. The float set's tables and payload are kept byte for
+byte; the checkpoint gives the analysis and must hold the very synthesis the float set holds."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """The fast engine for a ``wai-ops/1`` program whose every value, intermediate and partial sum
-is proven below 2^24 (:attr:`Program.float32_exact`): the program as one float32 ONNX graph run
-by ONNX Runtime on the CPU, with each stride-2 transposed convolution split into per-phase
-convolutions as the float path does (:mod:`paths.onnx_rewrite`).
+is proven below 2^24 (:attr:`Program.float32_exact`): the program as one float32 ONNX graph on
+the CPU, transposed convolutions split into phases as the float path does.
 
-Exact: every number the graph computes is an integer of magnitude below 2^24 (or a power-of-two
-scaling of one, taken back by ``Floor``), so each float32 product, sum, scaling and ``Floor`` is
-exact (docs/wai-ops.md, "Why a float engine may compute it exactly"). Requantisation is
-``Floor((x + 2^(s-1)) · 2^-s)``; the inverse GDN's square root is ``Floor(Sqrt(n))``, exact for
-``n < 2^24`` when the square root is correctly rounded (docs/wai-ops.md), which
-:func:`check_sqrt` confirms for this build before the engine is used.
-``tests/paths/test_waiops_engine.py`` holds it to the int64 reference bit for bit."""
+Exact because every number the graph computes is an integer below 2^24 (or a power-of-two
+scaling of one, taken back by ``Floor``) (docs/wai-ops.md, "Why a float engine may compute it
+exactly"); the inverse GDN's ``Floor(Sqrt(n))`` needs a correctly rounded square root, which
+:func:`check_sqrt` confirms for this build. ``tests/paths/test_waiops_engine.py`` holds it to
+the int64 reference bit for bit."""
 
 from __future__ import annotations
 

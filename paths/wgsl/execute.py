@@ -1,13 +1,7 @@
-"""Run a ``wai-ops/1`` program through the WGSL kernels: plan every operation against the
-device's limits first (a shape no variant admits is refused before anything is submitted),
-then dispatch operation after operation.
-
-A program is read duck-typed, as :class:`paths.waiops.program.Program` has it: ``input_name``,
-``output_name`` and ``operations``, each with ``op``, ``name``, ``inputs``, ``output``,
-``attrs`` and ``params`` (integer arrays). Values stay on the device between operations while
-each operation's plan is ``whole``; a ``banded`` plan (a tensor over a binding or dispatch
-limit) moves its input to the host and uploads, dispatches and reads back one band of rows at
-a time.
+"""Run a ``wai-ops/1`` program (read duck-typed, as :class:`paths.waiops.program.Program` has it)
+through the WGSL kernels: plan every operation against the device's limits first, then dispatch
+operation after operation. Values stay on the device while plans are ``whole``; a ``banded``
+plan moves its input to the host and runs one band of rows at a time.
 """
 
 from __future__ import annotations
