@@ -22,7 +22,7 @@ from wai_dispatch.paths.onnx_rewrite import (
     shuffle_weights,
 )
 from wai_dispatch.paths.waiops.int8_digits import plane_ranges, recombination_bound, weight_digits
-from wai_dispatch.paths.waiops.onnx_engine import check_sqrt
+from wai_dispatch.paths.waiops.onnx_engine import check_sqrt, requantize_readers
 from wai_dispatch.paths.waiops.program import INT32_MAX, Operation, Program
 from wai_dispatch.paths.waiops.run import check_input
 from wai_dispatch.setfacts.limits import Limits
@@ -266,27 +266,6 @@ def _requant(g: _G, x: _Value, shift: np.ndarray, clamp: list[int] | None, half:
     return g.node("Clip", [v, g.const(clamp[0]), g.const(clamp[1])])
 
 
-def _fused(program: Program) -> dict[str, Operation]:
-    """Convolutions whose only reader is a ``requantize`` with multiplier 1: conv name → that
-    requantize, whose rounding half joins the convolution's bias (one ``Add``)."""
-    readers: dict[str, list[Operation]] = {}
-    for op in program.operations:
-        for v in op.inputs:
-            readers.setdefault(v, []).append(op)
-    out = {}
-    for op in program.operations:
-        users = readers.get(op.output, [])
-        if (
-            op.op in ("conv2d", "conv_transpose2d")
-            and op.output != program.output_name
-            and len(users) == 1
-            and users[0].op == "requantize"
-            and bool(np.all(users[0].params["multiplier"] == 1))
-        ):
-            out[op.name] = users[0]
-    return out
-
-
 def _op(
     g: _G, program: Program, op: Operation, values: dict[str, _Value], fused: dict[str, Operation]
 ) -> _Value:
@@ -331,7 +310,7 @@ def build_model(program: Program) -> tuple[bytes, dict[str, int]]:
     ftype = np.float32 if program.float32_exact else np.float64
     g = _G(ftype, PLANE_BITS)
     values = {program.input_name: _Value("symbols")}
-    fused = _fused(program)
+    fused = requantize_readers(program)
     for op in program.operations:
         values[op.output] = _op(g, program, op, values, fused)
     out = _weave(g, values[program.output_name])

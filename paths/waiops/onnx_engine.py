@@ -71,15 +71,14 @@ def _requant(
     )
 
 
-def _fused(program: Program) -> dict[str, np.ndarray]:
+def requantize_readers(program: Program) -> dict[str, Operation]:
     """Convolutions whose only reader is a ``requantize`` with multiplier 1: conv name → that
-    requantize's shifts. Their ``+ 2^(s-1)`` goes into the bias and their ``· 2^-s`` into the
-    weights (exact: a power-of-two scaling of integers below 2^24), leaving ``Floor``."""
+    requantize, whose rounding half can join the convolution's bias."""
     readers: dict[str, list[Operation]] = {}
     for op in program.operations:
         for v in op.inputs:
             readers.setdefault(v, []).append(op)
-    fused: dict[str, np.ndarray] = {}
+    out = {}
     for op in program.operations:
         users = readers.get(op.output, [])
         if (
@@ -88,12 +87,21 @@ def _fused(program: Program) -> dict[str, np.ndarray]:
             and len(users) == 1
             and users[0].op == "requantize"
             and bool(np.all(users[0].params["multiplier"] == 1))
-            # every partial sum, with the bias and the half in any order, stays below 2^24
-            and program.accumulators[op.name] + (1 << int(users[0].params["shift"].max()))
-            < (1 << 24)
         ):
-            fused[op.name] = users[0].params["shift"]
-    return fused
+            out[op.name] = users[0]
+    return out
+
+
+def _fused(program: Program) -> dict[str, np.ndarray]:
+    """The :func:`requantize_readers` whose ``+ 2^(s-1)`` goes into the bias and ``· 2^-s`` into
+    the weights (exact: a power-of-two scaling of integers below 2^24), leaving ``Floor``:
+    conv name → the requantize's shifts."""
+    return {
+        name: r.params["shift"]
+        for name, r in requantize_readers(program).items()
+        # every partial sum, with the bias and the half in any order, stays below 2^24
+        if program.accumulators[name] + (1 << int(r.params["shift"].max())) < (1 << 24)
+    }
 
 
 def _op(

@@ -6,13 +6,13 @@ plan moves its input to the host and runs one band of rows at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from wai_dispatch.paths.wgsl.descriptor import KernelPlan, ShapeRefused, descriptors, render
+from wai_dispatch.paths.wgsl.descriptor import Band, KernelPlan, ShapeRefused, descriptors, render
 from wai_dispatch.paths.wgsl.runner import Runner, check_binding_sizes
 
 _SECOND = "X2"  # the role of a binary operation's second input
@@ -138,14 +138,14 @@ def _run(
     source = render(plan.descriptor.name, str(plan.variant["name"]), op.op)
     _, c, h, w = plan.out_shape
     data_roles = {"X": 0, _SECOND: 1}
-    if plan.whole:
-        (band,) = plan.bands()
-        out = runner.output(c * h * w)
+
+    def dispatch(band: Band, data: Callable[[int], Any], out: Any) -> None:
+        """Bind the inputs (``data`` of their index), the output and the constants; dispatch."""
         buffers = []
         for binding in plan.bindings:
             semantic = binding["semantic"]
             if semantic in data_roles:
-                buffers.append(inputs[data_roles[semantic]].on_device(runner))
+                buffers.append(data(data_roles[semantic]))
             elif semantic == "Y":
                 buffers.append(out)
             elif semantic != "kernel.params":
@@ -153,24 +153,18 @@ def _run(
         check_binding_sizes(limits, [b.size for b in buffers])
         uniform = [(kind, value) for _, kind, value in plan.uniform(band)]
         runner.dispatch(source, buffers, uniform, plan.dispatch(band))
+
+    if plan.whole:
+        (band,) = plan.bands()
+        out = runner.output(c * h * w)
+        dispatch(band, lambda i: inputs[i].on_device(runner), out)
         return _Value((c, h, w), buffer=out)
     hosts = [v.on_host(runner) for v in inputs]
     result = np.empty((c, h, w), dtype=np.int32)
     for band in plan.bands():
         out = runner.output(c * band.rows * w)
-        buffers = []
-        for binding in plan.bindings:
-            semantic = binding["semantic"]
-            if semantic in data_roles:
-                rows = hosts[data_roles[semantic]][:, band.in_row0 : band.in_row0 + band.in_rows]
-                buffers.append(runner.upload(rows))
-            elif semantic == "Y":
-                buffers.append(out)
-            elif semantic != "kernel.params":
-                buffers.append(_constant(runner, op, semantic, constants))
-        check_binding_sizes(limits, [b.size for b in buffers])
-        uniform = [(kind, value) for _, kind, value in plan.uniform(band)]
-        runner.dispatch(source, buffers, uniform, plan.dispatch(band))
+        rows = slice(band.in_row0, band.in_row0 + band.in_rows)
+        dispatch(band, lambda i, rows=rows: runner.upload(hosts[i][:, rows]), out)
         result[:, band.out_row0 : band.out_row0 + band.rows] = runner.read(
             out, c * band.rows * w
         ).reshape(c, band.rows, w)
