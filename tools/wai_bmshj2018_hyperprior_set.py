@@ -27,7 +27,7 @@ from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
 from wai_dispatch.setfacts.limits import Limits
-from wai_dispatch.tools import coreml_program, hyperprior_ptq, webnn_form
+from wai_dispatch.tools import hyperprior_ptq, webnn_form
 from wai_dispatch.tools.bmshj2018_model import (
     SetWriterError,
     model_architecture,
@@ -58,7 +58,7 @@ from wai_dispatch.tools.set_folder import write_set_folder
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import UPSAMPLING
+from wai_dispatch.tools.wai_bmshj2018_npu_set import UPSAMPLING, float_programs
 
 __all__ = ["CAPABILITY", "build_parser", "calibrate", "main", "run", "write_set"]
 
@@ -260,46 +260,8 @@ def write_set(
     got = webnn_form.evaluate(graph, consts, {"latent": latent})["x_hat"]
     if got.shape != reference.shape or max_abs(got, reference) > TOLERANCE:
         raise SetWriterError("the WebNN form differs from torch on the payload's latent")
-    files: dict[str, bytes] = {
-        "decoder.onnx": onnx_bytes,
-        "decoder.weights": blob,
-        "decoder.manifest.json": json_bytes(manifest),
-        "decoder.webnn": webnn_form.to_text(graph).encode(),
-        "decoder.webnn.json": webnn_form.to_json(graph),
-    }
-    programs: dict[str, Any] = {
-        "onnx-runtime": {
-            "file": "decoder.onnx",
-            "weights": "decoder.weights",
-            "input": "latent",
-            "output": "x_hat",
-        },
-        "webnn": {
-            "file": "decoder.webnn.json",
-            "text": "decoder.webnn",
-            "weights": "decoder.weights",
-            "manifest": "decoder.manifest.json",
-        },
-    }
     say("decoder.onnx and the WebNN form: match torch")
-    if coreml:
-        shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
-        try:
-            mlmodel, weight_bin, operations = coreml_program.program_files(plain, shape)
-        except coreml_program.CoreMLProgramError as exc:
-            raise SetWriterError(str(exc)) from exc
-        files["decoder.mlmodel"], files["decoder.weight.bin"] = mlmodel, weight_bin
-        programs["model-runtime"] = {
-            "file": "decoder.mlmodel",
-            "weights": "decoder.weight.bin",
-            "input": "latent",
-            "output": "x_hat",
-            "latent_shape": shape,
-            "operations": operations,
-            "precision": "float16",
-            "input_dtype": "float32",
-            "output_dtype": "float16",
-        }
+    files, programs = float_programs(plain, m, onnx_bytes, blob, manifest, graph, coreml, say)
     files.update(
         {
             f"cdfs_z_q{quality}.json": z_tables.to_json(),

@@ -125,6 +125,62 @@ def _usage(
     }
 
 
+def float_programs(
+    plain: PlainSynthesis,
+    m: int,
+    onnx_bytes: bytes,
+    blob: bytes,
+    manifest: dict[str, Any],
+    graph: dict[str, Any],
+    coreml: bool,
+    say: Callable[[str], None],
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The float synthesis's program files and their ``programs`` facts: ``decoder.onnx``, the
+    WebNN form and, with ``coreml``, the Core ML program (float16, its input fixed at the latent
+    of a PICTURE_SIZE picture)."""
+    files = {
+        "decoder.onnx": onnx_bytes,
+        "decoder.weights": blob,
+        "decoder.manifest.json": json_bytes(manifest),
+        "decoder.webnn": webnn_form.to_text(graph).encode(),
+        "decoder.webnn.json": webnn_form.to_json(graph),
+    }
+    programs: dict[str, Any] = {
+        "onnx-runtime": {
+            "file": "decoder.onnx",
+            "weights": "decoder.weights",
+            "input": "latent",
+            "output": "x_hat",
+        },
+        "webnn": {
+            "file": "decoder.webnn.json",
+            "text": "decoder.webnn",
+            "weights": "decoder.weights",
+            "manifest": "decoder.manifest.json",
+        },
+    }
+    if coreml:
+        shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
+        try:
+            mlmodel, weight_bin, operations = coreml_program.program_files(plain, shape)
+        except coreml_program.CoreMLProgramError as exc:
+            raise SetWriterError(str(exc)) from exc
+        say(f"decoder.mlmodel: {operations} operations, byte-stable over two conversions")
+        files["decoder.mlmodel"], files["decoder.weight.bin"] = mlmodel, weight_bin
+        programs["model-runtime"] = {
+            "file": "decoder.mlmodel",
+            "weights": "decoder.weight.bin",
+            "input": "latent",
+            "output": "x_hat",
+            "latent_shape": shape,
+            "operations": operations,
+            "precision": "float16",
+            "input_dtype": "float32",
+            "output_dtype": "float16",
+        }
+    return files, programs
+
+
 def write_set(
     out_dir: str | os.PathLike[str],
     *,
@@ -217,12 +273,9 @@ def write_set(
             raise SetWriterError(f"the WebNN form differs from torch on a latent {lat.shape}")
     say(f"decoder.webnn.json: {len(graph['nodes'])} nodes, matches torch in NumPy")
 
-    files: dict[str, bytes] = {
-        "decoder.onnx": onnx_bytes,
-        "decoder.weights": blob,
-        "decoder.manifest.json": json_bytes(manifest),
-        "decoder.webnn": webnn_form.to_text(graph).encode(),
-        "decoder.webnn.json": webnn_form.to_json(graph),
+    files, programs = float_programs(plain, m, onnx_bytes, blob, manifest, graph, coreml, say)
+    programs["onnx-runtime"]["operations"] = len(onnx_ops)
+    files |= {
         f"cdfs_q{quality}.json": tables.to_json(),
         "wai-usage.json": json_bytes(_usage(origin, name=name, quality=quality, licence=licence)),
         "payload.bin": payload_bytes,
@@ -235,41 +288,6 @@ def write_set(
                 "source": source,
             }
         ),
-    }
-    programs: dict[str, Any] = {
-        "onnx-runtime": {
-            "file": "decoder.onnx",
-            "weights": "decoder.weights",
-            "input": "latent",
-            "output": "x_hat",
-            "operations": len(onnx_ops),
-        },
-    }
-    if coreml:
-        # The Core ML program, float16, input fixed at the latent of a 256 x 256 picture.
-        coreml_shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
-        try:
-            mlmodel, weight_bin, operations = coreml_program.program_files(plain, coreml_shape)
-        except coreml_program.CoreMLProgramError as exc:
-            raise SetWriterError(str(exc)) from exc
-        say(f"decoder.mlmodel: {operations} operations, byte-stable over two conversions")
-        files["decoder.mlmodel"], files["decoder.weight.bin"] = mlmodel, weight_bin
-        programs["model-runtime"] = {
-            "file": "decoder.mlmodel",
-            "weights": "decoder.weight.bin",
-            "input": "latent",
-            "output": "x_hat",
-            "latent_shape": coreml_shape,
-            "operations": operations,
-            "precision": "float16",
-            "input_dtype": "float32",
-            "output_dtype": "float16",
-        }
-    programs["webnn"] = {
-        "file": "decoder.webnn.json",
-        "text": "decoder.webnn",
-        "weights": "decoder.weights",
-        "manifest": "decoder.manifest.json",
     }
     facts = {
         "quality": quality,
