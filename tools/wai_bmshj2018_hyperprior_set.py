@@ -54,7 +54,7 @@ from wai_dispatch.tools.hyperprior_encode import (
     load_hyper_model,
 )
 from wai_dispatch.tools.int_synth_exact import ExactConv
-from wai_dispatch.tools.set_folder import write_set_folder
+from wai_dispatch.tools.set_folder import write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
@@ -337,13 +337,7 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except SetWriterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return writer_main(argv, build_parser(), run, SetWriterError)
 
 
 if __name__ == "__main__":

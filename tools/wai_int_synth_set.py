@@ -24,7 +24,7 @@ from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
 from wai_dispatch.tools.bmshj2018_onnx import weights_blob
 from wai_dispatch.tools.codes import ToolsCode
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
-from wai_dispatch.tools.set_folder import write_set_folder
+from wai_dispatch.tools.set_folder import write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
 
@@ -230,13 +230,7 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except IntSetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return writer_main(argv, build_parser(), run, IntSetError)
 
 
 if __name__ == "__main__":
