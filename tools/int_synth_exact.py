@@ -34,13 +34,8 @@ _GEOMETRY = {"conv": (5, 2, 2), "conv3": (3, 1, 1), "pointwise": (1, 1, 0)}
 
 class ExactConv:
     """A convolution (``conv2d`` k5 s2 p2, ``conv_transpose2d`` k5 s2 p2 op1, ``conv2d`` k3 s1
-    p1, or a 1×1 ``conv2d``) evaluated exactly on a fixed-point grid (module doc).
-
-    The forward convolutions run on **strips of output rows** ("Memory" in the module doc): the
-    grid is chosen from the whole input's peak first, then each strip's input rows (with their
-    halo) are snapped, convolved and written into the output, so no im2col buffer is larger
-    than :data:`STRIP_BYTES`. The strips change nothing in the result: every value is the same
-    exact integer sum, the same ``+ b`` and ``ldexp``."""
+    p1, or a 1×1 ``conv2d``) evaluated exactly on a fixed-point grid, forward ones in strips of
+    output rows (module doc)."""
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray, kind: str) -> None:
         w = np.asarray(weight, dtype=np.float64)
