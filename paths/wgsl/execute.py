@@ -139,13 +139,14 @@ def _run(
     _, c, h, w = plan.out_shape
     data_roles = {"X": 0, _SECOND: 1}
 
-    def dispatch(band: Band, data: Callable[[int], Any], out: Any) -> None:
-        """Bind the inputs (``data`` of their index), the output and the constants; dispatch."""
+    def dispatch(band: Band, data: Callable[[int, Band], Any], out: Any) -> None:
+        """Bind the inputs (``data`` of their index and the band), the output and the constants;
+        dispatch."""
         buffers = []
         for binding in plan.bindings:
             semantic = binding["semantic"]
             if semantic in data_roles:
-                buffers.append(data(data_roles[semantic]))
+                buffers.append(data(data_roles[semantic], band))
             elif semantic == "Y":
                 buffers.append(out)
             elif semantic != "kernel.params":
@@ -157,14 +158,15 @@ def _run(
     if plan.whole:
         (band,) = plan.bands()
         out = runner.output(c * h * w)
-        dispatch(band, lambda i: inputs[i].on_device(runner), out)
+        dispatch(band, lambda i, _: inputs[i].on_device(runner), out)
         return _Value((c, h, w), buffer=out)
     hosts = [v.on_host(runner) for v in inputs]
     result = np.empty((c, h, w), dtype=np.int32)
     for band in plan.bands():
         out = runner.output(c * band.rows * w)
-        rows = slice(band.in_row0, band.in_row0 + band.in_rows)
-        dispatch(band, lambda i, rows=rows: runner.upload(hosts[i][:, rows]), out)
+        dispatch(
+            band, lambda i, b: runner.upload(hosts[i][:, b.in_row0 : b.in_row0 + b.in_rows]), out
+        )
         result[:, band.out_row0 : band.out_row0 + band.rows] = runner.read(
             out, c * band.rows * w
         ).reshape(c, band.rows, w)
