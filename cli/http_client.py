@@ -1,18 +1,10 @@
 """The sink's HTTP/1.1 client, on the standard library's ``socket`` alone: one ``POST`` per
-connection (``Connection: close``), the answer read by ``Content-Length``, chunked transfer
-coding, or to the end of the connection. ``https`` URLs wrap the socket with ``ssl`` (loaded
-only for them).
+connection, the answer read by ``Content-Length``, chunked coding, or to the end; ``ssl`` only
+for ``https``. Not httpx or ``http.client``: ``decode --url`` is held to twice the start-up of
+``python -c pass`` (docs/cli.md#what---help-costs).
 
-Why not httpx or ``http.client``: ``decode --url`` is what a sink runs once a minute, and it
-is held to twice the start-up of ``python -c pass`` (docs/cli.md#what---help-costs); httpx
-costs ~0.3 s to import and ``http.client`` (the ``email`` package and ``ssl``) about 0.7 of a
-bare start-up; ``socket`` about 0.1. What the client needs of HTTP is small: a request, a
-status, the ``Retry-After`` header and a JSON body.
-
-Failures are two kinds, as the retry loop (:mod:`cli.remote`) needs them:
-:class:`NotConnected` (no connection, or it dropped before a status line: worth another
-attempt) and :class:`NoAnswer` (the request went and no answer came within the timeout, or
-the answer is not HTTP: not retried)."""
+Failures are :class:`NotConnected` (no connection, or dropped before a status line: retried) and
+:class:`NoAnswer` (no answer within the timeout, or not HTTP: not retried)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """``wai-dispatch policy``: show, set and check the operator's model policy (docs/policy.md).
-
-``show`` and ``set`` work on the policy kept in the report store (the service's database:
-``WAI_DATABASE_URL``, else ``<data_dir>/reports.db``), as ``tokens`` does; over HTTP the same
-is ``GET``/``PUT /v1/policy`` with an admin token.
-``check`` judges a run report offline and exits 0 when it is accepted, 1 when it is refused
-(the verdict lists every reason), 2 for input that does not read (one typed error line).
+``show`` and ``set`` work on the policy in the report store; ``check`` judges a run report
+offline: 0 accepted, 1 refused (every reason listed), 2 input that does not read.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The sink's client of the service: ``decode --url`` posts an envelope, ``report --url`` a run
-report. Nothing local is opened: no decoder, no data directory, no settings model (the service
-decodes and judges). Every call is retried on a connection error and on 429, 502, 503 and 504
-with exponential backoff and jitter (:mod:`cli.retry`), a ``Retry-After`` honoured; ``--timeout``
-bounds each attempt. The service's answers print as it gave them.
+report (docs/cli.md#the-sinks-client). Nothing local is opened; calls are retried with backoff
+(:mod:`cli.retry`), ``--timeout`` bounds each attempt.
 
-Light on purpose (docs/cli.md#the-sinks-client): this module, :mod:`cli.http_client`,
-:mod:`cli.retry`, :mod:`cli.outcome_text` and :mod:`cli.client_settings` use the
-standard library only, so that a sink that posts one envelope a minute pays about one more
-interpreter start-up, not the decoder's (tests/cli/test_cli_remote.py holds the modules a
-remote command loads).
-Its errors are therefore not :class:`dispatch.WaiError` (whose package loads the core) but
-:class:`ClientError`, with codes of the registry (a test holds them there) and the same
-one-line form; ``cli/main.py`` runs a remote command through :func:`execute`.
-
-Exit statuses (docs/cli.md): no usable answer after the retries is :class:`RemoteUnreachable`
-(3); an error the service answered (a 4xx: token, role, a refused envelope) is
-:class:`RemoteError` (4), its code and message the service's own; a local file that cannot be
-read or written is a usage error (2)."""
+Standard library only, so that a sink posting once a minute pays about one interpreter start-up
+(tests/cli/test_cli_remote.py holds the modules it loads); so its errors are not
+:class:`dispatch.WaiError` but :class:`ClientError`, with codes of the registry: no usable answer
+is :class:`RemoteUnreachable` (3), an error the service answered :class:`RemoteError` (4), a
+local file that cannot be read or written a usage error (2)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""The payload of a hyperprior capability (``WAIH``, docs/payload.md "Hyperprior payload"): the
-side latent ``z`` as a whole ``WAIP`` payload against the set's factorized tables, then the
-latent ``y``'s rANS stream against the Gaussian tables that ``z``'s scale indexes choose, and its
-escapes. Decoding ``y`` needs the indexes, which only the set's integer hyper-synthesis gives:
-:func:`decode_y` takes them; the decode's stage (service/decoding/hyperprior.py) computes them.
-
-``y``'s symbols are coded grouped by table index: for each index ``k`` = 0, 1, … in turn, the
-symbols whose index is ``k``, in C, H, W order, with table ``k`` (one constriction call each);
-the stream's bottom holds y's height and width as in ``WAIP``. The symbols digest is BLAKE3 over
-``z``'s symbols then ``y``'s, each int32 little-endian in C, H, W order.
+"""The payload of a hyperprior capability (``WAIH``, docs/payload.md "Hyperprior payload"): ``z``
+as a whole ``WAIP`` payload, then ``y``'s rANS stream against the Gaussian tables ``z``'s scale
+indexes choose. Decoding ``y`` needs the indexes, which only the set's integer hyper-synthesis
+gives: :func:`decode_y` takes them (service/decoding/hyperprior.py computes them).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """A picture to encode (docs/encode.md): PNG, JPEG or PPM read through Pillow as RGB8 (H×W×3),
-its size checked by the caller from the file's header **before** any pixel is
-decoded, so a small file that claims a huge picture (a decompression bomb) costs nothing.
-
-Errors (each a :class:`codec.errors.CodecError` with a stable ``code``)::
-
-    PictureInvalid      picture_invalid: not a PNG, JPEG or PPM, or its pixels do not decode
-    PictureOverLimits   picture_over_limits: wider or taller than the bound, named in the message
+its size checked from the file's header **before** any pixel is decoded, so a small file that
+claims a huge picture (a decompression bomb) costs nothing (:class:`PictureInvalid`,
+:class:`PictureOverLimits`).
 """
 
 from __future__ import annotations

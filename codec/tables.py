@@ -1,10 +1,6 @@
 """The entropy stage's tables (a set's ``cdfs_q<quality>.json``): per channel a 16-bit quantized
-CDF in CompressAI's layout, its offset and its median (§6.3). Loading validates every value.
-
-Layout of channel ``c`` (CompressAI's ``EntropyBottleneck``): ``cdf`` has ``L = cdf_lengths[c]``
-entries, ``cdf[0] = 0`` … ``cdf[L-1] = 1 << precision``; table index ``i`` codes with frequency
-``cdf[i+1] - cdf[i]``. Indices ``0 … L-3`` are the regular values ``offsets[c] + i``; index
-``L-2`` is the escape bin. docs/payload.md describes the JSON and the coding.
+CDF in CompressAI's ``EntropyBottleneck`` layout, its offset and its median (§6.3;
+docs/payload.md). Loading validates every value.
 """
 
 from __future__ import annotations

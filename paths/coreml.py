@@ -1,11 +1,8 @@
 """The platform's model runtime on the neural processor: Core ML, path ``npu/model-runtime/float``
 (§6.1). Runs only on macOS 14.4 or later; everywhere else the unit is absent (§4).
 
-The adapter never touches coremltools directly: it asks a :class:`CoreMLRuntime`. The default,
-:class:`NativeCoreML`, drives coremltools' native runtime; tests inject a
-:class:`ScriptedCoreML` (a plan and outputs chosen in advance), so that everything but the
-runtime itself — §4's questions, the package the set's bytes are placed in, reading the compute
-plan into a placement (§5) — is tested on Linux too.
+The adapter asks a :class:`CoreMLRuntime`: :class:`NativeCoreML` drives coremltools' runtime,
+tests inject a :class:`ScriptedCoreML`, so everything but the runtime itself is tested on Linux.
 """
 
 from __future__ import annotations

@@ -38,12 +38,10 @@ class SynthesisJob:
     the entropy stage's integers (int32, 1×C×h×w) the latent was made from: an integer path
     (``wai-ops``) reads them instead of the float latent.
 
-    What the decoder that asks sets for its own decodes, never the process: ``tile_bytes``,
-    the synthesis's tile budget (the ``tile_bytes`` setting; an adapter built with a budget of
-    its own keeps that one), and ``cache_dir``, where the ONNX path keeps its prepared graphs
-    (``<data_dir>/cache/onnx``, :mod:`paths.onnx_cache`; ``None``: not on disk), and
-    ``waiops_engine``, the engine the ``wai-ops`` path runs its program with where it can
-    (the ``waiops_engine`` setting, :mod:`paths.waiops.choose`; ``auto``: the rule)."""
+    The decoder's own settings, never the process's: ``tile_bytes`` (an adapter built with a
+    budget of its own keeps that one), ``cache_dir`` for the ONNX path's prepared graphs
+    (:mod:`paths.onnx_cache`; ``None``: none on disk) and ``waiops_engine``
+    (:mod:`paths.waiops.choose`)."""
 
     set_files: SetFiles
     latent: np.ndarray

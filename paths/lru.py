@@ -1,10 +1,5 @@
 """The one least-recently-used cache of the project: a byte budget (and, where a count is the
-better bound, a number of entries), with hit, miss and eviction counters.
-
-The adapters keep their built programs in one (:data:`Programs`, keyed by ``(path, set
-digest)``), shared by every adapter a :class:`~service.decoding.decoder.Decoder` builds, so one
-budget bounds all paths' programs; the decoder keeps its opened sets in another, and the
-browser page its sets and WGSL programs. Every method is thread-safe.
+better bound, a number of entries), with hit, miss and eviction counters; thread-safe.
 
 A put over the budget evicts the least recently used entries until the rest fits; the entry
 just put always stays, even alone over the budget (a program that is used must be held).

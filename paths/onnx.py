@@ -1,21 +1,10 @@
-"""The ONNX Runtime path (``cpu/onnx-runtime/float``, and ``gpu/onnx-runtime/float`` through CUDA
-or the WebGPU plugin, whichever :mod:`paths.onnx_providers` finds): §4's answers for a
-parameter set's ``onnx-runtime`` program, its placement (§5) and its run.
+"""The ONNX Runtime path (``cpu/onnx-runtime/float``, and ``gpu/onnx-runtime/float`` through
+whichever provider :mod:`paths.onnx_providers` finds): §4's answers for a set's ``onnx-runtime``
+program (docs/bmshj2018-set.md), its placement (§5) and its run.
 
-``import paths.onnx`` is light: onnxruntime and onnx (to read the program's operations and
-rewrite it) load on first use.
-
-The set's manifest facts name the program::
-
-    "programs": {"onnx-runtime": {"file": "decoder.onnx", "weights": "decoder.weights",
-                                  "input": "latent", "output": "x_hat"}}
-
-The model's initializers are ONNX external data in the ``weights`` file; both files are read
-from the set's verified bytes (:meth:`SetFiles.read`), never from disk.
-
-Errors: anything the backend raises (a model that does not parse, a session that does not
-build, a run that fails) becomes :class:`dispatch.BackendFailed` with the backend's
-exception as ``__cause__`` (§4: ``dispatch_backend_failed``).
+onnxruntime and onnx load on first use. Both files are read from the set's verified bytes
+(:meth:`SetFiles.read`), never from disk. Anything the backend raises becomes
+:class:`dispatch.BackendFailed` with the backend's exception as ``__cause__``.
 """
 
 from __future__ import annotations
@@ -93,22 +82,12 @@ class _Program:
 
 
 class OnnxRuntimeAdapter:
-    """§4's answers and the run for ``<unit>/onnx-runtime/float``.
+    """§4's answers and the run for ``<unit>/onnx-runtime/float``; safe to share between threads.
 
-    The placement (§5) counts the operations of the set's program (constants left out), each
-    on the unit whose execution provider ran the nodes derived from it: a session built from
-    the very graph that runs (after the sub-pixel rewrite, when on) with the same options is
-    run once with profiling on, and its trace says which provider ran each runtime node
-    (:func:`placement_of_program`; docs/onnx-path.md).
-
-    ``rewrite`` replaces each exact-splittable strided ConvTranspose (bmshj2018's k5 s2 p2
-    op1) by regular Convs and an interleave of their phases (``glue``: ``"split"``, one Conv
-    per phase with only its taps and a 0/1 grouped ConvTranspose; ``"shuffle"``, one Conv
-    for all phases and the same ConvTranspose; or ``"depth-to-space"``) before the session is built
-    (:mod:`paths.onnx_rewrite`).
-    Sessions are kept per set digest in ``programs`` (the program cache the decoder's adapters
-    share, keyed by ``(path, digest)``; a cache of its own with the default budget when none
-    is given), least recently used out first; the adapter is safe to share between threads.
+    The placement (§5) is read from one profiled run of the very graph that runs
+    (:func:`placement_of_program`); ``rewrite`` and ``glue`` choose the sub-pixel rewrite
+    (:func:`paths.onnx_rewrite.rewrite_model`). Sessions are kept per set digest in
+    ``programs``, the program cache the decoder's adapters share (docs/onnx-path.md).
     """
 
     def __init__(

@@ -1,18 +1,11 @@
-"""The ONNX path's prepared graphs on disk: the graph a set's program runs as (every node named,
-its transposed convolutions rewritten, :mod:`paths.onnx_rewrite`), with the facts read from the
-program as shipped (its operations, its receptive field), kept once per set digest and build
-variant, so a process's first decode reads them instead of rewriting the graph again (the
-rewrite took 4.7 s of a 5.3 s session build under load: docs/onnx-path.md, "The first decode").
+"""The ONNX path's prepared graphs on disk (docs/onnx-path.md, "The first decode"): the graph a
+set's program runs as (:mod:`paths.onnx_rewrite`) and its facts, kept per set digest and build
+variant, so a process's first decode need not rewrite the graph again.
 
-Where: the folder a decode's job names (:attr:`paths.job.SynthesisJob.cache_dir`: a decoder's
-``<data_dir>/cache/onnx/``, :func:`cache_dir`); no folder, no disk cache. Each decoder has its
-own: opening one changes no other's. Each entry is two files named by the
-set digest, the variant and :data:`FORMAT`: the model and a JSON record of its facts with the
-BLAKE3 of the model's bytes. An entry is used only when the record parses, names the same
-set digest, variant, format and onnx version, and the model's bytes hash to the record's
-digest; anything else is rebuilt and written over (written to a temporary name, then renamed
-into place). The set's own files are verified against its manifest as always; the cache holds
-only what this code derived from them.
+The folder is the job's :attr:`paths.job.SynthesisJob.cache_dir` (no folder, no cache). An entry
+is used only when its record parses and names the same set digest, variant, :data:`FORMAT` and
+onnx version, and the model's bytes hash to the record's BLAKE3; anything else is rebuilt and
+written over (temporary name, then rename).
 """
 
 from __future__ import annotations

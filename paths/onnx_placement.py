@@ -110,14 +110,10 @@ def placement_of_program(
     execution provider ran the runtime nodes derived from it (docs/onnx-path.md).
 
     A runtime node derives from the operation whose name is the longest prefix of its own
-    (ONNX Runtime's fusions and layout passes, and our sub-pixel rewrite, name what they make
-    after the node they replace: ``/deconv1/ConvTranspose.subpixel.phase0.conv``,
-    ``/igdn1/Conv_output_0_nchwc``). Nodes derived from no operation (the ``ReorderInput`` /
-    ``ReorderOutput`` layout nodes, copies) are the runtime's, not the program's. An operation
-    whose nodes ran on several units is the unit that ran its arithmetic: the one with the most
-    kernel time in its nodes that compute (not reshapes, layout or copies). An operation with no
-    node of its own in the trace (fused into another or folded away) ran where everything ran
-    when the session used one unit; otherwise it is ``unknown``.
+    (fusions and our rewrite name what they make after the node they replace); nodes derived
+    from none are the runtime's. An operation on several units is where the most kernel time of
+    its computing nodes ran; one with no node of its own ran where everything ran when the
+    session used one unit, else ``unknown``.
     """
     nodes = _trace_nodes(events)
     longest_first = sorted(set(operations), key=len, reverse=True)

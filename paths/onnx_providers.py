@@ -1,21 +1,11 @@
 """Which ONNX Runtime execution provider runs ``gpu/onnx-runtime/float`` on this machine, found
-through ONNX Runtime's own provider and device discovery, never by building a session.
+through ONNX Runtime's own provider and device discovery, never by building a session
+(docs/onnx-path.md): ``CUDAExecutionProvider`` first, then the ``onnxruntime-ep-webgpu`` plugin's
+``WebGpuExecutionProvider`` on a hardware GPU device.
 
-Two providers reach a GPU, tried in this order (docs/onnx-path.md):
-
-1. ``CUDAExecutionProvider``: an NVIDIA GPU, in a CUDA build of ONNX Runtime (``onnxruntime-gpu``):
-   present when ``onnxruntime.get_available_providers()`` names it.
-2. ``WebGpuExecutionProvider``: any vendor's GPU through Dawn (Vulkan on Linux, Metal on macOS,
-   D3D12 on Windows), the ``onnxruntime-ep-webgpu`` plugin (the ``webgpu`` extra). The plugin's
-   library is registered with ONNX Runtime once per process, and the devices it offers are read
-   from ``onnxruntime.get_ep_devices()``: one of hardware type GPU, from no software vendor, is
-   the GPU. A device of type CPU (the plugin offers one under
-   ``ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1``: a software rasteriser such as lavapipe or
-   SwiftShader) or of a software vendor is **not a GPU**: it is refused from its description
-   alone, and no session is ever made on it (a session on such a device was seen to hang).
-
-Discovery is cached for the process (:func:`discover`); ``import paths.onnx_providers`` loads
-nothing heavy.
+A device of type CPU or from a software vendor (lavapipe, SwiftShader) is not a GPU: it is
+refused from its description alone, since a session on one was seen to hang. Discovery is cached
+for the process (:func:`discover`); importing this module loads nothing heavy.
 """
 
 from __future__ import annotations

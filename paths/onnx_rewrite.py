@@ -1,16 +1,10 @@
 """Rewrite strided transposed convolutions as sub-pixel regular convolutions, in memory.
 
-A ``ConvTranspose`` with stride ``s`` whose output is exactly ``s`` times its input
-(``k + output_padding - pad_begin - pad_end == s`` per axis, as bmshj2018's k5 s2 p2 op1
-layers are) computes, for each of the ``s×s`` output phases, a regular correlation of the
-input with a subset of the kernel's taps. Each phase becomes its own ``Conv`` with only its
-taps (the default, ``"split"``), or all phases one ``Conv`` with ``s·s·Cout`` output channels,
-followed by an interleave of the phases into the picture (a 0/1 grouped ``ConvTranspose``, or
-``DepthToSpace``). The new weights are the old ones rearranged (no
-arithmetic), so the rewrite is exact up to the order of summation; ONNX Runtime runs the
-regular convolution much closer to the GEMM roof (docs/onnx-path.md).
-
-Needs the ``onnx`` package; :mod:`paths.onnx` imports this module only when it rewrites.
+A ``ConvTranspose`` whose output is exactly ``s`` times its input computes each of its ``s×s``
+output phases as a regular correlation with a subset of its taps: each phase becomes its own
+``Conv`` (``"split"``, the default) or all phases one ``Conv`` followed by an interleave. The new
+weights are the old ones rearranged, so the rewrite is exact up to the order of summation, and
+ONNX Runtime runs it much closer to the GEMM roof (docs/onnx-path.md). Needs ``onnx``.
 """
 
 from __future__ import annotations
@@ -215,18 +209,12 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str 
     and constant weights; return how many were rewritten. The replaced weights are dropped
     where nothing else reads them; the new ones are stored inline.
 
-    ``glue`` says how the phases are computed and interleaved: ``"depth-to-space"``, one
-    ``Conv`` for all phases and ``DepthToSpace`` (mode DCR); ``"shuffle"``, one ``Conv`` (mode
-    CRD) and a grouped ``ConvTranspose`` whose kernel equals its stride and whose weights
-    are 0 and 1 (:func:`shuffle_weights`). Each output is then ``1·x + 0·y + …``, exactly
-    ``x`` for finite values; ONNX Runtime runs it about 2.5× faster than its
-    ``DepthToSpace`` (docs/onnx-path.md). A non-finite phase value spreads over its ``s×s``
-    block where ``DepthToSpace`` would keep it in one pixel. ``"split"`` (the default): one
-    ``Conv`` per phase with only that phase's taps (:func:`phase_weights`; the merged
-    ``Conv`` multiplies 11 zero taps of 36 for k5 s2), their outputs joined in CRD order
-    (``Reshape`` to ``[N, Cout, 1, H·W]``, ``Concat`` on axis 2, ``Reshape`` to
-    ``[N, s²·Cout, H, W]``), then the same shuffle; where ``Cout`` is under
-    :data:`SPLIT_MIN_CHANNELS` or a phase has no window of its own, the ``"shuffle"`` form.
+    ``glue`` (docs/onnx-path.md): ``"depth-to-space"``, one ``Conv`` and ``DepthToSpace``;
+    ``"shuffle"``, one ``Conv`` and a 0/1 grouped ``ConvTranspose`` (:func:`shuffle_weights`,
+    exact for finite values, about 2.5× faster than ``DepthToSpace``); ``"split"`` (the
+    default), one ``Conv`` per phase with only its taps (:func:`phase_weights`) joined in CRD
+    order, then the same shuffle, or the ``"shuffle"`` form where ``Cout`` is under
+    :data:`SPLIT_MIN_CHANNELS` or a phase has no window of its own.
     """
     if glue not in GLUES:
         raise ValueError(f"glue is one of {GLUES}, not {glue!r}")

@@ -41,12 +41,9 @@ _requested: int | None = None
 def configure_thread_pool(intra_op_threads: int | None = None) -> int:
     """Create ONNX Runtime's process-wide thread pool, once; return its intra-op size.
 
-    Every session this module builds runs on that one pool (``use_per_session_threads =
-    False``): per-session pools spin and steal each other's cores, which doubled small
-    decodes in a measurement (docs/onnx-path.md). The size is ``intra_op_threads``, else the
-    one :func:`request_thread_pool` asked for (the ``ort_threads`` setting), else the CPUs
-    this process may use. Call it before the first decode to choose the size; later calls
-    return the size already chosen.
+    One pool, because per-session pools spin and steal each other's cores (docs/onnx-path.md).
+    The size is ``intra_op_threads``, else :func:`request_thread_pool`'s, else the CPUs this
+    process may use; later calls return the size already chosen.
     """
     global _pool_threads
     with _pool_lock:

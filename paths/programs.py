@@ -1,10 +1,7 @@
-"""A set's programs, checked when the set loads: a program this build can read is validated
-before any decode touches it, so a broken one is refused with its own typed error (for a
-``wai-ops/1`` program: the operation and the bound it breaks) instead of surfacing later as a
-path's ``dispatch_backend_failed``.
-
-Only programs whose checking is exact and cheap are checked here; today that is ``wai-ops/1``
-(format, weights, the bound rule). ONNX and Core ML programs are read by their runtimes.
+"""A set's programs, checked when the set loads, so a broken one is refused with its own typed
+error instead of a later ``dispatch_backend_failed``. Only exact, cheap checks run here: today
+``wai-ops/1`` (format, weights, the bound rule); ONNX and Core ML programs are read by their
+runtimes.
 """
 
 from __future__ import annotations

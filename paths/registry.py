@@ -1,13 +1,9 @@
 """The machine's adapters: one per path this build has code for, each built once, and what
 ``wai-dispatch paths`` says of an offer (§4: a path with no adapter is ``dispatch_unit_absent``).
 
-A path gains an adapter by one entry in :data:`BUILDERS`: the path, and a function that builds
-its adapter around the program cache it is given (importing its runtime lazily, inside the
-adapter). Every adapter built together shares that one cache (:mod:`paths.lru`), so one byte
-budget bounds all paths' programs. The integer interpreter
-(``cpu/wai-ops/integer``) is :mod:`paths.waiops.adapter`, the WGSL kernels
-(``gpu/wgsl/integer``) :mod:`paths.wgsl.adapter`; a path with no entry is reported absent with
-:data:`NO_ADAPTER`.
+A path gains an adapter by one entry in :data:`BUILDERS`: a function that builds it around the
+one program cache (:mod:`paths.lru`) every adapter shares, so one byte budget bounds all paths'
+programs. A path with no entry is reported absent with :data:`NO_ADAPTER`.
 """
 
 from __future__ import annotations

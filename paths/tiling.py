@@ -1,24 +1,13 @@
 """Tiled synthesis: the latent cut into tiles with a halo no smaller than the network's
-receptive field, each tile run on its own, each tile's interior written into the picture, so a
-decode holds one tile's activations and the picture, whatever the picture's size.
+receptive field, so a decode holds one tile's activations and the picture, whatever its size
+(docs/onnx-path.md, "Tiles").
 
-The receptive field is derived from the program itself, as a list of :class:`Layer` (each
-node's spatial relation to its inputs: a convolution, a transposed convolution, or a pointwise
-step), by walking the graph backwards from the picture rows of one latent position to the
-latent rows they read (:func:`reach`). For the bmshj2018 synthesis (four 5×5 stride-2
-transposed convolutions with padding 2, each followed by a pointwise inverse GDN) the picture
-rows ``16a … 16a+15`` of latent row ``a`` read the latent rows ``a-1 … a+2``: a halo of one
-latent position before a tile and two after it (docs/onnx-path.md, "Tiles").
-
-A tile whose latent window holds every latent position its interior's picture rows read
-computes those rows from exactly the same numbers as the whole decode: the integer path is the
-same bit for bit (its arithmetic is exact), the float path the same up to the backend's
-summation order. At the picture's own edges the tile's edge is the picture's, so the network
-sees the same border there.
-
-Tiling applies only to programs whose every layer is stride 1 or a transposed convolution and
-whose picture is ``stride × latent`` positions on each axis (:func:`reach` answers ``None``
-otherwise, and the decode runs whole).
+The receptive field is derived from the program itself (a list of :class:`Layer`) by walking
+back from the picture rows of one latent position to the latent rows they read (:func:`reach`;
+bmshj2018: a halo of one latent row before a tile and two after). A tile computes its interior
+from the same numbers as the whole decode: the integer path is the same bit for bit, the float
+path up to the backend's summation order. :func:`reach` answers ``None`` for a program it
+cannot tile (a layer neither stride 1 nor a transposed convolution), which then runs whole.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Import CompressAI beside the CPU-only torch wheel.
 
-CompressAI 1.2.8 imports ``torchvision.transforms`` when it starts
-(``compressai/registry/transforms.py`` builds its ``TRANSFORMS`` registry from
-the upper-case names of that module).  The torchvision wheel that PyPI serves
-is built against a CUDA torch and does not import beside the CPU torch wheel
-our tools use, and none of our tools needs a torchvision transform.  So, when
-``torchvision`` cannot be imported, :func:`import_compressai` places a minimal
-empty stub ``torchvision`` / ``torchvision.transforms`` in ``sys.modules``
-before importing CompressAI.  The stub exports no names, so CompressAI's
-registry simply holds no torchvision transforms; the models, entropy models
-and entropy coders are unaffected.  A working torchvision, where installed, is
-always preferred.
+CompressAI 1.2.8 imports ``torchvision.transforms`` at start, and PyPI's torchvision wheel does
+not import beside the CPU torch; none of our tools needs a transform. So, when ``torchvision``
+cannot be imported, :func:`import_compressai` places an empty stub ``torchvision`` /
+``torchvision.transforms`` in ``sys.modules`` first. A working torchvision is always preferred.
 """
 
 from __future__ import annotations

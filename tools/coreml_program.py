@@ -1,14 +1,10 @@
 """The model-runtime program of a synthesis (spec §6.1): a Core ML ML Program in float16 with
-its input fixed, as the two files a parameter set holds (``decoder.mlmodel``, the program's
-specification, and ``decoder.weight.bin``, its weight file).
+its input fixed, as ``decoder.mlmodel`` and ``decoder.weight.bin``. Conversion runs on Linux;
+compiling and predicting need macOS.
 
-Conversion runs on Linux (coremltools); compiling and predicting need macOS and are not done
-here.  Determinism: the fields of the specification that coremltools fills from the
-environment rather than from the program (``metadata.userDefined``'s coremltools and torch
-versions) are replaced by fixed values (:data:`FIXED_METADATA`); the specification is
-re-serialized with protobuf's deterministic map order (coremltools writes maps in hash order,
-which changes with ``PYTHONHASHSEED``); and :func:`program_files` converts twice and refuses
-bytes that differ.
+Determinism: the environment's versions in the metadata are replaced (:data:`FIXED_METADATA`),
+maps are re-serialized in protobuf's deterministic order (coremltools writes hash order), and
+:func:`program_files` converts twice and refuses bytes that differ.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The encoder of the factorized-prior capabilities, ``wai.neural.bmshj2018`` and the integer
-``wai.neural.int_synth`` derived from it (docs/encode.md): CompressAI's analysis ``g_a`` of
-the checkpoint in float32 (torch, the tools extra), quantization as CompressAI's
-``EntropyBottleneck.compress`` does it (``round(y − median)``, half to even, per channel), the
-medians and the tables being **the set's**, and the payload written by the project's own rANS
-coder (:func:`codec.payload.encode`) against the set's tables. A set with a ``wai-ops/1``
-program (the integer capability) also has the symbols checked against the range its program
-declares, which its decode would otherwise refuse."""
+"""The encoder of the factorized-prior capabilities, ``wai.neural.bmshj2018`` and
+``wai.neural.int_synth`` (docs/encode.md): the checkpoint's ``g_a`` in float32, quantised as
+CompressAI's ``EntropyBottleneck.compress`` does with **the set's** medians and tables, coded by
+:func:`codec.payload.encode`. For a ``wai-ops/1`` set the symbols are checked against the range
+its program declares, which its decode would otherwise refuse."""
 
 from __future__ import annotations
 

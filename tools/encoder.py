@@ -1,14 +1,9 @@
 """``wai-dispatch encode``: a picture to a ``wai-envelope/1`` for an installed set
-(docs/encode.md). The set decides the capability, the entropy tables and the limits; the
-analysis transform comes from the checkpoint the set was written from (a decode set carries
-none), checked against the BLAKE3 its usage statement records.
-
-What is shared by every capability is here: the set and its checkpoint, the picture read and
-held to the limits before its pixels are decoded, the padding, the envelope and its pin. What
-differs is one :class:`Encoder` per capability in :data:`ENCODERS` (:func:`register`): the
-function that turns the padded picture into the payload (``module:function`` of
-``wai_dispatch.tools``, imported only when it runs, since it needs torch) and the multiple the
-picture is padded to.
+(docs/encode.md). The set decides the capability, the tables and the limits; the analysis comes
+from the checkpoint the set was written from, checked against the BLAKE3 its usage statement
+records. What differs by capability is one :class:`Encoder` in :data:`ENCODERS`
+(:func:`register`): its payload function (imported only when it runs: it needs torch) and the
+multiple the picture is padded to.
 """
 
 from __future__ import annotations

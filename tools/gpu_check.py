@@ -1,13 +1,8 @@
 """One command for a machine with a GPU: decode the integer capability's conformance corpus
-(conformance/neural-conformance/) through the ``gpu/wgsl/integer`` kernels, check every RGB8
-hash against the corpus, time each decode against the interpreter (``cpu/wai-ops/integer``'s
-engine), and print one summary. No network; a few minutes. ``tools/gpu_check.sh`` runs it.
-
-    python -m wai_dispatch.tools.gpu_check [--repeat N] [--skip NAME ...] [--json]
-
-Exit status 0 when every hash matches (and, with ``--require-gpu``, the adapter is a GPU), else 1.
-Times are the median of ``--repeat`` runs after one warm-up (pipelines built, weights uploaded);
-the synthesis only (the entropy stage is the same for both paths and is left out).
+through the ``gpu/wgsl/integer`` kernels, check every RGB8 hash, time each decode's synthesis
+against the interpreter's (median of ``--repeat`` after a warm-up), and print one summary.
+``tools/gpu_check.sh`` runs it. Exit status 0 when every hash matches (and, with
+``--require-gpu``, the adapter is a GPU), else 1.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""The hyperprior's encoder (``wai.neural.bmshj2018_hyperprior``; docs/bmshj2018-hyperprior-set.md):
-picture → ``WAIH`` payload, with the very integer hyper-synthesis the decoder runs.
+"""The hyperprior's encoder (docs/bmshj2018-hyperprior-set.md): picture → ``WAIH`` payload, with
+the very integer hyper-synthesis the decoder runs.
 
-:func:`encode_hyperprior` takes a set (a :class:`LoadedSet` or its folder) and an RGB8 picture
-(height and width multiples of 64) and needs the model's analysis transforms, which a set does
-not carry: the CompressAI checkpoint the set was written from (default: the bundled demo
-weights). The analysis ``g_a`` and hyper-analysis ``h_a`` are computed in exact arithmetic
-(tools/int_synth_exact.py), so the payload is a pure function of the picture, the checkpoint
-and the set on every CPU:
-
-1. ``y = g_a(x)``; ``z = h_a(|y|)``; z's symbols ``round(z − median)``, clamped to the
-   program's declared input range (a symbol outside it would be refused by the decoder);
-2. the set's ``wai-ops/1`` hyper-synthesis on z's symbols → integer scales → table indexes
-   (the set's threshold table) — exactly what the decoder computes;
-3. y's symbols ``round(y)`` (CompressAI's ``GaussianConditional`` without means), coded with
-   the tables those indexes choose.
+:func:`encode_hyperprior` takes a set and an RGB8 picture (sides multiples of 64) and the
+checkpoint the set was written from (a set carries no analysis); ``g_a`` and ``h_a`` run in exact
+arithmetic (tools/int_synth_exact.py), so the payload is a pure function of the picture, the
+checkpoint and the set on every CPU. z's symbols are clamped to the program's declared input
+range (the decoder would refuse one outside it).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Post-training quantisation of the bmshj2018-hyperprior hyper-synthesis ``h_s`` into a
-``wai-ops/1`` program (docs/bmshj2018-hyperprior-set.md): the side latent's symbols in, the
-Gaussian scales out as integers of 1/2^SCALE_FRAC, every value an integer under the bound rule.
-
-``h_s`` is ``deconv(N, N, 5, 2)``, ReLU, ``deconv(N, N, 5, 2)``, ReLU, ``conv(N, M, 3, 1)``,
-ReLU. The program: ``channel_affine`` (symbol·2^4 + round(median·2^4)), then per layer its
-convolution and a ``requantize`` whose clamp ``[0, hi]`` is the ReLU. The interior activations
-are ACT-bounded with per-channel scales from calibration maxima; the output's scale is fixed,
-2^-SCALE_FRAC, so the scale-index table is one integer threshold per table scale. Weights are
-per output channel as large as the accumulator budget and int16 allow, with power-of-two
-requantisation. The arithmetic is that of tools/int_synth_ptq.py (correctly rounded float64,
-``frexp``/``ldexp``, ``math.fsum``): the program is the same bits on every CPU."""
+``wai-ops/1`` program (docs/bmshj2018-hyperprior-set.md): z's symbols in, the Gaussian scales out
+as integers of 2^-SCALE_FRAC, so the scale-index table is one integer threshold per table scale.
+Each ReLU is a ``requantize``'s clamp; interior activations are ACT-bounded with calibrated
+per-channel scales. The arithmetic is that of tools/int_synth_ptq.py (same bits on every CPU)."""
 
 from __future__ import annotations
 
@@ -20,11 +13,12 @@ import numpy as np
 from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.tools.int_synth_ptq import (
     INT32_MAX,
-    LATENT_FRAC,
     WEIGHT_MAX,
+    _acc_hi,
     _floor_log2,
-    _fsum,
+    _l1,
     _pow2,
+    latent_input,
 )
 
 #: Interior activations: 13-bit unsigned after the ReLU, [0, 4095].
@@ -44,36 +38,6 @@ LAYERS: tuple[tuple[str, str, dict[str, int]], ...] = (
 )
 
 
-def _l1(wi: np.ndarray, amax: np.ndarray, transposed: bool) -> np.ndarray:
-    """Per output channel, the largest Σ|w·x| over the taps meeting one output position."""
-    t = np.abs(wi) * (amax[:, None, None, None] if transposed else amax[None, :, None, None])
-    if not transposed:
-        return _fsum(t.reshape(t.shape[0], -1))
-    co = t.shape[1]
-    worst = np.zeros(co)
-    for ry in range(2):
-        for rx in range(2):
-            phase = t[:, :, ry::2, rx::2].transpose(1, 0, 2, 3).reshape(co, -1)
-            worst = np.maximum(worst, _fsum(phase))
-    return worst
-
-
-def _acc_hi(wq: np.ndarray, bq: np.ndarray, amax: np.ndarray, transposed: bool) -> np.ndarray:
-    """The same bound on the integer weights, exactly (int64)."""
-    a = amax.astype(np.int64)
-    t = np.abs(wq).astype(np.int64) * (
-        a[:, None, None, None] if transposed else a[None, :, None, None]
-    )
-    if not transposed:
-        total: np.ndarray = t.sum(axis=(1, 2, 3)) + np.abs(bq.astype(np.int64))
-        return total
-    worst = np.zeros(wq.shape[1], dtype=np.int64)
-    for ry in range(2):
-        for rx in range(2):
-            worst = np.maximum(worst, t[:, :, ry::2, rx::2].sum(axis=(0, 2, 3)))
-    return worst + np.abs(bq.astype(np.int64))
-
-
 def quantise(
     weights: Mapping[str, np.ndarray],
     stats: Mapping[str, np.ndarray],
@@ -85,24 +49,7 @@ def quantise(
     ``stats``: per-channel largest activation of ``a1`` and ``a2`` (after the ReLU) over the
     calibration set; ``medians``: the side latent's medians; ``symbol_range``: the program's
     declared input range."""
-    n = int(medians.shape[0])
-    lo_s, hi_s = symbol_range
-    b = ProgramBuilder("z_symbols", n, (lo_s, hi_s))
-    offset = np.rint(medians.astype(np.float64) * (1 << LATENT_FRAC)).astype(np.int64)
-    b.add(
-        "channel_affine",
-        "z_hat",
-        ["z_symbols"],
-        "t",
-        params={
-            "scale": np.full(n, 1 << LATENT_FRAC, dtype=np.int32),
-            "offset": offset.astype(np.int32),
-        },
-    )
-    s_in = np.full(n, 1.0 / (1 << LATENT_FRAC))
-    amax = np.maximum(
-        np.abs(lo_s * (1 << LATENT_FRAC) + offset), np.abs(hi_s * (1 << LATENT_FRAC) + offset)
-    )
+    b, s_in, amax = latent_input("z_symbols", "z_hat", medians, symbol_range)
     value = "t"
     report: dict[str, object] = {}
     for i, (name, op, attrs) in enumerate(LAYERS):

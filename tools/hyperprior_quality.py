@@ -1,12 +1,8 @@
 """``python -m wai_dispatch.tools.hyperprior_quality``: the integer hyper-synthesis against the
 anchor (docs/bmshj2018-hyperprior-set.md, "Quality"): on the held-out photographs, bpp and RGB8
-PSNR of our coding (exact analysis, the set's integer ``h_s``, the set's tables, ``WAIH``) beside
-CompressAI's own float ``ScaleHyperprior`` ``compress``/``decompress`` with the same weights.
-
-Each picture is padded by edge replication to a multiple of 64 (both sides code the same padded
-picture); bpp is payload bytes × 8 over the picture's own pixels; PSNR is that of the clamped,
-rounded RGB8 reconstruction over the picture's own pixels. Our reconstruction runs CompressAI's
-``g_s`` on our latent, so the rows differ only by the entropy stage.
+PSNR of our coding beside CompressAI's own float ``ScaleHyperprior`` with the same weights, both
+on the picture padded to 64. Our reconstruction runs CompressAI's ``g_s`` on our latent, so the
+rows differ only by the entropy stage.
 """
 
 from __future__ import annotations

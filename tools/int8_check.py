@@ -1,18 +1,11 @@
-"""``python -m wai_dispatch.tools.int8_check``: an int8 engine of ``wai-ops/1`` on this CPU (or
-an emulated one: ``qemu-x86_64 -cpu Haswell .venv/bin/python -m wai_dispatch.tools.int8_check``)
-against the pinned hashes and the int64 reference, in one JSON line: ``--engine int8`` (the
-default, :mod:`paths.waiops.int8_engine`) or ``--engine int8-graph``
-(:mod:`paths.waiops.int8_graph`).
+"""``python -m wai_dispatch.tools.int8_check``: an int8 engine of ``wai-ops/1`` (``--engine int8``
+or ``int8-graph``) on this CPU, or an emulated one (``qemu-x86_64 -cpu Haswell``), against the
+pinned hashes and the int64 reference, in one JSON line (docs/wai-ops.md).
 
-Checks: the neural-conformance payloads named (default: the two smallest) decode to their
-pinned RGB8 hashes; the hyperprior's hyper-synthesis on a side latent at its range's ends
-equals the int64 reference; and the **16-bit edge layer** — a convolution whose every pair of
-plane × weight products is ``2 · 127 · 127``, the largest the engine's planes allow — equals
-the reference. ``--plane-bits 8`` runs the same with 8-bit planes, which ONNX Runtime's u8×s8
-kernel on AVX2 without VNNI (``vpmaddubsw``) saturates: that run is expected to differ there
-(docs/wai-ops.md). The graph engine's edge layer puts every plane at −64 or 64 against weights
-stored as 255, so pairs reach ``2 · 255 · 64``; with ``--plane-bits 8`` its planes reach ±128
-and the same kernel saturates. Exit status 0 when every check holds."""
+Checks: the named neural-conformance payloads decode to their pinned hashes; the hyperprior's
+hyper-synthesis at its range's ends equals the reference; and the 16-bit edge layer (every pair
+of products at the largest the planes allow) equals the reference. ``--plane-bits 8`` is
+expected to saturate on AVX2 without VNNI. Exit status 0 when every check holds."""
 
 from __future__ import annotations
 

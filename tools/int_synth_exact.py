@@ -1,28 +1,12 @@
 """The integer set writer's calibration forward passes in exact arithmetic (docs/int-synth-set.md,
-"Determinism"): the bmshj2018 analysis (picture → symbols) and the float synthesis (symbols →
-per-layer activations), computed so that every value is a pure function of the input bytes,
-whatever the CPU, its SIMD path, the BLAS or the thread count.
+"Determinism"): the bmshj2018 analysis and the float synthesis, every value a pure function of
+the input bytes whatever the CPU, its SIMD path, the BLAS or the thread count.
 
-Every convolution runs on **integer-valued float64 tensors**: the weights and the input are each
-snapped to a fixed-point grid (a power-of-two scale, ``round(v · 2^f)``) with magnitudes bounded so
-that ``max|x| · max_o Σ|w_o| + max|b| < 2^53``. Every product and every partial sum of the
-convolution is then an integer below 2^53, exact in float64, so any summation order (any BLAS
-kernel, blocking, thread split, FMA or not) gives the same bits; the bound is checked with Python
-integers before each convolution. Everything else is elementwise IEEE float64 (``+ - * /``,
-``sqrt``, ``rint``, ``ldexp``): correctly rounded, the same on every CPU. No transcendental
-function is used. The grids are fine (20-bit weights, activations as many bits as the bound
-allows, 2^-52 relative to the layer's largest partial sum), so the result is the float model's to
-about 1e-6 relative; it only feeds calibration statistics and symbols, never the decode.
-
-Memory: a forward convolution runs on strips of output rows, each strip's im2col columns at
-most :data:`STRIP_BYTES`. The grid is chosen from the whole input's peak before the first strip
-(``max|round(v · 2^f)| = round(max|v| · 2^f)``, both monotonic in ``|v|``, so the bound checked
-is the whole tensor's), then each strip's input rows and halo are snapped on that grid, the zero
-padding added where the strip meets the picture's edge: every output value is the same integer
-sum (below 2^53, exact in any order), the same ``+ b`` and ``ldexp``, so the strips change no
-bit. A GDN divides in place (its 1×1 convolution reads only the rows it writes); ``x · x`` is
-made a strip at a time. What stays whole is each layer's input and output (docs/encode.md,
-"Memory")."""
+Every convolution runs on integer-valued float64 tensors whose products and partial sums are
+proven below 2^53 (checked with Python integers before each one), so any summation order gives
+the same bits; everything else is correctly rounded elementwise float64. Convolutions run on
+strips of output rows (at most :data:`STRIP_BYTES` of im2col each) on the whole input's grid,
+so the strips change no bit (docs/encode.md, "Memory")."""
 
 from __future__ import annotations
 
@@ -50,13 +34,8 @@ _GEOMETRY = {"conv": (5, 2, 2), "conv3": (3, 1, 1), "pointwise": (1, 1, 0)}
 
 class ExactConv:
     """A convolution (``conv2d`` k5 s2 p2, ``conv_transpose2d`` k5 s2 p2 op1, ``conv2d`` k3 s1
-    p1, or a 1×1 ``conv2d``) evaluated exactly on a fixed-point grid (module doc).
-
-    The forward convolutions run on **strips of output rows** ("Memory" in the module doc): the
-    grid is chosen from the whole input's peak first, then each strip's input rows (with their
-    halo) are snapped, convolved and written into the output, so no im2col buffer is larger
-    than :data:`STRIP_BYTES`. The strips change nothing in the result: every value is the same
-    exact integer sum, the same ``+ b`` and ``ldexp``."""
+    p1, or a 1×1 ``conv2d``) evaluated exactly on a fixed-point grid, forward ones in strips of
+    output rows (module doc)."""
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray, kind: str) -> None:
         w = np.asarray(weight, dtype=np.float64)

@@ -1,12 +1,8 @@
 """Post-training quantisation of the bmshj2018 synthesis into a ``wai-ops/1`` program
-(docs/int-synth-set.md): per-channel activation scales from calibration statistics, per output
-channel weight scales as large as the bound rule allows, power-of-two requantisation, and an
-integer inverse GDN. NumPy only: the float weights come from a set's ``decoder.weights``.
-
-Every value that feeds a rounding decision is computed with correctly rounded elementwise
-float64 operations (``+ - * /``, ``sqrt``, ``rint``), exact ``frexp``/``ldexp`` in place of
-``log2``/``exp2``, ``math.fsum`` for float sums and int64 for integer ones: no transcendental, no
-order-dependent reduction, so the program is the same bits on every CPU (docs/int-synth-set.md)."""
+(docs/int-synth-set.md): per-channel activation scales from calibration, per output channel
+weight scales as large as the bound rule allows, power-of-two requantisation, an integer inverse
+GDN. Every value that feeds a rounding decision is correctly rounded float64, exact
+``frexp``/``ldexp``, ``math.fsum`` or int64: the program is the same bits on every CPU."""
 
 from __future__ import annotations
 
@@ -31,10 +27,29 @@ WEIGHT_MAX = 32767  # int16 weights
 INT32_MAX = (1 << 31) - 1
 
 
-def _conv_acc_hi(wq: np.ndarray, bq: np.ndarray, amax: np.ndarray) -> np.ndarray:
-    """Per output channel, the largest |partial sum| of a stride-2 transposed convolution whose
-    input channel i lies in [-amax[i], amax[i]] (the bound rule, worst phase; exact ints)."""
-    t = np.abs(wq).astype(np.int64) * amax.astype(np.int64)[:, None, None, None]
+def _l1(wi: np.ndarray, amax: np.ndarray, transposed: bool) -> np.ndarray:
+    """Per output channel, the largest Σ|w·x| over the taps meeting one output position."""
+    t = np.abs(wi) * (amax[:, None, None, None] if transposed else amax[None, :, None, None])
+    if not transposed:
+        return _fsum(t.reshape(t.shape[0], -1))
+    co = t.shape[1]
+    worst = np.zeros(co)
+    for ry in range(2):
+        for rx in range(2):
+            phase = t[:, :, ry::2, rx::2].transpose(1, 0, 2, 3).reshape(co, -1)
+            worst = np.maximum(worst, _fsum(phase))
+    return worst
+
+
+def _acc_hi(wq: np.ndarray, bq: np.ndarray, amax: np.ndarray, transposed: bool) -> np.ndarray:
+    """The same bound on the integer weights, exactly (int64): the largest |partial sum|."""
+    a = amax.astype(np.int64)
+    t = np.abs(wq).astype(np.int64) * (
+        a[:, None, None, None] if transposed else a[None, :, None, None]
+    )
+    if not transposed:
+        total: np.ndarray = t.sum(axis=(1, 2, 3)) + np.abs(bq.astype(np.int64))
+        return total
     worst = np.zeros(wq.shape[1], dtype=np.int64)
     for ry in range(2):
         for rx in range(2):
@@ -66,6 +81,33 @@ def _round_shift(v: int, s: int) -> int:
     return v if s == 0 else (v + (1 << (s - 1))) >> s
 
 
+def latent_input(
+    input_name: str, name: str, medians: np.ndarray, symbol_range: tuple[int, int]
+) -> tuple[ProgramBuilder, np.ndarray, np.ndarray]:
+    """A program whose input, the symbols, enters as symbol·2^LATENT_FRAC + round(median·2^
+    LATENT_FRAC) (``channel_affine`` ``name``, value ``t``); with that value's real scale and
+    per-channel largest |value|."""
+    c = int(medians.shape[0])
+    lo_s, hi_s = symbol_range
+    b = ProgramBuilder(input_name, c, (lo_s, hi_s))
+    offset = np.rint(medians.astype(np.float64) * (1 << LATENT_FRAC)).astype(np.int64)
+    b.add(
+        "channel_affine",
+        name,
+        [input_name],
+        "t",
+        params={
+            "scale": np.full(c, 1 << LATENT_FRAC, dtype=np.int32),
+            "offset": offset.astype(np.int32),
+        },
+    )
+    s_in = np.full(c, 1.0 / (1 << LATENT_FRAC))
+    amax = np.maximum(
+        np.abs(lo_s * (1 << LATENT_FRAC) + offset), np.abs(hi_s * (1 << LATENT_FRAC) + offset)
+    )
+    return b, s_in, amax
+
+
 def quantise(
     weights: Mapping[str, np.ndarray],
     stats: Mapping[str, np.ndarray],
@@ -77,24 +119,7 @@ def quantise(
     ``weights``: the float synthesis (``deconv{i}.weight`` [Ci, Co, 5, 5], ``.bias``,
     ``igdn{i}.gamma`` [C, C, 1, 1], ``igdn{i}.beta``); ``stats``: per-channel largest |value|
     of ``a{i}`` (deconv i's output) and ``y{i}`` (IGDN i's output) over the calibration set."""
-    m = int(medians.shape[0])
-    lo_s, hi_s = symbol_range
-    b = ProgramBuilder("symbols", m, (lo_s, hi_s))
-    offset = np.rint(medians.astype(np.float64) * (1 << LATENT_FRAC)).astype(np.int64)
-    b.add(
-        "channel_affine",
-        "latent",
-        ["symbols"],
-        "t",
-        params={
-            "scale": np.full(m, 1 << LATENT_FRAC, dtype=np.int32),
-            "offset": offset.astype(np.int32),
-        },
-    )
-    s_in = np.full(m, 1.0 / (1 << LATENT_FRAC))
-    amax = np.maximum(
-        np.abs(lo_s * (1 << LATENT_FRAC) + offset), np.abs(hi_s * (1 << LATENT_FRAC) + offset)
-    )
+    b, s_in, amax = latent_input("symbols", "latent", medians, symbol_range)
     value = "t"
     report: dict[str, object] = {}
     for i in range(1, 5):
@@ -108,13 +133,7 @@ def quantise(
             s_out = np.full(co, 1.0 / 255.0)
             clamp = [0, 255]
         wi = w * s_in[:, None, None, None]  # real weight per unit of the integer input
-        t = np.abs(wi) * amax[:, None, None, None]
-        l1 = np.zeros(co)
-        for ry in range(2):
-            for rx in range(2):
-                phase = t[:, :, ry::2, rx::2].transpose(1, 0, 2, 3).reshape(co, -1)
-                l1 = np.maximum(l1, _fsum(phase))
-        l1 = l1 + np.abs(bias)
+        l1 = _l1(wi, amax, True) + np.abs(bias)
         k_max = np.minimum(
             BUDGET / np.maximum(l1, 1e-30),
             WEIGHT_MAX / np.maximum(np.abs(wi).max(axis=(0, 2, 3)), 1e-30),
@@ -124,7 +143,7 @@ def quantise(
             k = _pow2(shift) / s_out
             wq = np.rint(wi * k[None, :, None, None])
             bq = np.rint(bias * k)
-            acc = _conv_acc_hi(wq, bq, amax)
+            acc = _acc_hi(wq, bq, amax, True)
             half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
             over = (acc + half > INT32_MAX) | (np.abs(wq).max(axis=(0, 2, 3)) > WEIGHT_MAX)
             if not over.any():

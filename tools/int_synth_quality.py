@@ -6,7 +6,6 @@ the original picture, and their difference (docs/int-synth-set.md, "Quality").""
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,13 +21,8 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.tools.bmshj2018_model import load_model
 from wai_dispatch.tools.bmshj2018_onnx import onnx_session
 from wai_dispatch.tools.bmshj2018_symbols import encode_symbols
-from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
+from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image, psnr_rgb8
 from wai_dispatch.tools.wai_int_synth_set import PROGRAM_FILE, WEIGHTS_FILE
-
-
-def psnr(ref: np.ndarray, rec: np.ndarray) -> float:
-    mse = float(np.mean((ref.astype(np.float64) - rec.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10.0 * math.log10(255.0**2 / mse)
 
 
 def measure(
@@ -61,7 +55,7 @@ def measure(
         latent = codec_payload.latent(symbols, tables)
         float_rgb = to_rgb8(session.run(["x_hat"], {"latent": latent})[0])[:h, :w]
         int_rgb = engine.run(symbols)[0].transpose(1, 2, 0).astype(np.uint8)[:h, :w]
-        pf, pi = psnr(image, float_rgb), psnr(image, int_rgb)
+        pf, pi = psnr_rgb8(image, float_rgb), psnr_rgb8(image, int_rgb)
         rows.append(
             {
                 "picture": name,
@@ -69,7 +63,7 @@ def measure(
                 "float_psnr": pf,
                 "int_psnr": pi,
                 "loss_db": pf - pi,
-                "float_vs_int_psnr": psnr(float_rgb, int_rgb),
+                "float_vs_int_psnr": psnr_rgb8(float_rgb, int_rgb),
             }
         )
     return rows

@@ -5,9 +5,11 @@ their files' bytes and manifest members; the folder appears whole (``set.json`` 
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +62,18 @@ def _install(tmp: Path, out: Path, overwrite: bool) -> None:
         shutil.rmtree(old)
     else:
         tmp.rename(out)
+
+
+def writer_main(
+    argv: Sequence[str] | None,
+    parser: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace], Path],
+    refused: type[Exception],
+) -> int:
+    """A set writer's command: exit status 2 and one ``error:`` line when the set is refused."""
+    try:
+        run(parser.parse_args(argv))
+    except refused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

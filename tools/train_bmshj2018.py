@@ -1,36 +1,16 @@
 """Train the project's own demo weights for bmshj2018-factorized (quality-3 architecture).
 
-No pretrained CompressAI weights can be downloaded on our machines, so the project ships demo
-weights it trains itself: ``FactorizedPrior(N=128, M=192)`` (the architecture of CompressAI's
-``bmshj2018_factorized`` qualities 1-5) trained on random crops of the natural colour pictures
-that ship inside the scikit-image wheel (no download needed).
+No pretrained weights can be downloaded here, so the project trains ``FactorizedPrior(N=128,
+M=192)`` on random crops of the colour pictures inside the scikit-image wheel
+(:data:`TRAIN_IMAGES`; :data:`HELD_OUT_IMAGES` only evaluate; ``cat`` is ``chelsea`` and never
+trains), with CompressAI's rate-distortion loss and a separate optimiser for the auxiliary
+(quantile) loss, as in its ``examples/train.py``. Crops come from a generator seeded by
+``--seed``; with ``--steps`` the run is fully determined, with ``--minutes`` machine-dependent.
 
-* training pictures: ``astronaut``, ``rocket``, ``immunohistochemistry``, ``hubble_deep_field``,
-  ``retina`` and both views of ``stereo_motorcycle``;
-* held out for evaluation only: ``chelsea`` and ``coffee`` (``cat`` is the same picture as
-  ``chelsea`` and is therefore never used for training).
-
-Loss: CompressAI's rate-distortion loss ``lmbda * 255**2 * MSE + bpp``, with the entropy
-bottleneck's auxiliary (quantile) loss minimised by a separate optimiser, as in CompressAI's
-``examples/train.py``.  Crops come from a seeded NumPy generator, so the data order is fixed by
-``--seed``; with ``--minutes`` the number of steps depends on the machine's speed, with
-``--steps`` the run is fully determined.
-
-The final model is evaluated with the real entropy coder (``update(force=True)``, ``compress``,
-``decompress``) on the held-out pictures, padded (edge replication) to a multiple of 16: bpp is
-the bitstream's bytes * 8 over the picture's own pixels, PSNR is that of the clamped, rounded RGB8
-reconstruction over the picture's own pixels.
-
-The checkpoint is a CompressAI state dict whose floating tensors are stored as float16.  To keep
-it self-consistent the model's floating parameters and buffers are rounded to float16 *before*
-``update(force=True)`` builds the integer CDF tables, so the stored ``_quantized_cdf``,
-``_cdf_length`` and ``_offset`` are exactly what ``update(force=True)`` recomputes after loading
-(float16 -> float32).  The script reloads the file it wrote and reports the numbers of that
-loaded model, checking that its bitstreams are identical.  A BLAKE3 sidecar is written beside it.
-
-Run: ``python -m wai_dispatch.tools.train_bmshj2018 --out DIR [--minutes M] [--seed S]
-[--lmbda L] [--from CHECKPOINT]``; ``--from`` continues from a checkpoint's weights (the
-optimisers start afresh), how the shipped weights were trained further.
+The checkpoint stores floating tensors as float16, rounded *before* ``update(force=True)`` builds
+the CDF tables, so the stored tables are exactly what a reload recomputes; the script reloads
+it, checks the bitstreams are identical and writes a BLAKE3 sidecar. ``--from CHECKPOINT``
+continues from a checkpoint's weights (the optimisers start afresh).
 """
 
 from __future__ import annotations
@@ -42,6 +22,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -114,9 +95,10 @@ class CropSampler:
         return out
 
 
-def pad16(x: torch.Tensor) -> torch.Tensor:
+def pad_to(x: torch.Tensor, multiple: int) -> torch.Tensor:
+    """Pad by edge replication to a multiple of ``multiple`` pixels."""
     h, w = x.shape[2:]
-    ph, pw = (-h) % 16, (-w) % 16
+    ph, pw = (-h) % multiple, (-w) % multiple
     return F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
 
 
@@ -132,7 +114,7 @@ def estimate(net: torch.nn.Module, images: dict[str, np.ndarray]) -> dict[str, d
     res: dict[str, dict[str, float]] = {}
     for name, img in images.items():
         h, w = img.shape[:2]
-        out = net(pad16(to_tensor(img)))
+        out = net(pad_to(to_tensor(img), 16))
         bits = sum(-torch.log2(lk).sum() for lk in out["likelihoods"].values())
         rec = (
             out["x_hat"][0, :, :h, :w].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
@@ -147,16 +129,15 @@ def estimate(net: torch.nn.Module, images: dict[str, np.ndarray]) -> dict[str, d
 
 @torch.no_grad()
 def evaluate(
-    net: Any, images: dict[str, np.ndarray]
+    net: Any, images: dict[str, np.ndarray], multiple: int = 16
 ) -> tuple[dict[str, dict[str, float]], dict[str, list[bytes]]]:
-    """Real entropy coding: compress, decompress, measure bpp and RGB8 PSNR per picture."""
+    """Real entropy coding, padded to ``multiple``: bpp and RGB8 PSNR per picture, and streams."""
     net.eval()
     res: dict[str, dict[str, float]] = {}
     streams: dict[str, list[bytes]] = {}
     for name, img in images.items():
         h, w = img.shape[:2]
-        x = pad16(to_tensor(img))
-        enc = net.compress(x)
+        enc = net.compress(pad_to(to_tensor(img), multiple))
         dec = net.decompress(enc["strings"], enc["shape"])
         nbytes = sum(len(s) for group in enc["strings"] for s in group)
         rec = (
@@ -193,17 +174,113 @@ def save_checkpoint(net: torch.nn.Module, path: Path) -> str:
     return digest
 
 
-def load_checkpoint(path: Path, *, update_quantiles: bool = False) -> torch.nn.Module:
-    """Load a checkpoint into FactorizedPrior(128, 192) as float32 and rebuild its CDFs.
-
-    The checkpoint is read as CompressAI reads one (:func:`checkpoint_state_dict`): a bare
-    state dict, or one under ``network`` / ``state_dict``, with the ``module.`` prefix of a
-    model trained on several GPUs dropped."""
+def load_checkpoint(
+    path: Path, *, update_quantiles: bool = False, model: Callable[..., Any] = factorized_prior
+) -> torch.nn.Module:
+    """Load a checkpoint (read as :func:`checkpoint_state_dict` reads one) into ``model(128,
+    192)`` as float32 and rebuild its CDFs."""
     state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    net: Any = factorized_prior(128, 192)
+    net: Any = model(128, 192)
     net.load_state_dict(state)
     net.update(force=True, update_quantiles=update_quantiles)
     return cast(torch.nn.Module, net.eval())
+
+
+class RunLog:
+    """Events as JSON lines on stdout and in ``path``, ``t`` in seconds since the start."""
+
+    def __init__(self, path: Path) -> None:
+        self.file: TextIO = path.open("w")
+        self.t0 = time.monotonic()
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"t": round(time.monotonic() - self.t0, 1), "event": event, **fields})
+        print(line, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+    def start(self, module: str, argv: list[str] | None, args: Any, **fields: Any) -> None:
+        """The ``start`` event: the command line, the time, torch, the arguments, the pictures."""
+        arguments = argv if argv is not None else sys.argv[1:]
+        self(
+            "start",
+            command=f"python -m {module} " + " ".join(shlex.quote(a) for a in arguments),
+            utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            torch=torch.__version__,
+            config={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            train_images=list(TRAIN_IMAGES),
+            held_out_images=list(HELD_OUT_IMAGES),
+            **fields,
+        )
+
+
+def optimisers(
+    named: list[tuple[str, torch.nn.Parameter]], args: Any
+) -> tuple[torch.optim.Adam, torch.optim.Adam, list[torch.nn.Parameter]]:
+    """Adam over the transforms and (at ``--eb-lr-mult`` times the rate) the bottleneck's
+    density, a second Adam over its quantiles (the auxiliary loss); and the clipped parameters.
+
+    The factorized density starts very wide (init_scale=10, about 4 bits per latent); at the
+    transforms' learning rate it needs thousands of steps to narrow, which a short CPU budget
+    does not have."""
+    density = [
+        p for n, p in named if n.startswith("entropy_bottleneck.") and not n.endswith(".quantiles")
+    ]
+    others = [p for n, p in named if not n.startswith("entropy_bottleneck.")]
+    aux_params = [p for n, p in named if n.endswith(".quantiles")]
+    opt = torch.optim.Adam(
+        [{"params": others, "lr": args.lr}, {"params": density, "lr": args.lr * args.eb_lr_mult}]
+    )
+    return opt, torch.optim.Adam(aux_params, lr=args.aux_lr), others + density
+
+
+def decay_when_due(
+    opt: torch.optim.Adam, args: Any, progress: float, log: RunLog, step: int
+) -> bool:
+    """Divide every group's learning rate by 10 once ``progress`` reaches ``--decay-at``."""
+    if progress < args.decay_at:
+        return False
+    for g, mult in zip(opt.param_groups, (1.0, args.eb_lr_mult), strict=True):
+        g["lr"] = args.lr * mult / 10
+    log("lr_decay", step=step, lr=args.lr / 10)
+    return True
+
+
+def finish(
+    net: Any, held_out: dict[str, np.ndarray], ckpt: Path, log: RunLog, multiple: int = 16
+) -> int:
+    """Evaluate the float32 model, round to float16, save, reload and check; 0 when the reload
+    rebuilds the same CDF tables and the same bitstreams."""
+    net.eval()
+    net.update(force=True)
+    res32, _ = evaluate(net, held_out, multiple)
+    log("held_out_float32", held_out=res32)
+
+    round_to_float16_(net)
+    net.update(force=True)
+    digest = save_checkpoint(net, ckpt)
+    res_saved, streams_saved = evaluate(net, held_out, multiple)
+
+    loaded = load_checkpoint(ckpt, model=type(net))
+    res16, streams16 = evaluate(loaded, held_out, multiple)
+    same_tables = all(
+        torch.equal(loaded.state_dict()[k], net.state_dict()[k])
+        for k in net.state_dict()
+        if k.split(".")[-1] in ("_quantized_cdf", "_cdf_length", "_offset")
+    )
+    same_streams = streams16 == streams_saved and res16 == res_saved
+    log(
+        "held_out_float16_checkpoint",
+        held_out=res16,
+        cdf_tables_identical_after_reload=same_tables,
+        bitstreams_identical_to_pre_save=same_streams,
+        checkpoint=ckpt.name,
+        checkpoint_bytes=ckpt.stat().st_size,
+        blake3=digest,
+        total_wall_s=round(time.monotonic() - log.t0, 1),
+    )
+    log.file.close()
+    return 0 if same_tables and same_streams else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,29 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
-    log_path = args.out / f"{STEM}.train.log"
-    log_file: TextIO = log_path.open("w")
-    t0 = time.monotonic()
-
-    def log(event: str, **fields: Any) -> None:
-        rec = {"t": round(time.monotonic() - t0, 1), "event": event, **fields}
-        line = json.dumps(rec)
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    arguments = argv if argv is not None else sys.argv[1:]
-    command = "python -m wai_dispatch.tools.train_bmshj2018 " + " ".join(
-        shlex.quote(a) for a in arguments
-    )
-    log(
-        "start",
-        command=command,
-        utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        torch=torch.__version__,
-        config={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        train_images=list(TRAIN_IMAGES),
-        held_out_images=list(HELD_OUT_IMAGES),
+    log = RunLog(args.out / f"{STEM}.train.log")
+    log.start(
+        "wai_dispatch.tools.train_bmshj2018",
+        argv,
+        args,
         architecture="compressai.models.FactorizedPrior(N=128, M=192)",
     )
 
@@ -285,24 +344,9 @@ def main(argv: list[str] | None = None) -> int:
             blake3=blake3.blake3(args.init_from.read_bytes()).hexdigest(),
         )
     net.train()
-    # The factorized density starts very wide (init_scale=10, about 4 bits per latent); at the
-    # transforms' learning rate it needs thousands of steps to narrow, which a short CPU budget
-    # does not have, so its parameters get a larger learning rate (--eb-lr-mult).
     named = list(net.named_parameters())
     main_params = [p for n, p in named if not n.endswith(".quantiles")]
-    density_params = [
-        p for n, p in named if n.startswith("entropy_bottleneck.") and not n.endswith(".quantiles")
-    ]
-    transform_params = [p for n, p in named if not n.startswith("entropy_bottleneck.")]
-    aux_params = [p for n, p in named if n.endswith(".quantiles")]
-    lr_mults = [1.0, args.eb_lr_mult]
-    opt = torch.optim.Adam(
-        [
-            {"params": transform_params, "lr": args.lr},
-            {"params": density_params, "lr": args.lr * args.eb_lr_mult},
-        ]
-    )
-    aux_opt = torch.optim.Adam(aux_params, lr=args.aux_lr)
+    opt, aux_opt, _ = optimisers(named, args)
 
     budget_s = args.minutes * 60.0
     decayed = False
@@ -316,11 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         if done:
             break
         progress = step / args.steps if args.steps else elapsed / budget_s
-        if not decayed and progress >= args.decay_at:
-            for g, mult in zip(opt.param_groups, lr_mults, strict=True):
-                g["lr"] = args.lr * mult / 10
-            decayed = True
-            log("lr_decay", step=step, lr=args.lr / 10)
+        if not decayed:
+            decayed = decay_when_due(opt, args, progress, log, step)
 
         x = sampler.batch(args.batch)
         opt.zero_grad(set_to_none=True)
@@ -364,41 +405,8 @@ def main(argv: list[str] | None = None) -> int:
             next_estimate += args.estimate_every
             log("estimate", step=step, held_out=estimate(net, held_out))
 
-    train_s = time.monotonic() - t_train
-    log("trained", steps=step, train_wall_s=round(train_s, 1))
-
-    net.eval()
-    net.update(force=True)
-    res32, _ = evaluate(net, held_out)
-    log("held_out_float32", held_out=res32)
-
-    round_to_float16_(net)
-    net.update(force=True)
-    ckpt = args.out / f"{STEM}.pt"
-    digest = save_checkpoint(net, ckpt)
-    res_saved, streams_saved = evaluate(net, held_out)
-
-    loaded = load_checkpoint(ckpt)
-    res16, streams16 = evaluate(loaded, held_out)
-    same_tables = all(
-        torch.equal(loaded.state_dict()[k], net.state_dict()[k])
-        for k in net.state_dict()
-        if k.split(".")[-1] in ("_quantized_cdf", "_cdf_length", "_offset")
-    )
-    same_streams = streams16 == streams_saved and res16 == res_saved
-    log(
-        "held_out_float16_checkpoint",
-        held_out=res16,
-        cdf_tables_identical_after_reload=same_tables,
-        bitstreams_identical_to_pre_save=same_streams,
-        checkpoint=ckpt.name,
-        checkpoint_bytes=ckpt.stat().st_size,
-        blake3=digest,
-        total_wall_s=round(time.monotonic() - t0, 1),
-    )
-    log_file.close()
-    ok = same_tables and same_streams
-    return 0 if ok else 1
+    log("trained", steps=step, train_wall_s=round(time.monotonic() - t_train, 1))
+    return finish(net, held_out, args.out / f"{STEM}.pt", log)
 
 
 if __name__ == "__main__":

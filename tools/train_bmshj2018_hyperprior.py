@@ -1,100 +1,44 @@
 """Train the project's own demo weights for bmshj2018-hyperprior (quality-3 architecture).
 
-``ScaleHyperprior(N=128, M=192)`` (CompressAI's ``bmshj2018_hyperprior`` at qualities 1-5), with
-the analysis and synthesis transforms ``g_a``/``g_s`` taken, frozen, from the factorized demo
-checkpoint (``conformance/weights/bmshj2018-demo-q3.pt``, or ``--transforms``), and the
-hyperprior (``h_a``, ``h_s`` and the side latent's entropy bottleneck) trained on the training
-pictures of :mod:`tools.train_bmshj2018`.
-
-With ``g_a`` and ``g_s`` frozen the coded symbols ``round(y)`` and so the distortion are fixed:
-the loss is the rate alone, and the rate of ``y`` is computed exactly as the coder spends it,
-``-log2 P(round(y) | scales)`` (no training noise on ``y``). That makes the latents a constant
-of the run, so they are computed once: ``y = g_a(x)`` of every training picture and of its
-horizontal mirror, padded (edge replication) to a multiple of 64; each step then trains on a
-batch of random latent crops (seeded NumPy generator: uniform over pictures, then mirror, then
-position). The side latent ``z = h_a(|y|)`` is coded with additive noise in its rate term and
-reaches ``h_s`` rounded about its medians (straight-through), as the decoder sees it. The
-bottleneck's auxiliary (quantile) loss has its own optimiser. ``--from`` starts ``h_a``, ``h_s``
-and the bottleneck from an earlier hyperprior checkpoint.
-
-The checkpoint is stored as the factorized one is (float tensors float16, rounded before
-``update(force=True)``; reloaded and checked; BLAKE3 sidecar).
-
-Run: ``python -m wai_dispatch.tools.train_bmshj2018_hyperprior --out DIR (--steps N | --minutes M)
-[--seed S] [--from CHECKPOINT]``.
+``ScaleHyperprior(N=128, M=192)`` with ``g_a``/``g_s`` taken, frozen, from the factorized demo
+checkpoint (``--transforms``), and ``h_a``, ``h_s`` and the side bottleneck trained on the
+pictures of :mod:`tools.train_bmshj2018`. With the transforms frozen the loss is the rate alone,
+``y``'s computed exactly as the coder spends it (``-log2 P(round(y) | scales)``), so the latents
+of every picture and its mirror (padded to 64) are computed once and each step trains on seeded
+random latent crops. ``z`` reaches ``h_s`` rounded about its medians (straight-through), as the
+decoder sees it. ``--from`` starts the hyperprior from an earlier checkpoint. The checkpoint is
+stored and checked as the factorized one is.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shlex
-import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import blake3
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
 from wai_dispatch.tools.train_bmshj2018 import (
     HELD_OUT_IMAGES,
     TRAIN_IMAGES,
+    RunLog,
+    decay_when_due,
+    finish,
     load_image,
-    psnr_rgb8,
-    round_to_float16_,
-    save_checkpoint,
+    optimisers,
+    pad_to,
     to_tensor,
 )
 
 STEM = "bmshj2018-hyperprior-demo-q3"
 FACTORIZED = Path(__file__).resolve().parent.parent / "conformance/weights/bmshj2018-demo-q3.pt"
-
-
-def pad64(x: torch.Tensor) -> torch.Tensor:
-    h, w = x.shape[2:]
-    ph, pw = (-h) % 64, (-w) % 64
-    return F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
-
-
-@torch.no_grad()
-def evaluate(
-    net: Any, images: dict[str, np.ndarray]
-) -> tuple[dict[str, dict[str, float]], dict[str, list[bytes]]]:
-    """Real entropy coding (CompressAI's float model), padded to a multiple of 64."""
-    net.eval()
-    res: dict[str, dict[str, float]] = {}
-    streams: dict[str, list[bytes]] = {}
-    for name, img in images.items():
-        h, w = img.shape[:2]
-        enc = net.compress(pad64(to_tensor(img)))
-        dec = net.decompress(enc["strings"], enc["shape"])
-        nbytes = sum(len(s) for group in enc["strings"] for s in group)
-        rec = dec["x_hat"][0, :, :h, :w].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0)
-        res[name] = {
-            "height": h,
-            "width": w,
-            "bytes": nbytes,
-            "bpp": round(nbytes * 8 / (h * w), 4),
-            "psnr": round(psnr_rgb8(img, rec.numpy()), 3),
-        }
-        streams[name] = [s for group in enc["strings"] for s in group]
-    return res, streams
-
-
-def load_checkpoint(path: Path) -> torch.nn.Module:
-    """Load a checkpoint into ScaleHyperprior(128, 192) as float32 and rebuild its CDFs."""
-    state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    net: Any = scale_hyperprior(128, 192)
-    net.load_state_dict(state)
-    net.update(force=True)
-    return cast(torch.nn.Module, net.eval())
 
 
 class LatentSampler:
@@ -176,25 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
-    log_file: TextIO = (args.out / f"{STEM}.train.log").open("w")
-    t0 = time.monotonic()
-
-    def log(event: str, **fields: Any) -> None:
-        line = json.dumps({"t": round(time.monotonic() - t0, 1), "event": event, **fields})
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    arguments = argv if argv is not None else sys.argv[1:]
-    log(
-        "start",
-        command="python -m wai_dispatch.tools.train_bmshj2018_hyperprior "
-        + " ".join(shlex.quote(a) for a in arguments),
-        utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        torch=torch.__version__,
-        config={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        train_images=list(TRAIN_IMAGES),
-        held_out_images=list(HELD_OUT_IMAGES),
+    log = RunLog(args.out / f"{STEM}.train.log")
+    log.start(
+        "wai_dispatch.tools.train_bmshj2018_hyperprior",
+        argv,
+        args,
         architecture="compressai.models.ScaleHyperprior(N=128, M=192)",
         transforms_from=args.transforms.name,
         transforms_blake3=blake3.blake3(args.transforms.read_bytes()).hexdigest(),
@@ -232,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         cached = []
         for n in TRAIN_IMAGES:
-            x = pad64(to_tensor(load_image(n)))
+            x = pad_to(to_tensor(load_image(n)), 64)
             cached.append((net.g_a(x)[0], net.g_a(x.flip(3))[0]))
         held_latents = {
-            n: (net.g_a(pad64(to_tensor(img))), img.shape[0] * img.shape[1])
+            n: (net.g_a(pad_to(to_tensor(img), 64)), img.shape[0] * img.shape[1])
             for n, img in held_out.items()
         }
     log("latents_cached", shapes=[list(a.shape) for a, _ in cached])
@@ -245,16 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     net.g_s.eval()
 
     named = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
-    density = [
-        p for n, p in named if n.startswith("entropy_bottleneck.") and not n.endswith(".quantiles")
-    ]
-    hyper = [p for n, p in named if not n.startswith("entropy_bottleneck.")]
-    aux_params = [p for n, p in named if n.endswith(".quantiles")]
-    mults = [1.0, args.eb_lr_mult]
-    opt = torch.optim.Adam(
-        [{"params": hyper, "lr": args.lr}, {"params": density, "lr": args.lr * args.eb_lr_mult}]
-    )
-    aux_opt = torch.optim.Adam(aux_params, lr=args.aux_lr)
+    opt, aux_opt, clipped = optimisers(named, args)
     log("estimate", step=0, held_out_est_bpp=estimate(net, held_latents))
 
     budget_s = args.minutes * 60.0
@@ -268,11 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         if (step >= args.steps) if args.steps else (elapsed >= budget_s):
             break
         progress = step / args.steps if args.steps else elapsed / budget_s
-        if not decayed and progress >= args.decay_at:
-            for g, m in zip(opt.param_groups, mults, strict=True):
-                g["lr"] = args.lr * m / 10
-            decayed = True
-            log("lr_decay", step=step)
+        if not decayed:
+            decayed = decay_when_due(opt, args, progress, log, step)
         y = sampler.batch(args.batch)
         opt.zero_grad(set_to_none=True)
         aux_opt.zero_grad(set_to_none=True)
@@ -281,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         bpp_y, bpp_z = bits_y / pixels, bits_z / pixels
         loss: Any = bpp_y + bpp_z  # Tensor.backward is untyped in torch 2.13
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(hyper + density, 1.0)
+        torch.nn.utils.clip_grad_norm_(clipped, 1.0)
         opt.step()
         aux = net.aux_loss()
         aux.backward()
@@ -306,36 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             next_estimate += args.estimate_every
             log("estimate", step=step, held_out_est_bpp=estimate(net, held_latents))
     log("trained", steps=step, train_wall_s=round(time.monotonic() - t_train, 1))
-
-    net.eval()
-    net.update(force=True)
-    res32, _ = evaluate(net, held_out)
-    log("held_out_float32", held_out=res32)
-    round_to_float16_(net)
-    net.update(force=True)
-    ckpt = args.out / f"{STEM}.pt"
-    digest = save_checkpoint(net, ckpt)
-    res_saved, streams_saved = evaluate(net, held_out)
-    loaded = load_checkpoint(ckpt)
-    res16, streams16 = evaluate(loaded, held_out)
-    same_tables = all(
-        torch.equal(loaded.state_dict()[k], net.state_dict()[k])
-        for k in net.state_dict()
-        if k.split(".")[-1] in ("_quantized_cdf", "_cdf_length", "_offset")
-    )
-    same = streams16 == streams_saved and res16 == res_saved
-    log(
-        "held_out_float16_checkpoint",
-        held_out=res16,
-        cdf_tables_identical_after_reload=same_tables,
-        bitstreams_identical_to_pre_save=same,
-        checkpoint=ckpt.name,
-        checkpoint_bytes=ckpt.stat().st_size,
-        blake3=digest,
-        total_wall_s=round(time.monotonic() - t0, 1),
-    )
-    log_file.close()
-    return 0 if same_tables and same else 1
+    return finish(net, held_out, args.out / f"{STEM}.pt", log, 64)
 
 
 if __name__ == "__main__":

@@ -5,17 +5,9 @@ only when the browser gave WebNN and every sample passed (spec §8); 1 otherwise
 
     python -m wai_dispatch.tools.verify_page --browser "$CHROME"
 
-with ``$CHROME`` the browser's executable, e.g. on macOS
-``/Applications/Google Chrome.app/Contents/MacOS/Google Chrome``, on Windows
-``C:/Program Files/Google/Chrome/Application/chrome.exe``.
-
-It verifies against a running service's page (``--url http://host:port/page/`` with
-``--token-file``: a file holding a bearer token of the sink role or above, ``-`` for standard
-input; the page's data routes take one), or runs the HTTP service on a loopback port of its own
-(tools/_service.py; the page at /page/, the reference decodes on ``cpu/onnx-runtime/float``,
-a sink token created in its store), starts the browser with WebNN enabled
-(``--enable-features=WebMachineLearningNeuralNetwork``) and a fresh profile, and needs
-Playwright (the test extra) but no downloaded browser.
+It verifies a running service's page (``--url`` with ``--token-file``, a sink token or above),
+or runs the service on a loopback port of its own (tools/_service.py), and starts the browser
+with WebNN enabled and a fresh profile; it needs Playwright (the test extra).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Write a ``wai.neural.bmshj2018_hyperprior`` parameter set (docs/bmshj2018-hyperprior-set.md)
-from a CompressAI bmshj2018-hyperprior (``ScaleHyperprior``) checkpoint: the main synthesis
-``g_s`` for every float path the bmshj2018 set has a program for (ONNX Runtime, Core ML, WebNN;
-the same writers, tools/wai_bmshj2018_npu_set.py), and the entropy stage's pieces: the side
-latent's factorized tables, the Gaussian-conditional tables, the hyper-synthesis ``h_s``
-quantised after training into a ``wai-ops/1`` program (tools/hyperprior_ptq.py; calibrated on
-the demo weights' training photographs, in exact arithmetic), the scale-index table, the usage
-statement and one payload.
+from a CompressAI ``ScaleHyperprior`` checkpoint: the main synthesis ``g_s`` with the bmshj2018
+set's float programs, and the entropy stage's tables, the ``wai-ops/1`` hyper-synthesis
+(tools/hyperprior_ptq.py) and its scale-index table, the usage statement and one payload.
 
-Run: ``python -m wai_dispatch.tools.wai_bmshj2018_hyperprior_set --out DIR [--checkpoint FILE]
-[--quality 3] [--seed 20261109] [--licence SPDX] [--name NAME] [--update-quantiles] [--force]``.
-Exit status 2 when the set is refused; the output directory is then left as it was.
+Run: ``python -m wai_dispatch.tools.wai_bmshj2018_hyperprior_set --out DIR`` (options:
+``--help``). Exit status 2 when the set is refused; the output directory is then left as it was.
 """
 
 from __future__ import annotations
@@ -32,7 +27,7 @@ from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
 from wai_dispatch.setfacts.limits import Limits
-from wai_dispatch.tools import coreml_program, hyperprior_ptq, webnn_form
+from wai_dispatch.tools import hyperprior_ptq, webnn_form
 from wai_dispatch.tools.bmshj2018_model import (
     TABLES_UPDATE_FACT,
     SetWriterError,
@@ -61,11 +56,11 @@ from wai_dispatch.tools.hyperprior_encode import (
     read_hyper_model,
 )
 from wai_dispatch.tools.int_synth_exact import ExactConv
-from wai_dispatch.tools.set_folder import write_set_folder
+from wai_dispatch.tools.set_folder import write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import UPSAMPLING
+from wai_dispatch.tools.wai_bmshj2018_npu_set import UPSAMPLING, float_programs
 
 __all__ = ["CAPABILITY", "build_parser", "calibrate", "main", "run", "write_set"]
 
@@ -269,46 +264,8 @@ def write_set(
     got = webnn_form.evaluate(graph, consts, {"latent": latent})["x_hat"]
     if got.shape != reference.shape or max_abs(got, reference) > TOLERANCE:
         raise SetWriterError("the WebNN form differs from torch on the payload's latent")
-    files: dict[str, bytes] = {
-        "decoder.onnx": onnx_bytes,
-        "decoder.weights": blob,
-        "decoder.manifest.json": json_bytes(manifest),
-        "decoder.webnn": webnn_form.to_text(graph).encode(),
-        "decoder.webnn.json": webnn_form.to_json(graph),
-    }
-    programs: dict[str, Any] = {
-        "onnx-runtime": {
-            "file": "decoder.onnx",
-            "weights": "decoder.weights",
-            "input": "latent",
-            "output": "x_hat",
-        },
-        "webnn": {
-            "file": "decoder.webnn.json",
-            "text": "decoder.webnn",
-            "weights": "decoder.weights",
-            "manifest": "decoder.manifest.json",
-        },
-    }
     say("decoder.onnx and the WebNN form: match torch")
-    if coreml:
-        shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
-        try:
-            mlmodel, weight_bin, operations = coreml_program.program_files(plain, shape)
-        except coreml_program.CoreMLProgramError as exc:
-            raise SetWriterError(str(exc)) from exc
-        files["decoder.mlmodel"], files["decoder.weight.bin"] = mlmodel, weight_bin
-        programs["model-runtime"] = {
-            "file": "decoder.mlmodel",
-            "weights": "decoder.weight.bin",
-            "input": "latent",
-            "output": "x_hat",
-            "latent_shape": shape,
-            "operations": operations,
-            "precision": "float16",
-            "input_dtype": "float32",
-            "output_dtype": "float16",
-        }
+    files, programs = float_programs(plain, m, onnx_bytes, blob, manifest, graph, coreml, say)
     files.update(
         {
             f"cdfs_z_q{quality}.json": z_tables.to_json(),
@@ -386,13 +343,7 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except SetWriterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return writer_main(argv, build_parser(), run, SetWriterError)
 
 
 if __name__ == "__main__":

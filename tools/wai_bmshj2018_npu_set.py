@@ -1,12 +1,8 @@
 """Write a ``wai.neural.bmshj2018`` parameter set (spec §6.1) from a CompressAI bmshj2018-factorized
 model: the plain synthesis for ONNX Runtime, its WebNN form (§6.2), the Core ML program, the
-entropy tables, the usage statement and one payload.  docs/bmshj2018-set.md describes each file.
-
-Run: ``python -m wai_dispatch.tools.wai_bmshj2018_npu_set --out DIR [--quality 3] [--seed 20261109]
-[--checkpoint FILE | --pretrained] [--licence SPDX] [--force]``.  Without ``--checkpoint`` or
-``--pretrained`` the weights are the bundled demo checkpoint.  Exit status 2 when the set is
-refused (a plain synthesis that is not bit-identical to CompressAI's ``g_s``, a check that does
-not hold, bad arguments); the output directory is then left as it was.
+entropy tables, the usage statement and one payload (docs/bmshj2018-set.md). Without
+``--checkpoint`` or ``--pretrained`` the weights are the bundled demo checkpoint. Exit status 2
+when the set is refused; the output directory is then left as it was.
 """
 
 from __future__ import annotations
@@ -51,7 +47,7 @@ from wai_dispatch.tools.bmshj2018_symbols import (
     exact_symbols,
     payload_picture,
 )
-from wai_dispatch.tools.set_folder import write_set_folder
+from wai_dispatch.tools.set_folder import write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import bmshj2018_parser as build_parser
 
@@ -127,6 +123,62 @@ def _usage(
             "with this statement kept beside them."
         ),
     }
+
+
+def float_programs(
+    plain: PlainSynthesis,
+    m: int,
+    onnx_bytes: bytes,
+    blob: bytes,
+    manifest: dict[str, Any],
+    graph: dict[str, Any],
+    coreml: bool,
+    say: Callable[[str], None],
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The float synthesis's program files and their ``programs`` facts: ``decoder.onnx``, the
+    WebNN form and, with ``coreml``, the Core ML program (float16, its input fixed at the latent
+    of a PICTURE_SIZE picture)."""
+    files = {
+        "decoder.onnx": onnx_bytes,
+        "decoder.weights": blob,
+        "decoder.manifest.json": json_bytes(manifest),
+        "decoder.webnn": webnn_form.to_text(graph).encode(),
+        "decoder.webnn.json": webnn_form.to_json(graph),
+    }
+    programs: dict[str, Any] = {
+        "onnx-runtime": {
+            "file": "decoder.onnx",
+            "weights": "decoder.weights",
+            "input": "latent",
+            "output": "x_hat",
+        },
+        "webnn": {
+            "file": "decoder.webnn.json",
+            "text": "decoder.webnn",
+            "weights": "decoder.weights",
+            "manifest": "decoder.manifest.json",
+        },
+    }
+    if coreml:
+        shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
+        try:
+            mlmodel, weight_bin, operations = coreml_program.program_files(plain, shape)
+        except coreml_program.CoreMLProgramError as exc:
+            raise SetWriterError(str(exc)) from exc
+        say(f"decoder.mlmodel: {operations} operations, byte-stable over two conversions")
+        files["decoder.mlmodel"], files["decoder.weight.bin"] = mlmodel, weight_bin
+        programs["model-runtime"] = {
+            "file": "decoder.mlmodel",
+            "weights": "decoder.weight.bin",
+            "input": "latent",
+            "output": "x_hat",
+            "latent_shape": shape,
+            "operations": operations,
+            "precision": "float16",
+            "input_dtype": "float32",
+            "output_dtype": "float16",
+        }
+    return files, programs
 
 
 def write_set(
@@ -221,12 +273,9 @@ def write_set(
             raise SetWriterError(f"the WebNN form differs from torch on a latent {lat.shape}")
     say(f"decoder.webnn.json: {len(graph['nodes'])} nodes, matches torch in NumPy")
 
-    files: dict[str, bytes] = {
-        "decoder.onnx": onnx_bytes,
-        "decoder.weights": blob,
-        "decoder.manifest.json": json_bytes(manifest),
-        "decoder.webnn": webnn_form.to_text(graph).encode(),
-        "decoder.webnn.json": webnn_form.to_json(graph),
+    files, programs = float_programs(plain, m, onnx_bytes, blob, manifest, graph, coreml, say)
+    programs["onnx-runtime"]["operations"] = len(onnx_ops)
+    files |= {
         f"cdfs_q{quality}.json": tables.to_json(),
         "wai-usage.json": json_bytes(_usage(origin, name=name, quality=quality, licence=licence)),
         "payload.bin": payload_bytes,
@@ -239,41 +288,6 @@ def write_set(
                 "source": source,
             }
         ),
-    }
-    programs: dict[str, Any] = {
-        "onnx-runtime": {
-            "file": "decoder.onnx",
-            "weights": "decoder.weights",
-            "input": "latent",
-            "output": "x_hat",
-            "operations": len(onnx_ops),
-        },
-    }
-    if coreml:
-        # The Core ML program, float16, input fixed at the latent of a 256 x 256 picture.
-        coreml_shape = [1, m, PICTURE_SIZE // UPSAMPLING, PICTURE_SIZE // UPSAMPLING]
-        try:
-            mlmodel, weight_bin, operations = coreml_program.program_files(plain, coreml_shape)
-        except coreml_program.CoreMLProgramError as exc:
-            raise SetWriterError(str(exc)) from exc
-        say(f"decoder.mlmodel: {operations} operations, byte-stable over two conversions")
-        files["decoder.mlmodel"], files["decoder.weight.bin"] = mlmodel, weight_bin
-        programs["model-runtime"] = {
-            "file": "decoder.mlmodel",
-            "weights": "decoder.weight.bin",
-            "input": "latent",
-            "output": "x_hat",
-            "latent_shape": coreml_shape,
-            "operations": operations,
-            "precision": "float16",
-            "input_dtype": "float32",
-            "output_dtype": "float16",
-        }
-    programs["webnn"] = {
-        "file": "decoder.webnn.json",
-        "text": "decoder.webnn",
-        "weights": "decoder.weights",
-        "manifest": "decoder.manifest.json",
     }
     facts = {
         "quality": quality,
@@ -314,13 +328,7 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except SetWriterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return writer_main(argv, build_parser(), run, SetWriterError)
 
 
 if __name__ == "__main__":

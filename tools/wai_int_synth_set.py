@@ -1,11 +1,7 @@
 """``python -m wai_dispatch.tools.wai_int_synth_set``: derive a ``wai.neural.int_synth`` set
-(a ``wai-ops/1`` integer synthesis, docs/int-synth-set.md) from a float bmshj2018 set by
-post-training quantisation calibrated on the demo weights' training photographs.
-
-The float set gives the synthesis weights and the entropy tables (kept byte for byte: the latent
-and the bitrate are unchanged) and its payload; the checkpoint (the demo weights by default) gives
-the analysis transform that turns the calibration pictures into latents, and must hold the very
-synthesis the float set holds."""
+(docs/int-synth-set.md) from a float bmshj2018 set by post-training quantisation calibrated on
+the demo weights' training photographs. The float set's tables and payload are kept byte for
+byte; the checkpoint gives the analysis and must hold the very synthesis the float set holds."""
 
 from __future__ import annotations
 
@@ -29,7 +25,7 @@ from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
 from wai_dispatch.tools.bmshj2018_onnx import weights_blob
 from wai_dispatch.tools.codes import ToolsCode
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
-from wai_dispatch.tools.set_folder import write_set_folder
+from wai_dispatch.tools.set_folder import write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
 
@@ -235,13 +231,7 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except IntSetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return writer_main(argv, build_parser(), run, IntSetError)
 
 
 if __name__ == "__main__":

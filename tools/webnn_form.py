@@ -1,29 +1,12 @@
-"""The WebNN form of the bmshj2018 synthesis (spec §6.2): its GraphJson, its ``.webnn`` text
-(:func:`to_text`, from ``tools/webnn_text.py``, which also reads it back) and
-a small NumPy reference evaluator that proves the form computes the synthesis.
+"""The WebNN form of the bmshj2018 synthesis (spec §6.2): its GraphJson (webnn-graph's, version
+2), its ``.webnn`` text (:func:`to_text`, from ``tools/webnn_text.py``) and a small NumPy
+reference evaluator that proves the form computes the synthesis.
 
-GraphJson as written here (webnn-graph's ``GraphJson``, version 2)::
-
-    {"format": "webnn-graph-json", "version": 2, "name": ..., "quantized": false,
-     "inputs":  {name: {"dataType": "float32", "shape": [dim, ...]}},        # ordered
-     "consts":  {name: {"dataType": "float32", "shape": [...],
-                        "init": {"kind": "weights", "ref": "<manifest key>"}}},  # ordered
-     "nodes":   [{"id": ..., "op": ..., "inputs": [operand, ...],
-                  "options": {...}, "outputs": null}],                         # in order
-     "outputs": {binding: operand}}
-
-* A dimension is an integer or, for a dynamic input dimension, ``{"name": ..., "maxSize": ...}``
-  (the text's ``dyn("name", max)``).
-* ``conv2d`` and ``convTranspose2d`` take ``[input, filter, bias]`` as operands (webnn-graph's
-  ``convert-onnx`` convention; WebNN's builder takes the bias as ``options.bias``); filter layouts
-  are WebNN's defaults, ``oihw`` and ``iohw``, which are also ONNX's and torch's, so the filters
-  are the very bytes of ``decoder.weights`` that ``decoder.onnx`` reads.
-* Every ``convTranspose2d`` has ``padding=[0, 0, 0, 0]`` and no output padding and is followed
-  by a ``slice`` that keeps what the padding and output padding select (§6.2: one browser's
-  backend refuses explicit padding on a transposed convolution).  WebNN's ``slice`` takes
-  static ``starts`` and ``sizes``; a size that follows a dynamic input dimension is written
-  ``{"dim": "latent_height", "mul": 4}`` (4 times that dimension), which a consumer resolves
-  when it builds the graph for a concrete latent.
+Conventions (docs/bmshj2018-set.md): ``conv2d``/``convTranspose2d`` take ``[input, filter,
+bias]`` (webnn-graph's ``convert-onnx`` convention), filters in ``oihw``/``iohw`` (the very bytes
+of ``decoder.weights``); every ``convTranspose2d`` has no padding and is followed by a ``slice``
+(§6.2: one browser's backend refuses explicit padding on a transposed convolution), a size that
+follows a dynamic dimension written ``{"dim": "latent_height", "mul": 4}``.
 """
 
 from __future__ import annotations

@@ -2,23 +2,11 @@
 GraphJson :mod:`tools.webnn_form` builds: :func:`parse_text` reads a document, :func:`to_text`
 writes one, and a graph the text can hold is the same after parse → write → parse.
 
-The GraphJson read and written (``webnn-graph-json``)::
-
-    {"format": "webnn-graph-json", "version": 1 | 2, "name": str, "quantized": bool,
-     "inputs":  {name: {"dataType": ..., "shape": [int | {"name": str, "maxSize": int}]}},
-     "consts":  {name: {"dataType": ..., "shape": [int], "init": INIT}},
-     "nodes":   [{"id": str, "op": str, "inputs": [operand], "options": {...},
-                  "outputs": null | [name, ...]}],
-     "outputs": {name: name}}
-
-``INIT`` is ``{"kind": "weights", "ref": str}`` (``@weights("ref")``, also what a const without
-an annotation gets: its own name), ``{"kind": "scalar", "value": number}`` (``@scalar(v)``) or
-``{"kind": "bytes", "data": [int]}`` (``@bytes([…])``). A multi-output node
-(``[a, b] = split(…)``) has ``"outputs": ["a", "b"]`` and the first name as its ``id``. Option
-values are JSON values; a bare identifier among them is read as a string (written back quoted).
-A positional literal (``add(x, 1)``) has no place in GraphJson's operand list and is refused.
-The text's rules checked here: the version is 1 or 2, a dynamic dimension only in a v2 input,
-constants fully static, each block at most once, no name declared twice.
+A const's ``init`` is ``@weights("ref")`` (also what a const without an annotation gets: its own
+name), ``@scalar(v)`` or ``@bytes([…])``; a multi-output node has ``"outputs": [...]`` and its
+first name as ``id``; a bare identifier among option values reads as a string. Refused: a
+positional literal, a version other than 1 or 2, a dynamic dimension outside a v2 input, a
+non-static constant, a block twice, a name declared twice.
 """
 
 from __future__ import annotations

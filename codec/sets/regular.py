@@ -1,11 +1,6 @@
 """Opening the store's files only when they are regular: a FIFO, a device or a link put where
-a set file belongs is refused before anything blocks on it or reads through it; writing the
-store's own files atomically.
-
-Every set file is opened through :func:`open_regular`, which raises :class:`NotRegularFile` (an
-:class:`OSError`) for anything that is not a plain file; the store turns it into
-``set_unsafe_entry`` (tampering). Files a user names on the command line are read by the CLI's
-own file handling, not here.
+a set file belongs is refused (:class:`NotRegularFile`, ``set_unsafe_entry`` in the store)
+before anything blocks on it or reads through it; writing the store's own files atomically.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The integer interpreter's path, ``cpu/wai-ops/integer`` (§3, §4): §4's answers for a set's
-``wai-ops`` program, its placement (§5) and its run.
+``wai-ops`` program (docs/int-synth-set.md), its placement (§5) and its run.
 
-The set's manifest facts name the program::
-
-    "programs": {"wai-ops": {"file": "synthesis.wai-ops.json",
-                             "weights": "synthesis.safetensors", "format": "wai-ops/1",
-                             "output_format": "rgb8", "operations": 12}}
-
-The program is loaded from the set's verified bytes once per set digest and checked whole —
-format, operations, attributes, weights, the bound rule (docs/wai-ops.md) — before anything
-runs; a program that fails is refused with its typed error (:mod:`paths.waiops.errors`) kept as
-the cause of ``dispatch_backend_failed``. It runs on the exact engine :mod:`paths.waiops.choose`
-picks for the program at open (the float32-exact ONNX Runtime graph, the int8 engine, or the
-NumPy engine; each held to the int64 reference by the tests), which the log and ``wai-dispatch
-paths`` name; the report stays ``cpu/wai-ops/integer`` whatever the engine. The input is the
-decode's symbols (§6.3), not the float latent: the medians enter as integers inside the program.
+The program is loaded from the set's verified bytes once per set digest and checked whole
+(docs/wai-ops.md) before anything runs; a failing one is refused with its typed error as the
+cause of ``dispatch_backend_failed``. It runs on the exact engine :mod:`paths.waiops.choose`
+picks; the report stays ``cpu/wai-ops/integer`` whatever the engine. The input is the decode's
+symbols (§6.3), not the float latent: the medians enter as integers inside the program.
 """
 
 from __future__ import annotations

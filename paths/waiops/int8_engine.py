@@ -1,25 +1,12 @@
-"""The int8 engine of ``wai-ops/1``: every convolution and transposed convolution computed on
-the CPU's int8 × int8 → int32 units through ONNX Runtime's ``MatMulInteger``, exactly, on
-every CPU (docs/wai-ops.md, "Why the int8 engine is exact on every CPU").
+"""The int8 engine of ``wai-ops/1``: every convolution computed on the CPU's int8 × int8 → int32
+units through ONNX Runtime's ``MatMulInteger``, exactly, on every CPU (docs/wai-ops.md, "Why the
+int8 engine is exact on every CPU").
 
-Each convolution is the per-phase GEMMs of :mod:`paths.waiops.engine` (a transposed
-convolution split into its stride² phases), with the integers split into narrow planes:
-
-- the activations ``x`` (int32, proven in ``[lo, hi]``) as ``u = x − lo ≥ 0`` in **7-bit
-  unsigned planes** ``u = Σ_j 128^j · a_j``, ``a_j ∈ [0, 127]`` (uint8), the planes stacked
-  as rows of the GEMM's left operand;
-- the weights as **balanced base-255 digits** ``w = Σ_i 255^i · b_i``, ``b_i ∈ [−127, 127]``
-  (int8), the digits stacked as columns of the right operand (one digit for int8 weights in
-  ``[−127, 127]``);
-
-so one ``MatMulInteger`` (uint8 × int8) per phase computes every plane × digit product, and
-``Σ_k w_k x_k = Σ_j Σ_i 128^j 255^i (Σ_k a_jk b_ik) + lo · Σ_k w_k`` recombines them exactly
-(in int64; the result is the accumulator, inside int32 by the bound rule). Every pair of
-products ``|a b + a' b'| ≤ 2 · 127 · 127 < 2^15`` (also when a kernel flips one operand's
-sign bit), so no 16-bit intermediate of any kernel saturates; every plane GEMM's partial sum
-is at most ``127 · 127 · K`` in magnitude, checked below 2^31 here. The requantisation, the
-inverse GDN and the clamps are :class:`~paths.waiops.engine.Engine`'s (int32, exact).
-``tests/paths/test_waiops_int8.py`` holds it to the int64 reference bit for bit."""
+Each convolution is the per-phase GEMMs of :mod:`paths.waiops.engine`, the activations in 7-bit
+unsigned planes and the weights in balanced base-255 digits, recombined exactly in int64; every
+plane GEMM's partial sum (at most ``127 · 127 · K``) is checked below 2^31 here. The rest is
+:class:`~paths.waiops.engine.Engine`'s. ``tests/paths/test_waiops_int8.py`` holds it to the
+int64 reference bit for bit."""
 
 from __future__ import annotations
 

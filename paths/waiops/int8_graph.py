@@ -1,38 +1,11 @@
 """The int8 graph engine of ``wai-ops/1``: the whole program as one ONNX Runtime graph whose
-convolutions run on ``ConvInteger`` (the CPU's int8 units), with no NumPy between the
-operations (docs/wai-ops.md, "The int8 graph engine"; the integer arithmetic in
-:mod:`paths.waiops.int8_digits`).
+convolutions run on ``ConvInteger`` (the CPU's int8 units), activations in balanced 7-bit planes
+and weights in base-256 digits (docs/wai-ops.md, "The int8 graph engine, and why it is exact on
+every CPU"; the integer arithmetic in :mod:`paths.waiops.int8_digits`).
 
-Per convolution (a stride-2 transposed one split into its four phases, each a stride-1
-convolution with only its taps, as the float path does):
-
-- the activations ``x`` (exact integers in the graph's float type) in **balanced 7-bit
-  planes**: ``h = ⌊(x + 64) / 128⌋``, ``l = x − 128 h`` ∈ [−64, 63], then ``h`` again while it
-  can pass ±64; every plane an int8 in [−64, 64], ``x = 0`` (the padding) every plane 0, so
-  the ``ConvInteger``'s own zero padding is the program's;
-- the weights in **base-256 digits**, each stored as a uint8 ``b + z`` under the
-  ``ConvInteger``'s weight zero point ``z`` (128, or 127 where that saves a digit); a digit past
-  the first multiplies only the input channels (``Gather``) where it is not 0;
-- one ``ConvInteger`` per plane and digit (uint8 weights × int8 planes → int32: MLAS's u8×s8
-  kernels, the weights its unsigned operand); every pair of products is at most
-  ``2 · 255 · 64 = 32,640`` in magnitude, inside a saturating 16-bit sum;
-- the recombination ``Σ_d Σ_j 256^d 128^j Y_dj`` in int32 (``Mul`` by a scalar, ``Add``): every
-  term and partial sum proven inside int32 from the weights and the bound rule's interval of
-  ``x`` (:func:`~paths.waiops.int8_digits.recombination_bound`), or the engine refuses the
-  program (:class:`NotGraphExact`). A transposed convolution with few output channels (below
-  :data:`~paths.onnx_rewrite.SPLIT_MIN_CHANNELS`, float32 programs) is instead one 1×1
-  ``ConvInteger`` giving every tap's sum, put in place by a 0/1 grouped float
-  ``ConvTranspose`` (no im2col of a wide input for three outputs).
-
-The rest is the float32-exact engine's arithmetic on exact integers: float32 where the program
-is float32-exact (every bound below 2^24), else float64 (every bound below 2^31 < 2^53): the
-bias, ``requantize`` as ``Floor((x·m + 2^(s−1)) · 2^−s)`` and ``Clip`` (the half joins the bias
-where the requantize is the convolution's only reader), the inverse GDN's ``γ · q`` a 1×1 float
-``Conv`` (float32-exact programs only) and its root ``Floor(Sqrt(n))``. A transposed
-convolution's phases stay side by side (ONNX's CRD channel order) through the per-channel steps
-and are woven into the picture by the next reader (the float path's 0/1 ``ConvTranspose``;
-``DepthToSpace`` in float64). ``tests/paths/test_waiops_int8_graph.py`` holds it to the int64
-reference bit for bit."""
+Every term and partial sum of the recombination is proven inside int32 from the weights and the
+bound rule, or the engine refuses the program (:class:`NotGraphExact`).
+``tests/paths/test_waiops_int8_graph.py`` holds it to the int64 reference bit for bit."""
 
 from __future__ import annotations
 
@@ -49,7 +22,7 @@ from wai_dispatch.paths.onnx_rewrite import (
     shuffle_weights,
 )
 from wai_dispatch.paths.waiops.int8_digits import plane_ranges, recombination_bound, weight_digits
-from wai_dispatch.paths.waiops.onnx_engine import check_sqrt
+from wai_dispatch.paths.waiops.onnx_engine import check_sqrt, requantize_readers
 from wai_dispatch.paths.waiops.program import INT32_MAX, Operation, Program
 from wai_dispatch.paths.waiops.run import check_input
 from wai_dispatch.setfacts.limits import Limits
@@ -293,27 +266,6 @@ def _requant(g: _G, x: _Value, shift: np.ndarray, clamp: list[int] | None, half:
     return g.node("Clip", [v, g.const(clamp[0]), g.const(clamp[1])])
 
 
-def _fused(program: Program) -> dict[str, Operation]:
-    """Convolutions whose only reader is a ``requantize`` with multiplier 1: conv name → that
-    requantize, whose rounding half joins the convolution's bias (one ``Add``)."""
-    readers: dict[str, list[Operation]] = {}
-    for op in program.operations:
-        for v in op.inputs:
-            readers.setdefault(v, []).append(op)
-    out = {}
-    for op in program.operations:
-        users = readers.get(op.output, [])
-        if (
-            op.op in ("conv2d", "conv_transpose2d")
-            and op.output != program.output_name
-            and len(users) == 1
-            and users[0].op == "requantize"
-            and bool(np.all(users[0].params["multiplier"] == 1))
-        ):
-            out[op.name] = users[0]
-    return out
-
-
 def _op(
     g: _G, program: Program, op: Operation, values: dict[str, _Value], fused: dict[str, Operation]
 ) -> _Value:
@@ -358,7 +310,7 @@ def build_model(program: Program) -> tuple[bytes, dict[str, int]]:
     ftype = np.float32 if program.float32_exact else np.float64
     g = _G(ftype, PLANE_BITS)
     values = {program.input_name: _Value("symbols")}
-    fused = _fused(program)
+    fused = requantize_readers(program)
     for op in program.operations:
         values[op.output] = _op(g, program, op, values, fused)
     out = _weave(g, values[program.output_name])

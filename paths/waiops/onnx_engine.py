@@ -1,15 +1,12 @@
 """The fast engine for a ``wai-ops/1`` program whose every value, intermediate and partial sum
-is proven below 2^24 (:attr:`Program.float32_exact`): the program as one float32 ONNX graph run
-by ONNX Runtime on the CPU, with each stride-2 transposed convolution split into per-phase
-convolutions as the float path does (:mod:`paths.onnx_rewrite`).
+is proven below 2^24 (:attr:`Program.float32_exact`): the program as one float32 ONNX graph on
+the CPU, transposed convolutions split into phases as the float path does.
 
-Exact: every number the graph computes is an integer of magnitude below 2^24 (or a power-of-two
-scaling of one, taken back by ``Floor``), so each float32 product, sum, scaling and ``Floor`` is
-exact (docs/wai-ops.md, "Why a float engine may compute it exactly"). Requantisation is
-``Floor((x + 2^(s-1)) · 2^-s)``; the inverse GDN's square root is ``Floor(Sqrt(n))``, exact for
-``n < 2^24`` when the square root is correctly rounded (docs/wai-ops.md), which
-:func:`check_sqrt` confirms for this build before the engine is used.
-``tests/paths/test_waiops_engine.py`` holds it to the int64 reference bit for bit."""
+Exact because every number the graph computes is an integer below 2^24 (or a power-of-two
+scaling of one, taken back by ``Floor``) (docs/wai-ops.md, "Why a float engine may compute it
+exactly"); the inverse GDN's ``Floor(Sqrt(n))`` needs a correctly rounded square root, which
+:func:`check_sqrt` confirms for this build. ``tests/paths/test_waiops_engine.py`` holds it to
+the int64 reference bit for bit."""
 
 from __future__ import annotations
 
@@ -74,15 +71,14 @@ def _requant(
     )
 
 
-def _fused(program: Program) -> dict[str, np.ndarray]:
+def requantize_readers(program: Program) -> dict[str, Operation]:
     """Convolutions whose only reader is a ``requantize`` with multiplier 1: conv name → that
-    requantize's shifts. Their ``+ 2^(s-1)`` goes into the bias and their ``· 2^-s`` into the
-    weights (exact: a power-of-two scaling of integers below 2^24), leaving ``Floor``."""
+    requantize, whose rounding half can join the convolution's bias."""
     readers: dict[str, list[Operation]] = {}
     for op in program.operations:
         for v in op.inputs:
             readers.setdefault(v, []).append(op)
-    fused: dict[str, np.ndarray] = {}
+    out = {}
     for op in program.operations:
         users = readers.get(op.output, [])
         if (
@@ -91,12 +87,21 @@ def _fused(program: Program) -> dict[str, np.ndarray]:
             and len(users) == 1
             and users[0].op == "requantize"
             and bool(np.all(users[0].params["multiplier"] == 1))
-            # every partial sum, with the bias and the half in any order, stays below 2^24
-            and program.accumulators[op.name] + (1 << int(users[0].params["shift"].max()))
-            < (1 << 24)
         ):
-            fused[op.name] = users[0].params["shift"]
-    return fused
+            out[op.name] = users[0]
+    return out
+
+
+def _fused(program: Program) -> dict[str, np.ndarray]:
+    """The :func:`requantize_readers` whose ``+ 2^(s-1)`` goes into the bias and ``· 2^-s`` into
+    the weights (exact: a power-of-two scaling of integers below 2^24), leaving ``Floor``:
+    conv name → the requantize's shifts."""
+    return {
+        name: r.params["shift"]
+        for name, r in requantize_readers(program).items()
+        # every partial sum, with the bias and the half in any order, stays below 2^24
+        if program.accumulators[name] + (1 << int(r.params["shift"].max())) < (1 << 24)
+    }
 
 
 def _folded(op: Operation, shift: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,21 +1,11 @@
 """The ``gpu/wgsl/integer`` path's adapter: §4's answers for a set's ``wai-ops`` program run by
-the WGSL kernels, its placement (§5) and its run.
+the WGSL kernels, its placement (§5) and its run (docs/wai-ops.md).
 
-- Unit: a WebGPU adapter (wgpu-py on Vulkan, Metal or D3D12). None, or no wgpu → absent,
-  with the reason.
-- Program: the set's ``wai-ops`` program (the interpreter's, ``paths.waiops``), loaded from the
-  set's verified bytes and bound-checked once per set digest.
-- Shape: every operation's kernel plan against the device's real limits, before anything is
-  submitted; no variant admits → ``False`` (``dispatch_shape_mismatch``), with the reason kept.
-- Placement: the adapter's own type. A software adapter (type ``CPU``, e.g. Mesa's lavapipe)
-  puts every operation on ``cpu`` (so §5 refuses the path with ``dispatch_not_placed``); a
-  discrete or integrated GPU puts every operation on ``gpu``. Counted over the program's
-  operations.
-- Run: the kernels; the output is the interpreter's (RGB8 as value / 255, float32). Anything
-  the backend raises → :class:`dispatch.BackendFailed` with the cause kept; the device and
-  everything cached on it are dropped, so the next decode acquires a fresh one.
-
-Pipelines are cached per WGSL source on the device, weight buffers per (set digest, device).
+Every operation's kernel plan is checked against the device's real limits before anything is
+submitted (no variant: ``dispatch_shape_mismatch``). A software adapter (type ``CPU``, e.g.
+lavapipe) places every operation on ``cpu``, so §5 refuses the path; a GPU places them on
+``gpu``. Anything the backend raises → :class:`dispatch.BackendFailed`, and the device and all
+cached on it are dropped. Pipelines are cached per WGSL source, weights per (set digest, device).
 """
 
 from __future__ import annotations

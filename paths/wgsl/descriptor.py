@@ -1,13 +1,12 @@
 """Kernel descriptors of the ``gpu/wgsl/integer`` path: load and validate them (JSON Schema),
 evaluate their ``derive`` expressions with simpleeval, choose the first variant whose contract
 holds and whose needs fit the device's limits, and plan the row bands a large tensor is tiled
-into. Nothing here touches a device: a shape no variant admits is refused
-(:class:`ShapeRefused`, §4's ``dispatch_shape_mismatch``) before anything is submitted.
+into. Nothing here touches a device: a shape no variant admits is refused (:class:`ShapeRefused`,
+``dispatch_shape_mismatch``) before anything is submitted.
 
-An expression sees ``shapes`` / ``ranks`` (role → dims / rank), ``dtypes`` (type variable →
-dtype), ``attrs``, ``tunables``, ``device.limits`` (WebGPU's camelCase names), ``typesOk`` and
-``attrsOk``, every ``derive`` name computed before it, and, for band expressions and uniform
-fields, ``band`` (``outRow0``, ``rows``, ``inRow0``, ``inRows``). Functions: ``dim``,
+An expression sees ``shapes`` / ``ranks``, ``dtypes``, ``attrs``, ``tunables``, ``device.limits``
+(WebGPU's names), ``typesOk``, ``attrsOk``, the ``derive`` names before it and, for bands and
+uniforms, ``band`` (``outRow0``, ``rows``, ``inRow0``, ``inRows``). Functions: ``dim``,
 ``numel``, ``ceilDiv``, ``sameShape``, ``min``, ``max``.
 """
 

@@ -1,24 +1,18 @@
-"""Run a ``wai-ops/1`` program through the WGSL kernels: plan every operation against the
-device's limits first (a shape no variant admits is refused before anything is submitted),
-then dispatch operation after operation.
-
-A program is read duck-typed, as :class:`paths.waiops.program.Program` has it: ``input_name``,
-``output_name`` and ``operations``, each with ``op``, ``name``, ``inputs``, ``output``,
-``attrs`` and ``params`` (integer arrays). Values stay on the device between operations while
-each operation's plan is ``whole``; a ``banded`` plan (a tensor over a binding or dispatch
-limit) moves its input to the host and uploads, dispatches and reads back one band of rows at
-a time.
+"""Run a ``wai-ops/1`` program (read duck-typed, as :class:`paths.waiops.program.Program` has it)
+through the WGSL kernels: plan every operation against the device's limits first, then dispatch
+operation after operation. Values stay on the device while plans are ``whole``; a ``banded``
+plan moves its input to the host and runs one band of rows at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from wai_dispatch.paths.wgsl.descriptor import KernelPlan, ShapeRefused, descriptors, render
+from wai_dispatch.paths.wgsl.descriptor import Band, KernelPlan, ShapeRefused, descriptors, render
 from wai_dispatch.paths.wgsl.runner import Runner, check_binding_sizes
 
 _SECOND = "X2"  # the role of a binary operation's second input
@@ -144,14 +138,15 @@ def _run(
     source = render(plan.descriptor.name, str(plan.variant["name"]), op.op)
     _, c, h, w = plan.out_shape
     data_roles = {"X": 0, _SECOND: 1}
-    if plan.whole:
-        (band,) = plan.bands()
-        out = runner.output(c * h * w)
+
+    def dispatch(band: Band, data: Callable[[int, Band], Any], out: Any) -> None:
+        """Bind the inputs (``data`` of their index and the band), the output and the constants;
+        dispatch."""
         buffers = []
         for binding in plan.bindings:
             semantic = binding["semantic"]
             if semantic in data_roles:
-                buffers.append(inputs[data_roles[semantic]].on_device(runner))
+                buffers.append(data(data_roles[semantic], band))
             elif semantic == "Y":
                 buffers.append(out)
             elif semantic != "kernel.params":
@@ -159,24 +154,19 @@ def _run(
         check_binding_sizes(limits, [b.size for b in buffers])
         uniform = [(kind, value) for _, kind, value in plan.uniform(band)]
         runner.dispatch(source, buffers, uniform, plan.dispatch(band))
+
+    if plan.whole:
+        (band,) = plan.bands()
+        out = runner.output(c * h * w)
+        dispatch(band, lambda i, _: inputs[i].on_device(runner), out)
         return _Value((c, h, w), buffer=out)
     hosts = [v.on_host(runner) for v in inputs]
     result = np.empty((c, h, w), dtype=np.int32)
     for band in plan.bands():
         out = runner.output(c * band.rows * w)
-        buffers = []
-        for binding in plan.bindings:
-            semantic = binding["semantic"]
-            if semantic in data_roles:
-                rows = hosts[data_roles[semantic]][:, band.in_row0 : band.in_row0 + band.in_rows]
-                buffers.append(runner.upload(rows))
-            elif semantic == "Y":
-                buffers.append(out)
-            elif semantic != "kernel.params":
-                buffers.append(_constant(runner, op, semantic, constants))
-        check_binding_sizes(limits, [b.size for b in buffers])
-        uniform = [(kind, value) for _, kind, value in plan.uniform(band)]
-        runner.dispatch(source, buffers, uniform, plan.dispatch(band))
+        dispatch(
+            band, lambda i, b: runner.upload(hosts[i][:, b.in_row0 : b.in_row0 + b.in_rows]), out
+        )
         result[:, band.out_row0 : band.out_row0 + band.rows] = runner.read(
             out, c * band.rows * w
         ).reshape(c, band.rows, w)

@@ -1,13 +1,9 @@
 """A small wgpu runner: acquire the adapter and device, upload int32 buffers, build compute
 pipelines (cached per WGSL source on this device), dispatch, and read back.
 
-wgpu is imported here, on first use, never by the dispatch core. Readback is the
-synchronisation point: on Mesa's lavapipe ``on_submitted_work_done_sync`` was seen not to
-return, while ``queue.read_buffer`` waits for the work that writes the buffer.
-
-Errors: no adapter, no driver or no wgpu → :class:`UnitAbsent` with the reason; anything the
-backend raises after that (a shader that does not compile, a lost device, a failed
-submission) → :class:`dispatch.BackendFailed` with the backend's exception as ``__cause__``.
+wgpu is imported on first use. Readback is the synchronisation point: on lavapipe
+``on_submitted_work_done_sync`` was seen not to return. No adapter, driver or wgpu →
+:class:`UnitAbsent`; anything the backend raises after that → :class:`dispatch.BackendFailed`.
 """
 
 from __future__ import annotations
