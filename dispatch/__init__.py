@@ -7,7 +7,6 @@ runtime. The adapters that answer §4's device questions live in ``paths/``.
 from __future__ import annotations
 
 from .adapter import Adapter, BackendFailed, ScriptedAdapter
-from .codes import ErrorCode
 from .errors import InvalidOffer, InvalidReport, UnknownCapability, UnknownToken, WaiError
 from .paths import (
     CPU_ONNX_RUNTIME,
@@ -42,7 +41,6 @@ __all__ = [
     "Code",
     "Decision",
     "DispatchPath",
-    "ErrorCode",
     "Intent",
     "InvalidOffer",
     "InvalidReport",

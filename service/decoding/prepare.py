@@ -11,7 +11,7 @@ refusal, to come after the primary's report (§4)."""
 from __future__ import annotations
 
 from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.payload_errors import PayloadError
+from wai_dispatch.codec.errors import PayloadError
 from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.dispatch import Registry
 from wai_dispatch.dispatch.errors import WaiError

@@ -21,9 +21,8 @@ from pydantic_settings import (
 )
 
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, DataDirInvalid, check_data_dir
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.errors import InvalidInput, WaiError
 from wai_dispatch.dispatch.paths import REFERENCE_OFFER, Offer, parse_offer
-from wai_dispatch.service.decoding.codes import DecodingCode
 
 MiB = 1024 * 1024
 
@@ -35,10 +34,10 @@ _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
 )
 
 
-class SettingsInvalid(WaiError, ValueError):
-    """One or more settings that do not validate; :attr:`problems` names each, one line."""
+class SettingsInvalid(InvalidInput):
+    """a setting (environment, WAI_CONFIG file or flag) that does not validate"""
 
-    code = DecodingCode.SETTINGS_INVALID
+    code = "settings_invalid"
 
     def __init__(self, problems: str | Iterable[str]) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)

@@ -2,7 +2,7 @@
 the fleet tables): a page starts *after* a position, never at an offset, so reading page 1,000
 costs what page 1 does. A position is a short list of ints and strings (the sort value and the
 row's key), sent as an opaque cursor: base64url of its JSON, tagged with the list it belongs to;
-anything else is :data:`~service.store.codes.StoreCode.CURSOR_INVALID`."""
+anything else is :class:`~service.store.errors.CursorInvalid`."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.errors import CursorInvalid
 
 __all__ = ["Position", "decode", "encode"]
 
@@ -44,5 +43,5 @@ def decode(tag: str, cursor: str, kinds: Sequence[tuple[type, ...]]) -> Position
             ):
                 ok = False
     if not ok:
-        raise StoreError("the cursor is not one this service gave", code=StoreCode.CURSOR_INVALID)
+        raise CursorInvalid("the cursor is not one this service gave")
     return list(got[1:])

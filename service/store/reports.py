@@ -12,8 +12,7 @@ from sqlalchemy import Connection, Select, and_, exists, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.errors import CursorInvalid, ReportNotFound
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
@@ -92,9 +91,7 @@ def decode_cursor(text: str) -> tuple[int, int]:
                 raise ValueError  # past the column's int64: no cursor of ours
         return int(parts[0]), int(parts[1])
     except ValueError:
-        raise StoreError(
-            "the cursor is not one this service gave", code=StoreCode.CURSOR_INVALID
-        ) from None
+        raise CursorInvalid("the cursor is not one this service gave") from None
 
 
 def list_reports(
@@ -187,7 +184,7 @@ def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str
     with store.engine.connect() as conn:
         row = conn.execute(query).mappings().first()
     if row is None:
-        raise StoreError(f"no report {report_id[:40]!r}", code=StoreCode.REPORT_NOT_FOUND)
+        raise ReportNotFound(f"no report {report_id[:40]!r}")
     return _row(row)
 
 

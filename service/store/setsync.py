@@ -51,8 +51,7 @@ from wai_dispatch.service.decoding.setcache import (
     removed,
     write_removed,
 )
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.errors import SetRegistryDown, StoreError
 from wai_dispatch.service.store.report_store import StoreDown
 from wai_dispatch.service.store.setregistry import RegistryEntry, SetRegistry
 
@@ -358,7 +357,6 @@ def registry_down(exc: StoreDown) -> StoreError:
     """``set_registry_down``: the registry's database did not answer (its words logged, not
     answered: they may name a host or a file)."""
     log.warning("set registry down: %s", exc)
-    return StoreError(
+    return SetRegistryDown(
         "the set registry (the report database) does not answer; nothing changed",
-        code=StoreCode.SET_REGISTRY_DOWN,
     )

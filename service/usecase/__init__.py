@@ -4,7 +4,7 @@ outcome out, its reports recorded). The HTTP routes, the CLI and the Ray replica
 they import no web framework.
 
 Face: ``decode_here`` (the CLI's decode, in this thread), its ``DecodeRequest`` (from a body:
-``local_request``), and the ``Outcome``: ``Decoded``, ``NoPathFound`` or ``Refused``. The
+``local_request``), and the ``Outcome``: ``Decoded`` or ``NoPathFound``. The
 service's (admitted, in the decode pool) is ``decode.decode``: a face name never shadows a
 module."""
 
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
         DecodeRequest,
         NoPathFound,
         Outcome,
-        Refused,
         decode_here,
         local_request,
     )
@@ -29,7 +28,6 @@ __all__ = [
     "Decoded",
     "NoPathFound",
     "Outcome",
-    "Refused",
     "decode_here",
     "local_request",
 ]
@@ -41,7 +39,6 @@ _FACE = {
     "Decoded": "decode",
     "NoPathFound": "decode",
     "Outcome": "decode",
-    "Refused": "decode",
     "decode_here": "decode",
     "local_request": "decode",
 }
