@@ -14,7 +14,6 @@ import pytest
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec import payload as waip
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
 from wai_dispatch.service.decoding.crop import coded_picture, crop_to_picture

@@ -13,7 +13,6 @@ import pytest
 
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.compressai_rans import (
     CompressAIHyperpriorError,
     dump_compressed,

@@ -19,7 +19,6 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.store.errors import DriverMissing
 from wai_dispatch.service.store.report_store import ReportStore
 

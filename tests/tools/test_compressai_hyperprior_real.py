@@ -26,7 +26,6 @@ import torch  # noqa: E402
 
 from wai_dispatch.cli.main import main  # noqa: E402
 from wai_dispatch.codec import hyperprior_payload as waih  # noqa: E402
-from wai_dispatch.codec.codes import CodecCode  # noqa: E402
 from wai_dispatch.codec.compressai_rans import dump_compressed  # noqa: E402
 from wai_dispatch.codec.errors import CodecError, Limits  # noqa: E402
 from wai_dispatch.conformance import sets_dir  # noqa: E402

@@ -13,8 +13,8 @@ import pytest
 
 from wai_dispatch.paths.lru import LRU
 from wai_dispatch.service.decoding.settings import SettingsInvalid, load
-from wai_dispatch.tools.error_registry import status as status_of
 from wai_dispatch.service.store.spool import Spool, SpoolFull
+from wai_dispatch.tools.error_registry import status as status_of
 
 
 def test_spool_replays_in_order_skips_a_torn_line_and_truncates(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The decode use case below HTTP (service/usecase/decode.py): an envelope's bytes in, a typed
 outcome out (decoded, no path; a typed error raises as it is), its reports handed to the
-recorder in one call; the service's path (a gate admits it) and the CLI's (``decode_here``) give the same."""
+recorder in one call; the service's path (a gate admits it) and the CLI's (``decode_here``)
+give the same."""
 
 from __future__ import annotations
 
