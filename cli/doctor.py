@@ -15,7 +15,7 @@ from pathlib import Path
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK
 from wai_dispatch.cli.options import settings
-from wai_dispatch.dispatch.paths import GPU_WGSL
+from wai_dispatch.dispatch.offer import GPU_WGSL
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.store.report_store import ReportStore
 

@@ -31,8 +31,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("decode", "post a run report (wai-run-report/1) to the service; print its verdict"),
     "verify": ("verify", "§6.4 agreement of every path here on each set's payload"),
     "evidence": ("verify", "§8's figures for every path present here, as JSON and a table"),
-    "paths": ("paths", "every path this build knows: offered or not, present or absent and why"),
-    "plan": ("paths", "a path's placement for a set, without decoding (§5)"),
+    "paths": (
+        "placement",
+        "every path this build knows: offered or not, present or absent and why",
+    ),
+    "plan": ("placement", "a path's placement for a set, without decoding (§5)"),
     "sets": ("sets", "the parameter sets (the set registry, cached here)"),
     "serve": ("serve", "run the HTTP decoder service"),
     "tokens": ("serve", "bearer tokens of the service (sink, operator, admin)"),

@@ -23,9 +23,9 @@ from wai_dispatch.cli.serve_ray import run_ray
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.decoding.settings import Settings, hand_over
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
+from wai_dispatch.service.store.bearer import ADMIN_TOKEN_FILE, admin_note, ensure_admin
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
-from wai_dispatch.service.store.tokens import ADMIN_TOKEN_FILE, admin_note, ensure_admin
 
 
 def _store(args: argparse.Namespace) -> Any:
@@ -35,7 +35,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    secret = tokens.create(_store(args), args.name, tokens.parse_role(args.role))
+    secret = bearer.create(_store(args), args.name, bearer.parse_role(args.role))
     if args.json:
         print(json.dumps({"name": args.name, "role": args.role, "token": secret}))
     else:
@@ -44,7 +44,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    rows = tokens.listing(_store(args))
+    rows = bearer.listing(_store(args))
     if args.json:
         print(json.dumps(rows, indent=2))
     for r in [] if args.json else rows:
@@ -54,7 +54,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    n = tokens.revoke(_store(args), args.name)
+    n = bearer.revoke(_store(args), args.name)
     print(json.dumps({"revoked": n}) if args.json else f"revoked {n} token(s)")
     return 0
 

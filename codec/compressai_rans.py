@@ -69,62 +69,75 @@ def decode_string(data: bytes, tables: EntropyTables, shape: tuple[int, int, int
         raise CompressAIStreamError(
             f"a rANS string is whole 32-bit words, at least two; got {len(data)} bytes"
         )
-    words: list[int] = np.frombuffer(data, dtype="<u4").tolist()
-    pos = 2
-    state = words[0] | (words[1] << 32)
+    rans = _Rans(data)
     precision = tables.precision
     mask = (1 << precision) - 1
     out = np.empty((channels, height * width), dtype=np.int32)
-
-    def refill(x: int) -> int:
-        nonlocal pos
-        if x < _RANS_L:
-            if pos >= len(words):
-                raise CompressAIStreamError("the rANS string ends before its symbols do")
-            x = ((x << 32) | words[pos]) & _MASK64
-            pos += 1
-        return x
-
-    def get_bits(n: int) -> int:
-        nonlocal state
-        value = state & ((1 << n) - 1)
-        state = refill(state >> n)
-        return value
-
     for c in range(channels):
         cdf = tables.cdfs[c].tolist()
         max_value = int(tables.cdf_lengths[c]) - 2
         offset = int(tables.offsets[c])
         row = out[c]
         for i in range(height * width):
-            cum = state & mask
-            s = _search(cdf, cum)
-            start, freq = cdf[s], cdf[s + 1] - cdf[s]
-            state = refill(freq * (state >> precision) + (state & mask) - start)
-            value = s
+            value = rans.symbol(cdf, precision, mask)
             if value == max_value:  # the escape bin: the value follows in 4-bit groups
-                chunk = get_bits(_BYPASS_BITS)
-                count = chunk
-                while chunk == _MAX_BYPASS:
-                    chunk = get_bits(_BYPASS_BITS)
-                    count += chunk
-                    if count > _MAX_GROUPS:
-                        raise _wider_than_int32()
-                if count > _MAX_GROUPS:
-                    raise _wider_than_int32()
-                raw = 0
-                for j in range(count):
-                    raw |= get_bits(_BYPASS_BITS) << (j * _BYPASS_BITS)
-                if raw > _INT32_MAX:
-                    raise _wider_than_int32()
+                raw = rans.escaped()
                 value = -(raw >> 1) - 1 if raw & 1 else (raw >> 1) + max_value
             value += offset
             if not _INT32_MIN <= value <= _INT32_MAX:
                 raise _wider_than_int32()
             row[i] = value
-    if state != _RANS_L or pos != len(words):
+    if rans.state != _RANS_L or rans.pos != len(rans.words):
         raise CompressAIStreamError("the rANS string does not end where its symbols do")
     return out.reshape(channels, height, width)
+
+
+class _Rans:
+    """CompressAI's rANS decoder over one string: a 64-bit state, refilled with 32-bit words."""
+
+    def __init__(self, data: bytes) -> None:
+        self.words: list[int] = np.frombuffer(data, dtype="<u4").tolist()
+        self.pos = 2
+        self.state: int = self.words[0] | (self.words[1] << 32)
+
+    def _refill(self, x: int) -> int:
+        if x < _RANS_L:
+            if self.pos >= len(self.words):
+                raise CompressAIStreamError("the rANS string ends before its symbols do")
+            x = ((x << 32) | self.words[self.pos]) & _MASK64
+            self.pos += 1
+        return x
+
+    def symbol(self, cdf: list[int], precision: int, mask: int) -> int:
+        """The next symbol's bin in ``cdf`` (of ``precision`` bits)."""
+        state = self.state
+        s = _search(cdf, state & mask)
+        start, freq = cdf[s], cdf[s + 1] - cdf[s]
+        self.state = self._refill(freq * (state >> precision) + (state & mask) - start)
+        return s
+
+    def _bits(self, n: int) -> int:
+        value = self.state & ((1 << n) - 1)
+        self.state = self._refill(self.state >> n)
+        return value
+
+    def escaped(self) -> int:
+        """The raw value after an escape bin: its count of 4-bit groups, then the groups."""
+        chunk = self._bits(_BYPASS_BITS)
+        count = chunk
+        while chunk == _MAX_BYPASS:
+            chunk = self._bits(_BYPASS_BITS)
+            count += chunk
+            if count > _MAX_GROUPS:
+                raise _wider_than_int32()
+        if count > _MAX_GROUPS:
+            raise _wider_than_int32()
+        raw = 0
+        for j in range(count):
+            raw |= self._bits(_BYPASS_BITS) << (j * _BYPASS_BITS)
+        if raw > _INT32_MAX:
+            raise _wider_than_int32()
+        return raw
 
 
 def _wider_than_int32() -> CompressAIStreamError:

@@ -44,6 +44,8 @@ from wai_dispatch.setfacts.limits import Limits
 
 FORMAT: Final = "wai-envelope/1"
 DIGEST_PATTERN: Final = r"^[0-9a-f]{64}$"
+#: Padded standard base64 (the canonical spelling also has its unused bits zero).
+BASE64_PATTERN: Final = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 _DEFAULT_LIMITS: Final = Limits()
 _MAX_DEPTH: Final = 32  # nesting inside a pin's kept tokens; the models themselves are shallow
 # Integers CBOR writes without a bignum tag (major types 0 and 1); a kept token outside them
@@ -136,10 +138,7 @@ def _payload(value: Any, info: ValidationInfo) -> Any:
                 "payload over the limit of {limit} bytes",
                 {"limit": limits.max_payload_bytes},
             )
-        try:
-            value = base64.b64decode(value.encode("ascii"), validate=True)
-        except (binascii.Error, UnicodeEncodeError, ValueError):
-            raise PydanticCustomError("base64", "a payload is padded standard base64") from None
+        value = _strict_base64(value)
     if isinstance(value, bytes) and len(value) > limits.max_payload_bytes:
         raise PydanticCustomError(
             "envelope_too_large",
@@ -149,10 +148,23 @@ def _payload(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
+def _strict_base64(text: str) -> bytes:
+    """Standard base64 in its one canonical spelling (RFC 4648 §4, §3.5): padded, no whitespace,
+    no padding past the last quantum, unused bits zero. Anything else is ``envelope_invalid``;
+    every base64 member of the envelope is read here."""
+    try:
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        data = None
+    if data is None or base64.b64encode(data) != text.encode("ascii"):
+        raise PydanticCustomError("base64", "a payload is padded standard base64")
+    return data
+
+
 Payload = Annotated[
     StrictBytes,
     BeforeValidator(_payload),
-    WithJsonSchema({"type": "string", "contentEncoding": "base64"}),
+    WithJsonSchema({"type": "string", "contentEncoding": "base64", "pattern": BASE64_PATTERN}),
 ]
 
 

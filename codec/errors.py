@@ -38,13 +38,13 @@ class PayloadFormatError(PayloadError):
 
 
 class PayloadMagic(PayloadFormatError):
-    """the first four bytes are not the payload's magic (`WAIP`, or `WAIH` for a hyperprior's)"""
+    """the first four bytes are not the set's payload magic (WAIP, or WAIH for a hyperprior set)"""
 
     code = "payload_magic"
 
 
 class PayloadVersion(PayloadFormatError):
-    """a payload version this build does not read (a `WAIP` payload is version 1 or 2)"""
+    """a payload version other than 1 and 2"""
 
     code = "payload_version"
 

@@ -1,7 +1,7 @@
 """The payload of the entropy stage (§6.3): header, rANS stream and escape section; payload to
 symbols, their digest, and the latent. Every byte is described in docs/payload.md.
 
-Errors: :mod:`codec.payload_errors` (their tree and codes are listed there), re-exported here.
+Errors: :mod:`codec.errors` (their tree and codes are listed there), re-exported here.
 """
 
 from __future__ import annotations
@@ -106,6 +106,20 @@ class Header:
 def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
     """Parse and check the header against ``limits`` and the payload's length; allocates nothing
     that depends on the header."""
+    _check_framing(payload, limits)
+    _, version, flags, channels, height, width, words, esc_count, esc_bytes = _HEADER.unpack_from(
+        payload
+    )
+    picture = picture_size.read(payload, HEADER_SIZE) if version == PICTURE_VERSION else None
+    header = Header(version, channels, height, width, words, esc_count, esc_bytes, picture)
+    if flags != 0:
+        raise PayloadFormatError(f"payload: reserved flags byte is {flags:#04x}, must be 0")
+    _check_claims(header, len(payload), limits)
+    return header
+
+
+def _check_framing(payload: bytes, limits: Limits) -> None:
+    """The payload's bytes, magic and version, and its whole header present."""
     if not isinstance(payload, bytes | bytearray | memoryview):
         raise PayloadFormatError(f"payload must be bytes, not {type(payload).__name__}")
     size = len(payload)
@@ -128,13 +142,13 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
         raise PayloadLengthError(
             f"payload of {size} bytes is shorter than its {head_size}-byte header"
         )
-    _, version, flags, channels, height, width, words, esc_count, esc_bytes = _HEADER.unpack_from(
-        payload
-    )
-    picture = picture_size.read(payload, HEADER_SIZE) if version == PICTURE_VERSION else None
-    header = Header(version, channels, height, width, words, esc_count, esc_bytes, picture)
-    if flags != 0:
-        raise PayloadFormatError(f"payload: reserved flags byte is {flags:#04x}, must be 0")
+
+
+def _check_claims(header: Header, size: int, limits: Limits) -> None:
+    """What the header claims, held to ``limits`` and to the payload's ``size``: a latent shape
+    within the limits, escapes that fit the symbols, and exactly the bytes present."""
+    channels, height, width = header.channels, header.height, header.width
+    esc_count, esc_bytes = header.escape_count, header.escape_bytes
     if channels == 0 or height == 0 or width == 0:
         raise PayloadFormatError(f"payload: empty latent shape {header.shape}")
     if (
@@ -162,7 +176,6 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Header:
             f"payload: {size - header.total_bytes} trailing bytes after the declared "
             f"{header.total_bytes}",
         )
-    return header
 
 
 # -- symbols -----------------------------------------------------------------------------------
@@ -289,6 +302,42 @@ def decode(
 
 
 def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArray[np.int32]:
+    index = _indexes(payload, header, tables)
+    escape = tables.cdf_lengths - 2  # int32, like index: no widening of the C x H x W compare
+    is_escape = index == escape[:, None]
+    # Stays int32: every index's value, up to offset + L - 2, fits (checked with the tables).
+    symbols: npt.NDArray[np.int32] = index + tables.offsets[:, None]
+    if header.escape_count == 0:
+        if is_escape.any():
+            raise PayloadEscapeInvalid(
+                "payload: the stream holds escapes, the header none",
+            )
+        return symbols.reshape(header.shape)
+    where = np.flatnonzero(is_escape)
+    if where.size != header.escape_count:
+        raise PayloadEscapeInvalid(
+            f"payload: the stream holds {where.size} escapes, the header {header.escape_count}",
+        )
+    start = header.header_size + 4 * header.stream_words
+    raw = read_varints(payload[start : start + header.escape_bytes], where.size)
+    channel = where // (header.height * header.width)
+    value = (
+        np.where(
+            raw & 1 == 1,
+            -((raw + 1) >> 1).astype(np.int64),
+            (raw >> 1).astype(np.int64) + escape[channel],
+        )
+        + tables.offsets[channel]
+    )
+    if int(value.min()) < _INT32_MIN or int(value.max()) > _INT32_MAX:
+        raise PayloadEscapeInvalid("payload: an escaped symbol is outside int32")
+    symbols.reshape(-1)[where] = value.astype(np.int32)
+    return symbols.reshape(header.shape)
+
+
+def _indexes(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArray[np.int32]:
+    """The rANS stream's table indexes (C × H·W), the escape bin's included; the stream must
+    hold exactly the header's symbols."""
     import constriction
 
     count = header.height * header.width
@@ -323,33 +372,4 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
         raise PayloadStreamError(
             f"payload: the rANS stream does not hold exactly {header.symbols} symbols"
         )
-    escape = tables.cdf_lengths - 2  # int32, like index: no widening of the C x H x W compare
-    is_escape = index == escape[:, None]
-    # Stays int32: every index's value, up to offset + L - 2, fits (checked with the tables).
-    symbols: npt.NDArray[np.int32] = index + tables.offsets[:, None]
-    if header.escape_count == 0:
-        if is_escape.any():
-            raise PayloadEscapeInvalid(
-                "payload: the stream holds escapes, the header none",
-            )
-        return symbols.reshape(header.shape)
-    where = np.flatnonzero(is_escape)
-    if where.size != header.escape_count:
-        raise PayloadEscapeInvalid(
-            f"payload: the stream holds {where.size} escapes, the header {header.escape_count}",
-        )
-    start = header.header_size + 4 * header.stream_words
-    raw = read_varints(payload[start : start + header.escape_bytes], where.size)
-    channel = where // count
-    value = (
-        np.where(
-            raw & 1 == 1,
-            -((raw + 1) >> 1).astype(np.int64),
-            (raw >> 1).astype(np.int64) + escape[channel],
-        )
-        + tables.offsets[channel]
-    )
-    if int(value.min()) < _INT32_MIN or int(value.max()) > _INT32_MAX:
-        raise PayloadEscapeInvalid("payload: an escaped symbol is outside int32")
-    symbols.reshape(-1)[where] = value.astype(np.int32)
-    return symbols.reshape(header.shape)
+    return index

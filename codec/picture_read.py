@@ -159,7 +159,7 @@ def _reason(kind: str, data: bytes) -> BaseException | None:
     try:
         if kind in reader:
             reader[kind](io.BytesIO(data))
-    except Exception as exc:
+    except (SyntaxError, OSError, ValueError, EOFError) as exc:  # Pillow's words for a bad file
         return exc
     return None
 

@@ -7,8 +7,8 @@ runtime. The adapters that answer §4's device questions live in ``paths/``.
 from __future__ import annotations
 
 from .adapter import Adapter, BackendFailed, ScriptedAdapter
-from .errors import InvalidOffer, InvalidReport, UnknownCapability, UnknownToken, WaiError
-from .paths import (
+from .errors import InvalidOffer, InvalidReport, UnknownCapability, WaiError
+from .offer import (
     CPU_ONNX_RUNTIME,
     CPU_WAI_OPS,
     NPU_MODEL_RUNTIME,
@@ -17,14 +17,13 @@ from .paths import (
     Offer,
     parse_offer,
 )
-from .registry import BMSHJ2018, BMSHJ2018_HYPERPRIOR, INT_SYNTH, REGISTRY, Capability, Registry
+from .registry import BMSHJ2018, INT_SYNTH, REGISTRY, Capability, Registry
 from .report import KIND, Placement, Ran, Refusal, Report
-from .rules import Answer, Decision, Pin, admit, ask_path, choose, demand, held_tier
+from .rules import Pin, admit, ask_path, choose, demand, held_tier
 from .tokens import Arithmetic, Backend, Code, Intent, RegistryClass, Tier, Unit
 
 __all__ = [
     "BMSHJ2018",
-    "BMSHJ2018_HYPERPRIOR",
     "CPU_ONNX_RUNTIME",
     "CPU_WAI_OPS",
     "INT_SYNTH",
@@ -33,13 +32,11 @@ __all__ = [
     "REFERENCE_OFFER",
     "REGISTRY",
     "Adapter",
-    "Answer",
     "Arithmetic",
     "Backend",
     "BackendFailed",
     "Capability",
     "Code",
-    "Decision",
     "DispatchPath",
     "Intent",
     "InvalidOffer",
@@ -56,7 +53,6 @@ __all__ = [
     "Tier",
     "Unit",
     "UnknownCapability",
-    "UnknownToken",
     "WaiError",
     "admit",
     "ask_path",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import InvalidOffer
-from .paths import DispatchPath
+from .offer import DispatchPath
 from .report import Placement
 
 

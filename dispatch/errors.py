@@ -119,7 +119,9 @@ class UnknownToken(InvalidInput):
 
 
 class InvalidOffer(InvalidInput):
-    """an offer that is empty, repeats a path, or names an integer path on npu"""
+    """an offer that is empty, repeats a path, or names a path that is not unit/backend/arithmetic
+    or that §1's backend table rules out (an integer path on npu among them); a conformance
+    vector's scripted answer that does not read"""
 
     code = "invalid_offer"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import strictjson
 from .errors import InvalidReport, WaiError
-from .paths import DispatchPath, impossible
+from .offer import DispatchPath, impossible
 from .registry import REGISTRY, Registry
 from .tokens import Arithmetic, Backend, Code, Tier, Unit, parse
 

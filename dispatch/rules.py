@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .adapter import Adapter, BackendFailed
-from .paths import DispatchPath, Offer, parse_offer
+from .offer import DispatchPath, Offer, parse_offer
 from .registry import Capability
 from .report import Placement, Ran, Refusal, Report
 from .tokens import Arithmetic, Code, Intent, Tier
@@ -90,7 +90,7 @@ def choose(
     A path with no adapter is ``dispatch_unit_absent`` (the backend is absent). An adapter
     that raises while answering or running refuses its path with ``dispatch_backend_failed``
     (the backend failed; the exception is kept in :attr:`Decision.failures`). The offer is
-    checked as :func:`~dispatch.paths.parse_offer` checks it (:class:`InvalidOffer`), so that
+    checked as :func:`~dispatch.offer.parse_offer` checks it (:class:`InvalidOffer`), so that
     every report ``choose`` gives validates.
     """
     offer = parse_offer(offer)

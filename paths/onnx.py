@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from wai_dispatch.dispatch.adapter import BackendFailed
-from wai_dispatch.dispatch.paths import DispatchPath
+from wai_dispatch.dispatch.offer import DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
 from wai_dispatch.paths import onnx_cache, onnx_providers

@@ -21,6 +21,7 @@ nothing heavy.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -140,6 +141,7 @@ def _cuda(ort: Any) -> str | None:
     )
 
 
+_log = logging.getLogger(__name__)
 _register_lock = threading.Lock()
 _registered: list[str] = []
 
@@ -158,6 +160,7 @@ def _register_webgpu(ort: Any) -> str | None:
         try:
             ort.register_execution_provider_library(WEBGPU_REGISTRATION, plugin.get_library_path())
         except Exception as exc:  # an incompatible ONNX Runtime, a missing Vulkan loader
+            _log.warning("the %s plugin does not register", WEBGPU_PLUGIN, exc_info=exc)
             return f"the {WEBGPU_PLUGIN} plugin does not register: {' '.join(str(exc).split())}"
         _registered.append(plugin.get_library_path())
         return None
@@ -239,7 +242,7 @@ def within_deadline(build: Callable[[], T], seconds: float = SESSION_DEADLINE_S)
     def work() -> None:
         try:
             box.append(build())
-        except BaseException as exc:
+        except BaseException as exc:  # raised again in the caller's thread, below
             error.append(exc)
 
     thread = threading.Thread(target=work, name="wai-gpu-session", daemon=True)

@@ -228,14 +228,8 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str 
     ``[N, s²·Cout, H, W]``), then the same shuffle; where ``Cout`` is under
     :data:`SPLIT_MIN_CHANNELS` or a phase has no window of its own, the ``"shuffle"`` form.
     """
-    from onnx import (  # lazy: onnx loads in ~0.7 s; only a session build rewrites
-        helper,
-        numpy_helper,
-    )
-
     if glue not in GLUES:
         raise ValueError(f"glue is one of {GLUES}, not {glue!r}")
-    mode = "DCR" if glue == "depth-to-space" else "CRD"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 11:  # DepthToSpace's ``mode`` (DCR) needs opset 11
         return 0
@@ -246,59 +240,21 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str 
     replaced: set[str] = set()
     count = 0
     for index, node in enumerate(graph.node):
-        weight_name = node.input[1] if len(node.input) > 1 else ""
-        if node.op_type != "ConvTranspose" or node.domain not in ("", "ai.onnx"):
+        found = _constant_split(node, inits)
+        if found is None:
             nodes.append(node)
             continue
-        bias_name = node.input[2] if len(node.input) > 2 else ""
-        if weight_name not in inits or (bias_name and bias_name not in inits):
-            nodes.append(node)
-            continue
-        split = _split_of(node, tuple(int(d) for d in inits[weight_name].dims))
-        if split is None:
-            nodes.append(node)
-            continue
-        py, px = split
+        weight_name, bias_name, (py, px) = found
         weight = initializer_array(inits[weight_name], files)
         bias = initializer_array(inits[bias_name], files) if bias_name else None
         stem = f"{node.name or f'ConvTranspose_{index}'}.subpixel"
         replaced.update(n for n in (weight_name, bias_name) if n)
+        split_nodes = None
         if glue == "split" and weight.shape[1] >= SPLIT_MIN_CHANNELS:
             split_nodes = _split_phases(node, stem, weight, bias, py, px, added)
-            if split_nodes is not None:
-                nodes += split_nodes
-                count += 1
-                continue
-        new_w, new_b = phase_split_weights(weight, bias, py, px, mode)
-        added.append(numpy_helper.from_array(np.ascontiguousarray(new_w), f"{stem}.w"))
-        conv_inputs = [node.input[0], f"{stem}.w"]
-        if new_b is not None:
-            added.append(numpy_helper.from_array(np.ascontiguousarray(new_b), f"{stem}.b"))
-            conv_inputs.append(f"{stem}.b")
-        nodes.append(
-            helper.make_node(
-                "Conv",
-                conv_inputs,
-                [f"{stem}.phases"],
-                name=f"{stem}.conv",
-                kernel_shape=[py.size, px.size],
-                pads=[py.pad_begin, px.pad_begin, py.pad_end, px.pad_end],
-                strides=[1, 1],
-            )
-        )
-        s = len(py.taps)
-        if glue != "depth-to-space":
-            glue_node = _shuffle(node, stem, new_w.shape[0] // (s * s), s, added)
-        else:
-            glue_node = helper.make_node(
-                "DepthToSpace",
-                [f"{stem}.phases"],
-                [node.output[0]],
-                name=f"{stem}.d2s",
-                blocksize=s,
-                mode=mode,
-            )
-        nodes.append(glue_node)
+        if split_nodes is None:
+            split_nodes = _merged_phases(node, stem, weight, bias, (py, px), glue, added)
+        nodes += split_nodes
         count += 1
     if count == 0:
         return 0
@@ -309,6 +265,68 @@ def rewrite_model(model: onnx.ModelProto, files: Mapping[str, bytes], glue: str 
     del graph.initializer[:]
     graph.initializer.extend(kept + added)
     return count
+
+
+def _constant_split(
+    node: onnx.NodeProto, inits: Mapping[str, TensorProto]
+) -> tuple[str, str, tuple[Phases, Phases]] | None:
+    """A ConvTranspose whose weights (and bias) are initializers and that has an exact
+    sub-pixel split: its weight's and bias's names (``""``: none) and the split; else ``None``."""
+    if node.op_type != "ConvTranspose" or node.domain not in ("", "ai.onnx"):
+        return None
+    weight_name = node.input[1] if len(node.input) > 1 else ""
+    bias_name = node.input[2] if len(node.input) > 2 else ""
+    if weight_name not in inits or (bias_name and bias_name not in inits):
+        return None
+    split = _split_of(node, tuple(int(d) for d in inits[weight_name].dims))
+    return None if split is None else (weight_name, bias_name, split)
+
+
+def _merged_phases(
+    node: onnx.NodeProto,
+    stem: str,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    split: tuple[Phases, Phases],
+    glue: str,
+    added: list[TensorProto],
+) -> list[onnx.NodeProto]:
+    """The ``"depth-to-space"`` or ``"shuffle"`` form of one ConvTranspose (see
+    :func:`rewrite_model`): one ``Conv`` for all phases, then the glue."""
+    from onnx import (  # lazy: onnx loads in ~0.7 s; only a session build rewrites
+        helper,
+        numpy_helper,
+    )
+
+    py, px = split
+    mode = "DCR" if glue == "depth-to-space" else "CRD"
+    new_w, new_b = phase_split_weights(weight, bias, py, px, mode)
+    added.append(numpy_helper.from_array(np.ascontiguousarray(new_w), f"{stem}.w"))
+    conv_inputs = [node.input[0], f"{stem}.w"]
+    if new_b is not None:
+        added.append(numpy_helper.from_array(np.ascontiguousarray(new_b), f"{stem}.b"))
+        conv_inputs.append(f"{stem}.b")
+    conv = helper.make_node(
+        "Conv",
+        conv_inputs,
+        [f"{stem}.phases"],
+        name=f"{stem}.conv",
+        kernel_shape=[py.size, px.size],
+        pads=[py.pad_begin, px.pad_begin, py.pad_end, px.pad_end],
+        strides=[1, 1],
+    )
+    s = len(py.taps)
+    if glue != "depth-to-space":
+        return [conv, _shuffle(node, stem, new_w.shape[0] // (s * s), s, added)]
+    d2s = helper.make_node(
+        "DepthToSpace",
+        [f"{stem}.phases"],
+        [node.output[0]],
+        name=f"{stem}.d2s",
+        blocksize=s,
+        mode=mode,
+    )
+    return [conv, d2s]
 
 
 def _shuffle(
@@ -382,8 +400,24 @@ def _split_phases(
             ),
         ]
         flats.append(f"{name}.flat")
-    new.append(numpy_helper.from_array(np.array([1, s * s, 1, 1], np.int64), f"{stem}.scale"))
-    nodes += [
+    nodes += _join_phases(stem, flats, s, new)
+    added += new
+    nodes.append(_shuffle(node, stem, cout, s, added))
+    return nodes
+
+
+def _join_phases(
+    stem: str, flats: list[str], s: int, added: list[TensorProto]
+) -> list[onnx.NodeProto]:
+    """The phases' flat outputs joined in CRD order, ``{stem}.phases`` (``[N, s²·Cout, H, W]``:
+    the first phase's shape with ``s²`` times its channels)."""
+    from onnx import (  # lazy: onnx loads in ~0.7 s; only a session build rewrites
+        helper,
+        numpy_helper,
+    )
+
+    added.append(numpy_helper.from_array(np.array([1, s * s, 1, 1], np.int64), f"{stem}.scale"))
+    return [
         helper.make_node("Concat", flats, [f"{stem}.joined"], name=f"{stem}.join", axis=2),
         helper.make_node(
             "Shape", [f"{stem}.phase0.out"], [f"{stem}.shape0"], name=f"{stem}.shape0"
@@ -398,6 +432,3 @@ def _split_phases(
             name=f"{stem}.phases",
         ),
     ]
-    added += new
-    nodes.append(_shuffle(node, stem, cout, s, added))
-    return nodes

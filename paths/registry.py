@@ -25,7 +25,7 @@ from wai_dispatch.dispatch import (
     Offer,
     Unit,
 )
-from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, DispatchPath, parse_offer
+from wai_dispatch.dispatch.offer import GPU_ONNX_RUNTIME, GPU_WGSL, DispatchPath, parse_offer
 from wai_dispatch.paths.coreml import CoreMLAdapter
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter

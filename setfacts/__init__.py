@@ -6,8 +6,3 @@
 
 The codec reads and writes sets with these types; the paths read them, and import no codec.
 """
-
-from wai_dispatch.setfacts.facts import PayloadFacts, ProgramFacts, SetFacts
-from wai_dispatch.setfacts.limits import Limits
-
-__all__ = ["Limits", "PayloadFacts", "ProgramFacts", "SetFacts"]

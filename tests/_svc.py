@@ -72,7 +72,7 @@ def _prepared(data_dir: Path, port: int, **settings: Any) -> tuple[Any, dict[str
     operator; the admin token is the one the first start writes)."""
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     settings.setdefault("warm", False)  # a test that needs warming asks for it
@@ -80,9 +80,9 @@ def _prepared(data_dir: Path, port: int, **settings: Any) -> tuple[Any, dict[str
     store = ReportStore(chosen.url)
     store.migrate()
     made = {
-        "sink": tokens.create(store, "sink-a", tokens.Role.sink),
-        "sink-b": tokens.create(store, "sink-b", tokens.Role.sink),
-        "operator": tokens.create(store, "ops", tokens.Role.operator),
+        "sink": bearer.create(store, "sink-a", bearer.Role.sink),
+        "sink-b": bearer.create(store, "sink-b", bearer.Role.sink),
+        "operator": bearer.create(store, "ops", bearer.Role.operator),
     }
     store.dispose()
     return create_app(chosen), made
@@ -222,8 +222,9 @@ class Cluster:
     def _run(self, name: str, *args: str) -> None:
         program = pg_bin(name)
         assert program is not None, f"{name} not found"
-        subprocess.run([*self.as_user, program, *args], check=True, capture_output=True,
-                       timeout=120)  # fmt: skip
+        subprocess.run(
+            [*self.as_user, program, *args], check=True, capture_output=True, timeout=120
+        )
 
     def start(self) -> None:
         opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"

@@ -94,14 +94,14 @@ def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any, s
 
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     port = free_port()
     chosen = load(data_dir=data_dir, port=port, **{"warm": False, **settings})
     store = ReportStore(chosen.url)
     store.migrate()
-    token = tokens.create(store, "page-tests", tokens.Role.sink)
+    token = bearer.create(store, "page-tests", bearer.Role.sink)
     store.dispose()
     app = create_app(chosen)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)

@@ -41,7 +41,7 @@ def import_compressai() -> types.ModuleType:
         return sys.modules["compressai"]
     try:
         importlib.import_module("torchvision.transforms")
-    except Exception:  # ImportError, or a broken CUDA build failing with OSError/RuntimeError
+    except (ImportError, OSError, RuntimeError):  # absent, or a CUDA build beside the CPU torch
         for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
             del sys.modules[name]
         _install_torchvision_stub()

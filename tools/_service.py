@@ -16,8 +16,8 @@ APP = "wai_dispatch.service.http.app:create_app"
 
 @contextmanager
 def serve(settings: Settings) -> Iterator[str]:
-    """Run the service on ``settings`` (their host and port; port 0: any free one) until the
-    block ends; yields its base URL (``http://host:port``)."""
+    """Run the service on ``settings`` (their host and port) until the block ends; yields its
+    base URL (``http://host:port``)."""
     import uvicorn  # lazy: only the tools that start a service need the server
 
     config = uvicorn.Config(
@@ -39,10 +39,7 @@ def serve(settings: Settings) -> Iterator[str]:
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.05)
     try:
-        port = (
-            server.servers[0].sockets[0].getsockname()[1] if settings.port == 0 else settings.port
-        )
-        yield f"http://{settings.host}:{port}"
+        yield f"http://{settings.host}:{settings.port}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)

@@ -8,10 +8,8 @@ answer at ≤ 15% of the decode. Medians of ``--repeat`` runs, interleaved."""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import io
-import os
 import statistics
 import sys
 import tempfile
@@ -24,6 +22,7 @@ from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_tiles import envelope_of
+from wai_dispatch.tools.harness import loadavg, parser
 
 
 def _png(level: int, optimize: bool = False) -> Callable[[Any], bytes]:
@@ -86,15 +85,13 @@ def run(repeat: int) -> list[tuple[str, float, dict[str, tuple[float, int]]]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_answer")
+    p = parser("answer", __doc__)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="two repeats (smoke)")
     args = p.parse_args(argv)
-    rows = run(2 if args.quick else args.repeat)
-    print(
-        f"load average {Path('/proc/loadavg').read_text().split()[:3]}; "
-        f"{len(os.sched_getaffinity(0))} CPUs; medians of {2 if args.quick else args.repeat}"
-    )
+    repeat = 2 if args.quick else args.repeat
+    rows = run(repeat)
+    print(f"{loadavg()}; medians of {repeat}")
     for name, decode_s, answers in rows:
         print(f"\n{name}: the decode (envelope → RGB8, warm) {decode_s * 1e3:.1f} ms")
         print(f"  {'answer':28} {'ms':>7} {'of decode':>9} {'KiB':>8}")

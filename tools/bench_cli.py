@@ -11,8 +11,6 @@ does not stretch) and both as multiples of the anchor's.
 
 from __future__ import annotations
 
-import argparse
-import os
 import resource
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from collections.abc import Sequence
 
 from wai_dispatch.cli.main import COMMANDS
 from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.tools.harness import loadavg, parser
 
 BUDGET_S = 0.3
 #: The sink's client: at most this many times the anchor (issue 26).
@@ -43,25 +42,19 @@ def best_of(argv: list[str], repeats: int) -> tuple[float, float]:
     return wall, cpu
 
 
-def commands() -> list[str]:
-    """The commands ``--help`` lists (read from the CLI's table, not its modules)."""
-
-    return list(COMMANDS)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_cli")
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args(argv)
+    p = parser("cli", __doc__)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args(argv)
     cli = [sys.executable, "-m", "wai_dispatch.cli"]
     anchor, anchor_cpu = best_of([sys.executable, "-c", "pass"], args.repeats)
-    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(loadavg())
     print(
         f"anchor: python -c pass {'':34} {anchor * 1000:7.1f} ms wall "
         f"{anchor_cpu * 1000:6.1f} ms cpu"
     )
     rows = [("--help", [*cli, "--help"])]
-    rows += [(f"{name} --help", [*cli, name, "--help"]) for name in commands()]
+    rows += [(f"{name} --help", [*cli, name, "--help"]) for name in COMMANDS]  # read from the table
     worst = 0.0
     for label, command in rows:
         took, cpu = best_of(command, args.repeats)

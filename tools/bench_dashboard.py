@@ -14,50 +14,26 @@ On SQLite always; on PostgreSQL with ``--postgres postgresql://…/db``
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
-
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.governance import parse_run_report
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.harness import database, free_port, loadavg
+from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.seed_reports import seed
-
-PORT = 18250
-
-
-@contextmanager
-def _database(admin_url: str | None, folder: Path) -> Iterator[str]:
-    if admin_url is None:
-        yield f"sqlite:///{folder / 'reports.db'}"
-        return
-
-    url = admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
-    name = f"wai_bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def _seed_governance(store: Any, runs: int) -> None:
@@ -69,10 +45,20 @@ def _seed_governance(store: Any, runs: int) -> None:
         f"    sets: [{{capability: wai.neural.bmshj2018, digests: [{a}]}}]\n",
         by="bench",
     )
-    ran = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float", "tier": "none",
-           "placement": {"npu": 21, "gpu": 0, "cpu": 0, "unknown": 0}}  # fmt: skip
-    report = {"kind": "wai-neural-dispatch/1", "capability": "wai.neural.bmshj2018",
-              "needed": "none", "ran": ran, "refused": []}  # fmt: skip
+    ran = {
+        "unit": "npu",
+        "backend": "model-runtime",
+        "arithmetic": "float",
+        "tier": "none",
+        "placement": {"npu": 21, "gpu": 0, "cpu": 0, "unknown": 0},
+    }
+    report = {
+        "kind": "wai-neural-dispatch/1",
+        "capability": "wai.neural.bmshj2018",
+        "needed": "none",
+        "ran": ran,
+        "refused": [],
+    }
     for i in range(runs):
         digest = a if i % 4 else "c" * 64  # every fourth run report breaks the policy
         sink = f"kiosk-{1 + i % 2}"
@@ -87,9 +73,9 @@ def _seed_governance(store: Any, runs: int) -> None:
 
 @contextmanager
 def _serve(data_dir: Path, url: str) -> Iterator[tuple[str, str]]:
-    settings = load(data_dir=data_dir, database_url=url, port=PORT, log_level="error")
+    settings = load(data_dir=data_dir, database_url=url, port=free_port(), log_level="error")
     store = ReportStore(settings.url)
-    operator = tokens.create(store, "bench-operator", tokens.Role.operator)
+    operator = bearer.create(store, "bench-operator", bearer.Role.operator)
     store.dispose()
     with serve(settings) as base:
         yield base, operator
@@ -150,8 +136,14 @@ def _paint(base: str, token: str, loads: int) -> dict[str, View]:
     the browser saw it (Resource Timing: the page's requests run side by side)."""
     from playwright.sync_api import sync_playwright
 
-    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"]  # fmt: skip
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+    ]
     out: dict[str, View] = {}
     with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
         ctx = p.chromium.launch_persistent_context(
@@ -185,8 +177,10 @@ def _report(views: dict[str, View], alone: dict[str, float], loads: int) -> None
     for name, view in views.items():
         fcp, rendered = statistics.median(view.fcp), statistics.median(view.rendered)
         ok = "within" if rendered <= 1000 else "OVER"
-        print(f"  {name}: first paint {fcp:5.0f} ms, all panels drawn {rendered:5.0f} ms "
-              f"(median of {loads} loads; goal ≤ 1000 ms: {ok})")  # fmt: skip
+        print(
+            f"  {name}: first paint {fcp:5.0f} ms, all panels drawn {rendered:5.0f} ms "
+            f"(median of {loads} loads; goal ≤ 1000 ms: {ok})"
+        )
         for route, times in sorted(view.requests.items()):
             page_ms = statistics.median(times)
             own = alone.get(view.urls[route], float("nan"))
@@ -201,18 +195,18 @@ def _seed_errors(store: ReportStore, n: int, sinks: int) -> None:
     try:
         for i in range(n):
             sink = None if i % 3 == 0 else f"sink-{i % sinks:03d}"
-            log.note(401 if sink is None else 422,
-                     "token_unknown" if sink is None else "request_invalid", sink=sink,
-                     request_id=f"bench-{i}", method="GET", path="/v1/reports",
-                     route="/v1/reports")  # fmt: skip
+            log.note(
+                401 if sink is None else 422,
+                "token_unknown" if sink is None else "request_invalid",
+                sink=sink,
+                request_id=f"bench-{i}",
+                method="GET",
+                path="/v1/reports",
+                route="/v1/reports",
+            )
         log.flush(timeout_s=300)
     finally:
         log.close()
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def run(
@@ -220,7 +214,7 @@ def run(
 ) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp,
-        _database(admin_url, Path(tmp)) as url,
+        database(admin_url, Path(tmp)) as url,
     ):
         store = ReportStore(url)
         store.migrate()
@@ -230,21 +224,23 @@ def run(
         _seed_governance(store, 400)
         _seed_errors(store, min(50_000, max(100, count // 100)), sinks)
         kind = store.dialect
-        print(f"{kind}: seeded {count:,} reports over {sinks:,} sinks and {days:g} days in "
-              f"{seeded:.1f} s ({count / max(seeded, 1e-9):,.0f} reports/s), then 400 run "
-              f"reports and request errors in {time.perf_counter() - t0 - seeded:.1f} s; "
-              f"load average {_load()}")  # fmt: skip
+        print(
+            f"{kind}: seeded {count:,} reports over {sinks:,} sinks and {days:g} days in "
+            f"{seeded:.1f} s ({count / max(seeded, 1e-9):,.0f} reports/s), then 400 run "
+            f"reports and request errors in {time.perf_counter() - t0 - seeded:.1f} s; "
+            f"{loadavg()}"
+        )
         store.dispose()
         with _serve(Path(tmp), url) as (base, token):
             views = _paint(base, token, loads)
             urls = sorted({u for v in views.values() for u in v.urls.values()})
             alone = _replay(base, token, urls, repeat)
             _report(views, alone, loads)
-        print(f"  load average {_load()}", flush=True)
+        print(f"  {loadavg()}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_dashboard")
+    parser = harness_parser("dashboard", __doc__)
     parser.add_argument("--count", type=int, default=100_000, help="reports seeded")
     parser.add_argument("--sinks", type=int, default=1000, help="sinks they come from")
     parser.add_argument("--days", type=float, default=30.0, help="days they are spread over")

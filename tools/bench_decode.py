@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,8 +19,8 @@ from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
 from wai_dispatch.conformance import weights_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
-from wai_dispatch.tools.bench_timing import best_of_interleaved
 from wai_dispatch.tools.bmshj2018_model import load_model
+from wai_dispatch.tools.harness import best_of_interleaved, fresh, loadavg, memory_kib, parser
 from wai_dispatch.tools.onnx_synthesis import g_s_layers, memory_set, random_layers
 
 SIZES = ((256, 256), (512, 768))  # (height, width)
@@ -92,41 +90,33 @@ def run(
 def _peak_worker(checkpoint: str | None) -> dict[str, Any]:
     """One 768×512 decode in a fresh process; its peak resident memory (VmHWM)."""
 
-    def hwm() -> int:
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
-
     set_files = memory_set(random_layers())
     tables = laplacian_tables(192, seed=0)
     symbols = np.zeros((1, 192, 32, 48), np.int32)
     body = payload.encode(symbols, tables)
-    before = hwm()
+    before = memory_kib()["VmHWM"]
     latent = payload.latent(payload.decode(body, tables), tables)
     to_rgb8(OnnxRuntimeAdapter().run(SynthesisJob(set_files, latent)))
-    return {"before_kib": before, "peak_kib": hwm()}
+    return {"before_kib": before, "peak_kib": memory_kib()["VmHWM"]}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m wai_dispatch.tools.bench_decode", description=__doc__
-    )
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--checkpoint", help="a CompressAI state dict (default: the demo one)")
-    parser.add_argument("--quick", action="store_true", help="64×64, 1 repeat (a smoke run)")
-    parser.add_argument("--peak-worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    p = parser("decode", __doc__)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--checkpoint", help="a CompressAI state dict (default: the demo one)")
+    p.add_argument("--quick", action="store_true", help="64×64, 1 repeat (a smoke run)")
+    p.add_argument("--peak-worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
     if args.quick:
         args.repeats = 1
     if args.peak_worker:
         print(json.dumps(_peak_worker(args.checkpoint)))
         return 0
     result = run(args.threads, args.repeats, args.checkpoint, ((64, 64),) if args.quick else SIZES)
-    load = os.getloadavg()[0]
     print(
         f"decode payload → RGB8, bmshj2018-factorized q3 (demo weights), {args.threads} "
-        f"threads, best of {args.repeats}, interleaved; load average {load:.2f} on "
-        f"{os.cpu_count()} CPUs"
+        f"threads, best of {args.repeats}, interleaved; {loadavg()}"
     )
     print("ratio: ours ÷ CompressAI, in time (below 1: faster); goal ≤ 0.35× (issue 18)")
     print(f"{'picture':>9} | {'ours (ORT cpu)':>15} | {'CompressAI':>12} | {'ratio':>6} | goal")
@@ -137,13 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['picture']:>9} | {r['ours_ms']:12.1f} ms | {r['compressai_ms']:9.1f} ms | "
             f"{r['ratio']:6.2f} | ≤ {goal} {met}"
         )
-    peak = subprocess.run(
-        [sys.executable, "-m", "wai_dispatch.tools.bench_decode", "--peak-worker"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    mem = json.loads(peak.stdout.strip().splitlines()[-1])
+    mem = fresh("bench_decode", "--peak-worker")
     print(
         f"peak memory of one 768×512 decode in a fresh process: {mem['peak_kib'] / 1024:.0f} "
         f"MiB VmHWM (after imports: {mem['before_kib'] / 1024:.0f} MiB)"

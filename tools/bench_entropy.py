@@ -8,8 +8,6 @@ Best-of-N wall time (time.perf_counter). Goal: our decode at most 0.6 × Compres
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,17 +16,14 @@ import numpy as np
 from wai_dispatch.codec.payload import decode, encode, latent, symbols_digest
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
 from wai_dispatch.tools._compressai import import_compressai
+from wai_dispatch.tools.harness import best_of
+from wai_dispatch.tools.harness import parser as harness_parser
 
 SHAPE = (1, 192, 16, 16)
 
 
-def _best(fn: Callable[[], Any], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
+def _ms(fn: Callable[[], Any], repeats: int) -> float:
+    return best_of(fn, repeats) * 1e3
 
 
 def _compressai_tables() -> tuple[EntropyTables, Any]:
@@ -52,9 +47,7 @@ def _compressai_tables() -> tuple[EntropyTables, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m wai_dispatch.tools.bench_entropy", description=__doc__
-    )
+    parser = harness_parser("entropy", __doc__)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--tables", choices=["laplacian", "compressai"], default="laplacian")
     parser.add_argument("--seed", type=int, default=0)
@@ -74,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
 
     reps = args.repeats
     rows: list[tuple[str, float, float | None]] = []
-    ours_decode = _best(lambda: decode(payload, tables), reps)
-    ours_encode = _best(lambda: encode(symbols, tables), max(10, reps // 10))
-    digest = _best(lambda: symbols_digest(symbols), reps)
-    stage = _best(lambda: (latent(s := decode(payload, tables), tables), symbols_digest(s)), reps)
+    ours_decode = _ms(lambda: decode(payload, tables), reps)
+    ours_encode = _ms(lambda: encode(symbols, tables), max(10, reps // 10))
+    digest = _ms(lambda: symbols_digest(symbols), reps)
+    stage = _ms(lambda: (latent(s := decode(payload, tables), tables), symbols_digest(s)), reps)
 
     theirs_decode = theirs_encode = None
     note = ""
@@ -97,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         decoder = RansDecoder()
         back = decoder.decode_with_indexes(string, indexes, cdfs, lengths, offsets)
         assert back == flat, "CompressAI's round trip differs"
-        theirs_decode = _best(
+        theirs_decode = _ms(
             lambda: decoder.decode_with_indexes(string, indexes, cdfs, lengths, offsets), reps
         )
-        theirs_encode = _best(
+        theirs_encode = _ms(
             lambda: RansEncoder().encode_with_indexes(flat, indexes, cdfs, lengths, offsets),
             max(10, reps // 10),
         )

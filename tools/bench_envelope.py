@@ -13,7 +13,6 @@ The goal (issue 18): warm ≤ 0.35× at both sizes."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import pickle
 import subprocess
@@ -34,19 +33,12 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model, _picture
-from wai_dispatch.tools.bench_timing import best_of_interleaved
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
 
 SET = "bmshj2018-demo-q3"
 SIZES = ((256, 256), (512, 768))  # (height, width)
 QUICK_SIZES = ((64, 64),)
 GOAL = 0.35
-
-
-def load_line() -> str:
-    """The machine's load averages as /proc/loadavg gives them, and its CPU count."""
-    return f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])} on " + (
-        f"{os.cpu_count()} CPUs"
-    )
 
 
 def rgb8(x_hat: Any) -> np.ndarray:
@@ -79,9 +71,14 @@ def pictures(sizes: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
         body = payload.encode(symbols, tables)
         envelope = Envelope(capability=manifest.capability, payload=body, set=manifest.digest)
         rows.append(
-            {"height": height, "width": width, "envelope": envelope.to_json(),
-             "strings": out["strings"], "shape": list(out["shape"])}
-        )  # fmt: skip
+            {
+                "height": height,
+                "width": width,
+                "envelope": envelope.to_json(),
+                "strings": out["strings"],
+                "shape": list(out["shape"]),
+            }
+        )
     return rows
 
 
@@ -104,8 +101,14 @@ def warm(rows: list[dict[str, Any]], data_dir: Path, repeats: int) -> list[dict[
         a, b = ours(), theirs()
         same = float(np.mean(np.abs(a.astype(np.int16) - b.astype(np.int16))))
         best = best_of_interleaved({"ours": ours, "compressai": theirs}, repeats)
-        out.append({**_label(row), "ours": best["ours"], "compressai": best["compressai"],
-                    "mean_abs_diff": same})  # fmt: skip
+        out.append(
+            {
+                **_label(row),
+                "ours": best["ours"],
+                "compressai": best["compressai"],
+                "mean_abs_diff": same,
+            }
+        )
     return out
 
 
@@ -171,7 +174,7 @@ def cold(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_envelope")
+    p = parser("envelope", __doc__)
     p.add_argument("--threads", type=int, default=2, help="ONNX Runtime's and torch's (2)")
     p.add_argument("--repeats", type=int, default=7, help="warm: best of N (7)")
     p.add_argument("--cold", type=int, default=3, help="cold: best of N fresh processes (3)")
@@ -188,9 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_dir = Path(tmp)
         hot = warm(rows, data_dir, args.repeats)  # also installs the set and its prepared graph
         fresh = cold(rows, data_dir, args.threads, args.cold)
-    print(f"whole envelope (JSON) → RGB8 through Decoder.decode, beside CompressAI "
-          f"decompress() → RGB8 of the same picture; {args.threads} threads each; "
-          f"{load_line()}")  # fmt: skip
+    print(
+        f"whole envelope (JSON) → RGB8 through Decoder.decode, beside CompressAI "
+        f"decompress() → RGB8 of the same picture; {args.threads} threads each; "
+        f"{loadavg()}"
+    )
     print(f"ratio: ours ÷ CompressAI, in time (below 1: faster); goal warm ≤ {GOAL}×")
     print(
         f"{'picture':>9} {'envelope':>9} | {'warm ours':>10} {'CompressAI':>10} {'ratio':>6} "
@@ -200,16 +205,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio = h["ours"] / h["compressai"]
         met = "met" if ratio <= GOAL else "NOT met"
         cr = c["ours"][0] / c["compressai"][0]
-        print(f"{h['picture']:>9} {h['bytes']:>7} B | {h['ours'] * 1e3:7.1f} ms "
-              f"{h['compressai'] * 1e3:7.1f} ms {ratio:6.2f} {met:>7} | "
-              f"{c['ours'][0]:8.2f} s {c['compressai'][0]:8.2f} s {cr:6.2f} | "
-              f"{h['mean_abs_diff']:.2f}")  # fmt: skip
+        print(
+            f"{h['picture']:>9} {h['bytes']:>7} B | {h['ours'] * 1e3:7.1f} ms "
+            f"{h['compressai'] * 1e3:7.1f} ms {ratio:6.2f} {met:>7} | "
+            f"{c['ours'][0]:8.2f} s {c['compressai'][0]:8.2f} s {cr:6.2f} | "
+            f"{h['mean_abs_diff']:.2f}"
+        )
     print("cold, inside the process (start: imports and open/load; then the first decode):")
     for c in fresh:
-        print(f"  {c['picture']:>9}: ours start {c['ours'][1]:.2f} s + first decode "
-              f"{c['ours'][2] * 1e3:.0f} ms; CompressAI start {c['compressai'][1]:.2f} s + "
-              f"first decode {c['compressai'][2] * 1e3:.0f} ms")  # fmt: skip
-    print(f"after the run: {load_line()}")
+        print(
+            f"  {c['picture']:>9}: ours start {c['ours'][1]:.2f} s + first decode "
+            f"{c['ours'][2] * 1e3:.0f} ms; CompressAI start {c['compressai'][1]:.2f} s + "
+            f"first decode {c['compressai'][2] * 1e3:.0f} ms"
+        )
+    print(f"after the run: {loadavg()}")
     return 0
 
 

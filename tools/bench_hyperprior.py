@@ -8,9 +8,6 @@ entropy stage alone (both latents, our integer hyper-synthesis and indexes) besi
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,12 +19,10 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.paths.waiops import choose
-from wai_dispatch.paths.waiops.engine import Engine
-from wai_dispatch.paths.waiops.int8_engine import Int8Engine
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.bench_decode import SIZES, _picture
-from wai_dispatch.tools.bench_timing import best_of_interleaved
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
     HyperAnalysis,
@@ -47,8 +42,6 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
     files = open_folder(sets_dir() / SET_NAME)
     stage = HyperStage.of(files)
     assert stage is not None
-    numpy_stage = dataclasses.replace(stage, engine=Engine(stage.program))
-    int8_stage = dataclasses.replace(stage, engine=Int8Engine(stage.program))
     net = load_hyper_model(DEMO_CHECKPOINT)
     analysis = HyperAnalysis(net)
     adapter = OnnxRuntimeAdapter()
@@ -73,10 +66,10 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
             return stage.run(body, limits=limits)
 
         def entropy_numpy(body: bytes = body) -> Any:  # the same stage, h_s on NumPy float64
-            return numpy_stage.run(body, limits=limits)
+            return stage.run(body, limits=limits, engine="numpy")
 
         def entropy_int8(body: bytes = body) -> Any:  # h_s on MatMulInteger with NumPy glue
-            return int8_stage.run(body, limits=limits)
+            return stage.run(body, limits=limits, engine="int8")
 
         def theirs_entropy(out: dict[str, Any] = out) -> Any:
             # ScaleHyperprior.decompress() without its last line, g_s
@@ -111,22 +104,18 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
                 "compressai_bytes": sum(len(s) for g in out["strings"] for s in g),
             }
         )
-    return choose.engine_name(stage.engine), rows
+    return choose.engine_name(stage.engines.runner()), rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m wai_dispatch.tools.bench_hyperprior", description=__doc__
-    )
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args(argv)
+    p = parser("hyperprior", __doc__)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args(argv)
     engine, rows = run(args.threads, args.repeats)
-    load = os.getloadavg()[0]
     print(
         f"hyperprior decode WAIH → RGB8, bmshj2018-hyperprior q3 (demo weights), {args.threads} "
-        f"threads, best of {args.repeats}, interleaved; load average {load:.2f} on "
-        f"{os.cpu_count()} CPUs"
+        f"threads, best of {args.repeats}, interleaved; {loadavg()}"
     )
     print(
         f"{'picture':>9} | {'ours (ORT cpu)':>15} | {'of it: entropy':>15} | "

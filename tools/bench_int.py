@@ -15,7 +15,6 @@ import cProfile
 import json
 import os
 import pstats
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -41,7 +40,15 @@ from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_engine import Int8Engine
 from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
-from wai_dispatch.tools.bench_timing import best_of, best_of_interleaved, gemm_rate
+from wai_dispatch.tools.harness import (
+    best_of,
+    best_of_interleaved,
+    fresh,
+    gemm_rate,
+    loadavg,
+    memory_kib,
+    parser,
+)
 
 CASES = (
     ("256x256", "coffee-256x256"),
@@ -241,43 +248,22 @@ def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
 def _rss_worker(kind: str) -> dict[str, Any]:
     """VmHWM after one 768×512 decode on one path, in a fresh process."""
 
-    def hwm_mib() -> float:
-        with open("/proc/self/status") as f:
-            line = next(x for x in f if x.startswith("VmHWM:"))
-        return int(line.split()[1]) / 1024
-
     int_job, float_job = _jobs(CASES[1][1])
-    before = hwm_mib()
+    before = memory_kib()["VmHWM"] / 1024
     if kind == "integer":
         WaiOpsAdapter().run(int_job)
     else:
         OnnxRuntimeAdapter().run(float_job)
-    return {"vmhwm_mib": hwm_mib(), "before_mib": before}
-
-
-def _worker(argv: list[str]) -> dict[str, Any]:
-    """Run a measurement in a fresh process (its own thread pool and memory high-water mark);
-    ``argv`` is the worker's kind and arguments, options after them."""
-    kind = [a for a in argv if not a.startswith("--")]
-    opts = argv[len(kind) :]
-    out = subprocess.run(
-        [sys.executable, "-m", "wai_dispatch.tools.bench_int", *opts, "--worker", *kind],
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"worker {argv} failed:\n{out.stderr}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return {"vmhwm_mib": memory_kib()["VmHWM"] / 1024, "before_mib": before}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_int")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="256×256 only, 1 repeat (smoke)")
-    parser.add_argument("--worker", nargs="*")
-    args = parser.parse_args(argv)
+    p = parser("int", __doc__)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="256×256 only, 1 repeat (smoke)")
+    p.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
     if args.quick:
         args.repeats = 1
     if args.worker:
@@ -290,7 +276,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     configure_thread_pool(args.threads)
-    int8 = _worker(["int8", "--threads", str(args.threads), "--repeats", str(args.repeats)])
+    int8 = fresh(
+        "bench_int",
+        "--threads",
+        str(args.threads),
+        "--repeats",
+        str(args.repeats),
+        "--worker",
+        "int8",
+    )
     f32 = gemm_rate(args.threads, args.repeats, clean_env=True)
     print(
         f"peaks, same run: int8 MatMulInteger 2048² {int8['gops']:.0f} GOP/s; "
@@ -298,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     wai, ort_adapter = WaiOpsAdapter(), OnnxRuntimeAdapter()
     print(
-        f"load average {os.getloadavg()[0]:.2f}; CPU int8 units: {int8_units()}; the path "
+        f"{loadavg()}; CPU int8 units: {int8_units()}; the path "
         f"chooses the {machine_engine()} engine for this program; ratio: engine ÷ float "
         "synthesis in time (goal ≤ 0.6)"
     )
@@ -345,7 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = _jobs(CASES[0][1])[0]
     print(graph_profile(first, wai))
     print(int8_profile(first, wai))
-    rss_int, rss_float = _worker(["rss", "integer"]), _worker(["rss", "float"])
+    rss_int = fresh("bench_int", "--worker", "rss", "integer")
+    rss_float = fresh("bench_int", "--worker", "rss", "float")
     print(
         f"peak memory, one 768×512 decode in a fresh process (VmHWM): integer "
         f"{rss_int['vmhwm_mib']:.0f} MiB, float {rss_float['vmhwm_mib']:.0f} MiB"

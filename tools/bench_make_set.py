@@ -11,7 +11,6 @@ program) in this process, a smoke run whose figures mean nothing."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -20,14 +19,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from wai_dispatch.tools.harness import loadavg, parser
+
 WRITERS = {
     "bmshj2018": "wai_dispatch.tools.wai_bmshj2018_npu_set",
     "bmshj2018-hyperprior": "wai_dispatch.tools.wai_bmshj2018_hyperprior_set",
 }
-
-
-def _load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def timed_writer(module: str, out: Path) -> tuple[float, list[tuple[float, str]]]:
@@ -61,15 +58,17 @@ def timed_writer(module: str, out: Path) -> tuple[float, list[tuple[float, str]]
 def full() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for kind, module in WRITERS.items():
-            before = _load()
+            before = loadavg()
             total, steps = timed_writer(module, Path(tmp) / kind)
-            print(f"make-set {kind}: {total:.1f} s (load average {before} → {_load()})")
+            print(f"make-set {kind}: {total:.1f} s ({before} → {loadavg()})")
             for seconds, text in steps:
                 print(f"  {seconds:7.1f} s  {text}")
             if steps:
                 seconds, text = max(steps)
-                print(f"  dominating step: {seconds:.1f} s ({100 * seconds / total:.0f}%), up to "
-                      f"“{text}”")  # fmt: skip
+                print(
+                    f"  dominating step: {seconds:.1f} s ({100 * seconds / total:.0f}%), up to "
+                    f"“{text}”"
+                )
     return 0
 
 
@@ -92,15 +91,14 @@ def quick() -> int:
             start = time.perf_counter()
             writer(Path(tmp) / kind, checkpoint=checkpoint, coreml=False)
             took = time.perf_counter() - start
-            print(f"make-set {kind} (fresh N=16 M=24, no Core ML): {took:.1f} s "
-                  f"(load average {_load()})")  # fmt: skip
+            print(f"make-set {kind} (fresh N=16 M=24, no Core ML): {took:.1f} s ({loadavg()})")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_make_set")
-    parser.add_argument("--quick", action="store_true", help="small fresh models, a smoke run")
-    args = parser.parse_args(argv)
+    p = parser("make-set", __doc__)
+    p.add_argument("--quick", action="store_true", help="small fresh models, a smoke run")
+    args = p.parse_args(argv)
     return quick() if args.quick else full()
 
 

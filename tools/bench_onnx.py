@@ -5,7 +5,7 @@ rewrite against torch, as a fraction of this machine's float32 GEMM rate.
         [--random | --set DIR]
 
 The synthesis it times is :mod:`tools.onnx_synthesis`'s; the timing and the GEMM anchor are
-:mod:`tools.bench_timing`'s.
+:mod:`tools.harness`'s.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ import argparse
 import json
 import os
 import resource
-import subprocess
-import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -27,7 +25,16 @@ from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.tools._compressai import factorized_prior
-from wai_dispatch.tools.bench_timing import BLAS_ENV, best_of, best_of_interleaved, gemm_rate
+from wai_dispatch.tools.harness import (
+    BLAS_ENV,
+    best_of,
+    best_of_interleaved,
+    fresh,
+    gemm_rate,
+    loadavg,
+    memory_kib,
+    parser,
+)
 from wai_dispatch.tools.onnx_synthesis import (
     g_s_layers,
     onnx_program_facts,
@@ -88,38 +95,20 @@ def _rss_worker(set_dir: str) -> dict[str, Any]:
     (this process image's own high-water mark) is the figure that means something.
     """
 
-    def hwm_mib() -> float:
-        with open("/proc/self/status") as f:
-            line = next(x for x in f if x.startswith("VmHWM:"))
-        return int(line.split()[1]) / 1024
-
     files = _read_dir(set_dir)
     set_files = LoadedSet.from_files(files, facts=onnx_program_facts())
     job = SynthesisJob(set_files, _latent(192, SIZES[1]))
-    before = hwm_mib()
+    before = memory_kib()["VmHWM"] / 1024
     OnnxRuntimeAdapter().run(job)
     return {
-        "vmhwm_mib": hwm_mib(),
+        "vmhwm_mib": memory_kib()["VmHWM"] / 1024,
         "before_mib": before,
         "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
-def _worker_json(argv: list[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "wai_dispatch.tools.bench_onnx", "--worker", *argv],
-        env=None if env is None else dict(env),
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"worker {argv} failed:\n{out.stderr}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_onnx", description=__doc__)
+    p = parser("onnx", __doc__)
     p.add_argument("--repeats", type=int, default=7, help="best of N (default 7)")
     p.add_argument("--threads", type=int, default=2, help="threads for every runtime (2)")
     p.add_argument("--sweep", action="store_true", help="also compare thread configurations")
@@ -170,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rewritten = ort_session(rewritten_model(model, weights), weights)
     channels = int(plain.get_inputs()[0].shape[1])
 
-    load = os.getloadavg()
+    load = loadavg()
     gemm_before = gemm_rate(args.threads, args.repeats, clean_env=True)
     rows = []
     for size in sizes:
@@ -197,11 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gemm = max(gemm_before, gemm_after, key=lambda g: float(g["gflops"]))
 
     print(f"synthesis: {source}; onnxruntime {ort.__version__}, {args.threads} threads, ")
-    print(
-        f"best of {args.repeats}, interleaved; "
-        f"load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}, "
-        f"on {os.cpu_count()} CPUs"
-    )
+    print(f"best of {args.repeats}, interleaved; at the start {load}, at the end {loadavg()}")
     blas = ", ".join(
         f"{b['internal_api']} {b['version']} {b['architecture']}" for b in gemm["blas"]
     )
@@ -233,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, data in (("decoder.onnx", model), ("decoder.weights", weights)):
             with open(os.path.join(set_dir, name), "wb") as f:
                 f.write(data)
-        rss = _worker_json(["rss", set_dir])
+        rss = fresh("bench_onnx", "--worker", "rss", set_dir)
         print(
             f"\npeak RSS, one 768×512 synthesis through OnnxRuntimeAdapter in a fresh process: "
             f"{rss['vmhwm_mib']:.0f} MiB VmHWM (imports and set read: {rss['before_mib']:.0f} "
@@ -254,11 +239,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             best: dict[tuple[str, int], dict[str, float]] = {}
             for _ in range(rounds):
                 for config, threads in configs:
-                    r = _worker_json(
-                        [
-                            *("threads", config, set_dir),
-                            *("--threads", str(threads), "--repeats", str(per)),
-                        ]
+                    r = fresh(
+                        "bench_onnx",
+                        "--worker",
+                        "threads",
+                        config,
+                        set_dir,
+                        "--threads",
+                        str(threads),
+                        "--repeats",
+                        str(per),
                     )
                     old = best.setdefault((config, threads), r)
                     best[(config, threads)] = {k: min(v, old[k]) for k, v in r.items()}

@@ -18,7 +18,6 @@ native (above 1: the page is slower). ``--quick``: one sample, the WebAssembly r
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.verify_page import TOKEN_KEY, serve_page
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -118,7 +118,7 @@ def _native_times(repeats: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench page")
+    parser = harness_parser("page", __doc__)
     parser.add_argument("--quick", action="store_true", help="one sample, WebAssembly only")
     parser.add_argument("--repeats", type=int, default=2, help="decodes after the first")
     args = parser.parse_args(list(argv or []))
@@ -141,8 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, t in got.items():
                 then, anchor = t["then"], native[name]["then"]
                 ratio = f"{then / anchor:7.1f}" if then and anchor else "      —"
-                print(f"{path:20} {name:34} {t['first']:8.2f} {then or 0:8.2f} "
-                      f"{anchor or 0:9.3f} {ratio}", flush=True)  # fmt: skip
+                print(
+                    f"{path:20} {name:34} {t['first']:8.2f} {then or 0:8.2f} "
+                    f"{anchor or 0:9.3f} {ratio}",
+                    flush=True,
+                )
     return 0
 
 

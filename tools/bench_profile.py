@@ -7,7 +7,6 @@ rewrite, optimisation level ALL), summed by operator type, at 256×256 and 768×
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -31,8 +30,8 @@ from wai_dispatch.paths.onnx import (
     shared_session_options,
 )
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.tools.bench_envelope import load_line
 from wai_dispatch.tools.bench_tiles import envelope_of
+from wai_dispatch.tools.harness import loadavg, parser
 from wai_dispatch.tools.onnx_synthesis import rewritten_model
 
 SET = "bmshj2018-demo-q3"
@@ -64,9 +63,13 @@ def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
         t5 = time.perf_counter()
         decoder.decode(body)
         t6 = time.perf_counter()
-        for name, took in (("parse, header, set", t1 - t0), ("entropy stage", t2 - t1),
-                           ("synthesis (ONNX Runtime)", t3 - t2), ("RGB8", t4 - t3),
-                           ("whole Decoder.decode", t6 - t5)):  # fmt: skip
+        for name, took in (
+            ("parse, header, set", t1 - t0),
+            ("entropy stage", t2 - t1),
+            ("synthesis (ONNX Runtime)", t3 - t2),
+            ("RGB8", t4 - t3),
+            ("whole Decoder.decode", t6 - t5),
+        ):
             best[name] = min(best[name], took)
     return dict(best)
 
@@ -101,7 +104,7 @@ def op_profile(files: Any, latent: np.ndarray, repeats: int) -> dict[str, float]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_profile")
+    p = parser("profile", __doc__)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="64×64, one run (a smoke run)")
@@ -111,8 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     configure_thread_pool(args.threads)
     sizes = ((4, 4),) if args.quick else ((16, 16), (32, 48))
-    print(f"profile of a warm decode, {args.threads} threads, best of {args.repeats}; "
-          f"{load_line()}")  # fmt: skip
+    print(f"profile of a warm decode, {args.threads} threads, best of {args.repeats}; {loadavg()}")
     with tempfile.TemporaryDirectory(prefix="wai-bench-profile-") as tmp:
         decoder = Decoder.assemble(Path(tmp))
         for h, w in sizes:
@@ -128,11 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             latent = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits).latent
             ops = op_profile(opened.files, latent, args.repeats)
             total = sum(ops.values())
-            print(f"  inside the synthesis, ONNX Runtime's profile ({total / 1e3:.1f} ms of "
-                  f"kernel time a run), by operator type:")  # fmt: skip
+            print(
+                f"  inside the synthesis, ONNX Runtime's profile ({total / 1e3:.1f} ms of "
+                f"kernel time a run), by operator type:"
+            )
             for op, us in sorted(ops.items(), key=lambda kv: -kv[1]):
                 print(f"    {op:22} {us / 1e3:8.1f} ms {us / total:6.1%}")
-    print(f"after the run: {load_line()}")
+    print(f"after the run: {loadavg()}")
     return 0
 
 

@@ -11,44 +11,22 @@ when Serve decides, when the second replica starts, answers and leaves."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
-from sqlalchemy import create_engine, text
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.tools.bench_ray_burst import burst
+from wai_dispatch.tools.harness import LOCAL_PG, database, loadavg
+from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster, replica_rss_mib
 
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
-ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-@contextmanager
-def _database(admin_url: str) -> Iterator[str]:
-    name = f"wai_bench_ray_{uuid.uuid4().hex[:8]}"
-    engine_url = admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
-    admin = create_engine(engine_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def _load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int, int]:
@@ -58,8 +36,11 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
     # a connection per request: the kernel spreads them over the nodes' Serve proxies (each
     # listens on the port, SO_REUSEPORT) as a load balancer would; a proxy prefers its own
     # node's replica
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-               "Connection": "close"}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Connection": "close",
+    }
     ok = [0] * clients
     bad = [0] * clients
     start = threading.Barrier(clients + 1)
@@ -106,10 +87,10 @@ def _ready(cluster: LocalCluster, url: str, replicas: int, timeout_s: float = 30
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_ray")
+    parser = harness_parser("ray", __doc__)
     parser.add_argument("--seconds", type=float, default=20.0, help="each measured run")
     parser.add_argument("--clients", type=int, default=4, help="closed-loop clients")
-    parser.add_argument("--postgres", default=ADMIN_URL, help="a PostgreSQL admin URL")
+    parser.add_argument("--postgres", default=LOCAL_PG, help="a PostgreSQL admin URL")
     parser.add_argument(
         "--burst",
         action="store_true",
@@ -119,17 +100,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import ray  # noqa: F401  (the ray extra: only its presence is checked here)
     except ImportError:
-        print("bench ray: skipped: the ray extra is not installed (pip install "
-              "'wai-dispatch[ray]')")  # fmt: skip
+        print(
+            "bench ray: skipped: the ray extra is not installed (pip install 'wai-dispatch[ray]')"
+        )
         return 0
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-ray-") as folder,
-        _database(args.postgres) as database,
+        database(args.postgres, Path(folder)) as store_url,
         local_cluster(nodes=2, cpus=1) as cluster,
     ):
         root = Path(folder)
         env = {
-            "WAI_DATABASE_URL": database,
+            "WAI_DATABASE_URL": store_url,
             "WAI_DATA_DIR": str(root / "data"),
             "WAI_SPOOL_DIR": str(root / "spool"),
             "WAI_LOG_LEVEL": "WARNING",
@@ -137,8 +119,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         url = f"http://127.0.0.1:{cluster.proxy_port}"
         if args.burst:  # the replicas' INFO lines say how long each took to start
             t0 = time.monotonic()
-            deploy(cluster, {**env, "WAI_LOG_LEVEL": "INFO"}, "--autoscale", "1:2",
-                   "--replica-cpus", "1")  # fmt: skip
+            deploy(
+                cluster,
+                {**env, "WAI_LOG_LEVEL": "INFO"},
+                "--autoscale",
+                "1:2",
+                "--replica-cpus",
+                "1",
+            )
             _ready(cluster, url, 1)
             print(f"autoscale 1:2 deployed and ready in {time.monotonic() - t0:.0f} s", flush=True)
             token = (root / "data" / "admin-token").read_text().strip()
@@ -153,27 +141,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.monotonic()
             deploy(cluster, env, "--replicas", str(replicas))
             _ready(cluster, url, replicas)
-            print(f"{replicas} replica(s) deployed and ready in {time.monotonic() - t0:.0f} s",
-                  flush=True)  # fmt: skip
+            print(
+                f"{replicas} replica(s) deployed and ready in {time.monotonic() - t0:.0f} s",
+                flush=True,
+            )
             token = (root / "data" / "admin-token").read_text().strip()
-            before = _load()
+            before = loadavg()
             per_s, ok, bad = rate(url, token, args.seconds, args.clients)
             runs.append((replicas, per_s))
             if replicas == 2:
                 rss = replica_rss_mib(cluster)
-            print(f"  {replicas} replica(s): {per_s:6.2f} decodes/s ({ok} answered 200, {bad} "
-                  f"other; {args.clients} clients, {args.seconds:.0f} s); load average "
-                  f"{before} → {_load()}", flush=True)  # fmt: skip
+            print(
+                f"  {replicas} replica(s): {per_s:6.2f} decodes/s ({ok} answered 200, {bad} "
+                f"other; {args.clients} clients, {args.seconds:.0f} s); "
+                f"{before} → {loadavg()}",
+                flush=True,
+            )
         ones = [r for n, r in runs if n == 1]
         anchor = sum(ones) / len(ones)
         two = next(r for n, r in runs if n == 2)
         ratio = two / anchor if anchor else float("nan")
-        print(f"2 replicas: {two:.2f} decodes/s = {ratio:.2f}× the 1-replica anchor "
-              f"({anchor:.2f} decodes/s, the mean of {ones[0]:.2f} before and {ones[1]:.2f} "
-              f"after); 256×256 sample, cpu/onnx-runtime/float, 1 CPU each, "
-              f"{os.cpu_count()} cores in the machine")  # fmt: skip
-        print("replica RSS: " + ", ".join(f"{v:.0f} MiB" for v in rss.values()) + " (VmRSS of "
-              "each ray::ServeReplica process, warm, after the 2-replica run)")  # fmt: skip
+        print(
+            f"2 replicas: {two:.2f} decodes/s = {ratio:.2f}× the 1-replica anchor "
+            f"({anchor:.2f} decodes/s, the mean of {ones[0]:.2f} before and {ones[1]:.2f} "
+            f"after); 256×256 sample, cpu/onnx-runtime/float, 1 CPU each, "
+            f"{os.cpu_count()} cores in the machine"
+        )
+        print(
+            "replica RSS: " + ", ".join(f"{v:.0f} MiB" for v in rss.values()) + " (VmRSS of "
+            "each ray::ServeReplica process, warm, after the 2-replica run)"
+        )
     return 0
 
 

@@ -19,20 +19,16 @@ import threading
 import time
 from collections import Counter
 from datetime import datetime
-from pathlib import Path
 
 import httpx
 
+from wai_dispatch.tools.harness import loadavg
 from wai_dispatch.tools.ray_cluster import LocalCluster
 
 #: Serve's controller log line for a scaling decision (its time is the node's local time).
 _DECISION = re.compile(
     r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}).*?(Upscaling|Downscaling) Deployment\("
 )
-
-
-def _load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def decisions(cluster: LocalCluster) -> list[tuple[float, str]]:
@@ -63,16 +59,20 @@ def ready_lines(cluster: LocalCluster) -> dict[str, dict[str, float]]:
     return out
 
 
-def burst(cluster: LocalCluster, url: str, token: str, seconds: float, clients: int,
-          body: bytes) -> None:  # fmt: skip
+def burst(
+    cluster: LocalCluster, url: str, token: str, seconds: float, clients: int, body: bytes
+) -> None:
     """Run the burst on the deployed service and print its figures (the module's doc)."""
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-               "Connection": "close"}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Connection": "close",
+    }
     answers: list[tuple[float, str]] = []  # (seconds into the burst, replica) of each 200
     other: Counter[str] = Counter()
     lock = threading.Lock()
     stop = threading.Event()
-    quiet = _load()
+    quiet = loadavg()
     t0 = time.monotonic()
     wall0 = time.time()
 
@@ -104,14 +104,14 @@ def burst(cluster: LocalCluster, url: str, token: str, seconds: float, clients: 
         t.join()
     ended = time.monotonic()
     wall_end = time.time()
-    during = _load()
+    during = loadavg()
     gone: float | None = None
     while time.monotonic() - ended < 600:
         if len(cluster.replicas()) <= 1:
             gone = time.monotonic() - ended
             break
         time.sleep(1)
-    after = _load()
+    after = loadavg()
 
     first_seen: dict[str, float] = {}
     for when, replica in answers:
@@ -126,19 +126,29 @@ def burst(cluster: LocalCluster, url: str, token: str, seconds: float, clients: 
     def s(x: float | None) -> str:
         return "—" if x is None else f"{x:.1f} s"
 
-    print(f"burst: {clients} clients × {seconds:.0f} s, {len(answers)} decodes answered 200, "
-          f"{sum(other.values())} other {dict(other) or ''}; load average {quiet} before, "
-          f"{during} at the burst's end, {after} after the scale-down")  # fmt: skip
-    print(f"  upscale: Serve decided at {s(up)}, the second replica's process at {s(placed)}, "
-          f"its first answer at {s(first_seen[order[1]] if len(order) > 1 else None)} "
-          f"(from the burst's start)")  # fmt: skip
+    print(
+        f"burst: {clients} clients × {seconds:.0f} s, {len(answers)} decodes answered 200, "
+        f"{sum(other.values())} other {dict(other) or ''}; {quiet} before, "
+        f"{during} at the burst's end, {after} after the scale-down"
+    )
+    print(
+        f"  upscale: Serve decided at {s(up)}, the second replica's process at {s(placed)}, "
+        f"its first answer at {s(first_seen[order[1]] if len(order) > 1 else None)} "
+        f"(from the burst's start)"
+    )
     if len(order) > 1 and order[1] in ready:
         r = ready[order[1]]
-        print(f"  the second replica's start (its log): service start with the sets fetched "
-              f"{s(r.get('start_s'))}, warming {s(r.get('warm_s'))}, ready {s(r.get('ready_s'))} "
-              f"after Serve built it")  # fmt: skip
+        print(
+            f"  the second replica's start (its log): service start with the sets fetched "
+            f"{s(r.get('start_s'))}, warming {s(r.get('warm_s'))}, ready {s(r.get('ready_s'))} "
+            f"after Serve built it"
+        )
     for replica in order:
-        print(f"  {replica}: {share[replica]} decodes ({share[replica] / len(answers):.0%} of "
-              f"the burst), first at {s(first_seen[replica])}")  # fmt: skip
-    print(f"  downscale: Serve decided at {s(down)}, the second replica gone at {s(gone)} "
-          f"(from the burst's end)")  # fmt: skip
+        print(
+            f"  {replica}: {share[replica]} decodes ({share[replica] / len(answers):.0%} of "
+            f"the burst), first at {s(first_seen[replica])}"
+        )
+    print(
+        f"  downscale: Serve decided at {s(down)}, the second replica gone at {s(gone)} "
+        f"(from the burst's end)"
+    )

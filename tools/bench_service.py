@@ -1,18 +1,16 @@
 """``python -m wai_dispatch.tools.bench_service``: the HTTP service beside in-process decodes, in
 one run, with the 256×256 sample: decodes per second over HTTP at concurrency 1, 2 and 8 (a
 real ``wai-dispatch serve`` process on a loopback port) against the same decodes called in a
-loop in this process; p50/p99 latency; the server's resident memory; the per-request overhead
-of CBOR vs JSON and raw PNG vs base64; and a decode's peak memory by picture size (the figures
-the admission estimate in service/http/admission.py rests on)."""
+loop in this process, and HTTP at concurrency 2 against 2 threads here (goal ≥ 95%); p50/p99
+latency; the server's resident memory; the per-request overhead of CBOR vs JSON and raw PNG vs
+base64; and a decode's peak memory by picture size (the figures the admission estimate in
+service/http/admission.py rests on)."""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,40 +23,19 @@ from typing import Any
 from wai_dispatch.codec.envelope_read import parse, parse_cbor, parse_json
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools import bench_tiles
+from wai_dispatch.tools.harness import (
+    best_of,
+    in_threads,
+    loadavg,
+    memory_kib,
+    parser,
+    percentile,
+    service,
+)
 
-PORT = 18190
-_MEMORY_SCRIPT = """
-import sys, time, numpy as np
-from pathlib import Path
-from wai_dispatch.codec import payload as P
-from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.service.decoding.decoder import Decoder
-def envelope(h):
-    z = np.zeros((1, t.channels, h, h), dtype=np.int32)
-    return Envelope(capability=entry.capability, set=entry.digest, payload=P.encode(z, t))
-def hwm():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(("VmHWM", "VmRSS")):
-            yield int(line.split()[1]) // 1024
-decoder = Decoder.assemble(sys.argv[1])
-entry = decoder.set_store.list()[0]
-files = decoder.set_store.open(entry.digest)
-t = EntropyTables.from_json(files.read(str(files.facts.tables)))
-big = envelope(int(sys.argv[2]))
-decoder.decode(envelope(4))  # the session is built and warm
-Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
-rss = dict(zip(("VmHWM", "VmRSS"), hwm()))["VmRSS"]
-t0 = time.perf_counter()
-decoder.decode(big)
-took = time.perf_counter() - t0
-print(rss, max(hwm()), took)
-"""
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+#: The service's settings here (beside the defaults): a queue that takes concurrency 8.
+QUEUE = {"WAI_QUEUE": "64"}
 
 
 def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str, float]:
@@ -80,7 +57,11 @@ def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str,
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(one, range(n)))
     total = time.perf_counter() - start
-    return {"per_s": n / total, "p50_ms": _pct(times, 0.5) * 1e3, "p99_ms": _pct(times, 0.99) * 1e3}
+    return {
+        "per_s": n / total,
+        "p50_ms": percentile(times, 0.5) * 1e3,
+        "p99_ms": percentile(times, 0.99) * 1e3,
+    }
 
 
 def over_http(url: str, token: str, body: bytes, n: int, concurrency: int, **kind: str) -> Any:
@@ -105,64 +86,27 @@ def over_http(url: str, token: str, body: bytes, n: int, concurrency: int, **kin
                     times.append(time.perf_counter() - t)
                     statuses.append(r.status_code)
 
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    start = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    total = time.perf_counter() - start
+    total = in_threads(concurrency, worker)
     ok = sum(1 for s in statuses if s == 200)
     return {
+        "n": len(times),
         "per_s": ok / total,
-        "p50_ms": _pct(times, 0.5) * 1e3,
-        "p99_ms": _pct(times, 0.99) * 1e3,
+        "p50_ms": percentile(times, 0.5) * 1e3,
+        "p99_ms": percentile(times, 0.99) * 1e3,
         "mean_ms": statistics.fmean(times) * 1e3,
         "non_200": len(statuses) - ok,
     }
 
 
-def _rss(pid: int) -> dict[str, int]:
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) // 1024
-    return fields
-
-
-def _serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "WAI_DATA_DIR": str(data_dir), "WAI_QUEUE": "64",
-           "WAI_LOG_LEVEL": "WARNING"}  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wai_dispatch", "serve", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-    )  # fmt: skip
-    import httpx
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the service did not start")
-
-
 def memory_by_size(data_dir: Path) -> list[tuple[int, float, float, float]]:
     """(picture side, MB the decode added over the warm process's resident set, peak MB,
-    seconds) for square pictures, each decode in a fresh process whose session is already
-    built (its peak reset just before the decode)."""
+    seconds) for square pictures, each decode (and its PNG) in a fresh process whose session
+    is already built (its peak reset just before the decode; tools/bench_tiles.py)."""
     rows = []
     for latent in (16, 32, 48, 64):
-        out = subprocess.run(
-            [sys.executable, "-c", _MEMORY_SCRIPT, str(data_dir), str(latent)],
-            capture_output=True, text=True, check=True,
-        ).stdout.split()  # fmt: skip
-        base, peak, secs = float(out[0]), float(out[1]), float(out[2])
-        rows.append((latent * 16, peak - base, peak, secs))
+        got = bench_tiles.in_process(data_dir, "float", latent, None)
+        base, peak = got["base"] / 2**20, got["peak"] / 2**20
+        rows.append((latent * 16, peak - base, peak, got["seconds"]))
     return rows
 
 
@@ -176,13 +120,8 @@ def _median_rows(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _best_us(fn: Any, repeat: int = 200) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best * 1e6
+def _best_us(fn: Any) -> float:
+    return best_of(fn, 200) * 1e6
 
 
 def overheads(decoder: Any, body: bytes, cbor: bytes, url: str) -> dict[str, float]:
@@ -211,10 +150,9 @@ def overheads(decoder: Any, body: bytes, cbor: bytes, url: str) -> dict[str, flo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_service")
+    p = parser("service", __doc__)
     p.add_argument("--requests", type=int, default=24, help="decodes per row and round")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median shown)")
-    p.add_argument("--port", type=int, default=PORT)
     p.add_argument("--no-memory", action="store_true", help="skip peak memory by picture size")
     args = p.parse_args(argv)
     body = (envelopes_dir() / "bmshj2018-demo-q3.json").read_bytes()
@@ -224,49 +162,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_dir = Path(tmp)
         decoder = Decoder.assemble(data_dir)
         decoder.decode(parse(body)).png()  # warm: session built, tables parsed
-        proc = _serve(data_dir, args.port)
-        try:
-            url = f"http://127.0.0.1:{args.port}"
-            token = (data_dir / "admin-token").read_text().strip()
+        with service(data_dir, QUEUE) as served:
+            url, token = served.url, served.token
             over_http(url, token, body, 4, 1)  # warm
-            idle = _rss(proc.pid)
+            idle = memory_kib(served.proc.pid)
             rounds = []
             for _ in range(args.rounds):
-                rounds.append({
-                    "in-process loop": in_process(decoder, body, n),
-                    "in-process, 2 threads": in_process(decoder, body, n, threads=2),
-                    **{f"HTTP, concurrency {c}": over_http(url, token, body, n, c)
-                       for c in (1, 2, 8)},
-                })  # fmt: skip
+                rounds.append(
+                    {
+                        "in-process loop": in_process(decoder, body, n),
+                        "in-process, 2 threads": in_process(decoder, body, n, threads=2),
+                        **{
+                            f"HTTP, concurrency {c}": over_http(url, token, body, n, c)
+                            for c in (1, 2, 8)
+                        },
+                    }
+                )
             rows = _median_rows(rounds)
             costs = overheads(decoder, body, cbor, url)
-            loaded = _rss(proc.pid)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            loaded = memory_kib(served.proc.pid)
         sizes = [] if args.no_memory else memory_by_size(data_dir)
     anchor = rows["in-process loop"]["per_s"]
-    print(f"256×256 sample; {n} decodes per row, median of {args.rounds} interleaved rounds; "
-          f"{os.cpu_count()} CPUs shared with the client")  # fmt: skip
+    print(
+        f"256×256 sample; {n} decodes per row, median of {args.rounds} interleaved rounds; "
+        f"{loadavg()}, shared with the client"
+    )
     print(f"{'':26} {'decodes/s':>10} {'vs loop':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99/p50':>8}")
     for name, row in rows.items():
         note = f"  ({row['non_200']} not 200)" if row.get("non_200") else ""
-        print(f"{name:26} {row['per_s']:10.2f} {row['per_s'] / anchor:8.0%} "
-              f"{row['p50_ms']:8.1f} {row['p99_ms']:8.1f} "
-              f"{row['p99_ms'] / row['p50_ms']:8.2f}{note}")  # fmt: skip
+        print(
+            f"{name:26} {row['per_s']:10.2f} {row['per_s'] / anchor:8.0%} "
+            f"{row['p50_ms']:8.1f} {row['p99_ms']:8.1f} "
+            f"{row['p99_ms'] / row['p50_ms']:8.2f}{note}"
+        )
+    ratio = rows["HTTP, concurrency 2"]["per_s"] / rows["in-process, 2 threads"]["per_s"]
+    met = "met" if ratio >= 0.95 else "NOT met"
+    print(f"HTTP at concurrency 2 ÷ in-process from 2 threads: {ratio:.0%} (goal ≥ 95%: {met})")
     png_kb = costs.pop("png_bytes") / 1024
     print(f"\nper-request costs that differ by form (best of 200; the PNG is {png_kb:.0f} KiB):")
     for name, us in costs.items():
         print(f"  {name:28} {us:9.0f} µs")
-    print(f"\nserver resident memory: {idle['VmRSS']} MB after warm-up (the 1 bundled set "
-          f"loaded), {loaded['VmRSS']} MB after the runs, peak {loaded['VmHWM']} MB")  # fmt: skip
+    print(
+        f"\nserver resident memory: {idle['VmRSS'] >> 10} MB after warm-up (the 1 bundled set "
+        f"loaded), {loaded['VmRSS'] >> 10} MB after the runs, peak {loaded['VmHWM'] >> 10} MB"
+    )
     if sizes:
         print("\none decode's memory by picture size (fresh warm process each; VmHWM reset")
         print("before the decode; B/pixel: the decode's MB over output pixels):")
         print(f"  {'picture':>11} {'+decode MB':>10} {'peak MB':>8} {'seconds':>8} {'B/pixel':>8}")
         for side, extra, peak, secs in sizes:
-            print(f"  {f'{side}×{side}':>11} {extra:10.0f} {peak:8.0f} {secs:8.2f} "
-                  f"{extra * 2**20 / side**2:8.0f}")  # fmt: skip
+            print(
+                f"  {f'{side}×{side}':>11} {extra:10.0f} {peak:8.0f} {secs:8.2f} "
+                f"{extra * 2**20 / side**2:8.0f}"
+            )
     return 0
 
 

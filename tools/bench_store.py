@@ -18,7 +18,6 @@ one-transaction rate at 64 writers."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -35,16 +34,30 @@ from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.spool import Spool
-from wai_dispatch.tools.bench_dashboard import _database
-from wai_dispatch.tools.bench_summary import LOCAL_PG, _reachable
+from wai_dispatch.tools.harness import database, parser, postgres, postgres_options
 
-REPORT = Report.from_json({
-    "kind": "wai-neural-dispatch/1", "capability": "wai.neural.bmshj2018", "needed": "none",
-    "ran": {"unit": "cpu", "backend": "onnx-runtime", "arithmetic": "float", "tier": "none",
-            "placement": {"npu": 0, "gpu": 0, "cpu": 16, "unknown": 0}},
-    "refused": [{"unit": "npu", "backend": "model-runtime", "arithmetic": "float",
-                 "reason": "dispatch_unit_absent"}],
-})  # fmt: skip
+REPORT = Report.from_json(
+    {
+        "kind": "wai-neural-dispatch/1",
+        "capability": "wai.neural.bmshj2018",
+        "needed": "none",
+        "ran": {
+            "unit": "cpu",
+            "backend": "onnx-runtime",
+            "arithmetic": "float",
+            "tier": "none",
+            "placement": {"npu": 0, "gpu": 0, "cpu": 16, "unknown": 0},
+        },
+        "refused": [
+            {
+                "unit": "npu",
+                "backend": "model-runtime",
+                "arithmetic": "float",
+                "reason": "dispatch_unit_absent",
+            }
+        ],
+    }
+)
 SET = "97e7f912140b9c16879eb5bff2281b514bbc3984b2fd45f37864b43e2d93cf32"
 SYMBOLS = "09c6186a09fd0e7b795a2c99c0594dbfaafadfc0f47af871a26e32bfdfbe5c44"
 RGB = "50f15b470b2da9af08c991281469f5e879c763b4f22208b0c3ddd669b3a754b4"
@@ -55,9 +68,14 @@ MAX_RECORDS = 1000
 def _one(sink: str) -> list[ReportRecord]:
     """One decode's records, as the use case makes them."""
     return records_for(
-        [REPORT], request_id=str(uuid.uuid4()), sink=sink, set_digests=[SET],
-        symbols_digests=[SYMBOLS], rgb_digest=RGB, duration_ms=85.0,
-    )  # fmt: skip
+        [REPORT],
+        request_id=str(uuid.uuid4()),
+        sink=sink,
+        set_digests=[SET],
+        symbols_digests=[SYMBOLS],
+        rgb_digest=RGB,
+        duration_ms=85.0,
+    )
 
 
 def measure(
@@ -67,9 +85,12 @@ def measure(
     batches; with it off, one a report)."""
     spool = Spool(folder / f"spool-{writers}-{int(group)}", max_bytes=1 << 30)
     recorder = Recorder(
-        store, spool, retry_s=60, commit_window_s=WINDOW_S if group else None,
+        store,
+        spool,
+        retry_s=60,
+        commit_window_s=WINDOW_S if group else None,
         commit_max=MAX_RECORDS,
-    )  # fmt: skip
+    )
     start = threading.Barrier(writers + 1)
     stop = threading.Event()
     lat: list[list[float]] = [[] for _ in range(writers)]
@@ -113,9 +134,14 @@ def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
         reports = int(conn.execute(text("SELECT count(*) FROM reports")).scalar_one())
         refusals = int(conn.execute(text("SELECT count(*) FROM report_refusals")).scalar_one())
         if store.dialect == "postgresql":
-            size = int(conn.execute(text(
-                "SELECT pg_total_relation_size('reports') + "
-                "pg_total_relation_size('report_refusals')")).scalar_one())  # fmt: skip
+            size = int(
+                conn.execute(
+                    text(
+                        "SELECT pg_total_relation_size('reports') + "
+                        "pg_total_relation_size('report_refusals')"
+                    )
+                ).scalar_one()
+            )
         else:
             assert path is not None
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -126,22 +152,31 @@ def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
 def run(name: str, admin_url: str | None, writers: list[int], seconds: float) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-store-") as tmp,
-        _database(admin_url, Path(tmp)) as url,
+        database(admin_url, Path(tmp)) as url,
     ):
         store = ReportStore(url)
         store.migrate()
         print(f"\n{name}: reports/s acknowledged through Recorder.record, {seconds:g} s each")
-        head = ("writers", "single/s", "group/s", "ratio", "single p50/p99 ms",
-                "group p50/p99 ms", "reports/tx")  # fmt: skip
+        head = (
+            "writers",
+            "single/s",
+            "group/s",
+            "ratio",
+            "single p50/p99 ms",
+            "group p50/p99 ms",
+            "reports/tx",
+        )
         widths = (7, 9, 9, 6, 18, 17, 10)
         print("  " + "  ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True)))
         for n in writers:
             single, s50, s99, _ = measure(store, Path(tmp), n, seconds, group=False)
             grouped, g50, g99, batches = measure(store, Path(tmp), n, seconds, group=True)
             per_tx = grouped * seconds / max(batches, 1)
-            print(f"  {n:>7}  {single:>9.0f}  {grouped:>9.0f}  {grouped / single:>5.1f}×  "
-                  f"{s50:>8.2f}/{s99:<9.2f}  {g50:>8.2f}/{g99:<8.2f}  {per_tx:>10.1f}",
-                  flush=True)  # fmt: skip
+            print(
+                f"  {n:>7}  {single:>9.0f}  {grouped:>9.0f}  {grouped / single:>5.1f}×  "
+                f"{s50:>8.2f}/{s99:<9.2f}  {g50:>8.2f}/{g99:<8.2f}  {per_tx:>10.1f}",
+                flush=True,
+            )
         path = None if admin_url else Path(tmp) / "reports.db"
         rows, size = footprint(store, path)
         print(f"  rows a report: {rows:.1f}; bytes a report (tables and indexes): {size:,.0f}")
@@ -149,20 +184,19 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_store", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="each measurement's length")
-    parser.add_argument("--writers", default="1,8,64", help="concurrent writers, comma-separated")
-    parser.add_argument("--postgres", metavar="ADMIN_URL", help=f"default {LOCAL_PG} if it answers")
-    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
-    args = parser.parse_args(argv)
+    p = parser("store", __doc__)
+    p.add_argument("--seconds", type=float, default=3.0, help="each measurement's length")
+    p.add_argument("--writers", default="1,8,64", help="concurrent writers, comma-separated")
+    postgres_options(p)
+    args = p.parse_args(argv)
     writers = [int(w) for w in args.writers.split(",")]
-    print(f"group commit: window {WINDOW_S * 1000:g} ms, at most {MAX_RECORDS} reports a batch; "
-          "two committers on PostgreSQL (one statement a batch), one on SQLite")  # fmt: skip
-    pg = None if args.no_postgres else (args.postgres or LOCAL_PG)
-    if pg is not None and (args.postgres or _reachable(pg)):
+    print(
+        f"group commit: window {WINDOW_S * 1000:g} ms, at most {MAX_RECORDS} reports a batch; "
+        "two committers on PostgreSQL (one statement a batch), one on SQLite"
+    )
+    pg = postgres(args)
+    if pg is not None:
         run("postgresql", pg, writers, args.seconds)
-    elif pg is not None:
-        print(f"postgresql: nothing answers at {pg}; not measured")
     run("sqlite (WAL)", None, writers, args.seconds)
     return 0
 

@@ -14,8 +14,6 @@ default the local server when it answers (:data:`LOCAL_PG`)."""
 
 from __future__ import annotations
 
-import argparse
-import socket
 import statistics
 import sys
 import tempfile
@@ -27,10 +25,9 @@ from typing import Any
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, summary
 from wai_dispatch.service.store.retention import prune
-from wai_dispatch.tools.bench_dashboard import _database
+from wai_dispatch.tools.harness import database, parser, postgres, postgres_options
 from wai_dispatch.tools.seed_reports import seed
 
-LOCAL_PG = "postgresql://postgres@127.0.0.1:5432/test"
 DAY_MS = 86_400_000
 GOAL_MS = 100.0
 
@@ -56,7 +53,7 @@ def run(count: int, admin_url: str | None, repeat: int, raw_repeat: int) -> bool
     met = True
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp,
-        _database(admin_url, Path(tmp)) as url,
+        database(admin_url, Path(tmp)) as url,
     ):
         store = ReportStore(url)
         store.migrate()
@@ -64,20 +61,28 @@ def run(count: int, admin_url: str | None, repeat: int, raw_repeat: int) -> bool
         t0 = time.perf_counter()
         seed(store, count, now_ms=now)
         seconds = time.perf_counter() - t0
-        print(f"{store.dialect}: seeded {count:,} reports (and their roll-ups) in {seconds:.1f} s "
-              f"({count / seconds:,.0f} reports/s)", flush=True)  # fmt: skip
+        print(
+            f"{store.dialect}: seeded {count:,} reports (and their roll-ups) in {seconds:.1f} s "
+            f"({count / seconds:,.0f} reports/s)",
+            flush=True,
+        )
         month = Filters(since_ms=now - 30 * DAY_MS + 1234, until_ms=now)
         views = {
             "summary, 30 days (daily buckets)": (month, 86_400),
             "summary, 30 days (hourly buckets)": (month, 3_600),
-            "summary, 30 days, one sink": (Filters(sink="sink-003", since_ms=month.since_ms,
-                                                   until_ms=now), 86_400),
-            "summary, 30 days, one refusal code": (Filters(reason="dispatch_tier_refused",
-                                                           since_ms=month.since_ms,
-                                                           until_ms=now), 86_400),
-            "summary, last 24 h (15-min buckets)": (Filters(since_ms=now - DAY_MS,
-                                                            until_ms=now), 900),
-        }  # fmt: skip
+            "summary, 30 days, one sink": (
+                Filters(sink="sink-003", since_ms=month.since_ms, until_ms=now),
+                86_400,
+            ),
+            "summary, 30 days, one refusal code": (
+                Filters(reason="dispatch_tier_refused", since_ms=month.since_ms, until_ms=now),
+                86_400,
+            ),
+            "summary, last 24 h (15-min buckets)": (
+                Filters(since_ms=now - DAY_MS, until_ms=now),
+                900,
+            ),
+        }
         for name, (f, bucket_s) in views.items():
             p50, worst, cpu, got = _time(store, f, bucket_s, True, repeat, warm=True)
             raw50, _, raw_cpu, want = _time(store, f, bucket_s, False, raw_repeat, warm=False)
@@ -107,33 +112,20 @@ def run(count: int, admin_url: str | None, repeat: int, raw_repeat: int) -> bool
     return met
 
 
-def _reachable(url: str) -> bool:
-    host_port = url.split("@", 1)[-1].split("/", 1)[0]
-    host, _, port = host_port.partition(":")
-    try:
-        with socket.create_connection((host or "127.0.0.1", int(port or 5432)), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_summary")
-    parser.add_argument("--count", type=int, default=1_000_000)
-    parser.add_argument("--quick", action="store_true", help="100,000 reports (a smoke run)")
-    parser.add_argument("--postgres", metavar="ADMIN_URL", help=f"default {LOCAL_PG} if it answers")
-    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
-    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
-    parser.add_argument("--repeat", type=int, default=20, help="roll-up summaries timed per view")
-    parser.add_argument("--raw-repeat", type=int, default=2, help="reports-only summaries timed")
-    args = parser.parse_args(argv)
+    p = parser("summary", __doc__)
+    p.add_argument("--count", type=int, default=1_000_000)
+    p.add_argument("--quick", action="store_true", help="100,000 reports (a smoke run)")
+    postgres_options(p)
+    p.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    p.add_argument("--repeat", type=int, default=20, help="roll-up summaries timed per view")
+    p.add_argument("--raw-repeat", type=int, default=2, help="reports-only summaries timed")
+    args = p.parse_args(argv)
     count = 100_000 if args.quick else args.count
     met = True if args.no_sqlite else run(count, None, args.repeat, args.raw_repeat)
-    pg = None if args.no_postgres else (args.postgres or LOCAL_PG)
-    if pg is not None and (args.postgres or _reachable(pg)):
+    pg = postgres(args)
+    if pg is not None:
         met = run(count, pg, args.repeat, args.raw_repeat) and met
-    elif pg is not None:
-        print(f"postgresql: nothing answers at {pg}; not measured")
     return 0 if met else 1
 
 

@@ -5,15 +5,12 @@
   ``decompress()`` → RGB8 of the same picture run the same way (the anchor). Each process
   starts, warms, waits for the others, then decodes for ``--seconds``; the rate is all their
   decodes over the span from the first start to the last end.
-- The HTTP service (a real ``wai-dispatch serve`` on a loopback port, JSON answer with its PNG)
-  at concurrency 2, beside the same decoder object decoding and PNG-encoding from 2 threads in
-  one process (the anchor; the service's settings alike). Goal: HTTP ≥ 95% of in-process.
 - Batching: the set's ONNX session run on a batch of 2 same-shaped latents beside 2 runs of
   one, interleaved, best of ``--repeats`` (the decoder batches nothing; this measures whether
   it would help).
 
 Rates are ours ÷ anchor (above 1: ours does more); times are ours ÷ anchor (below 1: faster).
-``--quick``: 64×64, a short window, one round (a smoke run)."""
+``--quick``: 64×64, a short window (a smoke run). HTTP beside in-process: ``bench service``."""
 
 from __future__ import annotations
 
@@ -35,12 +32,9 @@ from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model
-from wai_dispatch.tools.bench_envelope import load_line, pictures, rgb8
-from wai_dispatch.tools.bench_service import _serve, in_process, over_http
-from wai_dispatch.tools.bench_timing import best_of_interleaved
+from wai_dispatch.tools.bench_envelope import pictures, rgb8
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
 from wai_dispatch.tools.onnx_synthesis import ort_session, rewritten_model
-
-PORT = 18192
 
 
 def _worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -> dict[str, Any]:
@@ -80,10 +74,23 @@ def per_core(kind: str, processes: int, data_dir: Path, data_file: Path, seconds
     """Decodes per second per process (each one core) with ``processes`` at once."""
     go = data_dir / f"go-{kind}-{processes}"
     go.unlink(missing_ok=True)
-    env = {**os.environ, "WAI_DATA_DIR": str(data_dir), "WAI_ORT_THREADS": "1",
-           "OMP_NUM_THREADS": "1"}  # fmt: skip
-    argv = [sys.executable, "-m", "wai_dispatch.tools.bench_throughput", "--worker", kind,
-            str(data_dir), str(data_file), str(seconds), str(go)]  # fmt: skip
+    env = {
+        **os.environ,
+        "WAI_DATA_DIR": str(data_dir),
+        "WAI_ORT_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "wai_dispatch.tools.bench_throughput",
+        "--worker",
+        kind,
+        str(data_dir),
+        str(data_file),
+        str(seconds),
+        str(go),
+    ]
     procs = [
         subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) for _ in range(processes)
     ]
@@ -101,27 +108,6 @@ def per_core(kind: str, processes: int, data_dir: Path, data_file: Path, seconds
         results.append(json.loads(out.strip().splitlines()[-1]))
     span = float(max(r["end"] for r in results) - min(r["start"] for r in results))
     return sum(int(r["count"]) for r in results) / span / processes
-
-
-def http_vs_in_process(data_dir: Path, body: bytes, n: int, rounds: int) -> tuple[float, float]:
-    """Decodes per second at concurrency 2: over HTTP, and from 2 threads in this process;
-    the median round of each, rounds taking turns."""
-
-    decoder = Decoder.assemble(data_dir)
-    decoder.decode(body).png()
-    proc = _serve(data_dir, PORT)
-    try:
-        url = f"http://127.0.0.1:{PORT}"
-        token = (data_dir / "admin-token").read_text().strip()
-        over_http(url, token, body, 4, 2)  # warm
-        http, local = [], []
-        for _ in range(rounds):
-            http.append(over_http(url, token, body, n, 2)["per_s"])
-            local.append(in_process(decoder, body, n, threads=2)["per_s"])
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-    return sorted(http)[len(http) // 2], sorted(local)[len(local) // 2]
 
 
 def _batched_session(model: bytes, weights: bytes) -> Any:
@@ -164,10 +150,8 @@ def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_throughput")
+    p = parser("throughput", __doc__)
     p.add_argument("--seconds", type=float, default=6.0, help="each in-process window (6)")
-    p.add_argument("--requests", type=int, default=16, help="HTTP: decodes per round (16)")
-    p.add_argument("--rounds", type=int, default=3, help="HTTP: rounds, median shown (3)")
     p.add_argument("--repeats", type=int, default=5, help="batching: best of N (5)")
     p.add_argument("--quick", action="store_true", help="64×64, short runs (a smoke run)")
     p.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
@@ -177,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(_worker(kind, data_dir, data_file, float(seconds), go)))
         return 0
     if args.quick:
-        args.seconds, args.requests, args.rounds, args.repeats = 0.2, 2, 1, 1
+        args.seconds, args.repeats = 0.2, 1
 
     (row,) = pictures(((64, 64),) if args.quick else ((256, 256),))
     picture = f"{row['width']}×{row['height']}"
@@ -188,31 +172,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # the bundled set installed and its prepared graph cached before the workers start
         Decoder.assemble(data_dir).decode(row["envelope"])
-        load_start = load_line()
+        load_start = loadavg()
         rates = {
             (kind, n): per_core(kind, n, data_dir, data_file, args.seconds)
             for n in (1, 2)
             for kind in ("ours", "theirs")
         }
-        http, local = http_vs_in_process(data_dir, row["envelope"], args.requests, args.rounds)
         batch = batching(data_dir, row["envelope"], args.repeats)
     print(f"{picture} envelopes; at the start: {load_start}")
-    print(f"decodes/s per core, in-process, one thread a process, {args.seconds:g} s windows "
-          f"(ratio: ours ÷ CompressAI, in rate: above 1, ours does more)")  # fmt: skip
+    print(
+        f"decodes/s per core, in-process, one thread a process, {args.seconds:g} s windows "
+        f"(ratio: ours ÷ CompressAI, in rate: above 1, ours does more)"
+    )
     print(f"  {'processes':>9} {'ours':>8} {'CompressAI':>10} {'ratio':>6} {'2 vs 1 proc':>12}")
     for n in (1, 2):
         ours, theirs = rates[("ours", n)], rates[("theirs", n)]
         scale = ours / rates[("ours", 1)]
         print(f"  {n:>9} {ours:8.2f} {theirs:10.2f} {ours / theirs:6.2f} {scale:11.0%}")
-    ratio = http / local
-    met = "met" if ratio >= 0.95 else "NOT met"
-    print(f"concurrency 2, decode + PNG: HTTP (JSON answer) {http:.2f}/s, in-process 2 threads "
-          f"{local:.2f}/s; HTTP ÷ in-process {ratio:.0%} (goal ≥ 95%: {met}); "
-          f"median of {args.rounds} rounds of {args.requests}")  # fmt: skip
-    print(f"batching 2 same-shaped latents in one ONNX run: {batch['pair'] * 1e3:.1f} ms vs "
-              f"2 single runs {batch['singles'] * 1e3:.1f} ms; ratio {batch['batch']:.2f} "
-              f"(below 1: batching helps); batched output identical: {batch['same']}")  # fmt: skip
-    print(f"after the run: {load_line()}")
+    print(
+        f"batching 2 same-shaped latents in one ONNX run: {batch['pair'] * 1e3:.1f} ms vs "
+        f"2 single runs {batch['singles'] * 1e3:.1f} ms; ratio {batch['batch']:.2f} "
+        f"(below 1: batching helps); batched output identical: {batch['same']}"
+    )
+    print(f"after the run: {loadavg()}")
     return 0
 
 

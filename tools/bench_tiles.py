@@ -14,7 +14,6 @@ docs/onnx-path.md gives. ``--quick``: one small size per path, for a smoke run."
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -34,7 +33,7 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.settings import Settings
-from wai_dispatch.tools.bench_service import _rss
+from wai_dispatch.tools.harness import loadavg, memory_kib, parser, service
 
 SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-demo-q3"}
 UNTILED = str(1 << 50)
@@ -44,13 +43,9 @@ import json, sys, time
 from pathlib import Path
 from wai_dispatch.tools.bench_tiles import envelope_of
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.harness import memory_kib
 def status():
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmHWM", "VmRSS"):
-            out[key] = int(value.split()[0]) * 1024
-    return out
+    return {key: kib * 1024 for key, kib in memory_kib().items()}
 data_dir, set_name, h, w = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 decoder = Decoder.assemble(data_dir)
 small = envelope_of(decoder.set_store, set_name, 4, 4)
@@ -136,32 +131,8 @@ def cli_4096(data_dir: Path, kind: str, side: int) -> dict[str, Any]:
     }
 
 
-def _serve(data_dir: Path, port: int, timeout_s: float | None) -> subprocess.Popen[bytes]:
-    import httpx
-
-    env = {k: v for k, v in os.environ.items() if k != "WAI_TILE_BYTES"}
-    env.update(WAI_DATA_DIR=str(data_dir), WAI_LOG_LEVEL="WARNING")
-    if timeout_s is not None:
-        env["WAI_DECODE_TIMEOUT_S"] = str(timeout_s)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wai_dispatch", "serve", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the service did not start")
-
-
 def service_4096(
-    data_dir: Path, kind: str, side: int, port: int, timeout_s: float | None = None
+    data_dir: Path, kind: str, side: int, timeout_s: float | None = None
 ) -> dict[str, Any]:
     """One ``POST /v1/decode`` (raw PNG answer) of a ``side``² latent to ``wai-dispatch
     serve`` on the default settings (``decode_timeout_s`` raised to ``timeout_s`` where
@@ -169,26 +140,18 @@ def service_4096(
     import httpx
 
     body = (data_dir / f"{kind}-{side}.json").read_bytes()
-    proc = _serve(data_dir, port, timeout_s)
-    try:
-        token = (data_dir / "admin-token").read_text().strip()
-        base = _rss(proc.pid)["VmHWM"] * 2**20
+    env = {"WAI_DECODE_TIMEOUT_S": str(timeout_s)} if timeout_s is not None else {}
+    with service(data_dir, env) as served:
+        base = memory_kib(served.proc.pid)["VmHWM"] * 1024
         t0 = time.perf_counter()
         r = httpx.post(
-            f"http://127.0.0.1:{port}/v1/decode",
+            f"{served.url}/v1/decode",
             content=body,
-            headers={
-                "Authorization": f"Bearer {token}",
-                "Content-Type": "application/json",
-                "Accept": "image/png",
-            },
+            headers={**served.headers, "Accept": "image/png"},
             timeout=600,
         )
         took = time.perf_counter() - t0
-        peak = _rss(proc.pid)["VmHWM"] * 2**20
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        peak = memory_kib(served.proc.pid)["VmHWM"] * 1024
     return {
         "status": r.status_code,
         "peak": peak,
@@ -200,7 +163,7 @@ def service_4096(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.bench_tiles")
+    p = parser("tiles", __doc__)
     p.add_argument(
         "--sides",
         type=int,
@@ -217,7 +180,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--quick", action="store_true", help="one small size per path (smoke)")
     p.add_argument("--kinds", nargs="*", default=list(SETS), choices=list(SETS))
-    p.add_argument("--port", type=int, default=18191)
     p.add_argument(
         "--decode-timeout",
         type=float,
@@ -226,10 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     sides = [16] if args.quick else args.sides
-    print(
-        f"load average {Path('/proc/loadavg').read_text().split()[:3]}; "
-        f"{len(os.sched_getaffinity(0))} CPUs"
-    )
+    print(loadavg())
     print("one decode's peak memory (VmHWM, fresh warm process; MB over the warm process and")
     print("total) by picture size, tiled (the default WAI_TILE_BYTES) and untiled:")
     print(
@@ -261,8 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             budget = Settings.model_fields["memory_budget_bytes"].default
             print(
                 f"\n4096×4096 with the default settings (memory_budget_bytes {budget >> 20} "
-                f"MiB; decode_timeout_s {args.decode_timeout or 'default'}), load average "
-                f"{Path('/proc/loadavg').read_text().split()[:3]}:"
+                f"MiB; decode_timeout_s {args.decode_timeout or 'default'}), {loadavg()}:"
             )
             for kind in args.kinds:
                 cli = cli_4096(data_dir, kind, 256)
@@ -272,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{cli['error']}",
                     flush=True,
                 )
-                svc = service_4096(data_dir, kind, 256, args.port, args.decode_timeout)
+                svc = service_4096(data_dir, kind, 256, args.decode_timeout)
                 print(
                     f"  {kind:8} service  HTTP {svc['status']} peak {svc['peak'] / 2**20:6.0f} "
                     f"MB {svc['seconds']:6.1f} s  PNG {svc['png'] / 2**20:.1f} MB "

@@ -34,6 +34,7 @@ __all__ = [
     "load_model",
     "model_architecture",
     "plain_synthesis",
+    "update_tables",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -90,10 +91,8 @@ def load_model(
     quality: int,
     update_quantiles: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
-    """The model in eval mode after ``update()`` (the tables the checkpoint carries, else cut
-    from its quantiles; with ``update_quantiles``: CompressAI's ``update(force=True,
-    update_quantiles=True)``, which first re-estimates the quantiles the tables are cut from),
-    and where its weights came from."""
+    """The model in eval mode with its tables as :func:`update_tables` rules, and where its
+    weights came from."""
 
     n, m = architecture(quality)
     if pretrained:
@@ -103,6 +102,7 @@ def load_model(
         from compressai.zoo import bmshj2018_factorized
 
         model = bmshj2018_factorized(quality, metric="mse", pretrained=True)
+        state, what = model.state_dict(), "the zoo's weights"
         origin = {
             "kind": "pretrained",
             "source": f"compressai.zoo.bmshj2018_factorized(quality={quality}, metric='mse', "
@@ -129,26 +129,32 @@ def load_model(
                 f"checkpoint {path}: not a FactorizedPrior({n}, {m}) state dict "
                 f"(quality {quality}): {_one_line(exc)}"
             ) from exc
-        tables = state.get("entropy_bottleneck._quantized_cdf")
-        if not update_quantiles and (tables is None or tables.numel() == 0):
-            raise SetWriterError(
-                f"checkpoint {path}: its entropy tables are empty (saved before net.update()), "
-                "so the tables your bitstreams were coded with are not in it; save it after "
-                "net.update(), or give --update-quantiles to cut them here as CompressAI's "
-                "update(force=True, update_quantiles=True) does"
-            )
+        what = f"checkpoint {path}"
         digest = _blake3_file(path)
         demo = DEMO_CHECKPOINT.is_file() and digest == _blake3_file(DEMO_CHECKPOINT)
         origin = {"kind": "demo" if demo else "checkpoint", "file": path.name, "blake3": digest}
     model = model.eval()
-    # A checkpoint that carries its tables (saved after update(): CompressAI's update_model, the
-    # zoo's weights, the demo weights) keeps them, as CompressAI's own update() without force
-    # does: they are the checkpoint's bytes, not torch's float32 logistic on this CPU (whose
-    # vectorised tanh/sigmoid differ between ISAs; docs/bmshj2018-set.md, "Determinism"). A
-    # checkpoint saved before update() (empty tables) is refused above unless --update-quantiles
-    # asks to cut them here.
-    model.update(force=update_quantiles, update_quantiles=update_quantiles)
+    update_tables(model, state, what, update_quantiles=update_quantiles)
     return model, origin
+
+
+def update_tables(model: Any, state: Any, what: str, *, update_quantiles: bool) -> None:
+    """The one rule both set writers follow (docs/bmshj2018-set.md, *Checkpoints*): a
+    checkpoint that carries its entropy tables (saved after ``net.update()``: CompressAI's
+    update_model, the zoo's weights, the demo weights) keeps them, as CompressAI's own
+    ``update()`` without force does: they are the checkpoint's bytes, not torch's float32
+    logistic on this CPU (whose vectorised tanh/sigmoid differ between ISAs, "Determinism"). One
+    saved before ``update()`` (any table empty) is refused, unless ``update_quantiles`` asks to
+    cut them all here as CompressAI's ``update(force=True, update_quantiles=True)`` does."""
+    keys = [k for k in model.state_dict() if k.endswith("._quantized_cdf")]
+    if not update_quantiles and any(state.get(k) is None or state[k].numel() == 0 for k in keys):
+        raise SetWriterError(
+            f"{what}: its entropy tables are empty (saved before net.update()), "
+            "so the tables your bitstreams were coded with are not in it; save it after "
+            "net.update(), or give --update-quantiles to cut them here as CompressAI's "
+            "update(force=True, update_quantiles=True) does"
+        )
+    model.update(force=update_quantiles, update_quantiles=update_quantiles)
 
 
 def _one_line(exc: object) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.store.records import records_for
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools.bench_decode import SIZES, _model, _picture
+from wai_dispatch.tools.harness import loadavg
 from wai_dispatch.tools.queue_sim import simulate
 
 FLEETS = (10_000, 100_000, 1_000_000)  # sinks, one envelope a minute each
@@ -86,13 +86,20 @@ def cpu_per_decode(decoder: Decoder, repeats: int, symbols: dict[str, Any]) -> l
                 result.png()
                 png.append(time.process_time() - t1)
                 samples.append(t1 - t0)
-            rows.append({
-                "capability": item.capability, "path": str(ran.path) if ran else None,
-                "picture": size, "payload_bytes": len(body), "cpu_s": samples,
-                "png_s": statistics.median(png), "reports": [r.to_json() for r in result.reports],
-                "set": item.digest, "symbols_digest": result.part.symbols_digest,
-                "rgb_digest": result.rgb_digest,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "capability": item.capability,
+                    "path": str(ran.path) if ran else None,
+                    "picture": size,
+                    "payload_bytes": len(body),
+                    "cpu_s": samples,
+                    "png_s": statistics.median(png),
+                    "reports": [r.to_json() for r in result.reports],
+                    "set": item.digest,
+                    "symbols_digest": result.part.symbols_digest,
+                    "rgb_digest": result.rgb_digest,
+                }
+            )
     return rows
 
 
@@ -144,12 +151,18 @@ def fleet_table(cpu_s: float, png_s: float, rows: float, bytes_: float) -> list[
         rate = sinks / 60
         cores = rate * (cpu_s + png_s) / UTILISATION
         replicas = max(1, -(-cores // CORES_PER_REPLICA))
-        out.append({
-            "sinks": sinks, "decodes_per_s": rate, "cores": cores, "replicas": int(replicas),
-            "pg_tx_per_s": rate, "pg_rows_per_s": rate * rows,
-            "gb_per_day": rate * 86_400 * bytes_ / 1e9,
-            "gb_retained": rate * 86_400 * RETENTION_DAYS * bytes_ / 1e9,
-        })  # fmt: skip
+        out.append(
+            {
+                "sinks": sinks,
+                "decodes_per_s": rate,
+                "cores": cores,
+                "replicas": int(replicas),
+                "pg_tx_per_s": rate,
+                "pg_rows_per_s": rate * rows,
+                "gb_per_day": rate * 86_400 * bytes_ / 1e9,
+                "gb_retained": rate * 86_400 * RETENTION_DAYS * bytes_ / 1e9,
+            }
+        )
     return out
 
 
@@ -162,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the measurements as JSON too")
     args = ap.parse_args(argv)
     configure_thread_pool(1)
-    print(f"load average {os.getloadavg()[0]:.2f}; CPU seconds per decode on one core")
+    print(f"{loadavg()}; CPU seconds per decode on one core")
     with tempfile.TemporaryDirectory(prefix="wai-capacity-") as tmp:
         decoder = Decoder.assemble(Path(tmp) / "data")
         rows = cpu_per_decode(decoder, args.repeats, latents(args.checkpoint))
@@ -191,23 +204,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         if r["picture"] != "256×256":
             continue
         med = statistics.median(r["cpu_s"])
-        print(f"\nfleet, {r['path']} at 256×256, one envelope a minute per sink, "
-              f"{CORES_PER_REPLICA}-core replicas at {UTILISATION:.0%}:")  # fmt: skip
-        print(f"{'sinks':>9} {'decodes/s':>10} {'cores':>8} {'replicas':>9} {'PG tx/s':>8} "
-              f"{'PG rows/s':>10} {'GB/day':>8} {'GB kept':>8}")  # fmt: skip
+        print(
+            f"\nfleet, {r['path']} at 256×256, one envelope a minute per sink, "
+            f"{CORES_PER_REPLICA}-core replicas at {UTILISATION:.0%}:"
+        )
+        print(
+            f"{'sinks':>9} {'decodes/s':>10} {'cores':>8} {'replicas':>9} {'PG tx/s':>8} "
+            f"{'PG rows/s':>10} {'GB/day':>8} {'GB kept':>8}"
+        )
         for f in fleet_table(med, r["png_s"], cost["rows"], cost["bytes"]):
-            print(f"{f['sinks']:>9,} {f['decodes_per_s']:>10.0f} {f['cores']:>8.1f} "
-                  f"{f['replicas']:>9} {f['pg_tx_per_s']:>8.0f} {f['pg_rows_per_s']:>10.0f} "
-                  f"{f['gb_per_day']:>8.2f} {f['gb_retained']:>8.1f}")  # fmt: skip
+            print(
+                f"{f['sinks']:>9,} {f['decodes_per_s']:>10.0f} {f['cores']:>8.1f} "
+                f"{f['replicas']:>9} {f['pg_tx_per_s']:>8.0f} {f['pg_rows_per_s']:>10.0f} "
+                f"{f['gb_per_day']:>8.2f} {f['gb_retained']:>8.1f}"
+            )
         service = [s + r["png_s"] for s in r["cpu_s"]]
         mean = statistics.fmean(service)
         rate = UTILISATION * CORES_PER_REPLICA / mean
         sim = simulate(rate, CORES_PER_REPLICA, service, queue=8, timeout_s=30.0, n=200_000)
         median_ms = statistics.median(service) * 1e3
-        print(f"simulated replica ({CORES_PER_REPLICA} workers, queue 8, {rate:.1f} req/s, "
-              f"utilisation {sim.utilisation:.2f}): p50 {sim.p50_s * 1e3:.1f} ms, "
-              f"p99 {sim.p99_s * 1e3:.1f} ms (service median {median_ms:.1f} ms), "
-              f"refused {sim.refused:.2%}")  # fmt: skip
+        print(
+            f"simulated replica ({CORES_PER_REPLICA} workers, queue 8, {rate:.1f} req/s, "
+            f"utilisation {sim.utilisation:.2f}): p50 {sim.p50_s * 1e3:.1f} ms, "
+            f"p99 {sim.p99_s * 1e3:.1f} ms (service median {median_ms:.1f} ms), "
+            f"refused {sim.refused:.2%}"
+        )
     if args.json:
         print(json.dumps({"decodes": rows, "stores": costs}, default=str))
     return 0

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,15 +21,21 @@ import httpx
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.settings import load
-from wai_dispatch.service.store import tokens as tk
+from wai_dispatch.service.store import bearer as tk
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.harness import free_port
 
 __all__ = ["SINKS", "A", "B", "C", "Fleet", "populate", "shoot"]
 
 A, B, C = "a1" * 32, "b2" * 32, "c3" * 32  # sets: A allowed to kiosks, C to the archive, B to none
-SINKS = {"kiosk-1": "kiosk", "kiosk-2": "kiosk", "archive-1": "archive", "lab-1": "lab",
-         "loose-1": None}  # fmt: skip
+SINKS = {
+    "kiosk-1": "kiosk",
+    "kiosk-2": "kiosk",
+    "archive-1": "archive",
+    "lab-1": "lab",
+    "loose-1": None,
+}
 NPU = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float"}
 ORT = {"unit": "cpu", "backend": "onnx-runtime", "arithmetic": "float"}
 BMSHJ = "wai.neural.bmshj2018"
@@ -38,11 +43,15 @@ BMSHJ = "wai.neural.bmshj2018"
 
 def policy(version: int) -> str:
     """The model policy, version 1 or 2 (2 adds the ``lab`` class)."""
-    lab = f"""  lab:
+    lab = (
+        f"""  lab:
     sinks: [lab-1]
     tiers: [none]
     sets: [{{digest: {A}}}]
-""" if version == 2 else ""  # fmt: skip
+"""
+        if version == 2
+        else ""
+    )
     return f"""format: wai-model-policy/1
 classes:
   kiosk:
@@ -71,8 +80,13 @@ def report(unit: str) -> dict[str, Any]:
             {**NPU, "reason": "dispatch_unit_absent"},
             {**ORT, "reason": "dispatch_not_placed"},
         ]
-    return {"kind": "wai-neural-dispatch/1", "capability": BMSHJ, "needed": "none", "ran": ran,
-            "refused": refused}  # fmt: skip
+    return {
+        "kind": "wai-neural-dispatch/1",
+        "capability": BMSHJ,
+        "needed": "none",
+        "ran": ran,
+        "refused": refused,
+    }
 
 
 def run_report(run_id: str, sink: str, decodes: list[tuple[str, str]]) -> bytes:
@@ -98,13 +112,17 @@ def populate(url: str, tokens: dict[str, str], envelope: bytes) -> Fleet:
     made = Fleet(refused_runs=[], decode_ids=[])
 
     def client(who: str) -> httpx.Client:
-        return httpx.Client(base_url=url, timeout=120,
-                            headers={"Authorization": f"Bearer {tokens[who]}"})  # fmt: skip
+        return httpx.Client(
+            base_url=url, timeout=120, headers={"Authorization": f"Bearer {tokens[who]}"}
+        )
 
     def submit(sink: str, run_id: str, decodes: list[tuple[str, str]]) -> dict[str, Any]:
         with client(sink) as c:
-            answer = c.post("/v1/run-reports", content=run_report(run_id, sink, decodes),
-                            headers={"Content-Type": "application/json"})  # fmt: skip
+            answer = c.post(
+                "/v1/run-reports",
+                content=run_report(run_id, sink, decodes),
+                headers={"Content-Type": "application/json"},
+            )
         answer.raise_for_status()
         verdict: dict[str, Any] = answer.json()
         if not verdict["accepted"]:
@@ -127,8 +145,9 @@ def populate(url: str, tokens: dict[str, str], envelope: bytes) -> Fleet:
     submit("lab-1", "lab-0", [(A, "npu")] * 3)
     with client("sink-a") as c:  # the service's own decodes: time, duration, RGB digest
         for _ in range(2):
-            answer = c.post("/v1/decode", content=envelope,
-                            headers={"Content-Type": "application/json"})  # fmt: skip
+            answer = c.post(
+                "/v1/decode", content=envelope, headers={"Content-Type": "application/json"}
+            )
             answer.raise_for_status()
     with client("kiosk-1") as c:  # malformed envelopes: 4xx request errors of a known sink
         for body in (b"{", b"[]", b'{"format": "wai-envelope/1"}'):
@@ -152,8 +171,11 @@ def shoot(url: str, operator: str, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                    args=["--no-sandbox", "--disable-gpu"])  # fmt: skip
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu"],
+        )
         try:
             for name, size in VIEWPORTS.items():
                 page = browser.new_page(viewport=size)
@@ -172,12 +194,6 @@ def shoot(url: str, operator: str, out: Path) -> list[Path]:
         finally:
             browser.close()
     return written
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main(argv: list[str] | None = None) -> int:

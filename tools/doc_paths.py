@@ -55,7 +55,7 @@ _IGNORED = frozenset(
 _CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
-_NOT_A_PATH = re.compile(r"[\s<>$%=\\|'\"]|^[/~.\-@]|^\w+:")
+_NOT_A_PATH = re.compile(r"[\s<>$%=\\|'\"]|^[/~.\-@]|^[A-Za-z][\w+.-]*:")
 _PLACEHOLDER = re.compile(r"…|\*|\?|^[A-Z][A-Z_]{2,}$")
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]*$")
 _BRACES = re.compile(r"\{([^{}]*)\}")

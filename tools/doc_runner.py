@@ -1,9 +1,10 @@
 """Run the README's, ``THIRD_PARTY.md``'s and ``docs/*.md``'s fenced blocks (what counts and
 the markers: ``tools/doc_blocks.py``) and hold every repository path their prose names to the
-checkout (``tools/doc_paths.py``): ``python -m wai_dispatch.tools.doc_runner [FILE.md …]``
+checkout (``tools/doc_paths.py``) and every figure it marks to the bundled sets
+(``tools/doc_figures.py``): ``python -m wai_dispatch.tools.doc_runner [FILE.md …]``
 prints, per file, the blocks found, the commands and scripts run, the outputs compared, the data
-blocks validated, the marked blocks and the paths checked, then every failure as ``file:line``,
-the command, what the doc shows and what came out; exit 1 on a failure.
+blocks validated, the marked blocks, the paths and the figures checked, then every failure as
+``file:line``, the command, what the doc shows and what came out; exit 1 on a failure.
 ``tests/docs/test_doc_runner.py`` runs it in CI.
 
 A ``python`` block is written to the folder's ``tmp/`` and run there with this interpreter, as
@@ -32,6 +33,7 @@ from wai_dispatch.tools.doc_blocks import (
     read_blocks,
 )
 from wai_dispatch.tools.doc_data import check_data
+from wai_dispatch.tools.doc_figures import check_figures
 from wai_dispatch.tools.doc_folder import READY_S, ROOT, TIMEOUT_S, Folder, make_recipe
 from wai_dispatch.tools.doc_paths import missing_paths, named_paths
 from wai_dispatch.tools.doc_synopsis import check_synopsis
@@ -45,7 +47,8 @@ class DocRun:
     is one of ``run`` (commands, or a ``python`` script), ``output`` (a command's output shown
     in a text block), ``validated``, ``parsed``, ``synopsis``, ``marked`` (skipped, with its
     reason) or ``text``; ``compared`` counts the run blocks that show output and the output
-    blocks; ``paths`` the repository paths the file's prose names, each checked."""
+    blocks; ``paths`` the repository paths the file's prose names, each checked; ``figures``
+    the figures it marks, each recomputed."""
 
     counts: dict[str, Counter[str]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -60,7 +63,7 @@ class DocRun:
 
     def table(self) -> str:
         keys: tuple[str, ...] = ("found", "run", "output", "compared", "validated", "parsed")
-        keys += ("synopsis", "marked", "text", "paths")
+        keys += ("synopsis", "marked", "text", "paths", "figures")
         rows = [f"{'file':<34}" + "".join(f"{k:>10}" for k in keys) + "  seconds"]
         for name, c in [*self.counts.items(), ("total", self.total())]:
             took = self.file_seconds.get(name, self.seconds)
@@ -95,6 +98,8 @@ def _run_file(path: Path, name: str, run: DocRun) -> None:
     missing = missing_paths(path)
     counts["paths"] = len(named_paths(path))
     run.failures.extend(f"{name}:{line}: {problem}" for line, problem in missing)
+    counts["figures"], wrong = check_figures(path)
+    run.failures.extend(f"{name}:{line}: {problem}" for line, problem in wrong)
     with tempfile.TemporaryDirectory(prefix="wai-docs-") as tmp:
         folder = Folder(Path(tmp))
         for block in blocks:

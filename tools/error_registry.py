@@ -41,7 +41,7 @@ MODULES: tuple[str, ...] = (
     "service.governance.errors",
     "service.store.errors",
     "service.store.spool",
-    "service.store.tokens",
+    "service.store.bearer",
     "service.http.errors",
     "service.web.errors",
     "service.rayserve.plan",
@@ -54,7 +54,7 @@ LOCAL = ("cli", "tools")
 
 
 def layer_of(module: str) -> str:
-    """The layer of a module (``wai_dispatch.service.store.tokens``: ``service.store``)."""
+    """The layer of a module (``wai_dispatch.service.store.bearer``: ``service.store``)."""
     parts = module.removeprefix("wai_dispatch.").split(".")
     return ".".join(parts[:2] if parts[0] == "service" else parts[:1])
 

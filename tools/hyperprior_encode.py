@@ -45,6 +45,7 @@ __all__ = [
     "encode_hyperprior",
     "load_hyper_model",
     "open_folder",
+    "read_hyper_model",
 ]
 
 DEMO_CHECKPOINT = (
@@ -61,18 +62,25 @@ def architecture(quality: int) -> tuple[int, int]:
     return (128, 192) if quality <= 5 else (192, 320)
 
 
-def load_hyper_model(path: str | os.PathLike[str], quality: int = 3) -> Any:
+def read_hyper_model(path: str | os.PathLike[str], quality: int = 3) -> tuple[Any, Any]:
     """ScaleHyperprior(N, M) (the widths its state dict holds, else ``quality``'s) from a
     checkpoint (a bare state dict, or one under ``network``/``state_dict``, ``module.``
-    prefixes dropped), float32, eval, its tables kept as stored (cut here only when it has
-    none)."""
+    prefixes dropped), float32, eval, before ``update()``; and the state dict it was read from."""
     state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     n, m = architecture_of(state, architecture(quality))
     net: Any = scale_hyperprior(n, m)
     net.load_state_dict(state)
+    return net.eval(), state
+
+
+def load_hyper_model(path: str | os.PathLike[str], quality: int = 3) -> Any:
+    """:func:`read_hyper_model`'s model with its tables kept as stored (cut here only when it
+    has none: the encoder's tools; the set writer refuses that, tools/bmshj2018_model.py
+    ``update_tables``)."""
+    net, state = read_hyper_model(path, quality)
     empty = state.get("gaussian_conditional._quantized_cdf")
     net.update(force=empty is None or empty.numel() == 0)
-    return net.eval()
+    return net
 
 
 class HyperAnalysis:

@@ -29,10 +29,7 @@ import argparse
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,42 +38,28 @@ from pathlib import Path
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.tools.bench_service import over_http
+from wai_dispatch.tools.harness import free_port, loadavg, service
 
-PORT = 18195
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
 #: The steps in the order a request meets them (the module's doc says what each is).
 STEPS = (
-    "body read", "sync dependencies (each a thread hop)", "bearer token", "parse JSON envelope",
+    "body read",
+    "sync dependencies (each a thread hop)",
+    "bearer token",
+    "parse JSON envelope",
     "prepare (headers, set, estimate)",
-    "admission: checks, wait for a worker", "decode", "records made",
-    "recording: handing over", "PNG", "recording: wait for the commit, after the PNG",
+    "admission: checks, wait for a worker",
+    "decode",
+    "records made",
+    "recording: handing over",
+    "PNG",
+    "recording: wait for the commit, after the PNG",
     "admission: hand-back to the event loop",
-    "log lines", "metrics", "answer (base64, model, JSON)",
-)  # fmt: skip
-
-
-def _drive(url: str, token: str, body: bytes, n: int, concurrency: int) -> list[float]:
-    import httpx  # lazy: an HTTP client's
-
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    walls: list[float] = []
-    lock = threading.Lock()
-
-    def worker() -> None:
-        with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
-            for _ in range(n // concurrency):
-                t = time.perf_counter_ns()
-                r = c.post("/v1/decode", content=body)
-                assert r.status_code == 200, r.text
-                with lock:
-                    walls.append(time.perf_counter_ns() - t)
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return walls
+    "log lines",
+    "metrics",
+    "answer (base64, model, JSON)",
+)
 
 
 def in_process(data: Path, body: bytes, n: int, concurrency: int) -> tuple[float, float, float]:
@@ -106,58 +89,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.profile_route")
     p.add_argument("--requests", type=int, default=40)
     p.add_argument("--concurrency", type=int, default=2)
-    p.add_argument("--port", type=int, default=PORT)
     args = p.parse_args(argv)
-    import httpx  # lazy: an HTTP client's
-
-    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    load = loadavg()
     body = SAMPLE.read_bytes()
     with tempfile.TemporaryDirectory(prefix="wai-profile-") as tmp:
         data, out = Path(tmp) / "data", Path(tmp) / "clock.json"
-        log = (Path(tmp) / "server.log").open("w")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "wai_dispatch.tools.route_clock", str(data), str(args.port),
-             str(out)], stdout=log, stderr=log,
-        )  # fmt: skip
-        url = f"http://127.0.0.1:{args.port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the profiled service did not become ready")
-                time.sleep(0.2)
-            token = (data / "admin-token").read_text().strip()
-            _drive(url, token, body, 4, args.concurrency)  # warm
-            os.kill(proc.pid, signal.SIGUSR1)
+        port = free_port()
+        argv = ("-m", "wai_dispatch.tools.route_clock", str(data), str(port), str(out))
+        with (
+            (Path(tmp) / "server.log").open("w") as log,
+            service(data, argv=argv, port=port, log=log) as served,
+        ):
+            url, token = served.url, served.token
+            over_http(url, token, body, 4, args.concurrency)  # warm
+            os.kill(served.proc.pid, signal.SIGUSR1)
             time.sleep(0.2)
-            t0 = time.perf_counter()
-            walls = _drive(url, token, body, args.requests, args.concurrency)
-            took = time.perf_counter() - t0
-            os.kill(proc.pid, signal.SIGUSR2)
+            driven = over_http(url, token, body, args.requests, args.concurrency)
+            if driven["non_200"]:
+                raise RuntimeError(f"{driven['non_200']} answers were not 200")
+            os.kill(served.proc.pid, signal.SIGUSR2)
             deadline = time.monotonic() + 30
             while not out.exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
             time.sleep(0.2)  # written whole
             anchor = in_process(Path(tmp) / "anchor", body, args.requests, args.concurrency)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=60)
-            log.close()
         if not out.exists():
-            raise RuntimeError("the profiled service wrote no clock:\n"
-                               + (Path(tmp) / "server.log").read_text()[-3000:])  # fmt: skip
+            raise RuntimeError(
+                "the profiled service wrote no clock:\n"
+                + (Path(tmp) / "server.log").read_text()[-3000:]
+            )
         clock = json.loads(out.read_text())
-    after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    n = len(walls)
-    wall = sum(walls) / n / 1e6
+    after = loadavg()
+    n, wall = driven["n"], driven["mean_ms"]
     app = clock["ns"]["app"] / n / 1e6
-    print(f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {args.concurrency}: {n} "
-          f"requests, {n / took:.2f} decodes/s; load average {load} → {after}")  # fmt: skip
+    print(
+        f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {args.concurrency}: {n} "
+        f"requests, {driven['per_s']:.2f} decodes/s; {load} → {after}"
+    )
     print(f"{'step':44} {'ms/request':>10} {'of the request':>15}")
     accounted = 0.0
     for step in STEPS:
@@ -167,17 +135,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{step:44} {ms:10.2f} {ms / wall:15.1%}")
     hops = clock["n"].get("sync dependencies (each a thread hop)", 0) / n
     commit = clock["ns"].get("(the commit itself, in the committer's thread)", 0) / n / 1e6
-    print(f"  ({hops:.0f} sync dependency hops a request; the commit itself, overlapped in the "
-          f"committer's thread: {commit:.2f} ms a request)")  # fmt: skip
+    print(
+        f"  ({hops:.0f} sync dependency hops a request; the commit itself, overlapped in the "
+        f"committer's thread: {commit:.2f} ms a request)"
+    )
     rest = app - accounted
     print(f"{'rest of the app (middleware, routing, hops)':44} {rest:10.2f} {rest / wall:15.1%}")
-    print(f"{'outside the app (uvicorn, socket, client)':44} {wall - app:10.2f} "
-          f"{(wall - app) / wall:15.1%}")  # fmt: skip
+    print(
+        f"{'outside the app (uvicorn, socket, client)':44} {wall - app:10.2f} "
+        f"{(wall - app) / wall:15.1%}"
+    )
     print(f"{'the request, as the client saw it':44} {wall:10.2f} {1:15.1%}")
     rate, decode_ms, png_ms = anchor
-    print(f"in this process, the same decodes from {args.concurrency} threads (the server idle): "
-          f"{rate:.2f} decodes/s, decode {decode_ms:.2f} ms, PNG {png_ms:.2f} ms; HTTP ÷ "
-          f"in-process {n / took / rate:.0%}")  # fmt: skip
+    print(
+        f"in this process, the same decodes from {args.concurrency} threads (the server idle): "
+        f"{rate:.2f} decodes/s, decode {decode_ms:.2f} ms, PNG {png_ms:.2f} ms; HTTP ÷ "
+        f"in-process {driven['per_s'] / rate:.0%}"
+    )
     return 0
 
 

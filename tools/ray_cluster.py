@@ -81,17 +81,26 @@ class LocalCluster:
     def _args(self, k: int) -> list[str]:
         p = self.base + NODE_PORTS * k
         named = {
-            "--node-manager-port": p + 1, "--object-manager-port": p + 2,
-            "--dashboard-agent-listen-port": p + 3, "--dashboard-agent-grpc-port": p + 4,
-            "--runtime-env-agent-port": p + 5, "--metrics-export-port": p + 6,
-            "--min-worker-port": p + 10, "--max-worker-port": p + NODE_PORTS - 1,
-        }  # fmt: skip
+            "--node-manager-port": p + 1,
+            "--object-manager-port": p + 2,
+            "--dashboard-agent-listen-port": p + 3,
+            "--dashboard-agent-grpc-port": p + 4,
+            "--runtime-env-agent-port": p + 5,
+            "--metrics-export-port": p + 6,
+            "--min-worker-port": p + 10,
+            "--max-worker-port": p + NODE_PORTS - 1,
+        }
         args = [_ray(), "start", "--block", "--disable-usage-stats"]
         args += [f"--num-cpus={self.cpus}", f"--object-store-memory={OBJECT_STORE_BYTES}"]
         args += [f"{k}={v}" for k, v in named.items()]
         if k == 0:
-            args += ["--head", f"--port={p}", f"--ray-client-server-port={p + 7}",
-                     "--include-dashboard=false", f"--temp-dir={self.root}"]  # fmt: skip
+            args += [
+                "--head",
+                f"--port={p}",
+                f"--ray-client-server-port={p + 7}",
+                "--include-dashboard=false",
+                f"--temp-dir={self.root}",
+            ]
         else:
             args += [f"--address={self.address}"]
         return args
@@ -184,10 +193,21 @@ def deploy(
 ) -> str:
     """``wai-dispatch serve --ray ADDRESS --port P --detach FLAGS`` with ``settings`` (``WAI_*``
     variables) in its environment; what it printed. Raises with its output when it fails."""
-    argv = [sys.executable, "-m", "wai_dispatch", "serve", "--ray", cluster.address,
-            "--port", str(cluster.proxy_port), "--detach", *flags]  # fmt: skip
-    done = subprocess.run(argv, env={**cluster.env, **settings}, capture_output=True,
-                          text=True, timeout=timeout_s)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "wai_dispatch",
+        "serve",
+        "--ray",
+        cluster.address,
+        "--port",
+        str(cluster.proxy_port),
+        "--detach",
+        *flags,
+    ]
+    done = subprocess.run(
+        argv, env={**cluster.env, **settings}, capture_output=True, text=True, timeout=timeout_s
+    )
     if done.returncode != 0:
         raise RuntimeError(f"serve --ray exited {done.returncode}:\n{done.stdout}{done.stderr}")
     return done.stdout

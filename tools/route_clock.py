@@ -28,9 +28,9 @@ from wai_dispatch.service.http import admission
 from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.http.routes import decode as route
+from wai_dispatch.service.store.bearer import TokenCache
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.tokens import TokenCache
 from wai_dispatch.service.usecase import decode as usecase
 
 
@@ -142,8 +142,9 @@ def _instrument(clock: _Clock) -> None:
         try:
             return await run(self, est, work)
         finally:
-            clock.add("admission: hand-back to the event loop",
-                      time.perf_counter_ns() - t - inside[0])  # fmt: skip
+            clock.add(
+                "admission: hand-back to the event loop", time.perf_counter_ns() - t - inside[0]
+            )
 
     setattr(admission.Admission, "run", admitted)  # noqa: B010
 
@@ -169,10 +170,17 @@ def serve(data_dir: Path, port: int, out: Path) -> None:
     signal.signal(
         signal.SIGUSR2, lambda *_: out.write_text(json.dumps({"ns": clock.ns, "n": clock.n}))
     )
-    server = uvicorn.Server(uvicorn.Config(
-        timed_app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on",
-        http="wai_dispatch.service.http.limits:ReadTimeouts",
-    ))  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(
+            timed_app,
+            host="127.0.0.1",
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            http="wai_dispatch.service.http.limits:ReadTimeouts",
+        )
+    )
     server.run()
 
 

@@ -40,41 +40,65 @@ def _path(p: dict[str, str]) -> str:
     return f"{p['unit']}/{p['backend']}/{p['arithmetic']}"
 
 
+def _decode(capability: str, needed: str, ran: Any, refused: list[Any]) -> dict[str, Any]:
+    return {
+        "kind": "wai-neural-dispatch/1",
+        "capability": capability,
+        "needed": needed,
+        "ran": ran,
+        "refused": refused,
+    }
+
+
 def _report(rng: random.Random) -> dict[str, Any]:
     """One valid report of a plausible fleet mix (validated by the tests, not here)."""
-    ran: dict[str, Any]  # the path that ran; its placement is a mapping or None
     roll = rng.random()
     if roll < 0.45:  # the neural processor ran, some operations left on the CPU
         npu = rng.choice((21, 21, 21, 18))
-        ran = {**NPU, "tier": "none", "placement": {"npu": npu, "gpu": 0, "cpu": 21 - npu,
-                                                     "unknown": 0}}  # fmt: skip
-        return {"kind": "wai-neural-dispatch/1", "capability": BMSHJ, "needed": "none",
-                "ran": ran, "refused": []}  # fmt: skip
+        placement = {"npu": npu, "gpu": 0, "cpu": 21 - npu, "unknown": 0}
+        return _decode(BMSHJ, "none", {**NPU, "tier": "none", "placement": placement}, [])
     if roll < 0.75:  # no neural processor: ONNX Runtime on the CPU
+        reason = rng.choice(("dispatch_unit_absent", "dispatch_not_placed"))
         ran = {**ORT, "tier": "none", "placement": None}
-        refused = [{**NPU, "reason": rng.choice(("dispatch_unit_absent", "dispatch_not_placed"))}]
-        return {"kind": "wai-neural-dispatch/1", "capability": BMSHJ, "needed": "none",
-                "ran": ran, "refused": refused}  # fmt: skip
+        return _decode(BMSHJ, "none", ran, [{**NPU, "reason": reason}])
+    tier = "dispatch_tier_refused"
     if roll < 0.92:  # the integer capability on the interpreter or the GPU kernels
         ran = {**rng.choice((WAIOPS, WGSL)), "tier": "decode-equivalence", "placement": None}
-        refused = [{**NPU, "reason": "dispatch_tier_refused"},
-                   {**ORT, "reason": "dispatch_tier_refused"}]  # fmt: skip
-        return {"kind": "wai-neural-dispatch/1", "capability": INT,
-                "needed": "decode-equivalence", "ran": ran, "refused": refused}  # fmt: skip
+        refused = [{**NPU, "reason": tier}, {**ORT, "reason": tier}]
+        return _decode(INT, "decode-equivalence", ran, refused)
     # intent replicate on the float capability: no path may run it
-    refused = [{**NPU, "reason": "dispatch_tier_refused"},
-               {**ORT, "reason": "dispatch_tier_refused"},
-               {**WAIOPS, "reason": "dispatch_arithmetic_mismatch"}]  # fmt: skip
-    return {"kind": "wai-neural-dispatch/1", "capability": BMSHJ,
-            "needed": "decode-equivalence", "ran": None, "refused": refused}  # fmt: skip
+    refused = [
+        {**NPU, "reason": tier},
+        {**ORT, "reason": tier},
+        {**WAIOPS, "reason": "dispatch_arithmetic_mismatch"},
+    ]
+    return _decode(BMSHJ, "decode-equivalence", None, refused)
 
 
 _REPORT_COLUMNS = (
-    "seq", "id", "request_id", "created_ms", "sink", "role", "capability", "set_digest",
-    "symbols_digest", "rgb_digest", "needed", "path_ran", "tier", "outcome", "duration_ms",
-    "placement_npu", "placement_gpu", "placement_cpu", "placement_unknown", "report", "source",
+    "seq",
+    "id",
+    "request_id",
+    "created_ms",
+    "sink",
+    "role",
+    "capability",
+    "set_digest",
+    "symbols_digest",
+    "rgb_digest",
+    "needed",
+    "path_ran",
+    "tier",
+    "outcome",
+    "duration_ms",
+    "placement_npu",
+    "placement_gpu",
+    "placement_cpu",
+    "placement_unknown",
+    "report",
+    "source",
     "run_report",
-)  # fmt: skip
+)
 _REFUSAL_COLUMNS = ("report_seq", "position", "path", "code")
 
 
@@ -100,13 +124,19 @@ def _pool(rng: random.Random, size: int = 512) -> list[_Drawn]:
         ran = report["ran"]
         placement = (ran or {}).get("placement") or {}
         refused = tuple((_path(r), str(r["reason"])) for r in report["refused"])
-        out.append(_Drawn(
-            report["capability"], report["needed"], _path(ran) if ran else None,
-            ran["tier"] if ran else None, "decoded" if ran else "refused",
-            tuple(int(placement.get(u, 0)) for u in UNITS), refused,
-            rollups.codes_of(code for _, code in refused),
-            json.dumps(report, separators=(",", ":")),
-        ))  # fmt: skip
+        out.append(
+            _Drawn(
+                report["capability"],
+                report["needed"],
+                _path(ran) if ran else None,
+                ran["tier"] if ran else None,
+                "decoded" if ran else "refused",
+                tuple(int(placement.get(u, 0)) for u in UNITS),
+                refused,
+                rollups.codes_of(code for _, code in refused),
+                json.dumps(report, separators=(",", ":")),
+            )
+        )
     return out
 
 
@@ -116,10 +146,15 @@ def _uuid(bits: int) -> str:
 
 
 def _rows(
-    rng: random.Random, pool: list[_Drawn], start: int, times: list[int],
-    sink_names: list[str], sets: dict[str, list[str]], counts: dict[rollups.Key, list[int]],
+    rng: random.Random,
+    pool: list[_Drawn],
+    start: int,
+    times: list[int],
+    sink_names: list[str],
+    sets: dict[str, list[str]],
+    counts: dict[rollups.Key, list[int]],
     acts: dict[tuple[str, str, int], list[int]],
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:  # fmt: skip
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Rows for reports created at ``times`` (in order), their refusals; each counted into
     ``counts`` (the roll-ups' deltas)."""
     rows: list[tuple[Any, ...]] = []
@@ -129,15 +164,40 @@ def _rows(
         d = rng.choice(pool)
         sink = rng.choice(sink_names)
         digest = rng.choice(sets[d.capability])
-        rows.append((
-            seq, _uuid(rng.getrandbits(128)), _uuid(rng.getrandbits(128)), created, sink,
-            "primary", d.capability, digest, f"{rng.getrandbits(256):064x}", None, d.needed,
-            d.path, d.tier, d.outcome, round(rng.uniform(20, 400), 3), *d.placement, d.json,
-            "service", None,
-        ))  # fmt: skip
+        rows.append(
+            (
+                seq,
+                _uuid(rng.getrandbits(128)),
+                _uuid(rng.getrandbits(128)),
+                created,
+                sink,
+                "primary",
+                d.capability,
+                digest,
+                f"{rng.getrandbits(256):064x}",
+                None,
+                d.needed,
+                d.path,
+                d.tier,
+                d.outcome,
+                round(rng.uniform(20, 400), 3),
+                *d.placement,
+                d.json,
+                "service",
+                None,
+            )
+        )
         refusals += [(seq, i, path, code) for i, (path, code) in enumerate(d.refused)]
-        key = rollups.Key(sink, rollups.hour_of(created), d.capability, digest, d.path or "",
-                          d.tier or "", d.outcome, d.codes)  # fmt: skip
+        key = rollups.Key(
+            sink,
+            rollups.hour_of(created),
+            d.capability,
+            digest,
+            d.path or "",
+            d.tier or "",
+            d.outcome,
+            d.codes,
+        )
         act = acts.get((sink, digest, key.hour_ms))
         if act is None:
             acts[(sink, digest, key.hour_ms)] = [1, int(d.outcome == "refused"), created]
@@ -227,14 +287,20 @@ def seed(
             index.create(conn)
     if store.dialect == "postgresql":
         with store.engine.begin() as conn:
-            conn.execute(text(
-                "SELECT setval(pg_get_serial_sequence('reports', 'seq'), "
-                "(SELECT max(seq) FROM reports))"
-            ))  # fmt: skip
+            conn.execute(
+                text(
+                    "SELECT setval(pg_get_serial_sequence('reports', 'seq'), "
+                    "(SELECT max(seq) FROM reports))"
+                )
+            )
     if store.dialect == "postgresql":  # statistics, and the visibility map index-only scans need
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("VACUUM ANALYZE reports, report_refusals, report_rollups, "
-                              "report_rollups_sink, sink_set_hours, sink_set_days"))  # fmt: skip
+            conn.execute(
+                text(
+                    "VACUUM ANALYZE reports, report_refusals, report_rollups, "
+                    "report_rollups_sink, sink_set_hours, sink_set_days"
+                )
+            )
     else:
         with store.engine.begin() as conn:  # fresh statistics for the planner
             conn.execute(text("ANALYZE"))

@@ -34,6 +34,12 @@ def bmshj2018_parser(
     parser.add_argument("--licence", help="the weights' SPDX licence, for wai-usage.json")
     parser.add_argument("--name", help="the set's name (default bmshj2018[-demo]-q<quality>)")
     parser.add_argument("--force", action="store_true", help="replace an existing set")
+    _update_quantiles(parser)
+    return parser
+
+
+def _update_quantiles(parser: argparse.ArgumentParser) -> None:
+    """Both bmshj2018 writers' one rule for a checkpoint saved before update()."""
     parser.add_argument(
         "--update-quantiles",
         action="store_true",
@@ -41,7 +47,6 @@ def bmshj2018_parser(
         "(CompressAI's update(force=True, update_quantiles=True)); for a checkpoint saved "
         "before update() whose bitstreams were coded after that call (docs/bmshj2018-set.md)",
     )
-    return parser
 
 
 def int_synth_parser(
@@ -93,6 +98,7 @@ def hyperprior_parser(
     parser.add_argument("--licence", help="the weights' SPDX licence, for wai-usage.json")
     parser.add_argument("--name", help="the set's name")
     parser.add_argument("--force", action="store_true", help="replace an existing set")
+    _update_quantiles(parser)
     return parser
 
 

@@ -10,30 +10,36 @@ two consecutive calls of ours in one thread whose modules are in different packa
 ``paths``, ``service.decoding``, ``service.http``, …; a package is the layer of
 docs/architecture.md) count one. Changes are given in total (every thread) and inside the
 decode thread (the thread that ran ``Decoder.decode``), with how often the calls come back to
-the HTTP layer (``service.http``) after leaving it. The request's threads are those that
-ran a module of the HTTP layer; the threads that run beside it (the set sync, the spool) are
-left out. ``--modules`` lists the modules and
-``--json`` prints the figures as one JSON object."""
+the HTTP layer (``service.http``) after leaving it.
+
+Every thread that worked for the request counts: the one that ran the HTTP layer, and each
+thread that was handed work while the request ran (a wait of its ended by another thread's
+signal, or a work item of a pool run) and then ran a module of ours — the prepare and decode
+workers, the token lookup's worker, the report committer. The long-lived threads that only
+woke on their own timer meanwhile (the metrics sampler, the set sync, the pruner, the spool's
+replay) did nothing for it and are left out. ``--modules`` lists the modules and ``--json``
+prints the figures as one JSON object."""
 
 from __future__ import annotations
 
 import argparse
 import itertools
 import json
-import socket
 import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from concurrent.futures import thread as pool_thread
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.settings import load
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.harness import free_port
 
 PREFIX = "wai_dispatch."
 DECODER = "wai_dispatch.service.decoding.decoder"
@@ -50,6 +56,10 @@ def package_of(module: str) -> str:
 #: A generator's or a coroutine's code (CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE,
 #: CO_ASYNC_GENERATOR): each resume of its frame is a profiler "call" too.
 _RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200
+#: A wait that returns True was ended by another thread's signal (False: by its timeout).
+_WAIT = threading.Condition.wait.__code__
+#: A pool's worker runs a work item someone submitted.
+_WORK_ITEM = pool_thread._WorkItem.run.__code__
 
 
 class Trace:
@@ -60,11 +70,20 @@ class Trace:
     def __init__(self) -> None:
         self.on = False
         self.calls: dict[int, list[tuple[str, str]]] = {}
+        self.names: dict[int, str] = {}
+        #: The threads handed work while :attr:`on` was set.
+        self.handed: set[int] = set()
         self._started: dict[int, FrameType] = {}  # the frames kept, so their ids stay theirs
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
-        if not self.on or event != "call":
+        if not self.on:
             return
+        if event == "return" and frame.f_code is _WAIT and arg is True:
+            self.handed.add(threading.get_ident())
+        if event != "call":
+            return
+        if frame.f_code is _WORK_ITEM:
+            self.handed.add(threading.get_ident())
         if frame.f_code.co_flags & _RESUMABLE:
             if id(frame) in self._started:
                 return
@@ -72,15 +91,15 @@ class Trace:
         module = frame.f_globals.get("__name__", "")
         if isinstance(module, str) and module.startswith(PREFIX):
             key = threading.get_ident()
+            if key not in self.calls:
+                self.names[key] = threading.current_thread().name
             self.calls.setdefault(key, []).append((module, frame.f_code.co_name))
 
     def figures(self) -> dict[str, Any]:
-        # the request's threads: those that ran a module of the HTTP layer (the event loop's,
-        # the worker threads'); the others (the set sync, the spool's) run beside it
         request = {
             key: calls
             for key, calls in self.calls.items()
-            if any(package_of(m) == "service.http" for m, _ in calls)
+            if key in self.handed or any(package_of(m) == "service.http" for m, _ in calls)
         }
         modules = sorted({m for calls in request.values() for m, _ in calls})
         changes = {key: _changes([m for m, _ in calls]) for key, calls in request.items()}
@@ -92,7 +111,8 @@ class Trace:
             "package_changes_in_decode_thread": sum(changes[k] for k in decode),
             "returns_to_http": returns,
             "threads": len(request),
-            "background_threads": len(self.calls) - len(request),
+            "thread_names": sorted(self.names[k] for k in request),
+            "background_threads": sorted(self.names[k] for k in self.calls if k not in request),
             "module_names": modules,
         }
 
@@ -108,23 +128,16 @@ def _changes(modules: list[str]) -> int:
     return sum(1 for a, b in itertools.pairwise(packages) if a != b)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def trace_one_decode(data_dir: Path) -> dict[str, Any]:
     """Start the service on ``data_dir``, decode the sample once untraced and once traced."""
     import httpx  # lazy: the HTTP client, only for the tools that call a service
 
     settings = load(
-        data_dir=data_dir, host="127.0.0.1", port=_free_port(), warm=False, log_level="error"
+        data_dir=data_dir, host="127.0.0.1", port=free_port(), warm=False, log_level="error"
     )
     store = ReportStore(settings.url)
     store.migrate()
-    token = tokens.create(store, "trace", tokens.Role.sink)
+    token = bearer.create(store, "trace", bearer.Role.sink)
     store.dispose()
     body = SAMPLE.read_bytes()
     trace = Trace()
@@ -158,9 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(figures, indent=2))
         return 0
     print(f"modules of ours visited: {figures['modules']}")
-    print(f"package changes: {figures['package_changes']} in the request's "
-          f"{figures['threads']} threads, {figures['package_changes_in_decode_thread']} of "
-          "them in the decode thread")  # fmt: skip
+    changes, in_decode = figures["package_changes"], figures["package_changes_in_decode_thread"]
+    print(
+        f"package changes: {changes} in the request's {figures['threads']} threads, "
+        f"{in_decode} of them in the decode thread"
+    )
+    print(f"the request's threads: {', '.join(figures['thread_names'])}")
     print(f"returns to the HTTP layer: {figures['returns_to_http']}")
     if args.modules:
         for name in figures["module_names"]:

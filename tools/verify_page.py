@@ -30,9 +30,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
+from wai_dispatch.dispatch.offer import CPU_ONNX_RUNTIME
 from wai_dispatch.service.decoding.settings import load
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
 
@@ -99,7 +99,7 @@ def serve_page(port: int = 0) -> Iterator[tuple[str, str]]:
         )
         store = ReportStore(settings.url)
         store.migrate()
-        token = tokens.create(store, "verify-page", tokens.Role.sink)
+        token = bearer.create(store, "verify-page", bearer.Role.sink)
         store.dispose()
         with serve(settings) as base:
             yield base + "/page/", token

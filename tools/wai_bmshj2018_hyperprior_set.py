@@ -8,8 +8,8 @@ the demo weights' training photographs, in exact arithmetic), the scale-index ta
 statement and one payload.
 
 Run: ``python -m wai_dispatch.tools.wai_bmshj2018_hyperprior_set --out DIR [--checkpoint FILE]
-[--quality 3] [--seed 20261109] [--licence SPDX] [--name NAME] [--force]``. Exit status 2 when
-the set is refused; the output directory is then left as it was.
+[--quality 3] [--seed 20261109] [--licence SPDX] [--name NAME] [--update-quantiles] [--force]``.
+Exit status 2 when the set is refused; the output directory is then left as it was.
 """
 
 from __future__ import annotations
@@ -27,16 +27,18 @@ import torch
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.paths.waiops.engine import Engine
+from wai_dispatch.paths.waiops import choose
 from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools import coreml_program, hyperprior_ptq, webnn_form
 from wai_dispatch.tools.bmshj2018_model import (
+    TABLES_UPDATE_FACT,
     SetWriterError,
     model_architecture,
     plain_synthesis,
+    update_tables,
 )
 from wai_dispatch.tools.bmshj2018_onnx import (
     TOLERANCE,
@@ -56,7 +58,7 @@ from wai_dispatch.tools.hyperprior_encode import (
     HyperAnalysis,
     architecture,
     encode_with,
-    load_hyper_model,
+    read_hyper_model,
 )
 from wai_dispatch.tools.int_synth_exact import ExactConv
 from wai_dispatch.tools.set_folder import write_set_folder
@@ -180,6 +182,7 @@ def write_set(
     licence: str | None = None,
     name: str | None = None,
     overwrite: bool = False,
+    update_quantiles: bool = False,
     coreml: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> Path:
@@ -196,12 +199,13 @@ def write_set(
     except ValueError as exc:
         raise SetWriterError(str(exc)) from exc
     try:
-        model = load_hyper_model(path, quality)
+        model, state = read_hyper_model(path, quality)
     except (RuntimeError, KeyError, ValueError) as exc:
         raise SetWriterError(
             f"checkpoint {path}: not a ScaleHyperprior({n}, {m}) state dict (quality {quality})"
             f": {str(exc).splitlines()[0]}"
         ) from exc
+    update_tables(model, state, f"checkpoint {path}", update_quantiles=update_quantiles)
     n, m = model_architecture(model)
     digest = blake3.blake3(path.read_bytes()).hexdigest()
     demo = (
@@ -250,7 +254,7 @@ def write_set(
     check_plain_synthesis(model, plain, _check_latents(ys))
     blob, manifest = weights_blob(plain)
     onnx_bytes = export_onnx(plain, manifest, blob, m)
-    stage = HyperStage(z_tables, y_tables, thresholds, program, Engine(program))
+    stage = HyperStage(z_tables, y_tables, thresholds, program, choose.Engines(program, "h_s"))
     picture, source = payload_picture(seed)
     payload = encode_with(analysis, stage, picture)
     result = stage.run(payload, limits=Limits())
@@ -335,6 +339,7 @@ def write_set(
         "payload": "payload.bin",
         "payload_info": "payload.json",
         "weights_origin": origin["kind"],
+        **TABLES_UPDATE_FACT[update_quantiles],
         "hyperprior": {
             "z_tables": f"cdfs_z_q{quality}.json",
             "y_tables": f"gaussian_q{quality}.json",
@@ -375,6 +380,7 @@ def run(args: argparse.Namespace) -> Path:
         licence=args.licence,
         name=args.name,
         overwrite=args.force,
+        update_quantiles=args.update_quantiles,
         log=lambda msg: print(msg, file=sys.stderr),
     )
 

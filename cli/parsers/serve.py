@@ -9,6 +9,11 @@ from wai_dispatch.cli.flags import Sub, add_json, command, runs, setting_flags
 
 
 def add(sub: Sub) -> None:
+    _add_serve(sub)
+    _add_tokens(sub)
+
+
+def _add_serve(sub: Sub) -> None:
     p = command(
         sub,
         "serve",
@@ -35,6 +40,8 @@ def add(sub: Sub) -> None:
                      help="return once deployed (`serve shutdown` removes it)")  # fmt: skip
     runs(p, "serve:run_serve")
 
+
+def _add_tokens(sub: Sub) -> None:
     t = command(
         sub,
         "tokens",

@@ -40,7 +40,11 @@ def add(sub: Sub) -> None:
     )
     v.add_argument("source", type=Path, help="a set folder, or a .tar, .tar.gz or .zip of one")
     runs(v, "sets:run_install")
+    _add_verbs_on_one_set(verbs, common)
 
+
+def _add_verbs_on_one_set(verbs: Sub, common: argparse.ArgumentParser) -> None:
+    """``verify``, ``remove`` and ``default``: the verbs that name an installed set."""
     v = command(
         verbs,
         "verify",

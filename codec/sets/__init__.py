@@ -2,7 +2,7 @@
 
 - :mod:`.errors`: the typed errors (``set_*`` codes);
 - what a set states of itself (``facts``, a typed model) is :mod:`setfacts.facts`'s, below the
-  codec, so that the paths read it without importing the codec (re-exported here);
+  codec, so that the paths read it without importing the codec;
 - :mod:`.manifest`: ``set.json``, its digest, file names, the manifest writer;
 - :mod:`.loaded`: a set opened for a decode, every byte verified once and kept;
 - :mod:`.stage`: copying a folder or an archive safely into the store's staging area;
@@ -13,77 +13,49 @@ The names most callers need are re-exported here.
 """
 
 from wai_dispatch.codec.sets.bundled import (
-    BundledResult,
     bundled_digest,
     bundled_folders,
     ensure_bundled,
     install_bundled,
 )
 from wai_dispatch.codec.sets.errors import (
-    ManifestInvalid,
-    PinMismatch,
-    SetAmbiguous,
     SetArchiveInvalid,
     SetCapabilityMismatch,
-    SetDamaged,
-    SetDigestInvalid,
     SetError,
     SetFileMismatch,
     SetFileMissing,
-    SetFileUnexpected,
-    SetNoTables,
     SetNotInstalled,
     SetTooLarge,
-    SetUnsafeEntry,
 )
 from wai_dispatch.codec.sets.loaded import LoadedSet, load
 from wai_dispatch.codec.sets.manifest import (
     MANIFEST_NAME,
     Manifest,
     canonical_json,
-    check_digest,
-    hash_bytes,
-    hash_file,
     write_manifest,
 )
 from wai_dispatch.codec.sets.stage import SetLimits
-from wai_dispatch.codec.sets.store import InstalledSet, Problem, SetStore, Verification
-from wai_dispatch.setfacts.facts import ProgramFacts, SetFacts
+from wai_dispatch.codec.sets.store import InstalledSet, Problem, SetStore
 
 __all__ = [
     "MANIFEST_NAME",
-    "BundledResult",
     "InstalledSet",
     "LoadedSet",
     "Manifest",
-    "ManifestInvalid",
-    "PinMismatch",
     "Problem",
-    "ProgramFacts",
-    "SetAmbiguous",
     "SetArchiveInvalid",
     "SetCapabilityMismatch",
-    "SetDamaged",
-    "SetDigestInvalid",
     "SetError",
-    "SetFacts",
     "SetFileMismatch",
     "SetFileMissing",
-    "SetFileUnexpected",
     "SetLimits",
-    "SetNoTables",
     "SetNotInstalled",
     "SetStore",
     "SetTooLarge",
-    "SetUnsafeEntry",
-    "Verification",
     "bundled_digest",
     "bundled_folders",
     "canonical_json",
-    "check_digest",
     "ensure_bundled",
-    "hash_bytes",
-    "hash_file",
     "install_bundled",
     "load",
     "write_manifest",

@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from wai_dispatch.dispatch.adapter import BackendFailed
-from wai_dispatch.dispatch.paths import CPU_WAI_OPS, DispatchPath
+from wai_dispatch.dispatch.offer import CPU_WAI_OPS, DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
@@ -69,27 +69,15 @@ def load_set_program(files: SetFiles) -> Program:
     )
 
 
-_Runner = choose.Runner
-
-
 class _Compiled:
     def __init__(self, program: Program, nbytes: int = 0) -> None:
         self.program = program
         self.nbytes = nbytes
         #: The engines built for it, by the engine asked for (each decoder's ``waiops_engine``).
-        self.engines: dict[str, _Runner] = {}
-        self.lock = threading.Lock()
+        self.engines = choose.Engines(program, CPU_WAI_OPS_NAME)
         self.reach: Reach | None = reach(
             waiops_layers(program.operations), program.input_name, program.output_name
         )
-
-    def runner(self, want: str = "auto") -> _Runner:
-        """The program's engine when ``want`` is asked for, built once per engine asked for."""
-        with self.lock:
-            engine = self.engines.get(want)
-            if engine is None:
-                engine = self.engines[want] = choose.build(self.program, CPU_WAI_OPS_NAME, want)
-            return engine
 
 
 def _to_float(out: np.ndarray) -> np.ndarray:
@@ -156,7 +144,7 @@ class WaiOpsAdapter:
         compiled = self._compiled(job)
         if job.symbols is None:  # takes_shape refuses such a job; the engines' check would too
             raise InputShapeOverLimits("wai-ops input is missing: the job carries no symbols")
-        runner = compiled.runner(job.waiops_engine)
+        runner = compiled.engines.runner(job.waiops_engine)
         symbols = job.symbols
         r = compiled.reach
         tiles = []

@@ -17,15 +17,19 @@
 
 The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8-graph``, ``int8``, ``float32``,
 ``numpy``; ``auto``:
-the rule above) forces one for a decoder (tests, benchmarks): the decoder's decodes' jobs carry
-it (:attr:`paths.job.SynthesisJob.waiops_engine`) to :func:`build`, so that one decoder's choice
-is no other's (no process-wide state). A forced engine that cannot take the program falls back
-by the rule, and the log says so. Whichever runs, the output is the same bytes."""
+the rule above) forces one for a decoder (tests, benchmarks), for every program it runs: the
+decoder's decodes' jobs carry it (:attr:`paths.job.SynthesisJob.waiops_engine`), its hyperprior
+entropy stage is passed it, and each program's :class:`Engines` builds it, so that one
+decoder's choice is no other's (no process-wide state). A forced engine that cannot take the
+program falls back by the rule, and the log says so. Whichever runs, the output is the same
+bytes."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import platform
+import threading
 from typing import Protocol
 
 import numpy as np
@@ -57,22 +61,29 @@ def check_engine(name: str) -> str:
     return name
 
 
+#: The int8 dot-product units MLAS picks its kernels by, strongest first, as NumPy's runtime
+#: CPU detection names them (x86-64's CPUID; Arm's auxiliary vector).
+_UNITS = (
+    ("AVX512VNNI", "avx512_vnni"),
+    ("AVX512BW", "avx512bw"),
+    ("AVX2", "avx2"),
+    ("SSE41", "sse4_1"),
+    ("ASIMDDP", "asimddp"),
+)
+
+
 def int8_units() -> str:
-    """The CPU's int8 dot-product instructions as the kernel (MLAS) sees them, in words: what
-    ``wai-dispatch paths`` shows beside the engine. Linux's ``/proc/cpuinfo`` flags; on other
-    systems the machine's name only."""
+    """The CPU's int8 dot-product instructions as this process sees them, in words: what
+    ``wai-dispatch paths`` and the chooser's log show beside the engine. They are read as the
+    kernel (MLAS) reads them, from the CPU's own answer (CPUID), through NumPy's runtime
+    detection, not from ``/proc/cpuinfo``, which under emulation names the host's. Units NumPy
+    has no name for (the VEX AVX-VNNI, AMX, Arm's i8mm) are not shown; with none, the machine's
+    name only."""
     try:
-        with open("/proc/cpuinfo") as f:
-            text = f.read()
-    except OSError:
-        return platform.machine() or "unknown"
-    flags: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            flags.update(line.split(":", 1)[1].split())
-            break
-    known = ("amx_int8", "avx512_vnni", "avx_vnni", "avx512bw", "avx2", "sse4_1", "i8mm", "asimddp")
-    found = [name for name in known if name in flags]
+        seen = importlib.import_module("numpy._core._multiarray_umath").__cpu_features__
+    except (ImportError, AttributeError):  # NumPy 1.x
+        seen = importlib.import_module("numpy.core._multiarray_umath").__cpu_features__
+    found = [name for key, name in _UNITS if seen.get(key)]
     return " ".join(found[:2]) or platform.machine() or "unknown"
 
 
@@ -123,6 +134,26 @@ def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runne
         int8_units(),
     )
     return runner if runner is not None else Engine(program)
+
+
+class Engines:
+    """One program's engines, each built by :func:`build` the first time it is asked for:
+    every ``wai-ops/1`` program a decoder runs (the image program of ``cpu/wai-ops/integer``,
+    a hyperprior set's ``h_s``) takes its engine from here, by the decoder's ``waiops_engine``,
+    so one setting reaches them all. Thread-safe; decoders that share the program share it."""
+
+    def __init__(self, program: Program, where: str) -> None:
+        self.program = program
+        self.where = where
+        self._built: dict[str, Runner] = {}
+        self._lock = threading.Lock()
+
+    def runner(self, want: str = "auto") -> Runner:
+        with self._lock:
+            engine = self._built.get(want)
+            if engine is None:
+                engine = self._built[want] = build(self.program, self.where, want)
+            return engine
 
 
 def engine_name(runner: object) -> str:

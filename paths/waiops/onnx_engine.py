@@ -99,6 +99,19 @@ def _fused(program: Program) -> dict[str, np.ndarray]:
     return fused
 
 
+def _folded(op: Operation, shift: np.ndarray) -> dict[str, np.ndarray]:
+    """A convolution's weight and bias with its requantize's rounding half and scaling (by
+    ``shift``, per output channel) folded in."""
+    scale = np.exp2(-shift.astype(np.float64))
+    half = np.where(shift > 0, np.exp2(np.maximum(shift - 1, 0)), 0.0)
+    shape = [1, 1, 1, 1]
+    shape[0 if op.op == "conv2d" else 1] = -1
+    return {
+        "weight": op.params["weight"] * scale.reshape(shape),
+        "bias": (op.params["bias"] + half) * scale,
+    }
+
+
 def _op(
     g: _Graph,
     op: Operation,
@@ -110,17 +123,8 @@ def _op(
     and scaled (their requantize is ``Floor`` and ``Clip``)."""
     x = names[op.inputs[0]]
     p, a, n = op.params, op.attrs, op.name
-    if op.name in fused:  # fold the requantize's rounding half and scaling into the weights
-        shift = fused[op.name]
-        scale = np.exp2(-shift.astype(np.float64))
-        half = np.where(shift > 0, np.exp2(np.maximum(shift - 1, 0)), 0.0)
-        axis = 0 if op.op == "conv2d" else 1
-        shape = [1, 1, 1, 1]
-        shape[axis] = -1
-        p = {
-            "weight": p["weight"] * scale.reshape(shape),
-            "bias": (p["bias"] + half) * scale,
-        }
+    if op.name in fused:
+        p = _folded(op, fused[op.name])
     if op.op == "channel_affine":
         y = g.node("Mul", [x, g.const(f"{n}.scale", _per_channel(p["scale"]))])
         return g.node("Add", [y, g.const(f"{n}.offset", _per_channel(p["offset"]))])

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.dispatch.adapter import BackendFailed
-from wai_dispatch.dispatch.paths import GPU_WGSL, DispatchPath
+from wai_dispatch.dispatch.offer import GPU_WGSL, DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes

@@ -251,7 +251,9 @@ class Decoder:
                     header = any_header(part.payload, limits=self.limits)
                 opened = self._prepared_set(item)
                 if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
-                    stage = opened.hyper.run(part.payload, limits=self.limits)
+                    stage = opened.hyper.run(
+                        part.payload, limits=self.limits, engine=self.waiops_engine
+                    )
                 else:
                     tables = opened.tables or tables_of(opened.files)  # raises why not
                     stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)

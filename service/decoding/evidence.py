@@ -132,7 +132,7 @@ def set_evidence(decoder: Decoder, files: LoadedSet) -> SetEvidence:
         payload = files.read(payload_name)
         hyper = HyperStage.of(files)
         if hyper is not None:
-            stage = hyper.run(payload, limits=decoder.limits)
+            stage = hyper.run(payload, limits=decoder.limits, engine=decoder.waiops_engine)
         else:
             stage = entropy_stage(payload, tables_of(files), limits=decoder.limits)
     except (ValueError, KeyError, RecursionError, WaiError) as exc:

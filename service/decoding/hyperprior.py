@@ -83,7 +83,7 @@ class HyperStage:
     y_tables: EntropyTables
     thresholds: np.ndarray
     program: Program
-    engine: choose.Runner  # the exact engine paths.waiops.choose picks (int8 here)
+    engines: choose.Engines  # by the decoder's waiops_engine, as its other wai-ops programs
 
     @classmethod
     def of(cls, files: LoadedSet) -> HyperStage | None:
@@ -99,28 +99,29 @@ class HyperStage:
             y_tables,
             read_thresholds(files.read(names["scale_index"]), y_tables.channels),
             program,
-            choose.build(program, "hyperprior h_s"),
+            choose.Engines(program, "hyperprior h_s"),
         )
 
-    def indexes(self, z: np.ndarray, limits: Limits) -> np.ndarray:
-        """y's table indexes for the side latent's symbols ``z``: the integer program, then
-        the threshold table."""
-        q = self.engine.run(z, limits)
+    def indexes(self, z: np.ndarray, limits: Limits, engine: str = "auto") -> np.ndarray:
+        """y's table indexes for the side latent's symbols ``z``: the integer program (on the
+        ``engine`` asked for), then the threshold table."""
+        q = self.engines.runner(engine).run(z, limits)
         return scale_indexes(np.asarray(q), self.thresholds)
 
-    def run(self, payload: bytes, *, limits: Limits) -> EntropyResult:
+    def run(self, payload: bytes, *, limits: Limits, engine: str = "auto") -> EntropyResult:
         """§6.3 for a ``WAIH`` payload: z, the indexes, y; the digest over z then y; the
         latent y as float32 (CompressAI's ``dequantize`` without means)."""
         header = waih.read_header(payload, limits=limits)
         z = waih.decode_z(payload, header, self.z_tables)
-        index = self.indexes(z, limits)
+        index = self.indexes(z, limits, engine)
         if index.shape != header.y_shape:
             raise TablesError(f"the hyper-synthesis gives {index.shape}, y is {header.y_shape}")
         y = waih.decode_y(payload, header, index, self.y_tables)
         return EntropyResult(y, waih.symbols_digest(z, y), y.astype(np.float32))
 
-    def zeros_payload(self, z_height: int, z_width: int) -> bytes:
-        """A payload whose z symbols are all 0 (y's too): what warming decodes."""
-        z = np.zeros((1, self.program.input_channels, z_height, z_width), dtype=np.int32)
-        index = self.indexes(z, Limits())
+    def zeros_payload(self, side: int, engine: str = "auto") -> bytes:
+        """A payload whose z symbols (``side`` × ``side``) are all 0 (y's too): what warming
+        decodes."""
+        z = np.zeros((1, self.program.input_channels, side, side), dtype=np.int32)
+        index = self.indexes(z, Limits(), engine)
         return waih.encode(z, np.zeros(index.shape, np.int32), index, self.z_tables, self.y_tables)

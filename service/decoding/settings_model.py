@@ -22,7 +22,7 @@ from pydantic_settings import (
 
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, DataDirInvalid, check_data_dir
 from wai_dispatch.dispatch.errors import InvalidInput, WaiError
-from wai_dispatch.dispatch.paths import REFERENCE_OFFER, Offer, parse_offer
+from wai_dispatch.dispatch.offer import REFERENCE_OFFER, Offer, parse_offer
 
 MiB = 1024 * 1024
 

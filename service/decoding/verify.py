@@ -122,7 +122,7 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
         hyper = HyperStage.of(set_files)
         payload = set_files.read(payload_name)
         stage = (
-            hyper.run(payload, limits=decoder.limits)
+            hyper.run(payload, limits=decoder.limits, engine=decoder.waiops_engine)
             if hyper is not None
             else entropy_stage(payload, tables_of(set_files), limits=decoder.limits)
         )

@@ -96,7 +96,7 @@ class Warmup:
             files = self.decoder.loaded_set(digest)
             hyper = HyperStage.of(files)
             if hyper is not None:  # a hyperprior set: z of SIDE/4, so y is SIDE × SIDE
-                body = hyper.zeros_payload(max(1, SIDE // 4), max(1, SIDE // 4))
+                body = hyper.zeros_payload(max(1, SIDE // 4), self.decoder.waiops_engine)
             else:
                 tables = tables_of(files)
                 zeros = np.zeros((1, tables.channels, SIDE, SIDE), dtype=np.int32)

@@ -10,22 +10,19 @@ from wai_dispatch.service.governance.errors import (
     PolicyNotSet,
     RunReportMalformed,
 )
-from wai_dispatch.service.governance.judge import DecodeVerdict, Reason, Rule, Verdict, judge
-from wai_dispatch.service.governance.policy import Policy, PolicyVersion, SinkClass, load_policy
+from wai_dispatch.service.governance.judge import Rule, Verdict, judge
+from wai_dispatch.service.governance.policy import Policy, PolicyVersion, load_policy
 from wai_dispatch.service.governance.runreport import RunReport, loads_run_report, parse_run_report
 
 __all__ = [
-    "DecodeVerdict",
     "Policy",
     "PolicyInvalid",
     "PolicyMalformed",
     "PolicyNotSet",
     "PolicyVersion",
-    "Reason",
     "Rule",
     "RunReport",
     "RunReportMalformed",
-    "SinkClass",
     "Verdict",
     "judge",
     "load_policy",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wai_dispatch.dispatch.errors import InvalidReport
-from wai_dispatch.dispatch.paths import BACKEND_ARITHMETIC
+from wai_dispatch.dispatch.offer import BACKEND_ARITHMETIC
 from wai_dispatch.dispatch.report import Report
 from wai_dispatch.dispatch.tokens import Arithmetic, Tier
 from wai_dispatch.service.governance.policy import Policy, SinkClass
@@ -133,15 +133,7 @@ def _judge_decode(index: int, obj: object, sink: str, cls: SinkClass | None) -> 
         return DecodeVerdict(index, None, None, tuple(reasons))
     set_digest = _digest(obj.get("set_digest"))
     symbols_digest = _digest(obj.get("symbols_digest"))
-    problems = []
-    if set(obj) != _DECODE_MEMBERS:
-        problems.append("members are exactly report, set_digest, symbols_digest")
-    if set_digest is None:
-        problems.append("set_digest is 64 lowercase hex digits")
-    if obj.get("symbols_digest") is not None and symbols_digest is None:
-        problems.append("symbols_digest is 64 lowercase hex digits or null")
-    if problems:
-        reasons.append(Reason(Rule.DECODE_INVALID, "; ".join(problems)))
+    reasons += _member_reasons(obj, set_digest, symbols_digest)
     raw = obj.get("report")
     try:
         Report.from_json(raw)
@@ -149,7 +141,30 @@ def _judge_decode(index: int, obj: object, sink: str, cls: SinkClass | None) -> 
         reasons.append(Reason(Rule.REPORT_INVALID, exc.message))
     # The rules below read the report's members where they are well typed, so a report that
     # fails the validator is still held to every rule it can be held to.
-    report = raw if isinstance(raw, Mapping) else {}
+    reasons += _rule_reasons(raw if isinstance(raw, Mapping) else {}, cls, set_digest)
+    return DecodeVerdict(index, set_digest, symbols_digest, tuple(reasons))
+
+
+def _member_reasons(
+    obj: Mapping[str, object], set_digest: str | None, symbols_digest: str | None
+) -> list[Reason]:
+    """A decode's members: exactly the three, its digests well formed."""
+    problems = []
+    if set(obj) != _DECODE_MEMBERS:
+        problems.append("members are exactly report, set_digest, symbols_digest")
+    if set_digest is None:
+        problems.append("set_digest is 64 lowercase hex digits")
+    if obj.get("symbols_digest") is not None and symbols_digest is None:
+        problems.append("symbols_digest is 64 lowercase hex digits or null")
+    return [Reason(Rule.DECODE_INVALID, "; ".join(problems))] if problems else []
+
+
+def _rule_reasons(
+    report: Mapping[str, Any], cls: SinkClass | None, set_digest: str | None
+) -> list[Reason]:
+    """The policy's rules over a decode's report: no float path claims decode-equivalence, and
+    the sink's class allows the set and the tier."""
+    reasons: list[Reason] = []
     capability = report.get("capability")
     ran = report.get("ran")
     ran = ran if isinstance(ran, Mapping) else {}
@@ -186,7 +201,7 @@ def _judge_decode(index: int, obj: object, sink: str, cls: SinkClass | None) -> 
                     f"class {cls.name!r} may not claim {tier} (it may claim {allowed})",
                 )
             )
-    return DecodeVerdict(index, set_digest, symbols_digest, tuple(reasons))
+    return reasons
 
 
 def _digest(value: object) -> str | None:

@@ -50,7 +50,14 @@ from wai_dispatch.service.http.routes import governance as api_governance
 from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
-from wai_dispatch.service.store import token_snapshot
+from wai_dispatch.service.store import bearer_snapshot
+from wai_dispatch.service.store.bearer import (
+    TokenCache,
+    TokenError,
+    admin_note,
+    ensure_admin,
+    read_token_file,
+)
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
@@ -59,13 +66,6 @@ from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync
 from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica_id
-from wai_dispatch.service.store.tokens import (
-    TokenCache,
-    TokenError,
-    admin_note,
-    ensure_admin,
-    read_token_file,
-)
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
 
@@ -92,8 +92,8 @@ def start(settings: Settings) -> Service:
     tokens = TokenCache(
         store,
         settings.token_refresh_s,
-        snapshot=settings.spool_volume / token_snapshot.FILE,
-        snapshot_key=token_snapshot.key(settings.url, _admin_secret(settings)),
+        snapshot=settings.spool_volume / bearer_snapshot.FILE,
+        snapshot_key=bearer_snapshot.key(settings.url, _admin_secret(settings)),
         snapshot_max_age_s=settings.token_snapshot_max_age_s,
     )
     recorder = _open_recorder(store, settings)

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from wai_dispatch.service.http.deps import TokensDep
 from wai_dispatch.service.http.errors import RoleForbidden, TokenMissing, TokenUnknown
-from wai_dispatch.service.store.tokens import Principal, Role
+from wai_dispatch.service.store.bearer import Principal, Role
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `wai-dispatch tokens create`")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}

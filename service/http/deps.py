@@ -2,7 +2,7 @@
 (``app.state.service``, read here and nowhere else by a route), and each of its parts, typed.
 
 A route declares what it needs: ``decoder: DecoderDep``, ``store: ReportStoreDep``, …; the bearer
-token's :class:`~service.store.tokens.Principal` comes from :func:`service.http.auth.require`.
+token's :class:`~service.store.bearer.Principal` comes from :func:`service.http.auth.require`.
 Each is ``async``: it only reads an attribute, and FastAPI runs a plain ``def`` dependency in a
 thread of its pool, a hop per dependency per request (docs/performance.md's route profile).
 """
@@ -19,27 +19,23 @@ from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
+from wai_dispatch.service.store.bearer import TokenCache
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setsync import SetSync
-from wai_dispatch.service.store.tokens import TokenCache
 
 __all__ = [
-    "AdmissionDep",
     "DecoderDep",
     "MetricsDep",
     "PoliciesDep",
-    "RecorderDep",
     "ReportStoreDep",
     "Service",
     "ServiceDep",
     "SetsDep",
-    "SettingsDep",
     "TokensDep",
-    "get_service",
 ]
 
 
@@ -84,10 +80,6 @@ async def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-async def _settings(service: ServiceDep) -> Settings:
-    return service.settings
-
-
 async def _decoder(service: ServiceDep) -> Decoder:
     return service.decoder
 
@@ -96,16 +88,8 @@ async def _report_store(service: ServiceDep) -> ReportStore:
     return service.report_store
 
 
-async def _recorder(service: ServiceDep) -> Recorder:
-    return service.recorder
-
-
 async def _tokens(service: ServiceDep) -> TokenCache:
     return service.tokens
-
-
-async def _admission(service: ServiceDep) -> Admission:
-    return service.admission
 
 
 async def _metrics(service: ServiceDep) -> Metrics:
@@ -120,12 +104,9 @@ async def _sets(service: ServiceDep) -> SetSync:
     return service.sets
 
 
-SettingsDep = Annotated[Settings, Depends(_settings)]
 SetsDep = Annotated[SetSync, Depends(_sets)]
 DecoderDep = Annotated[Decoder, Depends(_decoder)]
 ReportStoreDep = Annotated[ReportStore, Depends(_report_store)]
-RecorderDep = Annotated[Recorder, Depends(_recorder)]
 TokensDep = Annotated[TokenCache, Depends(_tokens)]
-AdmissionDep = Annotated[Admission, Depends(_admission)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 PoliciesDep = Annotated[PolicyStore, Depends(_policies)]

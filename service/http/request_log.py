@@ -14,8 +14,8 @@ import uuid
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.request_errors import NO_ROUTE
-from wai_dispatch.service.store.tokens import Role
 
 __all__ = ["RequestId", "error_code", "incoming_id", "route_of"]
 

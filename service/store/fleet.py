@@ -108,19 +108,25 @@ def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[st
             where.append(c.sink.in_(filters.sinks))
         if filters.set is not None:
             where.append(c.set_digest == filters.set)
-        take(conn.execute(  # by sink first: SQLite walks ix_*_sink_start
-            select(col, c.sink, func.sum(c.n), func.sum(c.no_path), func.max(c.last_ms))
-            .where(*where).group_by(c.sink, col)
-        ).all())  # fmt: skip
+        take(
+            conn.execute(  # by sink first: SQLite walks ix_*_sink_start
+                select(col, c.sink, func.sum(c.n), func.sum(c.no_path), func.max(c.last_ms))
+                .where(*where)
+                .group_by(c.sink, col)
+            ).all()
+        )
     if raw:
         where = replace(filters, since_ms=None, until_ms=None).where()
         where.append(or_(*(and_(*_between(R.created_ms, lo, hi)) for lo, hi in raw)))
         by = R.sink if key == "sink" else R.set_digest
         refused = func.sum(case((R.outcome == "refused", 1), else_=0))
-        take(conn.execute(
-            select(by, R.sink, func.count(), refused, func.max(R.created_ms))
-            .where(*where).group_by(by, R.sink)
-        ).all())  # fmt: skip
+        take(
+            conn.execute(
+                select(by, R.sink, func.count(), refused, func.max(R.created_ms))
+                .where(*where)
+                .group_by(by, R.sink)
+            ).all()
+        )
     return out
 
 
@@ -138,8 +144,9 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
         col = c.sink if key == "sink" else c.set_digest
         rows = conn.execute(
             select(col, c.sink, c.outcome, func.sum(c.n), func.max(c.hour_ms))
-            .where(*rollup_where(c, filters, hours)).group_by(col, c.sink, c.outcome)
-        ).all()  # fmt: skip
+            .where(*rollup_where(c, filters, hours))
+            .group_by(col, c.sink, c.outcome)
+        ).all()
         for k, sink, outcome, n, last in rows:
             if not k:
                 continue
@@ -163,8 +170,9 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
         by = R.sink if key == "sink" else R.set_digest
         rows = conn.execute(
             select(by, R.sink, R.outcome, func.count(), func.max(R.created_ms))
-            .where(*where).group_by(by, R.sink, R.outcome)
-        ).all()  # fmt: skip
+            .where(*where)
+            .group_by(by, R.sink, R.outcome)
+        ).all()
         for k, sink, outcome, n, last in rows:
             if not k:
                 continue
@@ -178,8 +186,9 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
         of = R.sink if key == "sink" else R.set_digest
         latest = conn.execute(
             select(of, func.max(R.created_ms))
-            .where(*filters.where(), of.in_(list(out))).group_by(of)
-        ).all()  # fmt: skip
+            .where(*filters.where(), of.in_(list(out)))
+            .group_by(of)
+        ).all()
         for k, last in latest:
             if last is not None:
                 out[k]["last_seen_ms"] = int(last)
@@ -201,8 +210,9 @@ def _before(a: tuple[Any, str], b: tuple[Any, str], desc: bool) -> bool:
     return ka < kb
 
 
-def _page(rows: list[dict[str, Any]], sort: str, desc: bool, key: str, limit: int,
-          after: str | None) -> dict[str, Any]:  # fmt: skip
+def _page(
+    rows: list[dict[str, Any]], sort: str, desc: bool, key: str, limit: int, after: str | None
+) -> dict[str, Any]:
     """One page of ``rows`` in the order asked, starting after the position of the cursor
     ``after`` (keyset: a row that came or went since moves no other row across pages)."""
     rows.sort(key=lambda r: r[key])
@@ -211,17 +221,26 @@ def _page(rows: list[dict[str, Any]], sort: str, desc: bool, key: str, limit: in
     rows = present + [r for r in rows if r[sort] is None]
     start = 0
     if after is not None:
-        value, name = keyset.decode(f"{key}:{sort}:{int(desc)}", after,
-                                    [(int, float, str, type(None)), (str,)])  # fmt: skip
+        value, name = keyset.decode(
+            f"{key}:{sort}:{int(desc)}", after, [(int, float, str, type(None)), (str,)]
+        )
         at = (value, str(name))
-        start = next((i for i, r in enumerate(rows) if _before(at, (r[sort], r[key]), desc)),
-                     len(rows))  # fmt: skip
+        start = next(
+            (i for i, r in enumerate(rows) if _before(at, (r[sort], r[key]), desc)), len(rows)
+        )
     items = rows[start : start + limit]
     more = start + limit < len(rows)
     last = items[-1] if items else None
-    return {"total": len(rows), "limit": limit, "sort": sort, "desc": desc, "items": items,
-            "next": keyset.encode(f"{key}:{sort}:{int(desc)}", [last[sort], last[key]])
-            if more and last is not None else None}  # fmt: skip
+    return {
+        "total": len(rows),
+        "limit": limit,
+        "sort": sort,
+        "desc": desc,
+        "items": items,
+        "next": keyset.encode(f"{key}:{sort}:{int(desc)}", [last[sort], last[key]])
+        if more and last is not None
+        else None,
+    }
 
 
 def sink_table(
@@ -241,8 +260,9 @@ def sink_table(
     with store.engine.connect() as conn:
         counts = _counts(conn, filters, "sink")
         errors = errors_by_sink(conn, filters.since_ms, filters.until_ms)
-        by_sink = run_rollups.counts(conn, "sink", since_ms=filters.since_ms,
-                                     until_ms=filters.until_ms)  # fmt: skip
+        by_sink = run_rollups.counts(
+            conn, "sink", since_ms=filters.since_ms, until_ms=filters.until_ms
+        )
         runs = [(str(k), ok, n, last) for (k, ok), (n, last) in by_sink.items()]
     keep: Callable[[str], bool] = lambda s: True  # noqa: E731
     if filters.sink is not None:
@@ -256,9 +276,16 @@ def sink_table(
         if search and search.lower() not in name.lower():
             continue
         base = counts.get(name, _blank())
-        row = {"sink": name, "class": classes.get(name), "reports": base["reports"],
-               "no_path": base["no_path"], "last_seen_ms": base["last_seen_ms"],
-               "request_errors": 0, "runs_accepted": 0, "runs_refused": 0}  # fmt: skip
+        row = {
+            "sink": name,
+            "class": classes.get(name),
+            "reports": base["reports"],
+            "no_path": base["no_path"],
+            "last_seen_ms": base["last_seen_ms"],
+            "request_errors": 0,
+            "runs_accepted": 0,
+            "runs_refused": 0,
+        }
         n_err, last_err = errors.get(name, (0, None))
         row["request_errors"] = n_err
         _seen(row, last_err)
@@ -295,15 +322,24 @@ def set_table(
             counts = {d: r for d, r in counts.items() if d == filters.set}
         known = {}
         if counts:
-            known = {d: (name, cap) for d, name, cap in conn.execute(
-                select(S.digest, S.name, S.capability).where(S.digest.in_(list(counts)))
-            ).all()}  # fmt: skip
+            known = {
+                d: (name, cap)
+                for d, name, cap in conn.execute(
+                    select(S.digest, S.name, S.capability).where(S.digest.in_(list(counts)))
+                ).all()
+            }
     rows = []
     for digest, base in counts.items():
         name, cap = known.get(digest, (None, None))
-        row = {"set": digest, "name": name, "capability": cap, "reports": base["reports"],
-               "no_path": base["no_path"], "sinks": len(base["sinks"]),
-               "last_seen_ms": base["last_seen_ms"]}  # fmt: skip
+        row = {
+            "set": digest,
+            "name": name,
+            "capability": cap,
+            "reports": base["reports"],
+            "no_path": base["no_path"],
+            "sinks": len(base["sinks"]),
+            "last_seen_ms": base["last_seen_ms"],
+        }
         _rate(row)
         rows.append(row)
     sort = sort if sort in SET_SORTS else "reports"

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import and_, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.governance import (
@@ -101,10 +102,13 @@ class PolicyStore:
                     number = (top or 0) + 1
                     conn.execute(
                         insert(PolicyRow).values(
-                            version=number, set_ms=at, set_by=by, sha256=policy.sha256,
+                            version=number,
+                            set_ms=at,
+                            set_by=by,
+                            sha256=policy.sha256,
                             text=policy.text,
                         )
-                    )  # fmt: skip
+                    )
                 return PolicyVersion(number, by, at, policy.text, policy.sha256)
             except IntegrityError:
                 continue
@@ -159,17 +163,28 @@ def submit(
     answer = {**verdict.to_json(), "received_ms": received}
     ins = postgresql.insert if store.dialect == "postgresql" else sqlite.insert
     row = {
-        "id": run.id, "sink": run.sink, "sink_class": verdict.sink_class,
-        "received_ms": received, "policy_version": current.version,
-        "accepted": verdict.accepted, "decodes": len(verdict.decodes),
-        "refused_decodes": answer["refused_decodes"], "body_sha256": digest,
-        "body": body.decode("utf-8"), "verdict": json.dumps(answer, separators=(",", ":")),
-    }  # fmt: skip
+        "id": run.id,
+        "sink": run.sink,
+        "sink_class": verdict.sink_class,
+        "received_ms": received,
+        "policy_version": current.version,
+        "accepted": verdict.accepted,
+        "decodes": len(verdict.decodes),
+        "refused_decodes": answer["refused_decodes"],
+        "body_sha256": digest,
+        "body": body.decode("utf-8"),
+        "verdict": json.dumps(answer, separators=(",", ":")),
+    }
     with store.engine.begin() as conn:
         stmt = ins(RunReportRow).values(**row).on_conflict_do_nothing(index_elements=["sink", "id"])
         if conn.execute(stmt.returning(RR.seq)).scalar() is not None:
-            run_rollups.add(conn, sink=run.sink, sink_class=verdict.sink_class,
-                            accepted=verdict.accepted, received_ms=received)  # fmt: skip
+            run_rollups.add(
+                conn,
+                sink=run.sink,
+                sink_class=verdict.sink_class,
+                accepted=verdict.accepted,
+                received_ms=received,
+            )
             insert_records(conn, _records(run, verdict, received))
             return answer, False
     stored = _stored(store, run.sink, run.id)  # a twin request stored it first
@@ -220,43 +235,33 @@ def governance_summary(
     a page of the refused ones, latest first (``latest`` of them, paged by keyset: ``after``
     the cursor ``next``; their total is ``refused_total``), each with its first reasons and how
     many more it has."""
-    where = []
-    if since_ms is not None:
-        where.append(RR.received_ms >= since_ms)
-    if until_ms is not None:
-        where.append(RR.received_ms < until_ms)
-    if sink_class:
-        where.append(RR.sink_class == sink_class)
-    if sink:
-        where.append(RR.sink == sink)
+    where = _run_filters(since_ms, until_ms, sink_class, sink)
     page = []
     if after is not None:
         ms, seq = keyset.decode("rr", after, [(int,), (int,)])
         page.append((RR.received_ms < ms) | ((RR.received_ms == ms) & (RR.seq < seq)))
     with store.engine.connect() as conn:
-        counts = [(cls, accepted, n) for (cls, accepted), (n, _) in run_rollups.counts(
-            conn, "class", since_ms=since_ms, until_ms=until_ms, sink_class=sink_class,
-            sink=sink).items()]  # fmt: skip
+        counts = [
+            (cls, accepted, n)
+            for (cls, accepted), (n, _) in run_rollups.counts(
+                conn,
+                "class",
+                since_ms=since_ms,
+                until_ms=until_ms,
+                sink_class=sink_class,
+                sink=sink,
+            ).items()
+        ]
         refused = conn.execute(
-            select(RR.seq, RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version,
-                   RR.verdict)
+            select(
+                RR.seq, RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version, RR.verdict
+            )
             .where(and_(RR.accepted.is_(False), *where, *page))
             .order_by(RR.received_ms.desc(), RR.seq.desc())
             .limit(latest + 1)
-        ).all()  # fmt: skip
+        ).all()
     more, refused = len(refused) > latest, refused[:latest]
-    try:
-        current: PolicyVersion | None = policies.current()
-    except PolicyNotSet:
-        current = None
-    classes: dict[str | None, dict[str, Any]] = {}
-    if current is not None:
-        for name in policies.parsed(current).classes:
-            if not sink_class or name == sink_class:
-                classes[name] = {"class": name, "runs_accepted": 0, "runs_refused": 0}
-    for cls, accepted, count in counts:
-        entry = classes.setdefault(cls, {"class": cls, "runs_accepted": 0, "runs_refused": 0})
-        entry["runs_accepted" if accepted else "runs_refused"] += int(count)
+    current, classes = _class_tally(policies, sink_class, counts)
     return {
         "policy": None if current is None else current.to_json(with_text=False),
         "classes": sorted(classes.values(), key=lambda c: (c["class"] is None, c["class"] or "")),
@@ -271,16 +276,56 @@ def governance_summary(
     }
 
 
+def _run_filters(
+    since_ms: int | None, until_ms: int | None, sink_class: str | None, sink: str | None
+) -> list[ColumnElement[bool]]:
+    """The run reports of a window, of one class or one sink when given."""
+    where = []
+    if since_ms is not None:
+        where.append(RR.received_ms >= since_ms)
+    if until_ms is not None:
+        where.append(RR.received_ms < until_ms)
+    if sink_class:
+        where.append(RR.sink_class == sink_class)
+    if sink:
+        where.append(RR.sink == sink)
+    return where
+
+
+def _class_tally(
+    policies: PolicyStore, sink_class: str | None, counts: list[tuple[str | None, bool, int]]
+) -> tuple[PolicyVersion | None, dict[str | None, dict[str, Any]]]:
+    """The current policy (``None``: none set) and the runs accepted and refused per class:
+    every class it names (or ``sink_class`` alone), and any class the counts hold."""
+    try:
+        current: PolicyVersion | None = policies.current()
+    except PolicyNotSet:
+        current = None
+    classes: dict[str | None, dict[str, Any]] = {}
+    if current is not None:
+        for name in policies.parsed(current).classes:
+            if not sink_class or name == sink_class:
+                classes[name] = {"class": name, "runs_accepted": 0, "runs_refused": 0}
+    for cls, accepted, count in counts:
+        entry = classes.setdefault(cls, {"class": cls, "runs_accepted": 0, "runs_refused": 0})
+        entry["runs_accepted" if accepted else "runs_refused"] += int(count)
+    return current, classes
+
+
 def _refused_row(row: Any, cap: int = 20) -> dict[str, Any]:
     verdict = strictjson.loads(row.verdict)
     reasons = [
         {"index": d["index"], **reason} for d in verdict["decodes"] for reason in d["reasons"]
     ]
     return {
-        "id": row.id, "sink": row.sink, "class": row.sink_class, "received_ms": row.received_ms,
-        "policy_version": row.policy_version, "reasons": reasons[:cap],
+        "id": row.id,
+        "sink": row.sink,
+        "class": row.sink_class,
+        "received_ms": row.received_ms,
+        "policy_version": row.policy_version,
+        "reasons": reasons[:cap],
         "more_reasons": max(0, len(reasons) - cap),
-    }  # fmt: skip
+    }
 
 
 def sinks_of_class(policies: PolicyStore, sink_class: str) -> tuple[str, ...]:

@@ -54,31 +54,13 @@ def list_errors(
     ``by_route`` and ``by_sink`` (``null``: no sink's token), every one counted; the rows kept
     and dropped (a sink's errors past the cap of its hour); and a page of the rows kept, newest
     first, ``next`` the cursor of the following page."""
-    where = _hours(U, since_ms, until_ms)
-    rows_where: list[ColumnElement[bool]] = []
-    if since_ms is not None:
-        rows_where.append(E.created_ms >= since_ms)
-    if until_ms is not None:
-        rows_where.append(E.created_ms < until_ms)
-    samples = _hours(S, since_ms, until_ms)
-    if sinks is not None:
-        where.append(U.sink.in_(sinks))
-        rows_where.append(E.sink.in_(sinks))
-        samples.append(S.sink.in_(sinks))
-    if code is not None:
-        where.append(U.code == code)
-        rows_where.append(E.code == code)
+    where, rows_where, samples = _filters(since_ms, until_ms, sinks, code)
     page = list(rows_where)
     if after is not None:
         ms, seq = keyset.decode(TAG, after, [(int,), (int,)])
         page.append((E.created_ms < ms) | ((E.created_ms == ms) & (E.seq < seq)))
-    n = func.sum(U.n).label("n")
     with store.engine.connect() as conn:
-        by_code = conn.execute(
-            select(U.code, U.status, n).where(*where).group_by(U.code, U.status)
-        ).all()
-        by_sink = conn.execute(select(U.sink, n).where(*where).group_by(U.sink)).all()
-        by_route = conn.execute(select(U.route, n).where(*where).group_by(U.route)).all()
+        tallies = _tallies(conn, where)
         seen, kept = conn.execute(
             select(func.coalesce(func.sum(S.seen), 0), func.coalesce(func.sum(S.kept), 0))
             .where(*samples)
@@ -93,6 +75,54 @@ def list_errors(
     first = None if since_ms is None else hour_of(since_ms)
     last = None if until_ms is None else hour_of(until_ms - 1) + HOUR_MS
     return {
+        **tallies,
+        "counted": {"since_ms": first, "until_ms": last},  # whole hours
+        "rows": {"kept": int(kept), "dropped": int(seen) - int(kept)},
+        "items": [
+            {"time_ms": r["created_ms"], **{k: v for k, v in r.items() if k not in _HIDDEN}}
+            for r in shown
+        ],
+        "limit": limit,
+        "next": (
+            keyset.encode(TAG, [shown[-1]["created_ms"], shown[-1]["seq"]])
+            if more and shown
+            else None
+        ),
+    }
+
+
+def _filters(
+    since_ms: int | None, until_ms: int | None, sinks: tuple[str, ...] | None, code: str | None
+) -> tuple[list[ColumnElement[bool]], list[ColumnElement[bool]], list[ColumnElement[bool]]]:
+    """A window's filters on the hourly roll-ups, on the rows kept and on the samples' counts
+    (which hold no code)."""
+    where = _hours(U, since_ms, until_ms)
+    rows_where: list[ColumnElement[bool]] = []
+    if since_ms is not None:
+        rows_where.append(E.created_ms >= since_ms)
+    if until_ms is not None:
+        rows_where.append(E.created_ms < until_ms)
+    samples = _hours(S, since_ms, until_ms)
+    if sinks is not None:
+        where.append(U.sink.in_(sinks))
+        rows_where.append(E.sink.in_(sinks))
+        samples.append(S.sink.in_(sinks))
+    if code is not None:
+        where.append(U.code == code)
+        rows_where.append(E.code == code)
+    return where, rows_where, samples
+
+
+def _tallies(conn: Any, where: list[ColumnElement[bool]]) -> dict[str, Any]:
+    """Every error of the roll-ups ``where`` selects: the ``total``, and the counts
+    ``by_code`` (with the status), ``by_sink`` and ``by_route``, most first."""
+    n = func.sum(U.n).label("n")
+    by_code = conn.execute(
+        select(U.code, U.status, n).where(*where).group_by(U.code, U.status)
+    ).all()
+    by_sink = conn.execute(select(U.sink, n).where(*where).group_by(U.sink)).all()
+    by_route = conn.execute(select(U.route, n).where(*where).group_by(U.route)).all()
+    return {
         "total": sum(int(k) for _, _, k in by_code),
         "by_code": sorted(
             ({"code": c, "status": s, "count": int(k)} for c, s, k in by_code),
@@ -105,18 +135,6 @@ def list_errors(
         "by_route": sorted(
             ({"route": r, "count": int(k)} for r, k in by_route),
             key=lambda r: (-r["count"], r["route"]),
-        ),
-        "counted": {"since_ms": first, "until_ms": last},  # whole hours
-        "rows": {"kept": int(kept), "dropped": int(seen) - int(kept)},
-        "items": [
-            {"time_ms": r["created_ms"], **{k: v for k, v in r.items() if k not in _HIDDEN}}
-            for r in shown
-        ],
-        "limit": limit,
-        "next": (
-            keyset.encode(TAG, [shown[-1]["created_ms"], shown[-1]["seq"]])
-            if more and shown
-            else None
         ),
     }
 

@@ -114,9 +114,16 @@ class ErrorLog:
         self._thread.start()
 
     def note(
-        self, status: int, code: str, *, sink: str | None, request_id: str, method: str,
-        path: str, route: str = NO_ROUTE,
-    ) -> None:  # fmt: skip
+        self,
+        status: int,
+        code: str,
+        *,
+        sink: str | None,
+        request_id: str,
+        method: str,
+        path: str,
+        route: str = NO_ROUTE,
+    ) -> None:
         """Count one error (a 4xx answer); a sink's is also kept as a row, up to the cap."""
         now = int(time.time() * 1000)
         hour = hour_of(now)
@@ -140,8 +147,18 @@ class ErrorLog:
             if held >= self.rows_per_hour or len(self._rows) >= MAX_PENDING_ROWS:
                 return  # counted in ``seen``; the store counts the drop
             self._queued[(hour, who)] = held + 1
-            self._rows.append(ErrorNote(now, int(status), key[2], who, clean(request_id, 36),
-                                        clean(method, 16), clean(path, 256), key[4]))  # fmt: skip
+            self._rows.append(
+                ErrorNote(
+                    now,
+                    int(status),
+                    key[2],
+                    who,
+                    clean(request_id, 36),
+                    clean(method, 16),
+                    clean(path, 256),
+                    key[4],
+                )
+            )
 
     @property
     def pending(self) -> int:
@@ -216,8 +233,9 @@ class ErrorLog:
             # down, locked or not migrated yet: held; anything else is a row the store refused
             if isinstance(exc, OperationalError | ProgrammingError) or not self.store.ping():
                 self._put_back(counts, seen, rows)
-                log.warning("request errors held until the store returns: %s",
-                            str(exc).splitlines()[0])  # fmt: skip
+                log.warning(
+                    "request errors held until the store returns: %s", str(exc).splitlines()[0]
+                )
                 return
             kept = self._piecewise(counts, seen, rows, exc)
         else:
@@ -234,8 +252,9 @@ class ErrorLog:
     ) -> int:
         """The batch was refused with the store up: each count, and each sink's hour of rows,
         in its own transaction; what is still refused is lost, and counted."""
-        log.warning("request errors: a batch refused (%s); retried piece by piece",
-                    str(exc).splitlines()[0])  # fmt: skip
+        log.warning(
+            "request errors: a batch refused (%s); retried piece by piece", str(exc).splitlines()[0]
+        )
         kept = 0
         for key, slot in counts.items():
             try:
@@ -272,8 +291,7 @@ class ErrorLog:
             by_group.setdefault((hour_of(row.created_ms), row.sink or ""), []).append(row)
         kept = 0
         for group in sorted(seen):  # key order: concurrent replicas lock in the same order
-            kept += _add_rows(conn, group, seen[group], by_group.get(group, []),
-                              self.rows_per_hour)  # fmt: skip
+            kept += _add_rows(conn, group, seen[group], by_group.get(group, []), self.rows_per_hour)
         return kept
 
     def close(self) -> None:
@@ -299,14 +317,16 @@ def _add_counts(conn: Connection, counts: dict[_Key, list[int]]) -> None:
     last = ins.excluded.last_ms
     stmt = ins.on_conflict_do_update(
         index_elements=["hour_ms", "sink", "code", "status", "route"],
-        set_={"n": ROLLUP.c.n + ins.excluded.n,
-              "last_ms": _greatest(conn, ROLLUP.c.last_ms, last)},
-    )  # fmt: skip
+        set_={"n": ROLLUP.c.n + ins.excluded.n, "last_ms": _greatest(conn, ROLLUP.c.last_ms, last)},
+    )
     names = ("hour_ms", "sink", "code", "status", "route")
-    conn.execute(stmt, [
-        {**dict(zip(names, key, strict=True)), "n": n, "last_ms": at}
-        for key, (n, at) in sorted(counts.items())
-    ])  # fmt: skip
+    conn.execute(
+        stmt,
+        [
+            {**dict(zip(names, key, strict=True)), "n": n, "last_ms": at}
+            for key, (n, at) in sorted(counts.items())
+        ],
+    )
 
 
 def _greatest(conn: Connection, a: Any, b: Any) -> Any:

@@ -28,7 +28,7 @@ from fastapi.responses import RedirectResponse, Response
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import DecoderDep, ServiceDep
-from wai_dispatch.service.store.tokens import Role
+from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_data import PageData, media_type
 from wai_dispatch.service.web.page_wgsl import read_limits, read_shape

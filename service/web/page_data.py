@@ -23,7 +23,7 @@ from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.dispatch.paths import CPU_ONNX_RUNTIME
+from wai_dispatch.dispatch.offer import CPU_ONNX_RUNTIME
 from wai_dispatch.paths.lru import LRU
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder

@@ -28,7 +28,6 @@ from wai_dispatch.service.web.errors import PageBadRequest
 
 #: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
 _MAX_LIMIT = 1 << 53
-_DATA_ROLES = ("X", "X2", "Y")
 
 
 class WgslProgram:

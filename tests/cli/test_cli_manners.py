@@ -21,7 +21,8 @@ from wai_dispatch.cli import progress
 from wai_dispatch.cli.completion import table
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_USAGE
 from wai_dispatch.cli.main import COMMANDS, build_parser, main
-from wai_dispatch.dispatch.paths import GPU_WGSL
+from wai_dispatch.dispatch.offer import GPU_WGSL, DispatchPath, impossible
+from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
 from wai_dispatch.paths.registry import BUILDERS
 
 CLI = [sys.executable, "-m", "wai_dispatch.cli"]
@@ -49,16 +50,28 @@ def test_decode_stdin_to_stdout_writes_no_file_named_dash(tmp_path: Path) -> Non
     data_dir = tmp_path / "data"
     done = subprocess.run(
         [*CLI, "decode", "-", "-o", "-", "--data-dir", str(data_dir)],
-        input=SAMPLE_CBOR.read_bytes(), capture_output=True, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+        input=SAMPLE_CBOR.read_bytes(),
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(b"\x89PNG\r\n\x1a\n")  # the picture, and only it, on stdout
     assert b"(standard input)" in done.stderr and b"standard output" in done.stderr
     assert not (tmp_path / "-").exists()
     local = subprocess.run(
-        [*CLI, "decode", str(SAMPLE_CBOR), "-o", str(tmp_path / "p.png"), "--data-dir",
-         str(data_dir)], capture_output=True, timeout=300,
-    )  # fmt: skip
+        [
+            *CLI,
+            "decode",
+            str(SAMPLE_CBOR),
+            "-o",
+            str(tmp_path / "p.png"),
+            "--data-dir",
+            str(data_dir),
+        ],
+        capture_output=True,
+        timeout=300,
+    )
     assert local.returncode == 0
     assert (tmp_path / "p.png").read_bytes() == done.stdout
 
@@ -83,8 +96,9 @@ def test_exit_statuses_ok_no_usage(capsys: pytest.CaptureFixture[str], tmp_path:
     base = ["--data-dir", str(tmp_path)]
     assert run(capsys, "decode", str(SAMPLE_JSON), *base)[0] == EXIT_OK
     # a negative answer: no path offered here can run the replicate intent
-    status, out, _ = run(capsys, "decode", str(REPLICATE), "--offer", "npu/model-runtime/float",
-                         *base)  # fmt: skip
+    status, out, _ = run(
+        capsys, "decode", str(REPLICATE), "--offer", "npu/model-runtime/float", *base
+    )
     assert status == EXIT_NO and "no path" in out
     # usage: a bad flag, a missing file
     assert run(capsys, "decode", "--nope")[0] == EXIT_USAGE
@@ -111,8 +125,9 @@ def test_command_help_loads_no_settings_decoder_or_runtime() -> None:
         "('pydantic', 'numpy', 'onnxruntime', 'torch', 'sqlalchemy', 'httpx') or "
         "m.startswith('wai_dispatch.service'))))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert done.stdout.strip() == ""
 
 
@@ -143,13 +158,19 @@ def test_make_set_help_without_torch(tmp_path: Path) -> None:
         ("int-synth", "--from"),
         ("bmshj2018-hyperprior", "--checkpoint"),
     ):
-        done = subprocess.run([*CLI, "make-set", kind, "--help"], capture_output=True,
-                              text=True, env=env, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [*CLI, "make-set", kind, "--help"], capture_output=True, text=True, env=env, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         assert f"usage: wai-dispatch make-set {kind}" in done.stdout and flag in done.stdout
     # and running it without torch is the typed line
-    done = subprocess.run([*CLI, "make-set", "bmshj2018", "--out", str(tmp_path / "s")],
-                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [*CLI, "make-set", "bmshj2018", "--out", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == EXIT_USAGE
     assert done.stderr.startswith("wai-dispatch: error: tools_missing: ")
 
@@ -184,8 +205,22 @@ def test_plan_defaults_to_the_first_present_path(
     monkeypatch.delenv("WAI_OFFER", raising=False)
     status, out, _ = run(capsys, "plan", "--data-dir", str(tmp_path), "--json")
     assert status == EXIT_OK, out
-    assert json.loads(out)["path"] != {"unit": "npu", "backend": "model-runtime",
-                                       "arithmetic": "float"}  # fmt: skip
+    assert json.loads(out)["path"] != {
+        "unit": "npu",
+        "backend": "model-runtime",
+        "arithmetic": "float",
+    }
+
+
+def test_plan_refuses_every_path_no_backend_can_take(capsys: pytest.CaptureFixture[str]) -> None:
+    """The 22 unit/backend/arithmetic combinations §1's backend table rules out are refused as
+    every other door (an offer, WAI_OFFER) refuses them, before any set is opened."""
+    every = [DispatchPath(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
+    impossible_paths = [p for p in every if impossible(p) is not None]
+    assert len(impossible_paths) == 22
+    for path in impossible_paths:
+        status, _, err = run(capsys, "plan", "--path", str(path), "--data-dir", "/nonexistent")
+        assert status == EXIT_USAGE and "invalid_offer" in err, (path, err)
 
 
 # --- config, doctor, completion ---
@@ -258,8 +293,9 @@ def test_doctor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
 
 
 def test_bash_completion_is_valid_and_complete(tmp_path: Path) -> None:
-    done = subprocess.run([*CLI, "completion", "bash"], capture_output=True, text=True,
-                          check=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [*CLI, "completion", "bash"], capture_output=True, text=True, check=True, timeout=120
+    )
     script = tmp_path / "wai.bash"
     script.write_text(done.stdout)
     subprocess.run(["bash", "-n", str(script)], check=True)

@@ -65,8 +65,12 @@ def test_retry_after_reads_seconds_and_dates() -> None:
     assert retry_after("100000") == 60.0  # capped
 
 
-DAYS = ["Sun, 06 Nov 1994 08:49:37", "Thu, 29 Feb 2024 23:59:59", "Sat, 01 Jan 2000 00:00:00",
-        "Fri, 31 Dec 2077 12:34:56"]  # fmt: skip
+DAYS = [
+    "Sun, 06 Nov 1994 08:49:37",
+    "Thu, 29 Feb 2024 23:59:59",
+    "Sat, 01 Jan 2000 00:00:00",
+    "Fri, 31 Dec 2077 12:34:56",
+]
 
 
 @pytest.mark.parametrize("day", DAYS)
@@ -105,8 +109,16 @@ def test_call_retries_connection_errors_and_busy_statuses() -> None:
     ]
     slept: list[float] = []
     send = _scripted(answers)
-    status, body = call("http://svc", "/v1/decode", b"{}", content_type="application/json",
-                        token="t", retries=5, sleep=slept.append, send=send)  # fmt: skip
+    status, body = call(
+        "http://svc",
+        "/v1/decode",
+        b"{}",
+        content_type="application/json",
+        token="t",
+        retries=5,
+        sleep=slept.append,
+        send=send,
+    )
     assert (status, body) == (200, {"fine": True})
     assert len(slept) == 5 and slept[4] == 2.0  # Retry-After honoured
     assert all(0.25 <= s <= 8.0 for s in slept[:4])
@@ -115,14 +127,29 @@ def test_call_retries_connection_errors_and_busy_statuses() -> None:
 def test_call_gives_up_as_unreachable() -> None:
     send = _scripted([NotConnected("refused")] * 3)
     with pytest.raises(RemoteUnreachable, match="after 3 attempts"):
-        call("http://svc", "/v1/decode", b"{}", content_type="application/json", token=None,
-             retries=2, sleep=lambda s: None, send=send)  # fmt: skip
+        call(
+            "http://svc",
+            "/v1/decode",
+            b"{}",
+            content_type="application/json",
+            token=None,
+            retries=2,
+            sleep=lambda s: None,
+            send=send,
+        )
 
 
 def test_call_refuses_an_answer_without_json() -> None:
     with pytest.raises(RemoteInvalid, match="answered 200 without JSON"):
-        call("http://svc", "/v1/decode", b"{}", content_type="application/json", token=None,
-             retries=0, send=_scripted([_answer(200, b"<html>")]))  # fmt: skip
+        call(
+            "http://svc",
+            "/v1/decode",
+            b"{}",
+            content_type="application/json",
+            token=None,
+            retries=0,
+            send=_scripted([_answer(200, b"<html>")]),
+        )
 
 
 def test_the_client_codes_are_the_registrys_and_its_limit_the_codecs() -> None:
@@ -178,8 +205,14 @@ def _raw_server(answer: bytes) -> Iterator[tuple[str, list[bytes]]]:
 )
 def test_the_http_client_reads_each_framing(answer: bytes) -> None:
     with _raw_server(answer) as (url, got):
-        status, body = call(url, "/v1/decode?x=1", b'{"a": 1}', content_type="application/json",
-                            token="tok", retries=0)  # fmt: skip
+        status, body = call(
+            url,
+            "/v1/decode?x=1",
+            b'{"a": 1}',
+            content_type="application/json",
+            token="tok",
+            retries=0,
+        )
     assert (status, body) == (200, {"ok": [1]})
     head, _, sent = got[0].partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
@@ -208,15 +241,24 @@ def test_a_413_answered_before_the_body_is_read_is_the_answer_not_retried() -> N
                 head = b""
                 while b"\r\n\r\n" not in head:
                     head += conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: %d\r\n"
-                             b"Connection: close\r\n\r\n%s" % (len(error), error))  # fmt: skip
+                conn.sendall(
+                    b"HTTP/1.1 413 Content Too Large\r\nContent-Length: %d\r\n"
+                    b"Connection: close\r\n\r\n%s" % (len(error), error)
+                )
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.getsockname()[1]}"
     try:
-        status, body = call(url, "/v1/decode", b"x" * (32 << 20), content_type="application/json",
-                            token=None, retries=3, sleep=lambda _: None)  # fmt: skip
+        status, body = call(
+            url,
+            "/v1/decode",
+            b"x" * (32 << 20),
+            content_type="application/json",
+            token=None,
+            retries=3,
+            sleep=lambda _: None,
+        )
     finally:
         server.close()
         thread.join(timeout=30)
@@ -236,16 +278,32 @@ def test_the_http_client_says_what_is_not_http() -> None:
 # --- what a remote command loads ---
 
 #: What no remote command may load: the core, the decoder, the settings model, the runtimes.
-HEAVY_ON_THE_CLIENT = ("numpy", "onnxruntime", "pydantic", "pydantic_settings", "httpx",
-                       "constriction", "blake3", "cbor2", "sqlalchemy")  # fmt: skip
+HEAVY_ON_THE_CLIENT = (
+    "numpy",
+    "onnxruntime",
+    "pydantic",
+    "pydantic_settings",
+    "httpx",
+    "constriction",
+    "blake3",
+    "cbor2",
+    "sqlalchemy",
+)
 OURS_ON_THE_CLIENT = {
-    "wai_dispatch", "wai_dispatch._face", "wai_dispatch.cli", "wai_dispatch.cli.main",
+    "wai_dispatch",
+    "wai_dispatch.cli",
+    "wai_dispatch.cli.main",
     "wai_dispatch.cli.flags",
-    "wai_dispatch.cli.parsers", "wai_dispatch.cli.parsers.decode", "wai_dispatch.cli.remote",
-    "wai_dispatch.cli.http_client", "wai_dispatch.cli.retry", "wai_dispatch.cli.outcome_text",
+    "wai_dispatch.cli.parsers",
+    "wai_dispatch.cli.parsers.decode",
+    "wai_dispatch.cli.remote",
+    "wai_dispatch.cli.http_client",
+    "wai_dispatch.cli.retry",
+    "wai_dispatch.cli.outcome_text",
     "wai_dispatch.service",
-    "wai_dispatch.service.decoding", "wai_dispatch.service.decoding.client_settings",
-}  # fmt: skip
+    "wai_dispatch.service.decoding",
+    "wai_dispatch.service.decoding.client_settings",
+}
 
 
 @pytest.mark.parametrize(
@@ -265,8 +323,13 @@ def test_a_remote_command_loads_only_the_client(argv: list[str]) -> None:
         f"status = main({argv!r})\n"
         "print(status, ','.join(sorted(sys.modules)), file=sys.stdout)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120, env={**os.environ, "WAI_TOKEN": "t"})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "WAI_TOKEN": "t"},
+    )
     status, modules = result.stdout.split()
     loaded = set(modules.split(","))
     assert int(status) == EXIT_UNREACHABLE, result.stderr
@@ -284,9 +347,19 @@ def test_decode_url_opens_nothing_local(
     sink_dir = tmp_path / "sink-data"
     monkeypatch.setenv("WAI_DATA_DIR", str(sink_dir))
     with serve(tmp_path / "svc") as live:
-        status, out, _ = run(capsys, "decode", str(SAMPLE_JSON), "--url", live.url,
-                             "--token", live.tokens["sink"], "-o", str(tmp_path / "p.png"),
-                             "--offer", "npu/model-runtime/float")  # fmt: skip
+        status, out, _ = run(
+            capsys,
+            "decode",
+            str(SAMPLE_JSON),
+            "--url",
+            live.url,
+            "--token",
+            live.tokens["sink"],
+            "-o",
+            str(tmp_path / "p.png"),
+            "--offer",
+            "npu/model-runtime/float",
+        )
     assert status == EXIT_OK
     assert (tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")
     assert not sink_dir.exists()  # no store, no bundled sets written on the sink
@@ -299,13 +372,15 @@ def test_remote_errors_exit_3_or_4_in_the_service_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = free_port()
-    status, _, err = run(capsys, "decode", str(SAMPLE_JSON), "--url", f"http://127.0.0.1:{port}",
-                         "--retries", "0")  # fmt: skip
+    status, _, err = run(
+        capsys, "decode", str(SAMPLE_JSON), "--url", f"http://127.0.0.1:{port}", "--retries", "0"
+    )
     assert status == EXIT_UNREACHABLE
     assert err.startswith("wai-dispatch: error: remote_unreachable: ")
     with serve(tmp_path / "svc") as live:
-        status, _, err = run(capsys, "decode", str(SAMPLE_JSON), "--url", live.url,
-                             "--token", "wai_not_a_token")  # fmt: skip
+        status, _, err = run(
+            capsys, "decode", str(SAMPLE_JSON), "--url", live.url, "--token", "wai_not_a_token"
+        )
         assert status == EXIT_REFUSED
         assert err.startswith("wai-dispatch: error: token_unknown: ")
         assert err.count("token_unknown") == 1  # never `token_unknown: token_unknown: …`
@@ -329,8 +404,9 @@ def test_report_url_posts_a_run_report(tmp_path: Path, capsys: pytest.CaptureFix
         status, out, _ = run(capsys, *argv[:-1])  # again: the same verdict, replayed
         assert "submitted before" in out.splitlines()[0]
         # another sink's report under this token: the service refuses it, in its words
-        status, _, err = run(capsys, "report", str(RUN_REPORT), "--url", live.url,
-                             "--token", live.tokens["sink"])  # fmt: skip
+        status, _, err = run(
+            capsys, "report", str(RUN_REPORT), "--url", live.url, "--token", live.tokens["sink"]
+        )
         assert status == EXIT_REFUSED and "run_report_sink_mismatch" in err
 
 
@@ -365,10 +441,25 @@ def test_decode_url_survives_a_restart_of_the_service(tmp_path: Path) -> None:
     # down now: the decode starts against no one
     out = tmp_path / "p.png"
     proc = subprocess.Popen(
-        [*CLI, "decode", str(SAMPLE_JSON), "--url", f"http://127.0.0.1:{port}", "--token", token,
-         "-o", str(out), "--retries", "8", "--timeout", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            *CLI,
+            "decode",
+            str(SAMPLE_JSON),
+            "--url",
+            f"http://127.0.0.1:{port}",
+            "--token",
+            token,
+            "-o",
+            str(out),
+            "--retries",
+            "8",
+            "--timeout",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.5)  # its first attempts fail: connection refused
     assert proc.poll() is None
     with _service_on(data_dir, port):

@@ -68,8 +68,9 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A real tmpfs of 64 KiB, filled (needs root and a kernel that lets us mount)."""
     where = tmp_path / "small"
     where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
-                          capture_output=True)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip("cannot mount a tmpfs here (needs root and a kernel that allows it)")
     try:

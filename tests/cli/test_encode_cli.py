@@ -138,9 +138,15 @@ def test_a_checkpoint_that_is_not_the_sets(
     data = CHECKPOINT.read_bytes()
     other.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit changed
     status, _, err = run(
-        capsys, data_dir, "encode", str(png), "--checkpoint", str(other),
-        "-o", str(tmp_path / "e.json"),
-    )  # fmt: skip
+        capsys,
+        data_dir,
+        "encode",
+        str(png),
+        "--checkpoint",
+        str(other),
+        "-o",
+        str(tmp_path / "e.json"),
+    )
     assert status == EXIT_USAGE
     line = refused(err, "encode_checkpoint_mismatch")
     assert "bmshj2018-demo-q3.pt with blake3 1a464687c392ffdb" in line
@@ -168,9 +174,16 @@ def test_a_capability_without_an_encoder(
 ) -> None:
     monkeypatch.delitem(encoder_module.ENCODERS, "wai.neural.int_synth")
     status, _, err = run(
-        capsys, data_dir, "encode", str(png), "--capability", "wai.neural.int_synth",
-        "-o", str(tmp_path / "e.json"), "--json",
-    )  # fmt: skip
+        capsys,
+        data_dir,
+        "encode",
+        str(png),
+        "--capability",
+        "wai.neural.int_synth",
+        "-o",
+        str(tmp_path / "e.json"),
+        "--json",
+    )
     assert status == EXIT_USAGE
     assert json.loads(err)["error"]["code"] == "encode_unsupported"
 
@@ -208,9 +221,17 @@ def test_a_set_of_another_capability(
     capsys: pytest.CaptureFixture[str], data_dir: Path, png: Path, tmp_path: Path
 ) -> None:
     status, _, err = run(
-        capsys, data_dir, "encode", str(png), "--set", "63b8f984", "--capability",
-        "wai.neural.bmshj2018", "-o", str(tmp_path / "e.json"),
-    )  # fmt: skip
+        capsys,
+        data_dir,
+        "encode",
+        str(png),
+        "--set",
+        "63b8f984",
+        "--capability",
+        "wai.neural.bmshj2018",
+        "-o",
+        str(tmp_path / "e.json"),
+    )
     assert status == EXIT_USAGE
     assert "is of wai.neural.int_synth" in refused(err, "set_capability_mismatch")
 

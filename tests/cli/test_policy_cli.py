@@ -41,8 +41,10 @@ def test_check_refuses_with_every_reason_and_exit_1(
         "for wai.neural.bmshj2018\n"
         "1 of 2 decodes accepted\n"
     )
-    assert main(["policy", "check", str(_refused_run(tmp_path)), "--policy", str(POLICY),
-                 "--json"]) == 1  # fmt: skip
+    assert (
+        main(["policy", "check", str(_refused_run(tmp_path)), "--policy", str(POLICY), "--json"])
+        == 1
+    )
     verdict = json.loads(capsys.readouterr().out)
     assert (verdict["accepted"], verdict["refused_decodes"]) == (False, 1)
     assert verdict["decodes"][1]["reasons"][0]["rule"] == "set_not_allowed"

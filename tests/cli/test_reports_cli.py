@@ -18,15 +18,27 @@ DAY = 86_400_000
 
 
 def _rec(i: int, age_days: float) -> ReportRecord:
-    return ReportRecord.from_json({
-        "id": f"00000000-0000-4000-8000-{i:012d}", "request_id": f"r{i}",
-        "created_ms": int(time.time() * 1000 - age_days * DAY), "sink": "s", "role": "primary",
-        "capability": "c", "set_digest": None, "symbols_digest": None, "rgb_digest": None,
-        "needed": "none", "path_ran": None, "tier": None, "outcome": "refused",
-        "duration_ms": 1.0, "placement": {},
-        "refusals": [{"path": "npu/model-runtime/float", "code": "dispatch_unit_absent"}],
-        "report": {},
-    })  # fmt: skip
+    return ReportRecord.from_json(
+        {
+            "id": f"00000000-0000-4000-8000-{i:012d}",
+            "request_id": f"r{i}",
+            "created_ms": int(time.time() * 1000 - age_days * DAY),
+            "sink": "s",
+            "role": "primary",
+            "capability": "c",
+            "set_digest": None,
+            "symbols_digest": None,
+            "rgb_digest": None,
+            "needed": "none",
+            "path_ran": None,
+            "tier": None,
+            "outcome": "refused",
+            "duration_ms": 1.0,
+            "placement": {},
+            "refusals": [{"path": "npu/model-runtime/float", "code": "dispatch_unit_absent"}],
+            "report": {},
+        }
+    )
 
 
 def test_prune_deletes_reports_past_retention(

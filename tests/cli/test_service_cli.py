@@ -39,12 +39,33 @@ def test_decode_url_answers_as_a_local_decode(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], sample: Path
 ) -> None:
     with serve(tmp_path / "svc") as live:
-        status_remote = main(["decode", str(sample), "--json", "--url", live.url,
-                              "--token", live.tokens["sink"], "--data-dir", str(tmp_path / "c"),
-                              "-o", str(tmp_path / "remote.png")])  # fmt: skip
+        status_remote = main(
+            [
+                "decode",
+                str(sample),
+                "--json",
+                "--url",
+                live.url,
+                "--token",
+                live.tokens["sink"],
+                "--data-dir",
+                str(tmp_path / "c"),
+                "-o",
+                str(tmp_path / "remote.png"),
+            ]
+        )
         remote = json.loads(capsys.readouterr().out)
-    status_local = main(["decode", str(sample), "--json", "--data-dir", str(tmp_path / "c"),
-                         "-o", str(tmp_path / "local.png")])  # fmt: skip
+    status_local = main(
+        [
+            "decode",
+            str(sample),
+            "--json",
+            "--data-dir",
+            str(tmp_path / "c"),
+            "-o",
+            str(tmp_path / "local.png"),
+        ]
+    )
     local = json.loads(capsys.readouterr().out)
     assert status_remote == status_local
     remote.pop("request_id")
@@ -68,8 +89,9 @@ def test_decode_url_retries_429_after_retry_after(tmp_path: Path) -> None:
         data = SAMPLE_JSON.read_bytes()
 
         def one(_: int) -> int:
-            return post(live.url, data, cbor=False, token=live.tokens["sink"], retries=30,
-                        sleep=sleep)[0]  # fmt: skip
+            return post(
+                live.url, data, cbor=False, token=live.tokens["sink"], retries=30, sleep=sleep
+            )[0]
 
         with ThreadPoolExecutor(4) as pool:
             statuses = list(pool.map(one, range(4)))
@@ -83,8 +105,11 @@ def test_serve_prints_url_token_and_a_curl_that_decodes(tmp_path: Path) -> None:
     env = {**os.environ, "WAI_DATA_DIR": str(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "wai_dispatch", "serve", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(5)]

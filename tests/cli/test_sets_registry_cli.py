@@ -110,8 +110,12 @@ def test_the_command_in_its_own_process_says_it_once(tmp_path: Path) -> None:
     argv = ["sets", "install", str(folder), "--data-dir", str(tmp_path / "data")]
     done = subprocess.run(
         [sys.executable, "-m", "wai_dispatch.cli", *argv],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert (done.returncode, done.stdout) == (3, "")
     assert done.stderr.splitlines() == [
         "wai-dispatch: error: set_registry_down: the set registry (the report database) "

@@ -472,6 +472,39 @@ def test_oversize_base64_is_refused_before_decoding() -> None:
         parse_json(data, limits=Limits(max_payload_bytes=10))
 
 
+# Every base64 member (the payload and the fallback's) reads only the canonical spelling: a
+# decoder that took any of these would hand the codec bytes the sender never meant.
+NOT_CANONICAL = {
+    "unpadded-one": "AQI",
+    "unpadded-two": "AQ",
+    "padding-short": "AQ=",
+    "padding-extra": "AQID====",
+    "padding-inside": "AQ==AQID",
+    "padding-leading": "=AQI",
+    "unused-bits-set": "AR==",
+    "unused-bits-set-one-pad": "AQJ=",
+    "lone-char": "AQIDB",
+    "newline": "AQID\nAQID",
+    "trailing-newline": "AQI=\n",
+    "space": "AQ I=",
+    "url-safe": "-_-_",
+    "bad-alphabet": "AQ*=",
+    "non-ascii": "AQIé",
+}
+
+
+@pytest.mark.parametrize("where", ["payload", "fallback"])
+@pytest.mark.parametrize("text", NOT_CANONICAL.values(), ids=NOT_CANONICAL.keys())
+def test_base64_is_read_only_in_its_canonical_spelling(text: str, where: str) -> None:
+    obj = minimal_obj(payload=text)
+    if where == "fallback":
+        obj = minimal_obj(fallback={"capability": "d", "payload": text})
+    with pytest.raises(CodecError) as info:
+        parse(jbytes(obj))
+    assert info.value.code == "envelope_invalid"
+    assert info.value.message.startswith(where)
+
+
 def test_base64_payload_exact() -> None:
     payload = os.urandom(100)
     e = parse_json(jbytes(minimal_obj(payload=base64.b64encode(payload).decode())))
@@ -481,9 +514,11 @@ def test_base64_payload_exact() -> None:
 @pytest.mark.parametrize("tier", [5, True, ["none"], {"a": 1}, 1.5])
 def test_a_pin_tier_that_is_not_text_is_envelope_invalid(tier: object) -> None:
     obj = {
-        "format": "wai-envelope/1", "capability": "wai.neural.bmshj2018", "payload": "AAAA",
+        "format": "wai-envelope/1",
+        "capability": "wai.neural.bmshj2018",
+        "payload": "AAAA",
         "pins": [{"capability": "wai.neural.bmshj2018", "set": "a" * 64, "tier": tier}],
-    }  # fmt: skip
+    }
     with pytest.raises(env.EnvelopeError) as info:
         parse_json(json.dumps(obj).encode())
     assert info.value.code == "envelope_invalid"

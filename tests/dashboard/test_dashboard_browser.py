@@ -26,7 +26,7 @@ import pytest
 from _svc import SAMPLE_JSON, serve
 from pagekit import DASHBOARD_ARTIFACTS, browser_context, screenshot, wait_until
 
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools.dashboard_shots import SINKS, VIEWPORTS, A, B, C, populate
 
@@ -39,9 +39,9 @@ def live(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Any
     data = tmp_path_factory.mktemp("dash")
     store = ReportStore(f"sqlite:///{data / 'reports.db'}")
     store.migrate()
-    made = {name: tokens.create(store, name, tokens.Role.sink) for name in SINKS}
-    made["revoked"] = tokens.create(store, "old-operator", tokens.Role.operator)
-    tokens.revoke(store, "old-operator")
+    made = {name: bearer.create(store, name, bearer.Role.sink) for name in SINKS}
+    made["revoked"] = bearer.create(store, "old-operator", bearer.Role.operator)
+    bearer.revoke(store, "old-operator")
     store.dispose()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_svc, "PORTS", range(18230, 18250))  # this suite's ports
@@ -293,3 +293,54 @@ def test_a_refused_token_is_sent_back_to_login(live: Any) -> None:
             assert page.is_visible("#login-view") and page.is_hidden("#dash-view")
             assert page.evaluate("sessionStorage.getItem('wai-dispatch.token')") is None
         screenshot(page, "login-unknown", DASHBOARD_ARTIFACTS)
+
+
+def _logged_in(context: Any, live: Any) -> Any:
+    page = context.new_page()
+    page.goto(f"{live.url}/dashboard/")
+    page.fill("#token", live.tokens["operator"])
+    page.click("#login-form button[type=submit]")
+    _updated(page, 0)
+    return page
+
+
+def test_escape_closes_whichever_panel_is_open(live: Any) -> None:
+    """One handler for every panel: a run report closes on Escape as a decode does; with both
+    open, the one holding the focus closes first."""
+    with browser_context() as context:
+        page = _logged_in(context, live)
+        page.locator("#t-runs tbody tr").first.locator("button").click()
+        page.wait_for_selector("#run-detail:not([hidden])")
+        page.keyboard.press("Escape")
+        assert page.is_hidden("#run-detail")
+        page.locator("#t-decodes tbody tr").first.locator("button").click()
+        page.wait_for_selector("#detail:not([hidden])")
+        page.keyboard.press("Escape")
+        assert page.is_hidden("#detail")
+        page.locator("#t-decodes tbody tr").first.locator("button").click()
+        page.wait_for_selector("#detail:not([hidden])")
+        page.locator("#t-runs tbody tr").first.locator("button").click()
+        page.wait_for_selector("#run-detail:not([hidden])")
+        page.keyboard.press("Escape")
+        assert page.is_hidden("#run-detail") and page.is_visible("#detail")
+        page.keyboard.press("Escape")
+        assert page.is_hidden("#detail")
+
+
+def test_the_class_menu_keeps_every_class_after_one_is_chosen(live: Any) -> None:
+    """The menu is built from the unfiltered list: choosing a class leaves the others on offer."""
+    summary = _api(live, "/v1/run-reports/summary")
+    classes = [c["class"] for c in summary["classes"] if c["class"] is not None]
+    assert len(classes) >= 2
+    with browser_context() as context:
+        page = _logged_in(context, live)
+        menu = "#f-class option"
+        before = page.eval_on_selector_all(menu, "os => os.map((o) => o.value)")
+        assert before[0] == "" and set(classes) <= set(before)
+        for chosen in (classes[-1], classes[0]):
+            n = _marks(page)
+            page.select_option("#f-class", chosen)
+            _updated(page, n)
+            assert _query(page)["class"] == [chosen]
+            assert page.eval_on_selector_all(menu, "os => os.map((o) => o.value)") == before
+            assert page.input_value("#f-class") == chosen

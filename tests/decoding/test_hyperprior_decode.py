@@ -30,10 +30,10 @@ from wai_dispatch.dispatch import (
     Code,
     Tier,
 )
-from wai_dispatch.dispatch.paths import CPU_WAI_OPS
+from wai_dispatch.dispatch.offer import CPU_WAI_OPS
 from wai_dispatch.paths.coreml import CoreMLAdapter, ScriptedCoreML
 from wai_dispatch.paths.registry import known_adapters
-from wai_dispatch.paths.waiops import reference
+from wai_dispatch.paths.waiops import choose, reference
 from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage, scale_indexes
@@ -124,15 +124,46 @@ def test_onnx_runtime_one_and_two_threads_give_one_digest(tmp_path: Path) -> Non
     for threads in ("1", "2"):
         env = dict(os.environ, WAI_ORT_THREADS=threads, WAI_DATA_DIR=str(tmp_path / threads))
         out = subprocess.run(
-            [sys.executable, "-m", "wai_dispatch", "decode",
-             str(envelopes_dir() / "bmshj2018-hyperprior-demo-q3.json"),
-             "-o", str(tmp_path / f"{threads}.png"), "--json"],
-            env=env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "wai_dispatch",
+                "decode",
+                str(envelopes_dir() / "bmshj2018-hyperprior-demo-q3.json"),
+                "-o",
+                str(tmp_path / f"{threads}.png"),
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         doc = json.loads(out.stdout)
         assert doc["reports"][-1]["ran"]["backend"] == "onnx-runtime"
         digests.add(doc["symbols_digest"])
     assert digests == {PINNED}
+
+
+@pytest.mark.parametrize("engine", ["numpy", "int8"])
+def test_the_decoders_waiops_engine_reaches_h_s(
+    store: SetStore, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """WAI_WAIOPS_ENGINE forces every wai-ops program a decoder runs (docs/wai-ops.md):
+    h_s runs on the decoder's engine, not the rule's, and the symbols are the same."""
+    built: list[tuple[str, str, str]] = []
+    real = choose.build
+
+    def build(program: Any, where: str = "wai-ops", want: str = "auto") -> Any:
+        runner = real(program, where, want)
+        built.append((where, want, choose.engine_name(runner)))
+        return runner
+
+    monkeypatch.setattr(choose, "build", build)
+    decoder = Decoder(store, REFERENCE_OFFER, known_adapters(), waiops_engine=engine)
+    for _ in range(2):  # built once per decoder's engine
+        assert decoder.decode(_envelope()).part.symbols_digest == PINNED
+    assert built == [("hyperprior h_s", engine, engine)]
 
 
 def test_integer_engines_agree_on_the_indexes(stage: HyperStage) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from wai_dispatch.cli.main import main
 from wai_dispatch.dispatch import CPU_ONNX_RUNTIME, CPU_WAI_OPS, NPU_MODEL_RUNTIME, REFERENCE_OFFER
-from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL
+from wai_dispatch.dispatch.offer import GPU_ONNX_RUNTIME, GPU_WGSL
 from wai_dispatch.paths import registry
 from wai_dispatch.paths.coreml import CoreMLAdapter, ScriptedCoreML
 

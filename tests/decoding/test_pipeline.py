@@ -166,9 +166,10 @@ def test_a_fallback_with_a_bad_payload_keeps_the_primarys_no_path_report(  # typ
     # §4: the primary is refused on every path; the fallback's payload ("AAAA" in base64) is
     # its own refusal beside the primary's report, not a bare payload_magic hiding it.
     envelope = _envelope(
-        tiny_set, intent="replicate",
+        tiny_set,
+        intent="replicate",
         fallback=Fallback(capability="wai.neural.int_synth", payload=b"\0\0\0"),
-    )  # fmt: skip
+    )
     decoder = Decoder(store, REFERENCE_OFFER, known_adapters())
     with pytest.raises(NoPath) as info:
         decoder.decode(decoder.prepare(envelope) if prepared else envelope)

@@ -1,4 +1,4 @@
-"""Issue 29, item 6: only paths that can exist. One table (dispatch/paths.py, docs/dispatch.md)
+"""Issue 29, item 6: only paths that can exist. One table (dispatch/offer.py, docs/dispatch.md)
 gives each backend its arithmetic and its units; the report parser, offers (``explain --offer``,
 ``paths --offer``, ``WAI_OFFER``) and the judge (tests/service/governance) refuse any other path,
 each with a typed error naming the path and the rule."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from wai_dispatch.dispatch import Arithmetic, Backend, InvalidOffer, InvalidReport, Report, Unit
-from wai_dispatch.dispatch.paths import (
+from wai_dispatch.dispatch.offer import (
     BACKEND_ARITHMETIC,
     BACKEND_UNITS,
     REFERENCE_OFFER,
@@ -25,10 +25,15 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "docs" / "examples" / "run-report.json").read_text())
 #: The paths that can exist: every one the project names (docs/dispatch.md's table, spelled out).
 POSSIBLE = {
-    "npu/model-runtime/float", "npu/webnn/float", "gpu/webnn/float", "cpu/webnn/float",
-    "gpu/onnx-runtime/float", "cpu/onnx-runtime/float", "cpu/wai-ops/integer",
+    "npu/model-runtime/float",
+    "npu/webnn/float",
+    "gpu/webnn/float",
+    "cpu/webnn/float",
+    "gpu/onnx-runtime/float",
+    "cpu/onnx-runtime/float",
+    "cpu/wai-ops/integer",
     "gpu/wgsl/integer",
-}  # fmt: skip
+}
 
 
 def test_the_table_names_every_backend_and_exactly_the_possible_paths() -> None:

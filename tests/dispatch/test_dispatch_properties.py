@@ -33,7 +33,7 @@ from wai_dispatch.dispatch import (
     demand,
     parse_offer,
 )
-from wai_dispatch.dispatch.paths import impossible
+from wai_dispatch.dispatch.offer import impossible
 
 ALL_PATHS = [DispatchPath(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
 #: §3: no integer path names npu in this revision, and §1's table of backends (docs/dispatch.md)

@@ -37,7 +37,7 @@ from wai_dispatch.dispatch import (
     held_tier,
     parse_offer,
 )
-from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.dispatch.offer import GPU_ONNX_RUNTIME, GPU_WGSL, NPU_WEBNN
 
 ENTROPY = Capability(
     "wai.neural.entropy_exact", RegistryClass.NEURAL_ENTROPY_EXACT, Arithmetic.FLOAT

@@ -25,7 +25,7 @@ print(",".join(loaded))
         "import wai_dispatch.dispatch",
         "from wai_dispatch.dispatch import demand, admit, choose",
         "import wai_dispatch.dispatch.rules, wai_dispatch.dispatch.report, "
-        "wai_dispatch.dispatch.adapter, wai_dispatch.dispatch.paths",
+        "wai_dispatch.dispatch.adapter, wai_dispatch.dispatch.offer",
     ],
 )
 def test_import_dispatch_loads_no_heavy_module(stmt: str) -> None:

@@ -141,7 +141,9 @@ def test_postgres_dump_while_writing_then_restore(
     try:
         writer.wait_for(3)
         before = store.count()
-        run("postgres-backup", WAI_DATABASE_URL=postgres_url, BACKUP=backup)
+        # the SQLAlchemy form docs/scaling.md uses, which libpq alone does not read
+        url = postgres_url.replace("postgresql://", "postgresql+psycopg://", 1)
+        run("postgres-backup", WAI_DATABASE_URL=url, BACKUP=backup)
         writer.wait_for(writer.batches + 3)
     finally:
         writer.finish()

@@ -20,7 +20,7 @@ from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.dispatch.paths import (
+from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,
     CPU_WEBNN,
     GPU_ONNX_RUNTIME,

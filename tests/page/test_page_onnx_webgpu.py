@@ -24,7 +24,7 @@ import pytest
 from pagekit import ROOT, open_page, serve_service
 
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
-from wai_dispatch.dispatch.paths import (
+from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,
     CPU_WEBNN,
     GPU_ONNX_RUNTIME,

@@ -78,7 +78,7 @@ def test_the_page_refuses_a_bad_offer_as_python_does(page: Any) -> None:
     """An offer naming a path twice, or an integer path on npu, is invalid_offer in the page too."""
     codes = page.evaluate(
         """async () => {
-            const { parseOffer } = await import("./js/dispatch/paths.js");
+            const { parseOffer } = await import("./js/dispatch/offer.js");
             const codes = [];
             for (const offer of [["cpu/webnn/float", "cpu/webnn/float"], ["npu/wgsl/integer"], [],
                                  ["cpu/webgl/float"]]) {
@@ -93,7 +93,7 @@ def test_the_page_refuses_a_bad_offer_as_python_does(page: Any) -> None:
 def test_the_page_holds_the_table_of_backends_python_holds(page: Any) -> None:
     """Issue 29: one table of backends' arithmetic and units (docs/dispatch.md); the page's
     copy is the core's, and the page refuses an impossible path with the core's message."""
-    from wai_dispatch.dispatch.paths import (
+    from wai_dispatch.dispatch.offer import (
         BACKEND_ARITHMETIC,
         BACKEND_UNITS,
         DispatchPath,
@@ -102,7 +102,7 @@ def test_the_page_holds_the_table_of_backends_python_holds(page: Any) -> None:
 
     got = page.evaluate(
         """async () => {
-            const m = await import("./js/dispatch/paths.js");
+            const m = await import("./js/dispatch/offer.js");
             const refused = {};
             for (const text of ["cpu/wai-ops/float", "gpu/wgsl/float", "cpu/model-runtime/float",
                                 "gpu/onnx-runtime/integer", "npu/onnx-runtime/float"]) {

@@ -16,7 +16,7 @@ from pagekit import open_page, screenshot, serve_service
 
 from wai_dispatch.dispatch import Report
 from wai_dispatch.service.decoding.settings import load
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 
 SAMPLE = "bmshj2018-demo-q3.json"
@@ -39,8 +39,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[dic
     data_dir: Path = tmp_path_factory.mktemp("runreport")
     store = ReportStore(load(data_dir=data_dir, warm=False).url)  # the store the service opens
     store.migrate()
-    operator = tokens.create(store, "page-operator", tokens.Role.operator)
-    admin = tokens.create(store, "page-admin", tokens.Role.admin)
+    operator = bearer.create(store, "page-operator", bearer.Role.operator)
+    admin = bearer.create(store, "page-admin", bearer.Role.admin)
     store.dispose()
     with serve_service(data_dir) as (url, _, token):
         sink = {"Authorization": f"Bearer {token}"}
@@ -161,4 +161,28 @@ def test_another_sinks_name_is_refused_and_the_token_kept(
         assert page.get_attribute("#run-report-status", "data-state") == "error"
         assert page.evaluate("sessionStorage.getItem('wai-dispatch.token')") == site["token"]
         assert page.is_visible("main") and page.is_visible("#result")  # the decode still shows
+        assert page.errors == []
+
+
+def test_a_refusal_is_shown_in_the_error_style(site: dict[str, str], browser: Any) -> None:
+    """One rule decides a status line's style from its outcome: a decode no offered path ran
+    (decode_no_path: the integer capability runs on WebGPU only, which this Chromium lacks) and
+    a run report the service refused (the class's policy names no int_synth set) look like
+    errors, not successes."""
+    with browser([], token=site["token"]) as page:
+        open_page(page, site["url"])
+        page.check("#post-run-report")
+        page.fill("#sink-name", SINK)
+        page.select_option("#sample", "int-synth-demo-q3.json")
+        result = page.evaluate("window.waiPage.decodeSample()")
+        assert result["decoded"] is False, result
+        assert "decode_no_path" in page.inner_text("#status")
+        assert page.get_attribute("#status", "data-state") == "error"
+        posted = result["runReport"]
+        assert posted["ok"] is True and posted["verdict"]["accepted"] is False, posted
+        assert "refused" in page.inner_text("#run-report-status")
+        assert page.get_attribute("#run-report-status", "data-state") == "error"
+        error = page.evaluate("getComputedStyle(document.getElementById('status')).color")
+        assert error == "rgb(179, 38, 30)"  # page.css's error colour, #b3261e
+        screenshot(page, "decode-no-path")
         assert page.errors == []

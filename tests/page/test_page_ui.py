@@ -154,3 +154,29 @@ def test_verify_int_with_no_payload_selected_is_no_pass(
         if query == "only=nope":
             screenshot(page, "verify-int-nothing-selected")
         assert page.errors == []
+
+
+def test_the_page_reads_base64_only_in_its_canonical_spelling(
+    site: tuple[str, str], browser: Any
+) -> None:
+    """As the service does (tests/codec/test_envelope.py): unpadded, over-padded, unused bits
+    set, whitespace, the URL-safe alphabet: each is envelope_invalid, never decoded."""
+    url, token = site
+    with browser([], token=token) as page:
+        open_page(page, url)
+        codes = page.evaluate(
+            """async (payloads) => {
+              const out = [];
+              for (const payload of payloads) {
+                const body = JSON.stringify({ format: "wai-envelope/1",
+                  capability: "wai.neural.bmshj2018", payload });
+                const bytes = new TextEncoder().encode(body);
+                const r = await window.waiPage.decodeBytes(bytes, "b.json");
+                out.push(r.error ? r.error.code : "decoded");
+              }
+              return out;
+            }""",
+            ["AQI", "AR==", "AQJ=", "AQID====", "AQ I=", "AQI=\n", "-_-_"],
+        )
+        assert codes == ["envelope_invalid"] * 7
+        assert page.errors == []

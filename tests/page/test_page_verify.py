@@ -65,9 +65,12 @@ def test_no_webnn_context_verifies_nothing(served: tuple[str, str]) -> None:
 def test_reference_context_passes(served: tuple[str, str]) -> None:
     url, token = served
     summary = verify_page.verify(
-        str(CHROMIUM), url=url, token=token, extra_args=["--no-sandbox"],
+        str(CHROMIUM),
+        url=url,
+        token=token,
+        extra_args=["--no-sandbox"],
         init_script=REFERENCE_WEBNN,
-    )  # fmt: skip
+    )
     assert summary["verdict"] == "pass", summary
     plain = by_sample(summary)["bmshj2018-demo-q3.json"]
     assert plain["ran"] == "npu/webnn/float"

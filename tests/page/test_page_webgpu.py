@@ -24,7 +24,7 @@ from pagekit import (
 )
 
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
-from wai_dispatch.dispatch.paths import (
+from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,
     CPU_WEBNN,
     GPU_ONNX_RUNTIME,

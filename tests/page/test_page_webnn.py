@@ -29,7 +29,7 @@ from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
-from wai_dispatch.dispatch.paths import (
+from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,
     CPU_WEBNN,
     GPU_ONNX_RUNTIME,

@@ -17,7 +17,7 @@ from wai_dispatch.codec.picture import rgb_digest, to_rgb8
 from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier
-from wai_dispatch.dispatch.paths import CPU_WAI_OPS
+from wai_dispatch.dispatch.offer import CPU_WAI_OPS
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.paths.waiops.errors import BoundExceeded
 from wai_dispatch.service.decoding.decoder import Decoder

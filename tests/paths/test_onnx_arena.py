@@ -55,8 +55,12 @@ def _growth(tmp_path: Path, mode: str, tile_bytes: int) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run(
         [sys.executable, "-c", _SCRIPT, str(_TESTS), str(root), mode, str(tile_bytes)],
-        capture_output=True, text=True, timeout=60, env=env, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
     return int(json.loads(out.stdout.strip().splitlines()[-1])["growth"])
 
 

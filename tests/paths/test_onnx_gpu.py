@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, REFERENCE_OFFER, ScriptedAdapter, Unit
-from wai_dispatch.dispatch.paths import GPU_ONNX_RUNTIME
+from wai_dispatch.dispatch.offer import GPU_ONNX_RUNTIME
 from wai_dispatch.paths import onnx_providers, registry
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.onnx_providers import DeviceInfo, not_a_gpu

@@ -284,7 +284,7 @@ def test_a_large_tiled_integer_decode_shrinks_the_arena_after_its_last_tile(
     adapter = WaiOpsAdapter(tile_bytes=_budget(INT_BPP, 5, 5))
     symbols = np.ones((1, 192, 6, 5), dtype=np.int32)
     job = SynthesisJob(_files(store, INT_SET), symbols.astype(np.float32), symbols)
-    runner = adapter._compiled(job).runner()
+    runner = adapter._compiled(job).engines.runner()
     flags: list[bool] = []
     real = runner.run
 

@@ -126,6 +126,26 @@ def test_exact_on_emulated_older_cpus(cpu: str) -> None:
     assert eight["ok"] is (cpu == "SandyBridge"), (cpu, eight)
 
 
+#: The int8 units each emulated CPU model has: Haswell no VNNI, SandyBridge not even AVX2.
+EMULATED_UNITS = {"Haswell": "avx2 sse4_1", "SandyBridge": "sse4_1"}
+
+
+@pytest.mark.parametrize("cpu", EMULATED)
+def test_the_int8_units_are_the_ones_the_process_sees(cpu: str) -> None:
+    """The logs' "CPU int8 units" are the CPUID the kernel picks by, not /proc/cpuinfo, which
+    under emulation names the host's (whatever this machine has, qemu's model has these)."""
+    need_qemu()
+    code = "from wai_dispatch.paths.waiops.choose import int8_units; print(int8_units())"
+    out = subprocess.run(
+        ["qemu-x86_64", "-cpu", cpu, sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert out.stdout.splitlines()[-1:] == [EMULATED_UNITS[cpu]], out.stderr[-2000:]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("WAI_FULL_CORPUS") != "1",

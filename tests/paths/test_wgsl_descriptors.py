@@ -103,9 +103,19 @@ def test_the_whole_variant_holds_and_derives_the_output_shape() -> None:
     assert (band.out_row0, band.rows, band.in_row0, band.in_rows) == (0, 32, 0, 16)
     fields = {name: value for name, _, value in plan.uniform(band)}
     assert fields == {
-        "inC": 192, "inW": 24, "inRow0": 0, "inRows": 16, "outC": 128, "outW": 48,
-        "outRow0": 0, "rows": 32, "groups": 32, "kernel": 5, "stride": 2, "padding": 2,
-    }  # fmt: skip
+        "inC": 192,
+        "inW": 24,
+        "inRow0": 0,
+        "inRows": 16,
+        "outC": 128,
+        "outW": 48,
+        "outRow0": 0,
+        "rows": 32,
+        "groups": 32,
+        "kernel": 5,
+        "stride": 2,
+        "padding": 2,
+    }
     # one invocation per position and group of 4 output channels (the tunable)
     assert plan.dispatch(band) == (128 // 4 * 32 * 48 // 64, 1)
 

@@ -218,24 +218,58 @@ def synthesis_like(rng: np.random.Generator) -> Any:
         ["x"],
         "a1",
         {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1},
-        {"weight": rng.integers(-128, 128, (4, 6, 5, 5)).astype(np.int8),
-         "bias": rng.integers(-999, 999, 6).astype(np.int32)},
-    )  # fmt: skip
-    b.add("requantize", "r1", ["a1"], "x1", {"clamp": [-2047, 2047]},
-          {"multiplier": rng.integers(0, 3000, 6).astype(np.int32),
-           "shift": rng.integers(0, 12, 6).astype(np.int32)})  # fmt: skip
-    b.add("igdn", "g1", ["x1"], "y1", {"square_shift": 6, "clamp": [-2047, 2047]},
-          {"gamma": rng.integers(0, 99, (6, 6)).astype(np.int32),
-           "beta": rng.integers(0, 999, 6).astype(np.int32),
-           "shift": rng.integers(0, 10, 6).astype(np.int32)})  # fmt: skip
-    b.add("conv2d", "c1", ["y1"], "z", {"kernel": 3, "padding": 1},
-          {"weight": rng.integers(-50, 50, (6, 6, 3, 3)).astype(np.int16),
-           "bias": rng.integers(-99, 99, 6).astype(np.int32)})  # fmt: skip
+        {
+            "weight": rng.integers(-128, 128, (4, 6, 5, 5)).astype(np.int8),
+            "bias": rng.integers(-999, 999, 6).astype(np.int32),
+        },
+    )
+    b.add(
+        "requantize",
+        "r1",
+        ["a1"],
+        "x1",
+        {"clamp": [-2047, 2047]},
+        {
+            "multiplier": rng.integers(0, 3000, 6).astype(np.int32),
+            "shift": rng.integers(0, 12, 6).astype(np.int32),
+        },
+    )
+    b.add(
+        "igdn",
+        "g1",
+        ["x1"],
+        "y1",
+        {"square_shift": 6, "clamp": [-2047, 2047]},
+        {
+            "gamma": rng.integers(0, 99, (6, 6)).astype(np.int32),
+            "beta": rng.integers(0, 999, 6).astype(np.int32),
+            "shift": rng.integers(0, 10, 6).astype(np.int32),
+        },
+    )
+    b.add(
+        "conv2d",
+        "c1",
+        ["y1"],
+        "z",
+        {"kernel": 3, "padding": 1},
+        {
+            "weight": rng.integers(-50, 50, (6, 6, 3, 3)).astype(np.int16),
+            "bias": rng.integers(-99, 99, 6).astype(np.int32),
+        },
+    )
     b.add("add", "ad", ["z", "y1"], "s")
     b.add("mul", "mu", ["y1", "x1"], "m")
-    b.add("conv2d", "c2", ["m"], "out", {"kernel": 1, "padding": 0},
-          {"weight": rng.integers(-3, 3, (3, 6, 1, 1)).astype(np.int8),
-           "bias": np.zeros(3, np.int32)})  # fmt: skip
+    b.add(
+        "conv2d",
+        "c2",
+        ["m"],
+        "out",
+        {"kernel": 1, "padding": 0},
+        {
+            "weight": rng.integers(-3, 3, (3, 6, 1, 1)).astype(np.int8),
+            "bias": np.zeros(3, np.int32),
+        },
+    )
     b.add("add", "final", ["out", "out"], "rgb")
     return load_program(b.program_json("rgb", 3), b.weights())
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from wai_dispatch.dispatch import CPU_WAI_OPS, BackendFailed, Code, Tier, choose
-from wai_dispatch.dispatch.paths import GPU_WGSL
+from wai_dispatch.dispatch.offer import GPU_WGSL
 from wai_dispatch.dispatch.registry import INT_SYNTH
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES

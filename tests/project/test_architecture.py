@@ -1,5 +1,6 @@
 """The architecture, enforced (docs/architecture.md): the layers, no import cycles, lazy imports
-only for heavy runtimes, and each package's face (``__all__``).
+only for heavy runtimes, and the few packages that re-export names (``__all__``), each name
+with a user.
 
 An AST check over the source folders, so it needs no import-linter and imports nothing it
 checks. The import graph has one node per module (``wai_dispatch.<folder>.…``); relative
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import re
 import subprocess
 import sys
 import types
@@ -25,7 +27,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("dispatch", "setfacts", "codec", "paths", "service", "cli", "tools", "conformance")
 PREFIX = "wai_dispatch"
-FACE_HELPER = f"{PREFIX}._face"  # every lazy face's __getattr__/__dir__ (PEP 562)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,6 @@ def _sources() -> dict[str, Path]:
         for path in sorted((ROOT / folder).rglob("*.py")):
             if "__pycache__" not in path.parts:
                 found[_module_name(path)] = path
-    found[FACE_HELPER] = ROOT / PREFIX / "_face.py"  # the import root's one module of code
     return found
 
 
@@ -107,30 +107,7 @@ def _imports(module: str, path: Path) -> list[Import]:
             visit(child, inner)
 
     visit(tree, False)
-    if path.name == "__init__.py":  # a lazy face's names are imports too, on first use
-        faces = _face_modules(module, tree)
-        out.extend(Import(module, target, line, True) for target, line in faces)
     return out
-
-
-def _face_literal(tree: ast.Module) -> tuple[dict[str, str], int] | None:
-    """A package's ``_FACE = {name: "module" or "module:attr"}`` and its line, if it has one."""
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and [ast.unparse(t) for t in node.targets] == ["_FACE"]
-            and isinstance(node.value, ast.Dict)
-        ):
-            return ast.literal_eval(node.value), node.lineno
-    return None
-
-
-def _face_modules(package: str, tree: ast.Module) -> list[tuple[str, int]]:
-    found = _face_literal(tree)
-    if found is None:
-        return []
-    face, line = found
-    return [(f"{package}.{where.partition(':')[0]}", line) for where in face.values()]
 
 
 IMPORTS = {module: _imports(module, path) for module, path in SOURCES.items()}
@@ -206,10 +183,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "tools": (*LOW, "service.governance", "service.store", "service.usecase", "cli"),
     "service": (),  # service/__init__.py: the folder's docstring, nothing more
     "conformance": (),  # data helpers (importlib.resources): importable from every layer
-    # wai_dispatch/_face.py: the lazy faces' helper, at the import root below every layer
-    "_face": (),
 }
-ANYWHERE = ("conformance", "_face")
+ANYWHERE = ("conformance",)
 
 
 def layer_of(module: str) -> str:
@@ -277,11 +252,11 @@ def _third_party(module: str) -> list[Import]:
 
 
 def test_dispatch_is_stdlib_only() -> None:
-    """The pure core, and the lazy faces' helper every package's ``__init__`` imports."""
+    """The pure core imports the standard library only."""
     wrong = [
         f"{imp.importer}:{imp.line} imports {imp.target}"
         for module in SOURCES
-        if layer_of(module) in ("dispatch", "_face")
+        if layer_of(module) == "dispatch"
         for imp in _third_party(module)
         if imp.target.split(".")[0] not in sys.stdlib_module_names
     ]
@@ -525,19 +500,12 @@ LAZY_COMMANDS = {
 }
 
 
-def _is_face(module: str, target: str) -> bool:
-    """A package's lazy face (``_FACE`` in its ``__init__``) importing its own modules."""
-    return SOURCES[module].name == "__init__.py" and target.startswith(module + ".")
-
-
 def test_lazy_imports_only_for_heavy_runtimes() -> None:
     wrong = []
     for module, imports in IMPORTS.items():
         commands = LAZY_COMMANDS.get(module, ())
         for imp in imports:
             if imp.target.startswith(commands) and commands:
-                continue
-            if imp.lazy and _is_face(module, imp.target):
                 continue
             if imp.lazy and imp.target.split(".")[0] not in HEAVY:
                 wrong.append(f"{module}:{imp.line} imports {imp.target} inside a function")
@@ -547,30 +515,15 @@ def test_lazy_imports_only_for_heavy_runtimes() -> None:
     )
 
 
-# --- each package's face ----------------------------------------------------------------------
+# --- the packages that re-export names ------------------------------------------------------
 
-FACES = (
-    "dispatch",
-    "setfacts",
-    "codec",
-    "codec.sets",
-    "paths",
-    "paths.waiops",
-    "paths.wgsl",
-    "service.decoding",
-    "service.http",
-    "service.store",
-    "service.governance",
-    "service.usecase",
-    "service.web",
-    "service.rayserve",
-    "cli",
-    "tools",
-)
+# The packages whose users import names from the package itself (``from wai_dispatch.dispatch
+# import Offer``); every other ``__init__`` is its docstring, and its modules are imported by name.
+REEXPORTS = ("dispatch", "codec.sets", "service.governance")
 
 
-@pytest.mark.parametrize("name", FACES)
-def test_package_face(name: str) -> None:
+@pytest.mark.parametrize("name", REEXPORTS)
+def test_package_reexports(name: str) -> None:
     """In the manner of httpx's ``test_all_imports_are_exported``: the package says what it is,
     every name in ``__all__`` exists, ``__all__`` is sorted, and every public name the
     ``__init__`` defines or imports (other than a submodule) is in ``__all__``."""
@@ -587,79 +540,45 @@ def test_package_face(name: str) -> None:
         for attr, value in vars(package).items()
         if not attr.startswith("_")
         and not isinstance(value, types.ModuleType)
-        and attr not in ("annotations", "TYPE_CHECKING")  # `from __future__`; the lazy faces'
+        and attr != "annotations"  # `from __future__`
     }
     assert public <= set(exported), f"{name}: public names not in __all__: {public - set(exported)}"
-    # a lazy face's name that is also a module's breaks `from pkg import module` once the
-    # module is loaded (the face's value replaces it); an eager face binds its value first
-    modules = {m.rsplit(".", 1)[1] for m in SOURCES if m.rsplit(".", 1)[0] == package.__name__}
-    shadowing = set(exported) & modules if hasattr(package, "_FACE") else set()
-    assert not shadowing, f"{name}: face names that shadow its modules: {sorted(shadowing)}"
-    for attr in exported:  # each name importable as a user writes it
-        namespace: dict[str, object] = {}
-        exec(f"from {PREFIX}.{name} import {attr}", namespace)
-        assert namespace[attr] is getattr(package, attr), (name, attr)
 
 
-def _architecture_paragraph(name: str) -> str:
-    """docs/architecture.md's paragraph of ``name``'s top package (``paths.wgsl``: ``paths``)."""
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    heads = [n for n in FACES if f"**`{n}`**" in text and (name == n or name.startswith(n + "."))]
-    head = max(heads, key=len)
-    return " ".join(text.split(f"**`{head}`**", 1)[1].split("\n\n", 1)[0].split())
+def _imported_from(package: str) -> set[str]:
+    """The names the code, the tests and the docs import from ``package`` itself."""
+    pattern = re.compile(rf"from {re.escape(package)} import (\([^)]*\)|[^\n]*)")
+    found: set[str] = set()
+    files = [*SOURCES.values(), *(ROOT / "tests").rglob("*.py"), *(ROOT / "docs").rglob("*.md")]
+    for path in [*files, ROOT / "README.md"]:
+        for match in pattern.finditer(path.read_text(encoding="utf-8")):
+            for part in match.group(1).strip("()").split(","):
+                found.add(part.split("#")[0].split(" as ")[0].strip())
+    return found
 
 
-@pytest.mark.parametrize("name", FACES)
-def test_each_face_is_documented_and_lazy_faces_are_consistent(name: str) -> None:
-    """docs/architecture.md says each package's face; a lazy face (``_FACE``) names each of its
-    names there, and its ``_FACE``, its ``if TYPE_CHECKING:`` imports (what a type checker
-    reads) and its ``__all__`` agree."""
-    paragraph = _architecture_paragraph(name)
-    assert "Face:" in paragraph, f"docs/architecture.md: no face for {name}"
-    path = SOURCES[f"{PREFIX}.{name}"]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = _face_literal(tree)
-    if found is None:
-        return
-    face, _ = found
+@pytest.mark.parametrize("name", REEXPORTS)
+def test_each_reexport_has_a_user(name: str) -> None:
+    """No machinery without a user: a name a package re-exports is imported from it somewhere."""
     package = importlib.import_module(f"{PREFIX}.{name}")
-    assert sorted(face) == sorted(package.__all__), name
-    checking = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for imp in node.body:
-                assert isinstance(imp, ast.ImportFrom) and imp.module, ast.unparse(imp)
-                module = imp.module.removeprefix(f"{PREFIX}.{name}.")
-                for alias in imp.names:
-                    shown = alias.name if alias.asname in (None, alias.name) else f":{alias.name}"
-                    checking[alias.asname or alias.name] = module + (shown if ":" in shown else "")
-    assert checking == face, name
-    for attr in face:
-        assert f"`{attr}`" in paragraph, f"docs/architecture.md does not name {name}.{attr}"
+    unused = set(package.__all__) - _imported_from(package.__name__)
+    assert not unused, f"{name} re-exports names nobody imports from it: {sorted(unused)}"
 
 
-def test_lazy_faces_load_nothing_until_asked() -> None:
-    """Importing a package with a lazy face loads none of its face's modules: a
-    ``from wai_dispatch.service.decoding.settings import …`` (every command's) loads no
-    decoder, and the sink's client none of the decoding library."""
-    lazy = [n for n in FACES if _face_literal(ast.parse(SOURCES[f"{PREFIX}.{n}"].read_text()))]
-    assert len(lazy) >= 10, lazy
-    code = (
-        "import importlib, sys\n"
-        f"for name in {lazy!r}:\n"
-        "    before = set(sys.modules)\n"
-        f"    importlib.import_module('{PREFIX}.' + name)\n"
-        "    print(name, sorted(set(sys.modules) - before))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    for line in result.stdout.splitlines():
-        name, loaded = line.split(" ", 1)
-        parts = name.split(".")
-        parents = {".".join([PREFIX, *parts[:i]]) for i in range(len(parts) + 1)}
-        extra = set(ast.literal_eval(loaded)) - parents - {FACE_HELPER}  # stdlib only
-        assert not extra, f"importing {name} loads {sorted(extra)}"
+def test_other_package_inits_are_docstrings() -> None:
+    """Every other package's ``__init__`` is its docstring alone: importing a package (as every
+    import of one of its modules does) loads none of its modules, so `wai-dispatch decode --url`
+    pays for no decoder, and docs/architecture.md says each package's modules."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for module, path in SOURCES.items():
+        name = module.removeprefix(PREFIX + ".")
+        if path.name != "__init__.py" or name in (*REEXPORTS, "conformance"):
+            continue
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        assert body and ast.get_docstring(ast.Module(body=body, type_ignores=[])), module
+        assert len(body) == 1, f"{module}: an __init__ with code beyond its docstring"
+    for name in REEXPORTS:
+        assert f"`{name}`" in text, f"docs/architecture.md does not name {name}"
 
 
 def test_cli_command_table_matches_the_modules() -> None:

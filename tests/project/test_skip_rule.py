@@ -221,10 +221,24 @@ def test_a_failing_project_helper_fails_the_tools_tests(tmp_path: Path) -> None:
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "inject_typeerror",
-         "-p", "no:cacheprovider", *HELPER_USERS],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "inject_typeerror",
+            "-p",
+            "no:cacheprovider",
+            *HELPER_USERS,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = result.stdout + result.stderr
     assert result.returncode != 0, out
     assert out.count("TypeError: injected into import_compressai") >= len(HELPER_USERS), out

@@ -4,6 +4,7 @@ asserted (speed is measured by ``make bench``, beside anchors, not by tests)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -13,8 +14,9 @@ import pytest
 from wai_dispatch.tools import bench
 
 
-def test_every_bench_has_a_quick_run() -> None:
-    assert set(bench.QUICK) == set(bench.BENCHES)
+def test_every_bench_is_a_module() -> None:
+    for b in bench.BENCHES.values():
+        assert importlib.util.find_spec(f"wai_dispatch.tools.{b.module}") is not None, b.module
 
 
 def test_an_unknown_bench_is_refused_before_any_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,7 +41,42 @@ def test_bench_all_quick_prints_every_section() -> None:
         timeout=1800,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    for name, module in bench.BENCHES.items():
-        assert f"=== {name} ({module}) ===" in done.stdout
+    for name, b in bench.BENCHES.items():
+        assert f"=== {name} (wai_dispatch.tools.{b.module}) ===" in done.stdout
         assert f"[{name}] before: load average " in done.stdout
         assert f"[{name}] after " in done.stdout
+
+
+def test_options_after_one_name_go_to_that_bench(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[list[str]] = []
+    fake = type("Fake", (), {"main": staticmethod(lambda argv: seen.append(argv) or 0)})
+    monkeypatch.setattr(bench, "_module", lambda name: fake)
+    assert bench.main(["store", "--seconds", "5", "--writers", "64"]) == 0
+    assert bench.main(["--quick", "store", "--writers", "8"]) == 0
+    assert bench.main(["all", "--quick"]) == 0
+    assert seen[0] == ["--seconds", "5", "--writers", "64"]
+    assert seen[1] == [*bench.BENCHES["store"].quick.split(), "--writers", "8"]
+    runs = [
+        n for n in bench.BENCHES if n not in bench.NEEDS or importlib.util.find_spec(bench.NEEDS[n])
+    ]
+    assert seen[2:] == [bench.BENCHES[n].quick.split() for n in runs]
+    assert "=== store (wai_dispatch.tools.bench_store) ===" in capsys.readouterr().out
+    assert bench.main(["entropy", "decode", "--repeats", "1"]) == 2  # options take one name
+    assert "options go with one benchmark" in capsys.readouterr().out
+
+
+def test_help_lists_the_benches_and_a_bench_help_shows_its_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert bench.main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"  {name} " in listed for name in bench.BENCHES)
+    with pytest.raises(SystemExit) as done:
+        bench.main(["store", "--help"])
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    assert "python -m wai_dispatch.tools.bench store" in shown
+    assert "--writers" in shown and "--seconds" in shown and "--postgres" in shown
+    assert "===" not in shown  # help, no run

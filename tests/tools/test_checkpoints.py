@@ -192,3 +192,78 @@ def test_write_set_records_update_quantiles(tmp_path: Path, demo_state: dict[str
     )
     assert EntropyTables.from_json((out / facts["tables"]).read_bytes()) == expected
     assert json.loads((out / "set.json").read_bytes())["facts"]["weights_origin"] == "checkpoint"
+
+
+# --- one rule for both bmshj2018 writers (tools/bmshj2018_model.py update_tables) ------------
+
+HYPER = weights_dir() / "bmshj2018-hyperprior-demo-q3.pt"
+TABLES = ("_offset", "_quantized_cdf", "_cdf_length")
+#: Each writer's make-set kind, demo checkpoint, and entropy models that carry tables.
+WRITERS = {
+    "bmshj2018": (DEMO, ("entropy_bottleneck",)),
+    "bmshj2018-hyperprior": (HYPER, ("entropy_bottleneck", "gaussian_conditional")),
+}
+
+
+def _load_as_the_writer_does(kind: str, path: Path, update_quantiles: bool) -> Any:
+    if kind == "bmshj2018":
+        return writer.load_model(
+            checkpoint=path, pretrained=False, quality=3, update_quantiles=update_quantiles
+        )[0]
+    from wai_dispatch.tools.bmshj2018_model import update_tables
+    from wai_dispatch.tools.hyperprior_encode import read_hyper_model
+
+    model, state = read_hyper_model(path, 3)
+    update_tables(model, state, f"checkpoint {path}", update_quantiles=update_quantiles)
+    return model
+
+
+def _emptied(state: dict[str, Any], models: tuple[str, ...]) -> dict[str, Any]:
+    out = dict(state)
+    for model in models:
+        for name in TABLES:
+            out[f"{model}.{name}"] = torch.zeros(0, dtype=torch.int32)
+    return out
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_both_writers_keep_the_tables_a_checkpoint_carries(kind: str) -> None:
+    demo, models = WRITERS[kind]
+    state = torch.load(demo, map_location="cpu", weights_only=True)
+    model = _load_as_the_writer_does(kind, demo, update_quantiles=False)
+    for name in models:
+        key = f"{name}._quantized_cdf"
+        assert torch.equal(model.state_dict()[key], state[key])
+
+
+@pytest.mark.parametrize("empty", ["all", "last"])
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_both_writers_refuse_a_checkpoint_saved_before_update(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, empty: str
+) -> None:
+    """The same checkpoint kinds, the same refusal, through make-set (the hyperprior writer
+    used to cut the tables itself); ``last``: only one entropy model's tables empty."""
+    demo, models = WRITERS[kind]
+    path = tmp_path / "early.pth.tar"
+    state = torch.load(demo, map_location="cpu", weights_only=True)
+    torch.save({"state_dict": _emptied(state, models if empty == "all" else models[-1:])}, path)
+    status = main(["make-set", kind, "--out", str(tmp_path / "set"), "--checkpoint", str(path)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("wai-dispatch: error: set_writer_refused: checkpoint ")
+    assert "--update-quantiles" in err and "net.update()" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "set").exists()
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_both_writers_cut_every_table_with_update_quantiles(tmp_path: Path, kind: str) -> None:
+    demo, models = WRITERS[kind]
+    path = tmp_path / "early.pth.tar"
+    state = torch.load(demo, map_location="cpu", weights_only=True)
+    torch.save(_emptied(state, models), path)
+    model = _load_as_the_writer_does(kind, path, update_quantiles=True)
+    theirs = _load_as_the_writer_does(kind, demo, update_quantiles=False)
+    theirs.update(force=True, update_quantiles=True)
+    for name in models:
+        key = f"{name}._quantized_cdf"
+        assert model.state_dict()[key].numel() > 0
+        assert torch.equal(model.state_dict()[key], theirs.state_dict()[key])

@@ -199,8 +199,22 @@ def test_cli_stdin_to_stdout(
     stdin: Any = type("In", (), {"buffer": io.BytesIO(_png(picture))})()
     monkeypatch.setattr(sys, "stdin", stdin)
     monkeypatch.chdir(tmp_path)
-    status = main(["encode", "-", "-o", "-", "--format", "cbor", "--intent", "replicate",
-                   "--capability", INT, "--data-dir", str(tmp_path / "data")])  # fmt: skip
+    status = main(
+        [
+            "encode",
+            "-",
+            "-o",
+            "-",
+            "--format",
+            "cbor",
+            "--intent",
+            "replicate",
+            "--capability",
+            INT,
+            "--data-dir",
+            str(tmp_path / "data"),
+        ]
+    )
     out, err = capsysbinary.readouterr()
     assert status == 0 and not (tmp_path / "-").exists()
     envelope = parse(out)

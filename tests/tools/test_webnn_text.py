@@ -143,17 +143,33 @@ def test_what_the_cases_read_as() -> None:
     assert shapes["dynamic"]["shape"][1] == {"name": "sequence", "maxSize": 4096}
     dtypes = parse_text(CASES["dtypes"])["inputs"]
     assert [d["dataType"] for d in dtypes.values()] == [
-        "float32", "float16", "int4", "uint4", "int32", "uint32", "int64", "uint64", "int8", "uint8"
-    ]  # fmt: skip
+        "float32",
+        "float16",
+        "int4",
+        "uint4",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "int8",
+        "uint8",
+    ]
     consts = parse_text(CASES["consts"])["consts"]
     assert consts["epsilon"]["init"] == {"kind": "scalar", "value": 0.00001}
     assert consts["plain"]["init"] == {"kind": "weights", "ref": "plain"}
     (node,) = parse_text(CASES["values"])["nodes"]
     assert node["inputs"] == ["/in$put.0"]
     assert node["options"] == {
-        "s": "x", "n": -1500.0, "t": True, "f": False, "z": None, "l": [], "o": {},
-        "q": {"a b": 1}, "id": "some.name",
-    }  # fmt: skip
+        "s": "x",
+        "n": -1500.0,
+        "t": True,
+        "f": False,
+        "z": None,
+        "l": [],
+        "o": {},
+        "q": {"a b": 1},
+        "id": "some.name",
+    }
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from wai_dispatch.service.http.errors import (
     error_body,
     status_of,
 )
-from wai_dispatch.service.store.tokens import Principal, Role
+from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
     Decoded,

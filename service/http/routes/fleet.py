@@ -15,11 +15,11 @@ from wai_dispatch.service.governance import PolicyNotSet
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
 from wai_dispatch.service.http.routes.reports import filters
+from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS, set_table, sink_table
 from wai_dispatch.service.store.policies import PolicyStore, sinks_of_class
 from wai_dispatch.service.store.reports import Filters
 from wai_dispatch.service.store.request_error_views import list_errors
-from wai_dispatch.service.store.tokens import Principal, Role
 
 router = APIRouter(tags=["fleet"])
 Operator = Annotated[Principal, Depends(require(Role.operator))]

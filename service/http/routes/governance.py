@@ -15,8 +15,8 @@ from wai_dispatch.service.governance.runreport import MAX_RUN_REPORT_BYTES
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
 from wai_dispatch.service.http.routes.decode import read_body
+from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.store.policies import get_run_report, governance_summary, submit
-from wai_dispatch.service.store.tokens import Principal, Role
 
 router = APIRouter(tags=["governance"])
 Millis = Annotated[int | None, Query(ge=0, le=2**53, description="Unix time, milliseconds")]

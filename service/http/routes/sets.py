@@ -20,7 +20,7 @@ from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import DecoderDep, SetsDep
 from wai_dispatch.service.http.errors import ContentTypeUnsupported
 from wai_dispatch.service.http.routes.decode import read_body
-from wai_dispatch.service.store.tokens import Principal, Role
+from wai_dispatch.service.store.bearer import Principal, Role
 
 router = APIRouter(tags=["sets"])
 

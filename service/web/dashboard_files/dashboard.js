@@ -227,6 +227,22 @@ function drawSets(t) {
   $("l-set").replaceChildren(...t.items.map((r) => { const o = el("option"); o.value = r.set; return o; }));
 }
 
+/** The class menu, from the summary without the class or sink filter: every class stays on offer
+ * after one is chosen (the chosen one too, if no run in the window names it). */
+function drawClassMenu(g) {
+  const select = $("f-class");
+  select.replaceChildren(el("option", "all"));
+  select.firstChild.value = "";
+  const names = g.classes.map((c) => c.class).filter((c) => c !== null);
+  if (state.class && !names.includes(state.class)) names.push(state.class);
+  for (const name of names) {
+    const opt = el("option", name);
+    opt.value = name;
+    select.append(opt);
+  }
+  select.value = state.class;
+}
+
 function drawGovernance(g) {
   if (!g) {
     $("policy-line").textContent = "this service keeps no run reports";
@@ -237,16 +253,6 @@ function drawGovernance(g) {
   $("policy-line").textContent = g.policy
     ? "policy v" + g.policy.version + ", set by " + g.policy.set_by + " at " + when(g.policy.set_ms) + " (" + panels.tzName() + ")"
     : "no model policy is set";
-  const select = $("f-class");
-  select.replaceChildren(el("option", "all"));
-  select.firstChild.value = "";
-  for (const c of g.classes) {
-    if (c.class === null) continue;
-    const opt = el("option", c.class);
-    opt.value = c.class;
-    select.append(opt);
-  }
-  select.value = state.class;
   fill("t-classes", g.classes.map((c) => {
     const n = c.runs_accepted + c.runs_refused;
     return [c.class === null ? el("td", "unclassified", "muted") : c.class, num(c.runs_accepted),
@@ -413,7 +419,8 @@ async function load() {
     writeURL();
     const f = filters();
     const scoped = state.run ? { ...f, run_report: state.run, sink: state.run_sink, since_ms: null, until_ms: null } : f;
-    const [summary, page, governance, sinks, sets, errors] = await Promise.all([
+    const unfiltered = { since_ms: f.since_ms, until_ms: f.until_ms, limit: 1 };
+    const [summary, page, governance, sinks, sets, errors, menu] = await Promise.all([
       api("v1/reports/summary", { ...f, bucket_s: bucketFor(f) }),
       api("v1/reports", { ...scoped, limit: PAGE.decodes, total: true, cursor: cursors[cursors.length - 1] }),
       api("v1/run-reports/summary", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
@@ -423,11 +430,13 @@ async function load() {
       api("v1/fleet/sets", { ...f, set: null, prefix: state.prefix, limit: PAGE.sets, after: after("sets") }),
       api("v1/request-errors", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
                                   sink: f.sink, limit: PAGE.errors, after: after("errors") }),
+      f.sink_class || f.sink ? api("v1/run-reports/summary", unfiltered) : null,
     ]);
     if (mine !== generation) return;
     panels.drawSummary(summary, f);
     drawDecodes(page);
     drawGovernance(governance);
+    if (menu || governance) drawClassMenu(menu || governance);
     drawSinks(sinks);
     drawSets(sets);
     panels.drawErrors(errors, pages.errors, load, PAGE.errors);
@@ -491,8 +500,14 @@ $("set-prefix").addEventListener("change", () => {
 $("d-close").addEventListener("click", () => { $("detail").hidden = true; state.decode = ""; writeURL(); });
 $("r-close").addEventListener("click", () => { $("run-detail").hidden = true; });
 $("decodes-scope-clear").addEventListener("click", () => { state.run = state.run_sink = ""; cursors = [null]; load(); });
+/** The panels Escape closes, each by its close button: the one holding the focus, else every
+ * one open. */
+const PANELS = { detail: "d-close", "run-detail": "r-close" };
 document.addEventListener("keydown", (ev) => {
-  if (ev.key === "Escape" && !$("detail").hidden) $("d-close").click();
+  if (ev.key !== "Escape") return;
+  const open = Object.keys(PANELS).filter((id) => !$(id).hidden);
+  const focused = open.filter((id) => $(id).contains(document.activeElement));
+  for (const id of focused.length ? focused : open) $(PANELS[id]).click();
 });
 
 fetch("limits.json")

@@ -98,8 +98,9 @@ def test_policy_is_admin_only_and_keeps_its_history(live: Any) -> None:
 def test_a_compliant_run_report_is_accepted_once(live: Any) -> None:
     with live.client("admin") as admin:
         admin.put("/v1/policy", content=POLICY).raise_for_status()
-    body = run_report("ok-1", decode(), decode(ran_unit="cpu", ran_backend="onnx-runtime",
-                                                ran_placement=None))  # fmt: skip
+    body = run_report(
+        "ok-1", decode(), decode(ran_unit="cpu", ran_backend="onnx-runtime", ran_placement=None)
+    )
     with live.client("sink") as sink:
         first = sink.post("/v1/run-reports", json=body)
         assert first.status_code == 200, first.text

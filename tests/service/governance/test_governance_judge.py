@@ -284,8 +284,12 @@ def test_seeded_reports_are_valid_reports() -> None:
     for report in drawn:
         Report.from_json(report)
     assert {r["ran"]["backend"] if r["ran"] else None for r in drawn} == {
-        "model-runtime", "onnx-runtime", "wai-ops", "wgsl", None
-    }  # fmt: skip
+        "model-runtime",
+        "onnx-runtime",
+        "wai-ops",
+        "wgsl",
+        None,
+    }
 
 
 @pytest.mark.parametrize(
@@ -298,10 +302,15 @@ def test_a_float_backend_claiming_decode_equivalence_is_refused_whatever_it_stat
     """Issue 29: a decode that claims ``integer`` on a backend that computes in float (the table
     of docs/dispatch.md) is refused as a float path's claim, and as a path that cannot exist."""
     decode = _decode(
-        set_digest=B, capability="wai.neural.int_synth", needed="decode-equivalence",
-        ran_unit=unit, ran_backend=backend, ran_arithmetic="integer",
-        ran_tier="decode-equivalence", ran_placement=None,
-    )  # fmt: skip
+        set_digest=B,
+        capability="wai.neural.int_synth",
+        needed="decode-equivalence",
+        ran_unit=unit,
+        ran_backend=backend,
+        ran_arithmetic="integer",
+        ran_tier="decode-equivalence",
+        ran_placement=None,
+    )
     verdict = judge(_run(decode, sink="archive-01"), POLICY)
     (reasons,) = _reasons(verdict)
     rules = [rule for rule, _ in reasons]

@@ -188,8 +188,9 @@ def test_the_two_stores_answer_the_same_hostile_requests_alike(
     with pg_database(postgres) as url:
         on_postgres = _answers(tmp_path / "postgres", url)
     differ = [
-        (path, a, b) for path, a, b in zip(SAME_ANSWERS, on_sqlite, on_postgres, strict=True)
+        (path, a, b)
+        for path, a, b in zip(SAME_ANSWERS, on_sqlite, on_postgres, strict=True)
         if a != b
-    ]  # fmt: skip
+    ]
     assert differ == []
     assert on_sqlite[0] == (422, "request_invalid")

@@ -43,7 +43,7 @@ def replica(data_dir: Path, url: str, **settings: Any) -> Iterator[InProcess]:
 
     from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     admin = settings.pop("admin", None)
@@ -53,7 +53,7 @@ def replica(data_dir: Path, url: str, **settings: Any) -> Iterator[InProcess]:
     )
     store = ReportStore(chosen.url)
     store.migrate()
-    made = {"sink": tokens.create(store, "sink-a", tokens.Role.sink)}
+    made = {"sink": bearer.create(store, "sink-a", bearer.Role.sink)}
     store.dispose()
     app = create_app(chosen)
     with (

@@ -184,15 +184,20 @@ def _flip(data: bytes, at: int, byte: int, cut: int) -> bytes:
 
 
 cbor_bodies = (
-    st.builds(_flip, st.just(SAMPLE_CBOR_BYTES), st.integers(0, 10**6), st.integers(0, 255),
-              st.integers(1, len(SAMPLE_CBOR_BYTES)))
+    st.builds(
+        _flip,
+        st.just(SAMPLE_CBOR_BYTES),
+        st.integers(0, 10**6),
+        st.integers(0, 255),
+        st.integers(1, len(SAMPLE_CBOR_BYTES)),
+    )
     | mutated(SAMPLE).map(cbor2.dumps)
     | json_values.map(cbor2.dumps)
     | st.binary(max_size=200)
     | st.just(b"\x81" * 100_000 + b"\x00")
     | st.just(b"\x9f" * 10_000)
     | st.just(b"\x5b\xff\xff\xff\xff\xff\xff\xff\xff")
-)  # fmt: skip
+)
 content_types = st.sampled_from(
     [
         "application/json",
@@ -263,19 +268,24 @@ def policies(draw: st.DrawFn) -> bytes:
     if kind == "char":
         text = POLICY
         at = draw(st.integers(0, len(text) - 1))
-        return (text[:at] + draw(st.sampled_from(list("[]{}:&*!|>-'\"\t#%@`")))
-                + text[at + 1 :]).encode()  # fmt: skip
+        return (
+            text[:at] + draw(st.sampled_from(list("[]{}:&*!|>-'\"\t#%@`"))) + text[at + 1 :]
+        ).encode()
     if kind == "json":
         return json.dumps(draw(json_values)).encode()
     if kind == "bomb":
-        return draw(st.sampled_from([
-            b"a: &a [1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a]\n"
-            b"c: &c [*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c]\n",
-            b"format: !!python/object/apply:os.system ['true']\n",
-            b"format: wai-model-policy/1\nclasses: " + b"[" * 20_000,
-            b"format: wai-model-policy/1\nclasses: " + b"9" * 5000 + b"\n",
-            b"\xff\xfe" + POLICY.encode("utf-16-le"),
-        ]))  # fmt: skip
+        return draw(
+            st.sampled_from(
+                [
+                    b"a: &a [1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a]\n"
+                    b"c: &c [*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c]\n",
+                    b"format: !!python/object/apply:os.system ['true']\n",
+                    b"format: wai-model-policy/1\nclasses: " + b"[" * 20_000,
+                    b"format: wai-model-policy/1\nclasses: " + b"9" * 5000 + b"\n",
+                    b"\xff\xfe" + POLICY.encode("utf-16-le"),
+                ]
+            )
+        )
     return draw(st.binary(max_size=300))
 
 
@@ -313,10 +323,29 @@ def test_set_archives(live: InProcess, client: Any, body: bytes, ctype: str) -> 
 
 
 REPORT_QUERY = [
-    "cursor", "limit", "unit", "reason", "set", "outcome", "request_id", "since_ms",
-    "until_ms", "sink_class", "sink", "bucket_s", "version", "offset", "prefix", "sort", "desc",
-    "q", "code", "run_report", "total", "after",
-]  # fmt: skip
+    "cursor",
+    "limit",
+    "unit",
+    "reason",
+    "set",
+    "outcome",
+    "request_id",
+    "since_ms",
+    "until_ms",
+    "sink_class",
+    "sink",
+    "bucket_s",
+    "version",
+    "offset",
+    "prefix",
+    "sort",
+    "desc",
+    "q",
+    "code",
+    "run_report",
+    "total",
+    "after",
+]
 #: Cursors shaped like the service's (base64 of ``r<seq>``), with any number or text after ``r``.
 cursors = (big_ints.map(str) | texts).map(
     lambda t: base64.urlsafe_b64encode(f"r{t}".encode()).decode().rstrip("=")
@@ -330,15 +359,26 @@ queries = st.dictionaries(st.sampled_from(REPORT_QUERY) | printable, query_value
 @FUZZ
 @given(
     route=st.sampled_from(
-        ["/v1/reports", "/v1/reports/summary", "/v1/run-reports/summary", "/v1/policy",
-         "/v1/policy/history", "/v1/paths", "/v1/sets", "/metrics", "/readyz",
-         "/v1/fleet/sinks", "/v1/fleet/sets", "/v1/request-errors"]
+        [
+            "/v1/reports",
+            "/v1/reports/summary",
+            "/v1/run-reports/summary",
+            "/v1/policy",
+            "/v1/policy/history",
+            "/v1/paths",
+            "/v1/sets",
+            "/metrics",
+            "/readyz",
+            "/v1/fleet/sinks",
+            "/v1/fleet/sets",
+            "/v1/request-errors",
+        ]
     )
     | segments.map(lambda s: f"/v1/reports/{s}")
     | segments.map(lambda s: f"/v1/run-reports/{s}")
     | segments.map(lambda s: f"/v1/sets/{s}"),
     params=queries,
-)  # fmt: skip
+)
 def test_report_queries(live: InProcess, client: Any, route: str, params: dict[str, str]) -> None:
     _every_role(live, client, "GET", route, params=params)
 
@@ -373,9 +413,14 @@ shapes = st.lists(big_ints.map(str) | printable, max_size=6).map(",".join)
 @FUZZ
 @given(url=page_urls(), shape=shapes, limits=shapes, extra=queries)
 def test_page_data_routes(
-    live: InProcess, client: Any, installed: list[str], url: str, shape: str, limits: str,
+    live: InProcess,
+    client: Any,
+    installed: list[str],
+    url: str,
+    shape: str,
+    limits: str,
     extra: dict[str, str],
-) -> None:  # fmt: skip
+) -> None:
     params = {**extra, "shape": shape, "limits": limits}
     url = url.replace("{installed}", installed[len(url) % len(installed)])
     _every_role(live, client, "GET", url, params=params)
@@ -386,15 +431,31 @@ def test_page_data_routes(
     auth=auths,
     accept=printable,
     route=st.sampled_from(
-        [("GET", "/v1/reports"), ("GET", "/v1/paths"), ("POST", "/v1/decode"),
-         ("POST", "/v1/run-reports"), ("GET", "/v1/policy"), ("GET", "/readyz")]
+        [
+            ("GET", "/v1/reports"),
+            ("GET", "/v1/paths"),
+            ("POST", "/v1/decode"),
+            ("POST", "/v1/run-reports"),
+            ("GET", "/v1/policy"),
+            ("GET", "/readyz"),
+        ]
     ),
     extra=st.dictionaries(
-        st.sampled_from(["X-Request-Id", "Content-Encoding", "Transfer-Encoding-X", "Range",
-                         "If-None-Match", "X-Forwarded-For", "Origin"]),
-        printable, max_size=3,
+        st.sampled_from(
+            [
+                "X-Request-Id",
+                "Content-Encoding",
+                "Transfer-Encoding-X",
+                "Range",
+                "If-None-Match",
+                "X-Forwarded-For",
+                "Origin",
+            ]
+        ),
+        printable,
+        max_size=3,
     ),
-)  # fmt: skip
+)
 def test_random_headers(
     live: InProcess,
     client: Any,

@@ -148,14 +148,14 @@ def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
     """``serve --workers 2`` under a cold-start burst answers every request (no worker is
     killed for being busy), and whichever worker answers ``/metrics``, it counts every
     worker's decodes (prometheus-client's multiprocess mode)."""
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     data = tmp_path / "data"
     data.mkdir()
     store = ReportStore(f"sqlite:///{data / 'reports.db'}")
     store.migrate()
-    secret = tokens.create(store, "sink-a", tokens.Role.sink)
+    secret = bearer.create(store, "sink-a", bearer.Role.sink)
     store.dispose()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAI_", "PROMETHEUS"))}
@@ -163,8 +163,10 @@ def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
     with (tmp_path / "serve.log").open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "wai_dispatch", "serve", "--workers", "2"],
-            env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -202,8 +204,11 @@ def test_workers_share_one_metrics_view(tmp_path: Path) -> None:
                 if s.name == "wai_decodes_total"
             )
             assert total == decodes
-            pids |= {json.loads(ln)["pid"] for ln in (tmp_path / "serve.log").read_text()
-                     .splitlines() if ln.startswith("{") and '"pid"' in ln}  # fmt: skip
+            pids |= {
+                json.loads(ln)["pid"]
+                for ln in (tmp_path / "serve.log").read_text().splitlines()
+                if ln.startswith("{") and '"pid"' in ln
+            }
         assert len(pids) >= 2  # the supervisor and its workers log with their own pids
         assert (data / "metrics" / str(proc.pid)).is_dir()
     finally:

@@ -67,11 +67,12 @@ def test_every_error_here_names_no_server_path(live: InProcess) -> None:
             sink.get("/v1/reports", params={"cursor": "nope"}),
             sink.get("/v1/reports/nope"),
             sink.get("/v1/run-reports/nope"),
-            admin.post("/v1/sets", content=b"not a tarball",
-                       headers={"Content-Type": "application/gzip"}),
+            admin.post(
+                "/v1/sets", content=b"not a tarball", headers={"Content-Type": "application/gzip"}
+            ),
             admin.delete(f"/v1/sets/{MISSING}"),
             admin.put("/v1/policy", content=b"a: [1"),
-        ]  # fmt: skip
+        ]
     for r in answers:
         assert 400 <= r.status_code < 500, r.text
         _no_server_path(live, r.text)
@@ -117,12 +118,23 @@ def test_a_client_gone_mid_body_is_counted_not_an_internal_error(
         sent.append(message)
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": "/v1/decode", "raw_path": b"/v1/decode", "query_string": b"",
-        "root_path": "", "server": ("testserver", 80), "client": ("127.0.0.1", 1234),
-        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
-                    (b"authorization", f"Bearer {token}".encode())],
-    }  # fmt: skip
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/decode",
+        "raw_path": b"/v1/decode",
+        "query_string": b"",
+        "root_path": "",
+        "server": ("testserver", 80),
+        "client": ("127.0.0.1", 1234),
+        "headers": [
+            (b"host", b"testserver"),
+            (b"content-type", b"application/json"),
+            (b"authorization", f"Bearer {token}".encode()),
+        ],
+    }
     metric = live.service.metrics.errors.labels("client_disconnected")
     before = metric._value.get()
     with caplog.at_level(logging.INFO):

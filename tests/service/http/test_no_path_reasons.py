@@ -51,25 +51,28 @@ def test_a_failing_backend_names_its_error_in_the_no_path_answer(
     live.service.decoder.adapters[CPU_ONNX_RUNTIME] = Raising(exc)
     with caplog.at_level(logging.WARNING, "wai_dispatch.decode"), live.client("sink") as client:
         r = client.post(
-            "/v1/decode", content=SAMPLE_JSON.read_bytes(),
+            "/v1/decode",
+            content=SAMPLE_JSON.read_bytes(),
             headers={"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
     assert r.status_code == 422
     body = r.json()
     assert body["error"]["code"] == "decode_no_path"
     message = body["error"]["message"]
     assert f"cpu/onnx-runtime/float: dispatch_backend_failed: {named}" in message
     (report,) = body["reports"]
-    assert [(f"{p['unit']}/{p['backend']}/{p['arithmetic']}", p["reason"]) for p in
-            report["refused"]] == [
+    assert [
+        (f"{p['unit']}/{p['backend']}/{p['arithmetic']}", p["reason"]) for p in report["refused"]
+    ] == [
         ("npu/model-runtime/float", "dispatch_unit_absent"),
         ("cpu/onnx-runtime/float", "dispatch_backend_failed"),
         ("cpu/wai-ops/integer", "dispatch_arithmetic_mismatch"),
-    ]  # fmt: skip
+    ]
     # §5's wire form: a refused path is exactly its path and its reason
     assert all(set(p) == {"unit", "backend", "arithmetic", "reason"} for p in report["refused"])
     logged = [rec for rec in caplog.records if rec.name == "wai_dispatch.decode"]
     assert any(
-        getattr(rec, "dispatch_path", None) == "cpu/onnx-runtime/float" and named in
-        rec.getMessage() for rec in logged
-    ), [rec.getMessage() for rec in logged]  # fmt: skip
+        getattr(rec, "dispatch_path", None) == "cpu/onnx-runtime/float"
+        and named in rec.getMessage()
+        for rec in logged
+    ), [rec.getMessage() for rec in logged]

@@ -36,7 +36,7 @@ def test_a_token_not_in_the_view_is_looked_up_in_a_thread(tmp_path: Path, monkey
     """The lookup that may read the store (a token not in the view, created since it was
     read) is handed to a thread, never made on the event loop; one in the view is not."""
     from wai_dispatch.service.http import auth
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
 
     looked: list[Any] = []
     hop = auth.run_in_threadpool
@@ -48,7 +48,7 @@ def test_a_token_not_in_the_view_is_looked_up_in_a_thread(tmp_path: Path, monkey
     monkeypatch.setattr(auth, "run_in_threadpool", counted)
     with in_process(tmp_path / "data") as live:
         cache = live.service.tokens
-        made = tokens.create(live.service.report_store, "late-sink", tokens.Role.sink)
+        made = bearer.create(live.service.report_store, "late-sink", bearer.Role.sink)
         assert cache.needs_store(made) and not cache.needs_store(live.tokens["sink"])
         live.tokens["late"] = made
         for role in ("sink", "late"):

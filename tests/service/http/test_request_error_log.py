@@ -46,8 +46,12 @@ def test_every_4xx_is_logged_and_the_icon_is_not_an_error(live: InProcess) -> No
         assert live.service.errors.flush()
         got = op.get("/v1/request-errors").json()
     by_code = {(r["code"], r["status"]): r["count"] for r in got["by_code"]}
-    assert by_code == {("decode_no_path", 422): 1, ("set_not_installed", 404): 1,
-                       ("report_not_found", 404): 1, ("token_missing", 401): 30}  # fmt: skip
+    assert by_code == {
+        ("decode_no_path", 422): 1,
+        ("set_not_installed", 404): 1,
+        ("report_not_found", 404): 1,
+        ("token_missing", 401): 30,
+    }
     assert {r["sink"]: r["count"] for r in got["by_sink"]} == {"sink-a": 3, None: 30}
     routes = {r["route"]: r["count"] for r in got["by_route"]}
     assert routes == {"/v1/decode": 2, "/v1/reports/{report_id}": 1, "/v1/reports": 30}

@@ -16,7 +16,7 @@ from anyio.from_thread import start_blocking_portal
 
 from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.http.app import create_app
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 
 BOUND_S = 0.5
@@ -44,12 +44,12 @@ def test_revoked_token_is_refused_within_the_bound_on_every_replica(tmp_path: Pa
     data_dir = tmp_path / "data"
     store = ReportStore(load(data_dir=data_dir).url)  # another process's connection
     store.migrate()
-    secret = tokens.create(store, "edge-9", tokens.Role.sink)
+    secret = bearer.create(store, "edge-9", bearer.Role.sink)
     with replica(data_dir) as first, replica(data_dir) as second:
         try:
             assert [first("/v1/paths", secret), second("/v1/paths", secret)] == [200, 200]
             time.sleep(2 * BOUND_S)  # idle: both views are older than the bound now
-            tokens.revoke(store, "edge-9")
+            bearer.revoke(store, "edge-9")
             time.sleep(BOUND_S)
             # the first request after idle on each replica: refused, not served from the view
             assert [first("/v1/paths", secret), second("/v1/paths", secret)] == [401, 401]
@@ -61,12 +61,12 @@ def test_revoked_token_is_refused_within_the_bound_on_every_replica(tmp_path: Pa
 def test_a_store_that_is_down_keeps_the_last_view(tmp_path: Path) -> None:
     store = ReportStore(f"sqlite:///{tmp_path / 'reports.db'}")
     store.migrate()
-    secret = tokens.create(store, "edge-1", tokens.Role.sink)
-    cache = tokens.TokenCache(store, refresh_s=0.05)
-    assert cache.lookup(secret) == tokens.Principal("edge-1", tokens.Role.sink)
+    secret = bearer.create(store, "edge-1", bearer.Role.sink)
+    cache = bearer.TokenCache(store, refresh_s=0.05)
+    assert cache.lookup(secret) == bearer.Principal("edge-1", bearer.Role.sink)
     store.engine.dispose()
     (tmp_path / "reports.db").unlink()
     (tmp_path / "reports.db").mkdir()  # the store cannot be opened any more
     time.sleep(0.1)
-    assert cache.lookup(secret) == tokens.Principal("edge-1", tokens.Role.sink)
+    assert cache.lookup(secret) == bearer.Principal("edge-1", bearer.Role.sink)
     store.dispose()

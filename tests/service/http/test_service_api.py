@@ -93,15 +93,19 @@ def test_decode_raw_rgb8_is_the_samples_the_digest_names(
         r = c.post(
             "/v1/decode",
             content=SAMPLE_JSON.read_bytes(),
-            headers={"Content-Type": "application/json",
-                     "Accept": "application/octet-stream, application/json"},
-        )  # fmt: skip
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/octet-stream, application/json",
+            },
+        )
         png_first = c.post(
             "/v1/decode",
             content=SAMPLE_JSON.read_bytes(),
-            headers={"Content-Type": "application/json",
-                     "Accept": "image/png, application/octet-stream"},
-        )  # fmt: skip
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "image/png, application/octet-stream",
+            },
+        )
     assert r.status_code == 200
     assert r.headers["content-type"] == "application/octet-stream"
     want = cli_results[SAMPLE_JSON.name]
@@ -196,8 +200,11 @@ def test_bad_input_answers_its_code(
 
 def test_set_of_another_capability_is_refused(live: InProcess, other_set: str) -> None:
     with live.client() as c:
-        r = c.post("/v1/decode", content=_sample(set=other_set),
-                   headers={"Content-Type": "application/json"})  # fmt: skip
+        r = c.post(
+            "/v1/decode",
+            content=_sample(set=other_set),
+            headers={"Content-Type": "application/json"},
+        )
     assert (r.status_code, r.json()["error"]["code"]) == (422, "set_capability_mismatch")
 
 
@@ -247,8 +254,9 @@ def test_admin_removes_a_set(live: InProcess, tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "a.txt").write_text("to remove\n")
     (folder / "wai-usage.json").write_text("{}\n")
-    digest = write_manifest(folder, name="gone", capability="wai.neural.int_synth",
-                            version="1", facts={}).digest  # fmt: skip
+    digest = write_manifest(
+        folder, name="gone", capability="wai.neural.int_synth", version="1", facts={}
+    ).digest
     assert live.service.sets.install(folder) == digest  # into the cache and the registry
     with live.client("admin") as c:
         assert c.delete(f"/v1/sets/{digest}").json() == {"removed": digest}
@@ -363,9 +371,12 @@ def test_fallback_decodes_when_the_primary_has_no_path(live: InProcess) -> None:
         "capability": "wai.neural.int_synth",
         "payload": sample["payload"],
         "set": "0" * 64,
-        "fallback": {"capability": sample["capability"], "payload": sample["payload"],
-                     "set": sample["set"]},
-    }  # fmt: skip
+        "fallback": {
+            "capability": sample["capability"],
+            "payload": sample["payload"],
+            "set": sample["set"],
+        },
+    }
     with live.client() as c:
         r = c.post("/v1/decode", json=envelope)
         assert r.status_code == 200, r.text

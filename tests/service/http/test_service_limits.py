@@ -28,8 +28,10 @@ def test_saturation_is_429_with_retry_after_and_healthz_answers(tmp_path: Path) 
     # end to end on uvicorn: concurrent clients on real sockets fill the workers and the queue
     with serve(tmp_path, decode_threads=1, queue=1) as live:
         body = SAMPLE_JSON.read_bytes()
-        headers = {"Authorization": f"Bearer {live.tokens['sink']}",
-                   "Content-Type": "application/json"}  # fmt: skip
+        headers = {
+            "Authorization": f"Bearer {live.tokens['sink']}",
+            "Content-Type": "application/json",
+        }
         health: list[tuple[int, float, int]] = []
         stop = threading.Event()
 
@@ -76,8 +78,14 @@ def test_decode_over_the_memory_budget_names_the_limit(tmp_path: Path) -> None:
 
 
 def _admission(**kw: object) -> Admission:
-    args = {"workers": 1, "queue": 0, "memory_budget": 1 << 30, "timeout_s": 30.0,
-            "max_latent_elements": 1 << 20, **kw}  # fmt: skip
+    args = {
+        "workers": 1,
+        "queue": 0,
+        "memory_budget": 1 << 30,
+        "timeout_s": 30.0,
+        "max_latent_elements": 1 << 20,
+        **kw,
+    }
     return Admission(**args)  # type: ignore[arg-type]
 
 

@@ -37,8 +37,10 @@ def test_store_outage_under_load_loses_nothing(cluster: Cluster, tmp_path: Path)
     body = SAMPLE_JSON.read_bytes()
 
     with serve(tmp_path / "data", database_url=cluster.url, decode_threads=2, queue=32) as live:
-        headers = {"Authorization": f"Bearer {live.tokens['sink']}",
-                   "Content-Type": "application/json"}  # fmt: skip
+        headers = {
+            "Authorization": f"Bearer {live.tokens['sink']}",
+            "Content-Type": "application/json",
+        }
 
         def load() -> None:
             with httpx.Client(base_url=live.url, timeout=60) as c:
@@ -172,9 +174,12 @@ def test_a_replica_started_in_an_outage_decodes_on_the_fleets_token_snapshot(
     cluster.stop()
     body = SAMPLE_JSON.read_bytes()
     settings = load(
-        data_dir=tmp_path / "b", database_url=cluster.url, spool_dir=shared, replica_id="b",
+        data_dir=tmp_path / "b",
+        database_url=cluster.url,
+        spool_dir=shared,
+        replica_id="b",
         warm=False,
-    )  # fmt: skip
+    )
     app = create_app(settings)
     with (
         start_blocking_portal() as portal,

@@ -50,11 +50,19 @@ async def _raw(app: Any, headers: list[tuple[bytes, bytes]], body: bytes) -> tup
         sent.append(message)
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": "/v1/decode", "raw_path": b"/v1/decode", "query_string": b"",
-        "root_path": "", "headers": [(b"host", b"t"), *headers], "client": ("127.0.0.1", 1),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/decode",
+        "raw_path": b"/v1/decode",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"t"), *headers],
+        "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 80),
-    }  # fmt: skip
+    }
     await app(scope, receive, send)
     start = next(m for m in sent if m["type"] == "http.response.start")
     data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")

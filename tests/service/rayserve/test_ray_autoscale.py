@@ -47,7 +47,7 @@ class Scaled:
 def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scaled]:
     from _svc import pg_admin_url, pg_database
 
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     if pg_admin_url() is None:
@@ -66,15 +66,18 @@ def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scaled]:
         assert "wai-dispatch serving on" in printed
         assert "can be placed" not in printed  # 2 × 1 CPU fit the cluster's 2
         store = ReportStore(database)
-        token = tokens.create(store, "sink-burst", tokens.Role.sink)
+        token = bearer.create(store, "sink-burst", bearer.Role.sink)
         store.dispose()
         yield Scaled(cluster, f"http://127.0.0.1:{cluster.proxy_port}", token)
 
 
 def test_a_burst_gets_a_second_replica_that_serves_part_of_it(scaled: Scaled) -> None:
     # a connection per request: the kernel spreads them over the two nodes' proxies
-    headers = {"Authorization": f"Bearer {scaled.token}", "Connection": "close",
-               "Content-Type": "application/json"}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {scaled.token}",
+        "Connection": "close",
+        "Content-Type": "application/json",
+    }
     body = SAMPLE_JSON.read_bytes()
     with httpx.Client(base_url=scaled.url, headers=headers, timeout=120) as c:
         first = c.post("/v1/decode", content=body)
@@ -126,9 +129,11 @@ def test_a_burst_gets_a_second_replica_that_serves_part_of_it(scaled: Scaled) ->
     def at(s: float | None) -> str:
         return "never" if s is None else f"at {s:.0f} s"
 
-    print(f"burst of {BURST_CLIENTS} clients, {took:.0f} s: the second replica's process "
-          f"{at(placed)}, {SECOND_REPLICA_ANSWERS} answers from it {at(serving)}; answered "
-          f"{dict(answered)}, other {dict(other)}")  # fmt: skip
+    print(
+        f"burst of {BURST_CLIENTS} clients, {took:.0f} s: the second replica's process "
+        f"{at(placed)}, {SECOND_REPLICA_ANSWERS} answers from it {at(serving)}; answered "
+        f"{dict(answered)}, other {dict(other)}"
+    )
     assert len(answered) == 2, f"one replica answered the whole burst: {dict(answered)}"
     assert min(answered.values()) >= SECOND_REPLICA_ANSWERS, dict(answered)
     assert not other, f"answers other than 200 in the burst: {dict(other)}"

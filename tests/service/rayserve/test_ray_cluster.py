@@ -65,7 +65,7 @@ class Fleet:
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     from _svc import pg_admin_url, pg_database
 
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     if pg_admin_url() is None:
@@ -86,7 +86,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         assert "wai-dispatch serving on" in printed
         store = ReportStore(database)
         made = {
-            "sink": tokens.create(store, "sink-ray", tokens.Role.sink),
+            "sink": bearer.create(store, "sink-ray", bearer.Role.sink),
             "admin": (root / "data" / "admin-token").read_text().strip(),
         }
         store.dispose()
@@ -258,8 +258,11 @@ def test_the_serve_run_config_of_the_docs_deploys(fleet: Fleet, tmp_path: Path) 
     serve = Path(sys.executable).with_name("serve")
     done = subprocess.run(
         [str(serve), "run", "--address", fleet.cluster.address, "--non-blocking", str(path)],
-        env={**fleet.cluster.env, **fleet.env}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        env={**fleet.cluster.env, **fleet.env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     deadline = time.monotonic() + 120
     got = None

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from wai_dispatch.service.store import tokens
+from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, get_report, list_reports, summary
@@ -144,28 +144,28 @@ def test_summary_is_computed_in_the_database(store: ReportStore) -> None:
 
 
 def test_tokens_hashed_roles_and_first_admin(store: ReportStore, tmp_path: Path) -> None:
-    written = tokens.ensure_admin(store, tmp_path)
+    written = bearer.ensure_admin(store, tmp_path)
     assert written == tmp_path / "admin-token"
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
-    assert tokens.ensure_admin(store, tmp_path) is None  # only on a store without an admin
-    secret = tokens.create(store, "edge-1", tokens.Role.sink)
-    cache = tokens.TokenCache(store)
+    assert bearer.ensure_admin(store, tmp_path) is None  # only on a store without an admin
+    secret = bearer.create(store, "edge-1", bearer.Role.sink)
+    cache = bearer.TokenCache(store)
     cache.reload()
-    assert cache.lookup(secret) == tokens.Principal("edge-1", tokens.Role.sink)
+    assert cache.lookup(secret) == bearer.Principal("edge-1", bearer.Role.sink)
     admin = cache.lookup(written.read_text().strip())
-    assert admin is not None and admin.role is tokens.Role.admin
+    assert admin is not None and admin.role is bearer.Role.admin
     with store.engine.connect() as conn:
         from sqlalchemy import text
 
         stored = [r[0] for r in conn.execute(text("SELECT hash FROM tokens"))]
-    assert tokens.digest(secret) in stored and secret not in stored
-    assert [(r["name"], r["role"], r["revoked"]) for r in tokens.listing(store)] == [
+    assert bearer.digest(secret) in stored and secret not in stored
+    assert [(r["name"], r["role"], r["revoked"]) for r in bearer.listing(store)] == [
         ("admin", "admin", False),
         ("edge-1", "sink", False),
     ]
-    assert tokens.revoke(store, "edge-1") == 1
+    assert bearer.revoke(store, "edge-1") == 1
     cache.reload()
     assert cache.lookup(secret) is None
-    with pytest.raises(tokens.TokenError) as err:
-        tokens.revoke(store, "edge-1")
+    with pytest.raises(bearer.TokenError) as err:
+        bearer.revoke(store, "edge-1")
     assert err.value.code == "token_not_found"

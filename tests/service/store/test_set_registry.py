@@ -84,19 +84,19 @@ def test_a_set_over_the_bound_is_refused(
 
 
 def test_the_admin_token_file_is_ensured_once(store: ReportStore, tmp_path: Path) -> None:
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
 
     secret = tmp_path / "admin"
     secret.write_text("wai_the-fleet-secret\n")
     for _ in range(2):  # every replica's start
-        assert tokens.ensure_admin(store, tmp_path / "data", secret) is None
-    rows = tokens.listing(store)
+        assert bearer.ensure_admin(store, tmp_path / "data", secret) is None
+    rows = bearer.listing(store)
     assert [(r["name"], r["role"], r["revoked"]) for r in rows] == [("admin", "admin", False)]
     assert not (tmp_path / "data" / "admin-token").exists()
-    tokens.revoke(store, "admin")
-    tokens.ensure_admin(store, tmp_path / "data", secret)  # revoked stays revoked
-    assert [r["revoked"] for r in tokens.listing(store)] == [True]
-    assert "not live (revoked)" in tokens.admin_note(store, secret)
+    bearer.revoke(store, "admin")
+    bearer.ensure_admin(store, tmp_path / "data", secret)  # revoked stays revoked
+    assert [r["revoked"] for r in bearer.listing(store)] == [True]
+    assert "not live (revoked)" in bearer.admin_note(store, secret)
     secret.write_text("")
-    with pytest.raises(tokens.TokenError, match="not one line"):
-        tokens.ensure_admin(store, tmp_path / "data", secret)
+    with pytest.raises(bearer.TokenError, match="not one line"):
+        bearer.ensure_admin(store, tmp_path / "data", secret)

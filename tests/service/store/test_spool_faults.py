@@ -22,6 +22,8 @@ from _svc import SAMPLE_JSON, InProcess, PortalClient, in_process
 from sqlalchemy import text
 
 from wai_dispatch.service.store import spool as spool_mod
+from wai_dispatch.service.store.bearer import Role
+from wai_dispatch.service.store.bearer import create as create_token
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
@@ -30,8 +32,6 @@ from wai_dispatch.service.store.spool import (
     SpoolFull,
     SpoolWriteFailed,
 )
-from wai_dispatch.service.store.tokens import Role
-from wai_dispatch.service.store.tokens import create as create_token
 
 T0 = 1_796_000_000_000
 
@@ -328,7 +328,7 @@ def test_a_locked_sqlite_spools_promptly(tmp_path: Path) -> None:
 def _known(tokens: Any, secret: str) -> bool:
     """Whether the replica's token view holds ``secret`` now (until its first read of the
     store, a token it cannot check is ``TokenStoreDown``: not yet)."""
-    from wai_dispatch.service.store.tokens import TokenStoreDown
+    from wai_dispatch.service.store.bearer import TokenStoreDown
 
     try:
         return tokens.lookup(secret) is not None

@@ -143,7 +143,7 @@ def test_a_killed_replicas_spool_is_replayed_by_another(tmp_path: Path) -> None:
     """A replica SIGKILLed with reports spooled (PostgreSQL down) leaves its spool on the
     volume; a second replica started on the volume adopts it when PostgreSQL returns: every
     acknowledged report stored exactly once."""
-    from wai_dispatch.service.store import tokens
+    from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
     volume = tmp_path / "volume"
@@ -151,7 +151,7 @@ def test_a_killed_replicas_spool_is_replayed_by_another(tmp_path: Path) -> None:
         url = "postgresql+psycopg://" + cluster.url.split("://", 1)[1]
         store = ReportStore(url)
         store.migrate()
-        secret = tokens.create(store, "sink-a", tokens.Role.sink)
+        secret = bearer.create(store, "sink-a", bearer.Role.sink)
         store.dispose()
         port_a = free_port()
         a = _replica(tmp_path / "a", volume, "a", url, port_a)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from wai_dispatch.service.store import token_snapshot, tokens
+from wai_dispatch.service.store import bearer, bearer_snapshot
 from wai_dispatch.service.store.report_store import ReportStore
 
-KEY = token_snapshot.key("sqlite:///shared/reports.db")
+KEY = bearer_snapshot.key("sqlite:///shared/reports.db")
 
 
 def _down_store(tmp_path: Path) -> ReportStore:
@@ -29,19 +29,19 @@ def _down_store(tmp_path: Path) -> ReportStore:
 def written(report_store: ReportStore, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A snapshot written by a replica that read the store: a sink's and an admin's token."""
     secrets = {
-        "sink": tokens.create(report_store, "edge-1", tokens.Role.sink),
-        "admin": tokens.create(report_store, "root", tokens.Role.admin),
-        "revoked": tokens.create(report_store, "old", tokens.Role.sink),
+        "sink": bearer.create(report_store, "edge-1", bearer.Role.sink),
+        "admin": bearer.create(report_store, "root", bearer.Role.admin),
+        "revoked": bearer.create(report_store, "old", bearer.Role.sink),
     }
-    tokens.revoke(report_store, "old")
-    path = tmp_path / "volume" / token_snapshot.FILE
-    cache = tokens.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
+    bearer.revoke(report_store, "old")
+    path = tmp_path / "volume" / bearer_snapshot.FILE
+    cache = bearer.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
     assert cache.reload() and cache.source == "store"
     return path, secrets
 
 
-def _fresh(tmp_path: Path, path: Path, *, key: bytes = KEY, age: float = 3600) -> tokens.TokenCache:
-    cache = tokens.TokenCache(
+def _fresh(tmp_path: Path, path: Path, *, key: bytes = KEY, age: float = 3600) -> bearer.TokenCache:
+    cache = bearer.TokenCache(
         _down_store(tmp_path), snapshot=path, snapshot_key=key, snapshot_max_age_s=age
     )
     assert not cache.reload()
@@ -59,10 +59,10 @@ def test_the_snapshot_holds_hashes_names_and_roles_only(
     assert sorted(doc) == ["format", "mac", "tokens", "written_ms"]
     assert sorted((r[1], r[2]) for r in doc["tokens"]) == [("edge-1", "sink"), ("root", "admin")]
     assert {r[0] for r in doc["tokens"]} == {
-        tokens.digest(secrets["sink"]),
-        tokens.digest(secrets["admin"]),
+        bearer.digest(secrets["sink"]),
+        bearer.digest(secrets["admin"]),
     }
-    assert [p.name for p in path.parent.iterdir()] == [token_snapshot.FILE]  # no temporary left
+    assert [p.name for p in path.parent.iterdir()] == [bearer_snapshot.FILE]  # no temporary left
 
 
 def test_a_replica_started_in_an_outage_checks_tokens_against_it(
@@ -71,11 +71,11 @@ def test_a_replica_started_in_an_outage_checks_tokens_against_it(
     path, secrets = written
     cache = _fresh(tmp_path, path)
     assert cache.source == "snapshot"
-    assert cache.lookup(secrets["sink"]) == tokens.Principal("edge-1", tokens.Role.sink)
+    assert cache.lookup(secrets["sink"]) == bearer.Principal("edge-1", bearer.Role.sink)
     admin = cache.lookup(secrets["admin"])
-    assert admin is not None and admin.role is tokens.Role.admin
+    assert admin is not None and admin.role is bearer.Role.admin
     for unknown in (secrets["revoked"], "wai_not-a-token"):  # not in it: cannot be checked
-        with pytest.raises(tokens.TokenStoreDown):
+        with pytest.raises(bearer.TokenStoreDown):
             cache.lookup(unknown)
 
 
@@ -93,23 +93,23 @@ def test_a_snapshot_not_verified_or_not_recent_is_not_used(
         doc["tokens"] = [[h, n, "admin"] for h, n, _ in doc["tokens"]]
         path.write_text(json.dumps(doc))
     elif damage == "hash added":
-        doc["tokens"].append([tokens.digest("wai_forged"), "intruder", "admin"])
+        doc["tokens"].append([bearer.digest("wai_forged"), "intruder", "admin"])
         path.write_text(json.dumps(doc))
     elif damage == "torn":
         path.write_bytes(path.read_bytes()[:40])
     elif damage == "another store":
-        key = token_snapshot.key("postgresql://other/db")
+        key = bearer_snapshot.key("postgresql://other/db")
     elif damage == "too old":
         age = 0.001
         rows = [tuple(r) for r in doc["tokens"]]
-        token_snapshot.write(path, rows, KEY, now_ms=doc["written_ms"] - 10_000)
+        bearer_snapshot.write(path, rows, KEY, now_ms=doc["written_ms"] - 10_000)
     elif damage == "from the future":
         rows = [tuple(r) for r in doc["tokens"]]
-        token_snapshot.write(path, rows, KEY, now_ms=doc["written_ms"] + 3_600_000)
+        bearer_snapshot.write(path, rows, KEY, now_ms=doc["written_ms"] + 3_600_000)
     cache = _fresh(tmp_path, path, key=key, age=age)
     assert cache.source is None
     for secret in (secrets["sink"], secrets["admin"], "wai_forged"):
-        with pytest.raises(tokens.TokenStoreDown):
+        with pytest.raises(bearer.TokenStoreDown):
             cache.lookup(secret)
 
 
@@ -118,7 +118,7 @@ def test_no_snapshot_at_age_bound_zero(
 ) -> None:
     path, secrets = written
     cache = _fresh(tmp_path, path, age=0)
-    with pytest.raises(tokens.TokenStoreDown):
+    with pytest.raises(bearer.TokenStoreDown):
         cache.lookup(secrets["sink"])
 
 
@@ -126,12 +126,12 @@ def test_a_revocation_reaches_the_snapshot(
     report_store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     path, secrets = written
-    writer = tokens.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
+    writer = bearer.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
     writer.reload()
-    tokens.revoke(report_store, "edge-1")
+    bearer.revoke(report_store, "edge-1")
     writer.reload()  # the view changed: written again
     cache = _fresh(tmp_path, path)
-    with pytest.raises(tokens.TokenStoreDown):
+    with pytest.raises(bearer.TokenStoreDown):
         cache.lookup(secrets["sink"])
     assert cache.lookup(secrets["admin"]) is not None
 
@@ -141,13 +141,13 @@ def test_a_replica_cut_off_takes_a_newer_snapshot_than_its_view(
 ) -> None:
     """Its own view is older than what the replicas that reach the store wrote since."""
     path, secrets = written
-    cut_off = tokens.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
+    cut_off = bearer.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
     cut_off.reload()
     assert cut_off.lookup(secrets["sink"]) is not None
-    tokens.revoke(report_store, "edge-1")
-    tokens.TokenCache(report_store, snapshot=path, snapshot_key=KEY).reload()  # another replica
+    bearer.revoke(report_store, "edge-1")
+    bearer.TokenCache(report_store, snapshot=path, snapshot_key=KEY).reload()  # another replica
     cut_off.store = _down_store(tmp_path)
     assert not cut_off.reload()
     assert cut_off.source == "snapshot"
-    with pytest.raises(tokens.TokenStoreDown):
+    with pytest.raises(bearer.TokenStoreDown):
         cut_off.lookup(secrets["sink"])

@@ -114,8 +114,9 @@ def test_the_limits_check_refuses_before_the_decode(decoder: Any) -> None:
     calls = Calls()
 
     def check(est: Estimate) -> None:
-        estimate.check(est, max_latent_elements=1, memory_budget_bytes=1 << 40,
-                       decode_timeout_s=1e9)  # fmt: skip
+        estimate.check(
+            est, max_latent_elements=1, memory_budget_bytes=1 << 40, decode_timeout_s=1e9
+        )
 
     with pytest.raises(WaiError, match="latent") as raised:
         decode_here(

@@ -4,7 +4,7 @@ import { blake3Hex, decodeEnvelope, SetSource } from "./decode.js";
 import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
 import { WgslAdapter } from "./webgpu.js";
 import { onnxAdapters, ONNX_PATHS } from "./onnx.js";
-import { GPU_WGSL, pathKey } from "./dispatch/paths.js";
+import { GPU_WGSL, pathKey } from "./dispatch/offer.js";
 import { pageFetch, requireToken } from "./auth.js";
 import { postRunReport, runReport } from "./runreport.js";
 
@@ -24,10 +24,18 @@ export function pageAdapters() {
   return adapters;
 }
 
-function setStatus(state, text) {
-  $("status").dataset.state = state;
-  $("status").textContent = text;
+/** A status line's style, from the outcome it tells: only a success looks like one; a refusal
+ * (a decode no offered path ran, decode_no_path; a run report the service refused) is shown as
+ * an error is. */
+const STYLE = { busy: "busy", ready: "ready", succeeded: "done", refused: "error", failed: "error" };
+
+function setState(id, outcome, text) {
+  $(id).dataset.state = STYLE[outcome] || "";
+  $(id).textContent = text;
 }
+
+const setStatus = (outcome, text) => setState("status", outcome, text);
+const setRunReportStatus = (outcome, text) => setState("run-report-status", outcome, text);
 
 function row(cells, cls) {
   const tr = document.createElement("tr");
@@ -98,25 +106,20 @@ function clearResult() {
   window.waiPage.picture = null;
 }
 
-function setRunReportStatus(state, text) {
-  $("run-report-status").dataset.state = state;
-  $("run-report-status").textContent = text;
-}
-
 /** Where the user opted in: post the decode's run report and show the service's verdict. */
 async function reportRun(result) {
   const sink = $("sink-name").value.trim();
   if (!sink) {
-    setRunReportStatus("error", "Run report not posted: name the sink your token carries.");
+    setRunReportStatus("failed", "Run report not posted: name the sink your token carries.");
     return { ok: false, status: 0, id: null, error: { code: null, message: "no sink name" } };
   }
   setRunReportStatus("busy", "Posting the run report…");
   const posted = await postRunReport(runReport(result.decodes, sink));
   if (posted.ok) {
     const v = posted.verdict;
-    setRunReportStatus("done", `Run report ${posted.id} posted: ${v.accepted ? "accepted" : `refused (${v.refused_decodes} of ${v.decodes.length} decodes)`} under policy version ${v.policy.version}.`);
+    setRunReportStatus(v.accepted ? "succeeded" : "refused", `Run report ${posted.id} posted: ${v.accepted ? "accepted" : `refused (${v.refused_decodes} of ${v.decodes.length} decodes)`} under policy version ${v.policy.version}.`);
   } else {
-    setRunReportStatus("error", `Run report ${posted.id} not posted: ${posted.error.code ? posted.error.code + ": " : ""}${posted.error.message}`);
+    setRunReportStatus("failed", `Run report ${posted.id} not posted: ${posted.error.code ? posted.error.code + ": " : ""}${posted.error.message}`);
   }
   return posted;
 }
@@ -130,7 +133,7 @@ export async function decodeBytes(bytes, name) {
     const result = await decodeEnvelope(bytes, { source, offer: OFFER, makeAdapters: pageAdapters });
     show(result);
     const verdict = result.decoded ? `decoded through ${pathKey(result.reports.at(-1).ran)}` : "no offered path ran (decode_no_path)";
-    setStatus("done", `${name}: ${verdict}`);
+    setStatus(result.decoded ? "succeeded" : "refused", `${name}: ${verdict}`);
     window.waiPage.last = { name, decoded: result.decoded, reports: result.reports, parts: result.parts,
       reasons: result.adapters.map((m) => Object.fromEntries([...m].map(([k, a]) => [k, a.reason]))),
       picture: result.picture && { width: result.picture.width, height: result.picture.height,
@@ -140,7 +143,7 @@ export async function decodeBytes(bytes, name) {
     return window.waiPage.last;
   } catch (err) {
     clearResult();
-    setStatus("error", `${name}: ${err.code || "error"}: ${err.message}`);
+    setStatus("failed", `${name}: ${err.code || "error"}: ${err.message}`);
     window.waiPage.last = { name, error: { code: err.code || "error", message: err.message } };
     return window.waiPage.last;
   }
@@ -178,4 +181,4 @@ async function start() {
   window.waiPage.ready = true;
 }
 
-start().catch((err) => setStatus("error", `start: ${err.message}`));
+start().catch((err) => setStatus("failed", `start: ${err.message}`));

@@ -14,7 +14,7 @@
 //
 // Neither states a placement per operation (ONNX Runtime Web's API gives none): `plan` is null
 // and the report says the unit the page asked for, with `placement` null, as §5 says of WebNN.
-import { CPU_ONNX_RUNTIME, GPU_ONNX_RUNTIME, pathKey } from "./dispatch/paths.js";
+import { CPU_ONNX_RUNTIME, GPU_ONNX_RUNTIME, pathKey } from "./dispatch/offer.js";
 import { describeAdapter, isSoftware } from "./webgpu.js";
 
 export const ONNX_PATHS = Object.freeze([GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME]);

@@ -5,7 +5,7 @@
 // WebNN has verified nothing). The summary is kept on window.waiVerify.
 import { decodeEnvelope, SetSource } from "./decode.js";
 import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
-import { pathKey } from "./dispatch/paths.js";
+import { pathKey } from "./dispatch/offer.js";
 import { pageFetch, requireToken } from "./auth.js";
 
 export const MIN_PSNR_DB = 40;

@@ -5,7 +5,7 @@
 // and reads back exactly as paths/wgsl/runner.py does. Placement is the adapter's statement: a
 // fallback (software) adapter puts every operation on the CPU, so §5 refuses the path with
 // dispatch_not_placed, as the Python path does on lavapipe.
-import { GPU_WGSL } from "./dispatch/paths.js";
+import { GPU_WGSL } from "./dispatch/offer.js";
 
 const MIN_BUFFER = 16;
 /** The device limits the kernel descriptors read (paths/wgsl/runner.py LIMITS). */

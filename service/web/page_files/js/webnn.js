@@ -2,7 +2,7 @@
 // (webnn-graph GraphJson, decoder.webnn.json, with its weights manifest and float32 weights),
 // on a context created for the neural processor, the GPU or the CPU. WebNN states no placement:
 // `plan` is null and the report names the unit the context was created for.
-import { NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, pathKey } from "./dispatch/paths.js";
+import { NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, pathKey } from "./dispatch/offer.js";
 
 export const WEBNN_PATHS = Object.freeze([NPU_WEBNN, GPU_WEBNN, CPU_WEBNN]);
 

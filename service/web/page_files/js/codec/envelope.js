@@ -15,6 +15,7 @@ function invalid(message) {
 function base64(text, where) {
   if (typeof text !== "string" || !BASE64.test(text)) throw invalid(`${where}: not standard base64 with padding`);
   const binary = atob(text);
+  if (btoa(binary) !== text) throw invalid(`${where}: not standard base64 with padding (unused bits set)`);
   const out = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
   return out;

@@ -1,6 +1,6 @@
 // The report wai-neural-dispatch/1 (§5), as Report.to_json in dispatch/report.py: exactly §5's
 // members in §5's order.
-import { pathToJson } from "./paths.js";
+import { pathToJson } from "./offer.js";
 
 export const KIND = "wai-neural-dispatch/1";
 const PLACEMENT_KEYS = ["npu", "gpu", "cpu", "unknown"];

@@ -4,7 +4,7 @@
 // choose is async: the page's adapters answer with promises (createContext, requestAdapter);
 // a scripted adapter's plain values are awaited the same way.
 import { DECODE_EQUIVALENCE } from "./tokens.js";
-import { pathKey, parseOffer } from "./paths.js";
+import { pathKey, parseOffer } from "./offer.js";
 import { reportToJson } from "./report.js";
 
 /** §2. pins: [{capability, digest, tier}]; a pin over another capability is not read. */

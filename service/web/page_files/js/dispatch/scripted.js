@@ -1,7 +1,7 @@
 // A scripted adapter, as dispatch.ScriptedAdapter.from_json: answers chosen in advance, for
 // running the conformance vectors (conformance/dispatch/README.md) in the page.
 import { lookup, capability, REGISTRY } from "./registry.js";
-import { parsePath, pathKey } from "./paths.js";
+import { parsePath, pathKey } from "./offer.js";
 import { choose, demand } from "./rules.js";
 
 export class ScriptedAdapter {

@@ -21,7 +21,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from wai_dispatch.dispatch.errors import InvalidInput, NotFound, Unavailable
-from wai_dispatch.service.store import token_snapshot
+from wai_dispatch.service.store import bearer_snapshot
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import TokenRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
@@ -196,7 +196,7 @@ class TokenCache:
     most every ``refresh_s``, so an outage does not stall every request.
 
     With ``snapshot`` (``<spool_dir>/tokens.snapshot``, on the volume the replicas share), the
-    view read from the store is written there (:mod:`service.store.token_snapshot`: hashes,
+    view read from the store is written there (:mod:`service.store.bearer_snapshot`: hashes,
     names and roles under a MAC of ``snapshot_key``), and a replica that cannot read the store
     takes a verified snapshot at most ``snapshot_max_age_s`` old that is newer than its own
     view (a replica started in an outage; one cut off from the store while the others reach
@@ -257,14 +257,14 @@ class TokenCache:
             changed or asked - self._written > self.snapshot_max_age_s / 4
         ):
             rows_ = [(h, p.name, p.role.name) for h, p in view.items()]
-            if token_snapshot.write(self.snapshot, rows_, self.snapshot_key, asked_ms):
+            if bearer_snapshot.write(self.snapshot, rows_, self.snapshot_key, asked_ms):
                 self._written = asked
         return True
 
     def _take_snapshot(self) -> None:
         if self.snapshot is None:
             return
-        found = token_snapshot.read(self.snapshot, self.snapshot_key, self.snapshot_max_age_s)
+        found = bearer_snapshot.read(self.snapshot, self.snapshot_key, self.snapshot_max_age_s)
         if found is None or (self._view_ms is not None and found.written_ms <= self._view_ms):
             return
         self._view = {h: Principal(n, Role[r]) for h, n, r in found.rows}

@@ -10,6 +10,7 @@ import json
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.errors import UsageError
 from wai_dispatch.cli.flags import EXIT_NO
+from wai_dispatch.dispatch.offer import parse_offer
 from wai_dispatch.paths.registry import BUILDERS, PathStatus
 from wai_dispatch.paths.waiops.choose import machine_engine
 
@@ -62,8 +63,9 @@ def _device_text(device: object) -> str:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    # a path no backend can take is refused as in an offer (§1's table: invalid_offer)
+    path = None if args.path is None else parse_offer([args.path])[0]
     ctx = decoder(args)
-    path = args.path
     if path is None:  # the first path of the offer this machine has
         present = [row.path for row in ctx.paths() if row.present]
         if not present:

@@ -1,4 +1,4 @@
-"""The parsers of ``paths`` and ``plan`` (run by :mod:`cli.paths`)."""
+"""The parsers of ``paths`` and ``plan`` (run by :mod:`cli.placement`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def add(sub: Sub) -> None:
     add_offer(p, help="the offer, in order (default: WAI_OFFER or the reference offer); "
               "paths outside it are listed too, marked not offered")  # fmt: skip
     add_json(p)
-    runs(p, "paths:run_paths")
+    runs(p, "placement:run_paths")
 
     q = command(
         sub,
@@ -51,4 +51,4 @@ def add(sub: Sub) -> None:
     add_offer(q)
     add_data_dir(q)
     add_json(q)
-    runs(q, "paths:run_plan")
+    runs(q, "placement:run_plan")

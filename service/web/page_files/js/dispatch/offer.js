@@ -1,4 +1,4 @@
-// Paths and offers (§1, §4), as in dispatch/paths.py. A path is a frozen object
+// Paths and offers (§1, §4), as in dispatch/offer.py. A path is a frozen object
 // {unit, backend, arithmetic}; its key is "unit/backend/arithmetic".
 import { WaiError, parseToken, UNITS, BACKENDS, ARITHMETICS } from "./tokens.js";
 
@@ -25,7 +25,7 @@ export function pathToJson(p) {
   return { unit: p.unit, backend: p.backend, arithmetic: p.arithmetic };
 }
 
-/** §1 as the project reads it (docs/dispatch.md; dispatch/paths.py's BACKEND_ARITHMETIC and
+/** §1 as the project reads it (docs/dispatch.md; dispatch/offer.py's BACKEND_ARITHMETIC and
  * BACKEND_UNITS, a test holds the two equal): each backend's arithmetic and its units. */
 export const BACKEND_ARITHMETIC = Object.freeze({
   "model-runtime": "float", webnn: "float", "onnx-runtime": "float", "wai-ops": "integer", wgsl: "integer",

@@ -1,0 +1,234 @@
+"""Figures the docs' prose takes from the bundled sets (``conformance/sets/``), held to them by
+the doc runner (tools/doc_runner.py). A figure is marked by an HTML comment right after it,
+invisible when rendered: ``up to 709<!-- fig int_synth.weight_max -->`` (inline code's closing
+backtick may stand between the figure and the marker). The text before the marker must end
+with the figure as :data:`FIGURES` computes it now, so retrained weights or a rewritten set
+make the runner name every figure they moved; an unknown name is a failure too.
+
+Measurements (timings, memory, PSNRs of a tool's run) are not figures here: the docs give each
+with its date and the command that measures it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, partial
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+from blake3 import blake3
+
+from wai_dispatch.codec.sets.bundled import bundled_digest, bundled_folders
+from wai_dispatch.paths.waiops import int8_digits, int8_graph
+from wai_dispatch.paths.waiops.int8_digits import weight_digits
+from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.paths.waiops.program import Program
+
+__all__ = ["FIGURES", "FORMS", "check_figures", "figure"]
+
+SETS = Path(__file__).resolve().parents[1] / "conformance" / "sets"
+ORT_WEB = SETS.parents[1] / "service" / "web" / "page_files" / "vendor" / "onnxruntime_web"
+INT_SYNTH = "int-synth-demo-q3"
+HYPERPRIOR = "bmshj2018-hyperprior-demo-q3"
+_MARK = re.compile(r"<!-- fig ([\w.-]+) -->")
+_LOCK = threading.Lock()
+
+
+@cache
+def _program(folder: str) -> Program:
+    """The set's ``wai-ops/1`` program, loaded (and its bound rule proved) as a decoder does."""
+    (program,) = (SETS / folder).glob("*.wai-ops.json")
+    weights = program.with_name(program.name.removesuffix(".wai-ops.json") + ".safetensors")
+    return load_program(program.read_bytes(), weights.read_bytes())
+
+
+@dataclass(frozen=True)
+class _Int8:
+    bound: int  # the largest recombination bound the int8 graph engine proves
+    idle: dict[str, list[float]]  # per convolution, each phase's share its second digit skips
+
+
+@cache
+def _int8(folder: str) -> _Int8:
+    """What the int8 graph engine works out building the program's graph: every
+    ``ConvInteger``'s weights and recombination bound (docs/wai-ops.md)."""
+    seen: list[tuple[str, np.ndarray]] = []
+    bounds: list[int] = []
+    conv, bound = int8_graph._conv_integer, int8_digits.recombination_bound
+
+    def conv_spy(g: Any, planes: Any, w: np.ndarray, *rest: Any) -> str:
+        seen.append((rest[-1], w))
+        return conv(g, planes, w, *rest)
+
+    def bound_spy(*args: Any) -> int:
+        bounds.append(bound(*args))
+        return bounds[-1]
+
+    with (
+        _LOCK,
+        mock.patch.object(int8_graph, "_conv_integer", conv_spy),
+        mock.patch.object(int8_graph, "recombination_bound", bound_spy),
+    ):
+        int8_graph.build_model(_program(folder))
+    idle: dict[str, list[float]] = {}
+    for name, w in seen:
+        _, digits = weight_digits(w)
+        if len(digits) > 1:
+            read = np.flatnonzero(np.abs(digits[1]).sum(axis=(0, 2, 3))).size
+            idle.setdefault(name.split(".phase")[0], []).append(1 - read / w.shape[1])
+    return _Int8(max(bounds), idle)
+
+
+def _weights(folder: str, name: str) -> str:
+    (op,) = (op for op in _program(folder).operations if op.name == name)
+    return _range(int(op.params["weight"].min()), int(op.params["weight"].max()))
+
+
+def _weight_max(folder: str) -> int:
+    ops = _program(folder).operations
+    return max(int(np.abs(op.params["weight"]).max()) for op in ops if "weight" in op.params)
+
+
+def _sci(n: float, digits: int) -> str:
+    """``1.053 · 10^9``: ``digits`` decimals of the mantissa, as the docs write powers."""
+    exp = math.floor(math.log10(n))
+    return f"{n / 10**exp:.{digits}f} · 10^{exp}"
+
+
+def _second_digit(folder: str, *, read: bool) -> str:
+    """``68–79%``: the smallest and largest share of a phase's input channels whose second
+    weight digit is 0 (``read``: is not) in ``deconv2`` and ``deconv3``."""
+    idle = _int8(folder).idle
+    shares = [abs(read - v) for name in ("deconv2", "deconv3") for v in idle[name]]
+    return f"{round(100 * min(shares))}–{round(100 * max(shares))}%"
+
+
+def _payload(folder: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((SETS / folder / "payload.json").read_text("utf-8"))
+    return loaded
+
+
+def _digest(folder: str) -> str:
+    return str(bundled_digest(SETS / folder))
+
+
+def _symbols(folder: str) -> str:
+    return str(_payload(folder)["symbols_digest"])
+
+
+def _payload_bytes(folder: str) -> str:
+    return f"{(SETS / folder / 'payload.bin').stat().st_size:,}"
+
+
+def _checkpoint(stem: str) -> str:
+    return blake3((SETS.parent / "weights" / f"{stem}.pt").read_bytes()).hexdigest()
+
+
+def _per_set() -> dict[str, Callable[[], str]]:
+    """Per bundled set folder: its digest, its payload's symbols digest, size and bits per
+    pixel; per demo checkpoint (``conformance/weights/``), its BLAKE3."""
+    out: dict[str, Callable[[], str]] = {}
+    for path in bundled_folders(SETS):
+        for what, read in (("digest", _digest), ("symbols", _symbols)):
+            out[f"{path.name}.{what}"] = partial(read, path.name)
+        out[f"{path.name}.payload_bytes"] = partial(_payload_bytes, path.name)
+        out[f"{path.name}.bpp"] = partial(_bpp, path.name)
+    for pt in sorted((SETS.parent / "weights").glob("*.pt")):
+        out[f"weights.{pt.stem}"] = partial(_checkpoint, pt.stem)
+    return out
+
+
+def _bpp(folder: str) -> str:
+    _, _, h, w = _payload(folder)["picture_shape"]
+    return f"{(SETS / folder / 'payload.bin').stat().st_size * 8 / (h * w):.2f}"
+
+
+def _onnx_operations(folder: str) -> str:
+    import onnx
+
+    model = onnx.load(str(SETS / folder / "decoder.onnx"), load_external_data=False)
+    return str(len(model.graph.node))
+
+
+def _gamma_max(folder: str) -> str:
+    """``30, 23 and 3``: each inverse GDN's largest integer γ, in the program's order."""
+    igdns = [op for op in _program(folder).operations if op.op == "igdn"]
+    tops = [str(int(op.params["gamma"].max())) for op in igdns]
+    return ", ".join(tops[:-1]) + " and " + tops[-1]
+
+
+def _megabytes(path: Path) -> str:
+    return f"{path.stat().st_size / 1e6:.1f} MB"
+
+
+def _range(lo: int, hi: int) -> str:
+    return f"[{lo}, {hi}]"
+
+
+#: Each figure's name and how it reads now.
+FIGURES: dict[str, Callable[[], str]] = {
+    "int_synth.input_range": lambda: _range(*_program(INT_SYNTH).input_range),
+    "int_synth.operations": lambda: str(_program(INT_SYNTH).operation_count),
+    "int_synth.igdn_gamma_max": lambda: _gamma_max(INT_SYNTH),
+    "int_synth.weights_size": lambda: _megabytes(SETS / INT_SYNTH / "synthesis.safetensors"),
+    "bmshj2018-demo-q3.onnx_operations": lambda: _onnx_operations("bmshj2018-demo-q3"),
+    "page.ort_wasm": lambda: _megabytes(ORT_WEB / "ort-wasm-simd-threaded.wasm"),
+    "page.ort_webgpu": lambda: _megabytes(ORT_WEB / "ort-wasm-simd-threaded.asyncify.wasm"),
+    **{
+        f"int_synth.weights.{name}": partial(_weights, INT_SYNTH, name)
+        for name in ("deconv1", "deconv2", "deconv3")
+    },
+    "int_synth.weight_max": lambda: f"{_weight_max(INT_SYNTH):,}",
+    "int_synth.int8_bound": lambda: _sci(_int8(INT_SYNTH).bound, 1),
+    "int_synth.int8_bound_share": lambda: f"{100 * _int8(INT_SYNTH).bound / 2**31:.1f}%",
+    "int_synth.second_digit_idle": partial(_second_digit, INT_SYNTH, read=False),
+    "int_synth.second_digit_read": partial(_second_digit, INT_SYNTH, read=True),
+    "h_s.weight_max": lambda: f"{_weight_max(HYPERPRIOR):,}",
+    "h_s.accumulator_max": lambda: _sci(max(_program(HYPERPRIOR).accumulators.values()), 3),
+    "h_s.int8_bound": lambda: _sci(_int8(HYPERPRIOR).bound, 2),
+    "h_s.int8_bound_share": lambda: f"{100 * _int8(HYPERPRIOR).bound / 2**31:.1f}%",
+    **_per_set(),
+}
+#: A digest's short forms: ``NAME.short`` is ``09c6186a…5c44``, ``NAME.prefix`` ``63b8f984…``.
+FORMS: dict[str, Callable[[str], str]] = {
+    "short": lambda digest: f"{digest[:8]}…{digest[-4:]}",
+    "prefix": lambda digest: f"{digest[:8]}…",
+}
+
+
+@cache
+def figure(name: str) -> str:
+    """The figure ``name`` as it reads now (once a process: the sets do not change under it);
+    a ``KeyError`` for a name neither :data:`FIGURES` nor :data:`FORMS` makes."""
+    base, _, form = name.rpartition(".")
+    if name not in FIGURES and form in FORMS:
+        return FORMS[form](FIGURES[base]())
+    return FIGURES[name]()
+
+
+def check_figures(path: Path) -> tuple[int, list[tuple[int, str]]]:
+    """The figures ``path`` marks, and ``(line, problem)`` for each that does not read as
+    :data:`FIGURES` computes it."""
+    text = path.read_text(encoding="utf-8")
+    problems: list[tuple[int, str]] = []
+    marks = list(_MARK.finditer(text))
+    for mark in marks:
+        line = text.count("\n", 0, mark.start()) + 1
+        name = mark.group(1)
+        try:
+            want = figure(name)
+        except KeyError:
+            problems.append((line, f"marks the figure {name!r}, which tools/doc_figures.py lacks"))
+            continue
+        before = text[: mark.start()].removesuffix("`")
+        if not before.endswith(want) or before[: -len(want)][-1:].isalnum():
+            shown = before[-len(want) - 8 :].rsplit("\n", 1)[-1]
+            problems.append((line, f"the figure {name} is {want!r} now; the doc has …{shown!r}"))
+    return len(marks), problems

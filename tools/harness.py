@@ -1,0 +1,261 @@
+"""The benchmarks' one harness: what every ``tools/bench_*.py`` shares, so that each keeps only
+what it measures — its command line (:func:`parser`, ``python -m wai_dispatch.tools.bench NAME``'s
+options), the machine's load (:func:`loadavg`), timing (the best of N runs, several variants
+taking turns so that load from other processes falls on each alike; a percentile), a process's
+memory (:func:`memory_kib`), a ``wai-dispatch serve`` on a loopback port to drive
+(:func:`service`), a database for the run (:func:`database`), and the anchor rates are printed
+beside: this machine's float32 GEMM rate, measured in a fresh process.
+
+    python -m wai_dispatch.tools.harness [--threads 2] [--repeats 7]   # one GEMM rate, JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+import numpy as np
+from sqlalchemy import create_engine, text
+
+BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+#: The PostgreSQL the store benchmarks use when it answers and none is named.
+LOCAL_PG = "postgresql://postgres@127.0.0.1:5432/test"
+SERVE = ("-m", "wai_dispatch", "serve")
+
+
+def parser(name: str, doc: str | None = None) -> argparse.ArgumentParser:
+    """The command line of the benchmark ``name`` (``bench NAME --help`` prints it)."""
+    about = doc.split("\n\n")[0] if doc else None
+    return argparse.ArgumentParser(
+        prog=f"python -m wai_dispatch.tools.bench {name}", description=about
+    )
+
+
+def loadavg() -> str:
+    """``/proc/loadavg``'s 1, 5 and 15-minute load averages, and the CPU count."""
+    try:
+        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"load average {load} on {os.cpu_count()} CPUs"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def memory_kib(pid: int | str = "self") -> dict[str, int]:
+    """A process's resident memory now (``VmRSS``) and at its peak (``VmHWM``), in KiB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0])
+    return fields
+
+
+def in_threads(count: int, work: Callable[[], object]) -> float:
+    """``work()`` in ``count`` threads at once; the seconds until the last one returns."""
+    threads = [threading.Thread(target=work) for _ in range(count)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Served(NamedTuple):
+    proc: subprocess.Popen[bytes]
+    url: str
+    token: str  # the admin token the service wrote at its start
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """A decode's request headers: the token, a JSON envelope."""
+        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+
+
+@contextmanager
+def service(
+    data_dir: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    argv: Sequence[str] = SERVE,
+    port: int | None = None,
+    log: IO[str] | int = subprocess.DEVNULL,
+    timeout_s: float = 120,
+) -> Iterator[Served]:
+    """``wai-dispatch serve`` (or ``python argv…``) on ``data_dir`` and a loopback port, on the
+    default settings (no ``WAI_*`` of this process's) and ``env``, until the block ends; yields
+    once ``/readyz`` answers 200."""
+    import httpx  # lazy: only the benchmarks that drive a service need the client
+
+    port = port or free_port()
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("WAI_")}
+    env = {**inherited, "WAI_DATA_DIR": str(data_dir), "WAI_PORT": str(port)} | {
+        "WAI_LOG_LEVEL": "WARNING",
+        **(env or {}),
+    }
+    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the service did not become ready (exit {proc.poll()})")
+            time.sleep(0.05)
+        yield Served(proc, url, (data_dir / "admin-token").read_text().strip())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+@contextmanager
+def database(admin_url: str | None, folder: Path) -> Iterator[str]:
+    """A store for the run: SQLite in ``folder``, or (``admin_url``) a PostgreSQL database
+    created for it and dropped after."""
+    if admin_url is None:
+        yield f"sqlite:///{folder / 'reports.db'}"
+        return
+    url = admin_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    name = f"wai_bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def postgres_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--postgres", metavar="ADMIN_URL", help=f"default {LOCAL_PG} if it answers")
+    p.add_argument("--no-postgres", action="store_true", help="SQLite only")
+
+
+def postgres(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL admin URL to measure on (:func:`postgres_options`): the one named, else
+    the local server when it answers; ``None`` (said so) for none."""
+    if args.no_postgres:
+        return None
+    if args.postgres:
+        return str(args.postgres)
+    host, _, port = LOCAL_PG.split("@", 1)[-1].split("/", 1)[0].partition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return LOCAL_PG
+    except OSError:
+        print(f"postgresql: nothing answers at {LOCAL_PG}; not measured")
+        return None
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def best_of_interleaved(fns: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Best of ``repeats`` for each function, taking turns, so that load from other processes
+    on a shared machine falls on every variant alike."""
+    for fn in fns.values():
+        fn()  # warm-up
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t)
+    return best
+
+
+def _gemm_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
+    info: list[dict[str, Any]] = []
+    try:
+        from threadpoolctl import (
+            threadpool_info,
+            threadpool_limits,
+        )
+    except ImportError:
+        limits: Any = None
+    else:
+        limits = threadpool_limits(limits=threads)
+        info = threadpool_info()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    t = best_of(lambda: a @ b, repeats)
+    if limits is not None:
+        limits.restore_original_limits()
+    blas = [
+        {k: i.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
+        for i in info
+        if i.get("user_api") == "blas"
+    ]
+    return {"gflops": 2 * n**3 / t / 1e9, "seconds": t, "blas": blas}
+
+
+def gemm_rate(threads: int, repeats: int, *, clean_env: bool) -> dict[str, Any]:
+    """The float32 GEMM rate in a subprocess; ``clean_env`` unsets OPENBLAS_CORETYPE and
+    OPENBLAS_L2_SIZE for that command only (``env -u``)."""
+    env = dict(os.environ)
+    if clean_env:
+        for key in BLAS_ENV:
+            env.pop(key, None)
+    return fresh("harness", "--threads", str(threads), "--repeats", str(repeats), env=env)
+
+
+def fresh(module: str, *args: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``python -m wai_dispatch.tools.MODULE ARGS…`` in a fresh process (its own thread pools
+    and memory high-water mark): the JSON object it prints last."""
+    argv = [sys.executable, "-m", f"wai_dispatch.tools.{module}", *args]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{out.stderr}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    prog = "python -m wai_dispatch.tools.harness"
+    p = argparse.ArgumentParser(prog=prog, description=__doc__)
+    p.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
+    p.add_argument("--repeats", type=int, default=7, help="best of N (default 7)")
+    args = p.parse_args(argv)
+    print(json.dumps(_gemm_worker(args.threads, args.repeats)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
