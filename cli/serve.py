@@ -10,32 +10,49 @@ import math
 import os
 import shlex
 import shutil
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from wai_dispatch.cli.errors import UsageError
+from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK
 from wai_dispatch.cli.options import settings
 from wai_dispatch.cli.serve_ray import run_ray
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.decoding.settings import Settings, hand_over
-from wai_dispatch.service.store import bearer
+from wai_dispatch.service.store import bearer, bearer_snapshot
 from wai_dispatch.service.store.bearer import ADMIN_TOKEN_FILE, admin_note, ensure_admin
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace) -> ReportStore:
     store = ReportStore(settings(args).url)
     store.migrate()
     return store
 
 
+def _snapshot(args: argparse.Namespace, store: ReportStore) -> str | None:
+    """Rewrite the token snapshot on the spool volume (docs/service.md, "The token
+    snapshot"); why not, or ``None``."""
+    chosen = settings(args)
+    if chosen.token_snapshot_max_age_s <= 0:
+        return None
+    if chosen.spool_dir is None:  # this host's own data directory's spool: serve's
+        chosen.spool_volume.mkdir(parents=True, exist_ok=True)
+    return bearer.rewrite_snapshot(store, chosen.spool_volume / bearer_snapshot.FILE)
+
+
 def run_create(args: argparse.Namespace) -> int:
-    secret = bearer.create(_store(args), args.name, bearer.parse_role(args.role))
+    store = _store(args)
+    try:
+        secret = bearer.create(store, args.name, bearer.parse_role(args.role))
+        _snapshot(args, store)  # else the first replica reading the store writes it
+    finally:
+        store.dispose()
     if args.json:
         print(json.dumps({"name": args.name, "role": args.role, "token": secret}))
     else:
@@ -54,9 +71,22 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    n = bearer.revoke(_store(args), args.name)
-    print(json.dumps({"revoked": n}) if args.json else f"revoked {n} token(s)")
-    return 0
+    """Revoke in the store, then in the snapshot a replica started in a store outage reads:
+    exit 1 when it was not reached (the revocation is made; the snapshot still lets the
+    token in until a replica reading the store rewrites it)."""
+    store = _store(args)
+    try:
+        n = bearer.revoke(store, args.name)
+        why = _snapshot(args, store)
+    finally:
+        store.dispose()
+    if args.json:
+        print(json.dumps({"revoked": n, "snapshot_not_rewritten": why}))
+    else:
+        print(f"revoked {n} token(s)")
+    if why is not None and not args.json:
+        print(f"wai-dispatch: the token snapshot was not rewritten: {why}", file=sys.stderr)
+    return EXIT_OK if why is None else EXIT_NO
 
 
 def serve_settings(args: argparse.Namespace) -> Settings:

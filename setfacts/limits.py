@@ -12,11 +12,8 @@ __all__ = ["Limits"]
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What a decode may allocate, checked against a header before anything is allocated.
-
-    The defaults take a 4096 × 4096 picture through a 192-channel latent (256 × 256 latent
-    positions, 12.6 M symbols) and refuse anything larger.
-    """
+    """The defaults take a 4096 × 4096 picture through a 192-channel latent (256 × 256 latent
+    positions, 12.6 M symbols) and refuse anything larger."""
 
     max_channels: int = 1024
     max_latent_height: int = 256

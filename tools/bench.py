@@ -1,15 +1,9 @@
 """``python -m wai_dispatch.tools.bench [--quick] all|NAME…`` runs the benchmarks below, each
-printing its figures beside the anchor it is compared to, measured in the same run, with the
-machine's load average (``/proc/loadavg``) printed before and after each;
-``python -m wai_dispatch.tools.bench NAME [OPTIONS…]`` runs one with its own options
-(``bench NAME --help`` lists them).
+printing its figures beside its anchor, measured in the same run, with the load average before
+and after; ``bench NAME [OPTIONS…]`` runs one with its own options (``bench NAME --help``).
 
-Ratios of a time to its anchor's are ours ÷ anchor (below 1: ours is faster); ratios of a rate
-(decodes/s, FLOP/s) are ours ÷ anchor as well (above 1: ours does more). Each bench says which.
-
-``--quick``: every bench with its smallest sizes and one repetition (each one's quick
-arguments below), a smoke run that shows each section runs and prints; its figures mean
-nothing."""
+Ratios are ours ÷ anchor, of a time (below 1: faster) or of a rate (above 1: does more).
+``--quick``: each bench's smallest sizes, one repetition; a smoke run whose figures mean nothing."""
 
 from __future__ import annotations
 

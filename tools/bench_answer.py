@@ -1,10 +1,7 @@
-"""``python -m wai_dispatch.tools.bench_answer``: what answering a decode costs beside the
-decode itself, in the same run: the whole envelope through the decoder (payload → RGB8, warm)
-against the PNG at zlib levels 6 (Pillow's default, the answer before issue 18), 1 (the
-``png_level`` default) and 0, each with ``optimize=False``, ``optimize=True`` at level 6, the
-base64 of the JSON answer, and the raw RGB8 samples (``Accept: application/octet-stream``);
-at 256×256 (the bundled sample) and 768×512 (the corpus's hubble symbols). The goal: the
-answer at ≤ 15% of the decode. Medians of ``--repeat`` runs, interleaved."""
+"""``python -m wai_dispatch.tools.bench_answer``: answering a decode beside the decode itself
+(the anchor, warm): the PNG at zlib levels 6, 1 (``png_level``'s default) and 0, level 6
+optimised, the JSON answer's base64, raw RGB8; at 256×256 and 768×512, medians of
+``--repeat``, interleaved. Goal: the answer ≤ 15% of the decode."""
 
 from __future__ import annotations
 

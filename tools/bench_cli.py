@@ -1,13 +1,7 @@
-"""Benchmark the command line's start: ``wai-dispatch --help`` and every command's ``--help``
-(each a fresh interpreter, best of ``--repeats``), beside the anchor ``python -c pass`` (the
-interpreter's own start, measured in the same run), against the 0.3 s budget of docs/cli.md;
-and the sink's client to its error line, ``decode --url`` and ``report --url`` on an
-unreachable URL with ``--retries 0``, against twice the anchor (docs/cli.md#the-sinks-client).
-Each row gives the best wall time and the best CPU time (user + system: what a loaded machine
-does not stretch) and both as multiples of the anchor's.
-
-    python -m wai_dispatch.tools.bench_cli [--repeats N]
-"""
+"""Benchmark the command line's start: every command's ``--help`` in a fresh interpreter beside
+the anchor ``python -c pass``, against docs/cli.md's 0.3 s budget; and ``decode --url`` and
+``report --url`` to their error line on an unreachable URL, against twice the anchor. Rows give
+the best wall and CPU (user + system) time and both as multiples of the anchor's."""
 
 from __future__ import annotations
 
@@ -22,12 +16,12 @@ from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.tools.harness import loadavg, parser
 
 BUDGET_S = 0.3
-#: The sink's client: at most this many times the anchor (issue 26).
+#: The sink's client: at most this many times the anchor (docs/cli.md).
 CLIENT_BUDGET = 2.0
 UNREACHABLE = "http://127.0.0.1:9/"  # the discard port: nothing listens
 
 
-def best_of(argv: list[str], repeats: int) -> tuple[float, float]:
+def fastest_run(argv: list[str], repeats: int) -> tuple[float, float]:
     """The fastest of ``repeats`` runs of ``argv``: (wall seconds, CPU seconds), output
     discarded."""
     wall = cpu = float("inf")
@@ -47,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args(argv)
     cli = [sys.executable, "-m", "wai_dispatch.cli"]
-    anchor, anchor_cpu = best_of([sys.executable, "-c", "pass"], args.repeats)
+    anchor, anchor_cpu = fastest_run([sys.executable, "-c", "pass"], args.repeats)
     print(loadavg())
     print(
         f"anchor: python -c pass {'':34} {anchor * 1000:7.1f} ms wall "
@@ -57,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows += [(f"{name} --help", [*cli, name, "--help"]) for name in COMMANDS]  # read from the table
     worst = 0.0
     for label, command in rows:
-        took, cpu = best_of(command, args.repeats)
+        took, cpu = fastest_run(command, args.repeats)
         worst = max(worst, took)
         print(
             f"wai-dispatch {label:44} {took * 1000:7.1f} ms wall {cpu * 1000:6.1f} ms cpu "
@@ -71,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("report --url (unreachable) --retries 0", ["report", sample, "--url", UNREACHABLE]),
     ]
     for label, line in client:
-        took, cpu = best_of([*cli, *line, "--retries", "0"], args.repeats)
+        took, cpu = fastest_run([*cli, *line, "--retries", "0"], args.repeats)
         ratio = min(took / anchor, cpu / anchor_cpu)
         print(
             f"wai-dispatch {label:44} {took * 1000:7.1f} ms wall {cpu * 1000:6.1f} ms cpu "

@@ -1,16 +1,9 @@
-"""``python -m wai_dispatch.tools.bench_dashboard [--count 1000000] [--postgres URL]``: the
-dashboard's cost with a full store. Seeds ``--count`` reports in bulk across ``--sinks`` sinks
-(1,000) and ``--days`` days (30) (tools/seed_reports.py), a few hundred run reports and request
-errors, serves them with uvicorn on 127.0.0.1, and loads three views in Debian's Chromium — the
-default (the last 24 hours), one sink, the last 30 days — printing for each its first paint, all
-panels drawn (the Performance API: ``first-contentful-paint`` and the page's
-``dashboard-rendered`` mark) and each API request's time, as the page saw it (its requests side
-by side) and alone (replayed, p50 of ``--repeat``).
-
-On SQLite always; on PostgreSQL with ``--postgres postgresql://…/db``
-(an admin URL: a database is created for the run and dropped after). Goals: all panels drawn
-≤ 1 s, each API request ≤ 100 ms.
-"""
+"""``python -m wai_dispatch.tools.bench_dashboard``: the dashboard's cost with a full store.
+Seeds ``--count`` reports (tools/seed_reports.py), run reports and request errors, serves them,
+and loads three views in Chromium: each one's first paint, all panels drawn (the page's
+``dashboard-rendered`` mark), and each API request's time in the page and alone (p50 of
+``--repeat``). On SQLite, and on PostgreSQL with ``--postgres`` (an admin URL: a database is
+made for the run and dropped after). Goals: all panels ≤ 1 s, each request ≤ 100 ms."""
 
 from __future__ import annotations
 
@@ -31,6 +24,7 @@ from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.dashboard_shots import report
 from wai_dispatch.tools.harness import database, free_port, loadavg
 from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.seed_reports import seed
@@ -45,20 +39,7 @@ def _seed_governance(store: Any, runs: int) -> None:
         f"    sets: [{{capability: wai.neural.bmshj2018, digests: [{a}]}}]\n",
         by="bench",
     )
-    ran = {
-        "unit": "npu",
-        "backend": "model-runtime",
-        "arithmetic": "float",
-        "tier": "none",
-        "placement": {"npu": 21, "gpu": 0, "cpu": 0, "unknown": 0},
-    }
-    report = {
-        "kind": "wai-neural-dispatch/1",
-        "capability": "wai.neural.bmshj2018",
-        "needed": "none",
-        "ran": ran,
-        "refused": [],
-    }
+    ran_on_npu = report("npu")
     for i in range(runs):
         digest = a if i % 4 else "c" * 64  # every fourth run report breaks the policy
         sink = f"kiosk-{1 + i % 2}"
@@ -66,7 +47,7 @@ def _seed_governance(store: Any, runs: int) -> None:
             "format": "wai-run-report/1",
             "id": f"bench-{i}",
             "sink": sink,
-            "decodes": [{"set_digest": digest, "symbols_digest": None, "report": report}],
+            "decodes": [{"set_digest": digest, "symbols_digest": None, "report": ran_on_npu}],
         }
         submit(store, policies, parse_run_report(obj), str(i).encode(), sink=sink)
 

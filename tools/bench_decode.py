@@ -42,6 +42,16 @@ def _model(checkpoint: str | None) -> Any:
     return load_model(checkpoint=path, pretrained=False, quality=3)[0]
 
 
+def picture_latent(net: Any, height: int, width: int) -> tuple[Any, np.ndarray]:
+    """:func:`_picture` as ``net``'s input tensor, and its quantized latent (``net``'s analysis)."""
+    import torch
+
+    x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
+    with torch.no_grad():
+        y = net.g_a(x)
+    return x, torch.round(y - net.entropy_bottleneck._get_medians()).to(torch.int32).numpy()
+
+
 def run(
     threads: int, repeats: int, checkpoint: str | None, sizes: Sequence[tuple[int, int]] = SIZES
 ) -> dict[str, Any]:
@@ -58,11 +68,9 @@ def run(
     adapter = OnnxRuntimeAdapter()
     rows = []
     for height, width in sizes:
-        x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
+        x, symbols = picture_latent(net, height, width)
         with torch.no_grad():
-            out = net.compress(x.float())
-            y = net.g_a(x.float())
-        symbols = torch.round(y - eb._get_medians()).to(torch.int32).numpy()
+            out = net.compress(x)
         body = payload.encode(symbols, tables)
 
         def ours(body: bytes = body) -> np.ndarray:

@@ -1,10 +1,5 @@
-"""Benchmark of the entropy stage (§6.3): decode of a 1 × 192 × 16 × 16 latent (49,152 symbols),
-ours (constriction) against CompressAI's C++ rANS on the same tables and symbols.
-
-    python -m wai_dispatch.tools.bench_entropy [--repeats 200] [--tables laplacian|compressai]
-
-Best-of-N wall time (time.perf_counter). Goal: our decode at most 0.6 × CompressAI's.
-"""
+"""Benchmark of the entropy stage (§6.3): a 1 × 192 × 16 × 16 latent decoded by ours
+(constriction) beside CompressAI's C++ rANS on the same tables and symbols, best of N."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
-"""``python -m wai_dispatch.tools.bench_envelope``: what a user waits for, the whole envelope
-(its JSON bytes) through the one decoder object (``Decoder.decode`` → RGB8: parse, payload
-header, entropy stage, synthesis, RGB8), beside CompressAI's ``net.decompress()`` of the same
-picture with its result taken to RGB8 as well (the anchor, torch on the CPU, same thread count),
-in the same run, at 256×256 and 768×512 (``--quick``: 64×64, one repetition).
+"""``python -m wai_dispatch.tools.bench_envelope``: the whole envelope (JSON bytes) → RGB8 through
+``Decoder.decode``, beside CompressAI's ``net.decompress()`` of the same picture taken to RGB8
+(the anchor, torch on the CPU, same thread count), at 256×256 and 768×512.
 
 Warm: both in this process, interleaved, best of ``--repeats``. Cold: each in a fresh process,
-from the interpreter's start to the RGB8 of one decode (ours: ``Decoder.assemble`` on a data
-directory already holding the bundled set and its prepared graph, as a restarted service finds
-it; theirs: importing CompressAI, loading the checkpoint, ``update()`` and ``decompress()``),
-best of ``--cold``, interleaved. Every ratio is ours ÷ anchor, in time: below 1 is faster.
-The goal (issue 18): warm ≤ 0.35× at both sizes."""
+interpreter start to the RGB8 of one decode (ours on a data directory already holding the set
+and its prepared graph, as a restarted service finds it), best of ``--cold``. Ratios are
+ours ÷ anchor, in time."""
 
 from __future__ import annotations
 
@@ -32,7 +28,7 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.tools.bench_decode import _model, _picture
+from wai_dispatch.tools.bench_decode import _model, picture_latent
 from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
 
 SET = "bmshj2018-demo-q3"
@@ -63,11 +59,9 @@ def pictures(sizes: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
     assert tables == theirs, "the bundled set's tables are not the demo checkpoint's"
     rows = []
     for height, width in sizes:
-        x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
+        x, symbols = picture_latent(net, height, width)
         with torch.no_grad():
-            out = net.compress(x.float())
-            y = net.g_a(x.float())
-        symbols = torch.round(y - eb._get_medians()).to(torch.int32).numpy()
+            out = net.compress(x)
         body = payload.encode(symbols, tables)
         envelope = Envelope(capability=manifest.capability, payload=body, set=manifest.digest)
         rows.append(

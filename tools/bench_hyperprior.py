@@ -1,10 +1,6 @@
-"""``python -m wai_dispatch.tools.bench_hyperprior``: the whole hyperprior decode, ``WAIH``
-payload bytes → RGB8 (z, the integer hyper-synthesis, the indexes, y, then the main synthesis on
-the ONNX Runtime CPU path), beside CompressAI's own float ``ScaleHyperprior.decompress()`` (torch
-on the CPU, same thread count, same weights), in the same run, at 256×256 and 768×512; and the
-entropy stage alone (both latents, our integer hyper-synthesis and indexes) beside CompressAI's
-(its C++ rANS decode of z and y, with its float ``h_s`` and ``build_indexes`` between): all of
-``decompress()`` but the synthesis ``g_s``."""
+"""``python -m wai_dispatch.tools.bench_hyperprior``: the whole hyperprior decode, ``WAIH`` bytes →
+RGB8, beside CompressAI's float ``ScaleHyperprior.decompress()`` (same weights and threads), at
+256×256 and 768×512; and the entropy stage alone (all of ``decompress()`` but ``g_s``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Benchmark the integer path: the ``wai.neural.int_synth`` synthesis on ``cpu/wai-ops/integer``
-against the ONNX Runtime float decode of the same latent (``cpu/onnx-runtime/float`` on the float
-set it was derived from), at 256×256, 768×512 and 1024×1024, with peak memory; each exact engine
-(:mod:`paths.waiops.choose`: the float32-exact graph, the int8 engine, the NumPy engine) timed
-beside the float synthesis, with its GOP/s against this CPU's int8 (ONNX Runtime
-``MatMulInteger``) and float32 (NumPy GEMM) peaks measured in the same run.
-
-    python -m wai_dispatch.tools.bench_int [--repeats N] [--threads 2] [--quick]
-"""
+"""Benchmark the integer path: each exact engine of :mod:`paths.waiops.choose` beside the ONNX
+Runtime float synthesis of the same latent (the anchor), at 256×256, 768×512 and 1024×1024,
+with its GOP/s against this CPU's int8 (``MatMulInteger``) and float32 GEMM peaks, measured in
+the same run; then where the time goes, and peak memory."""
 
 from __future__ import annotations
 
@@ -25,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.sets import LoadedSet, Manifest
+from wai_dispatch.codec.sets import Manifest, load
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.job import SynthesisJob
@@ -58,11 +53,8 @@ CASES = (
 
 
 def _set(folder: Path) -> Any:
-    manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
-    files = {
-        p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != "set.json"
-    }
-    return LoadedSet.from_files(files, facts=manifest.facts, capability=manifest.capability)
+    """A bundled set's folder, verified."""
+    return load(folder, Manifest.from_bytes((folder / "set.json").read_bytes()).digest)
 
 
 def _inputs(case: str, label: str = "") -> tuple[np.ndarray, np.ndarray]:
@@ -164,11 +156,8 @@ def graph_profile(int_job: Any, wai: WaiOpsAdapter, runs: int = 5) -> str:
 
 
 def int8_profile(int_job: Any, wai: WaiOpsAdapter) -> str:
-    """Where one 256×256 run of the int8 engine spends its time: by stage (cProfile, the
-    cumulative time of each stage's function over the convolutions and the IGDNs' 1×1
-    ``γ · q``): the GEMMs (``MatMulInteger``), the activation planes, the im2col, the plane
-    recombination (int64 shifts and adds), the rest (NumPy int32: the requantisation, the
-    IGDN's square and root, the clamps, the padding); and by operation (one unprofiled run)."""
+    """Where one 256×256 run of the int8 engine spends its time: by stage (cProfile's
+    cumulative time of each stage's function), and by operation (one unprofiled run)."""
     engine = Int8Engine(wai.program(int_job))
     engine.run(int_job.symbols)
     profiler = cProfile.Profile()

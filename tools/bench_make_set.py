@@ -1,13 +1,7 @@
-"""``python -m wai_dispatch.tools.bench_make_set [--quick]``: how long ``make-set`` takes for
-both capabilities that write from a CompressAI checkpoint, as a user runs it (a fresh process,
-imports included): ``wai.neural.bmshj2018`` (the factorized writer) and
-``wai.neural.bmshj2018_hyperprior``, each from its bundled demo checkpoint (quality 3, every
-program, Core ML included), both in the same run. Each step's time is read from the writer's own
-progress lines on standard error (the time since the previous line), so the step that dominates
-is named beside the total (docs/performance.md, "Writing a set").
-
-``--quick``: both writers from freshly initialised small models (N=16, M=24, no Core ML
-program) in this process, a smoke run whose figures mean nothing."""
+"""``python -m wai_dispatch.tools.bench_make_set``: ``make-set`` of both checkpoint writers
+(factorized and hyperprior, demo checkpoint, every program) as a user runs it, in a fresh
+process; each step's time read from the writer's progress lines, so the step that dominates is
+named beside the total. ``--quick``: small fresh models in this process (a smoke run)."""
 
 from __future__ import annotations
 

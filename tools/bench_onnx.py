@@ -1,12 +1,5 @@
-"""Benchmark the ONNX Runtime path: the bmshj2018 synthesis, plain export against the sub-pixel
-rewrite against torch, as a fraction of this machine's float32 GEMM rate.
-
-    python -m wai_dispatch.tools.bench_onnx [--repeats N] [--threads 2] [--sweep]
-        [--random | --set DIR]
-
-The synthesis it times is :mod:`tools.onnx_synthesis`'s; the timing and the GEMM anchor are
-:mod:`tools.harness`'s.
-"""
+"""Benchmark the ONNX Runtime synthesis (:mod:`tools.onnx_synthesis`): plain export beside the
+sub-pixel rewrite beside torch, each as a fraction of this machine's float32 GEMM rate."""
 
 from __future__ import annotations
 
@@ -88,12 +81,8 @@ def _threads_worker(config: str, threads: int, repeats: int, set_dir: str) -> di
 
 
 def _rss_worker(set_dir: str) -> dict[str, Any]:
-    """Peak RSS of one 768×512 synthesis through the adapter, in a fresh process.
-
-    Linux keeps the parent's peak in ``ru_maxrss`` across fork and exec, so a child
-    launched from this (large) benchmark reports at least the parent's peak; ``VmHWM``
-    (this process image's own high-water mark) is the figure that means something.
-    """
+    """Peak memory of one 768×512 synthesis through the adapter, in a fresh process: VmHWM
+    (``ru_maxrss`` keeps the launching process's peak across exec on Linux)."""
 
     files = _read_dir(set_dir)
     set_files = LoadedSet.from_files(files, facts=onnx_program_facts())

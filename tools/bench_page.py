@@ -1,20 +1,11 @@
-"""The page's float decode times per path (docs/page.md), beside the native decode of the same
-sample on the CPU (``Decoder``, ONNX Runtime), in Debian's Chromium (``/usr/bin/chromium``,
-headless, Playwright): ``python -m wai_dispatch.tools.bench page`` (``python -m
-wai_dispatch.tools.bench_page [--quick] [--repeats N]`` for its options).
+"""The page's float decode per path (docs/page.md), beside the native decode of the same sample
+(``Decoder``, ONNX Runtime), in headless Chromium (Playwright): ``wasm``, the page's own route
+on ONNX Runtime Web's WebAssembly build; ``webgpu-swiftshader``, ``gpu/onnx-runtime/float``'s
+adapter run directly on SwiftShader (the page's dispatch refuses a software adapter), which
+computes on the CPU and says nothing of a hardware GPU.
 
-- ``wasm``: the page's own route (``window.waiPage.decodeSample()``: the entropy stage, §4's
-  choice, ``cpu/onnx-runtime/float`` on ONNX Runtime Web's WebAssembly build, the RGB8 picture),
-  in a browser with no WebGPU adapter;
-- ``webgpu-swiftshader``: ``gpu/onnx-runtime/float``'s adapter run directly (the page's
-  dispatch refuses a software adapter, ``dispatch_not_placed``) on SwiftShader
-  (``--enable-unsafe-webgpu --use-webgpu-adapter=swiftshader``): the entropy stage, then the
-  decoder through the WebGPU build's ``webgpu`` execution provider on SwiftShader's device. It
-  computes on the CPU; it says nothing of a hardware GPU, which this machine lacks.
-
-Each path's first decode includes loading its build and opening the session (and, on WebGPU,
-compiling the shaders); ``then`` is the best of the following ``--repeats``. Ratios are page ÷
-native (above 1: the page is slower). ``--quick``: one sample, the WebAssembly route only."""
+Each path's first decode includes loading its build and opening the session; ``then`` is the
+best of the following ``--repeats``. Ratios are page ÷ native (above 1: the page is slower)."""
 
 from __future__ import annotations
 

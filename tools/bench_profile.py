@@ -1,9 +1,6 @@
-"""``python -m wai_dispatch.tools.bench_profile``: where a warm decode's time goes, for the
-roofline in docs/performance.md: the stages of the whole envelope (parse and header, entropy
-stage, synthesis, RGB8) each timed as the decoder runs them, and inside the synthesis ONNX
-Runtime's own profile of the bundled set's graph as the adapter builds it (the sub-pixel
-rewrite, optimisation level ALL), summed by operator type, at 256×256 and 768×512 (``--quick``:
-64×64, one run). Each share is of the same run's total: the anchor is the decode itself."""
+"""``python -m wai_dispatch.tools.bench_profile``: a warm decode's stages as the decoder runs them,
+and ONNX Runtime's per-operator profile of the set's graph as the adapter builds it, at 256×256
+and 768×512; each share is of the same run's decode (the anchor)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""``python -m wai_dispatch.tools.bench_ray``: the service on a real local Ray cluster (two
-nodes of one CPU each, tools/ray_cluster.py), deployed by ``wai-dispatch serve --ray`` on a
-fresh PostgreSQL database: decodes per second through Serve's HTTP proxy with 1 replica (the
-anchor) and then 2, from the same closed loop of clients, and their ratio; each replica's
-resident memory; the load average around each run. The 1-replica run is made before and after
-the 2-replica one, and the anchor is their mean. On a machine of 2 cores shared with other
-work the ratio is the figure, not the decodes a second. Needs the ray extra and PostgreSQL.
-
-``--burst``: instead, the autoscaled deployment meeting a burst (tools/bench_ray_burst.py):
-when Serve decides, when the second replica starts, answers and leaves."""
+"""``python -m wai_dispatch.tools.bench_ray``: decodes per second through Ray Serve's HTTP proxy
+on a real local cluster (tools/ray_cluster.py) with 2 replicas beside 1 (the anchor: the mean
+of a 1-replica run before and after), from the same closed loop of clients; each replica's
+resident memory. Needs the ray extra and PostgreSQL. ``--burst``: tools/bench_ray_burst.py."""
 
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ import httpx
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.tools.bench_ray_burst import burst
-from wai_dispatch.tools.harness import LOCAL_PG, database, loadavg
+from wai_dispatch.tools.harness import LOCAL_PG, database, decode_headers, loadavg, ready
 from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster, replica_rss_mib
 
@@ -36,11 +30,7 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
     # a connection per request: the kernel spreads them over the nodes' Serve proxies (each
     # listens on the port, SO_REUSEPORT) as a load balancer would; a proxy prefers its own
     # node's replica
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": "application/json",
-        "Connection": "close",
-    }
+    headers = decode_headers(token, Connection="close")
     ok = [0] * clients
     bad = [0] * clients
     start = threading.Barrier(clients + 1)
@@ -76,12 +66,8 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
 def _ready(cluster: LocalCluster, url: str, replicas: int, timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if len(cluster.replicas()) == replicas:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+        if len(cluster.replicas()) == replicas and ready(url):
+            return
         time.sleep(1)
     raise RuntimeError(f"{replicas} replica(s) not ready within {timeout_s} s")
 

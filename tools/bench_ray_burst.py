@@ -1,15 +1,8 @@
-"""``python -m wai_dispatch.tools.bench ray --burst``: Serve's autoscaling meeting a burst, on
-the local cluster of ``bench ray`` (two nodes of one CPU, tools/ray_cluster.py) with the
-service deployed ``--autoscale 1:2 --replica-cpus 1`` on the plan's autoscaling defaults
-(service/rayserve/plan.py, docs/ray.md).
-
-The burst is docs/ray.md's: ``--clients`` (4: 2 ongoing per replica × 2 replicas) closed-loop
-clients for ``--seconds`` (60), a connection per request. Printed, each in seconds from the
-burst's start: Serve's decision to upscale (the controller's ``Upscaling`` log line), the
-second replica's process, the replica's own start (its ``replica ready`` log line: the
-service's start with its sets fetched, the warming, the whole from the replica's build), its
-first answer; the share of the burst each replica answered; then, from the burst's end,
-Serve's decision to downscale and the second replica gone; the load average beside each."""
+"""``python -m wai_dispatch.tools.bench ray --burst``: Serve's autoscaling meeting docs/ray.md's
+burst on ``bench ray``'s local cluster, deployed ``--autoscale 1:2 --replica-cpus 1``. Printed,
+in seconds from the burst's start: the decision to upscale (the controller's log), the second
+replica's process, its ``replica ready`` line, its first answer; each replica's share of the
+answers; then, from the burst's end, the decision to downscale and the replica gone."""
 
 from __future__ import annotations
 
@@ -22,7 +15,7 @@ from datetime import datetime
 
 import httpx
 
-from wai_dispatch.tools.harness import loadavg
+from wai_dispatch.tools.harness import decode_headers, loadavg
 from wai_dispatch.tools.ray_cluster import LocalCluster
 
 #: Serve's controller log line for a scaling decision (its time is the node's local time).
@@ -63,11 +56,7 @@ def burst(
     cluster: LocalCluster, url: str, token: str, seconds: float, clients: int, body: bytes
 ) -> None:
     """Run the burst on the deployed service and print its figures (the module's doc)."""
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": "application/json",
-        "Connection": "close",
-    }
+    headers = decode_headers(token, Connection="close")
     answers: list[tuple[float, str]] = []  # (seconds into the burst, replica) of each 200
     other: Counter[str] = Counter()
     lock = threading.Lock()

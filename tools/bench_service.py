@@ -1,10 +1,7 @@
-"""``python -m wai_dispatch.tools.bench_service``: the HTTP service beside in-process decodes, in
-one run, with the 256×256 sample: decodes per second over HTTP at concurrency 1, 2 and 8 (a
-real ``wai-dispatch serve`` process on a loopback port) against the same decodes called in a
-loop in this process, and HTTP at concurrency 2 against 2 threads here (goal ≥ 95%); p50/p99
-latency; the server's resident memory; the per-request overhead of CBOR vs JSON and raw PNG vs
-base64; and a decode's peak memory by picture size (the figures the admission estimate in
-service/http/admission.py rests on)."""
+"""``python -m wai_dispatch.tools.bench_service``: HTTP decodes per second of the 256×256 sample
+at concurrency 1, 2 and 8 against a real ``wai-dispatch serve``, beside the same decodes in
+this process (the anchor; goal at concurrency 2 ≥ 95%); p50/p99 latency; the server's memory;
+CBOR vs JSON and raw PNG vs base64 per request; a decode's peak memory by picture size."""
 
 from __future__ import annotations
 
@@ -26,6 +23,7 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools import bench_tiles
 from wai_dispatch.tools.harness import (
     best_of,
+    decode_headers,
     in_threads,
     loadavg,
     memory_kib,
@@ -64,14 +62,11 @@ def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str,
     }
 
 
-def over_http(url: str, token: str, body: bytes, n: int, concurrency: int, **kind: str) -> Any:
+def over_http(url: str, token: str, body: bytes, n: int, concurrency: int) -> Any:
+    """``n`` decodes of the JSON envelope ``body`` from ``concurrency`` clients, JSON answers."""
     import httpx
 
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": kind.get("ctype", "application/json"),
-        "Accept": kind.get("accept", "application/json"),
-    }
+    headers = decode_headers(token, Accept="application/json")
     times: list[float] = []
     statuses: list[int] = []
     lock = threading.Lock()

@@ -1,20 +1,10 @@
-"""``python -m wai_dispatch.tools.bench_store [--seconds S] [--writers 1,8,64] [--postgres URL |
---no-postgres]``: acknowledged reports per second into the report store through the service's
-own recording code (:class:`service.store.recorder.Recorder`: each writer thread makes one
-decode's records with :func:`records_for` from a typed ``dispatch.Report``, as the decode use
-case does, and calls ``record``, which returns once they are durable), with 1, 8 and 64
-concurrent writers, one transaction per report (the anchor: group commit off) beside group
-commit (``report_commit_window_ms`` 2, ``report_commit_max`` 1,000) in the same run, on
-SQLite and on PostgreSQL. Prints reports/s for both modes, their ratio (group ÷ single: above 1
-is faster), each mode's median and p99 ``record`` latency, the transactions group commit made,
-and the rows and bytes each report adds (tables and indexes).
-
-The report is the service's usual one: a decode on ``cpu/onnx-runtime/float`` with the NPU
-refused (one ``reports`` row, one ``report_refusals`` row). Every request has its own request
-id; sinks are drawn from 1,000. PostgreSQL: ``--postgres ADMIN_URL`` (a database is created for
-the run and dropped after), by default the local server when it answers. Goal (issue 27): 10,000
-acknowledged reports/s into one PostgreSQL on this 2-core machine with group commit, and 10× the
-one-transaction rate at 64 writers."""
+"""``python -m wai_dispatch.tools.bench_store``: acknowledged reports per second into the report
+store through the service's own :class:`Recorder` (each writer thread makes one decode's
+records with :func:`records_for` and waits until they are durable), at 1, 8 and 64 writers:
+group commit beside one transaction per report (the anchor: group commit off), on SQLite and
+PostgreSQL. Prints both rates and their ratio (group ÷ single: above 1 is faster), each
+mode's p50 and p99 ``record`` latency, the transactions group commit made, and the rows and
+bytes a report adds. The report is a decode on ``cpu/onnx-runtime/float`` with the NPU refused."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""``python -m wai_dispatch.tools.bench_summary [--count 1000000 | --quick] [--postgres URL |
---no-postgres]``: the dashboard's summary read from the per-hour roll-ups beside the same
-summary counted from the reports alone (``summary(…, rollups=False)``, the anchor, measured in
-the same run on the same store), for the month view and its usual filters, on SQLite and on
-PostgreSQL; then one retention pass.
-
-Seeds ``--count`` reports over 30 days and 24 sinks in bulk (tools/seed_reports.py: ``COPY`` on
-PostgreSQL, ``executemany`` on SQLite; ``--quick``: 100,000), times each summary in this process
-(p50 of ``--repeat`` after a warm-up, the reports-only anchor p50 of ``--raw-repeat``; wall
-time, and this process's CPU time, which on SQLite is the database's too), checks that both give
-the same answer, and prints the ratio. Goal: the month summary ≤ 100 ms at 1,000,000 reports.
-PostgreSQL: ``--postgres ADMIN_URL`` (a database is created for the run and dropped after), by
-default the local server when it answers (:data:`LOCAL_PG`)."""
+"""``python -m wai_dispatch.tools.bench_summary``: the dashboard's month summary read from the
+per-hour roll-ups beside the same summary counted from the reports alone (the anchor,
+``summary(…, rollups=False)``, same run and store), on SQLite and PostgreSQL, with a check
+that both agree; then one retention pass. Times are p50 wall and CPU time (on SQLite the CPU
+time is the database's too). Goal: the month summary ≤ 100 ms at 1,000,000 reports."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""``python -m wai_dispatch.tools.bench_throughput``: many decodes of 256×256 envelopes.
-
-- Decodes per second per core, in-process: one process, then two at once, each on one thread
-  (``Decoder.decode`` of the envelope's JSON bytes → RGB8), beside CompressAI's
-  ``decompress()`` → RGB8 of the same picture run the same way (the anchor). Each process
-  starts, warms, waits for the others, then decodes for ``--seconds``; the rate is all their
-  decodes over the span from the first start to the last end.
-- Batching: the set's ONNX session run on a batch of 2 same-shaped latents beside 2 runs of
-  one, interleaved, best of ``--repeats`` (the decoder batches nothing; this measures whether
-  it would help).
-
-Rates are ours ÷ anchor (above 1: ours does more); times are ours ÷ anchor (below 1: faster).
-``--quick``: 64×64, a short window (a smoke run). HTTP beside in-process: ``bench service``."""
+"""``python -m wai_dispatch.tools.bench_throughput``: decodes of 256×256 envelopes per second per
+core, in one process and in two at once, each on one thread, beside CompressAI's
+``decompress()`` → RGB8 run the same way (the anchor); the rate is all decodes over the span
+from the first start to the last end. Then batching: the set's session on a batch of 2 latents
+beside 2 runs of one (the decoder batches nothing; this measures whether it would help)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """``python -m wai_dispatch.tools.bench_tiles``: a decode's peak memory (VmHWM) by picture size,
-with and without tiled synthesis (paths/tiling.py), on both CPU paths: the float bmshj2018 set
-(``cpu/onnx-runtime/float``) and the integer int-synth set (``cpu/wai-ops/integer``).
+tiled and untiled (paths/tiling.py), on the float and the integer CPU sets; then 4096×4096
+through the CLI and the service on the default settings (``--no-big`` skips them).
 
-Each decode runs in a fresh process (``Decoder.assemble``, one small warm decode, the high-water
-mark reset through ``/proc/self/clear_refs``, then the decode and its PNG), its payload the
-corpus's 768×512 symbols repeated to the size asked (real content, not a zero latent). Without
-tiling (``WAI_TILE_BYTES`` past any decode) only up to ``--untiled-max``: memory grows with the
-picture there (about 520 B per pixel, 8.7 GB at 4096²). Then 4096×4096 through the CLI
-(``wai-dispatch decode``, its peak from ``wait4``) and through the service (``wai-dispatch
-serve``, its VmHWM after the answer), with the default settings (``--no-big`` skips them: each
-takes about half a minute on 2 quiet cores, minutes on loaded ones): the figures
-docs/onnx-path.md gives. ``--quick``: one small size per path, for a smoke run."""
+Each decode runs in a fresh warm process with the high-water mark reset (``clear_refs``), its
+payload the corpus's 768×512 symbols repeated to the size (real content, not a zero latent).
+Untiled only up to ``--untiled-max``: its memory grows with the picture."""
 
 from __future__ import annotations
 
@@ -33,7 +27,7 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.settings import Settings
-from wai_dispatch.tools.harness import loadavg, memory_kib, parser, service
+from wai_dispatch.tools.harness import decode_headers, loadavg, memory_kib, parser, service
 
 SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-demo-q3"}
 UNTILED = str(1 << 50)
@@ -147,7 +141,7 @@ def service_4096(
         r = httpx.post(
             f"{served.url}/v1/decode",
             content=body,
-            headers={**served.headers, "Accept": "image/png"},
+            headers=decode_headers(served.token, Accept="image/png"),
             timeout=600,
         )
         took = time.perf_counter() - t0

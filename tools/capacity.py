@@ -1,16 +1,7 @@
-"""``python -m wai_dispatch.tools.capacity``: the inputs of docs/scaling.md, measured here, and
-the fleet table computed from them, its latency claims checked by simulation.
-
-Measured: the CPU seconds one decode takes on one core (``process_time`` with one ONNX Runtime
-thread: what a core gives, whatever else the machine runs) for the float and the integer path
-at 256×256 and 768×512 (payloads coded from a photograph by the demo model), and the PNG
-answer's; the rows and bytes a decode adds to the report store (SQLite here, and PostgreSQL
-when one answers at ``--postgres``), and the store's single-connection insert rate.
-Computed: for fleets of sinks posting one envelope a minute, the decodes per second, cores and
-replicas at 80% utilisation, PostgreSQL's write rate and the storage a day and under retention.
-Simulated (``tools/queue_sim.py``): one replica's admission at 80% utilisation with the
-measured service times: p50/p99 latency and refusals.
-"""
+"""``python -m wai_dispatch.tools.capacity``: the inputs of docs/scaling.md measured here — one
+decode's CPU seconds on one core (``process_time``, one ONNX Runtime thread) per path and size,
+the PNG's, the rows and bytes a decode adds to the store — the fleet table computed from them,
+and its latency claims checked by simulating one replica's admission (tools/queue_sim.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +27,7 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.store.records import records_for
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.tools.bench_decode import SIZES, _model, _picture
+from wai_dispatch.tools.bench_decode import SIZES, _model, picture_latent
 from wai_dispatch.tools.harness import loadavg
 from wai_dispatch.tools.queue_sim import simulate
 
@@ -49,18 +40,8 @@ RETENTION_DAYS = 30
 def latents(checkpoint: str | None) -> dict[str, Any]:
     """The quantized latent of a photograph per picture size, from the demo model's analysis
     (each set codes it with its own tables)."""
-    import torch
-
     net = _model(checkpoint)
-    eb = net.entropy_bottleneck
-    out = {}
-    for height, width in SIZES:
-        x = torch.from_numpy(_picture(height, width).copy()).permute(2, 0, 1)[None] / 255.0
-        with torch.no_grad():
-            y = net.g_a(x.float())
-        symbols = torch.round(y - eb._get_medians()).to(torch.int32).numpy()
-        out[f"{width}×{height}"] = symbols
-    return out
+    return {f"{w}×{h}": picture_latent(net, h, w)[1] for h, w in SIZES}
 
 
 def cpu_per_decode(decoder: Decoder, repeats: int, symbols: dict[str, Any]) -> list[dict[str, Any]]:

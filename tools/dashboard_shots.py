@@ -1,13 +1,7 @@
-"""``python -m wai_dispatch.tools.dashboard_shots [--out docs/img]``: the operator dashboard's
-screenshots in docs/dashboard.md, at 1440×900 and at 390 px wide, of a fleet made here through
-the service's public API only (:func:`populate`: two policy versions, three sink classes and an
-unclassified sink, run reports accepted and refused, one with 50 reasons, two decodes of the
-service's own, malformed envelopes and a bad token), on a fresh service in a temporary folder,
-with Debian's /usr/bin/chromium through Playwright. The dashboard's browser tests
-(tests/dashboard/) drive the same fleet.
-
-What the dashboard shows depends on the time it runs (the last 24 hours, times in UTC), so the
-images are the same fleet but not the same bytes from run to run."""
+"""``python -m wai_dispatch.tools.dashboard_shots [--out docs/img]``: docs/dashboard.md's
+screenshots (1440×900 and 390 px wide) of a fleet made through the public API only
+(:func:`populate`, which the dashboard's browser tests drive too), on a fresh service, in
+Chromium. The dashboard shows the last 24 hours, so the images differ in bytes run to run."""
 
 from __future__ import annotations
 
@@ -25,6 +19,7 @@ from wai_dispatch.service.store import bearer as tk
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
 from wai_dispatch.tools.harness import free_port
+from wai_dispatch.tools.seed_reports import BMSHJ, NPU, ORT, dispatch_report
 
 __all__ = ["SINKS", "A", "B", "C", "Fleet", "populate", "shoot"]
 
@@ -36,9 +31,6 @@ SINKS = {
     "lab-1": "lab",
     "loose-1": None,
 }
-NPU = {"unit": "npu", "backend": "model-runtime", "arithmetic": "float"}
-ORT = {"unit": "cpu", "backend": "onnx-runtime", "arithmetic": "float"}
-BMSHJ = "wai.neural.bmshj2018"
 
 
 def policy(version: int) -> str:
@@ -80,13 +72,7 @@ def report(unit: str) -> dict[str, Any]:
             {**NPU, "reason": "dispatch_unit_absent"},
             {**ORT, "reason": "dispatch_not_placed"},
         ]
-    return {
-        "kind": "wai-neural-dispatch/1",
-        "capability": BMSHJ,
-        "needed": "none",
-        "ran": ran,
-        "refused": refused,
-    }
+    return dispatch_report(BMSHJ, "none", ran, refused)
 
 
 def run_report(run_id: str, sink: str, decodes: list[tuple[str, str]]) -> bytes:

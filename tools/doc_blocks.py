@@ -1,34 +1,8 @@
-"""The fenced blocks of the README and ``docs/*.md``, as the doc runner (``tools/doc_runner.py``)
-reads them: each block's info string, its lines, the markers written above it, and the matching
-of a command's output against the output a doc shows.
-
-Info strings (every fence carries one; an unlabelled fence is an error):
-
-* ``sh``, ``bash``, ``shell`` — commands, one a line (``\\`` continues a line, ``# …`` is a
-  comment); each runs.
-* ``console`` — ``$ COMMAND`` lines, each followed by the output the doc shows for it; each runs
-  and its output is compared.
-* ``python`` — a script: the whole block runs with the project's interpreter and must exit 0
-  (a block that cannot run here carries a skip marker with its reason).
-* ``json``, ``yaml`` — data: parsed, and validated against the project's own parser where its
-  ``kind`` / ``format`` names one.
-* anything else (``text``, …) — prose in a box: neither run nor parsed.
-
-Markers are HTML comments on the lines right above the fence (invisible when rendered):
-
-* ``<!-- doc: skip REASON -->`` — the block does not run here; REASON is required.
-* ``<!-- doc: skip `PREFIX` REASON -->`` — the block's commands that start with PREFIX do not run.
-* ``<!-- doc: synopsis -->`` — a usage synopsis, not a command: each ``wai-dispatch …`` line's
-  sub-command and ``--options`` must be in that sub-command's ``--help``; each
-  ``python -m MODULE …`` line's module must exist and know its ``--options``.
-* ``<!-- run: NAME -->`` — a procedure of docs/operations.md that ``tests/ops/`` runs as written,
-  with the store and folders it needs: not run here (marked, with that reason).
-* ``<!-- doc: output of COMMAND -->`` — a ``text`` block showing what COMMAND (run by a command
-  block above it in the same file) prints; compared like a console block's output.
-
-In shown output, ``…`` or ``...`` alone on a line stands for any number of lines, and inside a
-line for any text; ``<PATH>``, ``<TIME>`` and ``<N>`` stand for a path, a duration and a number.
-"""
+"""The fenced blocks of the README and ``docs/*.md`` as the doc runner reads them: each block's
+info string, its lines and the ``<!-- doc: … -->`` markers above it, and the matching of a
+command's output against the output a doc shows (README's "Docs that run" lists the info
+strings, markers and placeholders). ``<!-- run: NAME -->`` marks a procedure of
+docs/operations.md that tests/ops/ runs as written: not run here."""
 
 from __future__ import annotations
 

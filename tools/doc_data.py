@@ -1,28 +1,14 @@
-"""A ``json`` or ``yaml`` block of the docs held to the project's own readers: parsed (a block
-that is a fragment, members without the enclosing braces, is read inside ``{…}``), then
-validated by the parser of what its ``kind`` / ``format`` (or its members) name:
-
-==========================  ===============================================================
-``wai-neural-dispatch/1``   ``dispatch.Report.from_json`` (§5, every consistency rule)
-``wai-envelope/1``          docs/envelope.schema.json and ``codec.parse_json``
-``wai-run-report/1``        ``service.governance.runreport.parse_run_report``
-``wai-run-verdict/1``       the members ``Verdict.to_json`` writes, decode by decode
-``wai-model-policy/1``      ``service.governance.policy.load_policy`` (YAML, its schema)
-``compressai-compress/1``   the members and types ``codec.compressai_rans.load_compressed`` takes
-``wai-ops/1``               ``paths.waiops.program.parse_program`` (structure; tensors absent)
-a set manifest              ``codec.sets.Manifest`` (``capability`` + ``files``)
-``{"programs": …}``         ``setfacts.facts.SetFacts`` (the facts' ``programs`` member)
-==========================  ===============================================================
-
-Anything else is only parsed. ``aaaa…aaaa`` (one hex digit four times around ``…``) stands for
-the 64 digits of a digest; any other string with ``…`` is a placeholder: an error about that
-value alone does not count.
-"""
+"""A ``json`` or ``yaml`` block of the docs held to the project's own readers: parsed (a fragment
+of members is read inside ``{…}``), then validated by the reader its ``kind`` / ``format`` (or
+its members) names (:func:`check_data`); anything else is only parsed. ``aaaa…aaaa`` stands
+for a digest's 64 digits; an error about any other value with ``…`` (a placeholder) does not
+count."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +63,16 @@ def _placeholder(value: object) -> bool:
     return isinstance(value, str) and "…" in value
 
 
-def _pydantic(model: Any, obj: object) -> list[str]:
+def _refused(read: Callable[[], object], errors: type[Exception], what: str) -> list[str]:
+    """``[what: the error]`` when ``read()`` raises one of ``errors``, else nothing."""
+    try:
+        read()
+    except errors as exc:
+        return [f"{what}: {exc}"]
+    return []
 
+
+def _pydantic(model: Any, obj: object) -> list[str]:
     try:
         model.model_validate(obj)
     except ValidationError as exc:
@@ -90,17 +84,7 @@ def _pydantic(model: Any, obj: object) -> list[str]:
     return []
 
 
-def _report(obj: Any) -> list[str]:
-
-    try:
-        Report.from_json(obj)
-    except InvalidReport as exc:
-        return [f"not a valid wai-neural-dispatch/1 report: {exc}"]
-    return []
-
-
 def _envelope(obj: Any, text: str) -> list[str]:
-
     problems = []
     schema = json.loads((ROOT / "docs" / "envelope.schema.json").read_text(encoding="utf-8"))
     for err in jsonschema.Draft202012Validator(schema).iter_errors(obj):
@@ -112,17 +96,7 @@ def _envelope(obj: Any, text: str) -> list[str]:
     return problems
 
 
-def _run_report(obj: Any) -> list[str]:
-
-    try:
-        parse_run_report(obj)
-    except RunReportMalformed as exc:
-        return [f"not a valid run report: {exc}"]
-    return []
-
-
 def _verdict(obj: Any) -> list[str]:
-
     decode = DecodeVerdict(0, None, None, (Reason(Rule.SINK_UNCLASSIFIED, ""),))
     want = Verdict("r", "s", None, "0" * 64, 1, (decode,)).to_json()
     problems = []
@@ -137,15 +111,6 @@ def _verdict(obj: Any) -> list[str]:
     return problems
 
 
-def _policy(text: str) -> list[str]:
-
-    try:
-        load_policy(text, source="the block")
-    except WaiError as exc:
-        return [f"not a valid model policy: {exc}"]
-    return []
-
-
 def _compressed(obj: Any) -> list[str]:
     want = {"format": str, "model": str, "quality": int, "shape": list, "strings": list}
     return [
@@ -156,7 +121,6 @@ def _compressed(obj: Any) -> list[str]:
 
 
 def _waiops(obj: Any) -> list[str]:
-
     try:
         parse_program(obj, {})
     except WaiOpsError as exc:
@@ -176,15 +140,22 @@ def check_data(block: Block) -> tuple[str, list[str]]:
         return "parsed", []
     kind = obj.get("kind") or obj.get("format")
     if kind == "wai-neural-dispatch/1":
-        return "validated", _report(obj)
+        return "validated", _refused(
+            lambda: Report.from_json(obj), InvalidReport, "not a valid wai-neural-dispatch/1 report"
+        )
     if kind == "wai-envelope/1":
         return "validated", _envelope(obj, _digests(block.text))
     if kind == "wai-run-report/1":
-        return "validated", _run_report(obj)
+        return "validated", _refused(
+            lambda: parse_run_report(obj), RunReportMalformed, "not a valid run report"
+        )
     if kind == "wai-run-verdict/1":
         return "validated", _verdict(obj)
     if kind == "wai-model-policy/1":
-        return "validated", _policy(_digests(block.text))
+        text = _digests(block.text)
+        return "validated", _refused(
+            lambda: load_policy(text, source="the block"), WaiError, "not a valid model policy"
+        )
     if kind == "compressai-compress/1":
         return "validated", _compressed(obj)
     if kind == "wai-ops/1":

@@ -1,13 +1,7 @@
-"""Figures the docs' prose takes from the bundled sets (``conformance/sets/``), held to them by
-the doc runner (tools/doc_runner.py). A figure is marked by an HTML comment right after it,
-invisible when rendered: ``up to 709<!-- fig int_synth.weight_max -->`` (inline code's closing
-backtick may stand between the figure and the marker). The text before the marker must end
-with the figure as :data:`FIGURES` computes it now, so retrained weights or a rewritten set
-make the runner name every figure they moved; an unknown name is a failure too.
-
-Measurements (timings, memory, PSNRs of a tool's run) are not figures here: the docs give each
-with its date and the command that measures it.
-"""
+"""Figures the docs' prose takes from the bundled sets, held to them by the doc runner. A figure is
+marked by an HTML comment right after it: ``up to 709<!-- fig int_synth.weight_max -->`` (inline
+code's closing backtick may stand between); the text before the marker must end with the
+figure as :data:`FIGURES` computes it now. Measurements are not figures: the docs date them."""
 
 from __future__ import annotations
 

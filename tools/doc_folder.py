@@ -1,18 +1,11 @@
-"""One doc file's folder for the doc runner (:mod:`tools.doc_runner`).
+"""One doc file's folder for the doc runner: links to the checkout's entries, a ``.venv/bin`` of
+shims (``wai-dispatch``, ``python``: this interpreter), a clean ``WAI_DATA_DIR``, a free
+``WAI_PORT``, its own ``HOME``; ``/tmp/…`` in a command becomes the folder's ``tmp/``.
 
-How a command runs: in a fresh folder per doc file (its blocks in order share it), whose entries
-are links to the checkout's (``docs/``, ``conformance/``, …) beside a ``.venv/bin`` of shims:
-``wai-dispatch``, ``python`` and ``python3`` run this interpreter, which has the package. The
-environment has no ``WAI_*`` variable but ``WAI_DATA_DIR`` (a clean data dir) and ``WAI_PORT`` (a
-free port); ``HOME`` is the folder's own. ``/tmp/…`` in a command becomes the folder's ``tmp/``.
-``make TARGET`` runs the Makefile's recipe for TARGET (the venv exists: the install steps it
-depends on are not run). ``wai-dispatch serve`` (or a recipe that runs it) starts, must print
-its URL and answer ``GET /openapi.json`` with 200 within :data:`READY_S`, and is then stopped
-(SIGINT); its output so far is what it printed. Any other command must exit 0 within
-:data:`TIMEOUT_S`. Before a comparison, the output's paths are written as a reader sees them:
-the data dir as ``~/.local/share/wai-dispatch``, the checkout as ``/path/to/wai-dispatch``, the
-folder's own paths relative, the port as 8080.
-"""
+``make TARGET`` runs the Makefile's recipe (not its install steps). ``wai-dispatch serve`` must
+print its URL and answer ``GET /openapi.json`` within :data:`READY_S`, and is then stopped;
+any other command must exit 0 within :data:`TIMEOUT_S`. Output is compared with the folder's
+paths and port written as a reader sees them (:meth:`Folder.readable`)."""
 
 from __future__ import annotations
 
@@ -20,7 +13,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,18 +20,14 @@ import time
 from pathlib import Path
 from typing import IO
 
+from wai_dispatch.tools.harness import free_port
+
 __all__ = ["READY_S", "ROOT", "TIMEOUT_S", "Folder", "make_recipe"]
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120.0
 READY_S = 30.0
 _SERVE = re.compile(r"(^|\s)(\S*/)?wai-dispatch\s+serve(\s|$)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _is_root(entry: str) -> bool:
@@ -91,7 +79,7 @@ class Folder:
         site = root / "site"
         site.mkdir()
         (site / "wai_dispatch").symlink_to(ROOT / "wai_dispatch", target_is_directory=True)
-        self.port = _free_port()
+        self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("WAI_")}
         env.pop("XDG_DATA_HOME", None)
         kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and not _is_root(p)]

@@ -1,28 +1,13 @@
-"""The repository paths a doc names, held to the checkout: every path in inline code or a link
-of a doc's prose (outside its fenced blocks, which the doc runner runs) must exist.
+"""The repository paths a doc's prose names (outside fenced blocks), held to the checkout.
 
-What counts as a path (``named_paths``):
+A path is a link's target (resolved from the doc's folder; not a URL or an anchor alone), or
+inline code with a ``/`` that ends with ``/`` or names a file with an extension, or a bare
+``NAME.py`` / ``NAME.md``; not text with spaces, quotes, ``$%=<``, a leading ``/~.-@`` or a
+scheme, nor a §1 token (``cpu/onnx-runtime/float``). A placeholder segment (``…``, ``*``, all
+capitals) ends the path there; ``{a,b}`` expands; a trailing ``:NAME`` is dropped.
 
-* a link's target, ``[text](docs/x.md#part)``: resolved from the doc's folder (an ``http:``,
-  ``https:`` or ``mailto:`` link, or an anchor alone, is not a path);
-* inline code whose text has a ``/`` and either ends with ``/`` (a folder: ``conformance/sets/``)
-  or names a file with an extension (``service/http/app.py``), or a bare ``NAME.py`` / ``NAME.md``.
-
-A segment that is a placeholder (``…``, ``*``, or capitals only: ``sets/DIGEST/``,
-``shared/seeds/001_…``) ends the path there: its folders before it are what is checked. Not a
-path: text with a space, quotes or ``$``, ``%``, ``=``, ``<``, text that starts with ``/``,
-``~``, ``.``, ``-``, ``@`` or a scheme (a server path, a home folder, an option, a package, a
-URL), and the §1 tokens that have slashes but no extension (``cpu/onnx-runtime/float``,
-``wai-ops/1``). A ``{a,b}`` group is expanded; a trailing ``:NAME`` or ``:LINE``
-(``app.py:create_app``) is dropped.
-
-Where a path is looked for (``missing_paths``): a path whose first part is an entry at the
-repository's root (``service/``, ``docs/``, ``README.md``) must be exactly there (or beside the
-doc); any other (``routes/decode.py`` in a paragraph about ``service/http/``) must end some path
-of the repository. :data:`ELSEWHERE` lists, each with its reason, the paths the docs name that
-are not the repository's (what a command writes, the data directory's layout, another
-project's files); a path under one of them is not checked.
-"""
+A path whose first part is a root entry must be exactly there (or beside the doc); any other
+must end some path of the repository. Paths under :data:`ELSEWHERE` are not the repository's."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
-"""Run the README's, ``THIRD_PARTY.md``'s and ``docs/*.md``'s fenced blocks (what counts and
-the markers: ``tools/doc_blocks.py``) and hold every repository path their prose names to the
-checkout (``tools/doc_paths.py``) and every figure it marks to the bundled sets
-(``tools/doc_figures.py``): ``python -m wai_dispatch.tools.doc_runner [FILE.md …]``
-prints, per file, the blocks found, the commands and scripts run, the outputs compared, the data
-blocks validated, the marked blocks, the paths and the figures checked, then every failure as
-``file:line``, the command, what the doc shows and what came out; exit 1 on a failure.
-``tests/docs/test_doc_runner.py`` runs it in CI.
-
-A ``python`` block is written to the folder's ``tmp/`` and run there with this interpreter, as
-a command is (so ``from wai_dispatch… import …`` must work as a user's script has it).
-
-How a command runs is :mod:`tools.doc_folder`'s (a fresh folder per doc file).
-"""
+"""``python -m wai_dispatch.tools.doc_runner [FILE.md …]``: run the README's, ``THIRD_PARTY.md``'s
+and ``docs/*.md``'s fenced blocks (:mod:`tools.doc_blocks`, each file in its own
+:mod:`tools.doc_folder`), and hold the paths their prose names (:mod:`tools.doc_paths`) and the
+figures it marks (:mod:`tools.doc_figures`) to the checkout; print the counts per file, then
+each failure as ``file:line``, the command, what the doc shows and what came out; exit 1 on a
+failure. A ``python`` block runs from the folder's ``tmp/`` with this interpreter, as a user's
+script would."""
 
 from __future__ import annotations
 
@@ -43,12 +36,9 @@ __all__ = ["READY_S", "TIMEOUT_S", "DocRun", "doc_files", "main", "make_recipe",
 
 @dataclass
 class DocRun:
-    """What a run found: counts per file and the failures, each one readable alone. A block
-    is one of ``run`` (commands, or a ``python`` script), ``output`` (a command's output shown
-    in a text block), ``validated``, ``parsed``, ``synopsis``, ``marked`` (skipped, with its
-    reason) or ``text``; ``compared`` counts the run blocks that show output and the output
-    blocks; ``paths`` the repository paths the file's prose names, each checked; ``figures``
-    the figures it marks, each recomputed."""
+    """What a run found: per file, the blocks by outcome (``run``, ``output``, ``validated``,
+    ``parsed``, ``synopsis``, ``marked``, ``text``; ``compared`` counts those whose output was
+    compared), the ``paths`` and ``figures`` checked; and the failures, each readable alone."""
 
     counts: dict[str, Counter[str]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)

@@ -1,7 +1,7 @@
-"""A usage synopsis in the docs (``<!-- doc: synopsis -->``, tools/doc_blocks.py) held to the
-code: each ``wai-dispatch …`` line names sub-commands the parser has and options their
-``--help`` lists; each ``python -m MODULE …`` line names a module that exists and options its
-source defines. Lines that start with ``[`` or ``-`` continue the line above."""
+"""A usage synopsis of the docs (``<!-- doc: synopsis -->``) held to the code: each
+``wai-dispatch …`` line's sub-commands and options to its ``--help``; each ``python -m MODULE``
+line's module and options to its source. A line starting with ``[`` or ``-`` continues the one
+above."""
 
 from __future__ import annotations
 
@@ -16,17 +16,12 @@ from wai_dispatch.tools.set_writer_options import PARSERS
 
 __all__ = ["check_synopsis"]
 
-#: ``make-set KIND``'s options are its writer's (the parser passes the rest on); the writers'
-#: parsers are declared in tools/set_writer_options.py, so their ``--help`` is the reference.
-_FORWARDED = {
-    ("make-set", "bmshj2018"): "wai_dispatch.tools.wai_bmshj2018_npu_set",
-    ("make-set", "int-synth"): "wai_dispatch.tools.wai_int_synth_set",
-    ("make-set", "bmshj2018-hyperprior"): "wai_dispatch.tools.wai_bmshj2018_hyperprior_set",
-}
+#: ``make-set KIND``'s options are its writer's (the module below), whose parser
+#: (tools/set_writer_options.py) is the reference.
 _WRITERS = {
-    "wai_dispatch.tools.wai_bmshj2018_npu_set": PARSERS["bmshj2018"],
-    "wai_dispatch.tools.wai_int_synth_set": PARSERS["int-synth"],
-    "wai_dispatch.tools.wai_bmshj2018_hyperprior_set": PARSERS["bmshj2018-hyperprior"],
+    "bmshj2018": "wai_dispatch.tools.wai_bmshj2018_npu_set",
+    "int-synth": "wai_dispatch.tools.wai_int_synth_set",
+    "bmshj2018-hyperprior": "wai_dispatch.tools.wai_bmshj2018_hyperprior_set",
 }
 _OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 
@@ -55,7 +50,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def _check_cli(words: list[str]) -> list[str]:
     if len(words) < 2:
         return ["names no sub-command"]
-    if (module := _FORWARDED.get((words[1], words[2] if len(words) > 2 else ""))) is not None:
+    if words[1] == "make-set" and (module := _WRITERS.get(" ".join(words[2:3]))) is not None:
         return _check_module(module, " ".join(words))
     if words[1].startswith("-"):  # the command's own options (--version, --help)
         helps = build_parser([]).format_help()
@@ -81,8 +76,8 @@ def _check_cli(words: list[str]) -> list[str]:
 
 
 def _check_module(module: str, text: str) -> list[str]:
-    if (writer := _WRITERS.get(module)) is not None:
-        helps = writer().format_help()
+    if (kind := next((k for k, m in _WRITERS.items() if m == module), None)) is not None:
+        helps = PARSERS[kind]().format_help()
         return [f"{module} --help lists no {o}" for o in _OPTION.findall(text) if o not in helps]
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:

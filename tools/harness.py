@@ -1,13 +1,8 @@
-"""The benchmarks' one harness: what every ``tools/bench_*.py`` shares, so that each keeps only
-what it measures — its command line (:func:`parser`, ``python -m wai_dispatch.tools.bench NAME``'s
-options), the machine's load (:func:`loadavg`), timing (the best of N runs, several variants
-taking turns so that load from other processes falls on each alike; a percentile), a process's
-memory (:func:`memory_kib`), a ``wai-dispatch serve`` on a loopback port to drive
-(:func:`service`), a database for the run (:func:`database`), and the anchor rates are printed
-beside: this machine's float32 GEMM rate, measured in a fresh process.
+"""The benchmarks' one harness: command line, load average, timing (best of N, variants taking
+turns so that other load falls on each alike), memory, a ``wai-dispatch serve`` to drive, a
+database for the run, and the float32 GEMM rate anchor, measured in a fresh process.
 
-    python -m wai_dispatch.tools.harness [--threads 2] [--repeats 7]   # one GEMM rate, JSON
-"""
+    python -m wai_dispatch.tools.harness [--threads 2] [--repeats 7]   # one GEMM rate, JSON"""
 
 from __future__ import annotations
 
@@ -84,15 +79,15 @@ def free_port() -> int:
         return port
 
 
+def decode_headers(token: str, **more: str) -> dict[str, str]:
+    """A decode's request headers: the bearer token, a JSON envelope, and ``more``."""
+    return {"Authorization": f"Bearer {token}", "Content-Type": "application/json", **more}
+
+
 class Served(NamedTuple):
     proc: subprocess.Popen[bytes]
     url: str
     token: str  # the admin token the service wrote at its start
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """A decode's request headers: the token, a JSON envelope."""
-        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
 
 
 @contextmanager
@@ -103,13 +98,10 @@ def service(
     argv: Sequence[str] = SERVE,
     port: int | None = None,
     log: IO[str] | int = subprocess.DEVNULL,
-    timeout_s: float = 120,
 ) -> Iterator[Served]:
     """``wai-dispatch serve`` (or ``python argv…``) on ``data_dir`` and a loopback port, on the
     default settings (no ``WAI_*`` of this process's) and ``env``, until the block ends; yields
-    once ``/readyz`` answers 200."""
-    import httpx  # lazy: only the benchmarks that drive a service need the client
-
+    once it is :func:`ready`."""
     port = port or free_port()
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("WAI_")}
     env = {**inherited, "WAI_DATA_DIR": str(data_dir), "WAI_PORT": str(port)} | {
@@ -119,13 +111,8 @@ def service(
     proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+        deadline = time.monotonic() + 120
+        while not ready(url):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the service did not become ready (exit {proc.poll()})")
             time.sleep(0.05)
@@ -133,6 +120,16 @@ def service(
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def ready(url: str) -> bool:
+    """Whether the service at ``url`` answers ``/readyz`` with 200."""
+    import httpx  # lazy: only the benchmarks that drive a service need the client
+
+    try:
+        return httpx.get(f"{url}/readyz", timeout=10).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 @contextmanager

@@ -1,27 +1,7 @@
-"""``python -m wai_dispatch.tools.profile_route``: where one ``POST /v1/decode``'s time goes, end
-to end, at concurrency 2 (bench service's row). A real server in a child process
-(tools/route_clock.py: the service's own app on uvicorn with its HTTP protocol class, the
-SQLite store, group commit on, the default INFO logs to a file) whose steps are timed with
-``perf_counter_ns`` wrappers put around the functions a decode runs through; a closed loop
-of clients here. Printed: each step's mean milliseconds per request and its share of the
-request as the client saw it, the rest of the app (middleware, routing, thread hops), and
-what lies outside the app (uvicorn's HTTP parse and write, the socket, the client); then,
-in the same run, the anchor: the same decodes and PNGs from as many threads in this process,
-with the ratio of the two rates.
-
-The steps (the function each is the time spent inside of): the body read (``read_body``);
-FastAPI's sync dependencies, each run in a thread (``run_in_threadpool``), and the bearer
-token's lookup (``TokenCache.lookup``, inside one of them when it is one); parsing the JSON
-envelope (``envelope_read.parse_json``); the rest of preparing (payload headers, set lookup,
-the estimate: ``usecase.prepare`` less the parse); admission (from ``Admission.run`` to the
-decode's start in the pool: its checks and the wait for a worker; and from the decode's end
-to ``run`` returning: the hand-back to the event loop); the decode (``Decoder.decode``); the
-records made (``records_for``); the recording: its handing over (``Recorder.begin``) and,
-after the PNG made meanwhile, the wait for what is left of the group commit's window and the
-commit (the function ``begin`` returns; the commit itself, in the committer's thread, is
-shown beside: ``ReportStore.record``); the PNG (``DecodeResult.png``); the log lines (every
-``wai_dispatch`` logger's ``handle``); the metrics (``Metrics.decode_done``); the answer made
-(``_decoded``: base64, the model, its JSON)."""
+"""``python -m wai_dispatch.tools.profile_route``: where one ``POST /v1/decode``'s time goes, step
+by step (:data:`STEPS`; docs/performance.md names the function each times), in a server child
+(tools/route_clock.py) driven at ``--concurrency``, beside the anchor: the same decodes and
+PNGs from as many threads in this process."""
 
 from __future__ import annotations
 
@@ -63,8 +43,7 @@ STEPS = (
 
 
 def in_process(data: Path, body: bytes, n: int, concurrency: int) -> tuple[float, float, float]:
-    """The anchor: the same decodes and PNGs from ``concurrency`` threads in this process
-    (the server idle meanwhile); decodes/s, and the decode's and the PNG's mean ms."""
+    """The anchor: decodes/s, and the decode's and the PNG's mean ms."""
     decoder = Decoder.assemble(data)
     decoder.decode(parse(body)).png()  # warm
     decode_ns: list[int] = []

@@ -1,13 +1,8 @@
-"""A replica's admission as a queue, simulated: Poisson arrivals, ``servers`` decode workers
-taking requests first come first served, at most ``queue`` requests waiting (one more is
-refused at once: 429 ``queue_full``), and a request that cannot start within ``timeout_s``
-refused before it runs (429 ``queue_timeout``), as ``service/http/admission.py`` does.
-
-Service times are drawn from the measured ones (``service`` is a list of seconds, drawn with
-replacement) or from an exponential of a given mean (for checking against Erlang C). Python's
-own generator (Mersenne Twister, seeded) and float arithmetic only: the same inputs give the
-same figures on any machine.
-"""
+"""A replica's admission as a queue, simulated as ``service/http/admission.py`` admits: Poisson
+arrivals, ``servers`` workers first come first served, at most ``queue`` waiting (one more is
+refused: ``queue_full``), and a request that cannot start within ``timeout_s`` refused
+(``queue_timeout``). Service times are drawn from measured ones or an exponential (to check
+against Erlang C). Seeded Mersenne Twister and floats only: the same figures on any machine."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """A real local Ray cluster for the Ray tests and ``bench ray``: a head and more nodes on this
-machine, each its own ``ray start --block`` (its own raylet, object store, ports and CPUs), in a
-temporary folder; and the service deployed on it through ``wai-dispatch serve --ray``.
-
-Every process of a node runs in the session its ``ray start`` opened (``setsid``): stopping the
-cluster signals exactly those sessions' processes (SIGTERM, then SIGKILL after a grace period),
-never a process by name, and the temporary folder goes with them. A replica is found the same
-way: a process of one of those sessions whose title is Serve's for the deployment."""
+machine, each its own ``ray start --block`` in its own session (``setsid``), in a temporary
+folder; and the service deployed on it with ``wai-dispatch serve --ray``. Stopping signals
+exactly those sessions' processes, never a process by name; a replica is found among them by
+its process title."""
 
 from __future__ import annotations
 

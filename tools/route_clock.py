@@ -1,8 +1,6 @@
-"""The instrumented server of ``python -m wai_dispatch.tools.profile_route`` (its doc names
-the steps): the service's own app on uvicorn with ``perf_counter_ns`` timers put around the
-functions one ``POST /v1/decode`` runs through. Run as its child process, never imported by
-the service or another tool: the one module outside the HTTP layer that imports the HTTP
-layer's modules, to wrap them (tests/project/test_architecture.py names it)."""
+"""The instrumented server child of ``tools/profile_route.py``: the service's app on uvicorn with
+``perf_counter_ns`` timers around the functions a decode runs through; the one module outside
+the HTTP layer that imports its modules (tests/project/test_architecture.py names it)."""
 
 from __future__ import annotations
 

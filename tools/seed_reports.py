@@ -1,13 +1,9 @@
 """``python -m wai_dispatch.tools.seed_reports --count 100000``: fill a report store with
-synthetic but valid ``wai-neural-dispatch/1`` reports (and their refusals), spread over sinks,
-capabilities, sets, paths and time, for the dashboard's tests and benchmarks.
-
-Deterministic for a ``--seed``. Rows go in through the driver in bulk (``COPY`` on
-PostgreSQL, ``executemany`` on SQLite), 50,000 a transaction, in time order, with their ``seq``
-chosen here, and are counted into the per-hour roll-ups chunk by chunk (memory stays flat at
-ten million); on PostgreSQL the sequence is moved past them afterwards, so the service's own
-inserts continue after the seeded rows.
-"""
+synthetic but valid reports spread over sinks, capabilities, sets, paths and time, for the
+dashboard's tests and benchmarks; deterministic for a ``--seed``. Rows go in through the driver
+in bulk, :data:`CHUNK` a transaction, in time order with their ``seq`` chosen here, counted into
+the roll-ups chunk by chunk (memory stays flat); on PostgreSQL the sequence is then moved past
+them, so the service's own inserts follow."""
 
 from __future__ import annotations
 
@@ -40,7 +36,8 @@ def _path(p: dict[str, str]) -> str:
     return f"{p['unit']}/{p['backend']}/{p['arithmetic']}"
 
 
-def _decode(capability: str, needed: str, ran: Any, refused: list[Any]) -> dict[str, Any]:
+def dispatch_report(capability: str, needed: str, ran: Any, refused: list[Any]) -> dict[str, Any]:
+    """A ``wai-neural-dispatch/1`` report."""
     return {
         "kind": "wai-neural-dispatch/1",
         "capability": capability,
@@ -56,50 +53,28 @@ def _report(rng: random.Random) -> dict[str, Any]:
     if roll < 0.45:  # the neural processor ran, some operations left on the CPU
         npu = rng.choice((21, 21, 21, 18))
         placement = {"npu": npu, "gpu": 0, "cpu": 21 - npu, "unknown": 0}
-        return _decode(BMSHJ, "none", {**NPU, "tier": "none", "placement": placement}, [])
+        return dispatch_report(BMSHJ, "none", {**NPU, "tier": "none", "placement": placement}, [])
     if roll < 0.75:  # no neural processor: ONNX Runtime on the CPU
         reason = rng.choice(("dispatch_unit_absent", "dispatch_not_placed"))
         ran = {**ORT, "tier": "none", "placement": None}
-        return _decode(BMSHJ, "none", ran, [{**NPU, "reason": reason}])
+        return dispatch_report(BMSHJ, "none", ran, [{**NPU, "reason": reason}])
     tier = "dispatch_tier_refused"
     if roll < 0.92:  # the integer capability on the interpreter or the GPU kernels
         ran = {**rng.choice((WAIOPS, WGSL)), "tier": "decode-equivalence", "placement": None}
         refused = [{**NPU, "reason": tier}, {**ORT, "reason": tier}]
-        return _decode(INT, "decode-equivalence", ran, refused)
+        return dispatch_report(INT, "decode-equivalence", ran, refused)
     # intent replicate on the float capability: no path may run it
     refused = [
         {**NPU, "reason": tier},
         {**ORT, "reason": tier},
         {**WAIOPS, "reason": "dispatch_arithmetic_mismatch"},
     ]
-    return _decode(BMSHJ, "decode-equivalence", None, refused)
+    return dispatch_report(BMSHJ, "decode-equivalence", None, refused)
 
 
-_REPORT_COLUMNS = (
-    "seq",
-    "id",
-    "request_id",
-    "created_ms",
-    "sink",
-    "role",
-    "capability",
-    "set_digest",
-    "symbols_digest",
-    "rgb_digest",
-    "needed",
-    "path_ran",
-    "tier",
-    "outcome",
-    "duration_ms",
-    "placement_npu",
-    "placement_gpu",
-    "placement_cpu",
-    "placement_unknown",
-    "report",
-    "source",
-    "run_report",
-)
-_REFUSAL_COLUMNS = ("report_seq", "position", "path", "code")
+#: The columns the rows below fill, in the table's order (``ordinal`` left to its default, 0).
+_REPORT_COLUMNS = tuple(c.name for c in ReportRow.__table__.columns if c.name != "ordinal")
+_REFUSAL_COLUMNS = tuple(c.name for c in RefusalRow.__table__.columns)
 
 
 @dataclass(frozen=True)
@@ -293,7 +268,7 @@ def seed(
                     "(SELECT max(seq) FROM reports))"
                 )
             )
-    if store.dialect == "postgresql":  # statistics, and the visibility map index-only scans need
+        # statistics, and the visibility map index-only scans need
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(
                 text(

@@ -1,24 +1,11 @@
-"""``python -m wai_dispatch.tools.trace_route``: which of our modules one ``POST /v1/decode``
-runs through, and how often the call chain changes package on the way. The service runs on a
-loopback port in a thread of this process (:mod:`tools._service`); every thread's Python calls
-are recorded with :func:`sys.setprofile` (and :func:`threading.setprofile` for the server's and
-the worker threads) while one decode of the 256×256 sample is answered, after one untraced
-decode that loads and warms everything.
+"""``python -m wai_dispatch.tools.trace_route``: the modules of ours one ``POST /v1/decode`` runs
+through, and how often the call chain changes package (a layer of docs/architecture.md), traced
+with :func:`sys.setprofile` in every thread after one warm-up decode of the 256×256 sample.
 
-It prints the distinct ``wai_dispatch`` modules the request visited, and the package changes:
-two consecutive calls of ours in one thread whose modules are in different packages (``codec``,
-``paths``, ``service.decoding``, ``service.http``, …; a package is the layer of
-docs/architecture.md) count one. Changes are given in total (every thread) and inside the
-decode thread (the thread that ran ``Decoder.decode``), with how often the calls come back to
-the HTTP layer (``service.http``) after leaving it.
-
-Every thread that worked for the request counts: the one that ran the HTTP layer, and each
-thread that was handed work while the request ran (a wait of its ended by another thread's
-signal, or a work item of a pool run) and then ran a module of ours — the prepare and decode
-workers, the token lookup's worker, the report committer. The long-lived threads that only
-woke on their own timer meanwhile (the metrics sampler, the set sync, the pruner, the spool's
-replay) did nothing for it and are left out. ``--modules`` lists the modules and ``--json``
-prints the figures as one JSON object."""
+A thread counts when it ran the HTTP layer or was handed work while the request ran (a
+``Condition.wait`` ended by a signal, or a pool's work item) and then ran a module of ours; the
+threads woken only by their own timers (metrics sampler, set sync, pruner, spool replay) are
+left out."""
 
 from __future__ import annotations
 
@@ -39,7 +26,7 @@ from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
-from wai_dispatch.tools.harness import free_port
+from wai_dispatch.tools.harness import decode_headers, free_port
 
 PREFIX = "wai_dispatch."
 DECODER = "wai_dispatch.service.decoding.decoder"
@@ -145,7 +132,7 @@ def trace_one_decode(data_dir: Path) -> dict[str, Any]:
     sys.setprofile(trace)
     try:
         with serve(settings) as url:
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            headers = decode_headers(token)
             with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
                 client.post("/v1/decode", content=body).raise_for_status()  # warm
                 trace.on = True

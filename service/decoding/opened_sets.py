@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.errors import CodecError
@@ -35,6 +36,9 @@ class OpenedSets:
         self.registry = registry
         self._guard = threading.Lock()
         self._opening: dict[str, threading.Lock] = {}  # one per digest: sets open at once
+        #: Called before a set missing from the store is answered not installed: raises when
+        #: its absence cannot be confirmed (service/store/setsync.py; none: nothing to ask).
+        self.confirm_missing: Callable[[], None] = lambda: None
 
     def get(self, digest: str, pin: Pin | None) -> OpenedSet:
         """The set ``digest``, from the kept ones, else opened from the store (when absent or

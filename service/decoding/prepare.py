@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.errors import PayloadError
+from wai_dispatch.codec.sets import SetNotInstalled
 from wai_dispatch.codec.sets.loaded import check_pin
 from wai_dispatch.dispatch import Registry
 from wai_dispatch.dispatch.errors import WaiError
@@ -47,6 +48,10 @@ def prepare_envelope(
         try:
             digest = part.set or sets.store.default_for(part.capability).digest
             opened = sets.get(digest, None)
+        except SetNotInstalled as exc:
+            sets.confirm_missing()  # the registry unreachable: a retryable 503, not this 404
+            out.append(PreparedPart(part, header, None, exc))
+            continue
         except WaiError as exc:
             out.append(PreparedPart(part, header, None, exc))
             continue

@@ -207,7 +207,13 @@ class Settings(BaseSettings):
     body_timeout_s: float = Field(
         default=30.0, gt=0, le=3600, description="a request's body arrives within this (408)"
     )
-    keep_alive_s: int = Field(default=5, ge=1, le=600, description="idle keep-alive, seconds")
+    keep_alive_s: int = Field(
+        default=75,
+        ge=1,
+        le=600,
+        description="idle keep-alive, seconds: longer than the clients' pools keep an idle "
+        "connection (docs/operations.md, Keep-alive)",
+    )
     max_connections: int = Field(
         default=1000, ge=1, le=1_000_000, description="open connections; more: 503"
     )

@@ -1,9 +1,6 @@
-"""The operator's model policy (``wai-model-policy/1``, docs/policy.md): sink classes, the sinks
-of each, and per class the parameter sets its sinks may run and the tiers they may claim.
-
-:func:`load_policy` reads YAML or JSON, validates it against ``policy.schema.json`` and refuses
-a bad policy with a typed error that names the line (``policy.yaml:12:9: …``).
-"""
+"""The operator's model policy (``wai-model-policy/1``, docs/policy.md): :func:`load_policy`
+reads YAML or JSON, validates it against ``policy.schema.json`` and refuses a bad policy with a
+typed error that names the line (``policy.yaml:12:9: …``)."""
 
 from __future__ import annotations
 
@@ -109,16 +106,12 @@ def load_policy(data: str | bytes, *, source: str = "policy") -> Policy:
 def _validate(doc: Any, marks: dict[Any, tuple[int, int]], source: str) -> None:
     import jsonschema  # only where a policy is read
 
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = list(validator.iter_errors(doc))
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema()).iter_errors(doc),
+        key=lambda err: (*where(marks, tuple(err.absolute_path)), err.message),
+    )
     if not errors:
         return
-
-    def key(err: jsonschema.ValidationError) -> tuple[int, int, str]:
-        line, col = where(marks, tuple(err.absolute_path))
-        return line, col, err.message
-
-    errors.sort(key=key)
     first = errors[0]
     line, col = where(marks, tuple(first.absolute_path))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""

@@ -1,11 +1,7 @@
-"""The run report ``wai-run-report/1`` (docs/run-reports.md): what a fleet sink that decodes on
-its own devices submits — an id, the sink, and each decode's dispatch report with the set digest
-it used and the symbols digest.
-
-:func:`parse_run_report` reads the run report's own frame and refuses one that has no id, sink or
-decodes (:class:`RunReportMalformed`). The decodes themselves are kept as written: a decode that
-does not read is not an error but a refusal with its reason (:mod:`.judge`).
-"""
+"""The run report ``wai-run-report/1`` (docs/run-reports.md): :func:`parse_run_report` reads its
+frame (id, sink, decodes) and refuses one that does not read (:class:`RunReportMalformed`); the
+decodes are kept as written, since one that does not read is a refusal with its reason
+(:mod:`.judge`), not an error."""
 
 from __future__ import annotations
 

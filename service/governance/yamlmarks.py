@@ -1,12 +1,7 @@
-"""Read a YAML (or JSON) document into plain Python values and remember, for every value, the
-line and column it was written at, so a schema error can point at the line.
-
-Bounded before anything is built (the events are read without recursion): nesting deeper than
-:data:`MAX_DEPTH`, more than :data:`MAX_NODES` values, an integer of more than
-:data:`MAX_INT_DIGITS` digits, any explicit tag but YAML's core ones (``!!str``, ``!!int``, …),
-and anchors and aliases (a policy never needs them, and they let a short file expand into a huge
-one) are refused; so is a mapping key written twice.
-"""
+"""Read a YAML (or JSON) document into plain values with the line and column of every value, so a
+schema error can point at the line. Bounded before anything is built: depth, values, integer
+digits (the ``MAX_*`` below), core tags only, and no anchors or aliases (they let a short file
+expand into a huge one); a mapping key written twice is refused."""
 
 from __future__ import annotations
 
@@ -88,13 +83,9 @@ def _build(node: yaml.Node, path: JsonPath, marks: Marks, scalar: Callable[..., 
         for key_node, value_node in node.value:
             key = scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str):
-                mark = key_node.start_mark
-                raise MarkedError("a mapping key is a string", mark.line + 1, mark.column + 1)
+                raise _at(key_node, "a mapping key is a string")
             if key in out:
-                mark = key_node.start_mark
-                raise MarkedError(
-                    f"the key {key!r} is written twice", mark.line + 1, mark.column + 1
-                )
+                raise _at(key_node, f"the key {key!r} is written twice")
             out[key] = _build(value_node, (*path, key), marks, scalar)
         return out
     if isinstance(node, yaml.SequenceNode):
@@ -102,13 +93,12 @@ def _build(node: yaml.Node, path: JsonPath, marks: Marks, scalar: Callable[..., 
     if node.tag == _CORE + "int":
         digits = len(str(node.value).lstrip("+-").replace("_", ""))
         if digits > MAX_INT_DIGITS:
-            mark = node.start_mark
-            raise MarkedError(
-                f"an integer of {digits} digits (at most {MAX_INT_DIGITS})",
-                mark.line + 1,
-                mark.column + 1,
-            )
+            raise _at(node, f"an integer of {digits} digits (at most {MAX_INT_DIGITS})")
     return scalar(node)
+
+
+def _at(node: yaml.Node, message: str) -> MarkedError:
+    return MarkedError(message, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
 def where(marks: Marks, path: JsonPath) -> tuple[int, int]:

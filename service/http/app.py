@@ -53,10 +53,8 @@ from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.store import bearer_snapshot
 from wai_dispatch.service.store.bearer import (
     TokenCache,
-    TokenError,
     admin_note,
     ensure_admin,
-    read_token_file,
 )
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
@@ -93,7 +91,6 @@ def start(settings: Settings) -> Service:
         store,
         settings.token_refresh_s,
         snapshot=settings.spool_volume / bearer_snapshot.FILE,
-        snapshot_key=bearer_snapshot.key(settings.url, _admin_secret(settings)),
         snapshot_max_age_s=settings.token_snapshot_max_age_s,
     )
     recorder = _open_recorder(store, settings)
@@ -210,17 +207,6 @@ def _pruner(store: ReportStore, settings: Settings) -> Pruner | None:
         rollup_days=settings.rollup_retention_days,
         interval_s=settings.prune_interval_s,
     )
-
-
-def _admin_secret(settings: Settings) -> str | None:
-    """The admin token file's secret, part of the token snapshot's key (``None``: not set, or
-    not readable; the start says so where it ensures the token)."""
-    if settings.admin_token_file is None:
-        return None
-    try:
-        return read_token_file(settings.admin_token_file)
-    except TokenError:
-        return None
 
 
 def _migrate(store: ReportStore, settings: Settings) -> None:

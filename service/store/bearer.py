@@ -196,11 +196,11 @@ class TokenCache:
     most every ``refresh_s``, so an outage does not stall every request.
 
     With ``snapshot`` (``<spool_dir>/tokens.snapshot``, on the volume the replicas share), the
-    view read from the store is written there (:mod:`service.store.bearer_snapshot`: hashes,
-    names and roles under a MAC of ``snapshot_key``), and a replica that cannot read the store
-    takes a verified snapshot at most ``snapshot_max_age_s`` old that is newer than its own
-    view (a replica started in an outage; one cut off from the store while the others reach
-    it)."""
+    view read from the store is written there (:mod:`service.store.bearer_snapshot`), and a
+    replica that cannot read the store takes a verified snapshot at most
+    ``snapshot_max_age_s`` old that is newer than its own view (a replica started in an
+    outage; one cut off from the store while the others reach it): a token revoked there is
+    refused (401), one it lacks cannot be checked (503)."""
 
     def __init__(
         self,
@@ -208,13 +208,11 @@ class TokenCache:
         refresh_s: float = 2.0,
         *,
         snapshot: Path | None = None,
-        snapshot_key: bytes = b"",
         snapshot_max_age_s: float = 3600.0,
     ) -> None:
         self.store = store
         self.refresh_s = refresh_s
         self.snapshot = snapshot if snapshot_max_age_s > 0 else None
-        self.snapshot_key = snapshot_key
         self.snapshot_max_age_s = snapshot_max_age_s
         #: Whether the last read of the store answered: while it does not, a token missing
         #: from the view cannot be checked (:meth:`lookup` raises :class:`TokenStoreDown`).
@@ -222,6 +220,7 @@ class TokenCache:
         #: Where the view came from: ``None`` (nowhere yet), ``"store"`` or ``"snapshot"``.
         self.source: str | None = None
         self._view: dict[str, Principal] = {}
+        self._revoked: set[str] = set()  # the revoked tokens' hashes
         self._view_ms: int | None = None  # when the view was the store's (Unix ms)
         self._written = -float("inf")  # when this process last wrote the snapshot (monotonic)
         self._loaded = -float("inf")  # when the view was read (monotonic)
@@ -231,43 +230,39 @@ class TokenCache:
     def reload(self) -> bool:
         """Read the live tokens from the store; ``False`` (the view kept, or a newer verified
         snapshot taken) when it is down."""
-        table = TokenRow.__table__
         asked = time.monotonic()
         asked_ms = _now()
         self._tried = asked
         try:
-            with self.store.engine.connect() as conn:
-                rows = conn.execute(
-                    select(table.c.hash, table.c.name, table.c.role).where(
-                        table.c.revoked_ms.is_(None)
-                    )
-                ).all()
+            view, revoked = read_view(self.store)
         except SQLAlchemyError:
             self.store_read = False
             self._take_snapshot()
             return False
         self.store_read = True
-        view = {h: Principal(n, Role[r]) for h, n, r in rows if r in Role.__members__}
-        changed = view != self._view or self.source != "store"
-        self._view = view
+        changed = view != self._view or revoked != self._revoked or self.source != "store"
+        self._view, self._revoked = view, revoked
         self._view_ms = asked_ms
         self.source = "store"
         self._loaded = asked  # the view is as fresh as the moment it was asked for
-        if self.snapshot is not None and (
-            changed or asked - self._written > self.snapshot_max_age_s / 4
+        due = changed or asked - self._written > self.snapshot_max_age_s / 4
+        path = self.snapshot
+        if (
+            path is not None
+            and due
+            and write_snapshot(path, self.store.url, view, revoked, asked_ms)
         ):
-            rows_ = [(h, p.name, p.role.name) for h, p in view.items()]
-            if bearer_snapshot.write(self.snapshot, rows_, self.snapshot_key, asked_ms):
-                self._written = asked
+            self._written = asked
         return True
 
     def _take_snapshot(self) -> None:
         if self.snapshot is None:
             return
-        found = bearer_snapshot.read(self.snapshot, self.snapshot_key, self.snapshot_max_age_s)
+        found = bearer_snapshot.read(self.snapshot, self.store.url, self.snapshot_max_age_s)
         if found is None or (self._view_ms is not None and found.written_ms <= self._view_ms):
             return
         self._view = {h: Principal(n, Role[r]) for h, n, r in found.rows}
+        self._revoked = set(found.revoked)
         self._view_ms = found.written_ms
         self.source = "snapshot"
 
@@ -290,19 +285,51 @@ class TokenCache:
         :class:`TokenStoreDown` for one this replica cannot check: not in its view while the
         store does not answer (a replica started in an outage without a verified snapshot, or
         a token created since the view was read) — a 401 would tell the client its token is
-        wrong, so it would stop."""
+        wrong, so it would stop; a token the view knows as revoked is ``None``."""
         key = digest(secret)
         if time.monotonic() - self._loaded > self.refresh_s:
             self._refresh(self.refresh_s)
         elif key not in self._view:
             self._refresh(1.0)  # a token created since: look now (a bad token waits for this)
         found = self._view.get(key)
-        if found is None and not self.store_read:
+        if found is None and not self.store_read and key not in self._revoked:
             raise TokenStoreDown(
                 "this replica cannot check the bearer token now: the token store does not "
                 "answer; retry later"
             )
         return found
+
+
+def read_view(store: ReportStore) -> tuple[dict[str, Principal], set[str]]:
+    """The store's live tokens (hash → principal) and the hashes of its revoked ones."""
+    table = TokenRow.__table__
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(table.c.hash, table.c.name, table.c.role, table.c.revoked_ms)
+        ).all()
+    live = {
+        h: Principal(n, Role[r]) for h, n, r, gone in rows if gone is None and r in Role.__members__
+    }
+    return live, {h for h, _, _, gone in rows if gone is not None}
+
+
+def write_snapshot(
+    path: Path, url: str, view: dict[str, Principal], revoked: set[str], now_ms: int
+) -> bool:
+    rows = [(h, p.name, p.role.name) for h, p in view.items()]
+    return bearer_snapshot.write(path, rows, revoked, url, now_ms)
+
+
+def rewrite_snapshot(store: ReportStore, path: Path) -> str | None:
+    """Write the snapshot from the token table (``wai-dispatch tokens create|revoke``); why
+    not, when its folder is not on this host (the spool volume is not mounted here: the
+    snapshot a replica started in an outage reads is then not this command's) or refused it."""
+    if not path.parent.is_dir():
+        return f"{path.parent} is not a folder here (WAI_SPOOL_DIR: the fleet's spool volume)"
+    view, revoked = read_view(store)
+    if not write_snapshot(path, store.url, view, revoked, _now()):
+        return f"{path} was not written (logged why)"
+    return None
 
 
 class TokenStoreDown(Unavailable, StoreError):

@@ -57,9 +57,11 @@ class PolicyBusy(Conflict, StoreError):
 
 class SetRegistryDown(Unavailable, StoreError):
     """an install, removal or default of a set while the set registry (the report database)
-    does not answer: nothing changed; retry"""
+    does not answer: nothing changed; or a set this replica lacks while it cannot ask the
+    registry whether it is installed; retry (Retry-After)"""
 
     code = "set_registry_down"
+    retry_after_s = 5
 
 
 class DriverMissing(SettingsInvalid, StoreError):

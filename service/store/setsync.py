@@ -102,6 +102,10 @@ class SetSync:
         self.repair = repair
         self.state = SyncState()
         self.bootstrapped = False
+        #: Whether the registry answered the last sync: while it does not, a set missing from
+        #: the cache may be installed there (a replica started in an outage).
+        self.reachable = False
+        decoder.opened.confirm_missing = self.confirm_missing
         self._tried = -float("inf")  # when (monotonic) :meth:`fresh` last tried
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -198,8 +202,12 @@ class SetSync:
         """Make the cache what the registry lists (see the module's doc)."""
         with self._exclusive():
             asked = time.monotonic()
-            entries = self.registry.entries()
-            defaults = self.registry.defaults()
+            try:
+                entries = self.registry.entries()
+                defaults = self.registry.defaults()
+            except StoreDown:
+                self.reachable = False
+                raise
             live = {e.digest: e for e in entries if e.live}
             gone = {e.digest for e in entries if not e.live}
             here = {e.digest for e in self.cache.list()} | set(self.cache.damaged())
@@ -214,6 +222,7 @@ class SetSync:
             write_removed(self.cache.root, gone)
             self._write_defaults({c: d for c, d in defaults.items() if d in live})
             self.state = SyncState(frozenset(live), problems, asked, True)
+            self.reachable = True
             return self.state
 
     def _fetch_all(self, wanted: list[RegistryEntry]) -> dict[str, Problem]:
@@ -339,6 +348,16 @@ class SetSync:
 
     # -- readiness
 
+    def confirm_missing(self) -> None:
+        """Before a set missing here is answered ``set_not_installed`` (404): raise
+        :class:`SetRegistryDown` (503, retryable) when the registry did not answer the last
+        sync, so its absence is not known."""
+        if not self.reachable:
+            raise SetRegistryDown(
+                "this replica cannot reach the set registry to confirm the set is not "
+                "installed; retry later"
+            )
+
     def missing(self) -> list[str]:
         """The sets the registry listed at the last sync that this replica cannot decode
         with: not in the cache, or not whole there (one ``lstat`` per file)."""
@@ -358,5 +377,5 @@ def registry_down(exc: StoreDown) -> StoreError:
     answered: they may name a host or a file)."""
     log.warning("set registry down: %s", exc)
     return SetRegistryDown(
-        "the set registry (the report database) does not answer; nothing changed",
+        "the set registry (the report database) does not answer; nothing changed"
     )

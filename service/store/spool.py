@@ -37,6 +37,15 @@ BATCH_RECORDS = 500
 MIN_FREE_BYTES = 1 << 20
 #: The file every live writer of a spool folder holds a shared ``flock`` on.
 OWNER_LOCK = "owner.lock"
+#: The room ``/readyz`` wants for the next decode's line (unless a larger one was taken): a
+#: decode's line is its reports' records, a few KiB.
+NEXT_LINE_BYTES = 64 * 1024
+
+
+def fits(used: int, line: int, max_bytes: int) -> bool:
+    """Whether a line of ``line`` bytes goes into the file taking new lines, which holds
+    ``used``: the one rule of :meth:`Spool.append` and of :meth:`Spool.takes_next`."""
+    return used + line <= max_bytes
 
 
 class SpoolFull(Unavailable):
@@ -65,6 +74,7 @@ class Spool:
         self.max_bytes = max_bytes
         #: Why the last append failed (``None`` once a line went in, or space came back).
         self.failed: str | None = None
+        self.largest = NEXT_LINE_BYTES  # the room the next line wants (``/readyz``)
         self._lock = threading.Lock()
         self._closed = False
         self._drain_lock = threading.Lock()
@@ -105,13 +115,19 @@ class Spool:
         """Bytes in the file taking new lines (the one ``spool_max_bytes`` bounds)."""
         return _size(self.path)
 
+    def takes_next(self) -> bool:
+        """Whether the next decode's line fits (``/readyz``): a line of :data:`NEXT_LINE_BYTES`,
+        or of the largest this spool took, by :func:`fits`."""
+        return fits(self.new_bytes(), self.largest, self.max_bytes)
+
     def append(self, records: list[dict[str, Any]]) -> None:
         """Write the line whole and fsync it, or raise with nothing of it left in the file."""
         line = json.dumps(records, separators=(",", ":")).encode() + b"\n"
+        self.largest = max(self.largest, len(line))
         with self._locked():
             self._current()
             before = os.fstat(self._fd).st_size
-            if before + len(line) > self.max_bytes:
+            if not fits(before, len(line), self.max_bytes):
                 raise SpoolFull(
                     f"the report store is down and the spool holds {before} bytes "
                     f"(limit spool_max_bytes={self.max_bytes})"

@@ -1,13 +1,7 @@
-"""Serves the operator dashboard (``service/web/dashboard_files/``: one page, its script and
-style, its icon and the vendored uPlot) at ``/dashboard/``: static files with no login of their
-own (the page asks for an operator token and sends it to the API), through
-:class:`~service.web.static.WebAssets` (web assets only, and a Content-Security-Policy that lets
-the page reach nothing but this service). The icon is also ``/favicon.ico``, which every
-browser asks the service's root for: answered, never a request error.
-
-``/dashboard/limits.json`` tells the page what the API takes for each key of a shared URL (the
-tightest ``maxLength`` and every ``pattern`` of the parameters the key is sent as), read from the
-API's own schema: the routes declare each limit once, and the page checks a URL against them."""
+"""The operator dashboard (``dashboard_files/``) at ``/dashboard/``: static files with no login
+of their own (the page sends an operator token to the API); its icon is also ``/favicon.ico``.
+``/dashboard/limits.json`` gives the page what the API takes for each key of a shared URL, read
+from the API's own schema, so each limit is declared once, by its route."""
 
 from __future__ import annotations
 

@@ -1,24 +1,15 @@
-"""``/page/``: the browser page (docs/page.md), served by the service.
-
-Its static files (``page_files/``) through :class:`~service.web.static.WebAssets`, and the few
-data routes a decode in the page reads (:class:`~service.web.page_data.PageData`): the bundled
-samples, a capability's default set, a set's manifest and files (each verified by the store),
-the native reference decode of a sample, the WebGPU path's kernel plans and constants, and the
-integer conformance corpus. Every data route takes a bearer token of the sink role or above (the
-page asks its user for one, as the dashboard does); the costly ones are admitted as well. Only
-the static files and the ``/page`` redirect are public. The routes are kept out of the OpenAPI
-schema (they are the page's, not the API's); ``WAI_PAGE=false`` leaves them out. Every answer
-carries the page's Content-Security-Policy: it reaches nothing but this service.
+"""``/page/``: the browser page (docs/page.md): its static files (``page_files/``) and the
+data routes a decode in the page reads (:class:`~service.web.page_data.PageData`), each taking
+a sink's bearer token, the costly ones admitted as decodes are; kept out of the OpenAPI schema.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi import Path as PathParam
@@ -36,7 +27,6 @@ from wai_dispatch.service.web.static import HEADERS, WebAssets
 
 __all__ = ["install", "page_dir", "router"]
 
-T = TypeVar("T")
 #: Every data route: a bearer token of the sink role or above (anyone who may decode), checked
 #: before the route reads its parameters or does any work.
 router = APIRouter(
@@ -79,12 +69,6 @@ def _json(value: Any) -> Response:
 _SET_READ = estimate.of(0, 0)
 
 
-async def _admitted(service: ServiceDep, est: estimate.Estimate, fn: Callable[[], T]) -> T:
-    """``fn`` in the service's decode pool once admitted (429 when the pool or the memory
-    budget is full; 413 when ``est`` is over a limit)."""
-    return await service.admission.run(est, fn)
-
-
 @router.get("/samples.json")
 async def samples(data: Data) -> Response:
     return _json(data.sample_names())
@@ -109,10 +93,9 @@ async def reference(name: str, data: Data, service: ServiceDep) -> Response:
 
 
 async def _reference(name: str, data: PageData, service: ServiceDep) -> dict[str, Any]:
-    prepared = await _admitted(service, _SET_READ, lambda: data.prepare_reference(name))
-    return await _admitted(
-        service, estimate.estimate(prepared), lambda: data.reference(name, prepared)
-    )
+    prepared = await service.admission.run(_SET_READ, lambda: data.prepare_reference(name))
+    est = estimate.estimate(prepared)
+    return await service.admission.run(est, lambda: data.reference(name, prepared))
 
 
 def _forget(data: PageData, name: str, done: asyncio.Future[dict[str, Any]]) -> None:
@@ -138,19 +121,19 @@ async def default_set(capability: str, data: Data) -> Response:
 
 @router.get("/sets/{digest}/manifest.json")
 async def manifest(digest: Digest, data: Data, service: ServiceDep) -> Response:
-    body = await _admitted(service, _SET_READ, lambda: data.manifest(digest))
+    body = await service.admission.run(_SET_READ, lambda: data.manifest(digest))
     return _bytes(body, "application/json")
 
 
 @router.get("/sets/{digest}/files/{name}")
 async def set_file(digest: Digest, name: str, data: Data, service: ServiceDep) -> Response:
-    body = await _admitted(service, _SET_READ, lambda: data.set_file(digest, name))
+    body = await service.admission.run(_SET_READ, lambda: data.set_file(digest, name))
     return _bytes(body, media_type(name))
 
 
 @router.get("/sets/{digest}/wgsl/constants.bin")
 async def wgsl_constants(digest: Digest, data: Data, service: ServiceDep) -> Response:
-    body = await _admitted(service, _SET_READ, lambda: data.wgsl_constants(digest))
+    body = await service.admission.run(_SET_READ, lambda: data.wgsl_constants(digest))
     return _bytes(body, "application/octet-stream")
 
 
@@ -162,7 +145,8 @@ async def wgsl_plan(
     # refused here, one over max_latent_elements or the memory and time budget by admission
     dims, browser = read_shape(shape), read_limits(limits)
     est = data.plan_estimate(dims)
-    return _json(await _admitted(service, est, lambda: data.wgsl_plan(digest, dims, browser)))
+    plan = await service.admission.run(est, lambda: data.wgsl_plan(digest, dims, browser))
+    return _json(plan)
 
 
 def install(app: FastAPI) -> None:

@@ -1,10 +1,6 @@
-"""What a decode in the browser page reads from the service besides its static files: the bundled
-sample envelopes, a capability's default set, a set's manifest and files (each verified by the
-set store), the native reference decode of a sample that the page's verifier compares with
-(§6.4), the WebGPU path's kernel plans (:mod:`service.web.page_wgsl`) and the integer
-conformance corpus. :mod:`service.web.page` serves them; every refusal is a typed
-:class:`WaiError` the service answers with its registry status. docs/page.md lists the routes.
-"""
+"""What a decode in the browser page reads from the service besides its static files (the
+routes of :mod:`service.web.page`, listed in docs/page.md); every refusal is a typed
+:class:`WaiError`."""
 
 from __future__ import annotations
 
@@ -45,21 +41,14 @@ class PageData:
     """The page's data over the sink's :class:`Decoder`: its store holds the sets the page
     reads, and its adapters make the native reference decode."""
 
-    def __init__(
-        self,
-        decoder: Decoder,
-        *,
-        samples: Path | None = None,
-        corpus: Path | None = None,
-        sets: LRU[str, LoadedSet] | None = None,
-    ) -> None:
+    def __init__(self, decoder: Decoder) -> None:
         self.decoder = decoder
         self.set_store = decoder.set_store
-        self.samples = samples or envelopes_dir()
-        self.corpus = corpus or neural_conformance_dir()
+        self.samples = envelopes_dir()
+        self.corpus = neural_conformance_dir()
         self.wgsl_programs = WgslPrograms()
-        #: The sets the page read, verified by the store (default: the last two kept).
-        self.sets: LRU[str, LoadedSet] = LRU(max_entries=2) if sets is None else sets
+        #: The sets the page read, verified by the store: the last two kept.
+        self.sets: LRU[str, LoadedSet] = LRU(max_entries=2)
         # ONNX Runtime on the CPU only, over the same store and adapters (§6.4's reference)
         self._reference = Decoder(
             decoder.set_store, (CPU_ONNX_RUNTIME,), decoder.adapters, limits=decoder.limits
@@ -118,11 +107,8 @@ class PageData:
         return self.wgsl_programs.get(self.open(digest)).blob
 
     def plan_estimate(self, shape: Sequence[int]) -> estimate.Estimate:
-        """A plan's cost, bounded like the decode of a payload header of that latent: a shape
-        over the codec's limits is ``payload_shape_over_limits`` here, before anything is
-        planned; the estimate (a decode's of that latent, an upper bound on planning it) is
-        admitted against ``max_latent_elements`` and the memory and time budget by the
-        service's admission."""
+        """A plan's cost for admission: a decode's of that latent (an upper bound on planning
+        it), the shape first held to the codec's limits like a payload header's."""
         check_latent_shape(tuple(shape), self.decoder.limits, what="the plan's latent")
         _, channels, height, width = shape
         pixels = height * estimate.DEFAULT_UPSAMPLING * width * estimate.DEFAULT_UPSAMPLING
@@ -184,6 +170,6 @@ class PageData:
         return out
 
 
-def media_type(name: str, *, json_suffixes: Sequence[str] = (".json",)) -> str:
+def media_type(name: str) -> str:
     """A set file's media type as the page reads it."""
-    return "application/json" if Path(name).suffix in json_suffixes else "application/octet-stream"
+    return "application/json" if Path(name).suffix == ".json" else "application/octet-stream"

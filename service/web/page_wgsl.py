@@ -1,14 +1,8 @@
-"""The WebGPU path of the browser page (``gpu/wgsl/integer``): the same WGSL kernels and
-descriptors as ``paths/wgsl``, rendered and planned here once for the browser's adapter limits,
-and the set's integer weights as one int32 blob. The page binds, dispatches and reads back
-exactly as :mod:`paths.wgsl.runner` does (``service/web/page_files/js/webgpu.js``).
-
-A plan is JSON: ``{"input", "output", "sources": [wgsl], "constants": {"op/role": {"offset",
-"count"}}, "operations": [{"name", "op", "inputs", "output", "source", "out_shape", "whole",
-"bindings", "bands": [{"uniform", "groups", "in_row0", "in_rows", "out_row0", "rows"}]}]}``;
-a shape no variant admits under the browser's limits is ``{"refused": message, "limits"}``
-(§4: ``dispatch_shape_mismatch``), decided before the page submits anything.
-"""
+"""The WebGPU path of the browser page (``gpu/wgsl/integer``): ``paths/wgsl``'s kernels and
+descriptors, planned here for the browser's adapter limits, and the set's integer weights as one
+int32 blob; the page binds, dispatches and reads back as :mod:`paths.wgsl.runner` does. A shape
+no variant admits under those limits is ``{"refused": message, "limits"}`` (§4:
+``dispatch_shape_mismatch``), decided before the page submits anything."""
 
 from __future__ import annotations
 
@@ -124,11 +118,10 @@ def read_shape(text: str) -> list[int]:
 
 
 class WgslPrograms:
-    """Programs by set digest, in ``cache`` (default: the last two kept), each counted as its
-    constants blob."""
+    """Programs by set digest, the last two kept, each counted as its constants blob."""
 
-    def __init__(self, cache: LRU[str, WgslProgram] | None = None) -> None:
-        self.cache: LRU[str, WgslProgram] = LRU(max_entries=2) if cache is None else cache
+    def __init__(self) -> None:
+        self.cache: LRU[str, WgslProgram] = LRU(max_entries=2)
 
     def get(self, files: LoadedSet) -> WgslProgram:
         hit = self.cache.get(files.digest)

@@ -1,7 +1,6 @@
-"""Static web assets (the dashboard's and the page's folders) served with Starlette's
-``StaticFiles``: only the kinds of file a page loads, each answer with a Content-Security-Policy
-that lets the page reach nothing but this service, and a missing file answered as a typed
-error (``{"error": {"code", "message"}}``) like every other refusal of the service."""
+"""Static web assets (the dashboard's and the page's folders) through Starlette's ``StaticFiles``:
+only the kinds of file a page loads, each with a CSP that reaches nothing but this service, and
+a missing file as a typed error like every other refusal."""
 
 from __future__ import annotations
 

@@ -34,6 +34,22 @@ def test_tokens_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "token_not_found" in capsys.readouterr().err
 
 
+def test_tokens_revoke_says_when_the_snapshot_is_not_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36, item 4: the spool volume (``WAI_SPOOL_DIR``) not mounted on this host: the
+    token is revoked in the store, the snapshot is not rewritten, and the command says so and
+    exits 1 (docs/service.md, "The token snapshot")."""
+    base = ["--data-dir", str(tmp_path)]
+    assert main(["tokens", "create", "edge-7", *base]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("WAI_SPOOL_DIR", str(tmp_path / "not-mounted"))
+    assert main(["tokens", "revoke", "edge-7", "--json", *base]) == 1
+    said = json.loads(capsys.readouterr().out)
+    assert said["revoked"] == 1 and "is not a folder here" in said["snapshot_not_rewritten"]
+    assert not (tmp_path / "not-mounted").exists()
+
+
 @pytest.mark.parametrize("sample", [SAMPLE_JSON, SAMPLE_CBOR, REPLICATE], ids=lambda p: p.name)
 def test_decode_url_answers_as_a_local_decode(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], sample: Path

@@ -1,7 +1,8 @@
-"""``/healthz`` (the process answers), ``/readyz`` (the store answers or the spool takes
-reports, this replica can decode every set the set registry lists: each in its cache and
-whole, missing and damaged ones listed; and the sets are warm: each one's program was built
-and run once, ``programs`` is ``warming`` until then) and ``/metrics`` (Prometheus text)."""
+"""``/healthz`` (the process answers), ``/readyz`` (the store answers, or the spool has room
+for the next decode's reports by the rule its append refuses by; this replica can decode every
+set the set registry lists: each in its cache and whole, missing and damaged ones listed; and
+the sets are warm: each one's program was built and run once, ``programs`` is ``warming``
+until then) and ``/metrics`` (Prometheus text)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ async def readyz(service: ServiceDep) -> JSONResponse:
     up = await run_in_threadpool(service.report_store.ping)
     spool = service.recorder.spool
     writable = spool.healthy()
-    spooling = writable and spool.new_bytes() < spool.max_bytes
+    spooling = writable and spool.takes_next()
     sets, damaged = await run_in_threadpool(_sets, service.decoder.set_store)
     registry = service.sets
     missing = await run_in_threadpool(registry.missing)
@@ -74,7 +75,7 @@ async def readyz(service: ServiceDep) -> JSONResponse:
     if not writable:
         reasons.append(f"the spool cannot take a line ({body['spool'][len('cannot write: ') :]})")
     if not (up or spooling):
-        reasons.append("the store is down and the spool cannot take reports")
+        reasons.append("the store is down and the spool has no room for a decode's reports")
     if not have_sets or no_set:
         reasons.append("no set can be opened" if no_set else "a set the registry lists is not here")
     if not warmup.done.is_set():

@@ -14,7 +14,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParameter
 from fastapi.concurrency import run_in_threadpool
 
-from wai_dispatch.codec.sets import InstalledSet, SetArchiveInvalid, SetError, SetFileMissing
+from wai_dispatch.codec.sets import (
+    InstalledSet,
+    SetArchiveInvalid,
+    SetError,
+    SetFileMissing,
+    SetNotInstalled,
+)
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import DecoderDep, SetsDep
@@ -77,7 +83,11 @@ async def one_set(
     _: Annotated[Principal, Depends(require(Role.sink))],
 ) -> dict[str, Any]:
     await run_in_threadpool(registry.fresh)
-    entry = await run_in_threadpool(decoder.set_store.get, digest)
+    try:
+        entry = await run_in_threadpool(decoder.set_store.get, digest)
+    except SetNotInstalled:
+        registry.confirm_missing()  # the registry unreachable: 503, not 404
+        raise
     return {**_public(entry), "facts": entry.manifest.facts.to_json()}
 
 

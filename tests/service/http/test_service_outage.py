@@ -4,15 +4,20 @@ the store is back, and every acknowledged report is in the store exactly once.""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from _svc import SAMPLE_JSON, Cluster, pg_bin, private_cluster, serve
+from _svc import SAMPLE_JSON, Cluster, PortalClient, pg_bin, private_cluster, serve
 from sqlalchemy import create_engine, text
+
+JSON = {"Content-Type": "application/json"}
 
 pytestmark = [
     pytest.mark.skipif(
@@ -213,3 +218,99 @@ def test_a_replica_started_in_an_outage_decodes_on_the_fleets_token_snapshot(
         ).all()
     engine.dispose()
     assert sorted(rows) == sorted((i, 1) for i in ids)
+
+
+@contextlib.contextmanager
+def _stoppable(kind: str, tmp_path: Path) -> Iterator[tuple[str, Callable[[], None]]]:
+    """A store's URL and how to stop it: a private PostgreSQL cluster, or a SQLite file whose
+    folder is moved away (a file put in its place)."""
+    if kind == "postgresql":
+        with private_cluster() as cluster:
+            yield cluster.url, cluster.stop
+        return
+    (tmp_path / "db").mkdir()
+
+    def stop() -> None:
+        (tmp_path / "db").rename(tmp_path / "db-away")
+        (tmp_path / "db").write_bytes(b"")
+
+    yield f"sqlite:///{tmp_path / 'db' / 'reports.db'}", stop
+
+
+@contextlib.contextmanager
+def _born_in_outage(tmp_path: Path, url: str, shared: Path) -> Iterator[Any]:
+    """A fresh replica on the fleet's spool volume, its store down: its blocking portal and
+    app (requests through httpx's ASGITransport)."""
+    from anyio.from_thread import start_blocking_portal
+
+    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.http.app import create_app
+
+    settings = load(data_dir=tmp_path / "b", database_url=url, spool_dir=shared,
+                    replica_id="b", warm=False)  # fmt: skip
+    app = create_app(settings)
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(app.router.lifespan_context(app)),
+    ):
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://b")
+        yield PortalClient(portal, client), app
+        portal.call(client.aclose)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_token_revoked_with_no_replica_running_is_refused_in_an_outage(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36, item 4: a replica on the fleet's volume wrote the snapshot and stopped;
+    ``wai-dispatch tokens revoke`` ran with no replica running (it rewrites the snapshot);
+    the store then stopped and a fresh replica started: the revoked token is 401, another
+    sink's (in the snapshot) is let in."""
+    from wai_dispatch.cli.main import main
+
+    shared = tmp_path / "volume"
+    with _stoppable(kind, tmp_path) as (url, stop):
+        with serve(tmp_path / "a", database_url=url, spool_dir=shared, replica_id="a") as a:
+            tokens = dict(a.tokens)
+        monkeypatch.setenv("WAI_DATABASE_URL", url)
+        monkeypatch.setenv("WAI_SPOOL_DIR", str(shared))
+        assert main(["tokens", "revoke", "sink-a", "--data-dir", str(tmp_path / "cli")]) == 0
+        stop()
+        with _born_in_outage(tmp_path, url, shared) as (client, app):
+            assert app.state.service.tokens.source == "snapshot"
+            bearer = {"Authorization": f"Bearer {tokens['sink']}"}
+            r = client.get("/v1/paths", headers=bearer)
+            assert r.status_code == 401, r.text
+            bearer = {"Authorization": f"Bearer {tokens['sink-b']}"}
+            assert client.get("/v1/paths", headers=bearer).status_code == 200
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_replica_born_in_an_outage_answers_503_for_a_set_it_cannot_confirm(
+    kind: str, tmp_path: Path
+) -> None:
+    """Issue 36, item 5: a set this replica lacks while the set registry does not answer may
+    be installed there: 503 ``set_registry_down`` with ``Retry-After`` (a decode naming it,
+    and ``GET /v1/sets/{digest}``), never 404 ``set_not_installed``, which a replica that
+    reads the registry answers. A set in its cache is served (and ``/readyz`` is ready on the
+    cache's sets, saying the registry is not read yet)."""
+    shared = tmp_path / "volume"
+    doc = json.loads(SAMPLE_JSON.read_text())
+    here, absent = doc["set"], "0" * 64
+    unknown = json.dumps({**doc, "set": absent}).encode()
+    with _stoppable(kind, tmp_path) as (url, stop):
+        with serve(tmp_path / "a", database_url=url, spool_dir=shared, replica_id="a") as a:
+            bearer = {"Authorization": f"Bearer {a.tokens['sink']}"}
+            r = httpx.get(f"{a.url}/v1/sets/{absent}", headers=bearer)
+            assert r.status_code == 404 and r.json()["error"]["code"] == "set_not_installed"
+        stop()
+        with _born_in_outage(tmp_path, url, shared) as (client, _):
+            for r in (
+                client.get(f"/v1/sets/{absent}", headers=bearer),
+                client.post("/v1/decode", content=unknown, headers={**bearer, **JSON}),
+            ):
+                assert r.status_code == 503, r.text
+                assert r.json()["error"]["code"] == "set_registry_down"
+                assert r.headers["Retry-After"] == "5"
+            assert client.get(f"/v1/sets/{here}", headers=bearer).status_code == 200
+            assert client.get("/readyz").json()["registry"] == "not read yet"

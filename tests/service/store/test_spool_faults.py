@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import sqlite3
 import threading
@@ -232,7 +233,7 @@ def test_full_disk_is_a_503_with_retry_after_and_readyz_not_ready(
         _exactly_once(store, acked)
 
 
-def _down(records: Any) -> int:
+def _down(*_: Any) -> int:
     raise StoreDown("stopped")
 
 
@@ -512,3 +513,58 @@ def test_size_counts_each_line_once_while_the_drain_renames(tmp_path: Path) -> N
     assert seen and set(seen) == {one}
     spool.close()
     assert spool.size() == one
+
+
+def _fill(spool: Spool, room: int) -> list[str]:
+    """Append one whole line (two records, padded with spaces) leaving ``room`` bytes under
+    ``spool_max_bytes``; the ids of its records."""
+    recs = _records()
+    text = json.dumps([r.to_json() for r in recs], separators=(",", ":")).encode()
+    pad = spool.max_bytes - room - spool.new_bytes() - len(text) - 1
+    assert pad >= 0
+    with open(spool.path, "ab") as fh:
+        fh.write(text + b" " * pad + b"\n")
+    assert spool.new_bytes() == spool.max_bytes - room
+    return [r.id for r in recs]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_readyz_is_ready_only_with_room_for_the_next_decodes_reports(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """Issue 36, item 5: with the store down, ``/readyz`` calls the replica ready only while
+    the spool has room for the next decode's line, by the rule its append refuses by
+    (``spool.fits``): a spool one byte short of that room is 503 on ``/readyz`` and on
+    decodes alike (it was ``200 spooling`` while every decode got ``report_spool_full``); with
+    the room, both take it. The store back, every acknowledged report is stored once."""
+    chosen: dict[str, Any] = {"spool_max_bytes": 1 << 20}
+    if kind == "postgresql":
+        chosen["database_url"] = request.getfixturevalue("postgres_url")
+    body, headers = SAMPLE_JSON.read_bytes(), {"Content-Type": "application/json"}
+    with in_process(tmp_path / "data", **chosen) as svc, svc.client() as c:
+        store, spool = svc.service.report_store, svc.service.recorder.spool
+        monkeypatch.setattr(store, "insert", _down)
+        monkeypatch.setattr(store, "record", _down)
+        monkeypatch.setattr(store, "ping", lambda: False)
+        r = c.post("/v1/decode", content=body, headers=headers)
+        assert r.status_code == 200, r.text  # spooled
+        acked = r.json()["report_ids"]
+        _wait(spool.draining.exists)  # the replay thread tried it: new lines now stay
+        line = spool.size()  # one decode's line
+        assert 0 < line < spool_mod.NEXT_LINE_BYTES == spool.largest
+        acked += _fill(spool, spool.largest - 1)
+        ready = c.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["store"] == "down", ready.text
+        assert "no room for a decode's reports" in " ".join(ready.json()["reasons"])
+        spool.max_bytes += 1  # exactly the room: ready, and a decode's line goes in
+        assert c.get("/readyz").json()["store"] == "spooling"
+        r = c.post("/v1/decode", content=body, headers=headers)
+        assert r.status_code == 200, r.text
+        acked += r.json()["report_ids"]
+        acked += _fill(spool, line - 1)  # under one decode's line: the decode is refused too
+        assert c.get("/readyz").status_code == 503
+        r = c.post("/v1/decode", content=body, headers=headers)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "report_spool_full"
+        monkeypatch.undo()  # the store returns
+        _wait(lambda: svc.service.recorder.pending_bytes() == 0)
+        _exactly_once(store, acked)

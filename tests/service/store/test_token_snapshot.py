@@ -1,13 +1,16 @@
-"""Issue 29, item 4: the token snapshot on the shared volume. A replica that reads the store
-writes it (hashes, names, roles; no secret; mode 0600; a MAC); a replica that cannot read the
-store takes it only verified (its MAC, under the key of its own store) and recent
-(``token_snapshot_max_age_s``), and answers a token it cannot check ``TokenStoreDown`` (503),
-never ``None`` (401)."""
+"""The token snapshot on the shared volume (issue 29, item 4; issue 36, item 4). A replica
+that reads the store writes it (hashes, names, roles, the revoked tokens' hashes; no secret;
+mode 0600; a MAC under a key kept on the volume, never a constant); a replica that cannot read
+the store takes it only verified and recent, refuses (``None``: 401) a token revoked there, and
+answers a token it cannot check ``TokenStoreDown`` (503). The file is looked at before it is
+read: a FIFO, a link to ``/dev/zero`` or a sparse 1 GiB file is refused without a read."""
 
 from __future__ import annotations
 
 import json
+import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,139 +18,208 @@ import pytest
 from wai_dispatch.service.store import bearer, bearer_snapshot
 from wai_dispatch.service.store.report_store import ReportStore
 
-KEY = bearer_snapshot.key("sqlite:///shared/reports.db")
 
-
-def _down_store(tmp_path: Path) -> ReportStore:
-    """A SQLite store whose folder cannot exist (a file stands where it would be): down."""
+def _down(tmp_path: Path, url: str) -> ReportStore:
+    """A store that does not answer (a SQLite file where a folder cannot be), under ``url``:
+    the same store as the writer's, down."""
     blocker = tmp_path / "not-a-folder"
     blocker.write_bytes(b"")
-    return ReportStore(f"sqlite:///{blocker / 'reports.db'}")
+    down = ReportStore(f"sqlite:///{blocker / 'reports.db'}")
+    down.url = url
+    return down
 
 
 @pytest.fixture
-def written(report_store: ReportStore, tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """A snapshot written by a replica that read the store: a sink's and an admin's token."""
+def written(store: ReportStore, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A snapshot written by a replica that read the store: a sink's and an admin's token,
+    and one revoked."""
     secrets = {
-        "sink": bearer.create(report_store, "edge-1", bearer.Role.sink),
-        "admin": bearer.create(report_store, "root", bearer.Role.admin),
-        "revoked": bearer.create(report_store, "old", bearer.Role.sink),
+        "sink": bearer.create(store, "edge-1", bearer.Role.sink),
+        "admin": bearer.create(store, "root", bearer.Role.admin),
+        "revoked": bearer.create(store, "old", bearer.Role.sink),
     }
-    bearer.revoke(report_store, "old")
+    bearer.revoke(store, "old")
     path = tmp_path / "volume" / bearer_snapshot.FILE
-    cache = bearer.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
+    cache = bearer.TokenCache(store, snapshot=path)
     assert cache.reload() and cache.source == "store"
     return path, secrets
 
 
-def _fresh(tmp_path: Path, path: Path, *, key: bytes = KEY, age: float = 3600) -> bearer.TokenCache:
-    cache = bearer.TokenCache(
-        _down_store(tmp_path), snapshot=path, snapshot_key=key, snapshot_max_age_s=age
-    )
+def _fresh(tmp_path: Path, path: Path, url: str, *, age: float = 3600) -> bearer.TokenCache:
+    cache = bearer.TokenCache(_down(tmp_path, url), snapshot=path, snapshot_max_age_s=age)
     assert not cache.reload()
     return cache
 
 
 def test_the_snapshot_holds_hashes_names_and_roles_only(
-    written: tuple[Path, dict[str, str]],
+    store: ReportStore, written: tuple[Path, dict[str, str]]
 ) -> None:
     path, secrets = written
+    key = path.parent / bearer_snapshot.KEY_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600  # the volume's own key, random
+    assert len(key.read_text()) == 64 and key.read_text() not in path.read_text()
     text = path.read_text()
     assert all(secret not in text for secret in secrets.values())
     doc = json.loads(text)
-    assert sorted(doc) == ["format", "mac", "tokens", "written_ms"]
+    assert sorted(doc) == ["format", "mac", "revoked", "tokens", "written_ms"]
     assert sorted((r[1], r[2]) for r in doc["tokens"]) == [("edge-1", "sink"), ("root", "admin")]
     assert {r[0] for r in doc["tokens"]} == {
         bearer.digest(secrets["sink"]),
         bearer.digest(secrets["admin"]),
     }
-    assert [p.name for p in path.parent.iterdir()] == [bearer_snapshot.FILE]  # no temporary left
+    assert doc["revoked"] == [bearer.digest(secrets["revoked"])]
+    names = sorted(p.name for p in path.parent.iterdir())
+    assert names == [bearer_snapshot.FILE, bearer_snapshot.KEY_FILE]  # no temporary left
 
 
 def test_a_replica_started_in_an_outage_checks_tokens_against_it(
-    written: tuple[Path, dict[str, str]], tmp_path: Path
+    store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     path, secrets = written
-    cache = _fresh(tmp_path, path)
+    cache = _fresh(tmp_path, path, store.url)
     assert cache.source == "snapshot"
     assert cache.lookup(secrets["sink"]) == bearer.Principal("edge-1", bearer.Role.sink)
     admin = cache.lookup(secrets["admin"])
     assert admin is not None and admin.role is bearer.Role.admin
-    for unknown in (secrets["revoked"], "wai_not-a-token"):  # not in it: cannot be checked
-        with pytest.raises(bearer.TokenStoreDown):
-            cache.lookup(unknown)
+    assert cache.lookup(secrets["revoked"]) is None  # revoked there: 401
+    with pytest.raises(bearer.TokenStoreDown):  # not in it: cannot be checked
+        cache.lookup("wai_not-a-token")
 
 
 @pytest.mark.parametrize(
     "damage",
-    ["role raised", "hash added", "torn", "another store", "too old", "from the future"],
+    [
+        "role raised",
+        "hash added",
+        "revocation dropped",
+        "torn",
+        "another store",
+        "another volume's key",
+        "key readable by others",
+        "too old",
+        "from the future",
+    ],
 )
 def test_a_snapshot_not_verified_or_not_recent_is_not_used(
-    written: tuple[Path, dict[str, str]], tmp_path: Path, damage: str
+    store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path, damage: str
 ) -> None:
     path, secrets = written
-    key, age = KEY, 3600.0
+    url, age = store.url, 3600.0
     doc = json.loads(path.read_text())
+    rows = [tuple(r) for r in doc["tokens"]]
     if damage == "role raised":
         doc["tokens"] = [[h, n, "admin"] for h, n, _ in doc["tokens"]]
-        path.write_text(json.dumps(doc))
     elif damage == "hash added":
         doc["tokens"].append([bearer.digest("wai_forged"), "intruder", "admin"])
-        path.write_text(json.dumps(doc))
-    elif damage == "torn":
+    elif damage == "revocation dropped":
+        doc["revoked"] = []
+    path.write_text(json.dumps(doc))
+    if damage == "torn":
         path.write_bytes(path.read_bytes()[:40])
     elif damage == "another store":
-        key = bearer_snapshot.key("postgresql://other/db")
+        url = "postgresql://other/db"
+    elif damage == "another volume's key":
+        (path.parent / bearer_snapshot.KEY_FILE).write_text("ab" * 32)
+    elif damage == "key readable by others":
+        (path.parent / bearer_snapshot.KEY_FILE).chmod(0o644)
     elif damage == "too old":
         age = 0.001
-        rows = [tuple(r) for r in doc["tokens"]]
-        bearer_snapshot.write(path, rows, KEY, now_ms=doc["written_ms"] - 10_000)
+        bearer_snapshot.write(path, rows, set(doc["revoked"]), url, now_ms=doc["written_ms"] + 1)
     elif damage == "from the future":
-        rows = [tuple(r) for r in doc["tokens"]]
-        bearer_snapshot.write(path, rows, KEY, now_ms=doc["written_ms"] + 3_600_000)
-    cache = _fresh(tmp_path, path, key=key, age=age)
+        path.unlink()
+        bearer_snapshot.write(path, rows, set(), url, now_ms=doc["written_ms"] + 3_600_000)
+    cache = _fresh(tmp_path, path, url, age=age)
     assert cache.source is None
-    for secret in (secrets["sink"], secrets["admin"], "wai_forged"):
+    for secret in (secrets["sink"], secrets["admin"], secrets["revoked"], "wai_forged"):
         with pytest.raises(bearer.TokenStoreDown):
             cache.lookup(secret)
 
 
 def test_no_snapshot_at_age_bound_zero(
-    written: tuple[Path, dict[str, str]], tmp_path: Path
+    store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     path, secrets = written
-    cache = _fresh(tmp_path, path, age=0)
+    cache = _fresh(tmp_path, path, store.url, age=0)
     with pytest.raises(bearer.TokenStoreDown):
         cache.lookup(secrets["sink"])
 
 
 def test_a_revocation_reaches_the_snapshot(
-    report_store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path
+    store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     path, secrets = written
-    writer = bearer.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
+    writer = bearer.TokenCache(store, snapshot=path)
     writer.reload()
-    bearer.revoke(report_store, "edge-1")
+    bearer.revoke(store, "edge-1")
     writer.reload()  # the view changed: written again
-    cache = _fresh(tmp_path, path)
-    with pytest.raises(bearer.TokenStoreDown):
-        cache.lookup(secrets["sink"])
+    cache = _fresh(tmp_path, path, store.url)
+    assert cache.lookup(secrets["sink"]) is None
     assert cache.lookup(secrets["admin"]) is not None
 
 
-def test_a_replica_cut_off_takes_a_newer_snapshot_than_its_view(
-    report_store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path
+def test_a_revocation_with_no_replica_running_reaches_it(
+    store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
-    """Its own view is older than what the replicas that reach the store wrote since."""
+    """What ``wai-dispatch tokens revoke`` does (tests/service/http/test_service_outage.py
+    runs the command itself): no replica reads the store, the store then stops."""
     path, secrets = written
-    cut_off = bearer.TokenCache(report_store, snapshot=path, snapshot_key=KEY)
-    cut_off.reload()
-    assert cut_off.lookup(secrets["sink"]) is not None
-    bearer.revoke(report_store, "edge-1")
-    bearer.TokenCache(report_store, snapshot=path, snapshot_key=KEY).reload()  # another replica
-    cut_off.store = _down_store(tmp_path)
-    assert not cut_off.reload()
-    assert cut_off.source == "snapshot"
+    bearer.revoke(store, "edge-1")
+    assert bearer.rewrite_snapshot(store, path) is None
+    cache = _fresh(tmp_path, path, store.url)
+    assert cache.lookup(secrets["sink"]) is None
+    assert cache.lookup(secrets["admin"]) is not None
+    gone = tmp_path / "not-mounted" / bearer_snapshot.FILE
+    assert "is not a folder here" in str(bearer.rewrite_snapshot(store, gone))
+
+
+def test_a_snapshot_older_than_the_one_there_does_not_replace_it(
+    store: ReportStore, written: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """A replica whose view was read before a revocation writes after the revoking command."""
+    path, secrets = written
+    doc = json.loads(path.read_text())
+    before = {r[0]: (r[1], r[2]) for r in doc["tokens"]}
+    bearer.revoke(store, "edge-1")
+    assert bearer.rewrite_snapshot(store, path) is None
+    stale = [(h, n, r) for h, (n, r) in before.items()]
+    assert bearer_snapshot.write(path, stale, set(), store.url, now_ms=doc["written_ms"])
+    cache = _fresh(tmp_path, path, store.url)
+    assert cache.lookup(secrets["sink"]) is None
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _dev_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+def _sparse(path: Path) -> None:
+    with path.open("wb") as fh:
+        fh.truncate(1 << 30)
+
+
+@pytest.mark.parametrize("make", [_fifo, _dev_zero, _sparse], ids=["fifo", "dev-zero", "sparse"])
+def test_a_special_or_oversize_file_is_refused_before_it_is_read(
+    report_store: ReportStore, tmp_path: Path, make: object
+) -> None:
+    """Each answers at once (a FIFO with no writer would block an ``open`` or a read; a link
+    to /dev/zero or a 1 GiB file would be read into memory), and no token is let in."""
+    volume = tmp_path / "volume"
+    secret = bearer.create(report_store, "edge-1", bearer.Role.sink)
+    path = volume / bearer_snapshot.FILE
+    bearer.TokenCache(report_store, snapshot=path).reload()
+    path.unlink()
+    assert callable(make)
+    make(path)
+    done: list[bearer.TokenCache] = []
+    worker = threading.Thread(target=lambda: done.append(_fresh(tmp_path, path, report_store.url)))
+    worker.start()
+    worker.join(timeout=10)
+    assert done, "reading the snapshot blocked"
     with pytest.raises(bearer.TokenStoreDown):
-        cut_off.lookup(secrets["sink"])
+        done[0].lookup(secret)
+    with pytest.raises(OSError, match=r"not a regular file|over|symbolic link|Too many levels"):
+        bearer_snapshot.read_regular(path, bearer_snapshot.MAX_BYTES)
