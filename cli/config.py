@@ -1,6 +1,6 @@
 """``wai-dispatch config``: every setting's effective value and where it came from (``flag``,
 ``env``, ``file`` — the ``WAI_CONFIG`` TOML file —, ``handover`` or ``default``), read by the
-one :func:`service.decoding.settings.load`; secrets are shown as set or not, never printed.
+one :func:`service.settings.load`; secrets are shown as set or not, never printed.
 
 A setting whose default stands for a value worked out when it is used (``decode_threads`` 0:
 the CPUs, shared among ``workers``; no ``database_url``: the SQLite file in the data directory;
@@ -16,14 +16,16 @@ from typing import Any
 
 from wai_dispatch.cli.options import overrides
 from wai_dispatch.cli.serve import serve_settings
-from wai_dispatch.service.decoding.settings import CONFIG_ENV, SECRET, Settings, env_name, sources
+from wai_dispatch.service.decoding.decoder import decoder_offer
+from wai_dispatch.service.settings import CONFIG_ENV, SECRET, Settings, env_name, sources
 from wai_dispatch.service.store.spool_volume import default_replica_id
 
 #: The settings whose unset default (``None``, or ``0`` for the threads) stands for another
 #: value, and that value: what the service and the decoder use.
 DERIVED: dict[str, Callable[[Settings], Any]] = {
     "database_url": lambda s: s.url,  # the default SQLite file holds no secret
-    "offer": lambda s: ",".join(str(p) for p in s.offer_paths),
+    # the decoder's own rule: the reference offer, a hardware GPU's path after the NPU's
+    "offer": lambda s: ",".join(str(p) for p in decoder_offer(s.decoder_args()["offer"])),
     "decode_threads": lambda s: s.decode_workers,
     "spool_dir": lambda s: str(s.spool_volume),
     "replica_id": lambda s: default_replica_id(),

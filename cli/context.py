@@ -14,4 +14,4 @@ def decoder(args: argparse.Namespace, *, bundled: bool = True, ready: bool = Tru
     """The command's decoder, from its settings (``--data-dir`` and ``--offer`` where it has
     them; :meth:`service.decoding.decoder.Decoder.assemble`)."""
 
-    return Decoder.assemble(settings=settings(args), bundled=bundled, ready=ready)
+    return Decoder.assemble(**settings(args).decoder_args(bundled=bundled), ready=ready)

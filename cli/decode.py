@@ -20,13 +20,14 @@ from wai_dispatch.cli.streams import check_target, read_envelope, write_output
 from wai_dispatch.codec.files import make_folder, write_atomic
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import Code, DispatchPath
+from wai_dispatch.paths.registry import absent_reason
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.usecase.decode import NoPathFound, decode_here, local_request
 
 if TYPE_CHECKING:
     from wai_dispatch.cli.outcome_text import Why
     from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.service.decoding.settings import Settings
+    from wai_dispatch.service.settings import Settings
 
 
 def decode_file(
@@ -127,7 +128,7 @@ def _why(ctx: Decoder) -> Why:
     def why(refusal: dict[str, Any]) -> str:
         code = Code(refusal["reason"])
         if code is Code.UNIT_ABSENT:
-            return ctx.absent_reason(DispatchPath.from_json(refusal))
+            return absent_reason(ctx.adapters.get(DispatchPath.from_json(refusal)))
         return code.meaning
 
     return why

@@ -75,12 +75,12 @@ def sets_checks(ctx: Decoder) -> list[dict[str, str]]:
 
 
 def paths_checks(ctx: Decoder) -> list[dict[str, str]]:
-    rows = ctx.paths()
+    rows = ctx.probe()
     present = [str(r.path) for r in rows if r.present]
     verdict = OK if present else FAIL
     detail = f"present: {', '.join(present)}" if present else "no path of the offer is present"
     out = [_check("paths", verdict, detail)]
-    (gpu,) = ctx.paths([GPU_WGSL])
+    (gpu,) = ctx.probe([GPU_WGSL])
     out.append(
         _check("gpu (WebGPU)", INFO, "adapter found" if gpu.present else f"absent: {gpu.reason}")
     )

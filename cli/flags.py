@@ -90,7 +90,7 @@ def runs(parser: argparse.ArgumentParser, target: str, *, remote: str | None = N
 def setting_flags(parser: argparse.ArgumentParser, *names: str) -> None:
     """Mark ``names`` (the parser's destinations) as flags that override the settings of the
     same name (``--data-dir`` over ``WAI_DATA_DIR``): :func:`cli.options.settings` hands them
-    to :func:`service.decoding.settings.load`."""
+    to :func:`service.settings.load`."""
     marked = tuple(parser.get_default("setting_flags") or ())
     parser.set_defaults(setting_flags=(*marked, *names))
 

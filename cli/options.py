@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from wai_dispatch.cli.flags import OFFER_HELP, add_data_dir, add_offer, setting_flags
-from wai_dispatch.service.decoding.settings import Settings, load
+from wai_dispatch.service.settings import Settings, load
 
 __all__ = ["OFFER_HELP", "add_data_dir", "add_offer", "setting_flags", "settings"]
 
@@ -26,7 +26,7 @@ def settings(args: argparse.Namespace) -> Settings:
     """The command's settings, loaded once (``wai-dispatch`` loads them before the command
     runs and keeps them as ``args.settings``): its setting flags over the environment over the
     ``WAI_CONFIG`` file over the defaults. An unknown ``WAI_*`` variable is one warning line
-    on stderr; bad values raise :class:`service.decoding.settings.SettingsInvalid`."""
+    on stderr; bad values raise :class:`service.settings.SettingsInvalid`."""
     chosen: Settings | None = getattr(args, "settings", None)
     if chosen is None:
         chosen = load(warn=_warn, **overrides(args))

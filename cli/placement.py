@@ -23,7 +23,7 @@ def run_paths(args: argparse.Namespace) -> int:
     ctx = decoder(args, bundled=False, ready=False)  # no set is opened: no store touched
     offer = list(ctx.offer)
     others = sorted((p for p in BUILDERS if p not in offer), key=str)
-    rows = ctx.paths([*offer, *others])
+    rows = ctx.probe([*offer, *others])
     listed = [
         {**row.to_json(), "offered": row.path in offer, "device": _device(row, ctx.waiops_engine)}
         for row in rows
@@ -67,7 +67,7 @@ def run_plan(args: argparse.Namespace) -> int:
     path = None if args.path is None else parse_offer([args.path])[0]
     ctx = decoder(args)
     if path is None:  # the first path of the offer this machine has
-        present = [row.path for row in ctx.paths() if row.present]
+        present = [row.path for row in ctx.probe() if row.present]
         if not present:
             print("no path of the offer is present here (wai-dispatch paths says why)")
             return EXIT_NO

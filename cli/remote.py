@@ -5,7 +5,7 @@ with exponential backoff and jitter (:mod:`cli.retry`), a ``Retry-After`` honour
 bounds each attempt. The service's answers print as it gave them.
 
 Light on purpose (docs/cli.md#the-sinks-client): this module, :mod:`cli.http_client`,
-:mod:`cli.retry`, :mod:`cli.outcome_text` and :mod:`service.decoding.client_settings` use the
+:mod:`cli.retry`, :mod:`cli.outcome_text` and :mod:`cli.client_settings` use the
 standard library only, so that a sink that posts one envelope a minute pays about one more
 interpreter start-up, not the decoder's (tests/cli/test_cli_remote.py holds the modules a
 remote command loads).
@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wai_dispatch.cli import http_client
+from wai_dispatch.cli.client_settings import ClientSettingsInvalid, bearer
 from wai_dispatch.cli.flags import (
     EXIT_INTERRUPTED,
     EXIT_NO,
@@ -42,7 +43,6 @@ from wai_dispatch.cli.flags import (
 )
 from wai_dispatch.cli.outcome_text import print_outcomes
 from wai_dispatch.cli.retry import RETRY_STATUSES, backoff, retry_after
-from wai_dispatch.service.decoding.client_settings import ClientSettingsInvalid, bearer
 
 #: A run report's JSON is at most this (the service's limit, docs/run-reports.md).
 MAX_RUN_REPORT_BYTES = 16 * 1024 * 1024

@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 
 from wai_dispatch.cli.options import settings
-from wai_dispatch.service.decoding.settings_model import SettingsInvalid
+from wai_dispatch.service.decoding.errors import SettingsInvalid
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.retention import prune
 

@@ -23,7 +23,7 @@ from wai_dispatch.cli.options import settings
 from wai_dispatch.cli.serve_ray import run_ray
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.service.decoding.settings import Settings, hand_over
+from wai_dispatch.service.settings import Settings, hand_over
 from wai_dispatch.service.store import bearer, bearer_snapshot
 from wai_dispatch.service.store.bearer import ADMIN_TOKEN_FILE, admin_note, ensure_admin
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wai_dispatch.cli.errors import RayMissing, RayUnreachable, UsageError
-from wai_dispatch.service.decoding.settings import HANDOVER_ENV, Settings, handed_over
+from wai_dispatch.service.settings import HANDOVER_ENV, Settings, handed_over
 
 __all__ = ["IMPORT_PATH", "deploy", "plan_args", "reachable", "run_ray"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from wai_dispatch.cli.context import decoder
 from wai_dispatch.cli.options import settings
 from wai_dispatch.codec.sets import SetError
-from wai_dispatch.service.decoding.setcache import bundled_dir
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.setregistry import SetRegistry
 from wai_dispatch.service.store.setsync import SetSync, registry_down
@@ -36,7 +36,7 @@ def _registry(args: argparse.Namespace, *, bootstrap: bool = True) -> Iterator[S
             SetRegistry(store),
             cache,
             chosen.sets_refresh_s,
-            bundled=bundled_dir() if chosen.bundled_sets else None,
+            bundled=sets_dir() if chosen.bundled_sets else None,
             repair=False,  # a damaged copy is shown as it is (the service fetches it again)
         )
         if bootstrap:

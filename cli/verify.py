@@ -8,7 +8,7 @@ import json
 
 from wai_dispatch.cli import progress
 from wai_dispatch.cli.context import decoder
-from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB, psnr_rgb8, verify_store
+from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB, psnr_rgb8
 
 __all__ = ["PSNR_BOUND_DB", "psnr_rgb8", "run"]
 
@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
         def on_set(done: int, total: int, name: str) -> None:
             shown.update(done, total, name)
 
-        result = verify_store(ctx, on_set=on_set)
+        result = ctx.verify(on_set)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0 if result.ok else 1

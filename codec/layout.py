@@ -1,6 +1,6 @@
 """The data directory's layout: pure path helpers over a data directory the caller gives (the
 set store is ``<data_dir>/sets``). Where the data directory is (``WAI_DATA_DIR``, else XDG's) is
-a setting: :class:`service.decoding.settings.Settings` resolves it. Also the codec's one output
+a setting: :class:`service.settings.Settings` resolves it. Also the codec's one output
 default the settings read (:data:`DEFAULT_PNG_LEVEL`), kept here, free of numpy, so that reading
 the settings imports no array library."""
 

@@ -1,7 +1,7 @@
 """The coded picture's size in a version-2 payload header (docs/payload.md): its width and height,
 u32 little-endian each, right after the 24-byte version-1 header of a ``WAIP``
 (:mod:`codec.payload`) or ``WAIH`` (:mod:`codec.hyperprior_payload`) payload. A decode crops the
-synthesis's output to it (:mod:`service.decoding.crop`)."""
+synthesis's output to it (:mod:`service.decoding.results`)."""
 
 from __future__ import annotations
 

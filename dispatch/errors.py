@@ -112,6 +112,18 @@ def kind_of(error: type[WaiError]) -> type[WaiError]:
     return next((c for c in error.__mro__ if c in KINDS), WaiError)
 
 
+def is_code(value: str) -> bool:
+    """Whether ``value`` is the ``code`` of an error class loaded in this process (a layer's
+    errors load with the modules that raise them)."""
+    found: list[type[WaiError]] = [WaiError]
+    while found:
+        error = found.pop()
+        if error.__dict__.get("code") == value:
+            return True
+        found += error.__subclasses__()
+    return False
+
+
 class UnknownToken(InvalidInput):
     """a unit, backend, arithmetic, tier or code token the vocabulary does not know"""
 

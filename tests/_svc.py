@@ -70,8 +70,8 @@ class Live:
 def _prepared(data_dir: Path, port: int, **settings: Any) -> tuple[Any, dict[str, str]]:
     """The settings and the app for a data directory, tokens created first (sink-a, sink-b,
     operator; the admin token is the one the first start writes)."""
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import load
     from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
@@ -310,3 +310,46 @@ def envelope_of_latent(store_root: Path, height: int, width: int, **extra: Any) 
     symbols = np.zeros((1, tables.channels, height, width), dtype=np.int32)
     body = payload.encode(symbols, tables)
     return Envelope(capability=entry.capability, payload=body, set=entry.digest, **extra).to_json()
+
+
+def cursor_params(route: str) -> Any:
+    """A hypothesis strategy of query parameters for ``route`` with a paging cursor shaped like
+    the service's (service/store/keyset.py: base64url of a JSON list, a tag then the position)
+    whose parts are of any type and size (ints past a BIGINT, floats, text, null, booleans,
+    lists): random strings rarely decode, so a fuzz reaches the typed checks only with these.
+    The tag is the list's own (a fleet tag with its sort and order) or another list's."""
+    import base64
+    import json
+
+    from hypothesis import strategies as st
+
+    from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS
+
+    own = {
+        "/v1/reports": ["t"],
+        "/v1/request-errors": ["e"],
+        "/v1/run-reports/summary": ["rr"],
+        "/v1/fleet/sinks": [f"sink:{s}:{d}" for s in SINK_SORTS for d in (0, 1)],
+        "/v1/fleet/sets": [f"set:{s}:{d}" for s in SET_SORTS for d in (0, 1)],
+    }
+    every = [t for tags in own.values() for t in tags]
+    edges = st.sampled_from([2**63, 2**63 - 1, -(2**63), -(2**63) - 1, 10**30])
+    odd = st.floats() | st.none() | st.booleans() | st.lists(st.integers(), max_size=2)
+    part = edges | st.text(max_size=8) | st.integers() | odd
+    # mostly the list's own tag and arity (a position is two parts): the checks of each part
+    arity = st.lists(part, min_size=2, max_size=2) | st.lists(part, max_size=3)
+
+    def params(tag: str, parts: list[Any]) -> dict[str, str]:
+        text = json.dumps([tag, *parts]).encode()
+        out = {
+            "cursor" if route == "/v1/reports" else "after": base64.urlsafe_b64encode(text)
+            .decode()
+            .rstrip("=")
+        }
+        if tag.count(":") == 2:
+            out["sort"], desc = tag.split(":")[1:]
+            out["desc"] = "true" if desc == "1" else "false"
+        return out
+
+    mine = st.sampled_from(own.get(route, every))
+    return st.builds(params, mine | mine | mine | st.sampled_from(every), arity)

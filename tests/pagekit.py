@@ -92,8 +92,8 @@ def serve_service(data_dir: Path, **settings: Any) -> Iterator[tuple[str, Any, s
     import httpx
     import uvicorn
 
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import load
     from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 

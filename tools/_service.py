@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from wai_dispatch.service.decoding.settings import Settings, handed_over
+from wai_dispatch.service.settings import Settings, handed_over
 
 APP = "wai_dispatch.service.http.app:create_app"
 

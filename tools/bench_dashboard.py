@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.governance import parse_run_report
+from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.policies import PolicyStore, submit
 from wai_dispatch.service.store.report_store import ReportStore

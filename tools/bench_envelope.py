@@ -114,8 +114,9 @@ _COLD_OURS = """
 import sys, time
 t0 = time.perf_counter()
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.settings import load
 body = open(sys.argv[2], "rb").read()
-decoder = Decoder.assemble(sys.argv[1])
+decoder = Decoder.assemble(**load(data_dir=sys.argv[1]).decoder_args())
 t1 = time.perf_counter()
 decoder.decode(body).rgb
 print(t1 - t0, time.perf_counter() - t1)

@@ -49,7 +49,7 @@ def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
         t0 = time.perf_counter()
         part = parse(body).parts()[0]
         header = read_header(part.payload, limits=decoder.limits)
-        opened = decoder._cached_set(str(part.set), None)
+        opened = decoder.opened.get(str(part.set), None)
         t1 = time.perf_counter()
         stage = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits, header=header)
         t2 = time.perf_counter()
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, took in times.items():
                 print(f"  {name:26} {took * 1e3:8.1f} ms {took / whole:6.1%}")
             part = parse(body).parts()[0]
-            opened = decoder._cached_set(str(part.set), None)
+            opened = decoder.opened.get(str(part.set), None)
             latent = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits).latent
             ops = op_profile(opened.files, latent, args.repeats)
             total = sum(ops.values())

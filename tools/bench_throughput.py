@@ -23,6 +23,7 @@ import numpy as np
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.settings import load
 from wai_dispatch.tools.bench_decode import _model
 from wai_dispatch.tools.bench_envelope import pictures, rgb8
 from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
@@ -35,7 +36,7 @@ def _worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -
 
     row = pickle.loads(Path(data_file).read_bytes())
     if kind == "ours":
-        decoder = Decoder.assemble(data_dir)
+        decoder = Decoder.assemble(**load(data_dir=data_dir).decoder_args())  # WAI_ORT_THREADS
 
         def one() -> object:
             return decoder.decode(row["envelope"]).rgb
@@ -120,7 +121,7 @@ def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:
 
     decoder = Decoder.assemble(data_dir)
     part = parse(body).parts()[0]
-    files = decoder.loaded_set(str(part.set))
+    files = decoder.opened.loaded(str(part.set))
     latent = entropy_stage(part.payload, tables_of(files), limits=decoder.limits).latent
     spec = files.facts.program("onnx-runtime")
     assert spec is not None and spec.file is not None and spec.weights is not None

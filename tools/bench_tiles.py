@@ -26,7 +26,7 @@ from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.settings import Settings
 from wai_dispatch.tools.harness import decode_headers, loadavg, memory_kib, parser, service
 
 SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-demo-q3"}
@@ -41,7 +41,7 @@ from wai_dispatch.tools.harness import memory_kib
 def status():
     return {key: kib * 1024 for key, kib in memory_kib().items()}
 data_dir, set_name, h, w = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-decoder = Decoder.assemble(data_dir)
+decoder = Decoder.assemble(**load(data_dir=data_dir).decoder_args())
 small = envelope_of(decoder.set_store, set_name, 4, 4)
 big = envelope_of(decoder.set_store, set_name, h, w)
 decoder.decode(small).png()  # the session is built and warm

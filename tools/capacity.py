@@ -47,7 +47,7 @@ def latents(checkpoint: str | None) -> dict[str, Any]:
 def cpu_per_decode(decoder: Decoder, repeats: int, symbols: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in decoder.set_store.list():
-        files = decoder.loaded_set(item.digest)
+        files = decoder.opened.loaded(item.digest)
         if HyperStage.of(files) is not None:
             continue  # the float sets' figures; bench_hyperprior measures the hyperprior's
         tables = tables_of(files)

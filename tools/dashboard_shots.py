@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import bearer as tk
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve

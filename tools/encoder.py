@@ -40,7 +40,7 @@ from wai_dispatch.tools.errors import CheckpointMismatch, CheckpointRequired, En
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.service.decoding.settings import Settings
+    from wai_dispatch.service.settings import Settings
 
 __all__ = [
     "CHECKPOINT_LIMIT",
@@ -213,7 +213,7 @@ def encode(
     store = decoder.set_store
     if set_digest is None:
         set_digest = store.default_for(capability or DEFAULT_CAPABILITY).digest
-    files = decoder.loaded_set(set_digest)
+    files = decoder.opened.loaded(set_digest)
     if capability is not None and capability != files.capability:
         raise SetCapabilityMismatch(
             f"set {files.name} ({files.digest[:16]}…) is of {files.capability}, not {capability}",
@@ -254,7 +254,7 @@ def encode(
 
 
 def _notes(decoder: Decoder, capability: str, intent: str | None) -> tuple[str, ...]:
-    registered = decoder.registry.get(capability)
+    registered = decoder.capabilities.get(capability)
     if intent == Intent.REPLICATE and registered and registered.networks is Arithmetic.FLOAT:
         return (
             f"{capability}'s networks are float: no path decodes a replicate envelope of it "

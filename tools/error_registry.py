@@ -36,7 +36,6 @@ MODULES: tuple[str, ...] = (
     "paths.waiops.errors",
     "service.decoding.results",
     "service.decoding.errors",
-    "service.decoding.settings_model",
     "service.decoding.compressai",
     "service.governance.errors",
     "service.store.errors",

@@ -14,12 +14,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LocalCluster", "deploy", "local_cluster", "replica_rss_mib"]
+import httpx
+
+__all__ = ["LocalCluster", "deploy", "local_cluster", "post_retrying", "replica_rss_mib"]
 
 #: In the process title of a replica of the service's deployment (Ray titles a worker
 #: ``ray::ServeReplica:APP:DEPLOYMENT`` when idle, ``ray::SERVE_REPLICA::…:ServeReplica:APP:
@@ -32,6 +35,9 @@ OBJECT_STORE_BYTES = 80 * 1024 * 1024
 REPO = Path(__file__).resolve().parents[1]
 #: Tries at starting the cluster (each from nothing).
 STARTS = 3
+#: What a client retries under the same ``X-Request-Id`` (docs/ray.md): Serve's proxy answers
+#: 500 for a request in flight on a replica that died, 503 while no replica can take it.
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
 def _free_block(size: int, start: int = 16000, stop: int = 17900) -> int:
@@ -221,3 +227,31 @@ def replica_rss_mib(cluster: LocalCluster) -> dict[int, float]:
         kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS"))
         out[pid] = kib / 1024
     return out
+
+
+def post_retrying(
+    client: httpx.Client,
+    path: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    attempts: int = 5,
+    pause_s: float = 0.5,
+) -> tuple[httpx.Response | None, list[str]]:
+    """POST ``body`` as docs/ray.md's client does: under one ``X-Request-Id`` (``headers``'
+    or a new one), retried after a transport error or a :data:`RETRY_STATUSES` answer, the
+    pause doubling from ``2 × pause_s`` up to 8 s. The last answer (``None``: every try
+    failed) and what each failed try got (a status, or the transport error's name)."""
+    sent = {"X-Request-Id": str(uuid.uuid4()), **headers}
+    failed: list[str] = []
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(min(8.0, pause_s * 2**attempt))
+        try:
+            got = client.post(path, content=body, headers=sent)
+        except httpx.TransportError as exc:
+            failed.append(type(exc).__name__)
+            continue
+        if got.status_code not in RETRY_STATUSES:
+            return got, failed
+        failed.append(str(got.status_code))
+    return None, failed

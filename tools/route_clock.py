@@ -19,7 +19,7 @@ from typing import Any
 from fastapi.dependencies import utils as fastapi_deps
 
 from wai_dispatch.codec import envelope_read
-from wai_dispatch.service.decoding import settings as settings_mod
+from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.results import DecodeResult
 from wai_dispatch.service.http import admission

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Table, func, select, text
 
-from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import activity, rollups
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS

@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve

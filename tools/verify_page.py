@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from wai_dispatch.dispatch.offer import CPU_ONNX_RUNTIME
-from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve

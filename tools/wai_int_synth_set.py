@@ -22,6 +22,7 @@ import numpy as np
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.settings import load
 from wai_dispatch.tools import int_synth_ptq
 from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
 from wai_dispatch.tools.bmshj2018_onnx import weights_blob
@@ -214,7 +215,7 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
         return Path(text)
 
     # the bundled sets installed, as every command
-    store = Decoder.assemble(data_dir=data_dir).set_store
+    store = Decoder.assemble(**load(data_dir=data_dir).decoder_args()).set_store
     return store.get(store.resolve(text)).path
 
 

@@ -7,7 +7,8 @@ anything of its size is allocated."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import Any
 
 from wai_dispatch.codec import payload
 from wai_dispatch.codec.compressai_rans import (
@@ -21,10 +22,9 @@ from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.errors import check_latent_shape
 from wai_dispatch.codec.sets import LoadedSet, SetError
+from wai_dispatch.service.decoding.opened import OpenedSets
 from wai_dispatch.service.decoding.results import ImportResult
-
-if TYPE_CHECKING:
-    from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.setfacts.limits import Limits
 
 #: CompressAI's name of the model each capability decodes (the file's ``model``).
 MODELS = {"wai.neural.bmshj2018": "bmshj2018-factorized"}
@@ -39,22 +39,30 @@ class SetFactsMismatch(SetError):
 
 
 def import_compressai(
-    decoder: Decoder, data: bytes, *, set_digest: str | None, capability: str | None
+    sets: OpenedSets,
+    bundled: Collection[str],
+    limits: Limits,
+    data: bytes,
+    *,
+    set_digest: str | None = None,
+    capability: str | None = None,
 ) -> ImportResult:
+    """CompressAI's own bitstream file as an envelope for a set of ``sets`` (``bundled``: the
+    digests of the bundled ones, chosen after the user's own), its latent held to ``limits``."""
     string, (height, width), meta = load_compressed(data)
     if capability == HYPERPRIOR:
         raise CompressAIHyperpriorError(HYPERPRIOR_REFUSAL)
     if set_digest is not None:
-        files = decoder.loaded_set(set_digest)
+        files = sets.loaded(set_digest)
         if files.capability == HYPERPRIOR or "hyperprior" in (files.facts.model_extra or {}):
             raise CompressAIHyperpriorError(HYPERPRIOR_REFUSAL)
         _check_facts(files, meta)
         chosen = "named with --set"
     else:
-        files, chosen = _matching_set(decoder, capability or _capability_of(meta), meta)
+        files, chosen = _matching_set(sets, bundled, capability or _capability_of(meta), meta)
     tables = tables_of(files)
     shape = (tables.channels, height, width)
-    check_latent_shape(shape, decoder.limits, what="the bitstream's latent")
+    check_latent_shape(shape, limits, what="the bitstream's latent")
     try:
         symbols = decode_string(string, tables, shape)[None]
     except CompressAIStreamError as exc:
@@ -110,20 +118,21 @@ def _check_facts(files: LoadedSet, meta: dict[str, Any]) -> None:
         raise SetFactsMismatch(why)
 
 
-def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> tuple[LoadedSet, str]:
+def _matching_set(
+    sets: OpenedSets, bundled: Collection[str], capability: str, meta: dict[str, Any]
+) -> tuple[LoadedSet, str]:
     """The installed set of ``capability`` whose model and quality are the file's, and why it
     was chosen: the one of the user's own sets (not bundled) that fits, else the one bundled
     set that does; among several, the default (``sets default``) if it is one of them, else an
     error that names them; none is an error that says why the default does not fit."""
-    store = decoder.set_store
-    bundled = {s.digest for s in decoder.bundled.installed}
+    store = sets.store
     defaults = store.defaults()
     fitting: list[LoadedSet] = []
     for installed in store.list():
         if installed.capability != capability:
             continue
         try:
-            files = decoder.loaded_set(installed.digest)
+            files = sets.loaded(installed.digest)
         except SetError:
             continue  # a damaged set is not a candidate
         if _mismatch(files, meta) is None:
@@ -142,7 +151,7 @@ def _matching_set(decoder: Decoder, capability: str, meta: dict[str, Any]) -> tu
                 f"several installed sets fit the file ({names}): name one with --set"
             )
     try:
-        default = decoder.loaded_set(store.default_for(capability).digest)
+        default = sets.loaded(store.default_for(capability).digest)
     except SetError:
         default = None
     if default is not None:

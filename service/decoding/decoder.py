@@ -1,7 +1,9 @@
 """The one object that decodes: a :class:`Decoder` assembles a set store, an offer and this
 machine's adapters once, and every command (the CLI's and the HTTP service's) goes through it:
 :meth:`~Decoder.decode` (an envelope, or a bare payload), :meth:`~Decoder.plan`,
-:meth:`~Decoder.paths`, :meth:`~Decoder.verify` (§6.4) and :meth:`~Decoder.import_compressai`.
+:meth:`~Decoder.probe`, :meth:`~Decoder.verify` (§6.4), :meth:`~Decoder.evidence` (§8) and
+:meth:`~Decoder.import_compressai`: each a function over the parts it reads (the opened sets,
+the :class:`Machine`), which the decoder calls with its own. It reads no environment.
 
 Opened sets and their parsed entropy tables are kept, keyed by set digest, in an LRU
 (:mod:`paths.lru`, at most :data:`MAX_OPEN_SETS`): a decode re-hashes no set file unless one
@@ -20,26 +22,24 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wai_dispatch.codec.entropy import entropy_stage, tables_of
+from wai_dispatch.codec.entropy import EntropyResult, entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.envelope_read import parse
 from wai_dispatch.codec.errors import PayloadError
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
-    InstalledSet,
-    LoadedSet,
     SetNotInstalled,
     SetStore,
     install_bundled,
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch import (
     REGISTRY,
     Adapter,
@@ -60,19 +60,19 @@ from wai_dispatch.paths.onnx import request_thread_pool
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.paths.waiops.choose import check_engine
 from wai_dispatch.service.decoding.compressai import import_compressai
-from wai_dispatch.service.decoding.crop import crop_to_picture
-from wai_dispatch.service.decoding.evidence import Evidence, evidence
-from wai_dispatch.service.decoding.opened_sets import OpenedSets
-from wai_dispatch.service.decoding.parts import (
+from wai_dispatch.service.decoding.evidence import Evidence, set_evidence
+from wai_dispatch.service.decoding.opened import (
+    Machine,
     NoProgram,
     OpenedSet,
+    OpenedSets,
     Prepared,
     PreparedPart,
     any_header,
     log_failures,
+    prepare_envelope,
 )
-from wai_dispatch.service.decoding.plan import plan
-from wai_dispatch.service.decoding.prepare import prepare_envelope
+from wai_dispatch.service.decoding.plan import load_set_dir, plan_path
 from wai_dispatch.service.decoding.results import (
     DecodeResult,
     ImportResult,
@@ -80,20 +80,28 @@ from wai_dispatch.service.decoding.results import (
     PlanResult,
     Undecodable,
     VerifyResult,
+    crop_to_picture,
     no_path,
 )
-from wai_dispatch.service.decoding.setcache import bundled_dir, removed
-from wai_dispatch.service.decoding.settings import Settings, load
+from wai_dispatch.service.decoding.setcache import removed
 from wai_dispatch.service.decoding.verify import verify_store
 from wai_dispatch.setfacts.limits import Limits
-
-if TYPE_CHECKING:
-    from wai_dispatch.paths.registry import PathStatus
 
 log = logging.getLogger("wai_dispatch.decode")
 
 #: How many opened sets a decoder keeps (each holds its files' bytes: ~10 MB for bmshj2018).
 MAX_OPEN_SETS = 8
+
+
+def decoder_offer(
+    offer: Iterable[DispatchPath | str] | None,
+    adapters: Mapping[DispatchPath, Adapter] | None = None,
+) -> Offer:
+    """The offer a decoder runs: ``offer`` (the ``offer`` setting) in order, else
+    :func:`paths.registry.default_offer`: the reference offer, with a hardware GPU's
+    ``gpu/onnx-runtime/float`` after the neural processor where ``adapters`` (default: the
+    process's) find one. ``wai-dispatch config`` prints this, as ``serve`` runs it."""
+    return parse_offer(path_registry.default_offer(adapters) if offer is None else offer)
 
 
 class Decoder:
@@ -106,7 +114,7 @@ class Decoder:
         adapters: Mapping[DispatchPath, Adapter],
         *,
         limits: Limits | None = None,
-        registry: Registry = REGISTRY,
+        capabilities: Registry = REGISTRY,
         bundled: BundledResult | None = None,
         sets: LRU[str, OpenedSet] | None = None,
         programs: Programs | None = None,
@@ -119,11 +127,12 @@ class Decoder:
         self.offer = parse_offer(offer)
         self.adapters = dict(adapters)
         self.limits = limits or Limits()
-        self.registry = registry
+        #: The capabilities this decoder knows (§3's registry, :data:`dispatch.REGISTRY`).
+        self.capabilities = capabilities
         self.bundled = bundled or BundledResult()
         #: Opened sets by digest (each counted as its files' bytes).
         self.sets: LRU[str, OpenedSet] = LRU(max_entries=MAX_OPEN_SETS) if sets is None else sets
-        self.opened = OpenedSets(store, self.sets, registry)  # service/decoding/opened_sets.py
+        self.opened = OpenedSets(store, self.sets, capabilities)  # service/decoding/opened.py
         #: The program cache the adapters keep their programs in, when they share one
         #: (:meth:`assemble` builds it); its counters are the service's ``/metrics``.
         self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
@@ -140,59 +149,44 @@ class Decoder:
     @classmethod
     def assemble(
         cls,
-        data_dir: str | os.PathLike[str] | None = None,
+        data_dir: str | os.PathLike[str],
         offer: Iterable[DispatchPath | str] | None = None,
         limits: Limits | None = None,
         *,
         adapters: Mapping[DispatchPath, Adapter] | None = None,
         bundled: bool = True,
         ready: bool = True,
-        settings: Settings | None = None,
         program_cache_bytes: int | None = None,
+        ort_threads: int | None = None,
+        png_level: int = DEFAULT_PNG_LEVEL,
+        tile_bytes: int = DEFAULT_TILE_BYTES,
+        waiops_engine: str = "auto",
     ) -> Decoder:
-        """The decoder of this machine: the store under ``data_dir`` (else the ``data_dir``
-        setting), with the bundled sets installed unless the ``bundled_sets`` setting is off
-        (a damaged one is repaired, or reported in :attr:`bundled`, never raised; one the set
-        registry removed is not), ``offer`` (else the ``offer`` setting, else
-        :func:`paths.registry.default_offer`: the reference offer with a present hardware
-        GPU's ``gpu/onnx-runtime/float`` after the neural processor) and the machine's
-        adapters, ONNX Runtime's pool sized by the ``ort_threads`` setting (the process's one
-        pool), its decodes' wai-ops engine the ``waiops_engine`` setting. ``settings``: the
-        process's (default: :func:`settings.load` when ``data_dir`` or ``offer`` is not
-        given). ``ready``: the store's folder is created, and a data directory that cannot
-        be is ``data_dir_invalid`` now rather than later.
+        """The decoder of this machine: the store under ``data_dir``, with the bundled sets
+        installed when ``bundled`` (a damaged one is repaired, or reported in :attr:`bundled`,
+        never raised; one the set registry removed is not), ``offer`` (else
+        :func:`decoder_offer`'s) and the machine's adapters, ONNX Runtime's pool sized by
+        ``ort_threads`` (the process's one pool; ``None``: the CPUs). It reads no environment:
+        the edge (the CLI, ``serve``) passes its settings' part (``Settings.decoder_args``).
+        ``ready``: the store's folder is created, and a data directory that cannot be is
+        ``data_dir_invalid`` now rather than later.
 
         ``program_cache_bytes``: the adapters are built for this decoder around one program
         cache of that budget (the service's ``program_cache_bytes``); without it, the
         process's adapters (built once) and their one cache of the default budget serve."""
-
-        if settings is None and (data_dir is None or offer is None):
-            settings = load()
-        if settings is not None:
-            request_thread_pool(settings.ort_threads)
-            data_dir = settings.data_dir if data_dir is None else data_dir
-            if offer is None and settings.offer:
-                offer = settings.offer_paths
-        assert data_dir is not None
+        request_thread_pool(ort_threads)
         store = SetStore(
             ready_set_store_dir(data_dir) if ready or bundled else set_store_dir(data_dir)
         )
-        if settings is not None and not settings.bundled_sets:
-            bundled = False
         # a bundled set the set registry removed stays removed (service/decoding/setcache.py)
-        found = install_bundled(store, bundled_dir(), skip=removed(store.root)) if bundled else None
+        found = install_bundled(store, sets_dir(), skip=removed(store.root)) if bundled else None
         programs: Programs | None = None
         if adapters is None:
             programs, adapters = path_registry.adapters_for(program_cache_bytes)
-        # no offer given: the reference offer, a hardware GPU's path after the neural processor
-        chosen = parse_offer(path_registry.default_offer(adapters) if offer is None else offer)
-        level = DEFAULT_PNG_LEVEL if settings is None else settings.png_level
-        tile = DEFAULT_TILE_BYTES if settings is None else settings.tile_bytes
-        engine = "auto" if settings is None else settings.waiops_engine
         return cls(
-            store, chosen, adapters, limits=limits, bundled=found, programs=programs,
-            png_level=level, tile_bytes=tile, cache_dir=onnx_cache.cache_dir(data_dir),
-            waiops_engine=engine,
+            store, decoder_offer(offer, adapters), adapters, limits=limits, bundled=found,
+            programs=programs, png_level=png_level, tile_bytes=tile_bytes,
+            cache_dir=onnx_cache.cache_dir(data_dir), waiops_engine=waiops_engine,
         )  # fmt: skip
 
     # -- decoding
@@ -214,9 +208,9 @@ class Decoder:
 
     def prepare(self, envelope: Envelope) -> Prepared:
         """Read each part's payload header and open its set, once, before the decode
-        (service/decoding/prepare.py): what a decode will cost is known from them (the HTTP
+        (service/decoding/opened.py): what a decode will cost is known from them (the HTTP
         service's admission), and ``decode(prepared)`` reads neither again."""
-        return prepare_envelope(envelope, self.registry, self.limits, self.opened, self.tile_bytes)
+        return prepare_envelope(envelope, self.opened, self.limits, self.tile_bytes)
 
     def decode_payload(
         self, payload: bytes, *, capability: str, set_digest: str | None = None
@@ -236,8 +230,7 @@ class Decoder:
         undecodable: list[Undecodable] = []
         for item in parts:
             part = item.part if isinstance(item, PreparedPart) else item
-            header = item.header if isinstance(item, PreparedPart) else None
-            capability = self.registry.get(part.capability)
+            capability = self.capabilities.get(part.capability)
             if capability is None:
                 # Not a capability this sink knows: it cannot decode it on any path, which is
                 # exactly when the fallback is there (SPEC §4).
@@ -246,17 +239,7 @@ class Decoder:
                 continue
             needed = demand(capability, intent=intent, pins=pins)
             try:
-                if part.role == "fallback" and not isinstance(item, PreparedPart):
-                    # a fallback's payload is read before its set, as prepare reads it
-                    header = any_header(part.payload, limits=self.limits)
-                opened = self._prepared_set(item)
-                if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
-                    stage = opened.hyper.run(
-                        part.payload, limits=self.limits, engine=self.waiops_engine
-                    )
-                else:
-                    tables = opened.tables or tables_of(opened.files)  # raises why not
-                    stage = entropy_stage(part.payload, tables, limits=self.limits, header=header)
+                opened, stage = self._entropy_stage(item)
             except SetNotInstalled as exc:
                 # No set, so no program for any backend (§4.2): the report says so path by
                 # path, and the fallback, if any, is tried.
@@ -300,11 +283,22 @@ class Decoder:
             files, latent, symbols, self.tile_bytes, self.cache_dir, self.waiops_engine
         )
 
-    # -- sets, kept by digest
+    # -- sets, kept by digest in ``opened`` (``loaded``, ``install``, ``forget``: opened.py)
 
-    def loaded_set(self, digest: str, *, pin: Pin | None = None) -> LoadedSet:
-        """The installed set ``digest`` (or a unique prefix), verified once and kept."""
-        return self._cached_set(self.set_store.resolve(digest), pin).files
+    def _entropy_stage(self, item: Part | PreparedPart) -> tuple[OpenedSet, EntropyResult]:
+        """The part's set and its entropy stage (§6.3), whatever §4 decides after."""
+        part = item.part if isinstance(item, PreparedPart) else item
+        header = item.header if isinstance(item, PreparedPart) else None
+        if part.role == "fallback" and not isinstance(item, PreparedPart):
+            # a fallback's payload is read before its set, as prepare reads it
+            header = any_header(part.payload, limits=self.limits)
+        opened = self._prepared_set(item)
+        if opened.hyper is not None:  # z, the integer hyper-synthesis, y (§3)
+            return opened, opened.hyper.run(
+                part.payload, limits=self.limits, engine=self.waiops_engine
+            )
+        tables = opened.tables or tables_of(opened.files)  # raises why not
+        return opened, entropy_stage(part.payload, tables, limits=self.limits, header=header)
 
     def _prepared_set(self, item: Part | PreparedPart) -> OpenedSet:
         """The part's set: as :meth:`prepare` opened it (its error raised now), else opened."""
@@ -313,36 +307,25 @@ class Decoder:
                 raise item.error
             assert item.opened is not None  # prepare keeps a set or the error opening it
             return item.opened
-        return self._set_for_part(item.set, item.capability, item.pin)
-
-    def _set_for_part(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
-        return self.opened.for_part(given, capability, pin)
-
-    def _cached_set(self, digest: str, pin: Pin | None) -> OpenedSet:
-        return self.opened.get(digest, pin)
-
-    def install_set(self, source: str | os.PathLike[str]) -> InstalledSet:
-        """Install a set (folder or archive) into the store, refusing one whose programs do
-        not load: nothing stays (service/decoding/opened_sets.py)."""
-        return self.opened.install(source)
-
-    def forget(self, digest: str | None = None) -> None:
-        """Drop a kept set (every kept set without ``digest``): the next use re-verifies it."""
-        self.opened.forget(digest)
+        return self.opened.for_part(item.set, item.capability, item.pin)
 
     def _without_program(self) -> dict[DispatchPath, Adapter]:
         return {path: NoProgram(path, self.adapters.get(path)) for path in self.offer}
 
-    # -- what the machine has
+    # -- what the machine has: its paths, a path's plan (§5), §6.4, §8, the CompressAI import
 
-    def paths(self, offer: Iterable[DispatchPath | str] | None = None) -> list[PathStatus]:
+    def machine(self) -> Machine:
+        """What this decoder's plan, §6.4 check and §8 figures run on."""
+        return Machine(
+            self.capabilities, self.offer, self.adapters, self.limits, self.job, self.waiops_engine
+        )
+
+    def probe(
+        self, offer: Iterable[DispatchPath | str] | None = None
+    ) -> list[path_registry.PathStatus]:
         """Each offered path (default: this decoder's offer), present or absent and why."""
         chosen = self.offer if offer is None else parse_offer(offer)
         return path_registry.probe(chosen, self.adapters)
-
-    def absent_reason(self, path: DispatchPath) -> str:
-        """Why ``path``'s unit is absent here, in its adapter's words."""
-        return path_registry.absent_reason(self.adapters.get(path))
 
     def plan(
         self,
@@ -355,29 +338,36 @@ class Decoder:
     ) -> PlanResult:
         """§3 against the set's capability at its registered tier, then §4's device questions
         and the plan (§5), asked as :func:`dispatch.choose` asks them, without running the
-        networks (service/decoding/plan.py). The set: ``set_dir`` (a folder outside the store), else
-        ``set_digest``, else the store's default set of ``capability``. Every shape is checked
-        against the limits before anything of its size is allocated."""
+        networks (service/decoding/plan.py). The set: ``set_dir`` (a folder outside the
+        store), else ``set_digest``, else the store's default set of ``capability``. Every
+        shape is checked against the limits before anything of its size is allocated."""
         chosen = path if isinstance(path, DispatchPath) else DispatchPath.parse(path)
-        return plan(
-            self, chosen, set_digest=set_digest, set_dir=set_dir, capability=capability,
-            latent_shape=latent_shape,
-        )  # fmt: skip
+        if set_dir is not None:
+            files = load_set_dir(Path(set_dir))
+        else:
+            files = self.opened.loaded(set_digest or self.set_store.default_for(capability).digest)
+        return plan_path(self.machine(), chosen, files, latent_shape)
 
-    # -- §6.4 and the CompressAI import (service/decoding/verify.py, service/decoding/compressai.py)
-
-    def verify(self) -> VerifyResult:
-        """§6.4 agreement on every installed set (damaged or unknown ones reported)."""
-        return verify_store(self)
+    def verify(self, on_set: Callable[[int, int, str], None] | None = None) -> VerifyResult:
+        """§6.4 agreement on every installed set (damaged or unknown ones reported);
+        ``on_set(done, total, name)`` is told before each set."""
+        return verify_store(self.opened, self.machine(), on_set)
 
     def evidence(self, set_dir: str | os.PathLike[str] | None = None) -> Evidence:
         """§8's figures for the set in ``set_dir``, else every installed set, on every path
         present here (service/decoding/evidence.py)."""
-        return evidence(self, set_dir)
+        if set_dir is not None:
+            sets = [load_set_dir(Path(set_dir))]
+        else:
+            sets = [self.opened.loaded(e.digest) for e in self.set_store.list()]
+        return Evidence([set_evidence(self.machine(), files) for files in sets])
 
     def import_compressai(
         self, data: bytes, *, set_digest: str | None = None, capability: str | None = None
     ) -> ImportResult:
         """CompressAI's own bitstream file (docs/interop.md) as an envelope for a set whose
-        model and quality are the file's."""
-        return import_compressai(self, data, set_digest=set_digest, capability=capability)
+        model and quality are the file's (service/decoding/compressai.py)."""
+        bundled = {s.digest for s in self.bundled.installed}
+        return import_compressai(
+            self.opened, bundled, self.limits, data, set_digest=set_digest, capability=capability
+        )

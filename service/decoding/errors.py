@@ -1,11 +1,14 @@
 """The decoding library's errors of a decode's cost and a set's payload info (the decode's own,
-``decode_no_path``, is :mod:`.results`'; a setting's, :mod:`.settings_model`'). Each names its
-stable ``code`` and, as its docstring, the code's meaning."""
+``decode_no_path``, is :mod:`.results`'), and a setting that does not validate (the settings
+are :mod:`service.settings`'). Each names its stable ``code`` and, as its docstring, the code's
+meaning."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.dispatch.errors import TooLarge
+from wai_dispatch.dispatch.errors import InvalidInput, TooLarge
 
 
 class LatentOverLimit(TooLarge):
@@ -31,3 +34,13 @@ class SetPayloadInfoInvalid(CodecError):
     symbols_digest"""
 
     code = "set_payload_info_invalid"
+
+
+class SettingsInvalid(InvalidInput):
+    """a setting (environment, WAI_CONFIG file or flag) that does not validate"""
+
+    code = "settings_invalid"
+
+    def __init__(self, problems: str | Iterable[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))

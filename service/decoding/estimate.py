@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.service.decoding.errors import LatentOverLimit, MemoryOverBudget, TimeOverLimit
-from wai_dispatch.service.decoding.parts import Prepared
+from wai_dispatch.service.decoding.opened import Prepared
 
 __all__ = [
     "BASE_BYTES",

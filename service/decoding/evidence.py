@@ -21,10 +21,8 @@ capability (an integer path for a float capability) with the code. Every decode 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +34,7 @@ from wai_dispatch.conformance import neural_conformance_dir
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,
     Arithmetic,
+    Capability,
     Code,
     DispatchPath,
     Tier,
@@ -43,16 +42,16 @@ from wai_dispatch.dispatch import (
     choose,
 )
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
-from wai_dispatch.paths.registry import BUILDERS
-from wai_dispatch.service.decoding.crop import crop_to_picture
+from wai_dispatch.paths.registry import BUILDERS, absent_reason
 from wai_dispatch.service.decoding.hyperprior import HyperStage
-from wai_dispatch.service.decoding.plan import load_set_dir
-from wai_dispatch.service.decoding.results import failure_text
-from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB, expected_symbols_digest, psnr_rgb8
-from wai_dispatch.service.decoding.verify_integer import corpora_for
-
-if TYPE_CHECKING:
-    from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.opened import Machine
+from wai_dispatch.service.decoding.results import crop_to_picture, failure_text
+from wai_dispatch.service.decoding.verify import (
+    PSNR_BOUND_DB,
+    corpora_for,
+    expected_symbols_digest,
+    psnr_rgb8,
+)
 
 
 @dataclass(frozen=True)
@@ -102,23 +101,8 @@ class Evidence:
         }
 
 
-def evidence(decoder: Decoder, set_dir: str | os.PathLike[str] | None = None) -> Evidence:
-    """§8's figures for the set in ``set_dir`` (a folder outside the store, such as the one
-    ``WAI_NPU_SET`` names), else for every set installed in the decoder's store."""
-    if set_dir is not None:
-        return Evidence([set_evidence(decoder, load_set_dir(Path(set_dir)))])
-    return Evidence(
-        [set_evidence(decoder, decoder.loaded_set(e.digest)) for e in decoder.set_store.list()]
-    )
-
-
-def _paths(decoder: Decoder) -> list[DispatchPath]:
-    offered = list(decoder.offer)
-    return offered + sorted((p for p in BUILDERS if p not in offered), key=str)
-
-
-def set_evidence(decoder: Decoder, files: LoadedSet) -> SetEvidence:
-    capability = decoder.registry.get(files.capability)
+def set_evidence(machine: Machine, files: LoadedSet) -> SetEvidence:
+    capability = machine.capabilities.get(files.capability)
     payload_name = files.facts.payload_file
     if capability is None or payload_name is None or not files.has(payload_name):
         why = (
@@ -132,37 +116,30 @@ def set_evidence(decoder: Decoder, files: LoadedSet) -> SetEvidence:
         payload = files.read(payload_name)
         hyper = HyperStage.of(files)
         if hyper is not None:
-            stage = hyper.run(payload, limits=decoder.limits, engine=decoder.waiops_engine)
+            stage = hyper.run(payload, limits=machine.limits, engine=machine.engine)
         else:
-            stage = entropy_stage(payload, tables_of(files), limits=decoder.limits)
+            stage = entropy_stage(payload, tables_of(files), limits=machine.limits)
     except (ValueError, KeyError, RecursionError, WaiError) as exc:
         problem = f"the set's payload does not decode: {failure_text(exc)}"
         return SetEvidence(files.digest, files.capability, None, None, problem=problem)
     out = SetEvidence(files.digest, files.capability, stage.symbols_digest, reference_digest)
-    job = decoder.job(files, stage.latent, stage.symbols)
+    job = machine.job(files, stage.latent, stage.symbols)
     needed = capability.registered_tier
     reference: np.ndarray | None = None
     if capability.networks is Arithmetic.FLOAT:
-        ref = choose(capability, needed, (CPU_ONNX_RUNTIME,), decoder.adapters, job)
+        ref = choose(capability, needed, (CPU_ONNX_RUNTIME,), machine.adapters, job)
         if ref.output is not None:
             reference = crop_to_picture(to_rgb8(ref.output), payload)
-    for path in _paths(decoder):
-        row: dict[str, Any] = {"path": str(path), "offered": path in decoder.offer}
+    offered = list(machine.offer)
+    for path in offered + sorted((p for p in BUILDERS if p not in offered), key=str):
+        row: dict[str, Any] = {"path": str(path), "offered": path in machine.offer}
         out.paths.append(row)
-        adapter = decoder.adapters.get(path)
+        adapter = machine.adapters.get(path)
         if adapter is None or not adapter.unit_present():
-            row.update(present=False, reason=decoder.absent_reason(path))
+            row.update(present=False, reason=absent_reason(adapter))
             continue
         row["present"] = True
-        if path.arithmetic is Arithmetic.FLOAT:  # replicate: refused with nothing run
-            asked = choose(capability, Tier.DECODE_EQUIVALENCE, (path,), {path: adapter}, job)
-            refusal = asked.report.refused[0].reason if asked.report.refused else None
-            row["replicate"] = None if refusal is None else str(refusal)
-        refused = admit(path, needed, capability)
-        if refused is not None:
-            row.update(ran=False, code=str(refused), reason=refused.meaning)
-            if "replicate" in row:  # a float path: what it must refuse, it refuses
-                row["ok"] = row["replicate"] == str(Code.TIER_REFUSED)
+        if _refused(row, capability, path, adapter, job):
             continue
         decision = choose(capability, needed, (path,), {path: adapter}, job)
         if decision.report.ran is None:
@@ -180,9 +157,27 @@ def set_evidence(decoder: Decoder, files: LoadedSet) -> SetEvidence:
         if reference is not None:
             row.update(_against(rgb, reference, needed))
         if path.arithmetic is Arithmetic.INTEGER:
-            row["corpus"] = _corpus(decoder, files, path, adapter)
+            row["corpus"] = _corpus(machine, files, path, adapter)
         row["ok"] = _ok(row)
     return out
+
+
+def _refused(
+    row: dict[str, Any], capability: Capability, path: DispatchPath, adapter: Any, job: Any
+) -> bool:
+    """Into ``row``: a float path's answer to ``replicate`` (refused with nothing run), and
+    whether §3 refuses ``path`` for the capability at its tier (then nothing runs on it)."""
+    if path.arithmetic is Arithmetic.FLOAT:
+        asked = choose(capability, Tier.DECODE_EQUIVALENCE, (path,), {path: adapter}, job)
+        refusal = asked.report.refused[0].reason if asked.report.refused else None
+        row["replicate"] = None if refusal is None else str(refusal)
+    refused = admit(path, capability.registered_tier, capability)
+    if refused is None:
+        return False
+    row.update(ran=False, code=str(refused), reason=refused.meaning)
+    if "replicate" in row:  # a float path: what it must refuse, it refuses
+        row["ok"] = row["replicate"] == str(Code.TIER_REFUSED)
+    return True
 
 
 def _ran_figures(ran: dict[str, Any]) -> dict[str, Any]:
@@ -206,11 +201,11 @@ def _against(rgb: np.ndarray, reference: np.ndarray, needed: Tier) -> dict[str, 
 
 
 def _corpus(
-    decoder: Decoder, files: LoadedSet, path: DispatchPath, adapter: Any
+    machine: Machine, files: LoadedSet, path: DispatchPath, adapter: Any
 ) -> list[dict[str, Any]]:
     """Every corpus payload made for this set, decoded on ``path``, its RGB8 hash against the
     corpus's (decode-equivalence: the same bytes on every machine)."""
-    capability = decoder.registry.get(files.capability)
+    capability = machine.capabilities.get(files.capability)
     assert capability is not None
     tables = tables_of(files)
     rows: list[dict[str, Any]] = []
@@ -220,11 +215,11 @@ def _corpus(
             rows.append(row)
             try:
                 body = (folder / case["payload"]).read_bytes()
-                stage = entropy_stage(body, tables, limits=decoder.limits)
+                stage = entropy_stage(body, tables, limits=machine.limits)
             except (OSError, WaiError) as exc:
                 row.update(got=None, ok=False, reason=failure_text(exc))
                 continue
-            job = decoder.job(files, stage.latent, stage.symbols)
+            job = machine.job(files, stage.latent, stage.symbols)
             decision = choose(capability, Tier.DECODE_EQUIVALENCE, (path,), {path: adapter}, job)
             if decision.report.ran is None:
                 row.update(got=None, ok=False, reason=str(decision.report.refused[0].reason))

@@ -5,9 +5,8 @@ questions and the backend's plan (§5), asked through :func:`dispatch.ask_path`,
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +15,7 @@ from wai_dispatch.codec.sets import MANIFEST_NAME, LoadedSet, Manifest, SetFileM
 from wai_dispatch.codec.sets.loaded import read_exact
 from wai_dispatch.dispatch import (
     NPU_MODEL_RUNTIME,
+    Adapter,
     Code,
     DispatchPath,
     Placement,
@@ -25,43 +25,34 @@ from wai_dispatch.dispatch import (
 from wai_dispatch.dispatch.errors import InvalidArgument
 from wai_dispatch.paths.coreml import program_shape
 from wai_dispatch.paths.job import SynthesisJob
+from wai_dispatch.paths.registry import absent_reason
+from wai_dispatch.service.decoding.opened import Machine
 from wai_dispatch.service.decoding.results import PlanResult, failure_text
-
-if TYPE_CHECKING:
-    from wai_dispatch.service.decoding.decoder import Decoder
 
 log = logging.getLogger("wai_dispatch.decode")
 
 
-def plan(
-    decoder: Decoder,
+def plan_path(
+    machine: Machine,
     path: DispatchPath,
-    *,
-    set_digest: str | None = None,
-    set_dir: str | os.PathLike[str] | None = None,
-    capability: str = "wai.neural.bmshj2018",
+    files: LoadedSet,
     latent_shape: tuple[int, ...] | None = None,
 ) -> PlanResult:
-    """:meth:`Decoder.plan`: the set, the latent shape (checked against the limits before
-    the latent is allocated), then :func:`dispatch.ask_path`."""
-    if set_dir is not None:
-        files = load_set_dir(Path(set_dir))
-    elif set_digest is not None:
-        files = decoder.loaded_set(set_digest)
-    else:
-        files = decoder.loaded_set(decoder.set_store.default_for(capability).digest)
-    shape = latent_shape if latent_shape is not None else _stated_shape(decoder, files, path)
-    check_latent_shape(shape, decoder.limits, what="the latent")
-    cap = decoder.registry.get(files.capability)
-    job = decoder.job(files, np.zeros(shape, np.float32), np.zeros(shape, np.int32))
-    adapter = decoder.adapters.get(path)
+    """``path``'s plan for the set ``files`` on ``machine``: the latent shape (the one given,
+    else the set's; checked against the limits before the latent is allocated), then
+    :func:`dispatch.ask_path`."""
+    adapter = machine.adapters.get(path)
+    shape = latent_shape if latent_shape is not None else _stated_shape(adapter, files, path)
+    check_latent_shape(shape, machine.limits, what="the latent")
+    cap = machine.capabilities.get(files.capability)
+    job = machine.job(files, np.zeros(shape, np.float32), np.zeros(shape, np.int32))
     answer = ask_path(path, None if cap is None else cap.registered_tier, cap, adapter, job)
     reason: str | None = None
     if answer.code is not None:
         if answer.error is not None:
             reason = str(answer.error) or type(answer.error).__name__
         elif answer.code is Code.UNIT_ABSENT:
-            reason = decoder.absent_reason(path)
+            reason = absent_reason(adapter)
         elif answer.code is Code.NOT_PLACED and answer.placement is not None:
             counts = " ".join(f"{k}={v}" for k, v in answer.placement.to_json().items())
             reason = f"{answer.code.meaning} ({counts})"
@@ -94,10 +85,9 @@ def _runtime_nodes(adapter: Any, job: SynthesisJob, path: DispatchPath) -> Place
     return counts if isinstance(counts, Placement) else None
 
 
-def _stated_shape(decoder: Decoder, files: LoadedSet, path: DispatchPath) -> tuple[int, ...]:
+def _stated_shape(adapter: Adapter | None, files: LoadedSet, path: DispatchPath) -> tuple[int, ...]:
     """The program's fixed input (Core ML, §6.1) where its unit is here, else a latent
     shape the set's facts state."""
-    adapter = decoder.adapters.get(path)
     if path == NPU_MODEL_RUNTIME and adapter is not None and adapter.unit_present():
         # Reading the program's input needs coremltools (which pulls in torch): only worth
         # it where Core ML can run; elsewhere the path is refused before its shape is asked.

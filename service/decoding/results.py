@@ -1,5 +1,10 @@
 """What the :class:`~service.decoding.decoder.Decoder` returns: typed results for a decode,
-a plan, the §6.4 check and a CompressAI import, and :class:`NoPath`, the decode no path ran."""
+a plan, the §6.4 check and a CompressAI import, and :class:`NoPath`, the decode no path ran.
+
+A decode's picture is of its own size (docs/payload.md, version 2): a payload that carries the
+coded picture's width and height is decoded to that size, the synthesis's output cropped to its
+top-left region after the synthesis ran (whole or in tiles, :func:`crop_to_picture`); a
+version-1 payload is decoded to the synthesis's whole output."""
 
 from __future__ import annotations
 
@@ -9,7 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec import hyperprior_payload as waih
+from wai_dispatch.codec import payload as waip
+from wai_dispatch.codec import picture_size
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL
+from wai_dispatch.codec.payload import PayloadFormatError
 from wai_dispatch.codec.picture import rgb_digest, to_png
 from wai_dispatch.codec.sets.errors import SetNotInstalled
 from wai_dispatch.dispatch import Code, DispatchPath, Placement, Report, WaiError
@@ -233,3 +242,33 @@ class VerifyResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "sets": [s.to_json() for s in self.sets]}
+
+
+def coded_picture(payload: bytes) -> tuple[int, int] | None:
+    """The (width, height) a version-2 ``WAIP`` or ``WAIH`` payload carries (both hold it right
+    after their 24-byte version-1 header), else ``None``. Reads a payload whose header its
+    entropy stage has already checked."""
+    if len(payload) < waip.PICTURE_HEADER_SIZE:
+        return None
+    magic, version = bytes(payload[:4]), payload[4]
+    versions = ((waip.MAGIC, waip.PICTURE_VERSION), (waih.MAGIC, waih.PICTURE_VERSION))
+    if (magic, version) not in versions:
+        return None
+    return picture_size.read(payload, waip.HEADER_SIZE)
+
+
+def crop_to_picture(rgb: np.ndarray, payload: bytes) -> np.ndarray:
+    """``rgb`` (H×W×3, the synthesis's output) cropped to the picture ``payload`` carries; a
+    picture larger than the output is ``payload_header_invalid``."""
+    picture = coded_picture(payload)
+    if picture is None:
+        return rgb
+    width, height = picture
+    if width > rgb.shape[1] or height > rgb.shape[0]:
+        raise PayloadFormatError(
+            f"payload: its picture {width}×{height} is larger than the synthesis's output "
+            f"{rgb.shape[1]}×{rgb.shape[0]}"
+        )
+    if (width, height) == (rgb.shape[1], rgb.shape[0]):
+        return rgb
+    return np.ascontiguousarray(rgb[:height, :width])

@@ -13,16 +13,10 @@ from wai_dispatch.codec.sets import (
 )
 from wai_dispatch.codec.sets.manifest import DIGEST_RE
 from wai_dispatch.codec.sets.regular import atomic_write
-from wai_dispatch.conformance import sets_dir as bundled_sets
 from wai_dispatch.dispatch import strictjson
 
 #: The removed sets' digests, a JSON list, in the store's root.
 REMOVED = "removed.json"
-
-
-def bundled_dir() -> Path:
-    """Where the bundled demo sets are (``wai_dispatch.conformance``)."""
-    return Path(bundled_sets())
 
 
 def removed(root: Path) -> frozenset[str]:

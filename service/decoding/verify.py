@@ -8,46 +8,50 @@
 A set of a capability registered at entropy-consistency (``wai.neural.bmshj2018_hyperprior``)
 is checked by its symbols digest alone (§6.4); the 40 dB bound is for tier none only.
 
-An integer set (``wai.neural.int_synth``) is held to more: its wai-ops/1 program loads under
-the bound rule, and every payload of the conformance corpus made for it decodes to the corpus's
-RGB8 hash exactly (``service/decoding/verify_integer.py``).
+An integer set (``wai.neural.int_synth``) is held to more (:func:`verify_integer_set`): its
+wai-ops/1 program loads whole (format, weights, the bound rule), the set's payload decodes on
+``cpu/wai-ops/integer``, and every payload of a conformance corpus made for this set decodes to
+the corpus's RGB8 hash exactly — the agreement decode-equivalence promises (§6.4, §8).
 
 A damaged set, and a set of a capability this build does not know, is reported; the others
-are checked all the same.
-"""
+are checked all the same."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
-from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.picture import rgb_digest, to_rgb8
 from wai_dispatch.codec.sets import SetError
 from wai_dispatch.conformance import neural_conformance_dir
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,
+    Adapter,
     Arithmetic,
+    Capability,
     Code,
+    DispatchPath,
     Tier,
     admit,
     choose,
     strictjson,
 )
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
+from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
+from wai_dispatch.paths.waiops import choose as engines
+from wai_dispatch.paths.waiops.adapter import CPU_WAI_OPS_NAME, WaiOpsAdapter, load_set_program
 from wai_dispatch.service.decoding.errors import SetPayloadInfoInvalid
 from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.service.decoding.opened import Machine, OpenedSets
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
-from wai_dispatch.service.decoding.verify_integer import verify_integer_set
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.setfacts.limits import Limits
 
 #: §6.4's bound for a float path at tier `none`: PSNR of RGB8 against the CPU reference.
 PSNR_BOUND_DB = 40.0
@@ -61,11 +65,11 @@ def psnr_rgb8(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def verify_store(
-    decoder: Decoder, on_set: Callable[[int, int, str], None] | None = None
+    sets: OpenedSets, machine: Machine, on_set: Callable[[int, int, str], None] | None = None
 ) -> VerifyResult:
-    """Every installed set checked; ``on_set(done, total, name)`` is told before each set
-    (the CLI's progress)."""
-    store = decoder.set_store
+    """Every installed set of ``sets``' store checked on ``machine`` (a decoder's);
+    ``on_set(done, total, name)`` is told before each set (the CLI's progress)."""
+    store = sets.store
     results: list[SetCheck] = []
     for digest, problem in sorted(store.damaged().items()):
         results.append(SetCheck(digest, "?", damaged=[problem.to_json()]))
@@ -73,7 +77,7 @@ def verify_store(
     for done, installed in enumerate(installed_sets):
         if on_set is not None:
             on_set(done, len(installed_sets), installed.name)
-        results.append(verify_set(decoder, installed.digest, installed.name))
+        results.append(verify_set(sets, machine, installed.digest, installed.name))
     return VerifyResult(results)
 
 
@@ -97,13 +101,13 @@ def expected_symbols_digest(set_files: Any) -> str:
     return digest
 
 
-def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
+def verify_set(sets: OpenedSets, machine: Machine, digest: str, name: str) -> SetCheck:
     try:
-        set_files = decoder.loaded_set(digest)
+        set_files = sets.loaded(digest)
     except SetError:
-        problems = [p.to_json() for p in decoder.set_store.verify(digest).problems]
+        problems = [p.to_json() for p in sets.store.verify(digest).problems]
         return SetCheck(digest, name, damaged=problems or [{"file": "?", "code": "set_invalid"}])
-    capability = decoder.registry.get(set_files.capability)
+    capability = machine.capabilities.get(set_files.capability)
     if capability is None:
         return SetCheck(
             digest,
@@ -122,9 +126,9 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
         hyper = HyperStage.of(set_files)
         payload = set_files.read(payload_name)
         stage = (
-            hyper.run(payload, limits=decoder.limits, engine=decoder.waiops_engine)
+            hyper.run(payload, limits=machine.limits, engine=machine.engine)
             if hyper is not None
-            else entropy_stage(payload, tables_of(set_files), limits=decoder.limits)
+            else entropy_stage(payload, tables_of(set_files), limits=machine.limits)
         )
     except (ValueError, KeyError, RecursionError, WaiError) as exc:
         code = getattr(exc, "code", "set_invalid")
@@ -142,37 +146,37 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
     if capability.networks is Arithmetic.INTEGER:
         tables = tables_of(set_files)
         corpora = [neural_conformance_dir()]
-        checks += verify_integer_set(
-            set_files, tables, corpora, waiops_engine=decoder.waiops_engine
-        )
+        checks += verify_integer_set(set_files, tables, corpora, waiops_engine=machine.engine)
         return SetCheck(digest, name, checks=checks)
     if capability.registered_tier is Tier.ENTROPY_CONSISTENCY:
         # §6.4 at entropy-consistency: the symbols digest alone decides; the 40 dB bound is
         # an implementation check at tier none only.
         return SetCheck(digest, name, checks=checks)
-    job = decoder.job(set_files, stage.latent, stage.symbols)
+    made = machine.job(set_files, stage.latent, stage.symbols)
+    checks += _psnr_checks(capability, machine.adapters, made)
+    return SetCheck(digest, name, checks=checks)
+
+
+def _psnr_checks(
+    capability: Capability, adapters: Mapping[DispatchPath, Adapter], job: SynthesisJob
+) -> list[dict[str, Any]]:
+    """§6.4 for a float capability at tier none: every float path that runs here within
+    :data:`PSNR_BOUND_DB` of the CPU reference's RGB8 (the reference refused: one failed row)."""
     needed = capability.registered_tier
-    adapters = decoder.adapters
     reference_adapter = adapters.get(CPU_ONNX_RUNTIME)
     ref = choose(capability, needed, (CPU_ONNX_RUNTIME,), adapters, job)
     if ref.report.ran is None:
-        reason = ref.report.refused[0].reason
-        checks.append(
-            {
-                "check": "reference",
-                "path": str(CPU_ONNX_RUNTIME),
-                "ok": False,
-                "reason": str(reason),
-            }
-        )
-        return SetCheck(digest, name, checks=checks)
+        reason = str(ref.report.refused[0].reason)
+        return [
+            {"check": "reference", "path": str(CPU_ONNX_RUNTIME), "ok": False, "reason": reason}
+        ]
     reference = to_rgb8(ref.output)
     candidates = [(str(path), path, adapter) for path, adapter in adapters.items()]
     # Our ONNX Runtime path runs a rewritten graph (docs/onnx-path.md); the program exactly as
     # the set ships it is checked against the same bound.
-    as_exported = _as_exported()
-    if as_exported is not None:
-        candidates.append((f"{CPU_ONNX_RUNTIME} (as exported)", CPU_ONNX_RUNTIME, as_exported))
+    as_exported = OnnxRuntimeAdapter(rewrite=False)
+    candidates.append((f"{CPU_ONNX_RUNTIME} (as exported)", CPU_ONNX_RUNTIME, as_exported))
+    checks: list[dict[str, Any]] = []
     for label, path, adapter in candidates:
         if path.arithmetic is not Arithmetic.FLOAT or admit(path, needed, capability):
             continue
@@ -195,8 +199,62 @@ def verify_set(decoder: Decoder, digest: str, name: str) -> SetCheck:
             reference=adapter is reference_adapter,
         )
         checks.append(row)
-    return SetCheck(digest, name, checks=checks)
+    return checks
 
 
-def _as_exported() -> Any:
-    return OnnxRuntimeAdapter(rewrite=False)
+def corpora_for(digest: str, folders: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """The corpora (``corpus.json`` folders) that name this set."""
+    found = []
+    for folder in folders:
+        doc_path = folder / "corpus.json"
+        if doc_path.is_file():
+            doc = strictjson.loads(doc_path.read_bytes())
+            if doc.get("set") == digest:
+                found.append((folder, doc))
+    return found
+
+
+def verify_integer_set(
+    set_files: SetFiles,
+    tables: Any,
+    corpora: Iterable[Path],
+    adapter: WaiOpsAdapter | None = None,
+    waiops_engine: str = "auto",
+) -> list[dict[str, Any]]:
+    """One row per check: ``check``, ``ok`` and what was compared; the corpus runs on the
+    engine ``waiops_engine`` asks for (the verifying decoder's)."""
+
+    rows: list[dict[str, Any]] = []
+    try:
+        program = load_set_program(set_files)
+    except WaiError as exc:
+        return [{"check": "program", "ok": False, "reason": f"{exc.code}: {exc.message}"}]
+    rows.append(
+        {
+            "check": "program",
+            "ok": True,
+            "operations": program.operation_count,
+            "largest": program.largest,
+        }
+    )
+    engine = engines.build(program, CPU_WAI_OPS_NAME, waiops_engine)
+    for folder, doc in corpora_for(set_files.digest, corpora):
+        for case in doc["payloads"]:
+            row: dict[str, Any] = {"check": "corpus", "payload": case["name"]}
+            try:
+                body = (folder / case["payload"]).read_bytes()
+                symbols = codec_payload.decode(body, tables, limits=Limits())
+                rgb = engine.run(symbols)[0].transpose(1, 2, 0).astype(np.uint8)
+            except (OSError, WaiError) as exc:
+                row.update(ok=False, reason=str(exc))
+                rows.append(row)
+                continue
+            got = rgb_digest(rgb)
+            row.update(
+                expected=case["rgb8_blake3"],
+                got=got,
+                ok=got == case["rgb8_blake3"]
+                and codec_payload.symbols_digest(symbols) == case["symbols_digest"],
+            )
+            rows.append(row)
+    return rows

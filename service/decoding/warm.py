@@ -93,7 +93,7 @@ class Warmup:
     def _one(self, digest: str, capability: str) -> Warmed:
         t0 = time.perf_counter()
         try:
-            files = self.decoder.loaded_set(digest)
+            files = self.decoder.opened.loaded(digest)
             hyper = HyperStage.of(files)
             if hyper is not None:  # a hyperprior set: z of SIDE/4, so y is SIDE × SIDE
                 body = hyper.zeros_payload(max(1, SIDE // 4), self.decoder.waiops_engine)

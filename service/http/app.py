@@ -16,12 +16,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from wai_dispatch.codec.sets import install_bundled
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.onnx import configure_thread_pool
-from wai_dispatch.service.decoding import settings as settings_mod
+from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.setcache import bundled_dir, removed
-from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service.decoding.setcache import removed
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http import logs as jsonlog
 from wai_dispatch.service.http import openapi
@@ -50,6 +50,7 @@ from wai_dispatch.service.http.routes import governance as api_governance
 from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
+from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.store import bearer_snapshot
 from wai_dispatch.service.store.bearer import (
     TokenCache,
@@ -84,7 +85,7 @@ def start(settings: Settings) -> Service:
     # The set store is this replica's cache of the set registry (docs/sets.md): the bundled
     # sets go through the registry (service/store/setsync.py), not straight into the cache.
     decoder = Decoder.assemble(
-        settings=settings, program_cache_bytes=settings.program_cache_bytes, bundled=False
+        **settings.decoder_args(bundled=False), program_cache_bytes=settings.program_cache_bytes
     )
     store = ReportStore(settings.url)
     tokens = TokenCache(
@@ -165,7 +166,7 @@ def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetS
         SetRegistry(store),
         decoder,
         settings.sets_refresh_s,
-        bundled=bundled_dir() if settings.bundled_sets else None,
+        bundled=sets_dir() if settings.bundled_sets else None,
     )
     try:
         for folder, problem in sets.bootstrap().items():
@@ -176,7 +177,7 @@ def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetS
         # first start) until the sync's thread reaches the registry and bootstraps.
         log.warning("set registry not read at start, serving the set cache: %s", exc)
         if settings.bundled_sets:
-            install_bundled(decoder.set_store, bundled_dir(), skip=removed(decoder.set_store.root))
+            install_bundled(decoder.set_store, sets_dir(), skip=removed(decoder.set_store.root))
     sets.start()
     return sets
 
@@ -253,7 +254,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(checked_text)],
     )
     app.add_middleware(BodyBudget, limit=chosen.max_inflight_body_bytes)
-    app.add_middleware(RequestId)
+    app.add_middleware(RequestId, on_error=_internal_error)
     for module in (api_decode, api_reports, api_sets, api_ops, api_governance, api_fleet):
         app.include_router(module.router)
     dashboard_app.install(app)
@@ -264,7 +265,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ClientDisconnect, _client_disconnected)
-    app.add_exception_handler(Exception, _internal_error)
     openapi.install(app)
     return app
 

@@ -15,10 +15,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.metrics import Metrics
+from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.store.bearer import TokenCache
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder

@@ -28,8 +28,7 @@ import h11
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from wai_dispatch.service.decoding import settings as settings_mod
-from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.http.errors import (
     BodiesBusy,
     BodyTooLarge,
@@ -37,6 +36,7 @@ from wai_dispatch.service.http.errors import (
     ServiceError,
     status_of,
 )
+from wai_dispatch.service.settings import Settings
 
 __all__ = ["BodyBudget", "ReadTimeouts", "read_timeouts"]
 

@@ -31,7 +31,7 @@ from prometheus_client import (
 )
 
 from wai_dispatch import __version__
-from wai_dispatch.service.usecase.decode import Decoded, NoPathFound
+from wai_dispatch.service.usecase.decode import DecodeDone, NoPathFound
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics", "multiprocess_on"]
 
@@ -107,7 +107,7 @@ class Metrics:
         if self.multiprocess:
             threading.Thread(target=self._sampler, name="metrics-sampler", daemon=True).start()
 
-    def decode_done(self, outcome: Decoded | NoPathFound, seconds: float) -> None:
+    def decode_done(self, outcome: DecodeDone | NoPathFound, seconds: float) -> None:
         """A decode's stored records, by path, tier and outcome, and their refusals by code;
         the decode's time where a path ran; ``POST /v1/decode``'s time (``seconds``); a no
         path counted as its error (the use case's :class:`~service.usecase.decode.Meter`; a
@@ -116,7 +116,7 @@ class Metrics:
             self.decodes.labels(rec.path_ran or "none", rec.tier or "none", rec.outcome).inc()
             for refusal in rec.refusals:
                 self.refusals.labels(refusal.code).inc()
-        if isinstance(outcome, Decoded):
+        if isinstance(outcome, DecodeDone):
             ran = outcome.records[-1].path_ran or "none"
             self.decode_seconds.labels(ran).observe(outcome.seconds)
         else:

@@ -10,7 +10,10 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -20,34 +23,43 @@ from wai_dispatch.service.store.request_errors import NO_ROUTE
 __all__ = ["RequestId", "error_code", "incoming_id", "route_of"]
 
 log = logging.getLogger("wai_dispatch.service")
+OnError = Callable[[Request, Exception], Awaitable[Response]]
 
 
 class RequestId:
     """Gives every request an id (``request.state.request_id``, the ``X-Request-Id`` answer
     header) and logs one JSON line per request: method, path, status, duration, the client's
     address and, once a token was checked, who it is (``sink`` for a sink's token). The id is
-    the caller's ``X-Request-Id`` when it is a plain one (:func:`incoming_id`), else the trace
-    id of a W3C ``traceparent``, else a new UUID."""
+    the caller's ``X-Request-Id`` when it is a plain one (:func:`incoming_id`;
+    ``request.state.request_id_given``), else a new UUID.
 
-    def __init__(self, app: ASGIApp) -> None:
+    An exception no handler took is answered here with ``on_error``'s answer (500 with the
+    request id) and not raised on: raised past the app, the server would close the keep-alive
+    connection under a client that is already reusing it. Only once half an answer is sent is it
+    raised, and the server closes the connection (there is no other clean end for it)."""
+
+    def __init__(self, app: ASGIApp, on_error: OnError | None = None) -> None:
         self.app = app
+        self.on_error = on_error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = incoming_id(scope.get("headers", [])) or str(uuid.uuid4())
+        given = incoming_id(scope.get("headers", []))
+        rid = given or str(uuid.uuid4())
         state = scope.setdefault("state", {})
-        state["request_id"] = rid
+        state["request_id"], state["request_id_given"] = rid, given is not None
         start = time.perf_counter()
         status = 500
         code: str | None = None
         first_body = True
+        started = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status, code, first_body
+            nonlocal status, code, first_body, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
             elif message["type"] == "http.response.body" and first_body:
@@ -58,6 +70,11 @@ class RequestId:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            if started or self.on_error is None:
+                raise
+            answer = await self.on_error(Request(scope, receive), exc)
+            await answer(scope, receive, send_with_id)
         finally:
             if 400 <= status < 500:
                 _note(scope, status, code or f"http_{status}", rid)
@@ -108,21 +125,15 @@ def error_code(body: bytes) -> str | None:
 
 
 _PLAIN_ID = re.compile(rb"[A-Za-z0-9._:-]{1,36}")
-_TRACEPARENT = re.compile(rb"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 def incoming_id(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The caller's request id: ``X-Request-Id`` when it is 1–36 characters of letters, digits
-    and ``._:-`` (a UUID is 36; the stored reports keep 36), else the trace id of a valid W3C
-    ``traceparent`` (not all zeros), else ``None``. Anything else is ignored, never echoed."""
-    found: dict[bytes, bytes] = {}
+    """The caller's request id: its ``X-Request-Id`` when it is 1–36 characters of letters,
+    digits and ``._:-`` (a UUID is 36; the stored reports keep 36), else ``None``: anything else
+    is ignored, never echoed. A W3C ``traceparent`` names a trace, not a request (two decodes
+    in one trace are two requests): it gives no id."""
     for name, value in headers:
-        found.setdefault(name.lower(), value.strip())
-    given = found.get(b"x-request-id")
-    if given is not None and _PLAIN_ID.fullmatch(given):
-        return given.decode()
-    parent = found.get(b"traceparent")
-    match = _TRACEPARENT.fullmatch(parent) if parent is not None else None
-    if match is not None and match.group(1) != b"0" * 32:
-        return match.group(1).decode()
+        if name.lower() == b"x-request-id":
+            given = value.strip()
+            return given.decode() if _PLAIN_ID.fullmatch(given) else None
     return None

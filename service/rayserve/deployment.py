@@ -8,7 +8,7 @@ is :data:`IMPORT_PATH`; its arguments :class:`Plan`'s fields) and for ``wai-disp
 it: importing this module costs no runtime.
 
 Each replica loads its settings as any process of the service does
-(:func:`~service.decoding.settings.load`: the ``WAI_*`` variables of the deployment's runtime
+(:func:`~service.settings.load`: the ``WAI_*`` variables of the deployment's runtime
 environment, or ``serve --ray``'s hand-over), then takes these of its own:
 
 - ``replica_id``: ``ray-<Serve's replica id>``, so that each replica spools into a folder of
@@ -45,8 +45,7 @@ import anyio
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wai_dispatch.service.decoding import settings as settings_mod
-from wai_dispatch.service.decoding.settings import Settings
+from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.rayserve.plan import (
     Plan,
@@ -55,6 +54,7 @@ from wai_dispatch.service.rayserve.plan import (
     check_store,
     warn_unplaceable,
 )
+from wai_dispatch.service.settings import Settings
 
 __all__ = [
     "APP_NAME",

@@ -3,20 +3,7 @@ ongoing requests with the settings chosen for a burst; the store check (more tha
 needs PostgreSQL) and the placement check (``max_replicas`` × ``num_cpus`` against the
 cluster's CPUs, a warning where the cluster cannot place them all). No Ray import here.
 
-The autoscaling defaults, and why (Serve's own in brackets; docs/ray.md gives the measured
-times they yield):
-
-- ``metrics_interval_s`` 1 s [10 s]: how often Serve's proxies push their ongoing and queued
-  counts to the controller; Serve's 10 s made the first push of a burst up to 10 s late.
-- ``look_back_period_s`` 5 s [30 s]: the window those counts are averaged over; a burst had to
-  last long enough to move a 30 s mean.
-- ``upscale_delay_s`` 3 s [30 s]: how long the controller holds a decision to add replicas
-  before acting on it: enough to pass over one slow decode, short beside a replica's start.
-- ``downscale_delay_s`` 60 s [600 s]: how long the load must stay low before a replica is
-  removed: bursts less than a minute apart keep their replicas (a replica's start, seconds,
-  is what a wrong removal costs); an idle one leaves within about a minute, not ten.
-- ``target_ongoing_requests`` 2 [2]: a replica of one CPU decodes one envelope at a time;
-  two ongoing keeps it busy with one waiting, and a burst of ``2 × N`` clients asks for N.
+The autoscaling defaults, each against Serve's own and why, are docs/ray.md's table.
 """
 
 from __future__ import annotations
@@ -28,8 +15,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from wai_dispatch.dispatch.errors import InvalidInput
-from wai_dispatch.service.decoding.settings import Settings
-from wai_dispatch.service.decoding.settings_model import SettingsInvalid
+from wai_dispatch.service.decoding.errors import SettingsInvalid
+from wai_dispatch.service.settings import Settings
 
 __all__ = [
     "Plan",

@@ -33,7 +33,7 @@ R = ReportRow.__table__.c
 _COLUMNS = (
     "id", "request_id", "created_ms", "sink", "role", "capability", "set_digest",
     "symbols_digest", "rgb_digest", "needed", "path_ran", "tier", "outcome", "duration_ms",
-    "source", "run_report", "ordinal",
+    "source", "run_report", "ordinal", "request_digest",
 )  # fmt: skip
 
 

@@ -37,10 +37,11 @@ _COLS = (
     ("symbols_digest", "text"), ("rgb_digest", "text"), ("needed", "text"),
     ("path_ran", "text"), ("tier", "text"), ("outcome", "text"),
     ("duration_ms", "double precision"), ("source", "text"), ("run_report", "text"),
-    ("ordinal", "integer"), *((f"placement_{u}", "integer") for u in UNITS),
+    ("ordinal", "integer"), ("request_digest", "text"),
+    *((f"placement_{u}", "integer") for u in UNITS),
     ("report", "text"),
 )  # fmt: skip
-_PLAIN = [c for c, _ in _COLS[:17]]
+_PLAIN = [c for c, _ in _COLS[:18]]
 _SUMS = ", ".join(f"sum(placement_{u})" for u in UNITS)
 _PUT = ", ".join(f"placement_{u} = t.placement_{u} + excluded.placement_{u}" for u in UNITS)
 _NAMES = ", ".join(c for c, _ in _COLS)

@@ -12,7 +12,7 @@ from wai_dispatch.dispatch.errors import (
     Unavailable,
     WaiError,
 )
-from wai_dispatch.service.decoding.settings_model import SettingsInvalid
+from wai_dispatch.service.decoding.errors import SettingsInvalid
 
 
 class StoreError(WaiError):
@@ -47,6 +47,18 @@ class RunReportNotFound(NotFound, StoreError):
     """no stored run report with that id (or not this sink's)"""
 
     code = "run_report_not_found"
+
+
+class RequestIdReused(InvalidInput, StoreError):
+    """a request id sent before with another envelope: nothing decoded, nothing stored"""
+
+    code = "request_id_reused"
+
+
+class RequestInFlight(Conflict, StoreError):
+    """a request id whose first decode is still running: retry once it has answered"""
+
+    code = "request_in_flight"
 
 
 class PolicyBusy(Conflict, StoreError):

@@ -36,6 +36,13 @@ __all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
 S = SetRow.__table__.c
 SINK_SORTS = ("sink", "reports", "no_path_rate", "request_errors", "runs_refused", "last_seen_ms")
 SET_SORTS = ("set", "reports", "no_path_rate", "sinks", "last_seen_ms")
+#: The type of each sort's value in a cursor (the counts: an int); ``None`` where a row has none.
+_KINDS = {
+    "sink": keyset.STR,
+    "set": keyset.STR,
+    "no_path_rate": (*keyset.NUMBER, type(None)),
+    "last_seen_ms": (*keyset.INT, type(None)),
+}
 
 
 def _blank() -> dict[str, Any]:
@@ -221,9 +228,8 @@ def _page(
     rows = present + [r for r in rows if r[sort] is None]
     start = 0
     if after is not None:
-        value, name = keyset.decode(
-            f"{key}:{sort}:{int(desc)}", after, [(int, float, str, type(None)), (str,)]
-        )
+        kinds = [_KINDS.get(sort, keyset.INT), keyset.STR]
+        value, name = keyset.decode(f"{key}:{sort}:{int(desc)}", after, kinds)
         at = (value, str(name))
         start = next(
             (i for i, r in enumerate(rows) if _before(at, (r[sort], r[key]), desc)), len(rows)

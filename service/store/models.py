@@ -83,6 +83,9 @@ class ReportRow(Base):
     # the report's index within its request (a decode's primary 0, fallback 1; a run
     # report's decode its index): (sink, request_id, ordinal) is the report's identity
     ordinal: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # what the request asked (SHA-256 of a decode's envelope): the same id with another
+    # envelope is refused (``None``: a run report's decode, or stored before it was kept)
+    request_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class RefusalRow(Base):

@@ -238,7 +238,7 @@ def governance_summary(
     where = _run_filters(since_ms, until_ms, sink_class, sink)
     page = []
     if after is not None:
-        ms, seq = keyset.decode("rr", after, [(int,), (int,)])
+        ms, seq = keyset.decode("rr", after, [keyset.INT, keyset.INT])
         page.append((RR.received_ms < ms) | ((RR.received_ms == ms) & (RR.seq < seq)))
     with store.engine.connect() as conn:
         counts = [

@@ -6,13 +6,15 @@ while it was down, and adopting the orphaned spools of dead replicas on the spoo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from wai_dispatch.service.store.errors import RequestIdReused, RequestInFlight
 from wai_dispatch.service.store.group_commit import GroupCommit
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
@@ -73,6 +75,8 @@ class Recorder:
         self.adopt_every_s = adopt_every_s
         self._adopt_at = 0.0
         self.store_up = migrate is None
+        self._claims: dict[tuple[str, str], Callable[[], str]] = {}
+        self._claims_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="spool-replay", daemon=True)
@@ -84,6 +88,39 @@ class Recorder:
     @property
     def migrated(self) -> bool:
         return self._migrate is None
+
+    def check(self, sink: str, request_id: str, digest: str) -> None:
+        """Refuse (``request_id_reused``) a request id the store holds for another request:
+        one whose reports were asked by another envelope. A store that does not answer checks
+        nothing here (its spool, replayed, keeps the first report of each identity)."""
+        if not self.store_up:
+            return  # known down: the decode is not held up by a connect timeout
+        try:
+            asked = self.store.asked(sink, request_id)
+        except StoreDown:
+            return
+        if asked is not None and asked != digest:
+            raise _reused(request_id)
+
+    @contextlib.contextmanager
+    def claim(self, sink: str, request_id: str, digest: Callable[[], str]) -> Iterator[None]:
+        """Hold ``(sink, request_id)`` while its decode runs here: the same request sent again
+        meanwhile is ``request_in_flight`` (409, retry), another under its id
+        ``request_id_reused`` (``digest``: what each asked, made only then)."""
+        key = (sink, request_id)
+        with self._claims_lock:
+            held = self._claims.setdefault(key, digest)
+        if held is not digest:
+            if held() != digest():
+                raise _reused(request_id)
+            raise RequestInFlight(
+                f"request {request_id!r} is still being decoded: retry once it has answered"
+            )
+        try:
+            yield
+        finally:
+            with self._claims_lock:
+                del self._claims[key]
 
     def record(self, records: list[ReportRecord]) -> list[ReportRecord]:
         """Store or spool ``records`` (one decode's) before returning them as stored (the
@@ -108,18 +145,28 @@ class Recorder:
 
                 def committed() -> list[ReportRecord]:
                     try:
-                        return _stored(records, wait())
+                        return self._as_stored(records, wait())
                     except StoreDown as exc:
                         return self._down(records, exc)
 
                 return committed
             try:
-                stored = _stored(records, self._store_records(records, rows))
+                stored = self._as_stored(records, self._store_records(records, rows))
             except StoreDown as exc:
                 stored = self._down(records, exc)
             return lambda: stored
         stored = self._spooled(records)
         return lambda: stored
+
+    def _as_stored(self, records: list[ReportRecord], ids: list[str]) -> list[ReportRecord]:
+        """``records`` under their stored ids; when their request was stored before (a retry,
+        or a request on another replica under the same id at the same time), refused unless
+        it asked the same (nothing of it stored: the store kept the first)."""
+        stored = _stored(records, ids)
+        first = records[0] if records else None
+        if stored is not records and first is not None and first.request_digest is not None:
+            self.check(first.sink, first.request_id, first.request_digest)
+        return stored
 
     def _down(self, records: list[ReportRecord], exc: StoreDown) -> list[ReportRecord]:
         log.warning("report store down, spooling: %s", exc)
@@ -137,7 +184,7 @@ class Recorder:
             except StoreDown:
                 raise exc from None
             self.store_up = True
-            return _stored(records, ids)
+            return self._as_stored(records, ids)
         self._wake.set()
         return records
 
@@ -196,6 +243,13 @@ class Recorder:
         self._wake.set()
         self._thread.join(timeout=10)
         self.spool.close()
+
+
+def _reused(request_id: str) -> RequestIdReused:
+    return RequestIdReused(
+        f"request id {request_id!r} was sent before with another envelope: send this one under "
+        "a new id"
+    )
 
 
 def _stored(records: list[ReportRecord], ids: list[str]) -> list[ReportRecord]:

@@ -12,6 +12,7 @@ records per line.
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import Mapping
@@ -31,6 +32,11 @@ UNITS = ("npu", "gpu", "cpu", "unknown")
 def path_of(obj: Mapping[str, Any]) -> str:
     """``unit/backend/arithmetic`` of a report's ``ran`` or refused member."""
     return f"{obj['unit']}/{obj['backend']}/{obj['arithmetic']}"
+
+
+def request_digest(fmt: str | None, body: bytes) -> str:
+    """What a decode asks, as its reports keep it: the SHA-256 of its media type and body."""
+    return hashlib.sha256(f"{fmt}\n".encode() + body).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,9 @@ class ReportRecord:
     #: report's identity: the store keeps one report per identity (a retried request's
     #: reports are not stored again).
     ordinal: int = 0
+    #: The SHA-256 of what the request asked (a decode's envelope; ``None``: not kept): the
+    #: same identity with another digest is another request, refused.
+    request_digest: str | None = None
 
     @property
     def identity(self) -> tuple[str, str, int]:
@@ -135,6 +144,7 @@ class ReportRecord:
         rgb_digest: str | None,
         duration_ms: float,
         ordinal: int = 0,
+        request_digest: str | None = None,
     ) -> ReportRecord:
         """The record of one of this service's decodes, from the core's typed ``report``: the
         columns read from its fields, its JSON form made once here (what the store writes and
@@ -164,6 +174,7 @@ class ReportRecord:
             refusals=tuple(RecordedRefusal(str(r.path), str(r.reason)) for r in report.refused),
             report=report.to_json(),
             ordinal=ordinal,
+            request_digest=request_digest,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -218,10 +229,12 @@ def records_for(
     symbols_digests: list[str | None],
     rgb_digest: str | None,
     duration_ms: float,
+    request_digest: str | None = None,
 ) -> list[ReportRecord]:
     """The records of one decode's reports, in the order tried (primary first, its ordinal
-    0), each with a fresh id. ``set_digests`` and ``symbols_digests`` are per report (``None``
-    where the part had none); the RGB digest goes on the report whose path ran."""
+    0), each with a fresh id and the digest of what the request asked. ``set_digests`` and
+    ``symbols_digests`` are per report (``None`` where the part had none); the RGB digest goes on
+    the report whose path ran."""
     now = int(time.time() * 1000)
     return [
         ReportRecord.of_report(
@@ -236,6 +249,7 @@ def records_for(
             rgb_digest=rgb_digest,
             duration_ms=duration_ms,
             ordinal=i,
+            request_digest=request_digest,
         )
         for i, report in enumerate(reports)
     ]

@@ -127,6 +127,19 @@ class ReportStore:
         except SQLAlchemyError as exc:
             raise StoreDown(str(exc).splitlines()[0]) from exc
 
+    def asked(self, sink: str, request_id: str) -> str | None:
+        """The digest of what the request ``(sink, request_id)`` stored asked (``None``: no
+        report of it is stored, or none kept its digest)."""
+        c = ReportRow.__table__.c
+        query = select(c.request_digest).where(
+            c.sink == sink, c.request_id == request_id, c.request_digest.is_not(None)
+        )
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(query.limit(1)).scalar()
+        except SQLAlchemyError as exc:
+            raise StoreDown(str(exc).splitlines()[0]) from exc
+
     def count(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(ReportRow)).scalar_one())

@@ -4,7 +4,6 @@ summary, every count an SQL aggregate computed in the database: from the per-hou
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -12,14 +11,14 @@ from sqlalchemy import Connection, Select, and_, exists, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.service.store.errors import CursorInvalid, ReportNotFound
+from wai_dispatch.service.store import keyset
+from wai_dispatch.service.store.errors import ReportNotFound
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
 
 R = ReportRow.__table__.c
-MAX_SEQ = 2**63 - 1  # a BIGINT
 F = RefusalRow.__table__.c
 
 
@@ -73,27 +72,6 @@ def _row(m: Any) -> dict[str, Any]:
     return ReportRecord.public(row)
 
 
-def encode_cursor(created_ms: int, seq: int) -> str:
-    """The position of a report in the listing: its time and sequence (``t<ms>.<seq>``)."""
-    return base64.urlsafe_b64encode(f"t{created_ms}.{seq}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(text: str) -> tuple[int, int]:
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-        parts = raw[1:].split(".")
-        if not raw.startswith("t") or len(parts) != 2:
-            raise ValueError
-        for digits in parts:
-            if not (digits.isascii() and digits.isdigit()):
-                raise ValueError
-            if len(digits) > 19 or int(digits) > MAX_SEQ:
-                raise ValueError  # past the column's int64: no cursor of ours
-        return int(parts[0]), int(parts[1])
-    except ValueError:
-        raise CursorInvalid("the cursor is not one this service gave") from None
-
-
 def list_reports(
     store: ReportStore,
     filters: Filters,
@@ -109,7 +87,7 @@ def list_reports(
     (:func:`count`: from the roll-ups)."""
     query: Select[Any] = select(ReportRow.__table__).where(*filters.where())
     if cursor is not None:
-        ms, seq = decode_cursor(cursor)
+        ms, seq = keyset.decode("t", cursor, [keyset.INT, keyset.INT])
         query = query.where(or_(R.created_ms < ms, and_(R.created_ms == ms, R.seq < seq)))
     query = query.order_by(R.created_ms.desc(), R.seq.desc()).limit(limit + 1)
     total = None
@@ -121,7 +99,9 @@ def list_reports(
     more = len(rows) > limit
     out: dict[str, Any] = {
         "items": [_row(r) for r in page],
-        "next": encode_cursor(page[-1]["created_ms"], page[-1]["seq"]) if more and page else None,
+        "next": keyset.encode("t", [page[-1]["created_ms"], page[-1]["seq"]])
+        if more and page
+        else None,
     }
     if with_total:
         out["total"] = total

@@ -57,7 +57,7 @@ def list_errors(
     where, rows_where, samples = _filters(since_ms, until_ms, sinks, code)
     page = list(rows_where)
     if after is not None:
-        ms, seq = keyset.decode(TAG, after, [(int,), (int,)])
+        ms, seq = keyset.decode(TAG, after, [keyset.INT, keyset.INT])
         page.append((E.created_ms < ms) | ((E.created_ms == ms) & (E.seq < seq)))
     with store.engine.connect() as conn:
         tallies = _tallies(conn, where)

@@ -44,13 +44,10 @@ from wai_dispatch.codec.sets import (
     canonical_json,
 )
 from wai_dispatch.codec.sets.regular import atomic_write
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.setcache import (
-    bundled_dir,
-    removed,
-    write_removed,
-)
+from wai_dispatch.service.decoding.setcache import removed, write_removed
 from wai_dispatch.service.store.errors import SetRegistryDown, StoreError
 from wai_dispatch.service.store.report_store import StoreDown
 from wai_dispatch.service.store.setregistry import RegistryEntry, SetRegistry
@@ -96,7 +93,7 @@ class SetSync:
         self.bundled = bundled
         #: Where this replica's package ships the bundled sets (a bundled set the registry
         #: lists is installed from there, whether or not :attr:`bundled` is on).
-        self.packaged = packaged if packaged is not None else bundled_dir()
+        self.packaged = packaged if packaged is not None else sets_dir()
         #: A set the registry lists whose copy here is not whole is fetched again (the
         #: service); else it is left for ``sets list`` and ``sets verify`` to show.
         self.repair = repair
@@ -257,7 +254,7 @@ class SetSync:
     def _drop(self, digest: str) -> None:
         with contextlib.suppress(SetError):  # gone already
             self.cache.remove(digest)
-        self.decoder.forget(digest)
+        self.decoder.opened.forget(digest)
         log.info("set %s removed from this replica's cache", digest[:16])
 
     def _fetch(self, listed: RegistryEntry) -> None:
@@ -271,7 +268,7 @@ class SetSync:
         if listed.bundled:
             folder = packaged(self.packaged, digest)
             if folder is not None:
-                self._check(self.decoder.install_set(folder).digest, digest)
+                self._check(self.decoder.opened.install(folder).digest, digest)
                 log.info("set %s installed from the bundled copy", digest[:16])
                 return
             try:
@@ -287,7 +284,7 @@ class SetSync:
         with tempfile.TemporaryDirectory(prefix="wai-fetch-") as tmp:
             archive = Path(tmp) / "set.tar"
             archive.write_bytes(data)
-            entry = self.decoder.install_set(archive)
+            entry = self.decoder.opened.install(archive)
         self._check(entry.digest, digest)
         log.info("set %s fetched from the set registry (%d bytes)", digest[:16], len(data))
 
@@ -308,14 +305,14 @@ class SetSync:
         its digest. The registry down: the cache keeps no set it did not have."""
         with self._exclusive():  # a sync meanwhile would drop a set the registry does not list yet
             existed = {e.digest for e in self.cache.list()}
-            entry = self.decoder.install_set(source)
+            entry = self.decoder.opened.install(source)
             try:
                 self.registry.publish(self.cache, entry.digest)
                 gone = self._removed()
             except (StoreDown, WaiError) as exc:  # down, or a set the registry cannot take
                 if entry.digest not in existed:
                     self.cache.remove(entry.digest)
-                    self.decoder.forget(entry.digest)
+                    self.decoder.opened.forget(entry.digest)
                 if isinstance(exc, StoreDown):
                     raise registry_down(exc) from None
                 raise

@@ -1,5 +1,5 @@
 """The decode use case: an envelope's bytes, their media type, the sink and the limits in; a
-typed outcome out (:class:`Decoded` or :class:`NoPathFound`), every report already recorded.
+typed outcome out (:class:`DecodeDone` or :class:`NoPathFound`), every report already recorded.
 ``POST /v1/decode`` (and so each Ray replica, which serves the same app) calls :func:`decode`;
 the CLI's local decode calls :func:`decode_here`. Both run the same two steps:
 
@@ -23,6 +23,7 @@ it is raised: the HTTP layer answers it by its class, the CLI prints it and exit
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -38,18 +39,18 @@ from wai_dispatch.dispatch import Report
 from wai_dispatch.service.decoding import estimate as estimates
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.estimate import Estimate
-from wai_dispatch.service.decoding.parts import Prepared
+from wai_dispatch.service.decoding.opened import Prepared
 from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PartResult
-from wai_dispatch.service.store.records import ReportRecord, records_for
+from wai_dispatch.service.store.records import ReportRecord, records_for, request_digest
 
 __all__ = [
+    "DecodeDone",
     "DecodeRequest",
-    "Decoded",
     "Gate",
     "Meter",
     "NoPathFound",
     "Outcome",
-    "Recorder",
+    "RecordWriter",
     "decode",
     "decode_here",
     "prepare",
@@ -77,8 +78,13 @@ class DecodeRequest:
     request_id: str
     picture: Picture = "png"
 
+    @functools.cached_property
+    def digest(self) -> str:
+        """What it asks, as its reports keep it (made in a worker thread, once)."""
+        return request_digest(self.format, self.body)
 
-class Recorder(Protocol):
+
+class RecordWriter(Protocol):
     """Where a decode's records go (:class:`service.store.recorder.Recorder`): one call per
     decode, ``begin``, handing them over and returning a function that returns once they are
     durable (stored or spooled), with the records as stored (a retried request's carry the
@@ -102,7 +108,7 @@ class Meter(Protocol):
     was not refused, once its reports are stored, with the seconds since the request was
     handed to :func:`decode` (queueing included)."""
 
-    def decode_done(self, outcome: Decoded | NoPathFound, seconds: float) -> None: ...
+    def decode_done(self, outcome: DecodeDone | NoPathFound, seconds: float) -> None: ...
 
 
 class _Recorded:
@@ -120,7 +126,7 @@ class _Recorded:
 
 
 @dataclass(frozen=True)
-class Decoded(_Recorded):
+class DecodeDone(_Recorded):
     """A path ran: the result, its records (primary first; the last one's path ran) and the
     picture's bytes as the request asked for them."""
 
@@ -150,11 +156,11 @@ class NoPathFound(_Recorded):
         return self.error.parts[-1].symbols_digest if self.error.parts else None
 
 
-Outcome = Decoded | NoPathFound
+Outcome = DecodeDone | NoPathFound
 
 
 @dataclass(frozen=True)
-class Admitted:
+class PreparedRequest:
     """A request :func:`prepare` read: its envelope prepared and its estimate."""
 
     request: DecodeRequest
@@ -164,34 +170,41 @@ class Admitted:
     named_sets: dict[str, str | None]
 
 
-def prepare(decoder: Decoder, request: DecodeRequest) -> Admitted:
-    """Step 1: parse, prepare and estimate (raises the request's typed error)."""
+def prepare(
+    decoder: Decoder, request: DecodeRequest, vet: Callable[[DecodeRequest], None] | None = None
+) -> PreparedRequest:
+    """Step 1: ``vet`` the request (its id not another request's), parse, prepare and estimate
+    (raises the request's typed error)."""
+    if vet is not None:
+        vet(request)
     envelope = _parse(decoder, request)
     prepared = decoder.prepare(envelope)
     named = {p.capability: p.set for p in envelope.parts()}
-    return Admitted(request, prepared, estimates.estimate(prepared), named)
+    return PreparedRequest(request, prepared, estimates.estimate(prepared), named)
 
 
-def run(decoder: Decoder, admitted: Admitted, recorder: Recorder | None) -> Decoded | NoPathFound:
+def run(
+    decoder: Decoder, ready: PreparedRequest, recorder: RecordWriter | None
+) -> DecodeDone | NoPathFound:
     """Step 2: decode, record every report (``recorder``, one call; ``None``: kept, not
     recorded), and make the picture."""
     t0 = time.perf_counter()
     try:
-        result = decoder.decode(admitted.prepared)
+        result = decoder.decode(ready.prepared)
     except NoPath as exc:
-        records = _records(exc.reports, exc.parts, None, t0, admitted)
+        records = _records(exc.reports, exc.parts, None, t0, ready)
         if recorder is not None:
             records = recorder.begin(records)()
         return NoPathFound(exc, records)
     took = time.perf_counter() - t0
-    records = _records(result.reports, [result.part], result.rgb_digest, t0, admitted)
+    records = _records(result.reports, [result.part], result.rgb_digest, t0, ready)
     durable = recorder.begin(records) if recorder is not None else lambda: records
     # the answer is made here, in the decode's thread, while the records commit (group
     # commit: the batch's window and its transaction): RGB8 as it is, else the PNG
-    picture = result.rgb.tobytes() if admitted.request.picture == "rgb" else result.png()
+    picture = result.rgb.tobytes() if ready.request.picture == "rgb" else result.png()
     records = durable()  # answered only once they are durable
     seconds = time.perf_counter() - t0
-    return Decoded(result, records, picture, took, seconds)
+    return DecodeDone(result, records, picture, took, seconds)
 
 
 async def decode(
@@ -199,17 +212,18 @@ async def decode(
     request: DecodeRequest,
     *,
     gate: Gate,
-    recorder: Recorder,
+    recorder: RecordWriter,
     meter: Meter | None = None,
+    vet: Callable[[DecodeRequest], None] | None = None,
 ) -> Outcome:
     """The service's decode: :func:`prepare` in a worker thread, then :func:`run` as ``gate``
     admits it; once it is done, ``gate`` is told the decode's time and ``meter`` the outcome.
     A typed error on the way raises (the gate's own included: a full queue, a timeout)."""
     started = time.perf_counter()
-    admitted = await anyio.to_thread.run_sync(prepare, decoder, request)
-    outcome = await gate.run(admitted.estimate, lambda: run(decoder, admitted, recorder))
-    if isinstance(outcome, Decoded):
-        gate.measured(admitted.estimate.pixels, outcome.decode_seconds)  # calibrates the time
+    ready = await anyio.to_thread.run_sync(prepare, decoder, request, vet)
+    outcome = await gate.run(ready.estimate, lambda: run(decoder, ready, recorder))
+    if isinstance(outcome, DecodeDone):
+        gate.measured(ready.estimate.pixels, outcome.decode_seconds)  # calibrates the time
     _log(request, outcome)
     if meter is not None:
         meter.decode_done(outcome, time.perf_counter() - started)
@@ -221,14 +235,14 @@ def decode_here(
     request: DecodeRequest,
     *,
     check: Callable[[Estimate], None] | None = None,
-    recorder: Recorder | None = None,
+    recorder: RecordWriter | None = None,
 ) -> Outcome:
     """A decode in this thread (the CLI's): :func:`prepare`, ``check`` (the service's limits,
     :func:`service.decoding.estimate.check`; ``None``: none), then :func:`run`."""
-    admitted = prepare(decoder, request)
+    ready = prepare(decoder, request)
     if check is not None:
-        check(admitted.estimate)
-    outcome = run(decoder, admitted, recorder)
+        check(ready.estimate)
+    outcome = run(decoder, ready, recorder)
     _log(request, outcome)
     return outcome
 
@@ -247,7 +261,7 @@ def _parse(decoder: Decoder, request: DecodeRequest) -> Envelope:
     return envelope_read.parse(request.body, limits=decoder.limits)
 
 
-def _log(request: DecodeRequest, outcome: Decoded | NoPathFound) -> None:
+def _log(request: DecodeRequest, outcome: DecodeDone | NoPathFound) -> None:
     extra: dict[str, object] = {"request_id": request.request_id, "sink": request.sink}
     if isinstance(outcome, NoPathFound):
         log.info("decode", extra={**extra, "outcome": "no_path"})
@@ -262,12 +276,12 @@ def _records(
     parts: list[PartResult],
     rgb_digest: str | None,
     t0: float,
-    admitted: Admitted,
+    ready: PreparedRequest,
 ) -> list[ReportRecord]:
     """The records of a decode's reports; a part the entropy stage never reached (its set not
     installed, or a primary that had no path) has the set the envelope named, if any."""
     facts = {p.capability: (p.set_digest, p.symbols_digest) for p in parts}
-    given, request = admitted.named_sets, admitted.request
+    given, request = ready.named_sets, ready.request
     return records_for(
         reports,
         request_id=request.request_id,
@@ -276,4 +290,5 @@ def _records(
         symbols_digests=[facts.get(r.capability, (None, None))[1] for r in reports],
         rgb_digest=rgb_digest,
         duration_ms=(time.perf_counter() - t0) * 1000,
+        request_digest=request.digest,
     )

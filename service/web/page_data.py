@@ -23,7 +23,7 @@ from wai_dispatch.dispatch.offer import CPU_ONNX_RUNTIME
 from wai_dispatch.paths.lru import LRU
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.parts import Prepared
+from wai_dispatch.service.decoding.opened import Prepared
 from wai_dispatch.service.decoding.results import NoPath
 from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_wgsl import WgslPrograms

@@ -72,7 +72,7 @@ def test_bad_ort_threads_is_a_configuration_error_at_start(
 
 
 def test_good_ort_threads_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.settings import load
 
     monkeypatch.setenv("WAI_ORT_THREADS", " 2 ")
     assert load().ort_threads == 2

@@ -278,6 +278,33 @@ def test_config_prints_the_values_used_not_the_unset_defaults(
     assert line.split()[1:3] == ["3", "env"]
 
 
+def test_config_prints_the_offer_serve_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``config``'s offer is the one the service's decoder runs (one rule, ``decoder_offer``):
+    on a machine with a hardware GPU, its path after the neural processor's."""
+    from wai_dispatch.dispatch.offer import GPU_ONNX_RUNTIME
+    from wai_dispatch.paths import registry
+    from wai_dispatch.service.decoding.decoder import Decoder
+    from wai_dispatch.service.settings import load
+
+    class Gpu:  # a hardware GPU's adapter, present
+        def unit_present(self) -> bool:
+            return True
+
+    monkeypatch.setattr(registry, "known_adapters", lambda programs=None: {GPU_ONNX_RUNTIME: Gpu()})
+    monkeypatch.delenv("WAI_OFFER", raising=False)
+    status, out, _ = run(capsys, "config", "--json", "--data-dir", str(tmp_path))
+    assert status == EXIT_OK
+    offer = {r["name"]: r for r in json.loads(out)["settings"]}["offer"]["value"]
+    chosen = load(data_dir=tmp_path)  # as service/http/app.py's start assembles its decoder
+    served = Decoder.assemble(
+        **chosen.decoder_args(bundled=False), program_cache_bytes=chosen.program_cache_bytes
+    )
+    assert offer == ",".join(map(str, served.offer))
+    assert str(GPU_ONNX_RUNTIME) in offer.split(",")
+
+
 def test_doctor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, out, _ = run(capsys, "doctor", "--json", "--data-dir", str(tmp_path / "fresh"))
     got = json.loads(out)

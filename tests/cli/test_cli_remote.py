@@ -300,9 +300,7 @@ OURS_ON_THE_CLIENT = {
     "wai_dispatch.cli.http_client",
     "wai_dispatch.cli.retry",
     "wai_dispatch.cli.outcome_text",
-    "wai_dispatch.service",
-    "wai_dispatch.service.decoding",
-    "wai_dispatch.service.decoding.client_settings",
+    "wai_dispatch.cli.client_settings",
 }
 
 

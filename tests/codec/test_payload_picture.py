@@ -16,7 +16,7 @@ from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec import payload as waip
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
-from wai_dispatch.service.decoding.crop import coded_picture, crop_to_picture
+from wai_dispatch.service.decoding.results import coded_picture, crop_to_picture
 
 GOLDEN = Path(__file__).parent / "golden" / "payload"
 REGEN = os.environ.get("WAI_REGEN_GOLDEN") == "1"

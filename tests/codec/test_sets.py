@@ -26,7 +26,7 @@ from wai_dispatch.codec.sets import (
     write_manifest,
 )
 from wai_dispatch.dispatch import Pin
-from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.settings import load
 
 CAP = "wai.neural.bmshj2018"
 FILES = {

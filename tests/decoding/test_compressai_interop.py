@@ -174,7 +174,7 @@ def test_import_compressai_matches_net_decompress(
     from wai_dispatch.codec import payload
     from wai_dispatch.codec.tables import EntropyTables
 
-    set_files = decoder.loaded_set(result.set_digest)
+    set_files = decoder.opened.loaded(result.set_digest)
     tables = EntropyTables.from_json(set_files.read(str(set_files.facts.tables)))
     symbols = payload.decode(envelope.payload, tables)
     with torch.no_grad():

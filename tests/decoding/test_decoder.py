@@ -74,7 +74,7 @@ def test_a_prepared_envelope_reads_each_header_and_set_once(
     decoder: Decoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from wai_dispatch.codec import payload as payload_mod
-    from wai_dispatch.service.decoding import parts as parts_mod
+    from wai_dispatch.service.decoding import opened as opened_mod
 
     expected = decoder.decode(SAMPLE.read_bytes())
     headers: list[int] = []
@@ -85,7 +85,7 @@ def test_a_prepared_envelope_reads_each_header_and_set_once(
         return real_header(payload, **kw)
 
     monkeypatch.setattr(payload_mod, "read_header", counting_header)
-    monkeypatch.setattr(parts_mod, "read_header", counting_header)
+    monkeypatch.setattr(opened_mod, "read_header", counting_header)
     lookups: list[str] = []
 
     def counting(name: str) -> Any:
@@ -171,7 +171,7 @@ def test_plan_and_paths(decoder: Decoder) -> None:
     assert answer.capability == "wai.neural.bmshj2018"
     refused = decoder.plan("cpu/wai-ops/integer", latent_shape=(1, 192, 4, 4))
     assert refused.code is Code.ARITHMETIC_MISMATCH
-    rows = {r.path: r for r in decoder.paths()}
+    rows = {r.path: r for r in decoder.probe()}
     assert list(rows) == list(REFERENCE_OFFER) and rows[CPU_ONNX_RUNTIME].present
 
 

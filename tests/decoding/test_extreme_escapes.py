@@ -15,7 +15,7 @@ CAP = "wai.neural.bmshj2018"
 
 
 def test_int32_extreme_escapes_decode_without_a_warning(decoder: Any) -> None:
-    files = decoder.loaded_set(decoder.set_store.default_for(CAP).digest)
+    files = decoder.opened.loaded(decoder.set_store.default_for(CAP).digest)
     tables = tables_of(files)
     symbols = np.zeros((1, tables.channels, 4, 4), dtype=np.int64)
     symbols[0, :, 0, 0] = 2**31 - 1

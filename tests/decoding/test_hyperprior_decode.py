@@ -239,14 +239,13 @@ def test_a_program_that_breaks_the_bound_rule_is_refused_as_the_set_loads(
     )
     decoder = Decoder(SetStore(tmp_path / "sets"), REFERENCE_OFFER, known_adapters())
     with pytest.raises(WaiOpsError) as err:
-        decoder.install_set(broken)
+        decoder.opened.install(broken)
     assert err.value.code == "waiops_bound_exceeded"
     assert decoder.set_store.list() == []
 
 
 def test_verify_checks_the_symbols_digest_alone(store: SetStore) -> None:
     """§6.4 at entropy-consistency: the symbols digest decides; no 40 dB check is made."""
-    check = verify_set(
-        Decoder(store, REFERENCE_OFFER, known_adapters()), MANIFEST.digest, MANIFEST.name
-    )
+    decoder = Decoder(store, REFERENCE_OFFER, known_adapters())
+    check = verify_set(decoder.opened, decoder.machine(), MANIFEST.digest, MANIFEST.name)
     assert [(c["check"], c["ok"]) for c in check.checks] == [("symbols_digest", True)]

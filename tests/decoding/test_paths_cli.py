@@ -85,12 +85,12 @@ def test_known_adapters_are_built_once() -> None:
 
 
 def test_default_offer_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.settings import load
 
     monkeypatch.delenv("WAI_OFFER", raising=False)
-    assert load().offer_paths == REFERENCE_OFFER
+    assert load().decoder_args()["offer"] is None  # the decoder's rule decides
     monkeypatch.setenv("WAI_OFFER", " cpu/onnx-runtime/float , npu/model-runtime/float")
-    assert load().offer_paths == (CPU_ONNX_RUNTIME, NPU_MODEL_RUNTIME)
+    assert load().decoder_args()["offer"] == (CPU_ONNX_RUNTIME, NPU_MODEL_RUNTIME)
 
 
 @OFF_MACOS

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from wai_dispatch.cli.main import build_parser, main
-from wai_dispatch.service.decoding import settings as settings_mod
-from wai_dispatch.service.decoding.settings import (
+from wai_dispatch.service import settings as settings_mod
+from wai_dispatch.service.settings import (
     HANDOVER_ENV,
     Settings,
     SettingsInvalid,
@@ -27,9 +27,9 @@ from wai_dispatch.service.decoding.settings import (
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("dispatch", "setfacts", "codec", "paths", "service", "cli", "tools")
-SETTINGS_MODULE = ROOT / "service" / "decoding" / "settings.py"
+SETTINGS_MODULE = ROOT / "service" / "settings.py"
 #: The sink client's two settings, read without the model (cli/remote.py): these variables only.
-CLIENT_SETTINGS_MODULE = ROOT / "service" / "decoding" / "client_settings.py"
+CLIENT_SETTINGS_MODULE = ROOT / "cli" / "client_settings.py"
 CLIENT_VARIABLES = {"WAI_TOKEN", "WAI_TOKEN_FILE", "WAI_CONFIG"}
 
 
@@ -286,9 +286,9 @@ def test_the_clients_token_is_the_settings_token(
     tmp_path: Path,
 ) -> None:
     """``decode --url`` reads its token without the settings model
-    (service/decoding/client_settings.py): the same token the model gives, from every source."""
+    (cli/client_settings.py): the same token the model gives, from every source."""
+    from wai_dispatch.cli.client_settings import bearer
     from wai_dispatch.cli.options import settings
-    from wai_dispatch.service.decoding.client_settings import bearer
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "t").write_text(" from-file \n")
@@ -328,7 +328,7 @@ def test_serve_hands_its_workers_exactly_its_settings(
     # A worker is a fresh process whose environment may say otherwise: it loads the parent's.
     env = {**os.environ, "WAI_PORT": "1", "WAI_QUEUE": "nine", "WAI_CONFIG": "/nonexistent"}
     worker = subprocess.run(
-        [sys.executable, "-c", "from wai_dispatch.service.decoding.settings import load\n"
+        [sys.executable, "-c", "from wai_dispatch.service.settings import load\n"
          "print(load().model_dump_json())"],
         env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
@@ -344,7 +344,7 @@ def test_a_hand_over_for_a_block_leaves_this_processs_settings_as_they_were(
     """A tool that starts the service in a thread hands it its settings for the start only:
     afterwards this process loads its own again (a leak here once gave every later test in the
     suite the verifier's offer)."""
-    from wai_dispatch.service.decoding.settings import handed_over
+    from wai_dispatch.service.settings import handed_over
 
     monkeypatch.delenv(HANDOVER_ENV, raising=False)
     monkeypatch.setenv("WAI_QUEUE", "3")

@@ -18,7 +18,7 @@ from wai_dispatch.paths import tiling
 from wai_dispatch.paths.waiops import choose
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.settings import Settings, load
+from wai_dispatch.service.settings import Settings, load
 
 MiB = 1 << 20
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
@@ -51,7 +51,7 @@ def test_the_estimate_follows_the_tile_budget() -> None:
 
 @pytest.mark.parametrize("level", [0, 1, 9])
 def test_the_png_level_is_the_setting(tmp_path: Path, level: int) -> None:
-    decoder = Decoder.assemble(tmp_path / "data", settings=load(png_level=level))
+    decoder = Decoder.assemble(**load(data_dir=tmp_path / "data", png_level=level).decoder_args())
     assert decoder.png_level == level
     result = decoder.decode(parse(SAMPLE.read_bytes()))
     png = result.png()
@@ -62,7 +62,7 @@ def test_the_png_level_is_the_setting(tmp_path: Path, level: int) -> None:
 
 
 def test_png_level_is_validated() -> None:
-    from wai_dispatch.service.decoding.settings import SettingsInvalid
+    from wai_dispatch.service.settings import SettingsInvalid
 
     with pytest.raises(SettingsInvalid, match="png_level"):
         load(png_level=10)
@@ -74,9 +74,9 @@ def test_opening_a_decoder_changes_no_other_decoders_budget(
     """Decoder A opened with WAI_TILE_BYTES=64 MiB keeps 64 MiB after B opens with 256 MiB:
     its estimates and its decodes' jobs carry its own budget, and B's carry B's."""
     monkeypatch.setenv("WAI_TILE_BYTES", str(64 * MiB))
-    a = Decoder.assemble(tmp_path / "a", settings=load(data_dir=tmp_path / "a"))
+    a = Decoder.assemble(**load(data_dir=tmp_path / "a").decoder_args())
     monkeypatch.setenv("WAI_TILE_BYTES", str(256 * MiB))
-    b = Decoder.assemble(tmp_path / "b", settings=load(data_dir=tmp_path / "b"))
+    b = Decoder.assemble(**load(data_dir=tmp_path / "b").decoder_args())
     assert (a.tile_bytes, b.tile_bytes) == (64 * MiB, 256 * MiB)
     envelope = parse(SAMPLE.read_bytes())
     pa, pb = a.prepare(envelope), b.prepare(envelope)
@@ -103,9 +103,9 @@ def test_opening_a_decoder_changes_no_other_decoders_waiops_engine(
     float32 after B is assembled with int8: each decode's job carries its decoder's engine
     to the adapter, which builds that one (paths/waiops/choose.py), and B's runs on int8."""
     monkeypatch.setenv("WAI_WAIOPS_ENGINE", "float32")
-    a = Decoder.assemble(tmp_path / "a", settings=load(data_dir=tmp_path / "a"))
+    a = Decoder.assemble(**load(data_dir=tmp_path / "a").decoder_args())
     monkeypatch.setenv("WAI_WAIOPS_ENGINE", "int8")
-    b = Decoder.assemble(tmp_path / "b", settings=load(data_dir=tmp_path / "b"))
+    b = Decoder.assemble(**load(data_dir=tmp_path / "b").decoder_args())
     assert (a.waiops_engine, b.waiops_engine) == ("float32", "int8")
     built: list[tuple[str, str]] = []
     real = choose.build

@@ -131,7 +131,7 @@ def test_serve_hands_uvicorn_the_proxy_settings(
 
 
 def test_a_bad_root_path_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wai_dispatch.service.decoding.settings import SettingsInvalid, load
+    from wai_dispatch.service.settings import SettingsInvalid, load
 
     with pytest.raises(SettingsInvalid, match="root_path"):
         load(root_path="wai/")  # a prefix starts with / and has no trailing /

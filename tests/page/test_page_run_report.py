@@ -15,7 +15,7 @@ import pytest
 from pagekit import open_page, screenshot, serve_service
 
 from wai_dispatch.dispatch import Report
-from wai_dispatch.service.decoding.settings import load
+from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 

@@ -116,7 +116,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
 
     decoder = Decoder.assemble(data_dir=tmp_path / "data", bundled=False)
     with pytest.raises(BoundExceeded, match=r"^deconv2: accumulator of channel \d+ reaches \d+"):
-        decoder.install_set(bad)
+        decoder.opened.install(bad)
     assert decoder.set_store.list() == []  # nothing stays installed
     # a store that holds it anyway (installed without the check): a decode is refused with the
     # same typed error, and no path is tried
@@ -131,7 +131,7 @@ def test_a_set_that_breaks_the_bound_rule_is_refused_naming_the_operation(
 @pytest.mark.slow
 def test_verify_holds_an_integer_set_to_its_corpus_exactly(store: SetStore, tmp_path: Path) -> None:
     from wai_dispatch.codec.tables import EntropyTables
-    from wai_dispatch.service.decoding.verify_integer import verify_integer_set
+    from wai_dispatch.service.decoding.verify import verify_integer_set
 
     digest = CORPUS["set"]
     set_files = store.open(digest)

@@ -199,7 +199,7 @@ def test_each_decoder_tiles_by_its_own_setting(
     """An adapter without a budget of its own tiles by its job's, which the decoder sets from
     its ``tile_bytes`` (``WAI_TILE_BYTES``): opening decoder B does not change decoder A's."""
     from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.settings import load
 
     seen: list[int] = []
     real = tiling.run_tiled
@@ -209,9 +209,9 @@ def test_each_decoder_tiles_by_its_own_setting(
     )
     small = _budget(INT_BPP, 6, 6)
     monkeypatch.setenv("WAI_TILE_BYTES", str(small))
-    a = Decoder.assemble(store.root.parent, settings=load(), adapters={})
+    a = Decoder.assemble(**load(data_dir=store.root.parent).decoder_args(), adapters={})
     monkeypatch.setenv("WAI_TILE_BYTES", str(tiling.DEFAULT_TILE_BYTES))
-    b = Decoder.assemble(store.root.parent, settings=load(), adapters={})
+    b = Decoder.assemble(**load(data_dir=store.root.parent).decoder_args(), adapters={})
     assert (a.tile_bytes, b.tile_bytes) == (small, tiling.DEFAULT_TILE_BYTES)
     symbols = np.ones((1, 192, 7, 7), dtype=np.int32)
     latent = symbols.astype(np.float32)

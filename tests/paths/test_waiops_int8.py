@@ -174,10 +174,10 @@ def test_the_engine_choice_and_its_override() -> None:
 
 def test_the_setting_reaches_the_chooser(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from wai_dispatch.service.decoding.decoder import Decoder
-    from wai_dispatch.service.decoding.settings import SettingsInvalid, load
+    from wai_dispatch.service.settings import SettingsInvalid, load
 
     monkeypatch.setenv("WAI_WAIOPS_ENGINE", "Int8")
-    decoder = Decoder.assemble(settings=load(data_dir=tmp_path), bundled=False, ready=False)
+    decoder = Decoder.assemble(**load(data_dir=tmp_path).decoder_args(bundled=False), ready=False)
     assert decoder.waiops_engine == "int8"
     monkeypatch.setenv("WAI_WAIOPS_ENGINE", "int4")
     with pytest.raises(SettingsInvalid, match="waiops_engine"):

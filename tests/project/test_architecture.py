@@ -129,7 +129,7 @@ GRAPH = _edges()
 
 # Each module belongs to the layer of its longest matching prefix. A layer may import itself
 # and the layers it lists (the same table as docs/architecture.md's "What may import what").
-LOW = ("dispatch", "setfacts", "codec", "paths", "service.decoding")
+LOW = ("dispatch", "setfacts", "codec", "paths", "service.decoding", "service.settings")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "dispatch": (),  # the pure core: the standard library only (test_dispatch_is_stdlib_only)
     # what a path adapter reads about a set (its facts, the decode's limits): nothing of ours
@@ -138,6 +138,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # the adapters read a set's facts, never the codec (test_paths_import_no_codec)
     "paths": ("dispatch", "setfacts"),
     "service.decoding": ("dispatch", "setfacts", "codec", "paths"),  # the decoding library
+    # the process's settings, read once at the edge (the CLI, serve's factory)
+    "service.settings": ("dispatch", "setfacts", "codec", "paths", "service.decoding"),
     "service.governance": ("dispatch",),  # pure policy, judge and run reports
     "service.store": (
         "dispatch",
@@ -472,7 +474,7 @@ HEAVY = frozenset(
         "pytorch_msssim",  # tools extra
         "threadpoolctl",  # bench_timing's optional BLAS thread limit (the GEMM anchor)
         "httpx",  # an HTTP client (~0.3 s): the benches and the tools that drive a service
-        "tomllib",  # the sink's client (service/decoding/client_settings.py): a WAI_CONFIG only
+        "tomllib",  # the sink's client (cli/client_settings.py): a WAI_CONFIG only
         "ssl",  # OpenSSL: the sink's client (cli/http_client.py) loads it for https URLs only
         "ray",  # the ray extra: `serve --ray` and its deployment (service/rayserve/)
     }

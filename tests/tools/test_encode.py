@@ -100,7 +100,7 @@ def test_float_round_trip(decoder: Any, picture: np.ndarray) -> None:
 def test_symbols_are_what_the_payload_decodes_to(decoder: Any, picture: np.ndarray) -> None:
     set_digest = decoder.set_store.default_for(FLOAT).digest
     result = encode(decoder, _png(picture), set_digest=set_digest)
-    tables = tables_of(decoder.loaded_set(set_digest))
+    tables = tables_of(decoder.opened.loaded(set_digest))
     symbols = codec_payload.decode(result.envelope.payload, tables)
     np.testing.assert_array_equal(symbols, result.symbols)
 
@@ -147,7 +147,7 @@ def test_quantization_is_compressais(decoder: Any, picture: np.ndarray) -> None:
     its string holds exactly our symbols."""
     from wai_dispatch.tools.train_bmshj2018 import load_checkpoint
 
-    files = decoder.loaded_set(decoder.set_store.default_for(FLOAT).digest)
+    files = decoder.opened.loaded(decoder.set_store.default_for(FLOAT).digest)
     checkpoint = resolve_checkpoint(files, None)
     net = load_checkpoint(checkpoint.path)
     padded = pad(picture, 16)
@@ -164,7 +164,7 @@ def test_the_bundled_sample_is_reproduced(decoder: Any) -> None:
     """The bundled set's payload was coded (CompressAI, conformance/sets/…/payload.json) from
     a 256×256 crop of skimage's coffee; encode reproduces its symbols wherever the analysis
     value is not within float error of a tie, and its bytes when no symbol differs."""
-    files = decoder.loaded_set(decoder.set_store.default_for(FLOAT).digest)
+    files = decoder.opened.loaded(decoder.set_store.default_for(FLOAT).digest)
     crop = _coffee(45, 167, 256, 256)
     bundled = (BUNDLED / "payload.bin").read_bytes()
     tables = tables_of(files)

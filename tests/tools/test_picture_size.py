@@ -45,7 +45,7 @@ def photo() -> bytes:
 
 def _padded_payload(decoder: Any, set_digest: str, payload: bytes) -> bytes:
     """The same symbols in a version-1 payload: the decode of the padded picture."""
-    files = decoder.loaded_set(set_digest)
+    files = decoder.opened.loaded(set_digest)
     if waih.is_hyperprior(payload):
         stage = HyperStage.of(files)
         assert stage is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -24,12 +25,14 @@ from wai_dispatch.service.http.errors import (
     ContentTypeUnsupported,
     NotAcceptable,
     error_body,
+    request_id,
     status_of,
 )
 from wai_dispatch.service.store.bearer import Principal, Role
+from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
-    Decoded,
+    DecodeDone,
     DecodeRequest,
     Format,
     NoPathFound,
@@ -56,7 +59,11 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
             },
         },
     },
-    422: {"description": "bad input, or no offered path decodes the envelope"},
+    422: {
+        "description": "bad input, no offered path decodes the envelope, or a request id "
+        "sent before with another envelope (request_id_reused)"
+    },
+    409: {"description": "the request id's first decode is still running (request_in_flight)"},
     401: {"description": "no live bearer token"},
     403: {"description": "the token's role is not sink or above"},
     413: {"description": "over a limit (body, latent, memory or time estimate)"},
@@ -131,13 +138,25 @@ async def decode(
     body = await read_body(request, service.settings.max_body_bytes)
     asked = DecodeRequest(
         body, _format(request.headers.get("content-type", "")), principal.name,
-        request.scope["state"]["request_id"], "rgb" if kind == "rgb" else "png",
+        request_id(request), "rgb" if kind == "rgb" else "png",
     )  # fmt: skip
-    outcome = await usecase.decode(service.decoder, asked, gate=service.admission,
-                                   recorder=service.recorder, meter=service.metrics)  # fmt: skip
+    recorder = service.recorder
+    with recorder.claim(asked.sink, asked.request_id, lambda: asked.digest):  # one at a time
+        outcome = await usecase.decode(
+            service.decoder, asked, gate=service.admission, recorder=recorder,
+            meter=service.metrics, vet=_vet(request, recorder),
+        )  # fmt: skip
     if isinstance(outcome, NoPathFound):
         return JSONResponse(_no_path(request, outcome), status_of(type(outcome.error)))
     return _decoded(kind, asked.request_id, outcome)
+
+
+def _vet(request: Request, recorder: Recorder) -> Callable[[DecodeRequest], None] | None:
+    """The check of the caller's request id against the store (made in the decode's first worker
+    thread: another envelope under it is refused); none for a fresh id, never stored."""
+    if not request.scope["state"].get("request_id_given", True):
+        return None
+    return lambda r: recorder.check(r.sink, r.request_id, r.digest)
 
 
 def _no_path(request: Request, outcome: NoPathFound) -> dict[str, Any]:
@@ -148,8 +167,8 @@ def _no_path(request: Request, outcome: NoPathFound) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _decoded(kind: str, request_id: str, outcome: Decoded) -> Response:
-    """The answer of a decode that ran: JSON (:class:`Decoded`), or the picture itself with
+def _decoded(kind: str, request_id: str, outcome: DecodeDone) -> Response:
+    """The answer of a decode that ran: JSON (:class:`DecodeDone`), or the picture itself with
     the reports in ``X-Wai-*`` headers."""
     result = outcome.result
     height, width = result.rgb.shape[:2]

@@ -6,11 +6,13 @@ paged by keyset: ``limit``, and ``after`` the cursor a page's ``next`` gave. Ope
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
+from wai_dispatch.dispatch.errors import UnknownToken, is_code
 from wai_dispatch.service.governance import PolicyNotSet
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
@@ -94,6 +96,8 @@ async def request_errors(
     limit: Limit = 50,
     after: After = None,
 ) -> dict[str, Any]:
+    if code is not None and not (is_code(code) or re.fullmatch(r"http_\d{3}", code)):
+        raise UnknownToken(f"unknown error code {code!r}: see docs/errors.md")
     sinks: tuple[str, ...] | None = None
     if sink:
         sinks = (sink,)

@@ -8,6 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
+from wai_dispatch.codec.envelope import DIGEST_PATTERN
+from wai_dispatch.dispatch import tokens
+from wai_dispatch.dispatch.offer import parse_offer
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
 from wai_dispatch.service.store.bearer import Principal, Role
@@ -30,7 +33,7 @@ def filters(
     reason: Annotated[str | None, Query(max_length=64, description="a refusal code")] = None,
     tier: Text = None,
     sink: Text = None,
-    set: Annotated[str | None, Query(max_length=64, description="set digest")] = None,
+    set: Annotated[str | None, Query(pattern=DIGEST_PATTERN, description="set digest")] = None,
     outcome: Annotated[str | None, Query(pattern="^(decoded|refused)$")] = None,
     request_id: Annotated[str | None, Query(max_length=36)] = None,
     since_ms: Millis = None,
@@ -42,7 +45,15 @@ def filters(
         str | None, Query(max_length=128, description="the decodes of this run report")
     ] = None,
 ) -> Filters:
-    """The query's filters; a sink's own name replaces any ``sink`` it asks for."""
+    """The query's filters; a sink's own name replaces any ``sink`` it asks for. A path, refusal
+    code or tier the vocabulary cannot hold, or a set that is no digest, is refused (422), not
+    answered with an empty list."""
+    if path is not None and path != "none":
+        parse_offer([path])
+    if reason is not None:
+        tokens.parse(tokens.Code, reason, where="reason")
+    if tier is not None:
+        tokens.parse(tokens.Tier, tier, where="tier")
     if principal.role is Role.sink:
         sink = principal.name
     sinks = None

@@ -47,7 +47,7 @@ MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
 async def paths(
     decoder: DecoderDep, _: Annotated[Principal, Depends(require(Role.sink))]
 ) -> dict[str, Any]:
-    rows = await run_in_threadpool(decoder.paths)
+    rows = await run_in_threadpool(decoder.probe)
     return {"paths": [row.to_json() for row in rows]}
 
 

@@ -123,7 +123,7 @@ def test_plain_text_passes_the_edge(live: InProcess) -> None:
     route, and the route answers as it would."""
     with live.client("operator") as client:
         for value in ("café", "😀", "\ufffd", "'; DROP TABLE reports; --", "a" * MAX_TEXT):
-            r = client.get("/v1/request-errors", params={"code": value[:64]})
+            r = client.get("/v1/request-errors", params={"sink": value[:128]})
             assert r.status_code == 200, (value, r.text)
             r = client.get("/v1/reports", params={"capability": value[:256]})
             assert r.status_code == 200, (value, r.text)

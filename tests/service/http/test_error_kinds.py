@@ -15,8 +15,8 @@ import pytest
 
 from wai_dispatch.cli.run import report
 from wai_dispatch.dispatch import errors
-from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.app import create_app
+from wai_dispatch.service.settings import Settings
 from wai_dispatch.tools.error_registry import is_registered
 
 #: Each kind, the status the service answers it with and the exit status of the CLI.

@@ -14,9 +14,9 @@ import httpx
 from fastapi import FastAPI
 
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding.settings import Settings
 from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.http.errors import QueueFull, ServiceError
+from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.web.dashboard import dashboard_dir
 from wai_dispatch.service.web.page import page_dir
 from wai_dispatch.tools.error_registry import entries

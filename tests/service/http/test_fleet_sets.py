@@ -41,8 +41,8 @@ def replica(data_dir: Path, url: str, **settings: Any) -> Iterator[InProcess]:
     wrote, else ``admin`` in ``settings``' place is given by the caller)."""
     from anyio.from_thread import start_blocking_portal
 
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import load
     from wai_dispatch.service.store import bearer
     from wai_dispatch.service.store.report_store import ReportStore
 
@@ -220,7 +220,7 @@ def test_bundled_sets_are_registered_by_reference_and_a_second_replica_installs_
         # a replica whose package lacks them (another version): typed, not a crash
         empty = tmp_path / "no-bundled"
         empty.mkdir()
-        monkeypatch.setattr(setsync, "bundled_dir", lambda: empty)
+        monkeypatch.setattr(setsync, "sets_dir", lambda: empty)
         with replica(tmp_path / "c", database, bundled_sets=False) as c:
             assert _cached(c) == set()
             problems = c.service.sets.state.problems
@@ -252,7 +252,7 @@ def test_admin_token_file_is_ensured_on_every_replica_and_the_banners_agree(
     tmp_path: Path, database: str
 ) -> None:
     from wai_dispatch.cli.serve import banner
-    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.settings import load
 
     secret_file = tmp_path / "secret" / "admin"
     secret_file.parent.mkdir()
@@ -283,7 +283,7 @@ def test_without_a_token_file_every_banner_names_the_database_token(
 ) -> None:
     from wai_dispatch.cli.main import main
     from wai_dispatch.cli.serve import banner
-    from wai_dispatch.service.decoding.settings import load
+    from wai_dispatch.service.settings import load
 
     url = _sqlite_url(tmp_path)
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import cbor2
 import httpx
 import pytest
-from _svc import SAMPLE_CBOR, SAMPLE_JSON, InProcess, in_process, pg_database
+from _svc import SAMPLE_CBOR, SAMPLE_JSON, InProcess, cursor_params, in_process, pg_database
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -381,6 +381,32 @@ queries = st.dictionaries(st.sampled_from(REPORT_QUERY) | printable, query_value
 )
 def test_report_queries(live: InProcess, client: Any, route: str, params: dict[str, str]) -> None:
     _every_role(live, client, "GET", route, params=params)
+
+
+PAGED = [
+    "/v1/reports",
+    "/v1/request-errors",
+    "/v1/run-reports/summary",
+    "/v1/fleet/sinks",
+    "/v1/fleet/sets",
+]
+
+
+@pytest.fixture(scope="module")
+def seeded(live: InProcess) -> None:
+    """A decode stored: rows in every list, that a cursor's position is compared with."""
+    with live.client("sink") as c:
+        assert c.post("/v1/decode", json=SAMPLE).status_code == 200
+
+
+@FUZZ
+@given(data=st.data(), route=st.sampled_from(PAGED))
+def test_cursors_that_decode(
+    live: InProcess, client: Any, seeded: None, data: Any, route: str
+) -> None:
+    """Issue 36: cursors of the service's shape with parts of any type and size (a string for
+    a count, 2**63, a float for a name): ``cursor_invalid``, never a 5xx."""
+    _every_role(live, client, "GET", route, params=data.draw(cursor_params(route)))
 
 
 digests = st.sampled_from(["0" * 64, "f" * 64, "{installed}"]) | segments

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from _svc import _prepared, free_port
 
-from wai_dispatch.service.decoding.settings import Settings, load
+from wai_dispatch.service.settings import Settings, load
 
 pytestmark = pytest.mark.slow
 

@@ -87,7 +87,7 @@ def test_the_callers_request_id_is_taken(live: InProcess) -> None:
             assert ops.get(f"/v1/reports/{rid}").json()["request_id"] == "sink-a.job:42"
         trace = "4bf92f3577b34da6a3ce929d0e0e4736"
         r = _decode(c, traceparent=f"00-{trace}-00f067aa0ba902b7-01")
-        assert r.headers["x-request-id"] == trace
+        assert re.fullmatch(r"[0-9a-f-]{36}", r.headers["x-request-id"])  # a trace: no request
         for hostile in ("x" * 37, "a b", "ünï".encode(), "id\x7f"):
             r = c.get("/v1/sets", headers={"X-Request-Id": hostile})
             assert r.headers["x-request-id"] not in (hostile, "ünï")
@@ -103,17 +103,8 @@ def test_the_callers_request_id_is_taken(live: InProcess) -> None:
         ([(b"x-request-id", b"a" * 37)], None),
         ([(b"x-request-id", b"")], None),
         ([(b"x-request-id", b"a\r\nb")], None),
-        ([(b"traceparent", b"00-" + b"ab" * 16 + b"-" + b"cd" * 8 + b"-01")], "ab" * 16),
-        ([(b"traceparent", b"00-" + b"0" * 32 + b"-" + b"cd" * 8 + b"-01")], None),
-        ([(b"traceparent", b"00-" + b"AB" * 16 + b"-" + b"cd" * 8 + b"-01")], None),
-        ([(b"traceparent", b"garbage")], None),
-        (
-            [
-                (b"x-request-id", b"bad id"),
-                (b"traceparent", b"00-" + b"ab" * 16 + b"-" + b"cd" * 8 + b"-01"),
-            ],
-            "ab" * 16,
-        ),
+        ([(b"traceparent", b"00-" + b"ab" * 16 + b"-" + b"cd" * 8 + b"-01")], None),
+        ([(b"x-request-id", b"first"), (b"X-Request-Id", b"second")], "first"),
     ],
 )
 def test_incoming_ids(headers: list[tuple[bytes, bytes]], expected: str | None) -> None:

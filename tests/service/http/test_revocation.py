@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 from anyio.from_thread import start_blocking_portal
 
-from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.http.app import create_app
+from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 

@@ -113,8 +113,8 @@ def test_a_replica_started_in_an_outage_answers_503_not_401(
     store back, the sink's retried decode is stored exactly once."""
     from anyio.from_thread import start_blocking_portal
 
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import load
 
     with serve(tmp_path / "a", database_url=cluster.url) as first:
         tokens = dict(first.tokens)
@@ -169,8 +169,8 @@ def test_a_replica_started_in_an_outage_decodes_on_the_fleets_token_snapshot(
     The store back, the spooled report is stored exactly once."""
     from anyio.from_thread import start_blocking_portal
 
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import load
 
     shared = tmp_path / "volume"
     with serve(tmp_path / "a", database_url=cluster.url, spool_dir=shared, replica_id="a") as a:
@@ -243,8 +243,8 @@ def _born_in_outage(tmp_path: Path, url: str, shared: Path) -> Iterator[Any]:
     app (requests through httpx's ASGITransport)."""
     from anyio.from_thread import start_blocking_portal
 
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import load
 
     settings = load(data_dir=tmp_path / "b", database_url=url, spool_dir=shared,
                     replica_id="b", warm=False)  # fmt: skip

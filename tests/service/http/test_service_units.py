@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from wai_dispatch.paths.lru import LRU
-from wai_dispatch.service.decoding.settings import SettingsInvalid, load
+from wai_dispatch.service.settings import SettingsInvalid, load
 from wai_dispatch.service.store.spool import Spool, SpoolFull
 from wai_dispatch.tools.error_registry import status as status_of
 
@@ -113,7 +113,7 @@ def test_program_cache_is_shared_by_the_decoders_adapters(tmp_path: Path) -> Non
     (key,) = cache.entries()
     assert key[0] == "cpu/onnx-runtime/float"
     assert cache.misses == 1 and cache.hits >= 1
-    files = decoder.loaded_set(key[1])
+    files = decoder.opened.loaded(key[1])
     program = files.facts.program("onnx-runtime")
     assert program is not None and program.file is not None and program.weights is not None
     assert cache.bytes == 2 * (len(files.read(program.file)) + len(files.read(program.weights)))

@@ -3,15 +3,20 @@ CPU each, two CPUs in all), deployed by ``wai-dispatch serve --ray --autoscale 1
 PostgreSQL database with the plan's autoscaling defaults (service/rayserve/plan.py, docs/ray.md).
 
 The burst is docs/ray.md's: :data:`BURST_CLIENTS` closed-loop clients, twice the target of
-ongoing requests per replica times the two replicas. It runs until the second replica has
-answered part of it, or a generous bound passes: the test asserts that a second replica came
-and served a share of the burst (counted by each answer's ``X-Replica``), never how soon (the
-times are printed; ``bench ray --burst`` measures them).
+ongoing requests per replica times the two replicas, each retrying as docs/ray.md's client does
+(the same ``X-Request-Id`` after a dropped connection or a 5xx from Serve's proxy). It runs
+until the second replica has answered, or a generous bound passes. What it asserts holds on a
+loaded 2-core machine: the replica count grew, both replicas answered (counted by each
+answer's ``X-Replica``) and every decode was answered 200 in the end; never how soon nor what
+share (on 2 cores shared with other work the second replica's share is the load's, not
+Serve's: the times, the share and the retries are printed; ``bench ray --burst`` measures
+them).
 
 Marked ``ray`` (deselected by default and by CI; ``make ray``); skips without the ray extra."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -22,7 +27,7 @@ import httpx
 import pytest
 from _svc import SAMPLE_JSON
 
-from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster
+from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster, post_retrying
 
 pytest.importorskip("ray", reason="the ray extra: pip install 'wai-dispatch[ray]'")
 
@@ -30,10 +35,8 @@ pytestmark = pytest.mark.ray
 
 #: The burst of docs/ray.md: 2 (target ongoing requests) × 2 replicas.
 BURST_CLIENTS = 4
-#: Generous bounds for a loaded 2-core machine: the second replica placed and answering, and
-#: the answers from it the burst waits for.
+#: A generous bound for a loaded 2-core machine: the second replica placed and answering.
 UPSCALED_WITHIN_S = 300.0
-SECOND_REPLICA_ANSWERS = 5
 
 
 @dataclass
@@ -85,24 +88,21 @@ def test_a_burst_gets_a_second_replica_that_serves_part_of_it(scaled: Scaled) ->
     assert len(scaled.cluster.replicas()) == 1  # min_replicas: one before the burst
 
     answered: Counter[str] = Counter()  # replica → decodes it answered (200) in the burst
-    other: Counter[str] = Counter()  # what came back that was not a 200
+    failed: Counter[str] = Counter()  # what the decodes that failed every retry last got
+    retries: Counter[str] = Counter()  # what each failed try got (then retried)
     lock = threading.Lock()
     stop = threading.Event()
 
     def client() -> None:
         with httpx.Client(base_url=scaled.url, headers=headers, timeout=120) as c:
             while not stop.is_set():
-                try:
-                    got = c.post("/v1/decode", content=body)
-                except httpx.HTTPError as exc:
-                    with lock:
-                        other[type(exc).__name__] += 1
-                    continue
+                got, tries = post_retrying(c, "/v1/decode", body, {})
                 with lock:
-                    if got.status_code == 200:
+                    retries.update(tries)
+                    if got is not None and got.status_code == 200:
                         answered[got.headers["x-replica"]] += 1
                     else:
-                        other[str(got.status_code)] += 1
+                        failed[str(got.status_code) if got else tries[-1]] += 1
 
     t0 = time.monotonic()
     threads = [threading.Thread(target=client) for _ in range(BURST_CLIENTS)]
@@ -115,8 +115,8 @@ def test_a_burst_gets_a_second_replica_that_serves_part_of_it(scaled: Scaled) ->
             if placed is None and len(scaled.cluster.replicas()) >= 2:
                 placed = time.monotonic() - t0
             with lock:
-                counts = sorted(answered.values())
-            if len(counts) >= 2 and counts[0] >= SECOND_REPLICA_ANSWERS:
+                both = len(answered) >= 2
+            if both:
                 serving = time.monotonic() - t0
                 break
             time.sleep(0.5)
@@ -130,10 +130,11 @@ def test_a_burst_gets_a_second_replica_that_serves_part_of_it(scaled: Scaled) ->
         return "never" if s is None else f"at {s:.0f} s"
 
     print(
-        f"burst of {BURST_CLIENTS} clients, {took:.0f} s: the second replica's process "
-        f"{at(placed)}, {SECOND_REPLICA_ANSWERS} answers from it {at(serving)}; answered "
-        f"{dict(answered)}, other {dict(other)}"
+        f"burst of {BURST_CLIENTS} clients, {took:.0f} s, load average "
+        f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}: the second replica's process "
+        f"{at(placed)}, its first answer {at(serving)}; answered {dict(answered)}, failed "
+        f"{dict(failed)}, failed tries retried {dict(retries)}"
     )
+    assert placed is not None, f"no second replica within {UPSCALED_WITHIN_S:.0f} s"
     assert len(answered) == 2, f"one replica answered the whole burst: {dict(answered)}"
-    assert min(answered.values()) >= SECOND_REPLICA_ANSWERS, dict(answered)
-    assert not other, f"answers other than 200 in the burst: {dict(other)}"
+    assert not failed, f"decodes that failed every retry: {dict(failed)}"

@@ -16,7 +16,6 @@ import pytest
 from fastapi import FastAPI
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.service.decoding.settings import load
 from wai_dispatch.service.rayserve.deployment import (
     Plan,
     PlanInvalid,
@@ -26,6 +25,8 @@ from wai_dispatch.service.rayserve.deployment import (
     replica_id_of,
 )
 from wai_dispatch.service.rayserve.plan import placement_problem, warn_unplaceable
+from wai_dispatch.service.settings import load
+from wai_dispatch.tools.ray_cluster import post_retrying
 
 
 def test_a_fixed_plan_and_an_autoscaled_one_are_serve_s_options() -> None:
@@ -185,3 +186,30 @@ def test_serve_ray_refusals_are_one_typed_line(
     assert status == exit and len(err.splitlines()) == 1, err
     assert err.startswith(f"wai-dispatch: error: {code}: "), err
     assert not (tmp_path / "reports.db").exists()  # refused before the store was touched
+
+
+def test_a_client_retries_a_dead_replica_s_500_and_a_dropped_connection_under_one_id() -> None:
+    """docs/ray.md's client: Serve's 500 for a decode in flight on a killed replica, then a
+    dropped connection, then the answer; every try under the same ``X-Request-Id``. The
+    service's own refusals (a 4xx) are answers, not retried; a request that fails every try
+    comes back as ``None`` with what each try got."""
+    tries: list[str] = []
+    script = iter([500, "drop", 200, 422, 503, 503])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        tries.append(request.headers["x-request-id"])
+        step = next(script)
+        if step == "drop":
+            raise httpx.ReadError("connection dropped", request=request)
+        return httpx.Response(int(step), text="Internal Server Error")
+
+    with httpx.Client(transport=httpx.MockTransport(answer), base_url="http://ray") as c:
+        got, failed = post_retrying(c, "/v1/decode", b"{}", {"X-Request-Id": "r1"}, pause_s=0)
+        assert got is not None and got.status_code == 200
+        assert failed == ["500", "ReadError"] and tries == ["r1"] * 3
+        refused, failed = post_retrying(c, "/v1/decode", b"{}", {}, pause_s=0)
+        assert refused is not None and refused.status_code == 422 and failed == []
+        tries.clear()
+        gone, failed = post_retrying(c, "/v1/decode", b"{}", {}, attempts=2, pause_s=0)
+    assert gone is None and failed == ["503", "503"]
+    assert len(set(tries)) == 1  # a fresh id when none is given, the same on every try

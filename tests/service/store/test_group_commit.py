@@ -219,3 +219,29 @@ def test_the_migration_numbers_the_reports_stored_before(store: ReportStore) -> 
     store.migrate()
     assert [o for _, o in rows(store, "old")] == [0, 1, 2, 3]
     assert store.record(request_records("old")) == [i for i, _ in rows(store, "old")][:2]
+
+
+@pytest.mark.parametrize("window", [None, 0.002])
+def test_an_identity_stored_by_another_request_refuses_the_second(
+    store: ReportStore, tmp_path: Path, window: float | None
+) -> None:
+    """Issue 36, item 3: two replicas decoding one request id at once, each with its own
+    envelope, both past the check before either stored: the second to commit stores nothing
+    and is refused (``request_id_reused``); the same envelope's is the retry it always was."""
+    from wai_dispatch.service.store.errors import StoreError
+
+    recorder = Recorder(store, Spool(tmp_path / "spool", 1 << 20), commit_window_s=window)
+    try:
+
+        def asked(digest: str) -> list[ReportRecord]:
+            return [replace(r, request_digest=digest) for r in request_records("req-d")]
+
+        first = recorder.record(asked("1" * 64))
+        with pytest.raises(StoreError) as refused:
+            recorder.record(asked("2" * 64))
+        assert refused.value.code == "request_id_reused"
+        assert rows(store, "req-d") == [(r.id, i) for i, r in enumerate(first)]
+        assert [r.id for r in recorder.record(asked("1" * 64))] == [r.id for r in first]
+        assert store.asked("a", "req-d") == "1" * 64 and store.asked("a", "req-x") is None
+    finally:
+        recorder.close()

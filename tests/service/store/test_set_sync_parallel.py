@@ -1,6 +1,6 @@
 """A replica starts in seconds (docs/ray.md): a sync fetches the sets the registry lists and the
 cache lacks at once (service/store/setsync.py), and warming opens and runs every installed set
-at once (service/decoding/warm.py; opened_sets.py opens different sets side by side). Each test
+at once (service/decoding/warm.py; opened.py opens different sets side by side). Each test
 makes every fetch (or every open) wait at a barrier for the others: one at a time, the first
 waits alone and the barrier breaks."""
 
@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch import REFERENCE_OFFER
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.setcache import bundled_dir
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.setregistry import SetRegistry
@@ -26,14 +26,14 @@ def test_a_sync_fetches_the_missing_sets_at_once(tmp_path: Path, report_store: R
     first = SetSync(
         SetRegistry(report_store),
         Decoder.assemble(tmp_path / "a", REFERENCE_OFFER, bundled=False),
-        bundled=bundled_dir(),
+        bundled=sets_dir(),
     )
     first.bootstrap()  # the bundled sets, into the registry
     listed = sorted(first.state.listed)
     assert len(listed) >= 2
     fresh = Decoder.assemble(tmp_path / "b", REFERENCE_OFFER, bundled=False)
     meet = threading.Barrier(min(FETCHERS, len(listed)), timeout=MEET_S)
-    install = fresh.install_set
+    install = fresh.opened.install
     threads: set[str] = set()
 
     def install_when_all_fetch(source: Any) -> Any:
@@ -41,7 +41,7 @@ def test_a_sync_fetches_the_missing_sets_at_once(tmp_path: Path, report_store: R
         meet.wait()  # every fetch is under way before any installs
         return install(source)
 
-    fresh.install_set = install_when_all_fetch  # type: ignore[method-assign]
+    fresh.opened.install = install_when_all_fetch  # type: ignore[method-assign]
     state = SetSync(SetRegistry(report_store), fresh, bundled=None).sync()
     assert not state.problems, state.problems
     assert sorted(e.digest for e in fresh.set_store.list()) == listed

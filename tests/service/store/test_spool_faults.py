@@ -344,8 +344,8 @@ def test_the_service_starts_while_its_store_is_down(tmp_path: Path) -> None:
     report is stored once."""
     from anyio.from_thread import start_blocking_portal
 
-    from wai_dispatch.service.decoding.settings import load
     from wai_dispatch.service.http.app import create_app
+    from wai_dispatch.service.settings import load
 
     body = SAMPLE_JSON.read_bytes()
     data = tmp_path / "data"

@@ -17,7 +17,7 @@ from wai_dispatch.service.decoding.estimate import Estimate
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
-    Decoded,
+    DecodeDone,
     DecodeRequest,
     NoPathFound,
     decode_here,
@@ -64,7 +64,7 @@ def test_a_decode_is_recorded_once_and_answered_as_asked(decoder: Any) -> None:
     calls = Calls()
     asked = DecodeRequest(SAMPLE.read_bytes(), "json", "sink-a", "rid-1", "rgb")
     outcome = _served(decoder, asked, calls)
-    assert isinstance(outcome, Decoded)
+    assert isinstance(outcome, DecodeDone)
     assert calls.recorded == [outcome.records] and calls.done == [outcome]
     assert [r.sink for r in outcome.records] == ["sink-a"]
     assert outcome.records[-1].request_id == "rid-1" and outcome.records[-1].path_ran
@@ -72,7 +72,7 @@ def test_a_decode_is_recorded_once_and_answered_as_asked(decoder: Any) -> None:
     assert outcome.reports == [r.report for r in outcome.records]
     assert calls.measured == [(calls.admitted[0].pixels, outcome.decode_seconds)]
     here = decode_here(decoder, usecase.local_request(SAMPLE.read_bytes()))
-    assert isinstance(here, Decoded) and here.result.rgb_digest == outcome.result.rgb_digest
+    assert isinstance(here, DecodeDone) and here.result.rgb_digest == outcome.result.rgb_digest
     assert here.picture[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -19,7 +19,7 @@ from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.spool import Spool
 from wai_dispatch.service.usecase import decode as usecase
-from wai_dispatch.service.usecase.decode import Decoded, DecodeRequest
+from wai_dispatch.service.usecase.decode import DecodeDone, DecodeRequest
 
 #: How long the commit waits for the PNG to begin (only a decode that does not overlap waits
 #: it all).
@@ -52,7 +52,7 @@ def test_the_png_is_made_while_the_reports_commit(
         outcome = usecase.decode_here(decoder, request, recorder=recorder)
     finally:
         recorder.close()
-    assert isinstance(outcome, Decoded)
+    assert isinstance(outcome, DecodeDone)
     assert seen == [True], "the reports committed before the PNG began: nothing overlapped"
     assert outcome.picture.startswith(b"\x89PNG")
     with report_store.engine.connect() as conn:

@@ -1,18 +1,30 @@
-"""The one configuration's model: every ``WAI_…`` knob of the CLI, the tools and the service as
-a field of :class:`Settings`, with its default, its check and what is derived from it, and
-:class:`SettingsInvalid`, the error naming every bad value. :mod:`service.decoding.settings`
-loads it (flags over the environment over the ``WAI_CONFIG`` file over the defaults); this
-module reads no ``WAI_*`` variable itself (pydantic-settings does, for the fields)."""
+"""The one configuration of a wai-dispatch process: every ``WAI_…`` knob of the CLI, the tools
+and the service as a field of :class:`Settings` (its default, its check and what is derived from
+it), read once per process, at its edge (the command line, ``serve``'s factory), by :func:`load`:
+flags over the environment over an optional TOML file named by ``WAI_CONFIG`` over the
+defaults, validated before anything starts. The decoding library reads none of it: the edge
+hands a decoder its part, :meth:`Settings.decoder_args`.
+
+This is the only module that reads a ``WAI_*`` variable besides the sink's client
+(cli/client_settings.py; a test walks the packages). Every bad value is one problem of
+:class:`SettingsInvalid` (the CLI prints one line each); a ``WAI_*`` variable that is no setting
+is warned about by name. ``wai-dispatch serve --workers N`` hands its effective settings to
+uvicorn's worker processes through :func:`hand_over` (:data:`HANDOVER_ENV`), so that every
+worker's settings are the parent's."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import difflib
+import logging
 import os
-from collections.abc import Iterable
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,8 +33,9 @@ from pydantic_settings import (
 )
 
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, DataDirInvalid, check_data_dir
-from wai_dispatch.dispatch.errors import InvalidInput, WaiError
-from wai_dispatch.dispatch.offer import REFERENCE_OFFER, Offer, parse_offer
+from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.offer import Offer, parse_offer
+from wai_dispatch.service.decoding.errors import SettingsInvalid as SettingsInvalid
 
 MiB = 1024 * 1024
 
@@ -34,14 +47,16 @@ _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
 )
 
 
-class SettingsInvalid(InvalidInput):
-    """a setting (environment, WAI_CONFIG file or flag) that does not validate"""
+class DecoderArgs(TypedDict):
+    """A decoder's part of the settings, as :meth:`Decoder.assemble` takes it."""
 
-    code = "settings_invalid"
-
-    def __init__(self, problems: str | Iterable[str]) -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
-        super().__init__("; ".join(self.problems))
+    data_dir: Path
+    offer: Offer | None
+    bundled: bool
+    ort_threads: int | None
+    png_level: int
+    tile_bytes: int
+    waiops_engine: str
 
 
 def _xdg_data_dir() -> Path:
@@ -319,13 +334,179 @@ class Settings(BaseSettings):
     def url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'reports.db'}"
 
-    @property
-    def offer_paths(self) -> Offer:
-        """The offer: :attr:`offer`'s paths in order, else the reference offer (§4, §6.1)."""
-        return parse_offer(self.offer.split(",")) if self.offer else REFERENCE_OFFER
+    def decoder_args(self, *, bundled: bool = True) -> DecoderArgs:
+        """What a decoder takes of these settings (``Decoder.assemble(**…)``): its offer is
+        ``None`` unless :attr:`offer` names one, so that the decoder's one rule
+        (:func:`service.decoding.decoder.decoder_offer`) decides it; the bundled sets unless
+        ``bundled`` or the ``bundled_sets`` setting is off."""
+        return DecoderArgs(
+            data_dir=self.data_dir,
+            offer=parse_offer(self.offer.split(",")) if self.offer else None,
+            bundled=bundled and self.bundled_sets,
+            ort_threads=self.ort_threads,
+            png_level=self.png_level,
+            tile_bytes=self.tile_bytes,
+            waiops_engine=self.waiops_engine,
+        )
 
     def bearer(self) -> str | None:
         """The client's token: :attr:`token`, else the contents of :attr:`token_file`."""
         if self.token and self.token.strip():
             return self.token.strip()
         return self.token_file.read_text().strip() if self.token_file else None
+
+
+log = logging.getLogger("wai_dispatch.settings")
+
+#: The TOML file of settings, under the environment.
+CONFIG_ENV = "WAI_CONFIG"
+#: The effective settings of a parent process as JSON (``serve --workers``): read first.
+HANDOVER_ENV = "WAI_SETTINGS_HANDOVER"
+#: ``WAI_*`` variables that are no setting of the program: knobs of the test suite and the
+#: benchmarks, never warned about.
+NOT_SETTINGS = frozenset(
+    {
+        "WAI_BENCH_SMOKE",
+        "WAI_FUZZ_EXAMPLES",
+        "WAI_FULL_CORPUS",
+        "WAI_NPU_SET",  # §8's evidence: the neural-processor set (tests/decoding/)
+        "WAI_REGEN_GOLDEN",
+        "WAI_REQUIRE_BROWSER",
+        "WAI_REQUIRE_GPU",
+        "WAI_REQUIRE_NPU_SET",
+        "WAI_REQUIRE_WEBNN",
+        "WAI_SCHEMATHESIS_EXAMPLES",
+    }
+)
+#: Settings whose value a problem line never repeats.
+SECRET = frozenset({"token", "database_url"})
+
+
+def env_name(field: str) -> str:
+    return PREFIX + field.upper()
+
+
+def known_variables() -> frozenset[str]:
+    """The ``WAI_*`` variables this program reads: the settings', ``WAI_CONFIG`` and the
+    hand-over."""
+    return frozenset(env_name(f) for f in Settings.model_fields) | {CONFIG_ENV, HANDOVER_ENV}
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One line per ``WAI_*`` variable of ``environ`` that is no setting (a close match
+    suggested)."""
+    known = known_variables()
+    lines = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(PREFIX) or upper in known or upper in NOT_SETTINGS:
+            continue
+        close = difflib.get_close_matches(upper, sorted(known - {HANDOVER_ENV}), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        lines.append(f"{name} is not a setting of wai-dispatch; ignored{hint}")
+    return lines
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    loc = [str(p) for p in error["loc"]]
+    field = loc[0] if loc else ""
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    if field in Settings.model_fields:
+        where = f"{field} ({env_name(field)})"
+        given = error.get("input")
+        if field not in SECRET and isinstance(given, str | int | float | os.PathLike):
+            where = f"{where} = {str(given)[:60]!r}"
+    elif error.get("type") == "extra_forbidden":
+        return f"{'.'.join(loc)}: not a setting (in the {CONFIG_ENV} file or given)"
+    else:
+        where = ".".join(loc) or "settings"
+    return f"{where}: {msg}"
+
+
+def load(warn: Callable[[str], None] | None = None, **overrides: Any) -> Settings:
+    """The settings of this process: ``overrides`` (the command's flags; ``None`` is not
+    given) over the environment over the ``WAI_CONFIG`` file over the defaults, or, in a worker
+    of ``serve``, the parent's (:func:`hand_over`) under ``overrides``. Raises
+    :class:`SettingsInvalid` naming every bad setting; an unknown ``WAI_*`` variable is passed
+    to ``warn`` (default: a log warning), one line each."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    handed = os.environ.get(HANDOVER_ENV)
+    if handed:
+        try:
+            return Settings.model_validate({**Settings.model_validate_json(handed).model_dump(),
+                                            **given})  # fmt: skip
+        except ValidationError as exc:
+            raise SettingsInvalid(_problem(e) for e in exc.errors()) from None
+    for line in unknown_variables(os.environ):
+        (warn or log.warning)(line)
+    problems: list[str] = []
+    config: Path | None = None
+    path = os.environ.get(CONFIG_ENV)
+    if path:
+        try:
+            tomllib.loads(Path(path).read_text())
+            config = Path(path)
+        except IsADirectoryError:
+            problems.append(f"{CONFIG_ENV} names {path}, which is not a file")
+        except FileNotFoundError:
+            problems.append(f"{CONFIG_ENV} names {path}, which is not a file")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            problems.append(f"{CONFIG_ENV} file {path} does not read as TOML: {exc}")
+    reset = _config_file.set(config)
+    try:
+        settings = Settings(**given)
+    except ValidationError as exc:
+        problems += [_problem(e) for e in exc.errors()]
+    finally:
+        _config_file.reset(reset)
+    if problems:
+        raise SettingsInvalid(problems)
+    return settings
+
+
+def sources(**overrides: Any) -> dict[str, str]:
+    """Where each setting's value comes from, as :func:`load` reads them (``wai-dispatch
+    config``): ``flag`` (an override given), ``handover`` (a parent's, ``serve --workers``),
+    ``env`` (``WAI_<NAME>``), ``file`` (the ``WAI_CONFIG`` TOML file) or ``default``."""
+    given = {k for k, v in overrides.items() if v is not None}
+    environ = {name.upper() for name in os.environ}
+    in_file: set[str] = set()
+    path = os.environ.get(CONFIG_ENV)
+    if path:
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            in_file = set(tomllib.loads(Path(path).read_text()))
+    handed = bool(os.environ.get(HANDOVER_ENV))
+    out: dict[str, str] = {}
+    for field in Settings.model_fields:
+        if field in given:
+            out[field] = "flag"
+        elif handed:
+            out[field] = "handover"
+        elif env_name(field) in environ:
+            out[field] = "env"
+        elif field in in_file:
+            out[field] = "file"
+        else:
+            out[field] = "default"
+    return out
+
+
+@contextlib.contextmanager
+def handed_over(settings: Settings) -> Iterator[None]:
+    """:func:`hand_over` for the length of a block (a service started in a thread of this
+    process, whose factory reads its settings at start), then what was there before."""
+    before = os.environ.get(HANDOVER_ENV)
+    hand_over(settings)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(HANDOVER_ENV, None)
+        else:
+            os.environ[HANDOVER_ENV] = before
+
+
+def hand_over(settings: Settings) -> None:
+    """Make ``settings`` the settings of every process this one starts from now on (uvicorn's
+    workers), through :data:`HANDOVER_ENV`: their :func:`load` reads them first."""
+    os.environ[HANDOVER_ENV] = settings.model_dump_json()

@@ -1,11 +1,11 @@
 """The two settings of the sink's client (``decode --url``, ``report --url``), read without the
-settings model: ``token`` and ``token_file``, with :class:`.settings.Settings`' names and
+settings model: ``token`` and ``token_file``, with :class:`service.settings.Settings`' names and
 precedence (the flag over ``WAI_TOKEN`` / ``WAI_TOKEN_FILE``, names read regardless of case,
 over the ``WAI_CONFIG`` TOML file). A command that only talks to a service reads these two and
 nothing else, so that it loads no pydantic and no decoder (docs/cli.md#the-sinks-client);
 tests/decoding/test_settings.py holds :func:`bearer` equal to ``Settings.bearer()``.
 
-With :mod:`.settings`, the one other module that reads a ``WAI_*`` variable."""
+With :mod:`service.settings`, the one other module that reads a ``WAI_*`` variable."""
 
 from __future__ import annotations
 
