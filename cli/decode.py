@@ -22,7 +22,7 @@ from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import Code, DispatchPath
 from wai_dispatch.paths.registry import absent_reason
 from wai_dispatch.service.decoding import estimate
-from wai_dispatch.service.usecase.decode import NoPathFound, Refused, decode_here, local_request
+from wai_dispatch.service.usecase.decode import NoPathFound, decode_here, local_request
 
 if TYPE_CHECKING:
     from wai_dispatch.cli.outcome_text import Why
@@ -41,8 +41,6 @@ def decode_file(
 
     check = None if limits is None else functools.partial(_check, limits)
     outcome = decode_here(ctx, local_request(read_envelope(envelope_path)), check=check)
-    if isinstance(outcome, Refused):
-        raise outcome.error
     if isinstance(outcome, NoPathFound):
         return {
             "envelope": str(envelope_path),

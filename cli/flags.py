@@ -22,7 +22,7 @@ else:
 EXIT_OK = 0
 EXIT_NO = 1  # a negative answer: no path, verify fails, a policy refuses, doctor finds a fault
 EXIT_USAGE = 2  # the command line, its settings or its input do not hold (one typed line)
-EXIT_UNREACHABLE = 3  # --url: no answer (connection, timeout, 5xx or 429 after the retries)
+EXIT_UNREACHABLE = 3  # what the command needs does not answer: --url's service, the store
 EXIT_REFUSED = 4  # --url: the service refused the call (401, 403, 4xx): its code, its words
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
@@ -30,7 +30,8 @@ EXIT_TABLE = f"""exit status:
   {EXIT_OK}    ok
   {EXIT_NO}    a negative answer: no path, verify fails, a policy refuses, doctor finds a fault
   {EXIT_USAGE}    usage: a bad flag, setting or input (one line: wai-dispatch: error: CODE: …)
-  {EXIT_UNREACHABLE}    --url: no answer (connection, timeout, 5xx or 429 after the retries)
+  {EXIT_UNREACHABLE}    no answer: --url's service (connection, timeout, 5xx or 429 after the
+       retries), the report store, the set registry, a Ray cluster (one typed line)
   {EXIT_REFUSED}    --url: the service refused the call (token, role, 4xx), in its words
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
 

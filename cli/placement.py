@@ -8,9 +8,8 @@ import argparse
 import json
 
 from wai_dispatch.cli.context import decoder
+from wai_dispatch.cli.errors import UsageError
 from wai_dispatch.cli.flags import EXIT_NO
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch.offer import parse_offer
 from wai_dispatch.paths.registry import BUILDERS, PathStatus
 from wai_dispatch.paths.waiops.choose import machine_engine
@@ -102,12 +101,9 @@ def _shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(d) for d in text.split(","))
     except ValueError:
-        raise CodecError(
-            f"--latent-shape {text[:80]!r} is not N,C,H,W", code=CodecCode.INVALID_ARGUMENT
-        ) from None
+        raise UsageError(f"--latent-shape {text[:80]!r} is not N,C,H,W") from None
     if len(shape) != 4 or any(d < 1 for d in shape):
-        raise CodecError(
+        raise UsageError(
             f"--latent-shape {text[:80]!r} is not four positive integers N,C,H,W",
-            code=CodecCode.INVALID_ARGUMENT,
         )
     return shape

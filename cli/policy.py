@@ -14,8 +14,7 @@ from typing import Any
 
 from wai_dispatch.cli.flags import EXIT_NO, is_stdio
 from wai_dispatch.cli.options import settings
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.codec.files import FileError
 from wai_dispatch.service.governance import judge, load_policy, loads_run_report
 
 EXIT_REFUSED = EXIT_NO
@@ -38,9 +37,7 @@ def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise WaiError(
-            f"cannot read {path}: {exc.strerror}", code=CodecCode.FILE_UNREADABLE
-        ) from None
+        raise FileError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:

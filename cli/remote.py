@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 class ClientError(Exception):
     """A remote command's typed error: a registry ``code``, a message, an exit status."""
 
-    code = "io_failed"
+    code: str
     exit_status = EXIT_USAGE
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
@@ -65,21 +65,23 @@ class ClientError(Exception):
 
 
 class RemoteError(ClientError):
-    """The service answered with an error of its own (its code kept): exit 4."""
+    """the service refused a decode --url or report --url without a more specific code (exit 4;
+    a refusal with the service's own code keeps that code)"""
 
     code = "remote_error"
     exit_status = EXIT_REFUSED
 
 
 class RemoteUnreachable(ClientError):
-    """No usable answer: no connection, a timeout, or 5xx/429 still after the retries: exit 3."""
+    """decode --url or report --url could not reach the service, or it stayed busy after the
+    retries (exit 3)"""
 
     code = "remote_unreachable"
     exit_status = EXIT_UNREACHABLE
 
 
 class RemoteInvalid(RemoteUnreachable):
-    """An answer that is not the service's JSON (a proxy's page, say): exit 3."""
+    """the service answered decode --url or report --url without JSON (exit 3)"""
 
     code = "remote_invalid"
 

@@ -12,8 +12,7 @@ import time
 from datetime import UTC, datetime
 
 from wai_dispatch.cli.options import settings
-from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding.codes import DecodingCode
+from wai_dispatch.service.decoding.errors import SettingsInvalid
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.retention import prune
 
@@ -24,7 +23,7 @@ def _iso(ms: int | None) -> str | None:
 
 def run_prune(args: argparse.Namespace) -> int:
     if args.batch < 1:
-        raise WaiError("--batch is at least 1", code=DecodingCode.SETTINGS_INVALID)
+        raise SettingsInvalid("--batch is at least 1")
     chosen = settings(args)
     store = ReportStore(chosen.url)
     t0 = time.perf_counter()

@@ -12,10 +12,10 @@ import sys
 from collections.abc import Callable
 from importlib import metadata
 
-from wai_dispatch.cli.codes import CliCode
-from wai_dispatch.cli.flags import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from wai_dispatch.cli.errors import IoFailed, StoreUnavailable
+from wai_dispatch.cli.flags import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from wai_dispatch.cli.options import settings
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.errors import Busy, Unavailable, WaiError
 
 
 def version() -> str:
@@ -55,7 +55,7 @@ def execute(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) 
         # The last net: the system refused something no typed error above names (a full
         # disk under the data directory, say). One line, never a traceback.
         where = f": {exc.filename}" if exc.filename else ""
-        error = WaiError(f"{exc.strerror or exc}{where}", code=CliCode.IO_FAILED)
+        error = IoFailed(f"{exc.strerror or exc}{where}")
         return report(error, args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -82,13 +82,29 @@ def store_error(exc: BaseException) -> WaiError | None:
         why = "cannot write: the disk under it is full"
     else:
         why = "does not answer"
-    return WaiError(f"the report store {why} ({words})", code=CliCode.STORE_DOWN)
+    return StoreUnavailable(f"the report store {why} ({words})")
+
+
+#: The exit status of each kind of error (docs/cli.md#exit-statuses): what the command needs
+#: does not answer or is busy (the report store, the set registry, a Ray cluster): 3, as a
+#: ``--url`` call's service that does not answer; any other typed error: usage, 2.
+EXITS: tuple[tuple[type[WaiError], int], ...] = (
+    (Unavailable, EXIT_UNREACHABLE),
+    (Busy, EXIT_UNREACHABLE),
+    (WaiError, EXIT_USAGE),
+)
+
+
+def exit_status(error: type[WaiError]) -> int:
+    """The exit status of an error of this class: its first class in :data:`EXITS`, in
+    method-resolution order (as the HTTP layer finds its status)."""
+    exits = dict(EXITS)
+    return next(exits[c] for c in error.__mro__ if c in exits)
 
 
 def report(exc: WaiError, args: argparse.Namespace) -> int:
-    """The typed error on stderr, one line per problem; its exit status: the error class's
-    ``exit_status`` where it has one (a remote call's, :mod:`cli.remote`), else usage (2)."""
-    status = int(getattr(exc, "exit_status", EXIT_USAGE))
+    """The typed error on stderr, one line per problem; its exit status, by its kind."""
+    status = exit_status(type(exc))
     if getattr(args, "json", False):
         print(json.dumps({"error": exc.to_json()}), file=sys.stderr)
         return status

@@ -17,13 +17,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from wai_dispatch.cli.errors import UsageError
 from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK
 from wai_dispatch.cli.options import settings
 from wai_dispatch.cli.serve_ray import run_ray
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.settings import Settings, hand_over
 from wai_dispatch.service.store import bearer, bearer_snapshot
 from wai_dispatch.service.store.bearer import ADMIN_TOKEN_FILE, admin_note, ensure_admin
@@ -150,12 +149,11 @@ def run_serve(args: argparse.Namespace) -> int:
     ray_flags = [f for f in ("replicas", "autoscale", "replica_cpus") if getattr(args, f, None)]
     if getattr(args, "ray", None):  # Ray Serve's replicas, each its own (docs/ray.md)
         if chosen.workers > 1:
-            raise WaiError("--workers is uvicorn's; on Ray, --replicas N or --autoscale MIN:MAX",
-                           code=CodecCode.INVALID_ARGUMENT)  # fmt: skip
+            raise UsageError("--workers is uvicorn's; on Ray, --replicas N or --autoscale MIN:MAX")
         return run_ray(args, chosen, banner)
     if ray_flags or getattr(args, "detach", False):
         named = ", ".join("--" + f.replace("_", "-") for f in ray_flags or ["detach"])
-        raise WaiError(f"{named}: only with --ray ADDRESS", code=CodecCode.INVALID_ARGUMENT)
+        raise UsageError(f"{named}: only with --ray ADDRESS")
     hand_over(chosen)  # uvicorn's workers (and this process's app) load exactly these
     values = chosen.data_dir / "metrics" / str(os.getpid())
     if chosen.workers > 1:  # one /metrics over every worker: prometheus-client's multiprocess mode

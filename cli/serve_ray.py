@@ -15,9 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from wai_dispatch.cli.codes import CliCode
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.cli.errors import RayMissing, RayUnreachable, UsageError
 from wai_dispatch.service.settings import HANDOVER_ENV, Settings, handed_over
 
 __all__ = ["IMPORT_PATH", "deploy", "plan_args", "reachable", "run_ray"]
@@ -47,14 +45,16 @@ def reachable(address: str, timeout_s: float = 5.0) -> None:
         return
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
-        raise WaiError(f"--ray {address!r}: HOST:PORT of the cluster's head (its GCS), "
-                       "ray://HOST:PORT or auto", code=CodecCode.INVALID_ARGUMENT)  # fmt: skip
+        raise UsageError(
+            f"--ray {address!r}: HOST:PORT of the cluster's head (its GCS), ray://HOST:PORT or auto"
+        )
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
             pass
     except OSError as exc:
-        raise WaiError(f"no Ray cluster answers at {address}: {exc.strerror or exc}",
-                       code=CliCode.RAY_UNREACHABLE) from None  # fmt: skip
+        raise RayUnreachable(
+            f"no Ray cluster answers at {address}: {exc.strerror or exc}"
+        ) from None
 
 
 def _ray() -> Any:
@@ -62,8 +62,7 @@ def _ray() -> Any:
         import ray
         from ray import serve
     except ImportError as exc:
-        raise WaiError(f"serve --ray needs the ray extra: {INSTALL} ({exc})",
-                       code=CliCode.RAY_MISSING) from None  # fmt: skip
+        raise RayMissing(f"serve --ray needs the ray extra: {INSTALL} ({exc})") from None
     return ray, serve
 
 
@@ -97,8 +96,7 @@ def deploy(
         return serve.run(application, name=APP_NAME, route_prefix="/", blocking=False)
     except (ConnectionError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise WaiError(f"the Ray cluster at {address}: {first}",
-                       code=CliCode.RAY_UNREACHABLE) from None  # fmt: skip
+        raise RayUnreachable(f"the Ray cluster at {address}: {first}") from None  # fmt: skip
 
 
 def run_ray(

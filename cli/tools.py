@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Protocol
 
 from wai_dispatch.cli import progress
-from wai_dispatch.cli.codes import CliCode
 from wai_dispatch.cli.context import decoder
+from wai_dispatch.cli.errors import ToolsMissing
 from wai_dispatch.cli.flags import Parser, is_stdio
 from wai_dispatch.cli.streams import check_target, read_input, write_output
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.set_writer_options import PARSERS
 
@@ -73,9 +72,7 @@ def run_make_set(args: argparse.Namespace) -> int:
         else:
             from wai_dispatch.tools import wai_bmshj2018_npu_set as writer
     except ImportError as exc:
-        raise CodecError(
-            f"make-set needs the tools extra (`make tools`): {exc}", code=CliCode.TOOLS_MISSING
-        ) from None
+        raise ToolsMissing(f"make-set needs the tools extra (`make tools`): {exc}") from None
 
     with progress.spinner(f"make-set {args.kind}"):
         out = writer.run(options)  # SetWriterError is a typed error: one line, exit 2

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.dispatch import strictjson
@@ -27,14 +26,16 @@ _MAX_GROUPS = 8
 
 
 class CompressAIStreamError(CodecError):
-    code = CodecCode.COMPRESSAI_STREAM_INVALID
+    """a CompressAI bitstream file or rANS string that does not read"""
+
+    code = "compressai_stream_invalid"
 
 
 class CompressAIHyperpriorError(CodecError):
-    """A hyperprior's bitstream (``ScaleHyperprior.compress()``: two latents, y's strings then
-    z's), which no set here decodes (docs/interop.md, "The hyperprior")."""
+    """a CompressAI hyperprior bitstream: its float h_s chose the tables, so it cannot be decoded
+    at entropy-consistency; encode the picture with the set instead"""
 
-    code = CodecCode.COMPRESSAI_HYPERPRIOR_UNSUPPORTED
+    code = "compressai_hyperprior_unsupported"
 
 
 #: Why a CompressAI hyperprior bitstream is refused, and what to do instead.

@@ -37,8 +37,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.errors import Malformed, TooLarge
 from wai_dispatch.dispatch.rules import Pin
 from wai_dispatch.setfacts.limits import Limits
 
@@ -57,33 +57,48 @@ _BOM: Final = b"\xef\xbb\xbf"
 
 
 class EnvelopeError(CodecError):
-    """An envelope that parses but is not a valid ``wai-envelope/1``."""
+    """a member of the wrong type or missing (the message gives its location), bad base64, or an
+    integer outside CBOR's 64-bit ones (a bignum)"""
 
-    code = CodecCode.ENVELOPE_INVALID
-
-
-class EnvelopeMalformed(EnvelopeError):
-    code = CodecCode.ENVELOPE_MALFORMED
+    code = "envelope_invalid"
 
 
-class EnvelopeTooLarge(EnvelopeError):
-    code = CodecCode.ENVELOPE_TOO_LARGE
+class EnvelopeMalformed(Malformed, EnvelopeError):
+    """not JSON, not CBOR, an empty file, a UTF-8 byte-order mark, duplicate keys, trailing bytes,
+    or CBOR shared references that make a cycle"""
+
+    code = "envelope_malformed"
+
+
+class EnvelopeTooLarge(TooLarge, EnvelopeError):
+    """an envelope or its payload over Limits.max_envelope_bytes / max_payload_bytes, or CBOR
+    shared references that expand it past the bytes read"""
+
+    code = "envelope_too_large"
 
 
 class EnvelopeUnknownField(EnvelopeError):
-    code = CodecCode.ENVELOPE_UNKNOWN_FIELD
+    """a member wai-envelope/1 does not define"""
+
+    code = "envelope_unknown_field"
 
 
 class EnvelopeFormat(EnvelopeError):
-    code = CodecCode.ENVELOPE_FORMAT_UNSUPPORTED
+    """a format other than wai-envelope/1"""
+
+    code = "envelope_format_unsupported"
 
 
 class DuplicatePin(EnvelopeError):
-    code = CodecCode.ENVELOPE_DUPLICATE_PIN
+    """two pins over one capability"""
+
+    code = "envelope_duplicate_pin"
 
 
 class PinConflict(EnvelopeError):
-    code = CodecCode.ENVELOPE_PIN_CONFLICT
+    """a part's set differs from its pin's set"""
+
+    code = "envelope_pin_conflict"
 
 
 # Error types our own validators raise (PydanticCustomError), mapped back to their classes.

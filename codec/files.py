@@ -29,30 +29,42 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
 
 _CHUNK = 1 << 20
 
 
 class FileError(CodecError):
-    code = CodecCode.FILE_UNREADABLE
+    """a file named on the command line cannot be read (missing, no permission)"""
+
+    code = "file_unreadable"
 
 
 class FileNotRegular(FileError):
-    code = CodecCode.FILE_NOT_REGULAR
+    """a folder, FIFO, device or socket named where a file belongs (checked before and after
+    opening; never read)"""
+
+    code = "file_not_regular"
 
 
 class FileTooLarge(FileError):
-    code = CodecCode.FILE_TOO_LARGE
+    """a file over the limit for what it holds, refused from its size before it is read (an
+    envelope file is `envelope_too_large`)"""
+
+    code = "file_too_large"
 
 
 class FileUnwritable(FileError):
-    code = CodecCode.FILE_UNWRITABLE
+    """an output that cannot be written (its folder is missing, it is a folder or a device, a file
+    is in the way, the disk is full, the place is read-only); the target is left as it was"""
+
+    code = "file_unwritable"
 
 
 class OutputIsInput(FileError):
-    code = CodecCode.OUTPUT_IS_INPUT
+    """an output path that names an input file (the same file, a link or a hard link to it)"""
+
+    code = "output_is_input"
 
 
 def _kind(mode: int) -> str:

@@ -16,8 +16,14 @@ import numpy.typing as npt
 
 from wai_dispatch.codec import payload as waip
 from wai_dispatch.codec import picture_size
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.errors import (
+    CodecError,
+    PayloadEscapeInvalid,
+    PayloadMagic,
+    PayloadTrailing,
+    PayloadVersion,
+    ShapeOverLimits,
+)
 from wai_dispatch.codec.payload import (
     PayloadFormatError,
     PayloadLengthError,
@@ -103,14 +109,11 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
     if size > limits.max_payload_bytes:
         raise PayloadLimitError(f"payload of {size} bytes exceeds {limits.max_payload_bytes}")
     if size < 4 or bytes(payload[:4]) != MAGIC:
-        raise PayloadFormatError(
-            "payload: bad magic (expected b'WAIH')", code=CodecCode.PAYLOAD_MAGIC
-        )
+        raise PayloadMagic("payload: bad magic (expected b'WAIH')")
     if size >= 5 and payload[4] not in (VERSION, PICTURE_VERSION):
-        raise PayloadFormatError(
+        raise PayloadVersion(
             f"payload: WAIH version {payload[4]} is not supported (only {VERSION} and "
             f"{PICTURE_VERSION})",
-            code=CodecCode.PAYLOAD_VERSION,
         )
     version2 = size >= 5 and payload[4] == PICTURE_VERSION
     head = HEADER_SIZE + (picture_size.FIELD.size if version2 else 0)
@@ -133,18 +136,15 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
         or w > limits.max_latent_width
         or (c * h * w > limits.max_symbols)
     ):
-        raise PayloadLimitError(
+        raise ShapeOverLimits(
             f"payload: latent shape {header.y_shape} exceeds the limits",
-            code=CodecCode.PAYLOAD_SHAPE_OVER_LIMITS,
         )
     if esc_count > c * h * w or not esc_count <= esc_bytes <= 5 * esc_count:
         raise PayloadFormatError(f"payload: {esc_count} escapes in {esc_bytes} bytes")
     total = head + z_bytes + 4 * words + esc_bytes
     if total != size:
-        raise PayloadLengthError(
-            f"payload: header declares {total} bytes, {size} present",
-            code=CodecCode.PAYLOAD_TRAILING if total < size else CodecCode.PAYLOAD_TRUNCATED,
-        )
+        error = PayloadTrailing if total < size else PayloadLengthError
+        raise error(f"payload: header declares {total} bytes, {size} present")
     return header
 
 
@@ -257,9 +257,8 @@ def _decode_y(
     values = table_index.astype(np.int64) + y_tables.offsets.astype(np.int64)[groups]
     where = np.flatnonzero(table_index == escape)
     if where.size != header.y_escape_count:
-        raise PayloadStreamError(
+        raise PayloadEscapeInvalid(
             f"payload: y's stream holds {where.size} escapes, the header {header.y_escape_count}",
-            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     if where.size:
         at = start + 4 * header.y_words
@@ -274,9 +273,7 @@ def _decode_y(
             + off
         )
         if int(values.min()) < _INT32_MIN or int(values.max()) > _INT32_MAX:
-            raise PayloadStreamError(
-                "payload: an escaped symbol is outside int32", code=CodecCode.PAYLOAD_ESCAPE_INVALID
-            )
+            raise PayloadEscapeInvalid("payload: an escaped symbol is outside int32")
     out = np.empty(idx.size, dtype=np.int32)
     out[order] = values.astype(np.int32)
     return out.reshape(header.y_shape)

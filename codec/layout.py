@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
 
 #: The zlib level of a decode's PNG by default (the ``png_level`` setting): level 1 took a
@@ -18,9 +17,9 @@ DEFAULT_PNG_LEVEL = 1
 
 
 class DataDirInvalid(CodecError):
-    """A data directory that is empty, a file, or cannot be created or read."""
+    """a data directory that is empty, a file, or cannot be created or read"""
 
-    code = CodecCode.DATA_DIR_INVALID
+    code = "data_dir_invalid"
 
 
 def check_data_dir(data_dir: str | os.PathLike[str]) -> Path:

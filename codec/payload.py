@@ -1,7 +1,7 @@
 """The payload of the entropy stage (§6.3): header, rANS stream and escape section; payload to
 symbols, their digest, and the latent. Every byte is described in docs/payload.md.
 
-Errors: :mod:`codec.payload_errors` (their tree and codes are listed there), re-exported here.
+Errors: :mod:`codec.errors` (their tree and codes are listed there), re-exported here.
 """
 
 from __future__ import annotations
@@ -15,15 +15,19 @@ import numpy as np
 import numpy.typing as npt
 
 from wai_dispatch.codec import picture_size
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.codec.payload_errors import (
+from wai_dispatch.codec.errors import (
+    CodecError,
     PayloadError,
+    PayloadEscapeInvalid,
     PayloadFormatError,
     PayloadLengthError,
     PayloadLimitError,
+    PayloadMagic,
     PayloadStreamError,
     PayloadTablesMismatch,
+    PayloadTrailing,
+    PayloadVersion,
+    ShapeOverLimits,
     SymbolsError,
 )
 from wai_dispatch.codec.tables import EntropyTables
@@ -127,14 +131,11 @@ def _check_framing(payload: bytes, limits: Limits) -> None:
         # A short prefix of the magic is a truncated payload, anything else is not ours.
         if size < 4 and bytes(payload) == MAGIC[:size]:
             raise PayloadLengthError(f"payload of {size} bytes is shorter than its header")
-        raise PayloadFormatError(
-            "payload: bad magic (expected b'WAIP')", code=CodecCode.PAYLOAD_MAGIC
-        )
+        raise PayloadMagic("payload: bad magic (expected b'WAIP')")
     if size >= 5 and payload[4] not in VERSIONS:
-        raise PayloadFormatError(
+        raise PayloadVersion(
             f"payload: version {payload[4]} is not supported (only {VERSION} and "
             f"{PICTURE_VERSION})",
-            code=CodecCode.PAYLOAD_VERSION,
         )
     head_size = PICTURE_HEADER_SIZE if size >= 5 and payload[4] == PICTURE_VERSION else HEADER_SIZE
     if size < head_size:
@@ -156,11 +157,10 @@ def _check_claims(header: Header, size: int, limits: Limits) -> None:
         or width > limits.max_latent_width
         or header.symbols > limits.max_symbols
     ):
-        raise PayloadLimitError(
+        raise ShapeOverLimits(
             f"payload: latent shape {header.shape} exceeds the limits "
             f"({limits.max_channels} channels, {limits.max_latent_height} x "
             f"{limits.max_latent_width}, {limits.max_symbols} symbols)",
-            code=CodecCode.PAYLOAD_SHAPE_OVER_LIMITS,
         )
     # Each escape is one to five bytes (docs/payload.md); a header claiming otherwise lies.
     if esc_count > header.symbols or not esc_count <= esc_bytes <= MAX_VARINT_BYTES * esc_count:
@@ -172,10 +172,9 @@ def _check_claims(header: Header, size: int, limits: Limits) -> None:
             f"payload: header declares {header.total_bytes} bytes, {size} present"
         )
     if header.total_bytes < size:
-        raise PayloadLengthError(
+        raise PayloadTrailing(
             f"payload: {size - header.total_bytes} trailing bytes after the declared "
             f"{header.total_bytes}",
-            code=CodecCode.PAYLOAD_TRAILING,
         )
 
 
@@ -310,16 +309,14 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
     symbols: npt.NDArray[np.int32] = index + tables.offsets[:, None]
     if header.escape_count == 0:
         if is_escape.any():
-            raise PayloadStreamError(
+            raise PayloadEscapeInvalid(
                 "payload: the stream holds escapes, the header none",
-                code=CodecCode.PAYLOAD_ESCAPE_INVALID,
             )
         return symbols.reshape(header.shape)
     where = np.flatnonzero(is_escape)
     if where.size != header.escape_count:
-        raise PayloadStreamError(
+        raise PayloadEscapeInvalid(
             f"payload: the stream holds {where.size} escapes, the header {header.escape_count}",
-            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     start = header.header_size + 4 * header.stream_words
     raw = read_varints(payload[start : start + header.escape_bytes], where.size)
@@ -333,9 +330,7 @@ def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArra
         + tables.offsets[channel]
     )
     if int(value.min()) < _INT32_MIN or int(value.max()) > _INT32_MAX:
-        raise PayloadStreamError(
-            "payload: an escaped symbol is outside int32", code=CodecCode.PAYLOAD_ESCAPE_INVALID
-        )
+        raise PayloadEscapeInvalid("payload: an escaped symbol is outside int32")
     symbols.reshape(-1)[where] = value.astype(np.int32)
     return symbols.reshape(header.shape)
 

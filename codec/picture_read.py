@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.errors import TooLarge
 
 __all__ = [
     "CONVERTED", "FORMATS", "SIXTEEN_BIT_GREY", "PictureInvalid", "PictureOverLimits",
@@ -28,11 +28,16 @@ FORMATS = ("PNG", "JPEG", "PPM")
 
 
 class PictureInvalid(CodecError):
-    code = CodecCode.PICTURE_INVALID
+    """an encode input that is not a PNG, JPEG or PPM picture, or whose pixels do not decode"""
+
+    code = "picture_invalid"
 
 
-class PictureOverLimits(CodecError):
-    code = CodecCode.PICTURE_OVER_LIMITS
+class PictureOverLimits(TooLarge, CodecError):
+    """a picture whose size (read from its header, before its pixels) the set's decode limits do
+    not take; the limit is named"""
+
+    code = "picture_over_limits"
 
 
 #: Modes Pillow converts to RGB8 itself: bilevel (0 or 255), grey, palette, RGB; an alpha or

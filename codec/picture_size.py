@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 
-from wai_dispatch.codec.payload_errors import PayloadFormatError, SymbolsError
+from wai_dispatch.codec.errors import PayloadFormatError, SymbolsError
 
 __all__ = ["FIELD", "read", "to_bytes"]
 

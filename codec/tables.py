@@ -13,7 +13,6 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.setfacts.limits import Limits
@@ -30,9 +29,15 @@ _INT32_MAX = (1 << 31) - 1
 
 
 class TablesError(CodecError):
-    """Tables that are malformed or fail validation; the message names the channel."""
+    """an entropy table that fails validation (names the channel)"""
 
-    code = CodecCode.TABLES_INVALID
+    code = "tables_invalid"
+
+
+class TablesUnsupported(TablesError):
+    """an entropy table format this build cannot read"""
+
+    code = "tables_unsupported"
 
 
 def _as_numpy(value: Any) -> np.ndarray[Any, Any]:
@@ -316,9 +321,8 @@ def _verify_model(model: Any, freqs: npt.NDArray[np.int64], channel: int) -> Non
         got = int(coder.decode(model))
         state = int(coder.pos()[1])
         if got != s or state != (f << shift) << CODER_PRECISION:
-            raise TablesError(
+            raise TablesUnsupported(
                 f"tables: channel {channel}: the coder does not reproduce the 16-bit table "
                 f"at index {s}",
-                code=CodecCode.TABLES_UNSUPPORTED,
             )
         left += f

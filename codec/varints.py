@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.payload_errors import PayloadStreamError
+from wai_dispatch.codec.errors import PayloadEscapeInvalid
 
 __all__ = ["MAX_VARINT_BYTES", "read_varints", "write_varints"]
 
@@ -38,18 +37,16 @@ def read_varints(data: bytes, count: int) -> npt.NDArray[np.uint64]:
     b = np.frombuffer(data, dtype=np.uint8)
     last = np.flatnonzero(b < 0x80)
     if last.size != count or last[-1] != b.size - 1:
-        raise PayloadStreamError(
+        raise PayloadEscapeInvalid(
             f"payload: the escape section does not hold exactly {count} values",
-            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     starts = np.concatenate(([0], last[:-1] + 1))
     lengths = last - starts + 1
     # Minimal form only (a final 0x00 after a continuation is padding), so that a symbol array
     # has exactly one payload.
     if int(lengths.max()) > MAX_VARINT_BYTES or bool(np.any((lengths > 1) & (b[last] == 0))):
-        raise PayloadStreamError(
+        raise PayloadEscapeInvalid(
             "payload: an escape value is not a minimal varint of at most 5 bytes",
-            code=CodecCode.PAYLOAD_ESCAPE_INVALID,
         )
     group = np.repeat(np.arange(count), lengths)
     position = np.arange(b.size) - starts[group]

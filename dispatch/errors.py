@@ -1,51 +1,41 @@
-"""The error tree of wai-dispatch. Every error a client can cause carries a stable ``code``,
-a member of a layer's :class:`dispatch.codes.ErrorCode` subclass (each layer declares its own in
-its ``codes.py``; docs/errors.md lists them all).
+"""The error tree of wai-dispatch: the kinds, and the pure core's own errors.
 
-    WaiError                 base: ``code`` (stable token) and a one-line message
-    ├── UnknownToken         a token the vocabulary does not know (``unknown_token``)
-    ├── InvalidReport        a report that is malformed or contradicts itself (``invalid_report``)
-    ├── InvalidOffer         an offer that is malformed (``invalid_offer``)
-    ├── UnknownCapability    a capability the registry does not hold (``unknown_capability``)
-    ├── NoPath               no offered path ran any decode the envelope allows
-    │                        (``decode_no_path``; service/, carries the reports)
-    └── CodecError           bad input to the data layer (codec/errors.py: envelopes, payloads,
-                             tables, sets and the store, each with codes of its own)
+Every error a user or a client can cause is a :class:`WaiError` of one *kind*. A kind says what
+went wrong in terms any door understands (the HTTP service answers each kind with its status,
+the CLI exits with its status: docs/errors.md); a layer's error subclasses one kind and names a
+stable ``code`` (a string that never changes meaning) with its one-line meaning as the class's
+docstring. A code lives in that one class: adding a code is adding a class in its own layer.
+This core knows no HTTP status and no exit status::
+
+    WaiError                 base: ``code`` and a one-line message
+    ├── InvalidInput         the request, its input or an argument does not hold
+    │   └── Malformed        the input does not even read (not JSON, not CBOR, a bad query)
+    ├── TooLarge             over a limit, refused before the work
+    ├── NotFound             no such thing here
+    ├── Forbidden            the caller may not do this
+    ├── Conflict             the state does not allow it (now): another body, not unique
+    ├── Busy                 the capacity is taken: retry after ``retry_after_s``
+    ├── Unavailable          what the answer needs does not answer: retry after ``retry_after_s``
+    └── Internal             a fault of ours, never the caller's
 
     BackendFailed            not a WaiError: what an adapter raises when its backend fails;
                              ``choose`` turns it into the §7 refusal ``dispatch_backend_failed``
-                             with the backend's own exception kept as ``__cause__``
                              (dispatch/adapter.py)
 
-The service answers every ``WaiError`` with its code's status (the HTTP layer's table,
-service/http/statuses.py) and the code; the CLI prints it on one line and exits 2. A code must
-be registered: defining a subclass with one that is not raises at import, and passing one as
-``code=`` raises ``TypeError``, so an unregistered code never reaches a user.
+These are errors, distinct from the seven §7 refusal codes (:class:`dispatch.tokens.Code`),
+which are reasons inside a report: no error code starts with ``dispatch_``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from .codes import DispatchCode, is_code
-
 
 class WaiError(Exception):
-    """Base of every typed error. ``code`` is stable; the message is one line for a person."""
+    """an error with no more specific code"""
 
-    code: str = DispatchCode.WAI_ERROR
+    code = "wai_error"
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if not is_code(cls.code):
-            raise TypeError(f"{cls.__name__}.code {cls.code!r} is not a registered error code")
-
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
-        if code is not None:
-            if not is_code(code):
-                raise TypeError(f"code {code!r} is not a registered error code")
-            self.code = code
 
     @property
     def message(self) -> str:
@@ -55,17 +45,114 @@ class WaiError(Exception):
         return {"code": self.code, "message": self.message}
 
 
-class UnknownToken(WaiError, ValueError):
-    code = DispatchCode.UNKNOWN_TOKEN
+class InvalidInput(WaiError, ValueError):
+    """The kind: the request, its input or an argument does not hold."""
 
 
-class InvalidReport(WaiError, ValueError):
-    code = DispatchCode.INVALID_REPORT
+class Malformed(InvalidInput):
+    """The kind: input that does not even read."""
 
 
-class InvalidOffer(WaiError, ValueError):
-    code = DispatchCode.INVALID_OFFER
+class TooLarge(WaiError, ValueError):
+    """The kind: over a limit, refused before the work."""
 
 
-class UnknownCapability(WaiError, LookupError):
-    code = DispatchCode.UNKNOWN_CAPABILITY
+class NotFound(WaiError, LookupError):
+    """The kind: no such thing here."""
+
+
+class Forbidden(WaiError):
+    """The kind: the caller may not do this."""
+
+
+class Conflict(WaiError):
+    """The kind: the state does not allow it (another body under one id, several that fit)."""
+
+
+class _Retry(WaiError):
+    """A kind the caller may retry: after ``retry_after_s`` (``None``: no hint)."""
+
+    retry_after_s: int | None = None
+
+    def __init__(self, message: str, *, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        if retry_after_s is not None:
+            self.retry_after_s = retry_after_s
+
+
+class Busy(_Retry):
+    """The kind: the capacity is taken."""
+
+
+class Unavailable(_Retry):
+    """The kind: what the answer needs (a store, a registry, a cluster) does not answer."""
+
+
+class Internal(WaiError):
+    """The kind: a fault of ours, never the caller's."""
+
+
+#: The kinds (a handful: what went wrong, in terms any door understands).
+KINDS = (
+    InvalidInput,
+    Malformed,
+    TooLarge,
+    NotFound,
+    Forbidden,
+    Conflict,
+    Busy,
+    Unavailable,
+    Internal,
+)
+
+
+def kind_of(error: type[WaiError]) -> type[WaiError]:
+    """The kind of an error class: its first kind in method-resolution order (the order in which
+    Starlette looks up an exception's handler), else ``WaiError``."""
+    return next((c for c in error.__mro__ if c in KINDS), WaiError)
+
+
+def is_code(value: str) -> bool:
+    """Whether ``value`` is the ``code`` of an error class loaded in this process (a layer's
+    errors load with the modules that raise them)."""
+    found: list[type[WaiError]] = [WaiError]
+    while found:
+        error = found.pop()
+        if error.__dict__.get("code") == value:
+            return True
+        found += error.__subclasses__()
+    return False
+
+
+class UnknownToken(InvalidInput):
+    """a unit, backend, arithmetic, tier or code token the vocabulary does not know"""
+
+    code = "unknown_token"
+
+
+class InvalidOffer(InvalidInput):
+    """an offer that is empty, repeats a path, or names a path that is not unit/backend/arithmetic
+    or that §1's backend table rules out (an integer path on npu among them); a conformance
+    vector's scripted answer that does not read"""
+
+    code = "invalid_offer"
+
+
+class InvalidReport(InvalidInput):
+    """a report that is malformed or contradicts §2–§5 (the message says which rule)"""
+
+    code = "invalid_report"
+
+
+class UnknownCapability(InvalidInput, LookupError):
+    """a capability the registry does not hold"""
+
+    code = "unknown_capability"
+
+
+class InvalidArgument(InvalidInput):
+    """a command-line argument or a function's argument that is malformed (a latent shape, a
+    path), or a command line argparse refuses (no command, an unknown flag, a missing value;
+    the usage follows on later lines)"""
+
+    code = "invalid_argument"

@@ -20,7 +20,7 @@ import difflib
 import logging
 import os
 import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
@@ -35,7 +35,7 @@ from pydantic_settings import (
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, DataDirInvalid, check_data_dir
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.offer import Offer, parse_offer
-from wai_dispatch.service.decoding.codes import DecodingCode
+from wai_dispatch.service.decoding.errors import SettingsInvalid as SettingsInvalid
 
 MiB = 1024 * 1024
 
@@ -57,16 +57,6 @@ class DecoderArgs(TypedDict):
     png_level: int
     tile_bytes: int
     waiops_engine: str
-
-
-class SettingsInvalid(WaiError, ValueError):
-    """One or more settings that do not validate; :attr:`problems` names each, one line."""
-
-    code = DecodingCode.SETTINGS_INVALID
-
-    def __init__(self, problems: str | Iterable[str]) -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
-        super().__init__("; ".join(self.problems))
 
 
 def _xdg_data_dir() -> Path:

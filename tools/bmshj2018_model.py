@@ -15,13 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.tools._compressai import (
     checkpoint_state_dict,
     factorized_prior,
     import_compressai,
 )
-from wai_dispatch.tools.codes import ToolsCode
+from wai_dispatch.tools.errors import SetWriterRefused
 
 __all__ = [
     "DEMO_CHECKPOINT",
@@ -42,10 +41,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CHECKPOINT = REPO_ROOT / "conformance" / "weights" / "bmshj2018-demo-q3.pt"
 
 
-class SetWriterError(CodecError):
-    """The set is refused; the message says why.  ``main`` exits with status 2."""
-
-    code = ToolsCode.SET_WRITER_REFUSED
+class SetWriterError(SetWriterRefused):
+    """The set is refused; the message says why (one typed line, exit status 2)."""
 
 
 class SynthesisMismatch(SetWriterError):

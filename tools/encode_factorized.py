@@ -14,14 +14,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from wai_dispatch.cli.codes import CliCode
+from wai_dispatch.cli.errors import ToolsMissing
 from wai_dispatch.codec import payload as payload_codec
 from wai_dispatch.codec.entropy import tables_of
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
-from wai_dispatch.tools.codes import ToolsCode
 from wai_dispatch.tools.encoder import TOOLS_HINT, Checkpoint, Coded, EncodeJob
+from wai_dispatch.tools.errors import CheckpointRequired, EncodeUnsupported, SymbolsOutOfRange
 
 __all__ = ["analysis", "encode", "quantize"]
 
@@ -68,7 +67,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise CodecError(f"{TOOLS_HINT} ({exc})", code=CliCode.TOOLS_MISSING) from None
+        raise ToolsMissing(f"{TOOLS_HINT} ({exc})") from None
     return torch
 
 
@@ -76,9 +75,8 @@ def _architecture(files: LoadedSet) -> tuple[int, int]:
     extra = files.facts.model_extra or {}
     n, m = extra.get("N", 128), extra.get("M", files.facts.latent_channels or 192)
     if not (isinstance(n, int) and isinstance(m, int) and 1 <= n <= 4096 and 1 <= m <= 4096):
-        raise CodecError(
+        raise EncodeUnsupported(
             f"set {files.name}: its facts N={n!r}, M={m!r} are not a FactorizedPrior's",
-            code=ToolsCode.ENCODE_UNSUPPORTED,
         )
     return n, m
 
@@ -99,15 +97,14 @@ def _load(checkpoint: Checkpoint, n: int, m: int) -> Any:
     try:
         net = factorized_prior(n, m)
     except ImportError as exc:
-        raise CodecError(f"{TOOLS_HINT} ({exc})", code=CliCode.TOOLS_MISSING) from None
+        raise ToolsMissing(f"{TOOLS_HINT} ({exc})") from None
     try:
         loaded = torch.load(io.BytesIO(checkpoint.data), map_location="cpu", weights_only=True)
         net.load_state_dict(checkpoint_state_dict(loaded))
     except Exception as exc:  # not a torch file, not a state dict, not this architecture
         line = " ".join(str(exc).split())[:300]
-        raise CodecError(
+        raise CheckpointRequired(
             f"checkpoint {checkpoint.path} does not read as FactorizedPrior({n}, {m}): {line}",
-            code=ToolsCode.ENCODE_CHECKPOINT_REQUIRED,
         ) from None
     return net.g_a.eval()
 
@@ -125,9 +122,8 @@ def _check_program_range(files: LoadedSet, symbols: npt.NDArray[np.int32]) -> No
     low, high = int(symbols.min()), int(symbols.max())
     if low < lo or high > hi:
         outside = int(np.count_nonzero((symbols < lo) | (symbols > hi)))
-        raise CodecError(
+        raise SymbolsOutOfRange(
             f"the quantized latent holds {outside} symbols outside [{lo}, {hi}] (from {low} to "
             f"{high}), the input range set {files.name}'s wai-ops program declares: its decode "
             "would refuse them; encode for the float set instead",
-            code=ToolsCode.ENCODE_SYMBOLS_OUT_OF_RANGE,
         )

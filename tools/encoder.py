@@ -19,20 +19,19 @@ import blake3
 import numpy as np
 import numpy.typing as npt
 
-from wai_dispatch.cli.codes import CliCode
+from wai_dispatch.cli.errors import ToolsMissing
 from wai_dispatch.codec import payload as payload_codec
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.envelope import Envelope, EnvelopePin
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.files import read_regular
 from wai_dispatch.codec.picture_read import PictureOverLimits, read_picture
 from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.codec.sets.errors import SetCapabilityMismatch
 from wai_dispatch.conformance import weights_dir
 from wai_dispatch.dispatch import Arithmetic, Intent
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.setfacts.limits import Limits
-from wai_dispatch.tools.codes import ToolsCode
+from wai_dispatch.tools.errors import CheckpointMismatch, CheckpointRequired, EncodeUnsupported
 
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
@@ -127,7 +126,7 @@ class Encoder:
         try:
             loaded = importlib.import_module(f"wai_dispatch.tools.{module}")
         except ImportError as exc:
-            raise CodecError(f"{TOOLS_HINT} ({exc})", code=CliCode.TOOLS_MISSING) from None
+            raise ToolsMissing(f"{TOOLS_HINT} ({exc})") from None
         found: EncodeFn = getattr(loaded, function)
         return found
 
@@ -211,16 +210,14 @@ def encode(
         set_digest = store.default_for(capability or DEFAULT_CAPABILITY).digest
     files = decoder.opened.loaded(set_digest)
     if capability is not None and capability != files.capability:
-        raise CodecError(
+        raise SetCapabilityMismatch(
             f"set {files.name} ({files.digest[:16]}…) is of {files.capability}, not {capability}",
-            code=CodecCode.SET_CAPABILITY_MISMATCH,
         )
     encoder = ENCODERS.get(files.capability)
     if encoder is None:
         known = ", ".join(sorted(ENCODERS))
-        raise CodecError(
+        raise EncodeUnsupported(
             f"no encoder for {files.capability} (set {files.name}); this build encodes {known}",
-            code=ToolsCode.ENCODE_UNSUPPORTED,
         )
     chosen = resolve_checkpoint(files, checkpoint)
     check = _size_check(files, encoder.multiple, decoder.limits, settings)
@@ -355,22 +352,20 @@ def resolve_checkpoint(files: LoadedSet, given: Path | None) -> Checkpoint:
             note = f"not verified: {what} records no checkpoint digest"
             return Checkpoint(given, data, digest, False, note)
         if digest != recorded:
-            raise CodecError(
+            raise CheckpointMismatch(
                 f"checkpoint {given} has blake3 {digest[:16]}…; {what} was written from "
                 f"{name or 'a checkpoint'} with blake3 {recorded[:16]}…: the analysis must be "
                 "the one its synthesis was trained with (write a set from this checkpoint with "
                 "`wai-dispatch make-set KIND --checkpoint FILE`)",
-                code=ToolsCode.ENCODE_CHECKPOINT_MISMATCH,
             )
         return Checkpoint(given, data, digest, True, f"blake3 equals {what}'s record")
     demo = _bundled_checkpoint(name, recorded)
     if demo is not None:
         return demo
-    raise CodecError(
+    raise CheckpointRequired(
         f"{what} records checkpoint {name or '(unnamed)'}"
         + (f" with blake3 {recorded[:16]}…" if recorded else "")
         + ", which is not bundled here: give it with --checkpoint FILE",
-        code=ToolsCode.ENCODE_CHECKPOINT_REQUIRED,
     )
 
 

@@ -1,82 +1,142 @@
-"""The one registry of error codes, assembled from every layer's ``codes.py`` with the HTTP
-status the HTTP layer assigns each (service/http/statuses.py): what docs/errors.md is generated
-from (``python -m wai_dispatch.tools.errors_doc``) and what the tests check (each code declared
-once, documented, with a status).
+"""The one registry of error codes: every error class that names a ``code`` of its own, with its
+kind, its HTTP status (codes that reach the service), its exit status and its meaning (the
+class's docstring). What docs/errors.md is generated from (``python -m
+wai_dispatch.tools.errors_doc``) and what the tests check (each code declared by one class).
 
-The layers declare their codes beside their code and know nothing of the others; this module,
-beside the CLI at the top, is the one place that lists them all. It imports the codes modules of
-the HTTP service, the page and the Ray deployment, which import nothing but ``dispatch.codes``
-(tests/project/test_architecture.py holds them to that), and no module of those layers besides.
+A code lives in its class, in its own layer; this module, beside the CLI at the top, only
+imports the modules that declare error classes (:data:`MODULES`) and walks the tree of
+:class:`dispatch.errors.WaiError` (and :class:`cli.remote.ClientError`, the sink client's own
+tree, which loads nothing of ours: its codes carry an exit status and no kind).
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
-from wai_dispatch.cli.codes import CliCode
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.dispatch.codes import DispatchCode, ErrorCode
-from wai_dispatch.paths.codes import PathsCode
-from wai_dispatch.service.decoding.codes import DecodingCode
-from wai_dispatch.service.governance.codes import GovernanceCode
-from wai_dispatch.service.http.codes import HttpCode
-from wai_dispatch.service.http.statuses import STATUS
-from wai_dispatch.service.rayserve.codes import RayCode
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.web.codes import PageCode
-from wai_dispatch.tools.codes import ToolsCode
+from wai_dispatch.cli.remote import ClientError
+from wai_dispatch.cli.run import exit_status
+from wai_dispatch.dispatch.errors import WaiError, kind_of
+from wai_dispatch.service.http.errors import status_of
 
-__all__ = ["LAYERS", "Entry", "Layer", "codes", "entries", "is_registered"]
+__all__ = ["LAYERS", "MODULES", "Entry", "codes", "entries", "is_registered", "status"]
 
-
-@dataclass(frozen=True)
-class Layer:
-    """A layer's codes: the layer (its package, as docs/architecture.md names it) and its
-    ``codes.py``."""
-
-    name: str
-    module: str
-    codes: type[ErrorCode]
-
-
-#: Every layer's codes, bottom up (docs/architecture.md's order).
-LAYERS: tuple[Layer, ...] = (
-    Layer("dispatch", "dispatch/codes.py", DispatchCode),
-    Layer("codec", "codec/codes.py", CodecCode),
-    Layer("paths", "paths/codes.py", PathsCode),
-    Layer("service.decoding", "service/decoding/codes.py", DecodingCode),
-    Layer("service.governance", "service/governance/codes.py", GovernanceCode),
-    Layer("service.store", "service/store/codes.py", StoreCode),
-    Layer("service.http", "service/http/codes.py", HttpCode),
-    Layer("service.web", "service/web/codes.py", PageCode),
-    Layer("service.rayserve", "service/rayserve/codes.py", RayCode),
-    Layer("cli", "cli/codes.py", CliCode),
-    Layer("tools", "tools/codes.py", ToolsCode),
+#: The modules that declare error classes, layer by layer, bottom up (docs/architecture.md's
+#: order; a test holds this list to every class in the source that names a code).
+MODULES: tuple[str, ...] = (
+    "dispatch.errors",
+    "codec.errors",
+    "codec.envelope",
+    "codec.tables",
+    "codec.compressai_rans",
+    "codec.sets.errors",
+    "codec.layout",
+    "codec.files",
+    "codec.picture_read",
+    "paths.waiops.errors",
+    "service.decoding.results",
+    "service.decoding.errors",
+    "service.decoding.compressai",
+    "service.governance.errors",
+    "service.store.errors",
+    "service.store.spool",
+    "service.store.bearer",
+    "service.http.errors",
+    "service.web.errors",
+    "service.rayserve.plan",
+    "cli.errors",
+    "cli.remote",
+    "tools.errors",
 )
+#: The layers whose codes never reach the HTTP service (they carry no status).
+LOCAL = ("cli", "tools")
+
+
+def layer_of(module: str) -> str:
+    """The layer of a module (``wai_dispatch.service.store.bearer``: ``service.store``)."""
+    parts = module.removeprefix("wai_dispatch.").split(".")
+    return ".".join(parts[:2] if parts[0] == "service" else parts[:1])
+
+
+LAYERS: tuple[str, ...] = tuple(dict.fromkeys(layer_of(m) for m in MODULES))
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One registered code: the layer that declares it and its HTTP status (``None`` where
-    the HTTP layer assigns none: a test refuses that)."""
+    """One code: the class that declares it, its layer, kind, statuses and meaning."""
 
-    code: ErrorCode
-    layer: Layer
+    code: str
+    error: type[WaiError] | type[ClientError]
+
+    @property
+    def module(self) -> str:
+        return _module(self.error)
+
+    @property
+    def layer(self) -> str:
+        return layer_of(self.module)
+
+    @property
+    def kind(self) -> str | None:
+        """The kind's class name (``None``: a ``--url`` call's error, outside the tree)."""
+        return kind_of(self.error).__name__ if issubclass(self.error, WaiError) else None
 
     @property
     def status(self) -> int | None:
-        return STATUS.get(self.code.value)
+        """The HTTP status (``None``: the code never reaches the HTTP service)."""
+        if self.layer in LOCAL or not issubclass(self.error, WaiError):
+            return None
+        return status_of(self.error)
+
+    @property
+    def exit(self) -> int:
+        if issubclass(self.error, WaiError):
+            return exit_status(self.error)
+        return self.error.exit_status
+
+    @property
+    def meaning(self) -> str:
+        return " ".join((self.error.__doc__ or "").split())
+
+
+def _tree(base: type) -> list[type]:
+    found: list[type] = []
+    sub: type
+    for sub in base.__subclasses__():
+        found += [sub, *_tree(sub)]
+    return found
 
 
 def entries() -> list[Entry]:
-    """Every code of every layer, layer by layer, each in its declaration order."""
-    return [Entry(code, layer) for layer in LAYERS for code in layer.codes]
+    """Every code, module by module in :data:`MODULES`' order, each in declaration order."""
+    names = {m: list(vars(importlib.import_module(f"wai_dispatch.{m}"))) for m in MODULES}
+    classes = [WaiError, *_tree(WaiError), *_tree(ClientError)]
+    # a class outside MODULES (a test's throwaway error) is no code of the project's
+    named = [c for c in dict.fromkeys(classes) if "code" in vars(c) and _module(c) in names]
+
+    def place(error: type) -> tuple[int, int]:
+        return MODULES.index(_module(error)), names[_module(error)].index(error.__name__)
+
+    return [Entry(c.__dict__["code"], c) for c in sorted(named, key=place)]
 
 
-def codes() -> list[ErrorCode]:
+def _module(error: type) -> str:
+    return error.__module__.removeprefix("wai_dispatch.")
+
+
+def codes() -> list[str]:
     return [entry.code for entry in entries()]
 
 
+def status(code: str) -> int | None:
+    """The HTTP status of ``code`` (``None``: it never reaches the service); a ``ValueError``
+    for a string no class declares."""
+    found = [entry.status for entry in entries() if entry.code == code]
+    if not found:
+        raise ValueError(f"{code!r} is not a registered error code")
+    return found[0]
+
+
 def is_registered(value: str) -> bool:
-    """Whether ``value`` is a code some layer declares."""
-    return value in {code.value for code in codes()}
+    """Whether ``value`` is a code some class declares."""
+    return value in set(codes())

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import LoadedSet, Manifest, load
+from wai_dispatch.codec.sets.errors import SetCapabilityMismatch
+from wai_dispatch.dispatch.errors import InvalidArgument
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools._compressai import checkpoint_state_dict, scale_hyperprior
@@ -139,21 +139,18 @@ def encode_hyperprior(
     )
     stage = HyperStage.of(files)
     if stage is None:
-        raise CodecError(
+        raise SetCapabilityMismatch(
             f"set {files.digest[:16]}… is {files.capability}'s, not a hyperprior set",
-            code=CodecCode.SET_CAPABILITY_MISMATCH,
         )
     picture = np.ascontiguousarray(rgb)
     if picture.dtype != np.uint8 or picture.ndim != 3 or picture.shape[2] != 3:
-        raise CodecError(
+        raise InvalidArgument(
             f"the picture must be uint8 H×W×3, not {picture.dtype} {picture.shape}",
-            code=CodecCode.INVALID_ARGUMENT,
         )
     if picture.shape[0] % MULTIPLE or picture.shape[1] % MULTIPLE:
-        raise CodecError(
+        raise InvalidArgument(
             f"the picture's height and width ({picture.shape[0]}×{picture.shape[1]}) must be "
             f"multiples of {MULTIPLE}",
-            code=CodecCode.INVALID_ARGUMENT,
         )
     q = quality if quality is not None else (files.facts.quality or 3)
     path = str(Path(checkpoint).resolve() if checkpoint is not None else DEMO_CHECKPOINT)
@@ -193,9 +190,8 @@ def encode(job: EncodeJob) -> Coded:
     digest over z then y, as the decoder reports it."""
     stage = HyperStage.of(job.files)
     if stage is None:
-        raise CodecError(
+        raise SetCapabilityMismatch(
             f"set {job.files.digest[:16]}… is {job.files.capability}'s, not a hyperprior set",
-            code=CodecCode.SET_CAPABILITY_MISMATCH,
         )
     quality = job.files.facts.quality or 3
     analysis = _analysis(str(job.checkpoint.path.resolve()), quality)

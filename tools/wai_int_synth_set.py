@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.decoder import Decoder
@@ -23,7 +22,7 @@ from wai_dispatch.service.settings import load
 from wai_dispatch.tools import int_synth_ptq
 from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
 from wai_dispatch.tools.bmshj2018_onnx import weights_blob
-from wai_dispatch.tools.codes import ToolsCode
+from wai_dispatch.tools.errors import SetWriterRefused
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
 from wai_dispatch.tools.set_folder import write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
@@ -38,10 +37,8 @@ CALIBRATION_CROPS = 4  # per training picture
 CALIBRATION_SEED = 8
 
 
-class IntSetError(CodecError):
-    """The integer set is refused (the message says why): one typed line, exit status 2."""
-
-    code = ToolsCode.SET_WRITER_REFUSED
+class IntSetError(SetWriterRefused):
+    """The set is refused; the message says why (one typed line, exit status 2)."""
 
 
 def float_weights(set_dir: Path) -> dict[str, np.ndarray]:

@@ -19,71 +19,99 @@ SetError                 set_invalid: base
 
 from __future__ import annotations
 
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.dispatch.errors import Conflict, NotFound, TooLarge, Unavailable
 
 
 class SetError(CodecError):
-    code: str = CodecCode.SET_INVALID
+    """a parameter set with no more specific code"""
+
+    code = "set_invalid"
 
 
 class ManifestInvalid(SetError):
-    code = CodecCode.SET_MANIFEST_INVALID
+    """a set.json that does not validate"""
+
+    code = "set_manifest_invalid"
 
 
 class SetFileMismatch(SetError):
-    code = CodecCode.SET_FILE_MISMATCH
+    """a set file whose bytes differ from the manifest (names the file)"""
+
+    code = "set_file_mismatch"
 
 
-class SetDamaged(SetFileMismatch):
-    """An installed set whose folder no longer matches its manifest (a file changed or gone)
-    when it is opened: the store's fault, not the request's (503)."""
+class SetDamaged(Unavailable, SetFileMismatch):
+    """an installed set whose files no longer match its manifest: a fault of the server's store,
+    not of the request (names the file)"""
 
-    code = CodecCode.SET_DAMAGED
+    code = "set_damaged"
 
 
-class SetFileMissing(SetError):
-    code = CodecCode.SET_FILE_MISSING
+class SetFileMissing(NotFound, SetError):
+    """a file the manifest lists is missing (names the file)"""
+
+    code = "set_file_missing"
 
 
 class SetFileUnexpected(SetError):
-    code = CodecCode.SET_FILE_UNEXPECTED
+    """a file the manifest does not list (names the file)"""
+
+    code = "set_file_unexpected"
 
 
 class SetUnsafeEntry(SetError):
-    code = CodecCode.SET_UNSAFE_ENTRY
+    """an install refused: path traversal, a link, a device or another non-regular file"""
+
+    code = "set_unsafe_entry"
 
 
-class SetTooLarge(SetError):
-    code = CodecCode.SET_TOO_LARGE
+class SetTooLarge(TooLarge, SetError):
+    """an install over the store's size limits"""
+
+    code = "set_too_large"
 
 
 class SetArchiveInvalid(SetError):
-    code = CodecCode.SET_ARCHIVE_INVALID
+    """an archive that does not read"""
+
+    code = "set_archive_invalid"
 
 
 class SetDigestInvalid(SetError):
-    code = CodecCode.SET_DIGEST_INVALID
+    """a set digest that is not 64 hex digits"""
+
+    code = "set_digest_invalid"
 
 
-class SetNotInstalled(SetError, LookupError):
-    code = CodecCode.SET_NOT_INSTALLED
+class SetNotInstalled(NotFound, SetError):
+    """a set digest that is not in the store"""
+
+    code = "set_not_installed"
 
 
-class SetAmbiguous(SetError, LookupError):
-    code = CodecCode.SET_AMBIGUOUS
+class SetAmbiguous(Conflict, SetError, LookupError):
+    """a default set that is not unique"""
+
+    code = "set_ambiguous"
 
 
 class SetCapabilityMismatch(SetError):
-    code = CodecCode.SET_CAPABILITY_MISMATCH
+    """a set of another capability than the one the decode or command names"""
+
+    code = "set_capability_mismatch"
 
 
 class SetNoTables(SetError):
-    code = CodecCode.SET_NO_TABLES
+    """a set whose manifest names no entropy tables file"""
+
+    code = "set_no_tables"
 
 
 class PinMismatch(SetError):
-    code = CodecCode.PIN_MISMATCH
+    """the set's digest is not the pin's"""
+
+    code = "pin_mismatch"
 
 
 def one_line(exc: object) -> str:

@@ -22,7 +22,7 @@ from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program
 from wai_dispatch.paths.onnx_session import SHRINK_ARENA_ABOVE
 from wai_dispatch.paths.tiling import Reach, plan, reach, run_tiled, waiops_layers
 from wai_dispatch.paths.waiops import choose
-from wai_dispatch.paths.waiops.errors import ShapeOverLimits, WaiOpsError
+from wai_dispatch.paths.waiops.errors import InputShapeOverLimits, WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.paths.waiops.run import check_input
@@ -134,7 +134,7 @@ class WaiOpsAdapter:
         ``to_rgb8`` gives back exactly the program's integers."""
         compiled = self._compiled(job)
         if job.symbols is None:  # takes_shape refuses such a job; the engines' check would too
-            raise ShapeOverLimits("wai-ops input is missing: the job carries no symbols")
+            raise InputShapeOverLimits("wai-ops input is missing: the job carries no symbols")
         runner = compiled.engines.runner(job.waiops_engine)
         symbols = job.symbols
         r = compiled.reach

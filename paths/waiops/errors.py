@@ -6,40 +6,51 @@ WaiOpsError                 waiops_program_invalid (base)
 ├── WeightsMismatch         waiops_weights_mismatch
 ├── BoundExceeded           waiops_bound_exceeded
 ├── InputOutOfRange         waiops_input_out_of_range
-└── ShapeOverLimits         waiops_shape_over_limits
+└── InputShapeOverLimits    waiops_shape_over_limits
 """
 
 from __future__ import annotations
 
-from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.paths.codes import PathsCode
+from wai_dispatch.dispatch.errors import InvalidInput
 
 
-class WaiOpsError(WaiError, ValueError):
-    """A ``wai-ops/1`` program, its weights or its input refused (bad input, never a bug)."""
+class WaiOpsError(InvalidInput):
+    """a wai-ops program that is not JSON or not a valid wai-ops/1 program (docs/wai-ops.md)"""
 
-    code = PathsCode.WAIOPS_PROGRAM_INVALID
+    code = "waiops_program_invalid"
 
 
 class UnknownOp(WaiOpsError):
-    code = PathsCode.WAIOPS_UNKNOWN_OP
+    """an operation wai-ops/1 does not define"""
+
+    code = "waiops_unknown_op"
 
 
 class UnknownAttribute(WaiOpsError):
-    code = PathsCode.WAIOPS_UNKNOWN_ATTRIBUTE
+    """an attribute or parameter the operation does not define, or one it needs missing"""
+
+    code = "waiops_unknown_attribute"
 
 
 class WeightsMismatch(WaiOpsError):
-    code = PathsCode.WAIOPS_WEIGHTS_MISMATCH
+    """a weights tensor missing, extra, or of the wrong dtype, shape or values (named)"""
+
+    code = "waiops_weights_mismatch"
 
 
 class BoundExceeded(WaiOpsError):
-    code = PathsCode.WAIOPS_BOUND_EXCEEDED
+    """the bound rule broken: names the operation, the quantity and the bound"""
+
+    code = "waiops_bound_exceeded"
 
 
 class InputOutOfRange(WaiOpsError):
-    code = PathsCode.WAIOPS_INPUT_OUT_OF_RANGE
+    """an input value outside the program's declared range"""
+
+    code = "waiops_input_out_of_range"
 
 
-class ShapeOverLimits(WaiOpsError):
-    code = PathsCode.WAIOPS_SHAPE_OVER_LIMITS
+class InputShapeOverLimits(WaiOpsError):
+    """an input shape over the decode's limits, or not [1, C, h, w]"""
+
+    code = "waiops_shape_over_limits"

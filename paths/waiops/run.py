@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wai_dispatch.paths.waiops.errors import InputOutOfRange, ShapeOverLimits
+from wai_dispatch.paths.waiops.errors import InputOutOfRange, InputShapeOverLimits
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.setfacts.limits import Limits
 
@@ -20,12 +20,12 @@ def check_input(
     limits = limits or _DEFAULT_LIMITS
     x = np.asarray(symbols)
     if x.ndim != 4 or x.shape[0] != 1 or x.shape[1] != program.input_channels:
-        raise ShapeOverLimits(
+        raise InputShapeOverLimits(
             f"wai-ops input has shape {list(x.shape)}, not [1, {program.input_channels}, h, w]"
         )
     h, w = int(x.shape[2]), int(x.shape[3])
     if not (1 <= h <= limits.max_latent_height and 1 <= w <= limits.max_latent_width):
-        raise ShapeOverLimits(
+        raise InputShapeOverLimits(
             f"wai-ops input of {h}×{w} positions is over the limits "
             f"({limits.max_latent_height}×{limits.max_latent_width})"
         )
@@ -59,5 +59,5 @@ def _check_shapes(program: Program, h: int, w: int) -> None:
         else:
             oh, ow = ih, iw
         if oh < 1 or ow < 1:
-            raise ShapeOverLimits(f"{op.name}: an input of {h}×{w} positions leaves {oh}×{ow}")
+            raise InputShapeOverLimits(f"{op.name}: an input of {h}×{w} positions leaves {oh}×{ow}")
         sizes[op.output] = (oh, ow)

@@ -22,7 +22,6 @@ from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.errors import check_latent_shape
 from wai_dispatch.codec.sets import LoadedSet, SetError
-from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.decoding.opened import OpenedSets
 from wai_dispatch.service.decoding.results import ImportResult
 from wai_dispatch.setfacts.limits import Limits
@@ -34,9 +33,9 @@ HYPERPRIOR = "wai.neural.bmshj2018_hyperprior"
 
 
 class SetFactsMismatch(SetError):
-    """The set's model or quality is not the one the input was coded with."""
+    """a set whose model or quality is not the one the input was coded with"""
 
-    code = DecodingCode.SET_FACTS_MISMATCH
+    code = "set_facts_mismatch"
 
 
 def import_compressai(

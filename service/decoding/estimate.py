@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
-from wai_dispatch.service.decoding.codes import DecodingCode
+from wai_dispatch.service.decoding.errors import LatentOverLimit, MemoryOverBudget, TimeOverLimit
 from wai_dispatch.service.decoding.opened import Prepared
 
 __all__ = [
@@ -101,21 +100,18 @@ def check(
     ``decode_time_over_limit``."""
     lift = f"; {lifted_by} lifts it" if lifted_by else ""
     if est.latent_elements > max_latent_elements:
-        raise WaiError(
+        raise LatentOverLimit(
             f"the latent has {est.latent_elements} elements, over the limit "
             f"max_latent_elements={max_latent_elements}{lift}",
-            code=DecodingCode.LATENT_OVER_LIMIT,
         )
     if est.memory_bytes > memory_budget_bytes:
-        raise WaiError(
+        raise MemoryOverBudget(
             f"a {est.pixels}-pixel decode needs about {est.memory_bytes >> 20} MiB, over the "
             f"limit memory_budget_bytes={memory_budget_bytes} "
             f"({memory_budget_bytes >> 20} MiB){lift}",
-            code=DecodingCode.DECODE_MEMORY_OVER_BUDGET,
         )
     if est.seconds > decode_timeout_s:
-        raise WaiError(
+        raise TimeOverLimit(
             f"a {est.pixels}-pixel decode takes about {est.seconds:.1f} s, over the limit "
             f"decode_timeout_s={decode_timeout_s:g}{lift}",
-            code=DecodingCode.DECODE_TIME_OVER_LIMIT,
         )

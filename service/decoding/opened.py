@@ -26,9 +26,8 @@ import numpy as np
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
-from wai_dispatch.codec.errors import CodecError
+from wai_dispatch.codec.errors import CodecError, PayloadError
 from wai_dispatch.codec.payload import Header, read_header
-from wai_dispatch.codec.payload_errors import PayloadError
 from wai_dispatch.codec.sets import (
     InstalledSet,
     LoadedSet,

@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.codes import CodecCode
-from wai_dispatch.codec.errors import CodecError, check_latent_shape
+from wai_dispatch.codec.errors import check_latent_shape
 from wai_dispatch.codec.sets import MANIFEST_NAME, LoadedSet, Manifest, SetFileMissing, load
 from wai_dispatch.codec.sets.loaded import read_exact
 from wai_dispatch.dispatch import (
@@ -23,6 +22,7 @@ from wai_dispatch.dispatch import (
     ask_path,
     strictjson,
 )
+from wai_dispatch.dispatch.errors import InvalidArgument
 from wai_dispatch.paths.coreml import program_shape
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.registry import absent_reason
@@ -103,9 +103,8 @@ def _stated_shape(adapter: Adapter | None, files: LoadedSet, path: DispatchPath)
             return shape
     stated = files.facts.stated_shape() or _payload_shape(files)
     if stated is None:
-        raise CodecError(
+        raise InvalidArgument(
             f"set {files.digest[:16]}… states no latent shape: give --latent-shape N,C,H,W",
-            code=CodecCode.INVALID_ARGUMENT,
         )
     return stated
 

@@ -17,13 +17,12 @@ import numpy as np
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec import payload as waip
 from wai_dispatch.codec import picture_size
-from wai_dispatch.codec.codes import CodecCode
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL
 from wai_dispatch.codec.payload import PayloadFormatError
 from wai_dispatch.codec.picture import rgb_digest, to_png
+from wai_dispatch.codec.sets.errors import SetNotInstalled
 from wai_dispatch.dispatch import Code, DispatchPath, Placement, Report, WaiError
-from wai_dispatch.dispatch.errors import UnknownCapability
-from wai_dispatch.service.decoding.codes import DecodingCode
+from wai_dispatch.dispatch.errors import InvalidInput, UnknownCapability
 
 
 @dataclass(frozen=True)
@@ -60,10 +59,10 @@ def failure_text(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
-class NoPath(WaiError):
-    """Every offered path was refused for every decode the envelope allows (§4)."""
+class NoPath(InvalidInput):
+    """every offered path refused every decode the envelope allows (§4); the reports say why"""
 
-    code: str = DecodingCode.DECODE_NO_PATH
+    code = "decode_no_path"
 
     def __init__(
         self,
@@ -78,11 +77,9 @@ class NoPath(WaiError):
         self.undecodable = list(undecodable or [])
 
 
-class SetMissing(NoPath):
-    """No path ran only because every part's set is not installed here
-    (``set_not_installed``, naming the digest): the reports say so path by path all the same."""
-
-    code = CodecCode.SET_NOT_INSTALLED
+class SetMissing(SetNotInstalled, NoPath):
+    """No path ran only because every part's set is not installed here (``set_not_installed``,
+    naming the digest): the reports say so path by path all the same."""
 
 
 def no_path(

@@ -27,7 +27,6 @@ import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.entropy import entropy_stage, tables_of
-from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.picture import rgb_digest, to_rgb8
 from wai_dispatch.codec.sets import SetError
 from wai_dispatch.conformance import neural_conformance_dir
@@ -48,7 +47,7 @@ from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.waiops import choose as engines
 from wai_dispatch.paths.waiops.adapter import CPU_WAI_OPS_NAME, WaiOpsAdapter, load_set_program
-from wai_dispatch.service.decoding.codes import DecodingCode
+from wai_dispatch.service.decoding.errors import SetPayloadInfoInvalid
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.opened import Machine, OpenedSets
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
@@ -88,21 +87,16 @@ def expected_symbols_digest(set_files: Any) -> str:
     name = set_files.facts.payload_info_file
     where = f"set {set_files.digest[:16]}…: payload_info {name[:80]!r}"
     if not set_files.has(name):
-        raise CodecError(
-            f"{where} is not a file of the set", code=DecodingCode.SET_PAYLOAD_INFO_INVALID
-        )
+        raise SetPayloadInfoInvalid(f"{where} is not a file of the set")
     try:
         info = strictjson.loads(set_files.read(name).decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         why = " ".join(str(exc).split())[:120]
-        raise CodecError(
-            f"{where} is not JSON ({why})", code=DecodingCode.SET_PAYLOAD_INFO_INVALID
-        ) from None
+        raise SetPayloadInfoInvalid(f"{where} is not JSON ({why})") from None
     digest = info.get("symbols_digest") if isinstance(info, dict) else None
     if not isinstance(digest, str):
-        raise CodecError(
+        raise SetPayloadInfoInvalid(
             f"{where} states no symbols_digest (a text member)",
-            code=DecodingCode.SET_PAYLOAD_INFO_INVALID,
         )
     return digest
 

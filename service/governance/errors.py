@@ -6,21 +6,28 @@ A run report that reads but breaks the policy is not an error: it is a verdict t
 
 from __future__ import annotations
 
-from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.governance.codes import GovernanceCode
+from wai_dispatch.dispatch.errors import InvalidInput, NotFound
 
 
-class PolicyMalformed(WaiError, ValueError):
-    code = GovernanceCode.POLICY_MALFORMED
+class PolicyMalformed(InvalidInput):
+    """a model policy that does not read as YAML or JSON, or is over 1 MiB (gives the line)"""
+
+    code = "policy_malformed"
 
 
-class PolicyInvalid(WaiError, ValueError):
-    code = GovernanceCode.POLICY_INVALID
+class PolicyInvalid(InvalidInput):
+    """a model policy that breaks its schema or puts a sink in two classes (gives the line)"""
+
+    code = "policy_invalid"
 
 
-class PolicyNotSet(WaiError, LookupError):
-    code = GovernanceCode.POLICY_NOT_SET
+class PolicyNotSet(NotFound):
+    """no model policy is in force, or no such policy version"""
+
+    code = "policy_not_set"
 
 
-class RunReportMalformed(WaiError, ValueError):
-    code = GovernanceCode.RUN_REPORT_MALFORMED
+class RunReportMalformed(InvalidInput):
+    """a run report that is not JSON or lacks its id, sink or decodes list (names the member)"""
+
+    code = "run_report_malformed"

@@ -29,10 +29,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from wai_dispatch.service.decoding.codes import DecodingCode
+from wai_dispatch.service.decoding.errors import LatentOverLimit, MemoryOverBudget, TimeOverLimit
 from wai_dispatch.service.decoding.estimate import SECONDS_PER_PIXEL, Estimate, estimate
-from wai_dispatch.service.http.codes import HttpCode
-from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.errors import (
+    DecodeTimeout,
+    MemoryBusy,
+    QueueFull,
+    QueueTimeout,
+)
 
 T = TypeVar("T")
 
@@ -122,47 +126,42 @@ class Admission:
     def check(self, est: Estimate) -> None:
         """Refuse a decode that no amount of waiting would admit, naming the limit."""
         if est.latent_elements > self.max_latent_elements:
-            raise ServiceError(
+            raise LatentOverLimit(
                 f"the latent has {est.latent_elements} elements, over the limit "
                 f"max_latent_elements={self.max_latent_elements}",
-                code=DecodingCode.LATENT_OVER_LIMIT,
             )
         if est.memory_bytes > self.memory_budget:
-            raise ServiceError(
+            raise MemoryOverBudget(
                 f"a {est.pixels}-pixel decode needs about {est.memory_bytes >> 20} MiB, over "
                 f"the limit memory_budget_bytes={self.memory_budget} "
                 f"({self.memory_budget >> 20} MiB)",
-                code=DecodingCode.DECODE_MEMORY_OVER_BUDGET,
             )
         seconds = self.seconds(est)
         if seconds > self.timeout_s:
-            raise ServiceError(
+            raise TimeOverLimit(
                 f"a {est.pixels}-pixel decode takes about {seconds:.1f} s on this machine "
                 f"({self.seconds_per_pixel * 1e6:.2f} µs per pixel, measured), over the limit "
                 f"decode_timeout_s={self.timeout_s:g}",
-                code=DecodingCode.DECODE_TIME_OVER_LIMIT,
             )
 
-    def _retry_after(self) -> str:
-        return str(max(1, math.ceil(self._mean_s * (self.inflight + 1) / self.workers)))
+    def _retry_after(self) -> int:
+        return max(1, math.ceil(self._mean_s * (self.inflight + 1) / self.workers))
 
     def _reserve(self, est: Estimate) -> None:
         with self._lock:
             if self.inflight >= self.capacity:
-                raise ServiceError(
+                raise QueueFull(
                     f"{self.inflight} decodes running or queued (limit workers+queue="
                     f"{self.capacity}); retry later",
-                    code=HttpCode.QUEUE_FULL,
-                    headers={"Retry-After": self._retry_after()},
+                    retry_after_s=self._retry_after(),
                 )
             held = self.held()
             if held + est.memory_bytes > self.memory_budget:
-                raise ServiceError(
+                raise MemoryBusy(
                     f"decodes admitted and the process hold {held >> 20} MiB of the "
                     f"memory_budget_bytes={self.memory_budget >> 20} MiB; this decode needs "
                     f"about {est.memory_bytes >> 20} MiB more; retry later",
-                    code=HttpCode.MEMORY_BUSY,
-                    headers={"Retry-After": self._retry_after()},
+                    retry_after_s=self._retry_after(),
                 )
             self.inflight += 1
             self.reserved += est.memory_bytes
@@ -208,11 +207,10 @@ class Admission:
         either: set[asyncio.Future[Any]] = {began, result}
         await asyncio.wait(either, timeout=self.timeout_s)
         if not began.done() and not result.done() and future.cancel():
-            raise ServiceError(
+            raise QueueTimeout(
                 f"the decode could not start within decode_timeout_s={self.timeout_s:g} "
                 f"({self.waiting} queued); nothing ran, retry later",
-                code=HttpCode.QUEUE_TIMEOUT,
-                headers={"Retry-After": self._retry_after()},
+                retry_after_s=self._retry_after(),
             )
         # Running: timeout_s counts from when it started.
         t0 = began.result() if began.done() else time.perf_counter()
@@ -220,9 +218,8 @@ class Admission:
         try:
             return await asyncio.wait_for(asyncio.shield(result), left)
         except TimeoutError:
-            raise ServiceError(
+            raise DecodeTimeout(
                 f"the decode ran past decode_timeout_s={self.timeout_s:g}",
-                code=HttpCode.DECODE_TIMEOUT,
             ) from None
 
     def close(self) -> None:

@@ -5,7 +5,7 @@ error answers and the per-request id and log line. ``create_app()`` is uvicorn's
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
@@ -26,10 +26,21 @@ from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http import logs as jsonlog
 from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.admission import Admission
-from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import Service
 from wai_dispatch.service.http.edge import checked_text
-from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
+from wai_dispatch.service.http.errors import (
+    STATUSES,
+    ClientDisconnected,
+    HttpError,
+    InternalError,
+    MethodNotAllowed,
+    RequestInvalid,
+    RouteNotFound,
+    error_body,
+    headers_of,
+    request_id,
+    status_of,
+)
 from wai_dispatch.service.http.limits import BodyBudget
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.http.request_log import RequestId
@@ -39,7 +50,6 @@ from wai_dispatch.service.http.routes import governance as api_governance
 from wai_dispatch.service.http.routes import ops as api_ops
 from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
-from wai_dispatch.service.http.statuses import status_of
 from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.store import bearer_snapshot
 from wai_dispatch.service.store.bearer import (
@@ -250,7 +260,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     dashboard_app.install(app)
     if chosen.page:
         api_page.install(app)
-    app.add_exception_handler(WaiError, _wai_error)
+    for error, status in STATUSES:  # Starlette picks the handler by the error's class
+        app.add_exception_handler(error, _answer(status))
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ClientDisconnect, _client_disconnected)
@@ -267,57 +278,48 @@ def _count(request: Request, code: str, status: int) -> None:
     service.metrics.errors.labels(code).inc()
 
 
-async def _wai_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, WaiError)
-    _count(request, exc.code, status_of(exc.code))
-    headers = dict(exc.headers) if isinstance(exc, ServiceError) else {}
-    retry_after = getattr(exc, "retry_after_s", None)  # the store's 503s (spool full, failed)
-    if isinstance(retry_after, int) and "Retry-After" not in headers:
-        headers["Retry-After"] = str(retry_after)
-    return JSONResponse(
-        error_body(request, exc.code, exc.message), status_of(exc.code), headers=headers or None
-    )
+def _answer(status: int) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    """The handler of the errors answered with ``status``."""
+
+    async def answer(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, WaiError)
+        return _respond(request, exc, status)
+
+    return answer
+
+
+def _respond(request: Request, error: WaiError, status: int | None = None) -> JSONResponse:
+    """The answer to ``error``: its status (its class's unless given), its code and message,
+    its headers (``Retry-After`` included), counted in ``/metrics``."""
+    status = status_of(type(error)) if status is None else status
+    _count(request, error.code, status)
+    body = error_body(request, error.code, error.message)
+    return JSONResponse(body, status, headers=headers_of(error) or None)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()))
-    code = HttpCode.REQUEST_INVALID
-    _count(request, code, status_of(code))
-    msg = f"{where}: {first.get('msg', 'invalid')}"
-    return JSONResponse(error_body(request, code, msg), status_of(code))
+    return _respond(request, RequestInvalid(f"{where}: {first.get('msg', 'invalid')}"))
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = _HTTP_CODES.get(exc.status_code, HttpCode.HTTP_ERROR)
-    # not_found and method_not_allowed answer their registry status (the same 404 and 405);
+    known = (c for c in (RouteNotFound, MethodNotAllowed) if status_of(c) == exc.status_code)
+    error = next(known, HttpError)(str(exc.detail), headers=exc.headers)
+    # not_found and method_not_allowed answer their own status (the same 404 and 405);
     # http_error, the rest of the HTTP layer's refusals, keeps the status that layer chose
-    status = exc.status_code if code is HttpCode.HTTP_ERROR else status_of(code)
-    _count(request, code, status)
-    return JSONResponse(error_body(request, code, str(exc.detail)), status, headers=exc.headers)
-
-
-_HTTP_CODES = {
-    status_of(HttpCode.NOT_FOUND): HttpCode.NOT_FOUND,
-    status_of(HttpCode.METHOD_NOT_ALLOWED): HttpCode.METHOD_NOT_ALLOWED,
-}
+    return _respond(request, error, exc.status_code)
 
 
 async def _client_disconnected(request: Request, exc: Exception) -> JSONResponse:
     """The client went away mid-request: its event, logged and counted, not a fault of ours
     (the answer goes nowhere)."""
-    code = HttpCode.CLIENT_DISCONNECTED
     log.info("client disconnected", extra={"request_id": request_id(request)})
-    _count(request, code, status_of(code))
-    return JSONResponse(
-        error_body(request, code, "the client closed the connection"), status_of(code)
-    )
+    return _respond(request, ClientDisconnected("the client closed the connection"))
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("internal error", extra={"request_id": request_id(request)})
-    code = HttpCode.INTERNAL_ERROR
-    _count(request, code, status_of(code))
-    return JSONResponse(error_body(request, code, "an internal error"), status_of(code))
+    return _respond(request, InternalError("an internal error"))

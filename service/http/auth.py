@@ -14,9 +14,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import TokensDep
-from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.errors import RoleForbidden, TokenMissing, TokenUnknown
 from wai_dispatch.service.store.bearer import Principal, Role
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `wai-dispatch tokens create`")
@@ -32,9 +31,8 @@ def require(role: Role) -> Callable[..., Awaitable[Principal]]:
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
         if credentials is None or credentials.scheme.lower() != "bearer":
-            raise ServiceError(
+            raise TokenMissing(
                 "this route needs 'Authorization: Bearer <token>'",
-                code=HttpCode.TOKEN_MISSING,
                 headers=_CHALLENGE,
             )
         secret = credentials.credentials.strip()
@@ -45,16 +43,14 @@ def require(role: Role) -> Callable[..., Awaitable[Principal]]:
         else:
             principal = tokens.lookup(secret)
         if principal is None:
-            raise ServiceError(
+            raise TokenUnknown(
                 "the bearer token is not a live token",
-                code=HttpCode.TOKEN_UNKNOWN,
                 headers=_CHALLENGE,
             )
         request.scope.setdefault("state", {})["principal"] = principal  # for the request log
         if principal.role < role:
-            raise ServiceError(
+            raise RoleForbidden(
                 f"this route needs the {role.name} role; the token is a {principal.role.name}'s",
-                code=HttpCode.ROLE_FORBIDDEN,
             )
         return principal
 

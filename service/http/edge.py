@@ -16,8 +16,7 @@ from urllib.parse import parse_qsl, unquote
 
 from fastapi import Request
 
-from wai_dispatch.service.http.codes import HttpCode
-from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.errors import RequestInvalid, ServiceError
 
 __all__ = ["MAX_TEXT", "checked_text", "text_problem"]
 
@@ -47,7 +46,7 @@ def _shown(name: str) -> str:
 
 
 def _refuse(where: str, problem: str) -> ServiceError:
-    return ServiceError(f"{where}: {problem}", code=HttpCode.REQUEST_INVALID)
+    return RequestInvalid(f"{where}: {problem}")
 
 
 async def checked_text(request: Request) -> None:

@@ -29,9 +29,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from wai_dispatch.service import settings as settings_mod
-from wai_dispatch.service.http.codes import HttpCode
-from wai_dispatch.service.http.errors import ServiceError
-from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.http.errors import (
+    BodiesBusy,
+    BodyTooLarge,
+    RequestTimeout,
+    ServiceError,
+    status_of,
+)
 from wai_dispatch.service.settings import Settings
 
 __all__ = ["BodyBudget", "ReadTimeouts", "read_timeouts"]
@@ -109,9 +113,9 @@ class ReadTimeouts(H11Protocol):
         answered = what == "body" and self.cycle is not None and self.cycle.response_started
         if not answered:
             name = "header_timeout_s" if what == "headers" else "body_timeout_s"
-            code = HttpCode.REQUEST_TIMEOUT
             message = f"the request's {what} did not arrive within {name}={self._limits[what]:g}"
-            body = json.dumps({"error": {"code": code.value, "message": message}}).encode()
+            error = RequestTimeout(message).to_json()
+            body = json.dumps({"error": error}).encode()
             self.transport.write(
                 b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
                 b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
@@ -146,7 +150,7 @@ class BodyBudget:
                 f"the body of {declared} bytes is over max_inflight_body_bytes={self.limit}: "
                 "it can never be read here"
             )
-            await _refuse(scope, send, HttpCode.BODY_TOO_LARGE, message)
+            await _refuse(scope, send, BodyTooLarge(message))
             return
         held = 0
 
@@ -154,8 +158,8 @@ class BodyBudget:
             nonlocal held
             if declared and not held:  # the route's first read: the body's bytes are charged
                 if self.held + declared > self.limit:
-                    again = {"Retry-After": "1", "Connection": "close"}
-                    raise ServiceError(_busy(self), code=HttpCode.BODIES_BUSY, headers=again)
+                    again = {"Connection": "close"}
+                    raise BodiesBusy(_busy(self), headers=again, retry_after_s=1)
                 held = declared
                 self.held += declared
             message = await receive()
@@ -188,15 +192,16 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _refuse(scope: Scope, send: Send, code: HttpCode, message: str) -> None:
+async def _refuse(scope: Scope, send: Send, error: ServiceError) -> None:
     """Answer before the application runs (and close: the body is never read)."""
     rid = str(scope.get("state", {}).get("request_id", ""))
-    body = json.dumps({"error": {"code": code.value, "message": message}, "request_id": rid})
+    body = json.dumps({"error": error.to_json(), "request_id": rid})
     data = body.encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(data)).encode()),
         (b"connection", b"close"),
     ]
-    await send({"type": "http.response.start", "status": status_of(code), "headers": headers})
+    status = status_of(type(error))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

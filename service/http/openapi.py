@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from wai_dispatch.codec.envelope import json_schema
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.service.http.statuses import STATUS
+from wai_dispatch.service.http.errors import STATUSES
 
 #: The body of every error answer (service/http/errors.py's ``error_body``).
 ERROR_SCHEMA: dict[str, Any] = {
@@ -109,9 +109,9 @@ def _components() -> dict[str, Any]:
 
 
 def _error_answers(schema: dict[str, Any]) -> None:
-    """Every status the registry answers a code with, on every operation, with the error body
+    """Every status an error is answered with, on every operation, with the error body
     (FastAPI's own 422 schema is not what this service answers)."""
-    statuses = sorted(set(STATUS.values()))
+    statuses = sorted({status for _, status in STATUSES})
     answer = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for operations in schema.get("paths", {}).values():
         for operation in operations.values():

@@ -14,9 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding.codes import DecodingCode
-from wai_dispatch.service.rayserve.codes import RayCode
+from wai_dispatch.dispatch.errors import InvalidInput
+from wai_dispatch.service.decoding.errors import SettingsInvalid
 from wai_dispatch.service.settings import Settings
 
 __all__ = [
@@ -31,16 +30,14 @@ __all__ = [
 log = logging.getLogger("wai_dispatch.rayserve")
 
 
-class PlanInvalid(WaiError):
+class PlanInvalid(SettingsInvalid):
     """A replica plan that does not hold (a count below 1, MIN over MAX, an unknown key)."""
 
-    code = DecodingCode.SETTINGS_INVALID
 
+class StoreNotShared(InvalidInput):
+    """more than one replica (`serve --ray`) on a SQLite report store: a fleet shares PostgreSQL"""
 
-class StoreNotShared(WaiError):
-    """More than one replica on a SQLite report store: each replica would write its own file."""
-
-    code = RayCode.STORE_NOT_SHARED
+    code = "store_not_shared"
 
 
 @dataclass(frozen=True)
@@ -83,7 +80,7 @@ class Plan:
             if not getattr(self, name) >= 0:
                 problems.append(f"{name}: 0 or more")
         if problems:
-            raise PlanInvalid("; ".join(problems), code=DecodingCode.SETTINGS_INVALID)
+            raise PlanInvalid("; ".join(problems))
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any]) -> Plan:
@@ -150,7 +147,6 @@ def check_store(settings: Settings, plan: Plan) -> None:
         raise StoreNotShared(
             f"{plan.most} replicas on the SQLite report store {settings.url}: a fleet shares "
             "PostgreSQL (WAI_DATABASE_URL=postgresql://…); one replica may use SQLite",
-            code=RayCode.STORE_NOT_SHARED,
         )
 
 

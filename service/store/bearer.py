@@ -20,9 +20,8 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from wai_dispatch.dispatch.errors import WaiError
+from wai_dispatch.dispatch.errors import InvalidInput, NotFound, Unavailable
 from wai_dispatch.service.store import bearer_snapshot
-from wai_dispatch.service.store.codes import StoreCode
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import TokenRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
@@ -36,8 +35,16 @@ class Role(enum.IntEnum):
     admin = 3
 
 
-class TokenError(WaiError, ValueError):
-    code = StoreCode.TOKEN_INVALID
+class TokenError(InvalidInput):
+    """a token name or role that is not valid"""
+
+    code = "token_invalid"
+
+
+class TokenNotFound(NotFound, TokenError):
+    """no live token with that name or id"""
+
+    code = "token_not_found"
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,7 @@ def revoke(store: ReportStore, name_or_id: str) -> int:
             update(TokenRow).where(where, table.c.revoked_ms.is_(None)).values(revoked_ms=_now())
         )
     if not result.rowcount:
-        raise TokenError(f"no live token named {name_or_id!r}", code=StoreCode.TOKEN_NOT_FOUND)
+        raise TokenNotFound(f"no live token named {name_or_id!r}")
     return int(result.rowcount)
 
 
@@ -325,11 +332,11 @@ def rewrite_snapshot(store: ReportStore, path: Path) -> str | None:
     return None
 
 
-class TokenStoreDown(StoreError):
-    """A token not in this replica's view while the token store does not answer: 503
-    ``token_store_down`` with ``Retry-After``, never 401."""
+class TokenStoreDown(Unavailable, StoreError):
+    """a bearer token this replica cannot check: the token store does not answer and the token is
+    in no view this replica holds; retry after Retry-After (never an unknown-token refusal)"""
 
-    code = StoreCode.TOKEN_STORE_DOWN
+    code = "token_store_down"
     retry_after_s = 5
 
 

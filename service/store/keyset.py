@@ -4,7 +4,7 @@ costs what page 1 does. A position is a short list of ints and strings (the sort
 row's key), sent as an opaque cursor: base64url of its JSON, tagged with the list (and sort) it
 belongs to. Every list reads its cursors here, each part checked against the type the list's
 sort gives it (an int within a BIGINT, a string, a number, or none where named): anything else
-is :data:`~service.store.codes.StoreCode.CURSOR_INVALID`, never a comparison that fails later."""
+is :class:`~service.store.errors.CursorInvalid`, never a comparison that fails later."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.errors import CursorInvalid
 
 __all__ = ["INT", "NUMBER", "STR", "Position", "decode", "encode"]
 
@@ -50,5 +49,5 @@ def decode(tag: str, cursor: str, kinds: Sequence[tuple[type, ...]]) -> Position
             ):
                 ok = False
     if not ok:
-        raise StoreError("the cursor is not one this service gave", code=StoreCode.CURSOR_INVALID)
+        raise CursorInvalid("the cursor is not one this service gave")
     return list(got[1:])

@@ -33,8 +33,12 @@ from wai_dispatch.service.governance import (
 )
 from wai_dispatch.service.store import keyset, run_rollups
 from wai_dispatch.service.store.bulk import insert_records
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.errors import (
+    PolicyBusy,
+    RunReportConflict,
+    RunReportNotFound,
+    RunReportSinkMismatch,
+)
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
@@ -108,9 +112,7 @@ class PolicyStore:
                 return PolicyVersion(number, by, at, policy.text, policy.sha256)
             except IntegrityError:
                 continue
-        raise StoreError(
-            "the policy changed under this request; try again", code=StoreCode.POLICY_BUSY
-        )
+        raise PolicyBusy("the policy changed under this request; try again")
 
 
 def _records(run: RunReport, verdict: Verdict, received_ms: int) -> list[ReportRecord]:
@@ -148,9 +150,8 @@ def submit(
 ) -> tuple[dict[str, Any], bool]:
     """Judge and keep ``run``; returns the verdict and whether it was a resubmission."""
     if run.sink != sink:
-        raise StoreError(
+        raise RunReportSinkMismatch(
             f"the run report is for sink {run.sink!r}, the token is {sink!r}'s",
-            code=StoreCode.RUN_REPORT_SINK_MISMATCH,
         )
     digest = hashlib.sha256(body).hexdigest()
     stored = _stored(store, run.sink, run.id)
@@ -199,10 +200,9 @@ def _stored(store: ReportStore, sink: str, run_id: str) -> Any:
 
 def _replay(stored: Any, digest: str) -> tuple[dict[str, Any], bool]:
     if stored.body_sha256 != digest:
-        raise StoreError(
+        raise RunReportConflict(
             "this sink submitted a run report with this id before, with another body; a run "
             "report's id names one run report of its sink",
-            code=StoreCode.RUN_REPORT_CONFLICT,
         )
     return strictjson.loads(stored.verdict), True
 
@@ -215,7 +215,7 @@ def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[st
     with store.engine.connect() as conn:
         row = conn.execute(query).first()
     if row is None:
-        raise StoreError(f"no run report {run_id[:40]!r}", code=StoreCode.RUN_REPORT_NOT_FOUND)
+        raise RunReportNotFound(f"no run report {run_id[:40]!r}")
     return {"run_report": strictjson.loads(row.body), "verdict": strictjson.loads(row.verdict)}
 
 

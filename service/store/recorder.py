@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.errors import RequestIdReused, RequestInFlight
 from wai_dispatch.service.store.group_commit import GroupCommit
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
@@ -114,9 +113,8 @@ class Recorder:
         if held is not digest:
             if held() != digest():
                 raise _reused(request_id)
-            raise StoreError(
-                f"request {request_id!r} is still being decoded: retry once it has answered",
-                code=StoreCode.REQUEST_IN_FLIGHT,
+            raise RequestInFlight(
+                f"request {request_id!r} is still being decoded: retry once it has answered"
             )
         try:
             yield
@@ -247,11 +245,10 @@ class Recorder:
         self.spool.close()
 
 
-def _reused(request_id: str) -> StoreError:
-    return StoreError(
+def _reused(request_id: str) -> RequestIdReused:
+    return RequestIdReused(
         f"request id {request_id!r} was sent before with another envelope: send this one under "
-        "a new id",
-        code=StoreCode.REQUEST_ID_REUSED,
+        "a new id"
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from wai_dispatch.dispatch import Report
 
-__all__ = ["Outcome", "Refusal", "ReportRecord", "Role", "Source", "path_of", "records_for"]
+__all__ = ["Outcome", "RecordedRefusal", "ReportRecord", "Role", "Source", "path_of", "records_for"]
 
 Role = Literal["primary", "fallback"]
 Outcome = Literal["decoded", "refused"]
@@ -40,7 +40,9 @@ def request_digest(fmt: str | None, body: bytes) -> str:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class RecordedRefusal:
+    """A stored report's refusal: the path and its §7 code as text (``dispatch.Refusal``'s)."""
+
     path: str
     code: str
 
@@ -62,7 +64,7 @@ class ReportRecord:
     outcome: Outcome
     duration_ms: float
     placement: dict[str, int]
-    refusals: tuple[Refusal, ...]
+    refusals: tuple[RecordedRefusal, ...]
     report: dict[str, Any] = field(repr=False)
     source: Source = "service"
     run_report: str | None = None
@@ -118,7 +120,9 @@ class ReportRecord:
             outcome="decoded" if ran else "refused",
             duration_ms=round(duration_ms, 3),
             placement={unit: int(placement.get(unit, 0)) for unit in UNITS} if ran else {},
-            refusals=tuple(Refusal(path_of(r), str(r["reason"])) for r in report["refused"]),
+            refusals=tuple(
+                RecordedRefusal(path_of(r), str(r["reason"])) for r in report["refused"]
+            ),
             report=dict(report),
             source=source,
             run_report=run_report,
@@ -167,7 +171,7 @@ class ReportRecord:
                 if ran
                 else {}
             ),
-            refusals=tuple(Refusal(str(r.path), str(r.reason)) for r in report.refused),
+            refusals=tuple(RecordedRefusal(str(r.path), str(r.reason)) for r in report.refused),
             report=report.to_json(),
             ordinal=ordinal,
             request_digest=request_digest,
@@ -185,7 +189,7 @@ class ReportRecord:
         and ``run_report`` existed read as the service's own, and before ``ordinal`` existed
         as a decode's: 0 for its primary, 1 for its fallback)."""
         values = dict(obj)
-        values["refusals"] = tuple(Refusal(**r) for r in values.get("refusals", ()))
+        values["refusals"] = tuple(RecordedRefusal(**r) for r in values.get("refusals", ()))
         values["placement"] = {k: int(v) for k, v in (values.get("placement") or {}).items()}
         values.setdefault("source", "service")
         values.setdefault("run_report", None)

@@ -12,8 +12,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.store import keyset
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.errors import ReportNotFound
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
@@ -165,7 +164,7 @@ def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str
     with store.engine.connect() as conn:
         row = conn.execute(query).mappings().first()
     if row is None:
-        raise StoreError(f"no report {report_id[:40]!r}", code=StoreCode.REPORT_NOT_FOUND)
+        raise ReportNotFound(f"no report {report_id[:40]!r}")
     return _row(row)
 
 

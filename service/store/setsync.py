@@ -48,8 +48,7 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.setcache import removed, write_removed
-from wai_dispatch.service.store.codes import StoreCode
-from wai_dispatch.service.store.errors import StoreError
+from wai_dispatch.service.store.errors import SetRegistryDown, StoreError
 from wai_dispatch.service.store.report_store import StoreDown
 from wai_dispatch.service.store.setregistry import RegistryEntry, SetRegistry
 
@@ -368,13 +367,6 @@ class SetSync:
 def packaged(directory: Path, digest: str) -> Path | None:
     """The bundled set folder under ``directory`` whose digest is ``digest``, if any."""
     return next((f for f in bundled_folders(directory) if bundled_digest(f) == digest), None)
-
-
-class SetRegistryDown(StoreError):
-    """``set_registry_down``: 503 with ``Retry-After``."""
-
-    code = StoreCode.SET_REGISTRY_DOWN
-    retry_after_s = 5
 
 
 def registry_down(exc: StoreDown) -> StoreError:

@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.store.codes import StoreCode
+from wai_dispatch.dispatch.errors import Unavailable
 
 log = logging.getLogger("wai_dispatch.spool")
 
@@ -49,19 +48,18 @@ def fits(used: int, line: int, max_bytes: int) -> bool:
     return used + line <= max_bytes
 
 
-class SpoolFull(WaiError):
-    """The store is down and the spool has reached its size: a decode now would lose its
-    report, so it is refused until the store returns."""
+class SpoolFull(Unavailable):
+    """the store is down and the spool is at spool_max_bytes: decodes wait"""
 
-    code = StoreCode.REPORT_SPOOL_FULL
+    code = "report_spool_full"
     retry_after_s = 5
 
 
-class SpoolWriteFailed(WaiError):
-    """The spool could not write and fsync a whole line (the disk is full, or the write came
-    up short): nothing of the line stays, and the decode is refused before it answers."""
+class SpoolWriteFailed(Unavailable):
+    """the store is down and the spool cannot write (its disk is full): nothing was stored; retry
+    after Retry-After"""
 
-    code = StoreCode.REPORT_SPOOL_FAILED
+    code = "report_spool_failed"
     retry_after_s = 5
 
 

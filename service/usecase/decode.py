@@ -1,8 +1,7 @@
 """The decode use case: an envelope's bytes, their media type, the sink and the limits in; a
-typed outcome out (:class:`DecodeDone`, :class:`NoPathFound` or :class:`Refused` with its code),
-every report already recorded. ``POST /v1/decode`` (and so each Ray replica, which serves the
-same app) calls :func:`decode`; the CLI's local decode calls :func:`decode_here`. Both run the
-same two steps:
+typed outcome out (:class:`DecodeDone` or :class:`NoPathFound`), every report already recorded.
+``POST /v1/decode`` (and so each Ray replica, which serves the same app) calls :func:`decode`;
+the CLI's local decode calls :func:`decode_here`. Both run the same two steps:
 
 1. :func:`prepare`: the envelope parsed against the decoder's limits, each part's payload
    header read and set opened once (:meth:`Decoder.prepare`), and the cost estimated from the
@@ -18,8 +17,8 @@ same two steps:
    ``request_id`` sent again, the first decode's: one report per request). The gate's
    calibration and the meter are told afterwards, off the decode's thread.
 
-A typed error of the request (bad input, a limit, the store that cannot record) is the outcome
-:class:`Refused`; anything else is a fault and raises.
+A typed error of the request (bad input, a limit, the store that cannot record) propagates as
+it is raised: the HTTP layer answers it by its class, the CLI prints it and exits by its kind.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ import anyio
 
 from wai_dispatch.codec import envelope_read
 from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.dispatch import Report, WaiError
+from wai_dispatch.dispatch import Report
 from wai_dispatch.service.decoding import estimate as estimates
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.estimate import Estimate
@@ -52,7 +51,6 @@ __all__ = [
     "NoPathFound",
     "Outcome",
     "RecordWriter",
-    "Refused",
     "decode",
     "decode_here",
     "prepare",
@@ -158,18 +156,7 @@ class NoPathFound(_Recorded):
         return self.error.parts[-1].symbols_digest if self.error.parts else None
 
 
-@dataclass(frozen=True)
-class Refused:
-    """The request refused with a typed error (its ``code``): nothing was decoded."""
-
-    error: WaiError
-
-    @property
-    def code(self) -> str:
-        return self.error.code
-
-
-Outcome = DecodeDone | NoPathFound | Refused
+Outcome = DecodeDone | NoPathFound
 
 
 @dataclass(frozen=True)
@@ -231,14 +218,10 @@ async def decode(
 ) -> Outcome:
     """The service's decode: :func:`prepare` in a worker thread, then :func:`run` as ``gate``
     admits it; once it is done, ``gate`` is told the decode's time and ``meter`` the outcome.
-    A typed error on the way is :class:`Refused` (the gate's own included: a full queue, a
-    timeout)."""
+    A typed error on the way raises (the gate's own included: a full queue, a timeout)."""
     started = time.perf_counter()
-    try:
-        ready = await anyio.to_thread.run_sync(prepare, decoder, request, vet)
-        outcome = await gate.run(ready.estimate, lambda: run(decoder, ready, recorder))
-    except WaiError as exc:
-        return Refused(exc)
+    ready = await anyio.to_thread.run_sync(prepare, decoder, request, vet)
+    outcome = await gate.run(ready.estimate, lambda: run(decoder, ready, recorder))
     if isinstance(outcome, DecodeDone):
         gate.measured(ready.estimate.pixels, outcome.decode_seconds)  # calibrates the time
     _log(request, outcome)
@@ -256,13 +239,10 @@ def decode_here(
 ) -> Outcome:
     """A decode in this thread (the CLI's): :func:`prepare`, ``check`` (the service's limits,
     :func:`service.decoding.estimate.check`; ``None``: none), then :func:`run`."""
-    try:
-        ready = prepare(decoder, request)
-        if check is not None:
-            check(ready.estimate)
-        outcome = run(decoder, ready, recorder)
-    except WaiError as exc:
-        return Refused(exc)
+    ready = prepare(decoder, request)
+    if check is not None:
+        check(ready.estimate)
+    outcome = run(decoder, ready, recorder)
     _log(request, outcome)
     return outcome
 

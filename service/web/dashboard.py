@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
-from wai_dispatch.service.http.codes import HttpCode
+from wai_dispatch.service.http.errors import RouteNotFound
 from wai_dispatch.service.web.static import WebAssets
 
 __all__ = ["SENT_AS", "dashboard_dir", "install", "url_limits"]
@@ -82,5 +82,5 @@ def install(app: FastAPI) -> None:
         return Response(made[0], media_type="application/json",
                         headers={"cache-control": "no-cache"})  # fmt: skip
 
-    assets = WebAssets(str(dashboard_dir()), missing=HttpCode.NOT_FOUND)
+    assets = WebAssets(str(dashboard_dir()), missing=RouteNotFound)
     app.mount("/dashboard", assets, name="dashboard")

@@ -20,7 +20,7 @@ from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import DecoderDep, ServiceDep
 from wai_dispatch.service.store.bearer import Role
-from wai_dispatch.service.web.codes import PageCode
+from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_data import PageData, media_type
 from wai_dispatch.service.web.page_wgsl import read_limits, read_shape
 from wai_dispatch.service.web.static import HEADERS, WebAssets
@@ -157,4 +157,4 @@ def install(app: FastAPI) -> None:
         return RedirectResponse(str(request.url_for("page", path="/")), status_code=308)
 
     app.include_router(router)
-    app.mount("/page", WebAssets(str(page_dir()), missing=PageCode.PAGE_NOT_FOUND), name="page")
+    app.mount("/page", WebAssets(str(page_dir()), missing=PageNotFound), name="page")

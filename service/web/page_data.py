@@ -25,7 +25,7 @@ from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.opened import Prepared
 from wai_dispatch.service.decoding.results import NoPath
-from wai_dispatch.service.web.codes import PageCode
+from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_wgsl import WgslPrograms
 
 __all__ = ["PageData"]
@@ -34,7 +34,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 
 def _missing(message: str) -> WaiError:
-    return WaiError(message, code=PageCode.PAGE_NOT_FOUND)
+    return PageNotFound(message)
 
 
 class PageData:

@@ -13,13 +13,12 @@ import numpy as np
 
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.dispatch import strictjson
-from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.paths.lru import LRU
 from wai_dispatch.paths.waiops.adapter import load_set_program
 from wai_dispatch.paths.wgsl.descriptor import ShapeRefused, render
 from wai_dispatch.paths.wgsl.execute import plan_program
 from wai_dispatch.paths.wgsl.runner import LIMITS
-from wai_dispatch.service.web.codes import PageCode
+from wai_dispatch.service.web.errors import PageBadRequest
 
 #: The browser limits a plan reads (paths/wgsl/runner.py LIMITS); each a positive integer.
 _MAX_LIMIT = 1 << 53
@@ -98,13 +97,12 @@ def read_limits(text: str) -> dict[str, int]:
     except ValueError:
         obj = None
     if not isinstance(obj, dict) or set(obj) != set(LIMITS):
-        raise WaiError(
+        raise PageBadRequest(
             f"limits: a JSON object with exactly {', '.join(LIMITS)}",
-            code=PageCode.PAGE_BAD_REQUEST,
         )
     for key, value in obj.items():
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_LIMIT:
-            raise WaiError(f"limits.{key}: a positive integer", code=PageCode.PAGE_BAD_REQUEST)
+            raise PageBadRequest(f"limits.{key}: a positive integer")
     return dict(obj)
 
 
@@ -115,9 +113,7 @@ def read_shape(text: str) -> list[int]:
     except ValueError:
         shape = []
     if len(shape) != 4 or shape[0] != 1 or not all(0 < d <= 0xFFFF for d in shape):
-        raise WaiError(
-            "shape: 1,C,h,w with each dimension in 1 … 65535", code=PageCode.PAGE_BAD_REQUEST
-        )
+        raise PageBadRequest("shape: 1,C,h,w with each dimension in 1 … 65535")
     return shape
 
 

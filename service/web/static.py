@@ -11,7 +11,6 @@ from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
-from wai_dispatch.dispatch.codes import ErrorCode
 from wai_dispatch.dispatch.errors import WaiError
 
 __all__ = ["CSP", "HEADERS", "WebAssets"]
@@ -40,19 +39,19 @@ SERVED = frozenset(
 class WebAssets(StaticFiles):
     """A folder of web assets; anything else in it (a Python file, a dotfile) is not served."""
 
-    def __init__(self, directory: str, *, missing: ErrorCode) -> None:
+    def __init__(self, directory: str, *, missing: type[WaiError]) -> None:
         super().__init__(directory=directory, html=True)
         self.missing = missing
 
     async def get_response(self, path: str, scope: Scope) -> Response:
         name = PurePosixPath(path).name
         if name.startswith(".") or PurePosixPath(name).suffix not in SERVED:
-            raise WaiError(f"no such file {path[:80]!r}", code=self.missing)
+            raise self.missing(f"no such file {path[:80]!r}")
         try:
             return await super().get_response(path, scope)
         except HTTPException as exc:
             if exc.status_code == 404:
-                raise WaiError(f"no such file {path[:80]!r}", code=self.missing) from None
+                raise self.missing(f"no such file {path[:80]!r}") from None
             raise
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -108,7 +108,7 @@ def test_exit_statuses_ok_no_usage(capsys: pytest.CaptureFixture[str], tmp_path:
 
 def test_help_names_every_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run(capsys, "--help")
-    for line in ("0    ok", "1    a negative answer", "2    usage", "3    --url", "4    --url"):
+    for line in ("0    ok", "1    a negative answer", "2    usage", "3    no answer", "4    --url"):
         assert line in out
 
 

@@ -1,6 +1,7 @@
 """Issue 29, item 8: every command that opens the report store, with the store down (a
 PostgreSQL URL whose port refuses, a SQLite file whose folder cannot exist) or its disk full,
-prints one typed line, ``wai-dispatch: error: store_down: …`` (exit 2), never a traceback (it
+prints one typed line, ``wai-dispatch: error: store_down: …`` (exit 3, the status of an
+unavailable error: issue 35), never a traceback (it
 was a 40–130-line ``StoreDown``/``OperationalError`` traceback of ``tokens create``)."""
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def down_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def _one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     status = main(argv)
     out, err = capsys.readouterr()
-    assert status == 2, (out, err)
+    assert status == 3, (out, err)
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert err.startswith("wai-dispatch: error: store_down: the report store "), err
     return err

@@ -16,7 +16,7 @@ from waiops_programs import every_op
 from wai_dispatch.paths.waiops import reference
 from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.engine import Engine
-from wai_dispatch.paths.waiops.errors import BoundExceeded, ShapeOverLimits
+from wai_dispatch.paths.waiops.errors import BoundExceeded, InputShapeOverLimits
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
 from wai_dispatch.paths.waiops.program import Program
@@ -86,7 +86,7 @@ def _edge_program(data: st.DataObject, limit: int) -> tuple[Program, np.ndarray]
 def _reference(program: Program, x: np.ndarray) -> np.ndarray:
     try:
         return reference.run(program, x)
-    except ShapeOverLimits:  # a convolution that shrinks this input to nothing
+    except InputShapeOverLimits:  # a convolution that shrinks this input to nothing
         assume(False)
         raise
 

@@ -18,7 +18,7 @@ from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.errors import (
     BoundExceeded,
     InputOutOfRange,
-    ShapeOverLimits,
+    InputShapeOverLimits,
     UnknownAttribute,
     UnknownOp,
     WaiOpsError,
@@ -138,9 +138,9 @@ def test_inputs_outside_the_range_or_shape_are_refused_before_running() -> None:
     with pytest.raises(InputOutOfRange, match="21 is outside") as info:
         reference.run(program, np.full((1, 3, 2, 2), 21, np.int32))
     assert info.value.code == "waiops_input_out_of_range"
-    with pytest.raises(ShapeOverLimits):
+    with pytest.raises(InputShapeOverLimits):
         reference.run(program, np.zeros((1, 4, 2, 2), np.int32))
-    with pytest.raises(ShapeOverLimits, match="over the limits"):
+    with pytest.raises(InputShapeOverLimits, match="over the limits"):
         reference.run(program, np.zeros((1, 3, 1, 257), np.int32))
     with pytest.raises(InputOutOfRange, match="float"):
         reference.run(program, np.zeros((1, 3, 2, 2), np.float32))

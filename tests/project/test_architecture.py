@@ -201,16 +201,15 @@ def test_every_module_is_in_a_layer() -> None:
         layer_of(module)
 
 
-# The one registry of error codes (tools/error_registry.py) lists every layer's codes, so it
-# imports the codes modules of the layers above the tools too: those leaves, and nothing else
-# of those layers (each imports dispatch.codes alone: test_codes_modules_are_leaves).
-REGISTRY = f"{PREFIX}.tools.error_registry"
+# The one registry of error codes (tools/error_registry.py) lists every layer's error classes,
+# and it and the doc it writes (tools/errors_doc.py) the HTTP layer's statuses, so they import
+# the error modules of the layers above the tools too: those, and nothing else of those layers.
+REGISTRY = (f"{PREFIX}.tools.error_registry", f"{PREFIX}.tools.errors_doc")
 CODE_LEAVES = frozenset(
     {
-        f"{PREFIX}.service.http.codes",
-        f"{PREFIX}.service.http.statuses",
-        f"{PREFIX}.service.web.codes",
-        f"{PREFIX}.service.rayserve.codes",
+        f"{PREFIX}.service.http.errors",
+        f"{PREFIX}.service.web.errors",
+        f"{PREFIX}.service.rayserve.plan",
     }
 )
 
@@ -224,7 +223,7 @@ def test_layers() -> None:
         for imp in imports:
             if imp.target not in SOURCES:
                 continue
-            if module == REGISTRY and imp.target in CODE_LEAVES:
+            if module in REGISTRY and imp.target in CODE_LEAVES:
                 continue
             if module == PROFILER:  # the route profiler's server (PROFILER, below)
                 continue
@@ -295,7 +294,7 @@ def test_cli_and_tools_import_no_http_module() -> None:
         if _is_http(imp.target)
         and (module, imp.target.split(".")[0]) not in SERVE_EXCEPTION
         and module != PROFILER
-        and not (module == REGISTRY and imp.target in CODE_LEAVES)
+        and not (module in REGISTRY and imp.target in CODE_LEAVES)
     ]
     assert not wrong, "the command line or a tool imports an HTTP module:\n" + "\n".join(wrong)
 
@@ -324,26 +323,24 @@ def test_use_cases_import_no_web_framework() -> None:
     assert not wrong, "a use case imports a web framework:\n" + "\n".join(wrong)
 
 
-def test_codes_modules_are_leaves() -> None:
-    """Every layer's ``codes.py`` (and the HTTP layer's statuses) imports ``dispatch.codes``
-    at most: the registry can list them all without loading a layer."""
-    leaves = [m for m in SOURCES if m.endswith(".codes") or m in CODE_LEAVES]
-    assert len(leaves) >= 11
+def test_the_web_layers_error_modules_are_leaves() -> None:
+    """The HTTP layer's and the page's error modules import the core's kinds at most (and
+    FastAPI's request, for the error body): the registry lists them without loading a layer."""
+    leaves = [m for m in CODE_LEAVES if m.endswith(".errors")]
     wrong = [
         f"{imp.importer}:{imp.line} imports {imp.target}"
         for module in leaves
         for imp in IMPORTS[module]
-        if imp.target.startswith(PREFIX) and imp.target != f"{PREFIX}.dispatch.codes"
+        if imp.target.startswith(PREFIX) and imp.target != f"{PREFIX}.dispatch.errors"
     ]
-    assert not wrong, "a codes module imports more than dispatch.codes:\n" + "\n".join(wrong)
+    assert not wrong, "an error module imports more than dispatch.errors:\n" + "\n".join(wrong)
 
 
 def test_the_core_holds_no_http_status() -> None:
-    """HTTP statuses are the HTTP layer's (service/http/statuses.py): no module of dispatch/
-    names a status (an integer 100–599, or a name with "status" in it), and no layer's
-    ``codes.py`` does either."""
+    """HTTP statuses are the HTTP layer's (service/http/errors.py): no module of dispatch/
+    names a status (an integer 100–599, or a name with "status" in it)."""
     wrong = []
-    modules = [m for m in SOURCES if layer_of(m) == "dispatch" or m.endswith(".codes")]
+    modules = [m for m in SOURCES if layer_of(m) == "dispatch"]
     for module in modules:
         tree = ast.parse(SOURCES[module].read_text(encoding="utf-8"))
         for node in ast.walk(tree):

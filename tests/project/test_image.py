@@ -19,7 +19,6 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from wai_dispatch.service.decoding.codes import DecodingCode
 from wai_dispatch.service.store.errors import DriverMissing
 from wai_dispatch.service.store.report_store import ReportStore
 
@@ -142,7 +141,7 @@ def test_postgresql_url_without_the_driver_names_the_extra(
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were not installed
     with pytest.raises(DriverMissing) as caught:
         ReportStore("postgresql://wai@127.0.0.1:5432/wai")
-    assert caught.value.code == DecodingCode.SETTINGS_INVALID
+    assert caught.value.code == "settings_invalid"
     assert "pip install 'wai-dispatch[postgres]'" in caught.value.message
     ReportStore("sqlite:///:memory:").dispose()  # SQLite, the default, needs no driver
 

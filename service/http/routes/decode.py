@@ -19,10 +19,15 @@ from fastapi.responses import JSONResponse, Response
 
 from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import ServiceDep
-from wai_dispatch.service.http.errors import ServiceError, error_body, request_id
-from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.http.errors import (
+    BodyTooLarge,
+    ContentTypeUnsupported,
+    NotAcceptable,
+    error_body,
+    request_id,
+    status_of,
+)
 from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.usecase import decode as usecase
@@ -31,7 +36,6 @@ from wai_dispatch.service.usecase.decode import (
     DecodeRequest,
     Format,
     NoPathFound,
-    Refused,
 )
 
 router = APIRouter(tags=["decode"])
@@ -71,18 +75,15 @@ async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 past ``limit`` bytes before it is all read."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ServiceError(
+        raise BodyTooLarge(
             f"the body of {declared} bytes is over max_body_bytes={limit}",
-            code=HttpCode.BODY_TOO_LARGE,
         )
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ServiceError(
-                f"the body is over max_body_bytes={limit}", code=HttpCode.BODY_TOO_LARGE
-            )
+            raise BodyTooLarge(f"the body is over max_body_bytes={limit}")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -94,9 +95,8 @@ _FORMATS: dict[str, Format] = {"application/json": "json", "": "json", "applicat
 def _format(content_type: str) -> Format:
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind not in _FORMATS:
-        raise ServiceError(
+        raise ContentTypeUnsupported(
             f"Content-Type {kind!r}: send application/json or application/cbor",
-            code=HttpCode.CONTENT_TYPE_UNSUPPORTED,
         )
     return _FORMATS[kind]
 
@@ -115,10 +115,9 @@ def _answer_kind(accept: str) -> str:
         if kind in _KINDS:
             return _KINDS[kind]
     if accept and not any(k in ("*/*", "application/*") for k in kinds):
-        raise ServiceError(
+        raise NotAcceptable(
             f"Accept {accept[:80]!r}: this route answers application/json, image/png or "
             "application/octet-stream (RGB8)",
-            code=HttpCode.NOT_ACCEPTABLE,
         )
     return "json"
 
@@ -147,13 +146,9 @@ async def decode(
             service.decoder, asked, gate=service.admission, recorder=recorder,
             meter=service.metrics, vet=_vet(request, recorder),
         )  # fmt: skip
-    match outcome:
-        case Refused(error=error):
-            raise error
-        case NoPathFound():
-            return JSONResponse(_no_path(request, outcome), status_of(outcome.code))
-        case DecodeDone():
-            return _decoded(kind, asked.request_id, outcome)
+    if isinstance(outcome, NoPathFound):
+        return JSONResponse(_no_path(request, outcome), status_of(type(outcome.error)))
+    return _decoded(kind, asked.request_id, outcome)
 
 
 def _vet(request: Request, recorder: Recorder) -> Callable[[DecodeRequest], None] | None:

@@ -12,8 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
-from wai_dispatch.dispatch.codes import is_code
-from wai_dispatch.dispatch.errors import UnknownToken
+from wai_dispatch.dispatch.errors import UnknownToken, is_code
 from wai_dispatch.service.governance import PolicyNotSet
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep

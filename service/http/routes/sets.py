@@ -23,9 +23,8 @@ from wai_dispatch.codec.sets import (
 )
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.codes import HttpCode
 from wai_dispatch.service.http.deps import DecoderDep, SetsDep
-from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.errors import ContentTypeUnsupported
 from wai_dispatch.service.http.routes.decode import read_body
 from wai_dispatch.service.store.bearer import Principal, Role
 
@@ -111,9 +110,8 @@ async def install(
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     suffix = _SUFFIX.get(kind)
     if suffix is None:
-        raise ServiceError(
+        raise ContentTypeUnsupported(
             f"Content-Type {kind!r}: send a set archive as {', '.join(_SUFFIX)}",
-            code=HttpCode.CONTENT_TYPE_UNSUPPORTED,
         )
     body = await read_body(request, MAX_ARCHIVE_BYTES)
 

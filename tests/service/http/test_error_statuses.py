@@ -1,8 +1,8 @@
-"""Every error code's HTTP status comes from the HTTP layer's one table (service/http/statuses.py,
-over every layer's codes: tools/error_registry.py): each code,
-raised as a ``WaiError`` through the real application's exception handlers, answers its
-registry status with the code in its body; the HTTP layer's own refusals and an internal fault
-answer theirs; the page's error answers use the same statuses. In process, no server."""
+"""Every error code's HTTP status comes from its class (its kind, or the HTTP layer's own case:
+service/http/errors.py): each error class of the registry (tools/error_registry.py), raised
+through the real application's exception handlers, answers its status with its code in the
+body; the HTTP layer's own refusals and an internal fault answer theirs; the page's error
+answers use the same statuses. In process, no server."""
 
 from __future__ import annotations
 
@@ -15,14 +15,24 @@ from fastapi import FastAPI
 
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.http.app import create_app
-from wai_dispatch.service.http.codes import HttpCode
-from wai_dispatch.service.http.errors import ServiceError
-from wai_dispatch.service.http.statuses import status_of
+from wai_dispatch.service.http.errors import QueueFull, ServiceError
 from wai_dispatch.service.settings import Settings
-from wai_dispatch.service.web.codes import PageCode
 from wai_dispatch.service.web.dashboard import dashboard_dir
 from wai_dispatch.service.web.page import page_dir
-from wai_dispatch.tools.error_registry import codes
+from wai_dispatch.tools.error_registry import entries
+from wai_dispatch.tools.error_registry import status as status_of
+
+#: Each error class that reaches the service, by its code.
+CLASSES = {e.code: e.error for e in entries() if e.status is not None}
+
+
+def _instance(error: type[WaiError], message: str) -> WaiError:
+    """An error of this class with ``message``, whatever its constructor takes."""
+    made = error.__new__(error)
+    Exception.__init__(made, message)
+    if isinstance(made, ServiceError):
+        made.headers = {}
+    return made
 
 
 class _Client:
@@ -52,11 +62,11 @@ def _client(tmp_path: Path) -> _Client:
 
     @app.get("/_raise/{code}")
     def raise_code(code: str) -> None:
-        raise WaiError(f"raised as {code}", code=code)
+        raise _instance(CLASSES[code], f"raised as {code}")
 
-    @app.get("/_service/{code}")
-    def raise_service(code: str) -> None:
-        raise ServiceError(f"raised as {code}", code=code, headers={"retry-after": "7"})
+    @app.get("/_busy")
+    def busy() -> None:
+        raise QueueFull("full", retry_after_s=7, headers={"x-queue": "full"})
 
     @app.get("/_bug")
     def bug() -> None:
@@ -76,17 +86,15 @@ def _error(res: httpx.Response) -> str:
     return str(body["error"]["code"])
 
 
-def test_every_code_answers_its_registry_status(tmp_path: Path) -> None:
+def test_every_code_answers_its_classs_status(tmp_path: Path) -> None:
     client = _client(tmp_path)
-    seen = 0
-    for code in codes():
-        res = client.get(f"/_raise/{code.value}")
-        assert (res.status_code, _error(res)) == (status_of(code), code.value), code
-        res = client.get(f"/_service/{code.value}")
-        assert (res.status_code, _error(res)) == (status_of(code), code.value), code
-        assert res.headers["retry-after"] == "7"
-        seen += 1
-    assert seen == len(codes()) >= 100
+    for code in CLASSES:
+        res = client.get(f"/_raise/{code}")
+        assert (res.status_code, _error(res)) == (status_of(code), code), code
+    assert len(CLASSES) >= 100
+    res = client.get("/_busy")
+    assert (res.status_code, _error(res)) == (429, "queue_full")
+    assert res.headers["retry-after"] == "7" and res.headers["x-queue"] == "full"
 
 
 def test_a_few_statuses_pinned(tmp_path: Path) -> None:
@@ -112,20 +120,13 @@ def test_the_http_layers_refusals_and_a_fault_answer_their_registry_status(
 ) -> None:
     client = _client(tmp_path)
     for res, code in [
-        (client.get("/no/such/route"), HttpCode.NOT_FOUND),
-        (client.post("/_bug"), HttpCode.METHOD_NOT_ALLOWED),
-        (client.get("/_count", params={"n": "many"}), HttpCode.REQUEST_INVALID),
-        (client.get("/_bug"), HttpCode.INTERNAL_ERROR),
+        (client.get("/no/such/route"), "not_found"),
+        (client.post("/_bug"), "method_not_allowed"),
+        (client.get("/_count", params={"n": "many"}), "request_invalid"),
+        (client.get("/_bug"), "internal_error"),
     ]:
-        assert (res.status_code, _error(res)) == (status_of(code), code.value), code
-    assert status_of(HttpCode.INTERNAL_ERROR) == 500
-
-
-def test_an_unregistered_code_is_a_500_not_an_answer_with_it(tmp_path: Path) -> None:
-    """``WaiError`` refuses the code (TypeError), so what reaches the client is an internal
-    error, never the unregistered code with a guessed status."""
-    res = _client(tmp_path).get("/_raise/no_such_code")
-    assert (res.status_code, _error(res)) == (500, "internal_error")
+        assert (res.status_code, _error(res)) == (status_of(code), code), code
+    assert status_of("internal_error") == 500
 
 
 def test_the_static_trees_answer_refusals_from_the_registry(tmp_path: Path) -> None:
@@ -134,14 +135,14 @@ def test_the_static_trees_answer_refusals_from_the_registry(tmp_path: Path) -> N
     registry's status; a served file carries the page's Content-Security-Policy."""
     client = _client(tmp_path)
     for url, code in [
-        ("/page/no-such-file.html", PageCode.PAGE_NOT_FOUND),
-        ("/page/.hidden", PageCode.PAGE_NOT_FOUND),
-        ("/page/js%2F..%2F..%2Fpage.py", PageCode.PAGE_NOT_FOUND),
-        ("/dashboard/__init__.py", HttpCode.NOT_FOUND),
-        ("/dashboard/nothing.js", HttpCode.NOT_FOUND),
+        ("/page/no-such-file.html", "page_not_found"),
+        ("/page/.hidden", "page_not_found"),
+        ("/page/js%2F..%2F..%2Fpage.py", "page_not_found"),
+        ("/dashboard/__init__.py", "not_found"),
+        ("/dashboard/nothing.js", "not_found"),
     ]:
         res = client.get(url)
-        assert (res.status_code, _error(res)) == (status_of(code), code.value), url
+        assert (res.status_code, _error(res)) == (status_of(code), code), url
     served = client.get("/page/js/app.js")
     assert served.status_code == 200
     assert served.headers["content-type"].startswith("text/javascript")

@@ -16,11 +16,12 @@ import pytest
 from _svc import SAMPLE_JSON, envelope_of_latent, in_process, serve
 
 from wai_dispatch.codec.envelope_read import parse_json
+from wai_dispatch.dispatch.errors import TooLarge
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.estimate import SECONDS_PER_PIXEL
 from wai_dispatch.service.decoding.estimate import of as estimate_of
 from wai_dispatch.service.http.admission import Admission, Estimate, estimate, resident_bytes
-from wai_dispatch.service.http.errors import ServiceError
+from wai_dispatch.service.http.errors import ServiceError, headers_of
 
 
 def test_saturation_is_429_with_retry_after_and_healthz_answers(tmp_path: Path) -> None:
@@ -98,7 +99,7 @@ def test_estimate_reads_the_header_and_the_sets_upsampling(tmp_path: Path) -> No
 
 def test_time_estimate_over_the_timeout_is_413() -> None:
     adm = _admission(timeout_s=0.05)
-    with pytest.raises(ServiceError) as err:
+    with pytest.raises(TooLarge) as err:
         adm.check(Estimate(192 * 256, 256 * 256, 100 << 20, 0.11))
     assert err.value.code == "decode_time_over_limit"
     assert "decode_timeout_s=0.05" in err.value.message
@@ -116,7 +117,7 @@ def test_memory_taken_by_admitted_decodes_is_429_and_timeout_is_504() -> None:
             await adm.run(Estimate(1, 1, 200 << 20, 0.0), lambda: None)
             busy = "admitted"
         except ServiceError as exc:
-            busy = exc.code + " " + exc.headers["Retry-After"]
+            busy = exc.code + " " + headers_of(exc)["Retry-After"]
         try:
             await first
             late = "finished"
@@ -163,7 +164,7 @@ def test_the_timeout_counts_running_time_and_a_queued_decode_is_refused_unrun() 
             await adm.run(est, job("queued", 0.0))
         except ServiceError as exc:
             waited.append(time.perf_counter() - t)
-            out.append(f"{exc.code} {exc.headers['Retry-After']}")
+            out.append(f"{exc.code} {headers_of(exc)['Retry-After']}")
         try:
             await slow
         except ServiceError as exc:
@@ -190,7 +191,7 @@ def test_memory_the_process_holds_is_429_with_nothing_in_flight() -> None:
         try:
             return asyncio.run(adm.run(est, lambda: "decoded"))
         except ServiceError as exc:
-            return f"{exc.code} {exc.headers['Retry-After']}"
+            return f"{exc.code} {headers_of(exc)['Retry-After']}"
 
     assert attempt() == "decoded"
     assert adm.resident_base == 100 << 20  # read when the first decode was admitted
@@ -198,7 +199,7 @@ def test_memory_the_process_holds_is_429_with_nothing_in_flight() -> None:
     assert adm.held() == 250 << 20 and adm.inflight == 0 and adm.reserved == 0
     with pytest.raises(ServiceError) as err:
         asyncio.run(adm.run(est, lambda: "decoded"))
-    assert err.value.code == "memory_busy" and err.value.headers["Retry-After"] == "1"
+    assert err.value.code == "memory_busy" and headers_of(err.value)["Retry-After"] == "1"
     assert "the process hold 250 MiB of the memory_budget_bytes=300 MiB" in err.value.message
     resident[0] = (100 << 20) + (150 << 20)  # given back: 150 + 100 fits
     assert attempt() == "decoded"
@@ -239,7 +240,7 @@ def test_a_decode_is_refused_once_calibration_says_the_machine_is_slow() -> None
     adm.check(est)
     for _ in range(20):  # this machine decodes at ten times the constant
         adm.measured(512 * 512, 10 * SECONDS_PER_PIXEL * 512 * 512)
-    with pytest.raises(ServiceError) as err:
+    with pytest.raises(TooLarge) as err:
         adm.check(est)  # 8× (the bound): 0.89 s
     assert err.value.code == "decode_time_over_limit"
     assert "takes about 0.9 s on this machine (13.60 µs per pixel, measured)" in err.value.message

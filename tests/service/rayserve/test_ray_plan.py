@@ -170,20 +170,20 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize(
-    ("flags", "code"),
+    ("flags", "code", "exit"),
     [
-        (["--replicas", "2"], "store_not_shared"),  # the default store is SQLite
-        (["--autoscale", "4:2"], "settings_invalid"),
-        (["--replicas", "1"], "ray_unreachable"),
+        (["--replicas", "2"], "store_not_shared", 2),  # the default store is SQLite
+        (["--autoscale", "4:2"], "settings_invalid", 2),
+        (["--replicas", "1"], "ray_unreachable", 3),  # unavailable: what it needs does not answer
     ],
 )
 def test_serve_ray_refusals_are_one_typed_line(
-    flags: list[str], code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    flags: list[str], code: str, exit: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("ray", reason="the ray extra: pip install 'wai-dispatch[ray]'")
     address = f"127.0.0.1:{_closed_port()}"
     status, err = _run(["serve", "--ray", address, *flags, "--data-dir", str(tmp_path)], capsys)
-    assert status == 2 and len(err.splitlines()) == 1, err
+    assert status == exit and len(err.splitlines()) == 1, err
     assert err.startswith(f"wai-dispatch: error: {code}: "), err
     assert not (tmp_path / "reports.db").exists()  # refused before the store was touched
 

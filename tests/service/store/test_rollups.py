@@ -21,7 +21,7 @@ from sqlalchemy import event, func, insert, inspect, select
 
 from wai_dispatch.service.store import rollups
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
-from wai_dispatch.service.store.records import UNITS, Refusal, ReportRecord
+from wai_dispatch.service.store.records import UNITS, RecordedRefusal, ReportRecord
 from wai_dispatch.service.store.report_store import MIGRATIONS, ReportStore
 from wai_dispatch.service.store.reports import Filters, list_reports, summary
 from wai_dispatch.service.store.retention import BATCH, Pruner, cutoff, prune
@@ -54,7 +54,7 @@ def draw(rng: random.Random, i: int, *, span_ms: int = 3 * DAY, end_ms: int = NO
         outcome="decoded" if path else "refused",
         duration_ms=1.0,
         placement=placement,
-        refusals=tuple(Refusal("npu/model-runtime/float", c) for c in codes),
+        refusals=tuple(RecordedRefusal("npu/model-runtime/float", c) for c in codes),
         report={"kind": "wai-neural-dispatch/1", "i": i},
     )
 

@@ -1,6 +1,7 @@
 """The decode use case below HTTP (service/usecase/decode.py): an envelope's bytes in, a typed
-outcome out (decoded, no path, refused with a code), its reports handed to the recorder in one
-call; the service's path (a gate admits it) and the CLI's (``decode_here``) give the same."""
+outcome out (decoded, no path; a typed error raises as it is), its reports handed to the
+recorder in one call; the service's path (a gate admits it) and the CLI's (``decode_here``)
+give the same."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from wai_dispatch.conformance import envelopes_dir
+from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.estimate import Estimate
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.usecase import decode as usecase
@@ -18,7 +20,6 @@ from wai_dispatch.service.usecase.decode import (
     DecodeDone,
     DecodeRequest,
     NoPathFound,
-    Refused,
     decode_here,
 )
 
@@ -88,22 +89,22 @@ def test_no_path_is_an_outcome_with_its_reports_recorded(decoder: Any) -> None:
     ("body", "kind", "code"),
     [(b"{", "json", "envelope_malformed"), (b"\xa0", "cbor", "envelope_invalid")],
 )
-def test_bad_input_is_refused_with_its_code(
-    decoder: Any, body: bytes, kind: Any, code: str
-) -> None:
+def test_bad_input_raises_its_typed_error(decoder: Any, body: bytes, kind: Any, code: str) -> None:
     calls = Calls()
-    outcome = _served(decoder, DecodeRequest(body, kind, "s", "r"), calls)
-    assert isinstance(outcome, Refused) and outcome.code == code
+    with pytest.raises(WaiError) as raised:
+        _served(decoder, DecodeRequest(body, kind, "s", "r"), calls)
+    assert raised.value.code == code
     assert calls.recorded == [] and calls.admitted == [] and calls.done == []
 
 
-def test_the_gates_refusal_is_refused_with_its_code(decoder: Any) -> None:
-    from wai_dispatch.service.http.codes import HttpCode
-    from wai_dispatch.service.http.errors import ServiceError
+def test_the_gates_refusal_raises_as_it_is(decoder: Any) -> None:
+    from wai_dispatch.service.http.errors import QueueFull
 
-    calls = Calls(refuse=ServiceError("full", code=HttpCode.QUEUE_FULL))
-    outcome = _served(decoder, DecodeRequest(SAMPLE.read_bytes(), "json", "s", "r"), calls)
-    assert isinstance(outcome, Refused) and outcome.code == "queue_full"
+    full = QueueFull("full", retry_after_s=2)
+    calls = Calls(refuse=full)
+    with pytest.raises(QueueFull) as raised:
+        _served(decoder, DecodeRequest(SAMPLE.read_bytes(), "json", "s", "r"), calls)
+    assert raised.value is full and raised.value.retry_after_s == 2
     assert calls.recorded == []
 
 
@@ -117,8 +118,9 @@ def test_the_limits_check_refuses_before_the_decode(decoder: Any) -> None:
             est, max_latent_elements=1, memory_budget_bytes=1 << 40, decode_timeout_s=1e9
         )
 
-    outcome = decode_here(
-        decoder, usecase.local_request(SAMPLE.read_bytes()), check=check, recorder=calls
-    )
-    assert isinstance(outcome, Refused) and outcome.code == "latent_over_limit"
+    with pytest.raises(WaiError, match="latent") as raised:
+        decode_here(
+            decoder, usecase.local_request(SAMPLE.read_bytes()), check=check, recorder=calls
+        )
+    assert raised.value.code == "latent_over_limit"
     assert calls.recorded == []
