@@ -341,12 +341,13 @@ def test_import_without_set_prefers_the_users_set_of_the_files_model_and_quality
     assert "set mine-q3" in err and "bmshj2018-demo-q3" not in err
     meta = {"model": "bmshj2018-factorized", "quality": 3}
     decoder = Decoder.assemble(data_dir=data)
-    files, why = _matching_set(decoder, CAP, meta)
+    bundled = {s.digest for s in decoder.bundled.installed}
+    files, why = _matching_set(decoder.opened, bundled, CAP, meta)
     assert files.digest == mine
     assert why == f"the one installed set of {CAP} for bmshj2018-factorized, quality 3"
     install(capsys, data, custom_set(tmp_path, name="other-q3", quality=3))
     with pytest.raises(SetError, match="several installed sets fit the file"):
-        _matching_set(decoder, CAP, meta)
+        _matching_set(decoder.opened, bundled, CAP, meta)
 
 
 @pytest.mark.parametrize("quality", ['"3"', "3.0", "true", "[3]"])
