@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from wai_dispatch.codec import sets as sets_mod
 from wai_dispatch.codec.sets import SetStore, write_manifest
+from wai_dispatch.codec.sets import errors as set_errors
 from wai_dispatch.codec.sets import stage as store_mod
 
 CAP = "wai.neural.bmshj2018"
@@ -53,7 +53,7 @@ def copies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def refused(store: SetStore, archive: Path, code: str) -> str:
-    with pytest.raises(sets_mod.SetError) as info:
+    with pytest.raises(set_errors.SetError) as info:
         store.install(archive)
     assert info.value.code == code, info.value
     assert "\n" not in info.value.message

@@ -14,7 +14,6 @@ import blake3
 import pytest
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.codec import sets as sets_mod
 from wai_dispatch.codec.layout import set_store_dir
 from wai_dispatch.codec.sets import (
     LoadedSet,
@@ -25,6 +24,7 @@ from wai_dispatch.codec.sets import (
     ensure_bundled,
     write_manifest,
 )
+from wai_dispatch.codec.sets import errors as set_errors
 from wai_dispatch.dispatch import Pin
 from wai_dispatch.service.settings import load
 
@@ -103,7 +103,7 @@ def test_write_manifest_is_deterministic(tmp_path: Path) -> None:
 def test_bad_manifests(source: Path, change: dict[str, object], match: str) -> None:
     obj = json.loads((source / "set.json").read_bytes())
     obj.update(change)
-    with pytest.raises(sets_mod.ManifestInvalid, match=match):
+    with pytest.raises(set_errors.ManifestInvalid, match=match):
         Manifest.from_bytes(json.dumps(obj).encode())
 
 
@@ -125,7 +125,7 @@ def test_install_list_verify_open_remove(source: Path, store: SetStore) -> None:
     assert store.resolve(digest[:8]) == digest
     store.remove(digest)
     assert store.list() == [] and store_entries(store) == []
-    with pytest.raises(sets_mod.SetNotInstalled):
+    with pytest.raises(set_errors.SetNotInstalled):
         store.open(digest)
 
 
@@ -163,7 +163,7 @@ def test_any_changed_byte_refuses_the_set(
     data = bytearray(path.read_bytes())
     data[pos] ^= 0x01
     path.write_bytes(bytes(data))
-    with pytest.raises(sets_mod.SetFileMismatch, match=name):
+    with pytest.raises(set_errors.SetFileMismatch, match=name):
         store.install(source)
     assert store_entries(store) == []
 
@@ -173,7 +173,7 @@ def test_any_changed_byte_refuses_the_set(
     (installed.path / name).write_bytes(bytes(data))
     result = store.verify(installed.digest)
     assert [(p.name, p.code) for p in result.problems] == [(name, "set_file_mismatch")]
-    with pytest.raises(sets_mod.SetFileMismatch, match=name):
+    with pytest.raises(set_errors.SetFileMismatch, match=name):
         store.open(installed.digest)
 
 
@@ -189,17 +189,17 @@ def test_size_and_manifest_changes_refuse_the_set(source: Path, store: SetStore,
         obj["version"] = "2"
         (installed.path / "set.json").write_bytes(canonical_json(obj))
     assert not store.verify(installed.digest).ok
-    with pytest.raises(sets_mod.SetFileMismatch):
+    with pytest.raises(set_errors.SetFileMismatch):
         store.open(installed.digest)
 
 
 def test_missing_and_extra_files(source: Path, store: SetStore) -> None:
     (source / "extra.bin").write_bytes(b"x")
-    with pytest.raises(sets_mod.SetFileUnexpected, match=r"extra\.bin"):
+    with pytest.raises(set_errors.SetFileUnexpected, match=r"extra\.bin"):
         store.install(source)
     (source / "extra.bin").unlink()
     (source / "decoder.onnx").unlink()
-    with pytest.raises(sets_mod.SetFileMissing, match=r"decoder\.onnx"):
+    with pytest.raises(set_errors.SetFileMissing, match=r"decoder\.onnx"):
         store.install(source)
     assert store_entries(store) == []
     (source / "decoder.onnx").write_bytes(FILES["decoder.onnx"])
@@ -208,7 +208,7 @@ def test_missing_and_extra_files(source: Path, store: SetStore) -> None:
     (installed.path / "stray").write_bytes(b"")
     codes = {(p.name, p.code) for p in store.verify(installed.digest).problems}
     assert codes == {("decoder.onnx", "set_file_missing"), ("stray", "set_file_unexpected")}
-    with pytest.raises(sets_mod.SetDamaged, match=r"decoder\.onnx") as err:
+    with pytest.raises(set_errors.SetDamaged, match=r"decoder\.onnx") as err:
         store.open(installed.digest)  # installed, then damaged: the store's fault
     assert err.value.code == "set_damaged"
 
@@ -216,11 +216,11 @@ def test_missing_and_extra_files(source: Path, store: SetStore) -> None:
 def test_links_and_devices_in_a_folder_are_refused(source: Path, store: SetStore) -> None:
     (source / "decoder.onnx").unlink()
     (source / "decoder.onnx").symlink_to(source / "wai-usage.json")
-    with pytest.raises(sets_mod.SetUnsafeEntry, match="link"):
+    with pytest.raises(set_errors.SetUnsafeEntry, match="link"):
         store.install(source)
     (source / "decoder.onnx").unlink()
     os.mkfifo(source / "decoder.onnx")
-    with pytest.raises(sets_mod.SetUnsafeEntry):
+    with pytest.raises(set_errors.SetUnsafeEntry):
         store.install(source)
     assert store_entries(store) == []
 
@@ -266,7 +266,7 @@ def test_unsafe_tar_members_are_refused(
     source: Path, store: SetStore, tmp_path: Path, member: tarfile.TarInfo, code: str
 ) -> None:
     archive = tar_with(source, tmp_path / "bad.tar", member, b"x" * member.size)
-    with pytest.raises(sets_mod.SetError) as info:
+    with pytest.raises(set_errors.SetError) as info:
         store.install(archive)
     assert info.value.code == code
     assert store_entries(store) == []
@@ -282,7 +282,7 @@ def test_zip_symlink_and_traversal_refused(source: Path, store: SetStore, tmp_pa
             info = zipfile.ZipInfo(name)
             info.external_attr = mode << 16
             zf.writestr(info, "/etc/passwd")
-        with pytest.raises(sets_mod.SetUnsafeEntry):
+        with pytest.raises(set_errors.SetUnsafeEntry):
             store.install(archive)
     assert store_entries(store) == []
 
@@ -290,9 +290,9 @@ def test_zip_symlink_and_traversal_refused(source: Path, store: SetStore, tmp_pa
 def test_not_an_archive(store: SetStore, tmp_path: Path) -> None:
     junk = tmp_path / "junk.tar.gz"
     junk.write_bytes(b"\x1f\x8b" + os.urandom(100))
-    with pytest.raises(sets_mod.SetArchiveInvalid):
+    with pytest.raises(set_errors.SetArchiveInvalid):
         store.install(junk)
-    with pytest.raises(sets_mod.SetArchiveInvalid):
+    with pytest.raises(set_errors.SetArchiveInvalid):
         store.install(tmp_path / "absent")
     assert store_entries(store) == []
 
@@ -308,7 +308,7 @@ def test_not_an_archive(store: SetStore, tmp_path: Path) -> None:
 )
 def test_oversize_refused(source: Path, tmp_path: Path, limits: SetLimits, match: str) -> None:
     store = SetStore(tmp_path / "sets", limits=limits)
-    with pytest.raises(sets_mod.SetTooLarge, match=match):
+    with pytest.raises(set_errors.SetTooLarge, match=match):
         store.install(source)
     assert store_entries(store) == []
     # an archive's declared sizes are refused before extraction, the same way
@@ -316,7 +316,7 @@ def test_oversize_refused(source: Path, tmp_path: Path, limits: SetLimits, match
     with tarfile.open(archive, "w") as tf:
         for name in ["set.json", *FILES]:
             tf.add(source / name, arcname=name)
-    with pytest.raises(sets_mod.SetTooLarge):
+    with pytest.raises(set_errors.SetTooLarge):
         store.install(archive)
     assert store_entries(store) == []
 
@@ -330,7 +330,7 @@ def test_failed_install_into_a_used_store_leaves_it_as_it_was(
     other.mkdir()
     make_set(other, name="other")
     (other / "decoder.onnx").write_bytes(b"changed")
-    with pytest.raises(sets_mod.SetFileMismatch):
+    with pytest.raises(set_errors.SetFileMismatch):
         store.install(other)
     assert store_entries(store) == before == [first.digest]
 
@@ -356,7 +356,7 @@ def test_loaded_set_keeps_the_bytes_it_verified(source: Path, store: SetStore) -
     (installed.path / "decoder.onnx").unlink()
     assert {n: loaded.read(n) for n in loaded.names} == FILES
     assert loaded.has("decoder.onnx") and not loaded.has("nope")
-    with pytest.raises(sets_mod.SetFileMissing):
+    with pytest.raises(set_errors.SetFileMissing):
         loaded.read("nope")
 
 
@@ -384,9 +384,9 @@ def test_open_reads_each_file_once(
 def test_pins(source: Path, store: SetStore) -> None:
     digest = store.install(source).digest
     assert isinstance(store.open(digest, pin=Pin(CAP, digest, "decode-equivalence")), LoadedSet)
-    with pytest.raises(sets_mod.PinMismatch):
+    with pytest.raises(set_errors.PinMismatch):
         store.open(digest, pin=Pin(CAP, "0" * 64))
-    with pytest.raises(sets_mod.PinMismatch):
+    with pytest.raises(set_errors.PinMismatch):
         store.open(digest, pin=Pin("wai.neural.int_synth", digest))
 
 
@@ -396,14 +396,14 @@ def test_open_refuses_a_link_swapped_in(source: Path, store: SetStore, tmp_path:
     outside.write_bytes(FILES["decoder.onnx"])
     (installed.path / "decoder.onnx").unlink()
     (installed.path / "decoder.onnx").symlink_to(outside)
-    with pytest.raises(sets_mod.SetUnsafeEntry):
+    with pytest.raises(set_errors.SetUnsafeEntry):
         store.open(installed.digest)
 
 
 @pytest.mark.parametrize("digest", ["../../etc", "A" * 64, "abc", ""])
 def test_bad_digests(store: SetStore, digest: str) -> None:
     for call in (store.open, store.verify, store.remove, store.get):
-        with pytest.raises(sets_mod.SetDigestInvalid):
+        with pytest.raises(set_errors.SetDigestInvalid):
             call(digest)
 
 
@@ -411,7 +411,7 @@ def test_bad_digests(store: SetStore, digest: str) -> None:
 
 
 def test_default_set(store: SetStore, tmp_path: Path) -> None:
-    with pytest.raises(sets_mod.SetNotInstalled):
+    with pytest.raises(set_errors.SetNotInstalled):
         store.default_for(CAP)
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
@@ -420,11 +420,11 @@ def test_default_set(store: SetStore, tmp_path: Path) -> None:
     first = store.install(a)
     assert store.default_for(CAP) == first  # the only one
     second = store.install(b)
-    with pytest.raises(sets_mod.SetAmbiguous):
+    with pytest.raises(set_errors.SetAmbiguous):
         store.default_for(CAP)  # two, none chosen: never a guess
     store.set_default(CAP, second.digest)
     assert store.default_for(CAP) == second
-    with pytest.raises(sets_mod.SetError, match="not"):
+    with pytest.raises(set_errors.SetError, match="not"):
         store.set_default("other.capability", second.digest)
     store.remove(second.digest)
     assert store.defaults() == {}
