@@ -20,8 +20,8 @@ import_or_skip(
 
 import numpy as np  # noqa: E402
 
-from wai_dispatch.codec.errors import CodecError  # noqa: E402
 from wai_dispatch.conformance import sets_dir  # noqa: E402
+from wai_dispatch.dispatch.errors import WaiError  # noqa: E402
 from wai_dispatch.tools import hyperprior_conformance  # noqa: E402
 from wai_dispatch.tools import wai_bmshj2018_hyperprior_set as writer  # noqa: E402
 from wai_dispatch.tools.hyperprior_encode import encode_hyperprior  # noqa: E402
@@ -59,7 +59,7 @@ def test_writer_reproduces_the_bundled_set_and_the_corpus(tmp_path: Path) -> Non
 def test_the_encoder_refuses_bad_input_with_a_typed_error(
     folder: str, picture: np.ndarray, code: str
 ) -> None:
-    with pytest.raises(CodecError) as err:
+    with pytest.raises(WaiError) as err:
         encode_hyperprior(sets_dir() / folder, picture)
     assert err.value.code == code
 
