@@ -16,7 +16,7 @@ row, seen or not, so a sink that went quiet shows; a sink no class names is ``cl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -137,6 +137,18 @@ def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[st
     return out
 
 
+def _add(out: dict[str, dict[str, Any]], rows: Sequence[Any]) -> None:
+    """Fold ``(key, sink, outcome, reports, last seen)`` rows into ``out``."""
+    for k, sink, outcome, n, last in rows:
+        if not k:
+            continue
+        row = out.setdefault(k, _blank())
+        row["reports"] += int(n)
+        row["no_path"] += int(n) if outcome == "refused" else 0
+        row["sinks"].add(sink)
+        _seen(row, last)
+
+
 def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
     """Per ``key`` (``sink`` or ``set``): reports, no-path reports, last seen, sinks."""
     asked = {k for k, v in vars(filters).items() if v is not None}
@@ -154,14 +166,7 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
             .where(*rollup_where(c, filters, hours))
             .group_by(col, c.sink, c.outcome)
         ).all()
-        for k, sink, outcome, n, last in rows:
-            if not k:
-                continue
-            row = out.setdefault(k, _blank())
-            row["reports"] += int(n)
-            row["no_path"] += int(n) if outcome == "refused" else 0
-            row["sinks"].add(sink)
-            _seen(row, last)
+        _add(out, rows)
     if raw:
         where = replace(filters, since_ms=None, until_ms=None).where()
         spans: list[ColumnElement[bool]] = []
@@ -180,14 +185,7 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
             .where(*where)
             .group_by(by, R.sink, R.outcome)
         ).all()
-        for k, sink, outcome, n, last in rows:
-            if not k:
-                continue
-            row = out.setdefault(k, _blank())
-            row["reports"] += int(n)
-            row["no_path"] += int(n) if outcome == "refused" else 0
-            row["sinks"].add(sink)
-            _seen(row, last)
+        _add(out, rows)
     # the exact time of the latest report still stored (the roll-ups keep an hour's start)
     if hours is not None and out:
         of = R.sink if key == "sink" else R.set_digest
