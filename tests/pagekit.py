@@ -29,6 +29,16 @@ from typing import Any
 
 import pytest
 
+from wai_dispatch.dispatch.offer import (
+    CPU_ONNX_RUNTIME,
+    CPU_WAI_OPS,
+    CPU_WEBNN,
+    GPU_ONNX_RUNTIME,
+    GPU_WEBNN,
+    GPU_WGSL,
+    NPU_WEBNN,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "page"
@@ -41,6 +51,17 @@ BASE_ARGS = [
     "--no-first-run",
 ]
 WEBNN_ARGS = ["--enable-features=WebMachineLearningNeuralNetwork"]
+#: The page's offer (js/app.js OFFER; tests/page/test_page_waiops_wasm.py holds the two equal):
+#: WebNN, ONNX Runtime Web, then the integer program on WebGPU and on WebAssembly.
+PAGE_OFFER = (
+    NPU_WEBNN,
+    GPU_WEBNN,
+    CPU_WEBNN,
+    GPU_ONNX_RUNTIME,
+    CPU_ONNX_RUNTIME,
+    GPU_WGSL,
+    CPU_WAI_OPS,
+)
 #: Where the page (service/web/page_files/js/auth.js) and the dashboard keep their token.
 TOKEN_KEY = "wai-dispatch.token"
 

@@ -214,14 +214,10 @@ class SqrtNotExact(RuntimeError):
 _SQRT_CHECKED: list[bool] = []
 
 
-def check_sqrt() -> None:
-    """``Floor(Sqrt(n))`` in this ONNX Runtime build is ``isqrt(n)`` at every perfect square
-    ``r²`` and every ``r² − 1`` below 2^24 (where a square root that is not correctly rounded
-    would go wrong; between them a monotone square root cannot), checked once per process.
-    Raises :class:`SqrtNotExact` otherwise: the caller uses the NumPy engine instead."""
-    if _SQRT_CHECKED:
-        return
-    import onnxruntime as ort
+def isqrt_check_model() -> bytes:
+    """The graph :func:`check_sqrt` runs, ``Floor(Sqrt(n))`` on a float32 vector ``n`` to
+    ``r``, as the graph of :func:`build_model` computes ``isqrt`` (the browser page runs it on
+    ONNX Runtime Web before its ``cpu/wai-ops/integer`` path trusts that build)."""
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -232,8 +228,20 @@ def check_sqrt() -> None:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def check_sqrt() -> None:
+    """``Floor(Sqrt(n))`` in this ONNX Runtime build is ``isqrt(n)`` at every perfect square
+    ``r²`` and every ``r² − 1`` below 2^24 (where a square root that is not correctly rounded
+    would go wrong; between them a monotone square root cannot), checked once per process.
+    Raises :class:`SqrtNotExact` otherwise: the caller uses the NumPy engine instead."""
+    if _SQRT_CHECKED:
+        return
+    import onnxruntime as ort
+
     session = ort.InferenceSession(
-        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+        isqrt_check_model(), shared_session_options(), providers=["CPUExecutionProvider"]
     )
     r = np.arange(1, 4097, dtype=np.int64)
     n = np.concatenate([r * r, r * r - 1])

@@ -16,6 +16,7 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
+from wai_dispatch.paths.waiops.onnx_engine import isqrt_check_model
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.http.auth import require
 from wai_dispatch.service.http.deps import DecoderDep, ServiceDep
@@ -147,6 +148,19 @@ async def wgsl_plan(
     est = data.plan_estimate(dims)
     plan = await service.admission.run(est, lambda: data.wgsl_plan(digest, dims, browser))
     return _json(plan)
+
+
+@router.get("/sets/{digest}/waiops/float32.onnx")
+async def waiops_graph(digest: Digest, data: Data, service: ServiceDep) -> Response:
+    body = await service.admission.run(_SET_READ, lambda: data.waiops_graph(digest))
+    return _bytes(body, "application/octet-stream")
+
+
+@router.get("/waiops/isqrt-check")
+async def isqrt_check() -> Response:
+    # the native float32 engine's check of ONNX Runtime's Floor(Sqrt(n)), for the page's
+    # cpu/wai-ops/integer path to run on ONNX Runtime Web (js/waiops_wasm.js)
+    return _bytes(await run_in_threadpool(isqrt_check_model), "application/octet-stream")
 
 
 def install(app: FastAPI) -> None:

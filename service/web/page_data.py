@@ -21,6 +21,8 @@ from wai_dispatch.dispatch import strictjson
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.offer import CPU_ONNX_RUNTIME
 from wai_dispatch.paths.lru import LRU
+from wai_dispatch.paths.waiops.adapter import load_set_program
+from wai_dispatch.paths.waiops.onnx_engine import build_model
 from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.opened import Prepared
@@ -47,6 +49,8 @@ class PageData:
         self.samples = envelopes_dir()
         self.corpus = neural_conformance_dir()
         self.wgsl_programs = WgslPrograms()
+        #: cpu/wai-ops/integer's graphs by set digest (:meth:`waiops_graph`), the last two kept.
+        self.waiops_graphs: LRU[str, bytes] = LRU(max_entries=2)
         #: The sets the page read, verified by the store: the last two kept.
         self.sets: LRU[str, LoadedSet] = LRU(max_entries=2)
         # ONNX Runtime on the CPU only, over the same store and adapters (§6.4's reference)
@@ -121,6 +125,23 @@ class PageData:
         (service/web/page_wgsl.py: ``read_shape``, ``read_limits``)."""
         program = self.wgsl_programs.get(self.open(digest))
         return program.plan(shape, limits)
+
+    def waiops_graph(self, digest: str) -> bytes:
+        """The page's ``cpu/wai-ops/integer`` graph: the set's ``wai-ops/1`` program as the
+        native ``float32`` engine runs it (:func:`paths.waiops.onnx_engine.build_model`, the
+        same bytes), for ONNX Runtime Web's WebAssembly build. A program whose bounds reach
+        2^24 has none (float32 would not compute it exactly): ``page_not_found``."""
+        graph = self.waiops_graphs.get(digest)
+        if graph is None:
+            program = load_set_program(self.open(digest))
+            if not program.float32_exact:
+                raise _missing(
+                    f"set {digest[:16]}…'s wai-ops program reaches {program.largest} (≥ 2^24): "
+                    "it has no float32-exact graph"
+                )
+            graph = build_model(program)
+            self.waiops_graphs.put(digest, graph, len(graph))
+        return graph
 
     # -- §6.4's reference
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pagekit import ROOT, open_page, serve_service
+from pagekit import PAGE_OFFER, ROOT, open_page, serve_service
 
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec.envelope_read import parse
@@ -22,11 +22,7 @@ from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, dem
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,
-    CPU_WEBNN,
     GPU_ONNX_RUNTIME,
-    GPU_WEBNN,
-    GPU_WGSL,
-    NPU_WEBNN,
 )
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
@@ -37,7 +33,7 @@ SET = ROOT / "conformance" / "sets" / "bmshj2018-hyperprior-demo-q3"
 CORPUS = ROOT / "conformance" / "neural-conformance" / "bmshj2018-hyperprior"
 SAMPLE = "bmshj2018-hyperprior-demo-q3.json"
 SAMPLE_DIGEST = "90830c3f5aa82cf41a6d9d47f770344a219136618f22ece725c1ab7d6aa7b6df"
-OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)  # js/app.js
+OFFER = PAGE_OFFER  # js/app.js
 #: the small corpus payloads: 1×1 side latent; and 2×3 with escapes in z's and y's streams
 NAMES = ("chelsea-64x64", "extreme-2x3")
 

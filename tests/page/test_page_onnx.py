@@ -4,7 +4,7 @@ backend, vendored) within §6.4's 40 dB of the native CPU decode, with the nativ
 ``gpu/onnx-runtime/float`` is refused honestly: with no adapter ``dispatch_unit_absent``; on
 SwiftShader (a software adapter) ``dispatch_not_placed``; then the WebAssembly path runs, and the
 WebGPU build is never fetched (tests/page/test_page_onnx_webgpu.py runs it). A decode
-that needs ``decode-equivalence`` (replicate, the integer capability) never loads the runtime.
+that needs ``decode-equivalence`` (replicate, the integer capability) never asks the float paths.
 Each report equals the Python core's for the same facts."""
 
 from __future__ import annotations
@@ -16,23 +16,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pagekit import ROOT, open_page, screenshot, serve_service
+from pagekit import PAGE_OFFER, ROOT, open_page, screenshot, serve_service
 
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
 from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,
-    CPU_WEBNN,
     GPU_ONNX_RUNTIME,
-    GPU_WEBNN,
-    GPU_WGSL,
-    NPU_WEBNN,
 )
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.tools.bench_page import SWIFTSHADER
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
 FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
-OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
+OFFER = PAGE_OFFER  # js/app.js
 RUNTIME = "/vendor/onnxruntime_web/"
 WEBGPU_BUILD = "ort.webgpu.min.mjs"
 pytestmark = pytest.mark.slow  # decodes in the browser on ONNX Runtime Web
@@ -127,7 +123,10 @@ def test_float_samples_decode_on_wasm(site: Any, browser: Any, gpu: str) -> None
         assert not [u for u in requested if WEBGPU_BUILD in u or "asyncify" in u]
 
 
-def test_decode_equivalence_never_loads_the_runtime(site: Any, browser: Any) -> None:
+def test_decode_equivalence_loads_no_float_path(site: Any, browser: Any) -> None:
+    """A decode that needs decode-equivalence refuses both ONNX Runtime Web paths by §3 before
+    asking them: replicate loads no runtime at all; the integer capability loads only the
+    WebAssembly build, for cpu/wai-ops/integer (tests/page/test_page_waiops_wasm.py)."""
     with browser([], token=site.token) as page:
         requested: list[str] = []
         page.on("request", lambda r: requested.append(r.url))
@@ -140,4 +139,7 @@ def test_decode_equivalence_never_loads_the_runtime(site: Any, browser: Any) -> 
             }
             assert refused[str(CPU_ONNX_RUNTIME)] == "dispatch_tier_refused"
             assert refused[str(GPU_ONNX_RUNTIME)] == "dispatch_tier_refused"
-        assert not [u for u in requested if RUNTIME in u]
+            if name.startswith("bmshj2018"):
+                assert not [u for u in requested if RUNTIME in u]
+        assert result["reports"][0]["ran"]["backend"] == "wai-ops"
+        assert not [u for u in requested if WEBGPU_BUILD in u or "asyncify" in u]

@@ -21,23 +21,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pagekit import ROOT, open_page, serve_service
+from pagekit import PAGE_OFFER, ROOT, open_page, serve_service
 
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
 from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,
-    CPU_WEBNN,
     GPU_ONNX_RUNTIME,
-    GPU_WEBNN,
-    GPU_WGSL,
-    NPU_WEBNN,
 )
 from wai_dispatch.tools.bench_page import RUN_WEBGPU_ADAPTER as RUN_ADAPTER
 from wai_dispatch.tools.bench_page import SWIFTSHADER
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
 FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
-OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
+OFFER = PAGE_OFFER  # js/app.js
 WEBGPU_BUILD = ("ort.webgpu.min.mjs", "ort-wasm-simd-threaded.asyncify.mjs")
 WEBGPU_WASM = "ort-wasm-simd-threaded.asyncify.wasm"
 WASM_BUILD = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")

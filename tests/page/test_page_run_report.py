@@ -166,23 +166,27 @@ def test_another_sinks_name_is_refused_and_the_token_kept(
 
 def test_a_refusal_is_shown_in_the_error_style(site: dict[str, str], browser: Any) -> None:
     """One rule decides a status line's style from its outcome: a decode no offered path ran
-    (decode_no_path: the integer capability runs on WebGPU only, which this Chromium lacks) and
-    a run report the service refused (the class's policy names no int_synth set) look like
-    errors, not successes."""
+    (decode_no_path: the replicate sample needs decode-equivalence, which no float path holds,
+    and its capability's networks are not integer) and a run report the service refused (an
+    int-synth decode: the class's policy names no int_synth set) look like errors, not
+    successes."""
     with browser([], token=site["token"]) as page:
         open_page(page, site["url"])
         page.check("#post-run-report")
         page.fill("#sink-name", SINK)
-        page.select_option("#sample", "int-synth-demo-q3.json")
+        page.select_option("#sample", "bmshj2018-demo-q3-replicate.json")
         result = page.evaluate("window.waiPage.decodeSample()")
         assert result["decoded"] is False, result
         assert "decode_no_path" in page.inner_text("#status")
         assert page.get_attribute("#status", "data-state") == "error"
+        error = page.evaluate("getComputedStyle(document.getElementById('status')).color")
+        assert error == "rgb(179, 38, 30)"  # page.css's error colour, #b3261e
+        screenshot(page, "decode-no-path")
+        page.select_option("#sample", "int-synth-demo-q3.json")
+        result = page.evaluate("window.waiPage.decodeSample()")
+        assert result["decoded"] is True, result
         posted = result["runReport"]
         assert posted["ok"] is True and posted["verdict"]["accepted"] is False, posted
         assert "refused" in page.inner_text("#run-report-status")
         assert page.get_attribute("#run-report-status", "data-state") == "error"
-        error = page.evaluate("getComputedStyle(document.getElementById('status')).color")
-        assert error == "rgb(179, 38, 30)"  # page.css's error colour, #b3261e
-        screenshot(page, "decode-no-path")
         assert page.errors == []

@@ -64,3 +64,29 @@ async def test_page_off(tmp_path: Path) -> None:
         res = await client.get("/page/index.html")
         assert res.status_code == 404
         assert res.json()["error"]["code"] == "not_found"
+
+
+async def test_the_waiops_graph_is_the_native_engines(
+    app: Any, app_client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cpu/wai-ops/integer's graph and its square-root check are the native float32 engine's
+    bytes; a program whose bounds reach 2^24 has no graph (page_not_found)."""
+    from dataclasses import replace
+
+    from wai_dispatch.paths.waiops.adapter import load_set_program
+    from wai_dispatch.paths.waiops.onnx_engine import build_model, isqrt_check_model
+    from wai_dispatch.service.web import page_data
+
+    url = "http://testserver/page/"
+    digest = (await app_client.get(url + "sets/default/wai.neural.int_synth")).json()["digest"]
+    graph = await app_client.get(url + f"sets/{digest}/waiops/float32.onnx")
+    assert graph.status_code == 200
+    program = load_set_program(app.state.page_data.open(digest))
+    assert graph.content == build_model(program)
+    check = await app_client.get(url + "waiops/isqrt-check")
+    assert check.content == isqrt_check_model()
+    app.state.page_data.waiops_graphs.clear()
+    monkeypatch.setattr(page_data, "load_set_program", lambda f: replace(program, largest=1 << 24))
+    refused = await app_client.get(url + f"sets/{digest}/waiops/float32.onnx")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (404, "page_not_found")
+    assert "float32-exact" in refused.json()["error"]["message"]

@@ -2,7 +2,8 @@
 (``--enable-unsafe-webgpu --use-webgpu-adapter=swiftshader``: nothing more is needed).
 
 SwiftShader is a fallback (software) adapter: a decode of ``wai.neural.int_synth`` there is
-``dispatch_not_placed``, exactly as the Python path on lavapipe. The verify view runs the page's
+``dispatch_not_placed``, exactly as the Python path on lavapipe (and ``cpu/wai-ops/integer``
+then runs it on WebAssembly). The verify view runs the page's
 kernels anyway: corpus payloads decode through them to their corpus hashes, whole and banded
 (limits lowered). The kernels and their plans are the Python path's (service/web/page_wgsl.py)."""
 
@@ -17,6 +18,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from pagekit import (
+    PAGE_OFFER,
     ROOT,
     open_page,
     screenshot,
@@ -25,12 +27,8 @@ from pagekit import (
 
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
 from wai_dispatch.dispatch.offer import (
-    CPU_ONNX_RUNTIME,
-    CPU_WEBNN,
-    GPU_ONNX_RUNTIME,
-    GPU_WEBNN,
+    CPU_WAI_OPS,
     GPU_WGSL,
-    NPU_WEBNN,
 )
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.tools.bench_page import SWIFTSHADER as GPU_ARGS
@@ -87,12 +85,14 @@ def test_int_synth_not_placed_on_a_fallback_adapter(site: Any, gpu_page: Any) ->
     report = result["reports"][0]
     # The Python core on the same facts: the adapter is there, the set holds the program, the
     # plan takes the shape, and the placement is 12 operations on the CPU (§5).
+    # Then cpu/wai-ops/integer runs it, every operation on the CPU (WebAssembly).
     cap = REGISTRY["wai.neural.int_synth"]
     wgsl = ScriptedAdapter(GPU_WGSL, placement=Placement(cpu=12))
-    # the page's offer (js/app.js): WebNN, then ONNX Runtime Web, then the WGSL kernels
-    offer = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
-    expected = choose(cap, demand(cap), offer, {GPU_WGSL: wgsl}).report.to_json()
+    wasm = ScriptedAdapter(CPU_WAI_OPS, placement=Placement(cpu=12))
+    adapters = {GPU_WGSL: wgsl, CPU_WAI_OPS: wasm}
+    expected = choose(cap, demand(cap), PAGE_OFFER, adapters).report.to_json()
     assert report == expected
+    assert report["ran"]["backend"] == "wai-ops"
     assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 5 + [
         "dispatch_not_placed"
     ]

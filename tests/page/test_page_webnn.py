@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from pagekit import (
+    PAGE_OFFER,
     ROOT,
     WEBNN_ARGS,
     open_page,
@@ -31,16 +32,12 @@ from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
 from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,
-    CPU_WEBNN,
     GPU_ONNX_RUNTIME,
-    GPU_WEBNN,
-    GPU_WGSL,
-    NPU_WEBNN,
 )
 from wai_dispatch.setfacts.limits import Limits
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
-OFFER = (NPU_WEBNN, GPU_WEBNN, CPU_WEBNN, GPU_ONNX_RUNTIME, CPU_ONNX_RUNTIME, GPU_WGSL)
+OFFER = PAGE_OFFER  # js/app.js
 COUNT_CONTEXTS = """
 window.__contexts = [];
 if (navigator.ml) {
@@ -128,7 +125,7 @@ def test_replicate_refused_before_any_context(site: Any, webnn_page: Any) -> Non
     assert report["needed"] == "decode-equivalence"
     assert [r["reason"] for r in report["refused"]] == ["dispatch_tier_refused"] * 5 + [
         "dispatch_arithmetic_mismatch"
-    ]
+    ] * 2
     assert result["parts"][0]["symbolsDigest"] == symbols_digest
     Report.from_json(result["reports"][0])
     screenshot(webnn_page, "webnn-replicate-refused")

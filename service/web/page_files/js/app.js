@@ -2,9 +2,10 @@
 // show the picture, the digests, each offered path's verdict and the reports.
 import { blake3Hex, decodeEnvelope, SetSource } from "./decode.js";
 import { webnnAdapters, WEBNN_PATHS } from "./webnn.js";
-import { WgslAdapter } from "./webgpu.js";
+import { describeAdapter, WgslAdapter } from "./webgpu.js";
 import { onnxAdapters, ONNX_PATHS } from "./onnx.js";
-import { GPU_WGSL, pathKey } from "./dispatch/offer.js";
+import { WaiOpsWasmAdapter } from "./waiops_wasm.js";
+import { CPU_WAI_OPS, GPU_WGSL, pathKey } from "./dispatch/offer.js";
 import { pageFetch, requireToken } from "./auth.js";
 import { postRunReport, runReport } from "./runreport.js";
 
@@ -13,15 +14,31 @@ const source = new SetSource(new URL(".", document.baseURI).href);
 
 /** The page's offer (§4): WebNN on the neural processor, the GPU, then the CPU (§6.2); then
  * ONNX Runtime Web on a hardware GPU (WebGPU) and on the CPU (WebAssembly), which every browser
- * has; then the integer kernels on WebGPU (gpu/wgsl/integer). */
-export const OFFER = [...WEBNN_PATHS, ...ONNX_PATHS, GPU_WGSL];
+ * has; then the integer program: its kernels on WebGPU (gpu/wgsl/integer), then its
+ * float32-exact graph on WebAssembly (cpu/wai-ops/integer), which every browser has. */
+export const OFFER = [...WEBNN_PATHS, ...ONNX_PATHS, GPU_WGSL, CPU_WAI_OPS];
 
-/** Fresh adapters for one decode: the WebNN paths, ONNX Runtime Web's and the WebGPU path. */
+/** Fresh adapters for one decode: the WebNN paths, ONNX Runtime Web's and the two integer
+ * paths. */
 export function pageAdapters() {
   const adapters = webnnAdapters(navigator.ml);
   for (const [key, adapter] of onnxAdapters(navigator.gpu)) adapters.set(key, adapter);
   adapters.set(pathKey(GPU_WGSL), new WgslAdapter(navigator.gpu, { search: location.search }));
+  adapters.set(pathKey(CPU_WAI_OPS), new WaiOpsWasmAdapter(source));
   return adapters;
+}
+
+/** What the browser gives WebGPU, in words: no navigator.gpu, no adapter, or the adapter's name
+ * (a fallback/software one computes on the CPU). */
+async function webgpuLine() {
+  if (!navigator.gpu) return "It exposes no navigator.gpu (WebGPU). ";
+  let adapter = null;
+  try {
+    adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
+  } catch { /* as none */ }
+  return adapter
+    ? `Its WebGPU adapter: ${describeAdapter(adapter)}. `
+    : "It exposes navigator.gpu (WebGPU) but gives no adapter. ";
 }
 
 /** A status line's style, from the outcome it tells: only a success looks like one; a refusal
@@ -69,7 +86,8 @@ function show(result) {
       paths.appendChild(row([`${report.capability}: ${key}`, r.reason, (a && a.reason) || ""], "refused"));
     }
     if (report.ran) {
-      const placement = report.ran.placement === null ? `placement null (${report.ran.backend === "webnn" ? "WebNN" : "ONNX Runtime Web"} states none)` : JSON.stringify(report.ran.placement);
+      const engine = report.ran.backend === "wai-ops" ? " (ONNX Runtime Web's WebAssembly build: the CPU)" : "";
+      const placement = report.ran.placement === null ? `placement null (${report.ran.backend === "webnn" ? "WebNN" : "ONNX Runtime Web"} states none)` : JSON.stringify(report.ran.placement) + engine;
       paths.appendChild(row([`${report.capability}: ${pathKey(report.ran)}`, `ran, tier ${report.ran.tier}`, placement], "ran"));
     }
   });
@@ -161,8 +179,9 @@ async function start() {
   $("environment").textContent = (navigator.ml
     ? "This browser exposes navigator.ml (WebNN): the page asks it for contexts. "
     : "This browser exposes no navigator.ml: every WebNN path is dispatch_unit_absent; the entropy stage still runs here. ")
-    + (navigator.gpu ? "It exposes navigator.gpu (WebGPU) for the integer kernels. " : "It exposes no navigator.gpu (WebGPU). ")
-    + "Where no WebNN context runs a float network, ONNX Runtime Web runs it: on a hardware WebGPU adapter through its WebGPU build, else on its WebAssembly build (each loaded only when tried).";
+    + (await webgpuLine())
+    + "Where no WebNN context runs a float network, ONNX Runtime Web runs it: on a hardware WebGPU adapter through its WebGPU build, else on its WebAssembly build (each loaded only when tried). "
+    + "The integer program runs on a hardware adapter's WGSL kernels, else, exactly, as its float32-exact graph on the WebAssembly build.";
   const samples = await (await pageFetch("samples.json")).json();
   for (const s of samples) {
     const opt = document.createElement("option");

@@ -54,6 +54,9 @@ export class SetSource {
     return this.#get(`sets/${digest}/wgsl/plan?${q}`, "json");
   }
   wgslConstants(digest) { return this.#get(`sets/${digest}/wgsl/constants.bin`, "bytes"); }
+  /** The set's wai-ops program as the native float32 engine's graph (js/waiops_wasm.js). */
+  waiopsGraph(digest) { return this.#get(`sets/${digest}/waiops/float32.onnx`, "bytes"); }
+  isqrtCheck() { return this.#get("waiops/isqrt-check", "bytes"); }
 }
 
 /** What a path's adapter decodes: the set, the entropy stage's result, and lazy program loads. */
@@ -62,6 +65,7 @@ export class Job {
     Object.assign(this, { source, digest, manifest, header, latent, symbols });
     this.webnn = null;
     this.onnx = null;
+    this.waiopsGraph = null;
   }
 
   waiOpsProgram() {
@@ -79,6 +83,17 @@ export class Job {
     const [, c, h, w] = this.header.shape;
     const out = await runProgram(runner, plan, this.symbols, [c, h, w], constants);
     return { rgb: rgb8Planar(out.data, out.shape) };
+  }
+
+  /** cpu/wai-ops/integer's float32-exact graph and the set's wai-ops/1 program (its input
+   * range, its operations). */
+  loadWaiOpsGraph() {
+    if (this.waiopsGraph === null) {
+      const p = this.waiOpsProgram();
+      this.waiopsGraph = Promise.all([this.source.waiopsGraph(this.digest), this.source.json(this.digest, p.file)])
+        .then(([graph, program]) => ({ graph: new Uint8Array(graph), program }));
+    }
+    return this.waiopsGraph;
   }
 
   webnnProgram() {
@@ -235,7 +250,7 @@ export function cropPicture(rgb, size) {
   return { width: size.width, height: size.height, data };
 }
 
-/** An integer program's rgb8 output ([3, H, W] int32, each 0 … 255) as RGB8 (H×W×3). */
+/** An integer program's rgb8 output ([3, H, W], each an integer 0 … 255) as RGB8 (H×W×3). */
 export function rgb8Planar(data, shape) {
   const [channels, height, width] = shape;
   if (channels !== 3) throw new Error(`the program's output has ${channels} channels, not 3`);
@@ -244,7 +259,7 @@ export function rgb8Planar(data, shape) {
   for (let c = 0; c < 3; c++) {
     for (let i = 0; i < plane; i++) {
       const v = data[c * plane + i];
-      if (v < 0 || v > 255) throw new Error(`the program's rgb8 output holds ${v}`);
+      if (!Number.isInteger(v) || v < 0 || v > 255) throw new Error(`the program's rgb8 output holds ${v}`);
       out[i * 3 + c] = v;
     }
   }

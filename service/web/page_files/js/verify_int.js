@@ -1,13 +1,16 @@
-// The integer kernels' verifier (verify-int.html): every payload of the conformance corpus
+// The integer paths' verifier (verify-int.html): every payload of the conformance corpus
 // (conformance/neural-conformance) decoded in the page — entropy stage, then the wai-ops/1
 // program through the page's WGSL kernels on this browser's WebGPU adapter, whatever its
-// placement — and each RGB8 picture's BLAKE3 held to the corpus hash. `?limit.NAME=N` lowers
-// an adapter limit the planner sees (never raises it), to force banded kernels; `?only=a,b`
-// checks those payloads only (a name the corpus does not hold, or none selected, is verdict
-// "none": nothing checked is never a pass).
+// placement, or with `?path=cpu/wai-ops/integer` as its float32-exact graph on ONNX Runtime
+// Web's WebAssembly build (js/waiops_wasm.js) — and each RGB8 picture's BLAKE3 held to the
+// corpus hash. `?limit.NAME=N` lowers an adapter limit the planner sees (never raises it), to
+// force banded kernels; `?only=a,b` checks those payloads only (a name the corpus does not
+// hold, or none selected, is verdict "none": nothing checked is never a pass).
 // The summary is kept on window.waiVerifyInt.
 import { blake3Hex, entropyStage, Job, SetSource } from "./decode.js";
 import { describeAdapter, GpuRunner, isSoftware, loweredLimits } from "./webgpu.js";
+import { WaiOpsWasmAdapter } from "./waiops_wasm.js";
+import { CPU_WAI_OPS, GPU_WGSL, pathKey } from "./dispatch/offer.js";
 import { pageFetch, requireToken } from "./auth.js";
 
 const $ = (id) => document.getElementById(id);
@@ -39,10 +42,8 @@ async function run() {
     window.waiVerifyInt = { done: true, verdict: "none", message: text, unknown, rows: [] };
     return;
   }
-  const runner = await GpuRunner.acquire(navigator.gpu);
-  const limits = loweredLimits(runner.limits, location.search);
-  const software = isSoftware(runner.adapter);
-  $("environment").textContent = `Adapter: ${describeAdapter(runner.adapter)}. ${software ? "A decode here reports gpu/wgsl/integer dispatch_not_placed; the kernels run anyway for this check." : "A decode here runs on the GPU at decode-equivalence."}`;
+  const engine = query.get("path") === pathKey(CPU_WAI_OPS) ? await wasmEngine(source) : await wgslEngine();
+  $("environment").textContent = engine.text;
   const manifest = await source.manifest(corpus.set);
   const rows = [];
   for (const entry of selected) {
@@ -52,15 +53,8 @@ async function run() {
       const payload = new Uint8Array(await (await pageFetch(`corpus/${encodeURIComponent(entry.payload)}`)).arrayBuffer());
       const stage = await entropyStage(source, corpus.set, manifest, payload);
       const job = new Job(source, corpus.set, manifest, stage.header, stage.latent, stage.symbols);
-      const plan = await job.loadWgslPlan(limits);
-      if (plan.refused) throw new Error(`dispatch_shape_mismatch: ${plan.refused}`);
-      const { rgb } = await job.runWgsl(runner, plan);
-      Object.assign(row, {
-        shape: stage.header.shape,
-        symbols: stage.symbolsDigest,
-        got: blake3Hex(rgb.data),
-        banded: plan.operations.filter((op) => !op.whole).length,
-      });
+      const { rgb, banded } = await engine.run(job);
+      Object.assign(row, { shape: stage.header.shape, symbols: stage.symbolsDigest, got: blake3Hex(rgb.data), banded });
       row.verdict = row.got === row.expected && row.symbols === row.symbolsExpected ? "pass" : "fail";
     } catch (err) {
       row.verdict = "fail";
@@ -76,8 +70,40 @@ async function run() {
   }
   const verdict = rows.length > 0 && rows.every((r) => r.verdict === "pass") ? "pass" : "fail";
   $("verdict").dataset.state = verdict === "pass" ? "done" : "error";
-  $("verdict").textContent = verdict === "pass" ? `PASS: all ${rows.length} corpus payloads decode through the page's kernels to their corpus hash.` : "FAIL: see the table.";
-  window.waiVerifyInt = { done: true, verdict, software, adapter: describeAdapter(runner.adapter), limits, rows };
+  $("verdict").textContent = verdict === "pass" ? `PASS: all ${rows.length} corpus payloads decode through ${engine.path} to their corpus hash.` : "FAIL: see the table.";
+  window.waiVerifyInt = { done: true, verdict, path: engine.path, software: engine.software, adapter: engine.adapter, limits: engine.limits, rows };
+}
+
+/** gpu/wgsl/integer's kernels on this browser's adapter, run whatever its placement. */
+async function wgslEngine() {
+  const runner = await GpuRunner.acquire(navigator.gpu);
+  const limits = loweredLimits(runner.limits, location.search);
+  const software = isSoftware(runner.adapter);
+  return {
+    path: pathKey(GPU_WGSL), software, adapter: describeAdapter(runner.adapter), limits,
+    text: `Adapter: ${describeAdapter(runner.adapter)}. ${software ? "A decode here reports gpu/wgsl/integer dispatch_not_placed; the kernels run anyway for this check." : "A decode here runs on the GPU at decode-equivalence."}`,
+    async run(job) {
+      const plan = await job.loadWgslPlan(limits);
+      if (plan.refused) throw new Error(`dispatch_shape_mismatch: ${plan.refused}`);
+      const { rgb } = await job.runWgsl(runner, plan);
+      return { rgb, banded: plan.operations.filter((op) => !op.whole).length };
+    },
+  };
+}
+
+/** cpu/wai-ops/integer: the program's float32-exact graph on ONNX Runtime Web's WebAssembly
+ * build, §4's questions asked as a decode asks them. */
+async function wasmEngine(source) {
+  const adapter = new WaiOpsWasmAdapter(source);
+  if (!(await adapter.unitPresent())) throw new Error(adapter.reason);
+  return {
+    path: pathKey(CPU_WAI_OPS), software: null, adapter: null, limits: null,
+    text: "ONNX Runtime Web's WebAssembly build (the CPU): the program's float32-exact graph, as the native float32 engine builds it; its Floor(Sqrt(n)) checked exact.",
+    async run(job) {
+      if (!(await adapter.programPresent(job)) || !(await adapter.takesShape(job))) throw new Error(adapter.reason);
+      return { rgb: (await adapter.run(job)).rgb, banded: 0 };
+    },
+  };
 }
 
 window.waiVerifyInt = { done: false };

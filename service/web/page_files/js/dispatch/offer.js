@@ -75,3 +75,4 @@ export const CPU_WEBNN = path("cpu", "webnn", "float");
 export const GPU_ONNX_RUNTIME = path("gpu", "onnx-runtime", "float");
 export const CPU_ONNX_RUNTIME = path("cpu", "onnx-runtime", "float");
 export const GPU_WGSL = path("gpu", "wgsl", "integer");
+export const CPU_WAI_OPS = path("cpu", "wai-ops", "integer");
