@@ -19,8 +19,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, insert, select
 
 from wai_dispatch.service.store import bulk_pg, rollups
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
@@ -46,10 +45,6 @@ def row_of(rec: ReportRecord) -> dict[str, Any]:
     return row
 
 
-def _insert(conn: Connection) -> Any:
-    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-
-
 def insert_records(
     conn: Connection, records: Iterable[ReportRecord], rows: Sequence[bulk_pg.Row] | None = None
 ) -> list[ReportRecord]:
@@ -64,8 +59,9 @@ def insert_records(
     if conn.dialect.name == "postgresql":
         seqs = bulk_pg.insert(conn, records, rows)
         return [rec for rec in records if seqs.pop(rec.id, None) is not None]
-    ins = _insert(conn)
-    stmt = ins(ReportRow).on_conflict_do_nothing().returning(R.seq, R.id)
+    stmt = (
+        rollups.upsert_of(conn, ReportRow.__table__).on_conflict_do_nothing().returning(R.seq, R.id)
+    )
     seqs = {str(rid): int(seq) for seq, rid in conn.execute(stmt, [row_of(r) for r in records])}
     inserted: list[ReportRecord] = []
     refusals: list[dict[str, Any]] = []
@@ -79,7 +75,7 @@ def insert_records(
             for i, r in enumerate(rec.refusals)
         ]
     if refusals:
-        conn.execute(ins(RefusalRow), refusals)
+        conn.execute(insert(RefusalRow), refusals)
     rollups.add(conn, inserted)
     return inserted
 

@@ -1,6 +1,6 @@
 """Reports into PostgreSQL in one statement, one round trip: the reports as columns (one array a
 column, ``unnest``), inserted with ``ON CONFLICT DO NOTHING``, their refusals and every roll-up
-(service/store/rollups.py, service/store/activity.py) counted from what that insert returned,
+(service/store/rollups.py) counted from what that insert returned,
 all in data-modifying ``WITH`` parts of the same statement. What :func:`service.store.bulk.
 insert_records` does on SQLite in six statements, with the same rows and counts: a report
 skipped (its id or identity stored, or earlier in the batch) adds no refusal and no count.

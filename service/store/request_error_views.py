@@ -19,7 +19,7 @@ from wai_dispatch.service.store.models import (
 )
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ANONYMOUS
-from wai_dispatch.service.store.rollups import HOUR_MS, hour_of
+from wai_dispatch.service.store.rollups import HOUR_MS, between, hour_of
 
 __all__ = ["errors_by_sink", "list_errors", "prune_errors"]
 
@@ -32,12 +32,7 @@ _HIDDEN = ("created_ms", "seq")
 
 def _hours(c: Any, since_ms: int | None, until_ms: int | None) -> list[ColumnElement[bool]]:
     """The roll-up rows of every hour the window ``[since_ms, until_ms)`` touches."""
-    out: list[ColumnElement[bool]] = []
-    if since_ms is not None:
-        out.append(c.hour_ms >= hour_of(since_ms))
-    if until_ms is not None:
-        out.append(c.hour_ms < until_ms)
-    return out
+    return between(c.hour_ms, None if since_ms is None else hour_of(since_ms), until_ms)
 
 
 def list_errors(
@@ -97,11 +92,7 @@ def _filters(
     """A window's filters on the hourly roll-ups, on the rows kept and on the samples' counts
     (which hold no code)."""
     where = _hours(U, since_ms, until_ms)
-    rows_where: list[ColumnElement[bool]] = []
-    if since_ms is not None:
-        rows_where.append(E.created_ms >= since_ms)
-    if until_ms is not None:
-        rows_where.append(E.created_ms < until_ms)
+    rows_where = between(E.created_ms, since_ms, until_ms)
     samples = _hours(S, since_ms, until_ms)
     if sinks is not None:
         where.append(U.sink.in_(sinks))

@@ -27,10 +27,8 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
 
-from sqlalchemy import Connection, Table, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from wai_dispatch.service.store.models import (
@@ -39,7 +37,7 @@ from wai_dispatch.service.store.models import (
     RequestErrorSampleRow,
 )
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.rollups import hour_of
+from wai_dispatch.service.store.rollups import hour_of, upsert
 
 __all__ = ["ANONYMOUS", "NO_ROUTE", "ErrorLog", "ErrorNote", "clean"]
 
@@ -304,33 +302,17 @@ class ErrorLog:
             self.flush()
 
 
-def _insert(conn: Connection, table: Any) -> Any:
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
-
-
 def _add_counts(conn: Connection, counts: dict[_Key, list[int]]) -> None:
     """Add ``counts`` to the roll-ups: one upsert, its rows in key order (no deadlock between
     replicas)."""
     if not counts:
         return
-    ins = _insert(conn, ROLLUP)
-    last = ins.excluded.last_ms
-    stmt = ins.on_conflict_do_update(
-        index_elements=["hour_ms", "sink", "code", "status", "route"],
-        set_={"n": ROLLUP.c.n + ins.excluded.n, "last_ms": _greatest(conn, ROLLUP.c.last_ms, last)},
-    )
     names = ("hour_ms", "sink", "code", "status", "route")
-    conn.execute(
-        stmt,
-        [
-            {**dict(zip(names, key, strict=True)), "n": n, "last_ms": at}
-            for key, (n, at) in sorted(counts.items())
-        ],
-    )
-
-
-def _greatest(conn: Connection, a: Any, b: Any) -> Any:
-    return func.greatest(a, b) if conn.dialect.name == "postgresql" else func.max(a, b)
+    rows = [
+        {**dict(zip(names, key, strict=True)), "n": n, "last_ms": at}
+        for key, (n, at) in sorted(counts.items())
+    ]
+    upsert(conn, ROLLUP, rows, names, ["n"], "last_ms")
 
 
 def _add_rows(
@@ -340,13 +322,8 @@ def _add_rows(
     cap leaves room for; returns the rows kept. The upsert comes first: on PostgreSQL it locks
     the hour's samples row, so replicas writing the same sink's hour take turns."""
     hour, sink = group
-    ins = _insert(conn, SAMPLES)
-    conn.execute(
-        ins.on_conflict_do_update(
-            index_elements=["hour_ms", "sink"], set_={"seen": SAMPLES.c.seen + ins.excluded.seen}
-        ),
-        {"hour_ms": hour, "sink": sink, "seen": seen, "kept": 0},
-    )
+    row = {"hour_ms": hour, "sink": sink, "seen": seen, "kept": 0}
+    upsert(conn, SAMPLES, row, ["hour_ms", "sink"], ["seen"])
     where = (SAMPLES.c.hour_ms == hour, SAMPLES.c.sink == sink)
     kept = int(conn.execute(select(SAMPLES.c.kept).where(*where)).scalar_one())
     take = list(rows)[: max(0, cap - kept)]

@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from wai_dispatch.service.store.activity import DAYS, HOURS
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.request_error_views import prune_errors
-from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
+from wai_dispatch.service.store.rollups import DAY_MS, DAYS, FLEET, HOUR_MS, HOURS, SINK, hour_of
 
 __all__ = ["BATCH", "Pruned", "Pruner", "cutoff", "prune", "prune_reports", "prune_rollups"]
 
@@ -34,7 +33,6 @@ log = logging.getLogger("wai_dispatch.service.retention")
 
 #: Reports deleted per transaction.
 BATCH = 2000
-DAY_MS = 86_400_000
 R = ReportRow.__table__.c
 F = RefusalRow.__table__.c
 

@@ -190,14 +190,15 @@ def test_activity_rollups_equal_a_recount_over_days(store: ReportStore) -> None:
 
 def test_the_sets_table_up_to_now_reads_a_row_a_sink_and_set(store: ReportStore) -> None:
     """A window that reaches now is counted from the fleet's roll-ups and ``sink_sets``
-    (fleet_sets.py): the same reports, no-path reports, sinks and exact last-seen times as a
+    (fleet.py): the same reports, no-path reports, sinks and exact last-seen times as a
     count of the reports; a window that ends before a pair's latest report is not (``None``);
     the pairs the inserts kept equal the ones recomputed from the days."""
     import random
 
     from sqlalchemy import text
 
-    from wai_dispatch.service.store import activity, fleet_sets
+    from wai_dispatch.service.store import rollups
+    from wai_dispatch.service.store.fleet import _sets_up_to_now
 
     rng = random.Random(7)
     day = 86_400_000
@@ -210,7 +211,7 @@ def test_the_sets_table_up_to_now_reads_a_row_a_sink_and_set(store: ReportStore)
                (T0 - day + day // 2, T0 + day), (HOUR - 3 * day, T0 + 5)]  # fmt: skip
     with store.engine.connect() as conn:
         for lo, hi in windows:
-            got = fleet_sets.counts(conn, Filters(since_ms=lo, until_ms=hi))
+            got = _sets_up_to_now(conn, Filters(since_ms=lo, until_ms=hi))
             assert got is not None
             chosen = [r for r in recs if r.set_digest and (lo is None or r.created_ms >= lo)
                       and (hi is None or r.created_ms < hi)]  # fmt: skip
@@ -221,10 +222,10 @@ def test_the_sets_table_up_to_now_reads_a_row_a_sink_and_set(store: ReportStore)
                            {r.sink for r in of}, max(r.created_ms for r in of))  # fmt: skip
             assert {d: (v["reports"], v["no_path"], v["sinks"], v["last_seen_ms"])
                     for d, v in got.items()} == want  # fmt: skip
-        assert fleet_sets.counts(conn, Filters(since_ms=None, until_ms=latest)) is None
-        assert fleet_sets.counts(conn, Filters(until_ms=latest + 1, sink="a")) is None
+        assert _sets_up_to_now(conn, Filters(since_ms=None, until_ms=latest)) is None
+        assert _sets_up_to_now(conn, Filters(until_ms=latest + 1, sink="a")) is None
         kept = conn.execute(text("SELECT sink, set_digest, last_ms FROM sink_sets")).all()
     with store.engine.begin() as conn:
-        activity.rebuild_pairs(conn)
+        rollups.rebuild_pairs(conn)
         again = conn.execute(text("SELECT sink, set_digest, last_ms FROM sink_sets")).all()
     assert sorted(map(tuple, kept)) == sorted(map(tuple, again)) and len(kept) > 8

@@ -1,4 +1,4 @@
-"""Run-report counts from their roll-ups (service/store/run_rollups.py), on SQLite and
+"""Run-report counts from their roll-ups (service/store/rollups.py), on SQLite and
 PostgreSQL: after run reports accepted and refused, from sinks with a class and without, over
 several hours, a resubmission and a twin of one, the roll-ups' totals equal the rows'; the
 compliance summary's and the fleet sinks table's counts, for windows on and off the hours,
@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from wai_dispatch.service.governance import parse_run_report
 from wai_dispatch.service.store import policies as policies_mod
-from wai_dispatch.service.store import run_rollups
+from wai_dispatch.service.store import rollups
 from wai_dispatch.service.store.fleet import sink_table
 from wai_dispatch.service.store.policies import PolicyStore, governance_summary, submit
 from wai_dispatch.service.store.report_store import ReportStore
@@ -76,7 +76,7 @@ def test_run_report_counts_from_the_rollups_equal_the_rows(
         assert int(total) == int(rows) == 40  # the resubmissions counted nothing
         for lo, hi in WINDOWS:
             for by, col in (("class", "sink_class"), ("sink", "sink")):
-                got = run_rollups.counts(conn, by, since_ms=lo, until_ms=hi)  # type: ignore[arg-type]
+                got = rollups.run_counts(conn, by, since_ms=lo, until_ms=hi)  # type: ignore[arg-type]
                 assert {k: n for k, (n, _) in got.items()} == _raw(store, lo, hi, col)
     for lo, hi in WINDOWS:
         raw = _raw(store, lo, hi, "sink_class")
@@ -100,6 +100,6 @@ def test_the_rebuild_fills_the_rollups_from_the_rows(
     with store.engine.begin() as conn:
         before = conn.execute(text("SELECT * FROM run_report_rollups ORDER BY 1, 2, 3, 4")).all()
         conn.execute(text("DELETE FROM run_report_rollups"))
-        run_rollups.rebuild(conn)
+        rollups.rebuild_runs(conn)
         after = conn.execute(text("SELECT * FROM run_report_rollups ORDER BY 1, 2, 3, 4")).all()
     assert after == before and len(before) > 5

@@ -6,7 +6,7 @@ the drops are known. ``request_errors`` gains its route template; ``reports`` an
 decodes of one run report, and one sink's by time (``ix_reports_sink_created`` replaces
 ``ix_reports_sink_seq``), for the dashboard's keyset listing. ``sink_set_hours`` and
 ``sink_set_days``: per hour and per UTC day, per sink and set, the reports, the no-path ones
-and the latest's time, for the fleet tables (service/store/activity.py), filled from the
+and the latest's time, for the fleet tables (service/store/rollups.py), filled from the
 reports stored.
 
 Revision ID: 0008
@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from wai_dispatch.service.store.activity import rebuild
+from wai_dispatch.service.store.rollups import rebuild_activity
 
 revision = "0008"
 down_revision = "0007"
@@ -69,7 +69,7 @@ def upgrade() -> None:
             sa.PrimaryKeyConstraint("start_ms", "sink", "set_digest", name=f"pk_{name}"),
         )
         op.create_index(f"ix_{name}_sink_start", name, ["sink", "start_ms"])
-    rebuild(op.get_bind())
+    rebuild_activity(op.get_bind())
 
 
 def downgrade() -> None:
