@@ -96,7 +96,7 @@ def deploy(
         return serve.run(application, name=APP_NAME, route_prefix="/", blocking=False)
     except (ConnectionError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RayUnreachable(f"the Ray cluster at {address}: {first}") from None  # fmt: skip
+        raise RayUnreachable(f"the Ray cluster at {address}: {first}") from None
 
 
 def run_ray(
@@ -111,8 +111,11 @@ def run_ray(
         deploy(args.ray, chosen, plan_args(args), env, lambda: lines.extend(banner(chosen)))
     print("\n".join(lines), flush=True)
     if args.detach:
-        print(f"deployed on Ray ({args.ray}) as the Serve application {APP_NAME!r}; "
-              f"`serve status`, `serve shutdown`", flush=True)  # fmt: skip
+        print(
+            f"deployed on Ray ({args.ray}) as the Serve application {APP_NAME!r}; "
+            f"`serve status`, `serve shutdown`",
+            flush=True,
+        )
         ray.shutdown()
         return 0
     stop = threading.Event()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,13 +51,6 @@ def _registry(args: argparse.Namespace, *, bootstrap: bool = True) -> Iterator[S
         raise registry_down(exc) from None
     finally:
         store.dispose()
-
-
-def _call(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except StoreDown as exc:
-        raise registry_down(exc) from None
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
@@ -134,7 +127,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_remove(args: argparse.Namespace) -> int:
     with _registry(args, bootstrap=False) as sync:
-        digest = _call(lambda: sync.registry.resolve(args.digest))
+        digest = sync.registry.resolve(args.digest)
         sync.remove(digest)
     _emit(args, {"removed": digest}, f"removed {digest}")
     return 0
@@ -144,7 +137,7 @@ def run_default(args: argparse.Namespace) -> int:
     with _registry(args) as sync:
         store = sync.cache
         if args.digest is not None:
-            digest = _call(lambda: sync.registry.resolve(args.digest))
+            digest = sync.registry.resolve(args.digest)
             sync.set_default(args.capability, digest)
         entry = store.default_for(args.capability)
     _emit(args, _row(entry, True), f"{args.capability}: {entry.name} {entry.digest}")

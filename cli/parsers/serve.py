@@ -27,17 +27,26 @@ def _add_serve(sub: Sub) -> None:
     p.add_argument("--data-dir", type=Path, help="sets, report store, spool (WAI_DATA_DIR)")
     setting_flags(p, "host", "port", "workers", "data_dir")
     ray = p.add_argument_group("on a Ray cluster (the ray extra; docs/ray.md)")
-    ray.add_argument("--ray", metavar="ADDRESS",
-                     help="deploy on the Ray cluster at ADDRESS (HOST:PORT of its head) as a Ray "
-                     "Serve application; its HTTP proxy listens on --host/--port")  # fmt: skip
+    ray.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="deploy on the Ray cluster at ADDRESS (HOST:PORT of its head) as a Ray "
+        "Serve application; its HTTP proxy listens on --host/--port",
+    )
     scale = ray.add_mutually_exclusive_group()
     scale.add_argument("--replicas", type=int, metavar="N", help="replicas (default 1)")
-    scale.add_argument("--autoscale", metavar="MIN:MAX",
-                       help="replicas from MIN to MAX, on ongoing requests")  # fmt: skip
-    ray.add_argument("--replica-cpus", type=float, metavar="C",
-                     help="Ray CPUs of a replica, and its decode threads (default 1)")  # fmt: skip
-    ray.add_argument("--detach", action="store_true",
-                     help="return once deployed (`serve shutdown` removes it)")  # fmt: skip
+    scale.add_argument(
+        "--autoscale", metavar="MIN:MAX", help="replicas from MIN to MAX, on ongoing requests"
+    )
+    ray.add_argument(
+        "--replica-cpus",
+        type=float,
+        metavar="C",
+        help="Ray CPUs of a replica, and its decode threads (default 1)",
+    )
+    ray.add_argument(
+        "--detach", action="store_true", help="return once deployed (`serve shutdown` removes it)"
+    )
     runs(p, "serve:run_serve")
 
 
@@ -65,9 +74,12 @@ def _add_tokens(sub: Sub) -> None:
     v.add_argument("--role", default="sink", choices=("sink", "operator", "admin"))
     runs(v, "serve:run_create")
     v = command(
-        verbs, "list", "tokens (never their secrets)", "wai-dispatch tokens list --json",
+        verbs,
+        "list",
+        "tokens (never their secrets)",
+        "wai-dispatch tokens list --json",
         parents=[common],
-    )  # fmt: skip
+    )
     runs(v, "serve:run_list")
     v = command(
         verbs,

@@ -182,9 +182,12 @@ def replica_app(unique_id: str, threads: int) -> FastAPI:
                 t2 = time.perf_counter()
                 await anyio.to_thread.run_sync(app.state.service.warmup.done.wait)
                 t3 = time.perf_counter()
-                took = {"start_s": round(t2 - t1, 2), "warm_s": round(t3 - t2, 2),
-                        "ready_s": round(t3 - t0, 2),
-                        "sets": len(app.state.service.warmup.results)}  # fmt: skip
+                took = {
+                    "start_s": round(t2 - t1, 2),
+                    "warm_s": round(t3 - t2, 2),
+                    "ready_s": round(t3 - t0, 2),
+                    "sets": len(app.state.service.warmup.results),
+                }
                 log.info("replica ready", extra={"replica": chosen.replica_id, **took})
                 yield
         finally:

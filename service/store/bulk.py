@@ -28,17 +28,11 @@ from wai_dispatch.service.store.records import UNITS, ReportRecord
 __all__ = ["insert_records", "record", "row_of", "stored_ids"]
 
 R = ReportRow.__table__.c
-#: The columns of ``reports`` a record carries as they are (the others are derived).
-_COLUMNS = (
-    "id", "request_id", "created_ms", "sink", "role", "capability", "set_digest",
-    "symbols_digest", "rgb_digest", "needed", "path_ran", "tier", "outcome", "duration_ms",
-    "source", "run_report", "ordinal", "request_digest",
-)  # fmt: skip
 
 
 def row_of(rec: ReportRecord) -> dict[str, Any]:
     """The ``reports`` row of ``rec`` (``seq`` left to the database)."""
-    row: dict[str, Any] = {k: getattr(rec, k) for k in _COLUMNS}
+    row: dict[str, Any] = {k: getattr(rec, k) for k in bulk_pg.PLAIN}
     for unit in UNITS:
         row[f"placement_{unit}"] = rec.placement.get(unit, 0)
     row["report"] = json.dumps(rec.report, separators=(",", ":"))

@@ -104,9 +104,13 @@ class RefusalRow(Base):
 Index("ix_reports_sink_created", ReportRow.sink, ReportRow.created_ms, ReportRow.seq)
 # partial: the planners' statistics are those of the reports that have a run report, so a run
 # report's decodes are found by it (over every report, NULLs make it look useless)
-Index("ix_reports_run_report_seq", ReportRow.run_report, ReportRow.seq,
-      sqlite_where=ReportRow.run_report.is_not(None),
-      postgresql_where=ReportRow.run_report.is_not(None))  # fmt: skip
+Index(
+    "ix_reports_run_report_seq",
+    ReportRow.run_report,
+    ReportRow.seq,
+    sqlite_where=ReportRow.run_report.is_not(None),
+    postgresql_where=ReportRow.run_report.is_not(None),
+)
 # One report per identity: a retried request (its X-Request-Id sent again) is stored once.
 Index("uq_reports_identity", ReportRow.sink, ReportRow.request_id, ReportRow.ordinal, unique=True)
 # The dashboard's summary reads only this index: time first, then what it filters and sums.
@@ -300,8 +304,9 @@ class RequestErrorRollupRow(Base):
     last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest error of the key's hour
 
 
-Index("ix_request_error_rollups_sink_hour", RequestErrorRollupRow.sink,
-      RequestErrorRollupRow.hour_ms)  # fmt: skip
+Index(
+    "ix_request_error_rollups_sink_hour", RequestErrorRollupRow.sink, RequestErrorRollupRow.hour_ms
+)
 
 
 class RequestErrorSampleRow(Base):

@@ -54,17 +54,13 @@ def list_errors(
     if after is not None:
         ms, seq = keyset.decode(TAG, after, [keyset.INT, keyset.INT])
         page.append((E.created_ms < ms) | ((E.created_ms == ms) & (E.seq < seq)))
+    sums = select(func.coalesce(func.sum(S.seen), 0), func.coalesce(func.sum(S.kept), 0))
+    cols = (E.seq, E.created_ms, E.status, E.code, E.sink, E.request_id, E.method, E.path, E.route)
+    newest = select(*cols).where(*page).order_by(E.created_ms.desc(), E.seq.desc())
     with store.engine.connect() as conn:
         tallies = _tallies(conn, where)
-        seen, kept = conn.execute(
-            select(func.coalesce(func.sum(S.seen), 0), func.coalesce(func.sum(S.kept), 0))
-            .where(*samples)
-        ).one()  # fmt: skip
-        found = conn.execute(
-            select(E.seq, E.created_ms, E.status, E.code, E.sink, E.request_id, E.method,
-                   E.path, E.route)
-            .where(*page).order_by(E.created_ms.desc(), E.seq.desc()).limit(limit + 1)
-        ).mappings().all()  # fmt: skip
+        seen, kept = conn.execute(sums.where(*samples)).one()
+        found = conn.execute(newest.limit(limit + 1)).mappings().all()
     more = len(found) > limit
     shown = found[:limit]
     first = None if since_ms is None else hour_of(since_ms)
@@ -139,7 +135,7 @@ def errors_by_sink(
         select(U.sink, func.sum(U.n), func.max(U.last_ms))
         .where(U.sink != ANONYMOUS, *_hours(U, since_ms, until_ms))
         .group_by(U.sink)
-    ).all()  # fmt: skip
+    ).all()
     return {s: (int(n), int(last)) for s, n, last in rows}
 
 

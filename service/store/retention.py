@@ -170,13 +170,15 @@ class Pruner:
                     stop=self._stop.is_set,
                 )
             except StoreDown as exc:
-                log.warning("pruning reports: the store is down, next try in %.0f s: %s",
-                            wait, exc)  # fmt: skip
+                log.warning("pruning reports: the store is down, next try in %.0f s: %s", wait, exc)
                 continue
             self.passes += 1
             if self.last.reports or self.last.rollup_hours:
-                log.info("pruned %d report(s) and %d hour(s) of roll-ups", self.last.reports,
-                         self.last.rollup_hours)  # fmt: skip
+                log.info(
+                    "pruned %d report(s) and %d hour(s) of roll-ups",
+                    self.last.reports,
+                    self.last.rollup_hours,
+                )
 
     def close(self) -> None:
         self._stop.set()

@@ -40,7 +40,12 @@ def test_the_typed_record_is_the_json_record(vector: Path) -> None:
 def test_records_for_keeps_one_json_form() -> None:
     report = Report.from_json(json.loads(VECTORS[0].read_bytes())["expected"])
     (rec,) = records_for(
-        [report], request_id="q", sink="s", set_digests=[None], symbols_digests=[None],
-        rgb_digest=None, duration_ms=0.0,
-    )  # fmt: skip
+        [report],
+        request_id="q",
+        sink="s",
+        set_digests=[None],
+        symbols_digests=[None],
+        rgb_digest=None,
+        duration_ms=0.0,
+    )
     assert rec.report == report.to_json() and rec.role == "primary"

@@ -52,18 +52,30 @@ def _fill(store: ReportStore, monkeypatch: pytest.MonkeyPatch) -> PolicyStore:
 
 
 def _raw(store: ReportStore, lo: int | None, hi: int | None, by: str) -> dict[Any, int]:
-    where = " AND ".join(
-        [*([] if lo is None else [f"received_ms >= {lo}"]),
-         *([] if hi is None else [f"received_ms < {hi}"])]) or "1 = 1"  # fmt: skip
+    where = (
+        " AND ".join(
+            [
+                *([] if lo is None else [f"received_ms >= {lo}"]),
+                *([] if hi is None else [f"received_ms < {hi}"]),
+            ]
+        )
+        or "1 = 1"
+    )
     with store.engine.connect() as conn:
-        got = conn.execute(text(
-            f"SELECT {by}, accepted, count(*) FROM run_reports WHERE {where} GROUP BY 1, 2"
-        )).all()  # fmt: skip
+        got = conn.execute(
+            text(f"SELECT {by}, accepted, count(*) FROM run_reports WHERE {where} GROUP BY 1, 2")
+        ).all()
     return {(k, bool(a)): int(n) for k, a, n in got}
 
 
-WINDOWS = [(None, None), (T0, T0 + 5 * H), (T0 + H // 3, T0 + 4 * H + 17), (T0 + 10, T0 + 20),
-           (T0 + 2 * H + 5, None), (None, T0 + 3 * H - 1)]  # fmt: skip
+WINDOWS = [
+    (None, None),
+    (T0, T0 + 5 * H),
+    (T0 + H // 3, T0 + 4 * H + 17),
+    (T0 + 10, T0 + 20),
+    (T0 + 2 * H + 5, None),
+    (None, T0 + 3 * H - 1),
+]
 
 
 def test_run_report_counts_from_the_rollups_equal_the_rows(
@@ -80,8 +92,9 @@ def test_run_report_counts_from_the_rollups_equal_the_rows(
                 assert {k: n for k, (n, _) in got.items()} == _raw(store, lo, hi, col)
     for lo, hi in WINDOWS:
         raw = _raw(store, lo, hi, "sink_class")
-        summary = governance_summary(store, policies, since_ms=lo, until_ms=hi,
-                                     sink_class=None, sink=None)  # fmt: skip
+        summary = governance_summary(
+            store, policies, since_ms=lo, until_ms=hi, sink_class=None, sink=None
+        )
         for entry in summary["classes"]:
             assert entry["runs_accepted"] == raw.get((entry["class"], True), 0)
             assert entry["runs_refused"] == raw.get((entry["class"], False), 0)

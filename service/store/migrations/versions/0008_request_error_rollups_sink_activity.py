@@ -36,9 +36,10 @@ def upgrade() -> None:
         sa.Column("route", sa.String(128), nullable=False),
         sa.Column("n", sa.BigInteger(), nullable=False),
         sa.Column("last_ms", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("hour_ms", "sink", "code", "status", "route",
-                                name="pk_request_error_rollups"),
-    )  # fmt: skip
+        sa.PrimaryKeyConstraint(
+            "hour_ms", "sink", "code", "status", "route", name="pk_request_error_rollups"
+        ),
+    )
     op.create_index(
         "ix_request_error_rollups_sink_hour", "request_error_rollups", ["sink", "hour_ms"]
     )
@@ -52,8 +53,13 @@ def upgrade() -> None:
     )
     op.add_column("request_errors", sa.Column("route", sa.String(128), nullable=True))
     where = sa.text("run_report IS NOT NULL")  # partial: its statistics are run reports' only
-    op.create_index("ix_reports_run_report_seq", "reports", ["run_report", "seq"],
-                    sqlite_where=where, postgresql_where=where)  # fmt: skip
+    op.create_index(
+        "ix_reports_run_report_seq",
+        "reports",
+        ["run_report", "seq"],
+        sqlite_where=where,
+        postgresql_where=where,
+    )
     # one sink's reports, newest first by time (the listing's keyset)
     op.create_index("ix_reports_sink_created", "reports", ["sink", "created_ms", "seq"])
     op.drop_index("ix_reports_sink_seq", table_name="reports")

@@ -31,9 +31,10 @@ def upgrade() -> None:
         sa.Column("accepted", sa.Boolean(), nullable=False),
         sa.Column("n", sa.BigInteger(), nullable=False),
         sa.Column("last_ms", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("hour_ms", "sink", "sink_class", "accepted",
-                                name="pk_run_report_rollups"),
-    )  # fmt: skip
+        sa.PrimaryKeyConstraint(
+            "hour_ms", "sink", "sink_class", "accepted", name="pk_run_report_rollups"
+        ),
+    )
     op.create_index("ix_run_report_rollups_sink_hour", "run_report_rollups", ["sink", "hour_ms"])
     rebuild_runs(op.get_bind())
     op.drop_index("ix_reports_sink", table_name="reports")
