@@ -9,7 +9,6 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "paths",
-        "every path this build knows: offered or not, present or absent and why",
         "wai-dispatch paths\nwai-dispatch paths --offer gpu/wgsl/integer cpu/onnx-runtime/float",
     )
     add_offer(
@@ -23,7 +22,6 @@ def add(sub: Sub) -> None:
     q = command(
         sub,
         "plan",
-        "a path's placement for a set, without decoding (§5)",
         "wai-dispatch plan\nwai-dispatch plan --path cpu/onnx-runtime/float --latent-shape "
         "1,192,16,16",
     )

@@ -17,7 +17,6 @@ def _add_serve(sub: Sub) -> None:
     p = command(
         sub,
         "serve",
-        "run the HTTP decoder service",
         "wai-dispatch serve --host 0.0.0.0 --port 8080 --workers 4\n"
         "wai-dispatch serve --ray 10.0.0.5:6379 --autoscale 2:8 --port 8000",
     )
@@ -51,12 +50,7 @@ def _add_serve(sub: Sub) -> None:
 
 
 def _add_tokens(sub: Sub) -> None:
-    t = command(
-        sub,
-        "tokens",
-        "bearer tokens of the service (sink, operator, admin)",
-        "wai-dispatch tokens create kiosk-01\nwai-dispatch tokens list",
-    )
+    t = command(sub, "tokens", "wai-dispatch tokens create kiosk-01\nwai-dispatch tokens list")
     verbs = t.add_subparsers(dest="verb", metavar="VERB", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", type=Path, help="the data directory (WAI_DATA_DIR)")
@@ -65,9 +59,9 @@ def _add_tokens(sub: Sub) -> None:
     v = command(
         verbs,
         "create",
-        "create a token; prints it once",
         "wai-dispatch tokens create kiosk-01 > kiosk-01.token\n"
         "wai-dispatch tokens create ops --role operator",
+        help="create a token; prints it once",
         parents=[common],
     )
     v.add_argument("name", help="who holds it (a sink's name files its reports)")
@@ -76,16 +70,16 @@ def _add_tokens(sub: Sub) -> None:
     v = command(
         verbs,
         "list",
-        "tokens (never their secrets)",
         "wai-dispatch tokens list --json",
+        help="tokens (never their secrets)",
         parents=[common],
     )
     runs(v, "serve:run_list")
     v = command(
         verbs,
         "revoke",
-        "revoke a name's tokens (or an id)",
         "wai-dispatch tokens revoke kiosk-01",
+        help="revoke a name's tokens (or an id)",
         parents=[common],
     )
     v.add_argument("name")

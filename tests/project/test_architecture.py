@@ -584,7 +584,7 @@ def test_other_package_inits_are_docstrings() -> None:
 
 
 def test_cli_command_table_matches_the_modules() -> None:
-    """cli/main.py lists each command's module and help, so that `--help` and each command
+    """cli/flags.py lists each command's module and help, so that `--help` and each command
     import only what they use: the table says exactly what the modules declare, in order."""
     from wai_dispatch.cli.main import COMMANDS, build_parser
 
