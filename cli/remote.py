@@ -310,11 +310,12 @@ def run_report(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(body, indent=2, ensure_ascii=False))
     else:
-        print(_verdict_text(body))
+        print(verdict_text(body))
     return EXIT_OK if body["accepted"] else EXIT_NO
 
 
-def _verdict_text(body: dict[str, Any]) -> str:
+def verdict_text(body: dict[str, Any]) -> str:
+    """A verdict's JSON (the service's answer, or ``policy check``'s own) as lines."""
     cls = body.get("class") or "(no class)"
     word = "accepted" if body["accepted"] else "refused"
     again = " (submitted before: the same verdict)" if body.get("replayed") else ""

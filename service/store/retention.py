@@ -20,10 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import delete, select
-from sqlalchemy.exc import SQLAlchemyError
 
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
-from wai_dispatch.service.store.report_store import ReportStore, StoreDown
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown, as_store_down
 from wai_dispatch.service.store.request_error_views import prune_errors
 from wai_dispatch.service.store.rollups import DAY_MS, DAYS, FLEET, HOUR_MS, HOURS, SINK, hour_of
 
@@ -67,14 +66,11 @@ def prune_reports(
     if store.dialect == "postgresql":
         pick = pick.with_for_update(skip_locked=True)
     while not stop():
-        try:
-            with store.engine.begin() as conn:
-                seqs = list(conn.execute(pick).scalars())
-                if seqs:
-                    conn.execute(delete(RefusalRow).where(F.report_seq.in_(seqs)))
-                    conn.execute(delete(ReportRow).where(R.seq.in_(seqs)))
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
+        with as_store_down(), store.engine.begin() as conn:
+            seqs = list(conn.execute(pick).scalars())
+            if seqs:
+                conn.execute(delete(RefusalRow).where(F.report_seq.in_(seqs)))
+                conn.execute(delete(ReportRow).where(R.seq.in_(seqs)))
         total += len(seqs)
         if len(seqs) < batch:
             break
@@ -88,17 +84,14 @@ def prune_rollups(store: ReportStore, before_ms: int, *, hours: int = 24) -> int
     returns how many hours went."""
     total = 0
     while True:
-        try:
-            with store.engine.begin() as conn:
-                first = select(FLEET.c.hour_ms).where(FLEET.c.hour_ms < before_ms).distinct()
-                found = list(conn.execute(first.order_by(FLEET.c.hour_ms).limit(hours)).scalars())
-                upto = found[-1] + HOUR_MS if len(found) == hours else before_ms
-                conn.execute(delete(FLEET).where(FLEET.c.hour_ms < upto))
-                conn.execute(delete(SINK).where(SINK.c.hour_ms < upto))
-                conn.execute(delete(HOURS).where(HOURS.c.start_ms < upto))
-                conn.execute(delete(DAYS).where(DAYS.c.start_ms + DAY_MS <= upto))
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
+        with as_store_down(), store.engine.begin() as conn:
+            first = select(FLEET.c.hour_ms).where(FLEET.c.hour_ms < before_ms).distinct()
+            found = list(conn.execute(first.order_by(FLEET.c.hour_ms).limit(hours)).scalars())
+            upto = found[-1] + HOUR_MS if len(found) == hours else before_ms
+            conn.execute(delete(FLEET).where(FLEET.c.hour_ms < upto))
+            conn.execute(delete(SINK).where(SINK.c.hour_ms < upto))
+            conn.execute(delete(HOURS).where(HOURS.c.start_ms < upto))
+            conn.execute(delete(DAYS).where(DAYS.c.start_ms + DAY_MS <= upto))
         total += len(found)
         if upto >= before_ms:
             return total
@@ -121,10 +114,8 @@ def prune(
     n = errors = 0
     if reports_before is not None:
         n = prune_reports(store, reports_before, batch=batch, pause_s=pause_s, stop=stop)
-        try:
+        with as_store_down():
             errors = prune_errors(store, reports_before)
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
     hours = 0 if rollups_before is None else prune_rollups(store, rollups_before)
     return Pruned(n, hours, reports_before, rollups_before, errors)
 
