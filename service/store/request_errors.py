@@ -1,24 +1,12 @@
-"""Request errors as telemetry, written so no client can flood the log or blind it: every
-request the service answers with a 4xx is noted by :class:`ErrorLog` (its code, status, route
-template, the sink when a sink's token was checked, request id, method, path, time) and written
-by a thread of its own, as
-
-- a count in ``request_error_rollups``, per hour, sink (``""``: no sink's token, "anonymous"),
-  code, status and route template: bounded by the codes, routes and sinks, never by the
-  requests (a flood of anonymous 401s is one row an hour per route);
-- for a sink's errors only, a row in ``request_errors``, at most ``rows_per_hour`` per sink and
-  hour (the first ones; ``request_error_samples`` counts the errors seen and the rows kept, so
-  the drops are counted and shown).
-
-Noting one never waits on the store and never fails the request nor changes its answer: it adds
-to counts held in memory (their keys bounded like the table's), written at once by the thread,
-then at most once every ``interval_s`` (a flood is one transaction an interval).
-Every text is sanitised before it is written (control characters, NUL among them, and lone
-surrogates become U+FFFD; lengths cut to the columns'), and a batch the store refuses for a
-reason other than being down is retried piece by piece, so one bad row never takes the others
-with it. While the store is down the counts wait in memory (the rows up to a bound) and are
-written when it returns. Retention prunes them with the reports (service/store/retention.py);
-the reading side is service/store/request_error_views.py."""
+"""Request errors as telemetry, written so no client can flood the log or blind it
+(docs/dashboard.md, "Request errors"): :class:`ErrorLog` notes every 4xx answer in memory,
+never waiting on the store nor changing the answer, and a thread of its own writes them: a
+count per hour, sink (``""``: no sink's token), code, status and route in
+``request_error_rollups`` (bounded by those keys, never by the requests), and for a sink's
+errors only a row in ``request_errors``, at most ``rows_per_hour`` per sink and hour
+(``request_error_samples`` counts the errors seen and the rows kept). Texts are sanitised
+(:func:`clean`); a batch the store refuses while up is retried piece by piece; while it is down
+the counts wait in memory, within bounds. Read by service/store/request_error_views.py."""
 
 from __future__ import annotations
 
