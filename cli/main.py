@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # typing's own costs ~4 ms of the sink client's start-up
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["COMMANDS", "Parser", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
 
 class _Version(argparse.Action):

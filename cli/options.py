@@ -1,6 +1,6 @@
-"""The command's settings (its flags over the environment, :func:`settings`), and the shared
-options of :mod:`cli.flags` under their old names. Loads the settings module (pydantic):
-``cli/main.py`` imports it only once a command runs, never for ``--help``."""
+"""The command's settings (its flags over the environment, :func:`settings`), and its answer
+as JSON or text (:func:`emit`). Loads the settings module (pydantic): ``cli/main.py`` imports
+it only once a command runs, never for ``--help``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import json
 import sys
 from typing import Any
 
-from wai_dispatch.cli.flags import OFFER_HELP, add_data_dir, add_offer, setting_flags
 from wai_dispatch.service.settings import Settings, load
 
-__all__ = ["OFFER_HELP", "add_data_dir", "add_offer", "emit", "setting_flags", "settings"]
+__all__ = ["emit", "overrides", "settings"]
 
 
 def _warn(line: str) -> None:
