@@ -28,14 +28,8 @@ INSTALL = "pip install 'wai-dispatch[ray]'"
 
 def plan_args(args: argparse.Namespace) -> dict[str, Any]:
     """The builder's arguments from the command's flags (those given)."""
-    out: dict[str, Any] = {}
-    if args.replicas is not None:
-        out["replicas"] = args.replicas
-    if args.autoscale is not None:
-        out["autoscale"] = args.autoscale
-    if args.replica_cpus is not None:
-        out["replica_cpus"] = args.replica_cpus
-    return out
+    names = ("replicas", "autoscale", "replica_cpus")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def reachable(address: str, timeout_s: float = 5.0) -> None:
