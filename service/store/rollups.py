@@ -153,12 +153,6 @@ class Key(NamedTuple):
             codes_of(r.code for r in rec.refusals),
         )
 
-    def row(self, *, sink: bool) -> dict[str, Any]:
-        out = dict(zip(KEY, self[1:], strict=True))
-        if sink:
-            out["sink"] = self.sink
-        return out
-
 
 #: The columns of ``sink_set_hours`` and ``sink_set_days``.
 ACTIVITY = ("start_ms", "sink", "set_digest", "n", "no_path", "last_ms")
@@ -195,16 +189,12 @@ def add_counts(conn: Connection, deltas: Mapping[Key, Sequence[int]]) -> None:
         into = fleet.setdefault(key[1:], [0] * len(SUMS))
         for i, v in enumerate(sums):
             into[i] += v
-    rows = [
-        {**dict(zip(KEY, parts, strict=True)), **dict(zip(SUMS, sums, strict=True))}
-        for parts, sums in sorted(fleet.items())
-    ]
-    upsert(conn, FLEET, rows, [c.name for c in FLEET.primary_key.columns], SUMS)
-    rows = [
-        {**key.row(sink=True), **dict(zip(SUMS, sums, strict=True))}
-        for key, sums in sorted(deltas.items())
-    ]
-    upsert(conn, SINK, rows, [c.name for c in SINK.primary_key.columns], SUMS)
+    for table, counts, names in ((FLEET, fleet, KEY), (SINK, deltas, ("sink", *KEY))):
+        rows = [
+            {**dict(zip(names, key, strict=True)), **dict(zip(SUMS, sums, strict=True))}
+            for key, sums in sorted(counts.items())
+        ]
+        upsert(conn, table, rows, [c.name for c in table.primary_key.columns], SUMS)
 
 
 def add_activity(conn: Connection, deltas: Activity) -> None:
