@@ -68,8 +68,8 @@ def sets_checks(ctx: Decoder) -> list[dict[str, str]]:
     ]
     for entry in store.list():
         result = store.verify(entry.digest)
-        detail = "every file matches its manifest" if result.ok else (
-            "; ".join(f"{p.code}: {p.message}" for p in result.problems))  # fmt: skip
+        problems = "; ".join(f"{p.code}: {p.message}" for p in result.problems)
+        detail = "every file matches its manifest" if result.ok else problems
         out.append(_check(f"set {entry.name}", OK if result.ok else FAIL, detail))
     return out or [_check("sets", INFO, "none installed: the bundled sets install on first use")]
 

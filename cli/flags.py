@@ -35,6 +35,41 @@ EXIT_TABLE = f"""exit status:
   {EXIT_REFUSED}    --url: the service refused the call (token, role, 4xx), in its words
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
 
+# Each command, in the order `--help` lists them: the parser module that declares it (with
+# ``add(sub)``, in cli/parsers/) and its one-line help (:func:`command` gives it the command).
+# Only the named command's parser module is imported (cli/main.py).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "decode": ("decode", "decode an envelope (JSON or CBOR) to a PNG"),
+    "demo": ("decode", "decode the bundled sample envelopes with the bundled sets"),
+    "report": ("decode", "post a run report (wai-run-report/1) to the service; print its verdict"),
+    "verify": ("verify", "§6.4 agreement of every path here on each set's payload"),
+    "evidence": ("verify", "§8's figures for every path present here, as JSON and a table"),
+    "paths": (
+        "placement",
+        "every path this build knows: offered or not, present or absent and why",
+    ),
+    "plan": ("placement", "a path's placement for a set, without decoding (§5)"),
+    "sets": ("sets", "the parameter sets (the set registry, cached here)"),
+    "serve": ("serve", "run the HTTP decoder service"),
+    "tokens": ("serve", "bearer tokens of the service (sink, operator, admin)"),
+    "import-compressai": (
+        "tools",
+        "turn what CompressAI's net.compress() produced into an envelope for a set",
+    ),
+    "make-set": ("tools", "write a parameter set (needs the tools extra)"),
+    "encode": (
+        "encode",
+        "encode a picture (PNG, JPEG, PPM) to an envelope for a set (needs the tools extra)",
+    ),
+    "explain": ("explain", "the tier a decode needs and which offered paths §3 admits"),
+    "policy": ("policy", "the model policy fleet run reports are held to"),
+    "config": ("ops", "the effective settings and where each came from"),
+    "doctor": ("ops", "check this machine: data dir, store, sets, paths, browser and GPU"),
+    "completion": ("ops", "print a shell completion script (bash or zsh)"),
+    "reports": ("reports", "the report store's retention (prune old reports)"),
+}
+
+
 OFFER_HELP = "paths in order (default: WAI_OFFER or the reference offer)"
 #: ``-`` for a file argument: standard input (read) or standard output (write).
 STDIO = "-"
@@ -73,8 +108,12 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"wai-dispatch: error: invalid_argument: {line} (usage: {hint})\n")
 
 
-def command(sub: Sub, name: str, help: str, example: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A sub-command's parser: its one-line help, and an epilog with its example(s)."""
+def command(
+    sub: Sub, name: str, example: str, help: str | None = None, **kwargs: Any
+) -> argparse.ArgumentParser:
+    """A sub-command's parser: its one-line help (a command's: :data:`COMMANDS`'), and an
+    epilog with its example(s)."""
+    help = COMMANDS[name][1] if help is None else help
     lines = "\n".join(f"  {line}" for line in example.strip().splitlines())
     return sub.add_parser(name, help=help, description=help, epilog=f"example:\n{lines}", **kwargs)
 

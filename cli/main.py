@@ -14,47 +14,13 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from wai_dispatch.cli.flags import EXIT_OK, EXIT_TABLE, Parser
+from wai_dispatch.cli.flags import COMMANDS, EXIT_OK, EXIT_TABLE, Parser
 
 TYPE_CHECKING = False  # typing's own costs ~4 ms of the sink client's start-up
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["COMMANDS", "Parser", "build_parser", "main"]
-
-# Each command, in the order `--help` lists them: the parser module that declares it (with
-# ``add(sub)``, in cli/parsers/) and its one-line help. Only the named command's parser module
-# is imported; tests/project/test_architecture.py holds this table equal to what they declare.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "decode": ("decode", "decode an envelope (JSON or CBOR) to a PNG"),
-    "demo": ("decode", "decode the bundled sample envelopes with the bundled sets"),
-    "report": ("decode", "post a run report (wai-run-report/1) to the service; print its verdict"),
-    "verify": ("verify", "§6.4 agreement of every path here on each set's payload"),
-    "evidence": ("verify", "§8's figures for every path present here, as JSON and a table"),
-    "paths": (
-        "placement",
-        "every path this build knows: offered or not, present or absent and why",
-    ),
-    "plan": ("placement", "a path's placement for a set, without decoding (§5)"),
-    "sets": ("sets", "the parameter sets (the set registry, cached here)"),
-    "serve": ("serve", "run the HTTP decoder service"),
-    "tokens": ("serve", "bearer tokens of the service (sink, operator, admin)"),
-    "import-compressai": (
-        "tools",
-        "turn what CompressAI's net.compress() produced into an envelope for a set",
-    ),
-    "make-set": ("tools", "write a parameter set (needs the tools extra)"),
-    "encode": (
-        "encode",
-        "encode a picture (PNG, JPEG, PPM) to an envelope for a set (needs the tools extra)",
-    ),
-    "explain": ("explain", "the tier a decode needs and which offered paths §3 admits"),
-    "policy": ("policy", "the model policy fleet run reports are held to"),
-    "config": ("ops", "the effective settings and where each came from"),
-    "doctor": ("ops", "check this machine: data dir, store, sets, paths, browser and GPU"),
-    "completion": ("ops", "print a shell completion script (bash or zsh)"),
-    "reports": ("reports", "the report store's retention (prune old reports)"),
-}
+__all__ = ["build_parser", "main"]
 
 
 class _Version(argparse.Action):

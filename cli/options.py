@@ -1,16 +1,17 @@
-"""The command's settings (its flags over the environment, :func:`settings`), and the shared
-options of :mod:`cli.flags` under their old names. Loads the settings module (pydantic):
-``cli/main.py`` imports it only once a command runs, never for ``--help``."""
+"""The command's settings (its flags over the environment, :func:`settings`), and its answer
+as JSON or text (:func:`emit`). Loads the settings module (pydantic): ``cli/main.py`` imports
+it only once a command runs, never for ``--help``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
-from wai_dispatch.cli.flags import OFFER_HELP, add_data_dir, add_offer, setting_flags
 from wai_dispatch.service.settings import Settings, load
 
-__all__ = ["OFFER_HELP", "add_data_dir", "add_offer", "setting_flags", "settings"]
+__all__ = ["emit", "overrides", "settings"]
 
 
 def _warn(line: str) -> None:
@@ -20,6 +21,11 @@ def _warn(line: str) -> None:
 def overrides(args: argparse.Namespace) -> dict[str, object]:
     """The setting flags the command was given (``None``: not given)."""
     return {name: getattr(args, name, None) for name in getattr(args, "setting_flags", ())}
+
+
+def emit(args: argparse.Namespace, obj: Any, text: str) -> None:
+    """``obj`` as indented JSON with ``--json``, else ``text``."""
+    print(json.dumps(obj, indent=2, ensure_ascii=False) if args.json else text)
 
 
 def settings(args: argparse.Namespace) -> Settings:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from wai_dispatch.cli.flags import EXIT_NO, is_stdio
-from wai_dispatch.cli.options import settings
+from wai_dispatch.cli.options import emit, settings
+from wai_dispatch.cli.remote import verdict_text
 from wai_dispatch.codec.files import FileError
 from wai_dispatch.service.governance import judge, load_policy, loads_run_report
 
@@ -40,20 +40,16 @@ def _read(path: Path) -> bytes:
         raise FileError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False) if args.json else text)
-
-
 def run_show(args: argparse.Namespace) -> int:
     history = _history(args)
     if args.history:
         rows = [v.to_json(with_text=False) for v in history.versions()]
         lines = [f"v{r['version']}  {r['set_ms']}  {r['set_by']}  {r['sha256'][:16]}" for r in rows]
-        _emit(args, rows, "\n".join(lines) if lines else "no model policy has been set")
+        emit(args, rows, "\n".join(lines) if lines else "no model policy has been set")
         return 0
     version = history.get(args.version) if args.version else history.current()
     head = f"# policy v{version.version}, set by {version.set_by} at {version.set_ms} ms\n"
-    _emit(args, version.to_json(), head + version.text.rstrip("\n"))
+    emit(args, version.to_json(), head + version.text.rstrip("\n"))
     return 0
 
 
@@ -61,7 +57,7 @@ def run_set(args: argparse.Namespace) -> int:
     data = _read(args.file)
     load_policy(data, source=str(args.file))  # the error names this file and its line
     version = _history(args).set(data, by=args.by or getpass.getuser())
-    _emit(
+    emit(
         args,
         version.to_json(with_text=False),
         f"policy v{version.version} in force (sha256 {version.sha256[:16]}…)",
@@ -77,19 +73,6 @@ def run_check(args: argparse.Namespace) -> int:
         current = _history(args).current()
         policy, number = current.policy(), current.version
     verdict = judge(run, policy, policy_version=number)
-    _emit(args, verdict.to_json(), _text(verdict))
+    doc = verdict.to_json()
+    emit(args, doc, verdict_text(doc))
     return 0 if verdict.accepted else EXIT_REFUSED
-
-
-def _text(verdict: Any) -> str:
-    cls = verdict.sink_class or "(no class)"
-    word = "accepted" if verdict.accepted else "refused"
-    lines = [f"run report {verdict.run_report} from {verdict.sink} [{cls}]: {word}"]
-    for d in verdict.decodes:
-        if d.accepted:
-            continue
-        for r in d.reasons:
-            lines.append(f"  decode {d.index}: {r.rule}: {r.message}")
-    n = len(verdict.decodes)
-    lines.append(f"{n - sum(not d.accepted for d in verdict.decodes)} of {n} decodes accepted")
-    return "\n".join(lines)

@@ -88,10 +88,20 @@ class RemoteInvalid(RemoteUnreachable):
 
 #: Every code this module gives its errors (tests/cli/test_cli_remote.py: all in the registry).
 CODES = frozenset(
-    {"io_failed", "remote_error", "remote_unreachable", "remote_invalid", "settings_invalid",
-     "file_unreadable", "file_not_regular", "file_unwritable", "output_is_input",
-     "envelope_too_large", "file_too_large"}
-)  # fmt: skip
+    {
+        "io_failed",
+        "remote_error",
+        "remote_unreachable",
+        "remote_invalid",
+        "settings_invalid",
+        "file_unreadable",
+        "file_not_regular",
+        "file_unwritable",
+        "output_is_input",
+        "envelope_too_large",
+        "file_too_large",
+    }
+)
 
 
 def call(
@@ -185,8 +195,9 @@ def check_target(path: Path, *, source: Path) -> None:
     if path.is_dir():
         raise ClientError(f"cannot write {path}: it is a folder", code="file_unwritable")
     if not path.parent.is_dir():
-        raise ClientError(f"cannot write {path}: the folder {path.parent} does not exist",
-                          code="file_unwritable")  # fmt: skip
+        raise ClientError(
+            f"cannot write {path}: the folder {path.parent} does not exist", code="file_unwritable"
+        )
     if not is_stdio(source) and path.exists() and path.samefile(source):
         raise ClientError(
             f"the output {path} is the input {source}: refused", code="output_is_input"
@@ -228,11 +239,13 @@ def decode_remote(
     url: str, envelope_path: Path, token: str | None, *, retries: int = 5, timeout: float = 60.0
 ) -> dict[str, Any]:
     """The service's answer, shaped as :func:`cli.decode.decode_file` shapes a local one."""
-    data = read_input(envelope_path, limit=MAX_ENVELOPE_BYTES, what="envelope",
-                      too_large="envelope_too_large")  # fmt: skip
+    data = read_input(
+        envelope_path, limit=MAX_ENVELOPE_BYTES, what="envelope", too_large="envelope_too_large"
+    )
     kind = "application/json" if data.lstrip()[:1] == b"{" else "application/cbor"
-    status, body = call(url, "/v1/decode", data, content_type=kind, token=token,
-                        retries=retries, timeout=timeout)  # fmt: skip
+    status, body = call(
+        url, "/v1/decode", data, content_type=kind, token=token, retries=retries, timeout=timeout
+    )
     if status == 200:
         pic = body["picture"]
         return {
@@ -265,8 +278,9 @@ def run_decode(args: argparse.Namespace) -> int:
     (its codes, without this machine's words for them)."""
     if args.output is not None:  # refused before the call: nothing is sent for nothing
         check_target(args.output, source=args.envelope)
-    outcome = decode_remote(args.url, args.envelope, _token(args), retries=args.retries,
-                            timeout=args.timeout)  # fmt: skip
+    outcome = decode_remote(
+        args.url, args.envelope, _token(args), retries=args.retries, timeout=args.timeout
+    )
     png = outcome.pop("png", None)
     if png is not None and args.output is not None:
         write_output(args.output, png)
@@ -279,8 +293,9 @@ def run_decode(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     """``report RUNREPORT --url URL``: post a run report; print the verdict; 0 accepted, 1
     refused."""
-    data = read_input(args.run_report, limit=MAX_RUN_REPORT_BYTES, what="run report",
-                      too_large="file_too_large")  # fmt: skip
+    data = read_input(
+        args.run_report, limit=MAX_RUN_REPORT_BYTES, what="run report", too_large="file_too_large"
+    )
     status, body = call(
         args.url,
         "/v1/run-reports",
@@ -295,11 +310,12 @@ def run_report(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(body, indent=2, ensure_ascii=False))
     else:
-        print(_verdict_text(body))
+        print(verdict_text(body))
     return EXIT_OK if body["accepted"] else EXIT_NO
 
 
-def _verdict_text(body: dict[str, Any]) -> str:
+def verdict_text(body: dict[str, Any]) -> str:
+    """A verdict's JSON (the service's answer, or ``policy check``'s own) as lines."""
     cls = body.get("class") or "(no class)"
     word = "accepted" if body["accepted"] else "refused"
     again = " (submitted before: the same verdict)" if body.get("replayed") else ""
@@ -311,21 +327,6 @@ def _verdict_text(body: dict[str, Any]) -> str:
     refused = int(body.get("refused_decodes") or 0)
     lines.append(f"{len(decodes) - refused} of {len(decodes)} decodes accepted")
     return "\n".join(lines)
-
-
-def post(
-    url: str,
-    data: bytes,
-    *,
-    cbor: bool,
-    token: str | None,
-    retries: int = 5,
-    sleep: Callable[[float], None] = time.sleep,
-) -> tuple[int, dict[str, Any]]:
-    """POST an envelope to ``/v1/decode`` (:func:`call`); the final status and JSON body."""
-    kind = "application/cbor" if cbor else "application/json"
-    return call(url, "/v1/decode", data, content_type=kind, token=token, retries=retries,
-                sleep=sleep)  # fmt: skip
 
 
 def execute(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) -> int:

@@ -28,14 +28,8 @@ INSTALL = "pip install 'wai-dispatch[ray]'"
 
 def plan_args(args: argparse.Namespace) -> dict[str, Any]:
     """The builder's arguments from the command's flags (those given)."""
-    out: dict[str, Any] = {}
-    if args.replicas is not None:
-        out["replicas"] = args.replicas
-    if args.autoscale is not None:
-        out["autoscale"] = args.autoscale
-    if args.replica_cpus is not None:
-        out["replica_cpus"] = args.replica_cpus
-    return out
+    names = ("replicas", "autoscale", "replica_cpus")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -96,7 +90,7 @@ def deploy(
         return serve.run(application, name=APP_NAME, route_prefix="/", blocking=False)
     except (ConnectionError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RayUnreachable(f"the Ray cluster at {address}: {first}") from None  # fmt: skip
+        raise RayUnreachable(f"the Ray cluster at {address}: {first}") from None
 
 
 def run_ray(
@@ -111,8 +105,11 @@ def run_ray(
         deploy(args.ray, chosen, plan_args(args), env, lambda: lines.extend(banner(chosen)))
     print("\n".join(lines), flush=True)
     if args.detach:
-        print(f"deployed on Ray ({args.ray}) as the Serve application {APP_NAME!r}; "
-              f"`serve status`, `serve shutdown`", flush=True)  # fmt: skip
+        print(
+            f"deployed on Ray ({args.ray}) as the Serve application {APP_NAME!r}; "
+            f"`serve status`, `serve shutdown`",
+            flush=True,
+        )
         ray.shutdown()
         return 0
     stop = threading.Event()

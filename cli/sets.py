@@ -7,14 +7,13 @@ machine's cache of the registry, synced first."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from wai_dispatch.cli.context import decoder
-from wai_dispatch.cli.options import settings
+from wai_dispatch.cli.options import emit, settings
 from wai_dispatch.codec.sets import SetError
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
@@ -51,17 +50,6 @@ def _registry(args: argparse.Namespace, *, bootstrap: bool = True) -> Iterator[S
         raise registry_down(exc) from None
     finally:
         store.dispose()
-
-
-def _call(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except StoreDown as exc:
-        raise registry_down(exc) from None
-
-
-def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False) if args.json else text)
 
 
 def _row(entry: Any, default: bool) -> dict[str, Any]:
@@ -107,14 +95,14 @@ def run_list(args: argparse.Namespace) -> int:
         else f"{r['digest'][:16]}  damaged: {r['damaged']['code']}: {r['damaged']['message']}"
         for r in rows
     ]
-    _emit(args, rows, "\n".join(lines) if lines else f"no sets installed in {store.root}")
+    emit(args, rows, "\n".join(lines) if lines else f"no sets installed in {store.root}")
     return 0
 
 
 def run_install(args: argparse.Namespace) -> int:
     with _registry(args, bootstrap=False) as sync:
         entry = sync.cache.get(sync.install(args.source))
-    _emit(args, entry.to_json(), f"installed {entry.name} {entry.digest}")
+    emit(args, entry.to_json(), f"installed {entry.name} {entry.digest}")
     return 0
 
 
@@ -128,15 +116,15 @@ def run_verify(args: argparse.Namespace) -> int:
             [f"{result.digest}: {len(result.problems)} problem(s)"]
             + [f"  {p.code}: {p.message}" for p in result.problems]
         )
-    _emit(args, result.to_json(), text)
+    emit(args, result.to_json(), text)
     return 0 if result.ok else 1
 
 
 def run_remove(args: argparse.Namespace) -> int:
     with _registry(args, bootstrap=False) as sync:
-        digest = _call(lambda: sync.registry.resolve(args.digest))
+        digest = sync.registry.resolve(args.digest)
         sync.remove(digest)
-    _emit(args, {"removed": digest}, f"removed {digest}")
+    emit(args, {"removed": digest}, f"removed {digest}")
     return 0
 
 
@@ -144,8 +132,8 @@ def run_default(args: argparse.Namespace) -> int:
     with _registry(args) as sync:
         store = sync.cache
         if args.digest is not None:
-            digest = _call(lambda: sync.registry.resolve(args.digest))
+            digest = sync.registry.resolve(args.digest)
             sync.set_default(args.capability, digest)
         entry = store.default_for(args.capability)
-    _emit(args, _row(entry, True), f"{args.capability}: {entry.name} {entry.digest}")
+    emit(args, _row(entry, True), f"{args.capability}: {entry.name} {entry.digest}")
     return 0

@@ -8,9 +8,7 @@ import json
 
 from wai_dispatch.cli import progress
 from wai_dispatch.cli.context import decoder
-from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB, psnr_rgb8
-
-__all__ = ["PSNR_BOUND_DB", "psnr_rgb8", "run"]
+from wai_dispatch.service.decoding.verify import PSNR_BOUND_DB
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from wai_dispatch.cli.main import COMMANDS
+from wai_dispatch.cli.flags import COMMANDS
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.tools.harness import loadavg, parser
 

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Table, func, select, text
 
 from wai_dispatch.service.settings import load
-from wai_dispatch.service.store import activity, rollups
+from wai_dispatch.service.store import rollups
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS
 from wai_dispatch.service.store.report_store import ReportStore
@@ -257,7 +257,7 @@ def seed(
         _bulk_insert(store, rows, refusals)
         with store.engine.begin() as conn:
             rollups.add_counts(conn, counts)
-            activity.add_counts(conn, acts)
+            rollups.add_activity(conn, acts)
         counts = {}
         done += n
     with store.engine.begin() as conn:

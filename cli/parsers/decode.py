@@ -26,7 +26,6 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "decode",
-        "decode an envelope (JSON or CBOR) to a PNG",
         f"""
 wai-dispatch decode envelope.json -o picture.png
 cat envelope.cbor | wai-dispatch decode {STDIO} -o {STDIO} > picture.png
@@ -51,12 +50,7 @@ wai-dispatch decode envelope.json --url http://decoder:8080 --token-file sink.to
     _no_limits(p)
     runs(p, "decode:run_decode", remote="remote:run_decode")
 
-    d = command(
-        sub,
-        "demo",
-        "decode the bundled sample envelopes with the bundled sets",
-        "wai-dispatch demo -o out",
-    )
+    d = command(sub, "demo", "wai-dispatch demo -o out")
     d.add_argument("-o", "--out-dir", type=Path, default=Path("out"), help="folder of PNGs")
     add_offer(d)
     add_data_dir(d)
@@ -67,7 +61,6 @@ wai-dispatch decode envelope.json --url http://decoder:8080 --token-file sink.to
     r = command(
         sub,
         "report",
-        "post a run report (wai-run-report/1) to the service; print its verdict",
         f"""
 wai-dispatch report run-report.json --url http://decoder:8080 --token-file sink.token
 produce-run-report | wai-dispatch report {STDIO} --url http://decoder:8080 --json""",

@@ -13,7 +13,6 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "encode",
-        "encode a picture (PNG, JPEG, PPM) to an envelope for a set (needs the tools extra)",
         f"""
 wai-dispatch encode picture.png -o envelope.json
 wai-dispatch encode photo.jpg --set 3f9a --intent replicate -o envelope.cbor

@@ -10,7 +10,6 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "explain",
-        "the tier a decode needs and which offered paths §3 admits",
         "wai-dispatch explain --intent replicate\n"
         "wai-dispatch explain --offer npu/model-runtime/float cpu/wai-ops/integer --json",
     )

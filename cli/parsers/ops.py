@@ -7,22 +7,12 @@ from wai_dispatch.cli.flags import Sub, add_data_dir, add_json, add_offer, comma
 
 
 def add(sub: Sub) -> None:
-    p = command(
-        sub,
-        "config",
-        "the effective settings and where each came from",
-        "wai-dispatch config\nWAI_PORT=9000 wai-dispatch config --json",
-    )
+    p = command(sub, "config", "wai-dispatch config\nWAI_PORT=9000 wai-dispatch config --json")
     add_data_dir(p)
     add_json(p)
     runs(p, "config:run")
 
-    d = command(
-        sub,
-        "doctor",
-        "check this machine: data dir, store, sets, paths, browser and GPU",
-        "wai-dispatch doctor\nwai-dispatch doctor --json",
-    )
+    d = command(sub, "doctor", "wai-dispatch doctor\nwai-dispatch doctor --json")
     add_data_dir(d)
     add_offer(d)
     add_json(d)
@@ -31,7 +21,6 @@ def add(sub: Sub) -> None:
     c = command(
         sub,
         "completion",
-        "print a shell completion script (bash or zsh)",
         "wai-dispatch completion bash > /etc/bash_completion.d/wai-dispatch\n"
         'eval "$(wai-dispatch completion zsh)"',
     )

@@ -9,18 +9,19 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "paths",
-        "every path this build knows: offered or not, present or absent and why",
         "wai-dispatch paths\nwai-dispatch paths --offer gpu/wgsl/integer cpu/onnx-runtime/float",
     )
-    add_offer(p, help="the offer, in order (default: WAI_OFFER or the reference offer); "
-              "paths outside it are listed too, marked not offered")  # fmt: skip
+    add_offer(
+        p,
+        help="the offer, in order (default: WAI_OFFER or the reference offer); "
+        "paths outside it are listed too, marked not offered",
+    )
     add_json(p)
     runs(p, "placement:run_paths")
 
     q = command(
         sub,
         "plan",
-        "a path's placement for a set, without decoding (§5)",
         "wai-dispatch plan\nwai-dispatch plan --path cpu/onnx-runtime/float --latent-shape "
         "1,192,16,16",
     )

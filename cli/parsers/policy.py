@@ -18,7 +18,6 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "policy",
-        "the model policy fleet run reports are held to",
         "wai-dispatch policy set policy.yaml\nwai-dispatch policy check run-report.json",
     )
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -26,8 +25,8 @@ def add(sub: Sub) -> None:
     v = command(
         verbs,
         "show",
-        "the policy in force, or its history",
         "wai-dispatch policy show --history",
+        help="the policy in force, or its history",
         parents=[common],
     )
     v.add_argument("--version", type=int, metavar="N", help="show version N instead")
@@ -37,8 +36,8 @@ def add(sub: Sub) -> None:
     v = command(
         verbs,
         "set",
-        "validate a policy and keep it in force",
         f"wai-dispatch policy set policy.yaml\ncat policy.yaml | wai-dispatch policy set {STDIO}",
+        help="validate a policy and keep it in force",
         parents=[common],
     )
     v.add_argument(
@@ -50,8 +49,8 @@ def add(sub: Sub) -> None:
     v = command(
         verbs,
         "check",
-        "judge a run report offline (exit 0 accepted, 1 refused)",
         "wai-dispatch policy check run-report.json --policy policy.yaml",
+        help="judge a run report offline (exit 0 accepted, 1 refused)",
         parents=[common],
     )
     v.add_argument(

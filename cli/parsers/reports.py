@@ -7,17 +7,14 @@ from wai_dispatch.cli.flags import Sub, add_data_dir, add_json, command, runs, s
 
 def add(sub: Sub) -> None:
     p = command(
-        sub,
-        "reports",
-        "the report store's retention (prune old reports)",
-        "wai-dispatch reports prune\nwai-dispatch reports prune --days 7 --json",
+        sub, "reports", "wai-dispatch reports prune\nwai-dispatch reports prune --days 7 --json"
     )
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     v = command(
         verbs,
         "prune",
-        "delete reports (and roll-ups) past their retention",
         "wai-dispatch reports prune --days 7",
+        help="delete reports (and roll-ups) past their retention",
     )
     add_json(v)
     add_data_dir(v)

@@ -17,7 +17,6 @@ def _add_serve(sub: Sub) -> None:
     p = command(
         sub,
         "serve",
-        "run the HTTP decoder service",
         "wai-dispatch serve --host 0.0.0.0 --port 8080 --workers 4\n"
         "wai-dispatch serve --ray 10.0.0.5:6379 --autoscale 2:8 --port 8000",
     )
@@ -27,27 +26,31 @@ def _add_serve(sub: Sub) -> None:
     p.add_argument("--data-dir", type=Path, help="sets, report store, spool (WAI_DATA_DIR)")
     setting_flags(p, "host", "port", "workers", "data_dir")
     ray = p.add_argument_group("on a Ray cluster (the ray extra; docs/ray.md)")
-    ray.add_argument("--ray", metavar="ADDRESS",
-                     help="deploy on the Ray cluster at ADDRESS (HOST:PORT of its head) as a Ray "
-                     "Serve application; its HTTP proxy listens on --host/--port")  # fmt: skip
+    ray.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="deploy on the Ray cluster at ADDRESS (HOST:PORT of its head) as a Ray "
+        "Serve application; its HTTP proxy listens on --host/--port",
+    )
     scale = ray.add_mutually_exclusive_group()
     scale.add_argument("--replicas", type=int, metavar="N", help="replicas (default 1)")
-    scale.add_argument("--autoscale", metavar="MIN:MAX",
-                       help="replicas from MIN to MAX, on ongoing requests")  # fmt: skip
-    ray.add_argument("--replica-cpus", type=float, metavar="C",
-                     help="Ray CPUs of a replica, and its decode threads (default 1)")  # fmt: skip
-    ray.add_argument("--detach", action="store_true",
-                     help="return once deployed (`serve shutdown` removes it)")  # fmt: skip
+    scale.add_argument(
+        "--autoscale", metavar="MIN:MAX", help="replicas from MIN to MAX, on ongoing requests"
+    )
+    ray.add_argument(
+        "--replica-cpus",
+        type=float,
+        metavar="C",
+        help="Ray CPUs of a replica, and its decode threads (default 1)",
+    )
+    ray.add_argument(
+        "--detach", action="store_true", help="return once deployed (`serve shutdown` removes it)"
+    )
     runs(p, "serve:run_serve")
 
 
 def _add_tokens(sub: Sub) -> None:
-    t = command(
-        sub,
-        "tokens",
-        "bearer tokens of the service (sink, operator, admin)",
-        "wai-dispatch tokens create kiosk-01\nwai-dispatch tokens list",
-    )
+    t = command(sub, "tokens", "wai-dispatch tokens create kiosk-01\nwai-dispatch tokens list")
     verbs = t.add_subparsers(dest="verb", metavar="VERB", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", type=Path, help="the data directory (WAI_DATA_DIR)")
@@ -56,24 +59,27 @@ def _add_tokens(sub: Sub) -> None:
     v = command(
         verbs,
         "create",
-        "create a token; prints it once",
         "wai-dispatch tokens create kiosk-01 > kiosk-01.token\n"
         "wai-dispatch tokens create ops --role operator",
+        help="create a token; prints it once",
         parents=[common],
     )
     v.add_argument("name", help="who holds it (a sink's name files its reports)")
     v.add_argument("--role", default="sink", choices=("sink", "operator", "admin"))
     runs(v, "serve:run_create")
     v = command(
-        verbs, "list", "tokens (never their secrets)", "wai-dispatch tokens list --json",
+        verbs,
+        "list",
+        "wai-dispatch tokens list --json",
+        help="tokens (never their secrets)",
         parents=[common],
-    )  # fmt: skip
+    )
     runs(v, "serve:run_list")
     v = command(
         verbs,
         "revoke",
-        "revoke a name's tokens (or an id)",
         "wai-dispatch tokens revoke kiosk-01",
+        help="revoke a name's tokens (or an id)",
         parents=[common],
     )
     v.add_argument("name")

@@ -16,7 +16,6 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "sets",
-        "the parameter sets (the set registry, cached here)",
         "wai-dispatch sets list\nwai-dispatch sets install bmshj2018-q3.tar.gz\n"
         "wai-dispatch sets verify 3f9a",
     )
@@ -25,8 +24,8 @@ def add(sub: Sub) -> None:
     v = command(
         verbs,
         "list",
-        "installed sets (synced from the registry first)",
         "wai-dispatch sets list --json",
+        help="installed sets (synced from the registry first)",
         parents=[common],
     )
     runs(v, "sets:run_list")
@@ -34,8 +33,8 @@ def add(sub: Sub) -> None:
     v = command(
         verbs,
         "install",
-        "install a set folder or archive",
         "wai-dispatch sets install ./bmshj2018-q3/",
+        help="install a set folder or archive",
         parents=[common],
     )
     v.add_argument("source", type=Path, help="a set folder, or a .tar, .tar.gz or .zip of one")
@@ -48,8 +47,8 @@ def _add_verbs_on_one_set(verbs: Sub, common: argparse.ArgumentParser) -> None:
     v = command(
         verbs,
         "verify",
-        "re-hash every file of a set's copy here",
         "wai-dispatch sets verify 3f9a",
+        help="re-hash every file of a set's copy here",
         parents=[common],
     )
     v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
@@ -58,8 +57,8 @@ def _add_verbs_on_one_set(verbs: Sub, common: argparse.ArgumentParser) -> None:
     v = command(
         verbs,
         "remove",
-        "remove a set (a tombstone: it stays removed)",
         "wai-dispatch sets remove 3f9a",
+        help="remove a set (a tombstone: it stays removed)",
         parents=[common],
     )
     v.add_argument("digest", help="the set's digest (or a unique prefix of it)")
@@ -68,9 +67,9 @@ def _add_verbs_on_one_set(verbs: Sub, common: argparse.ArgumentParser) -> None:
     v = command(
         verbs,
         "default",
-        "the set a capability decodes with when unnamed",
         "wai-dispatch sets default wai.neural.bmshj2018\n"
         "wai-dispatch sets default wai.neural.bmshj2018 3f9a",
+        help="the set a capability decodes with when unnamed",
         parents=[common],
     )
     v.add_argument("capability")

@@ -14,7 +14,6 @@ def add(sub: Sub) -> None:
     p = command(
         sub,
         "import-compressai",
-        "turn what CompressAI's net.compress() produced into an envelope for a set",
         "wai-dispatch import-compressai compressed.bin -o envelope.json\n"
         f"wai-dispatch import-compressai {STDIO} -o {STDIO} --set 3f9a < compressed.bin",
     )
@@ -48,7 +47,6 @@ def add(sub: Sub) -> None:
     m = command(
         sub,
         "make-set",
-        "write a parameter set (needs the tools extra)",
         "wai-dispatch make-set bmshj2018 --help\n"
         "wai-dispatch make-set bmshj2018 --out sets/bmshj2018-q3 --checkpoint q3.pth.tar\n"
         "wai-dispatch make-set int-synth --out sets/int-synth-q3 --from 3f9a\n"

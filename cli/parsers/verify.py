@@ -8,12 +8,7 @@ from wai_dispatch.cli.flags import Sub, add_data_dir, add_json, command, runs
 
 
 def add(sub: Sub) -> None:
-    p = command(
-        sub,
-        "verify",
-        "§6.4 agreement of every path here on each set's payload",
-        "wai-dispatch verify\nwai-dispatch verify --json > verify.json",
-    )
+    p = command(sub, "verify", "wai-dispatch verify\nwai-dispatch verify --json > verify.json")
     add_data_dir(p)
     add_json(p)
     runs(p, "verify:run")
@@ -24,7 +19,6 @@ def _evidence(sub: Sub) -> None:
     p = command(
         sub,
         "evidence",
-        "§8's figures for every path present here, as JSON and a table",
         "wai-dispatch evidence\n"
         "wai-dispatch evidence --set ~/npu-set --out evidence.json\n"
         "wai-dispatch evidence --json",

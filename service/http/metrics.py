@@ -55,9 +55,11 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.decodes = Counter(
-            "wai_decodes", "Reports stored, by the path that ran (none) and its tier",
-            ["path", "tier", "outcome"], registry=r,
-        )  # fmt: skip
+            "wai_decodes",
+            "Reports stored, by the path that ran (none) and its tier",
+            ["path", "tier", "outcome"],
+            registry=r,
+        )
         self.refusals = Counter(
             "wai_refusals", "Paths refused in reports, by §7 code", ["code"], registry=r
         )
@@ -65,13 +67,18 @@ class Metrics:
             "wai_request_errors", "Requests answered with an error, by code", ["code"], registry=r
         )
         self.decode_seconds = Histogram(
-            "wai_decode_seconds", "Time of one decode in the worker pool, by the path that ran",
-            ["path"], buckets=_BUCKETS, registry=r,
-        )  # fmt: skip
+            "wai_decode_seconds",
+            "Time of one decode in the worker pool, by the path that ran",
+            ["path"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
         self.request_seconds = Histogram(
-            "wai_decode_request_seconds", "Time of POST /v1/decode, queueing included",
-            buckets=_BUCKETS, registry=r,
-        )  # fmt: skip
+            "wai_decode_request_seconds",
+            "Time of POST /v1/decode, queueing included",
+            buckets=_BUCKETS,
+            registry=r,
+        )
         self.queue_depth = self._gauge("wai_queue_depth", "Decodes admitted, waiting", "livesum")
         self.running = self._gauge("wai_decodes_running", "Decodes running", "livesum")
         self.spool_bytes = self._gauge("wai_spool_bytes", "Bytes of reports spooled", "livemax")
@@ -125,9 +132,12 @@ class Metrics:
 
     def _gauge(self, name: str, doc: str, mode: str, labels: list[str] | None = None) -> Gauge:
         return Gauge(
-            name, doc, labels or [], registry=self.registry,
+            name,
+            doc,
+            labels or [],
+            registry=self.registry,
             multiprocess_mode=mode,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
 
     def bind(self, name: str, fn: Callable[[], float]) -> None:
         """Sample gauge ``name`` from ``fn`` (at each scrape, and each second in

@@ -47,28 +47,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.http.app import create_app
-from wai_dispatch.service.rayserve.plan import (
-    Plan,
-    PlanInvalid,
-    StoreNotShared,
-    check_store,
-    warn_unplaceable,
-)
+from wai_dispatch.service.rayserve.plan import Plan, check_store, warn_unplaceable
 from wai_dispatch.service.settings import Settings
 
 __all__ = [
     "APP_NAME",
     "DEPLOYMENT",
     "IMPORT_PATH",
-    "Plan",
-    "PlanInvalid",
     "ReplicaHeader",
-    "StoreNotShared",
     "build",
-    "check_store",
     "replica_app",
     "replica_id_of",
-    "warn_unplaceable",
 ]
 
 log = logging.getLogger("wai_dispatch.rayserve")
@@ -182,9 +171,12 @@ def replica_app(unique_id: str, threads: int) -> FastAPI:
                 t2 = time.perf_counter()
                 await anyio.to_thread.run_sync(app.state.service.warmup.done.wait)
                 t3 = time.perf_counter()
-                took = {"start_s": round(t2 - t1, 2), "warm_s": round(t3 - t2, 2),
-                        "ready_s": round(t3 - t0, 2),
-                        "sets": len(app.state.service.warmup.results)}  # fmt: skip
+                took = {
+                    "start_s": round(t2 - t1, 2),
+                    "warm_s": round(t3 - t2, 2),
+                    "ready_s": round(t3 - t0, 2),
+                    "sets": len(app.state.service.warmup.results),
+                }
                 log.info("replica ready", extra={"replica": chosen.replica_id, **took})
                 yield
         finally:
@@ -199,8 +191,8 @@ def build(args: Mapping[str, Any] | None = None) -> Any:
     """The Serve application (``serve run wai_dispatch.service.rayserve.deployment:build``):
     one deployment, :data:`DEPLOYMENT`, of :class:`Plan` ``args`` (and ``env``: variables set in
     every replica, besides the application's runtime environment). Raises
-    :class:`PlanInvalid` and :class:`StoreNotShared` (checked against this process's
-    settings)."""
+    :class:`~service.rayserve.plan.PlanInvalid` and :class:`~service.rayserve.plan.
+    StoreNotShared` (checked against this process's settings)."""
     from ray import serve  # the ray extra
 
     given = dict(args or {})

@@ -89,8 +89,9 @@ class Plan:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(args) - known)
         if unknown:
-            raise PlanInvalid(f"unknown argument(s) {', '.join(unknown)}; known: "
-                              f"{', '.join(sorted(known))}")  # fmt: skip
+            raise PlanInvalid(
+                f"unknown argument(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         given = dict(args)
         scale = given.get("autoscale")
         if isinstance(scale, str):
@@ -119,15 +120,17 @@ class Plan:
         if self.autoscale is None:
             scale = {"num_replicas": self.replicas}
         else:
-            scale = {"autoscaling_config": {
-                "min_replicas": self.autoscale[0],
-                "max_replicas": self.autoscale[1],
-                "target_ongoing_requests": self.target_ongoing_requests,
-                "metrics_interval_s": self.metrics_interval_s,
-                "look_back_period_s": self.look_back_period_s,
-                "upscale_delay_s": self.upscale_delay_s,
-                "downscale_delay_s": self.downscale_delay_s,
-            }}  # fmt: skip
+            scale = {
+                "autoscaling_config": {
+                    "min_replicas": self.autoscale[0],
+                    "max_replicas": self.autoscale[1],
+                    "target_ongoing_requests": self.target_ongoing_requests,
+                    "metrics_interval_s": self.metrics_interval_s,
+                    "look_back_period_s": self.look_back_period_s,
+                    "upscale_delay_s": self.upscale_delay_s,
+                    "downscale_delay_s": self.downscale_delay_s,
+                }
+            }
         return {
             **scale,
             "max_ongoing_requests": self.max_ongoing_requests,

@@ -24,7 +24,7 @@ from wai_dispatch.dispatch.errors import InvalidInput, NotFound, Unavailable
 from wai_dispatch.service.store import bearer_snapshot
 from wai_dispatch.service.store.errors import StoreError
 from wai_dispatch.service.store.models import TokenRow
-from wai_dispatch.service.store.report_store import ReportStore, StoreDown
+from wai_dispatch.service.store.report_store import ReportStore, as_store_down
 
 ADMIN_TOKEN_FILE = "admin-token"
 
@@ -72,11 +72,8 @@ def create(store: ReportStore, name: str, role: Role) -> str:
         raise TokenError("a token's name is 1–128 printable characters")
     secret = "wai_" + secrets.token_urlsafe(32)
     row = {"name": name, "role": role.name, "hash": digest(secret), "created_ms": _now()}
-    try:
-        with store.engine.begin() as conn:
-            conn.execute(insert(TokenRow).values(**row))
-    except SQLAlchemyError as exc:
-        raise StoreDown(str(exc).splitlines()[0]) from exc
+    with as_store_down(), store.engine.begin() as conn:
+        conn.execute(insert(TokenRow).values(**row))
     return secret
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wai_dispatch.codec.sets.regular import atomic_write
 from wai_dispatch.dispatch import strictjson
 
 __all__ = ["FILE", "FORMAT", "KEY_FILE", "MAX_BYTES", "Snapshot", "read", "read_regular", "write"]
@@ -130,7 +131,6 @@ def write(
         "revoked": sorted(revoked),
     }
     data = json.dumps({**body, "mac": _mac(mac_key, body)}).encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     try:
         lock = os.open(path.parent / KEY_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
@@ -138,18 +138,11 @@ def write(
             there = _verified(path, mac_key, now=written_ms)
             if isinstance(there, Snapshot) and there.written_ms > written_ms:
                 return True  # a later view is there already
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            atomic_write(path, data)  # a unique temporary file (mode 0600), then a rename
         finally:
             os.close(lock)
     except OSError as exc:
         log.warning("token snapshot %s not written: %s", path, exc)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         return False
     return True
 

@@ -19,8 +19,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, insert, select
 
 from wai_dispatch.service.store import bulk_pg, rollups
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
@@ -29,25 +28,15 @@ from wai_dispatch.service.store.records import UNITS, ReportRecord
 __all__ = ["insert_records", "record", "row_of", "stored_ids"]
 
 R = ReportRow.__table__.c
-#: The columns of ``reports`` a record carries as they are (the others are derived).
-_COLUMNS = (
-    "id", "request_id", "created_ms", "sink", "role", "capability", "set_digest",
-    "symbols_digest", "rgb_digest", "needed", "path_ran", "tier", "outcome", "duration_ms",
-    "source", "run_report", "ordinal", "request_digest",
-)  # fmt: skip
 
 
 def row_of(rec: ReportRecord) -> dict[str, Any]:
     """The ``reports`` row of ``rec`` (``seq`` left to the database)."""
-    row: dict[str, Any] = {k: getattr(rec, k) for k in _COLUMNS}
+    row: dict[str, Any] = {k: getattr(rec, k) for k in bulk_pg.PLAIN}
     for unit in UNITS:
         row[f"placement_{unit}"] = rec.placement.get(unit, 0)
     row["report"] = json.dumps(rec.report, separators=(",", ":"))
     return row
-
-
-def _insert(conn: Connection) -> Any:
-    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
 def insert_records(
@@ -64,8 +53,9 @@ def insert_records(
     if conn.dialect.name == "postgresql":
         seqs = bulk_pg.insert(conn, records, rows)
         return [rec for rec in records if seqs.pop(rec.id, None) is not None]
-    ins = _insert(conn)
-    stmt = ins(ReportRow).on_conflict_do_nothing().returning(R.seq, R.id)
+    stmt = (
+        rollups.upsert_of(conn, ReportRow.__table__).on_conflict_do_nothing().returning(R.seq, R.id)
+    )
     seqs = {str(rid): int(seq) for seq, rid in conn.execute(stmt, [row_of(r) for r in records])}
     inserted: list[ReportRecord] = []
     refusals: list[dict[str, Any]] = []
@@ -79,7 +69,7 @@ def insert_records(
             for i, r in enumerate(rec.refusals)
         ]
     if refusals:
-        conn.execute(ins(RefusalRow), refusals)
+        conn.execute(insert(RefusalRow), refusals)
     rollups.add(conn, inserted)
     return inserted
 

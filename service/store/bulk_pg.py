@@ -1,6 +1,6 @@
 """Reports into PostgreSQL in one statement, one round trip: the reports as columns (one array a
 column, ``unnest``), inserted with ``ON CONFLICT DO NOTHING``, their refusals and every roll-up
-(service/store/rollups.py, service/store/activity.py) counted from what that insert returned,
+(service/store/rollups.py) counted from what that insert returned,
 all in data-modifying ``WITH`` parts of the same statement. What :func:`service.store.bulk.
 insert_records` does on SQLite in six statements, with the same rows and counts: a report
 skipped (its id or identity stored, or earlier in the batch) adds no refusal and no count.
@@ -23,31 +23,34 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from wai_dispatch.service.store.models import ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.rollups import codes_of
 
-__all__ = ["Row", "columns", "insert"]
+__all__ = ["PLAIN", "Row", "columns", "insert"]
 
 #: A report as the statement takes it: :data:`_COLS` in order, then its refusal codes key.
 Row = tuple[Any, ...]
 
-_COLS = (
-    ("id", "text"), ("request_id", "text"), ("created_ms", "bigint"), ("sink", "text"),
-    ("role", "text"), ("capability", "text"), ("set_digest", "text"),
-    ("symbols_digest", "text"), ("rgb_digest", "text"), ("needed", "text"),
-    ("path_ran", "text"), ("tier", "text"), ("outcome", "text"),
-    ("duration_ms", "double precision"), ("source", "text"), ("run_report", "text"),
-    ("ordinal", "integer"), ("request_digest", "text"),
+#: The columns of ``reports`` a record carries as they are (the others are derived).
+PLAIN = [
+    c.name
+    for c in ReportRow.__table__.columns
+    if c.name not in ("seq", "report") and not c.name.startswith("placement_")
+]
+_TYPES = {"created_ms": "bigint", "duration_ms": "double precision", "ordinal": "integer"}
+_COLS = [
+    *((c, _TYPES.get(c, "text")) for c in PLAIN),
     *((f"placement_{u}", "integer") for u in UNITS),
     ("report", "text"),
-)  # fmt: skip
-_PLAIN = [c for c, _ in _COLS[:18]]
+]
 _SUMS = ", ".join(f"sum(placement_{u})" for u in UNITS)
 _PUT = ", ".join(f"placement_{u} = t.placement_{u} + excluded.placement_{u}" for u in UNITS)
 _NAMES = ", ".join(c for c, _ in _COLS)
-_KEY = 'hour_ms, capability, set_digest, path, tier, outcome, codes COLLATE "C"'
-_ACT = "n = t.n + excluded.n, no_path = t.no_path + excluded.no_path, " \
-       "last_ms = greatest(t.last_ms, excluded.last_ms)"  # fmt: skip
+_ACT = (
+    "n = t.n + excluded.n, no_path = t.no_path + excluded.no_path, "
+    "last_ms = greatest(t.last_ms, excluded.last_ms)"
+)
 
 SQL = f"""
 WITH src AS (
@@ -119,16 +122,15 @@ SELECT seq, id FROM ins
 
 def columns(records: Sequence[ReportRecord]) -> list[Row]:
     """Each of ``records`` as the statement's row (its JSON text made here, once)."""
-    out = []
-    for rec in records:
-        p = rec.placement
-        out.append((
-            *(getattr(rec, c) for c in _PLAIN),
-            *(p.get(u, 0) for u in UNITS),
+    return [
+        (
+            *(getattr(rec, c) for c in PLAIN),
+            *(rec.placement.get(u, 0) for u in UNITS),
             json.dumps(rec.report, separators=(",", ":")),
             codes_of(r.code for r in rec.refusals),
-        ))  # fmt: skip
-    return out
+        )
+        for rec in records
+    ]
 
 
 def insert(

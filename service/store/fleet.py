@@ -3,15 +3,15 @@ the reports where no path ran and their share, its request errors, its run repor
 and when it was last seen; sorted, with the total of rows and one page of them (keyset:
 ``after`` the cursor ``next``).
 
-Report counts come from the per-sink activity roll-ups (service/store/activity.py: whole days,
+Report counts come from the per-sink activity roll-ups (service/store/rollups.py: whole days,
 whole hours, and the reports for the window's partial hours) when the filters are only sinks,
 a set and the window; from the per-hour roll-ups and the reports for the edges otherwise (the
 split of service/store/reports.py's summary, so they agree with it); a filter the roll-ups
 cannot answer (a refusal code, a request id) reads the reports only. The sets table of a
-window that reaches now reads rows a set, not a sink and day (service/store/fleet_sets.py).
+window that reaches now reads rows a set, not a sink and day (:func:`_sets_up_to_now`).
 The last-seen time is the latest report of the window (an hour's start, from the per-hour
 roll-ups, when its reports were pruned), request error or run report (run reports counted
-from their roll-ups, service/store/run_rollups.py). Every sink the policy in force names is a
+from their roll-ups). Every sink the policy in force names is a
 row, seen or not, so a sink that went quiet shows; a sink no class names is ``class: null``."""
 
 from __future__ import annotations
@@ -20,16 +20,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, func, or_, select
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy import Connection, case, func, select
 
-from wai_dispatch.service.store import fleet_sets, keyset, run_rollups
-from wai_dispatch.service.store.activity import DAY_MS, DAYS, HOURS
+from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.models import SetRow
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.reports import Filters, R, Range, rollup_where, split
+from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
-from wai_dispatch.service.store.rollups import HOUR_MS, SINK
+from wai_dispatch.service.store.rollups import (
+    DAY_MS,
+    DAYS,
+    FLEET,
+    HOUR_MS,
+    HOURS,
+    PAIRS,
+    SINK,
+    Range,
+    between,
+    cut,
+    run_counts,
+    within,
+)
 
 __all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
 
@@ -54,7 +65,7 @@ def _seen(row: dict[str, Any], ms: int | None) -> None:
         row["last_seen_ms"] = int(ms)
 
 
-#: The filters the per-sink activity roll-ups answer (service/store/activity.py).
+#: The filters the per-sink activity roll-ups answer.
 _ACTIVITY = {"sink", "sinks", "set", "since_ms", "until_ms"}
 
 
@@ -62,29 +73,11 @@ def _spans(lo: int | None, hi: int | None) -> tuple[list[Range], list[Range], Ra
     """``[lo, hi)`` cut into the partial hours at its edges (read from the reports), the whole
     hours outside whole days (from ``sink_set_hours``) and the whole days (``sink_set_days``;
     ``None``: none)."""
-    h0 = None if lo is None else -(-lo // HOUR_MS) * HOUR_MS
-    h1 = None if hi is None else hi - hi % HOUR_MS
-    if h0 is not None and h1 is not None and h0 >= h1:
-        return [(lo, hi)], [], None
-    raw: list[Range] = []
-    if lo is not None and h0 is not None and lo < h0:
-        raw.append((lo, h0))
-    if hi is not None and h1 is not None and h1 < hi:
-        raw.append((h1, hi))
-    d0 = None if h0 is None else -(-h0 // DAY_MS) * DAY_MS
-    d1 = None if h1 is None else h1 - h1 % DAY_MS
-    if d0 is not None and d1 is not None and d0 >= d1:
-        return raw, [(h0, h1)], None
-    hours: list[Range] = []
-    if h0 is not None and d0 is not None and h0 < d0:
-        hours.append((h0, d0))
-    if h1 is not None and d1 is not None and d1 < h1:
-        hours.append((d1, h1))
-    return raw, hours, (d0, d1)
-
-
-def _between(col: Any, lo: int | None, hi: int | None) -> list[ColumnElement[bool]]:
-    return [*([] if lo is None else [col >= lo]), *([] if hi is None else [col < hi])]
+    raw, hours = cut(lo, hi)
+    if hours is None:
+        return raw, [], None
+    edges, days = cut(*hours, DAY_MS)
+    return raw, edges, days
 
 
 def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
@@ -107,8 +100,7 @@ def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[st
     parts += [(HOURS.c, hours)] if hours else []
     for c, ranges in parts:
         col = c.sink if key == "sink" else c.set_digest
-        conds = [_between(c.start_ms, lo, hi) for lo, hi in ranges]
-        where = [] if [] in conds else [or_(*(and_(*x) for x in conds))]
+        where = within(c.start_ms, ranges)
         if filters.sink is not None:
             where.append(c.sink == filters.sink)
         if filters.sinks is not None:
@@ -123,8 +115,7 @@ def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[st
             ).all()
         )
     if raw:
-        where = replace(filters, since_ms=None, until_ms=None).where()
-        where.append(or_(*(and_(*_between(R.created_ms, lo, hi)) for lo, hi in raw)))
+        where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, raw)
         by = R.sink if key == "sink" else R.set_digest
         refused = func.sum(case((R.outcome == "refused", 1), else_=0))
         take(
@@ -168,17 +159,7 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
         ).all()
         _add(out, rows)
     if raw:
-        where = replace(filters, since_ms=None, until_ms=None).where()
-        spans: list[ColumnElement[bool]] = []
-        for lo, hi in raw:
-            parts = [] if lo is None else [R.created_ms >= lo]
-            parts += [] if hi is None else [R.created_ms < hi]
-            if not parts:  # the whole time axis
-                spans = []
-                break
-            spans.append(and_(*parts))
-        if spans:
-            where.append(or_(*spans))
+        where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, raw)
         by = R.sink if key == "sink" else R.set_digest
         rows = conn.execute(
             select(by, R.sink, R.outcome, func.count(), func.max(R.created_ms))
@@ -197,6 +178,44 @@ def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str,
         for k, last in latest:
             if last is not None:
                 out[k]["last_seen_ms"] = int(last)
+    return out
+
+
+def _sets_up_to_now(conn: Connection, filters: Filters) -> dict[str, dict[str, Any]] | None:
+    """:func:`_counts` per set for a window that reaches now, from rows that do not grow with
+    the sinks or the days: a set's reports and no-path reports from the fleet's per-hour
+    roll-ups and the reports of the window's partial hours, its sinks and last-seen time from
+    ``sink_sets`` (one row a sink and set: its latest report's time). Exact when every pair's
+    latest report is before the window's end: then a sink used a set in the window exactly when
+    that pair's latest report is at or after the window's start, and the set's latest report of
+    the window is its pairs' latest. ``None`` otherwise, or for filters beyond the window."""
+    if {k for k, v in vars(filters).items() if v is not None} - {"since_ms", "until_ms"}:
+        return None
+    p = PAIRS.c
+    if filters.until_ms is not None:
+        latest = conn.execute(select(func.max(p.last_ms))).scalar()
+        if latest is not None and int(latest) >= filters.until_ms:
+            return None  # a pair's latest report is at or after the end: not exact here
+    out: dict[str, dict[str, Any]] = {}
+    raw, hours = split(filters, HOUR_MS)
+    c = FLEET.c
+    parts: list[tuple[Any, ...]] = []
+    parts += [] if hours is None else [(c.set_digest, c.outcome, func.sum(c.n), c.hour_ms, [hours])]
+    parts += [(R.set_digest, R.outcome, func.count(), R.created_ms, raw)] if raw else []
+    for digest_col, outcome_col, n_col, time, ranges in parts:
+        query = select(digest_col, outcome_col, n_col).where(*within(time, ranges))
+        for digest, outcome, n in conn.execute(query.group_by(digest_col, outcome_col)):
+            if digest:
+                row = out.setdefault(digest, _blank())
+                row["reports"] += int(n)
+                row["no_path"] += int(n) if outcome == "refused" else 0
+    pairs = select(p.set_digest, p.sink, p.last_ms).where(
+        *between(p.last_ms, filters.since_ms, None)
+    )
+    for digest, sink, last in conn.execute(pairs):
+        if digest and digest in out:
+            out[digest]["sinks"].add(sink)
+            _seen(out[digest], last)
     return out
 
 
@@ -264,9 +283,7 @@ def sink_table(
     with store.engine.connect() as conn:
         counts = _counts(conn, filters, "sink")
         errors = errors_by_sink(conn, filters.since_ms, filters.until_ms)
-        by_sink = run_rollups.counts(
-            conn, "sink", since_ms=filters.since_ms, until_ms=filters.until_ms
-        )
+        by_sink = run_counts(conn, "sink", since_ms=filters.since_ms, until_ms=filters.until_ms)
         runs = [(str(k), ok, n, last) for (k, ok), (n, last) in by_sink.items()]
     keep: Callable[[str], bool] = lambda s: True  # noqa: E731
     if filters.sink is not None:
@@ -318,7 +335,7 @@ def set_table(
     set registry has it. ``prefix``: digests that start with it (any case)."""
     with store.engine.connect() as conn:
         window = replace(filters, set=None)
-        fast = fleet_sets.counts(conn, window)  # a window up to now: rows a set, not a day
+        fast = _sets_up_to_now(conn, window)  # a window up to now: rows a set, not a day
         counts = fast if fast is not None else _counts(conn, window, "set")
         if prefix:
             counts = {d: r for d, r in counts.items() if d.startswith(prefix.lower())}

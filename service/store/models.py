@@ -13,7 +13,7 @@ transaction that inserts each report (service/store/rollups.py); pruning reports
 ``policies``: every version of the model policy, with who set it and when. ``run_reports``: each
 run report a sink submitted (its id unique per sink), as submitted, with the verdict it got
 (service/store/policies.py); ``run_report_rollups`` counts them per hour, sink, class and
-verdict (service/store/run_rollups.py). ``sets``, ``set_chunks``, ``set_defaults``: the set
+verdict (service/store/rollups.py). ``sets``, ``set_chunks``, ``set_defaults``: the set
 registry every replica shares (service/store/setregistry.py, docs/sets.md).
 ``request_error_rollups``: every request answered with a 4xx, counted per hour, sink (``""``:
 no sink's token), code, status and route template; ``request_errors``: a sample of them, for
@@ -104,9 +104,13 @@ class RefusalRow(Base):
 Index("ix_reports_sink_created", ReportRow.sink, ReportRow.created_ms, ReportRow.seq)
 # partial: the planners' statistics are those of the reports that have a run report, so a run
 # report's decodes are found by it (over every report, NULLs make it look useless)
-Index("ix_reports_run_report_seq", ReportRow.run_report, ReportRow.seq,
-      sqlite_where=ReportRow.run_report.is_not(None),
-      postgresql_where=ReportRow.run_report.is_not(None))  # fmt: skip
+Index(
+    "ix_reports_run_report_seq",
+    ReportRow.run_report,
+    ReportRow.seq,
+    sqlite_where=ReportRow.run_report.is_not(None),
+    postgresql_where=ReportRow.run_report.is_not(None),
+)
 # One report per identity: a retried request (its X-Request-Id sent again) is stored once.
 Index("uq_reports_identity", ReportRow.sink, ReportRow.request_id, ReportRow.ordinal, unique=True)
 # The dashboard's summary reads only this index: time first, then what it filters and sums.
@@ -207,7 +211,7 @@ Index("ix_run_reports_accepted_received", RunReportRow.accepted, RunReportRow.re
 
 class RunReportRollupRow(Base):
     """Run reports counted per hour, sink, class (``""``: none) and verdict, written with each
-    run report (service/store/run_rollups.py): what the dashboard's run-report counts read."""
+    run report (service/store/rollups.py): what the dashboard's run-report counts read."""
 
     __tablename__ = "run_report_rollups"
 
@@ -300,8 +304,9 @@ class RequestErrorRollupRow(Base):
     last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest error of the key's hour
 
 
-Index("ix_request_error_rollups_sink_hour", RequestErrorRollupRow.sink,
-      RequestErrorRollupRow.hour_ms)  # fmt: skip
+Index(
+    "ix_request_error_rollups_sink_hour", RequestErrorRollupRow.sink, RequestErrorRollupRow.hour_ms
+)
 
 
 class RequestErrorSampleRow(Base):
@@ -327,7 +332,7 @@ class _ActivityColumns:
 
 
 class SinkSetHourRow(_ActivityColumns, Base):
-    """Per hour, sink and set (service/store/activity.py)."""
+    """Per hour, sink and set (service/store/rollups.py)."""
 
     __tablename__ = "sink_set_hours"
 
@@ -339,7 +344,7 @@ class SinkSetDayRow(_ActivityColumns, Base):
 
 
 class SinkSetRow(Base):
-    """Per sink and set: its latest report's time (service/store/activity.py), so the sets
+    """Per sink and set: its latest report's time (service/store/rollups.py), so the sets
     table counts a set's sinks of a window up to now from a row a pair, not a row a day."""
 
     __tablename__ = "sink_sets"

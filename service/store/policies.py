@@ -17,7 +17,6 @@ import uuid
 from typing import Any
 
 from sqlalchemy import and_, func, insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -31,7 +30,7 @@ from wai_dispatch.service.governance import (
     judge,
     load_policy,
 )
-from wai_dispatch.service.store import keyset, run_rollups
+from wai_dispatch.service.store import keyset, rollups
 from wai_dispatch.service.store.bulk import insert_records
 from wai_dispatch.service.store.errors import (
     PolicyBusy,
@@ -161,7 +160,6 @@ def submit(
     current = policies.current()  # the version in force when the run report arrived
     verdict = judge(run, policies.parsed(current), policy_version=current.version)
     answer = {**verdict.to_json(), "received_ms": received}
-    ins = postgresql.insert if store.dialect == "postgresql" else sqlite.insert
     row = {
         "id": run.id,
         "sink": run.sink,
@@ -176,9 +174,10 @@ def submit(
         "verdict": json.dumps(answer, separators=(",", ":")),
     }
     with store.engine.begin() as conn:
-        stmt = ins(RunReportRow).values(**row).on_conflict_do_nothing(index_elements=["sink", "id"])
+        stmt = rollups.upsert_of(conn, RunReportRow.__table__).values(**row)
+        stmt = stmt.on_conflict_do_nothing(index_elements=["sink", "id"])
         if conn.execute(stmt.returning(RR.seq)).scalar() is not None:
-            run_rollups.add(
+            rollups.add_run(
                 conn,
                 sink=run.sink,
                 sink_class=verdict.sink_class,
@@ -231,7 +230,7 @@ def governance_summary(
     after: str | None = None,
 ) -> dict[str, Any]:
     """Run reports accepted and refused per sink class (from their per-hour roll-ups,
-    service/store/run_rollups.py, and the window's partial hours), and
+    service/store/rollups.py, and the window's partial hours), and
     a page of the refused ones, latest first (``latest`` of them, paged by keyset: ``after``
     the cursor ``next``; their total is ``refused_total``), each with its first reasons and how
     many more it has."""
@@ -243,7 +242,7 @@ def governance_summary(
     with store.engine.connect() as conn:
         counts = [
             (cls, accepted, n)
-            for (cls, accepted), (n, _) in run_rollups.counts(
+            for (cls, accepted), (n, _) in rollups.run_counts(
                 conn,
                 "class",
                 since_ms=since_ms,
@@ -280,11 +279,7 @@ def _run_filters(
     since_ms: int | None, until_ms: int | None, sink_class: str | None, sink: str | None
 ) -> list[ColumnElement[bool]]:
     """The run reports of a window, of one class or one sink when given."""
-    where = []
-    if since_ms is not None:
-        where.append(RR.received_ms >= since_ms)
-    if until_ms is not None:
-        where.append(RR.received_ms < until_ms)
+    where = rollups.between(RR.received_ms, since_ms, until_ms)
     if sink_class:
         where.append(RR.sink_class == sink_class)
     if sink:

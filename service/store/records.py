@@ -1,13 +1,11 @@
 """The one report record: a decode's dispatch report as the store keeps it, whether the service
 decoded it (``source="service"``) or a fleet sink reported it in a run report (``"sink"``).
 
-:meth:`ReportRecord.of_report` derives the columns an operator filters on (the path that ran, its
-tier, the outcome, the placement, the refusals) from the core's typed ``dispatch.Report`` and
-makes its JSON form once (the decode use case's records, :func:`records_for`);
-:meth:`ReportRecord.of` derives the same columns from a report a sink sent as JSON (a run
-report's). The decode use case, the governance store, the spool and the API all use this
-type. Its JSON form (:meth:`~ReportRecord.to_json`) is what the spool writes, one list of
-records per line.
+:meth:`ReportRecord.of` derives the columns an operator filters on (the path that ran, its tier,
+the outcome, the placement, the refusals) from a report's JSON form: a decode's, made once from
+the core's typed ``dispatch.Report`` (:func:`records_for`), or one a sink sent in a run report.
+The decode use case, the governance store, the spool and the API all use this type. Its JSON
+form (:meth:`~ReportRecord.to_json`) is what the spool writes, one list of records per line.
 """
 
 from __future__ import annotations
@@ -99,9 +97,10 @@ class ReportRecord:
         source: Source = "service",
         run_report: str | None = None,
         ordinal: int = 0,
+        request_digest: str | None = None,
     ) -> ReportRecord:
-        """The record of ``report`` (its JSON form); the RGB digest is kept only when a path
-        ran."""
+        """The record of ``report`` (its JSON form, kept as it is); the RGB digest is kept only
+        when a path ran."""
         ran = report.get("ran")
         placement = (ran or {}).get("placement") or {}
         return cls(
@@ -126,53 +125,6 @@ class ReportRecord:
             report=dict(report),
             source=source,
             run_report=run_report,
-            ordinal=ordinal,
-        )
-
-    @classmethod
-    def of_report(
-        cls,
-        report: Report,
-        *,
-        id: str,
-        request_id: str,
-        created_ms: int,
-        sink: str,
-        role: Role,
-        set_digest: str | None,
-        symbols_digest: str | None,
-        rgb_digest: str | None,
-        duration_ms: float,
-        ordinal: int = 0,
-        request_digest: str | None = None,
-    ) -> ReportRecord:
-        """The record of one of this service's decodes, from the core's typed ``report``: the
-        columns read from its fields, its JSON form made once here (what the store writes and
-        the answer carries)."""
-        ran = report.ran
-        placement = ran.placement if ran is not None else None
-        return cls(
-            id=id,
-            request_id=request_id,
-            created_ms=created_ms,
-            sink=sink,
-            role=role,
-            capability=report.capability,
-            set_digest=set_digest,
-            symbols_digest=symbols_digest,
-            rgb_digest=rgb_digest if ran else None,
-            needed=str(report.needed),
-            path_ran=str(ran.path) if ran else None,
-            tier=str(ran.tier) if ran else None,
-            outcome="decoded" if ran else "refused",
-            duration_ms=round(duration_ms, 3),
-            placement=(
-                {unit: 0 if placement is None else getattr(placement, unit) for unit in UNITS}
-                if ran
-                else {}
-            ),
-            refusals=tuple(RecordedRefusal(str(r.path), str(r.reason)) for r in report.refused),
-            report=report.to_json(),
             ordinal=ordinal,
             request_digest=request_digest,
         )
@@ -237,8 +189,8 @@ def records_for(
     the report whose path ran."""
     now = int(time.time() * 1000)
     return [
-        ReportRecord.of_report(
-            report,
+        ReportRecord.of(
+            report.to_json(),
             id=str(uuid.uuid4()),
             request_id=request_id,
             created_ms=now,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,15 @@ SQLITE_BUSY_TIMEOUT_S = 1.0
 
 class StoreDown(Exception):
     """The database did not answer (the caller spools)."""
+
+
+@contextlib.contextmanager
+def as_store_down() -> Iterator[None]:
+    """SQLAlchemy's errors raised as :class:`StoreDown` (their first line)."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise StoreDown(str(exc).splitlines()[0]) from exc
 
 
 def make_engine(url: str) -> Engine:
@@ -83,14 +92,11 @@ class ReportStore:
 
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
-        try:
-            with self.engine.begin() as conn:
-                if self.dialect == "postgresql":  # several workers may start at once
-                    conn.execute(text("SELECT pg_advisory_xact_lock(74201)"))
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
+        with as_store_down(), self.engine.begin() as conn:
+            if self.dialect == "postgresql":  # several workers may start at once
+                conn.execute(text("SELECT pg_advisory_xact_lock(74201)"))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
 
     def ping(self) -> bool:
         try:
@@ -103,11 +109,8 @@ class ReportStore:
     def insert(self, records: Iterable[ReportRecord]) -> int:
         """Store the records in one transaction (one multi-row insert, service/store/bulk.py);
         a record whose id or identity is stored is skipped. Returns how many were new."""
-        try:
-            with self.engine.begin() as conn:
-                return len(bulk.insert_records(conn, records))
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
+        with as_store_down(), self.engine.begin() as conn:
+            return len(bulk.insert_records(conn, records))
 
     def rows(self, records: Sequence[ReportRecord]) -> list[Any] | None:
         """What :meth:`record` takes as ``rows`` for ``records`` (PostgreSQL: the statement's
@@ -121,11 +124,8 @@ class ReportStore:
         each record's stored id: its own, or the first decode's when its identity ``(sink,
         request_id, ordinal)`` was stored before (a retried request). ``rows``: the records'
         :meth:`rows`, when made already."""
-        try:
-            with self.engine.begin() as conn:
-                return bulk.record(conn, records, rows)
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
+        with as_store_down(), self.engine.begin() as conn:
+            return bulk.record(conn, records, rows)
 
     def asked(self, sink: str, request_id: str) -> str | None:
         """The digest of what the request ``(sink, request_id)`` stored asked (``None``: no
@@ -134,11 +134,8 @@ class ReportStore:
         query = select(c.request_digest).where(
             c.sink == sink, c.request_id == request_id, c.request_digest.is_not(None)
         )
-        try:
-            with self.engine.connect() as conn:
-                return conn.execute(query.limit(1)).scalar()
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
+        with as_store_down(), self.engine.connect() as conn:
+            return conn.execute(query.limit(1)).scalar()
 
     def count(self) -> int:
         with self.engine.connect() as conn:

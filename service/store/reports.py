@@ -16,7 +16,16 @@ from wai_dispatch.service.store.errors import ReportNotFound
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
+from wai_dispatch.service.store.rollups import (
+    FLEET,
+    HOUR_MS,
+    SINK,
+    Range,
+    between,
+    cut,
+    hour_of,
+    within,
+)
 
 R = ReportRow.__table__.c
 F = RefusalRow.__table__.c
@@ -57,10 +66,7 @@ class Filters:
         if self.reason is not None:
             rf = RefusalRow.__table__.alias("rf")  # its own alias: the summary joins F too
             out.append(exists().where(and_(rf.c.report_seq == R.seq, rf.c.code == self.reason)))
-        if self.since_ms is not None:
-            out.append(R.created_ms >= self.since_ms)
-        if self.until_ms is not None:
-            out.append(R.created_ms < self.until_ms)
+        out += between(R.created_ms, self.since_ms, self.until_ms)
         if self.sinks is not None:
             out.append(R.sink.in_(self.sinks))
         return out
@@ -109,10 +115,7 @@ def list_reports(
 
 
 def _raw_count(conn: Connection, filters: Filters, ranges: list[Range]) -> int:
-    where = replace(filters, since_ms=None, until_ms=None).where()
-    spans = [and_(*([] if lo is None else [R.created_ms >= lo]),
-                  *([] if hi is None else [R.created_ms < hi])) for lo, hi in ranges]  # fmt: skip
-    where.append(spans[0] if len(spans) == 1 else or_(*spans))
+    where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, ranges)
     query = select(func.count()).select_from(ReportRow.__table__).where(*where)
     return int(conn.execute(query).scalar_one())
 
@@ -148,11 +151,12 @@ def count(conn: Connection, filters: Filters) -> int:
     where = rollup_where(c, filters, (h0, h1))
     total = 0
     if filters.reason is None:
-        total = int(conn.execute(select(func.coalesce(func.sum(c.n), 0)).where(*where))
-                    .scalar_one())  # fmt: skip
+        total = int(
+            conn.execute(select(func.coalesce(func.sum(c.n), 0)).where(*where)).scalar_one()
+        )
     else:
-        for codes, n in conn.execute(select(c.codes, func.sum(c.n)).where(*where)
-                                     .group_by(c.codes)).all():  # fmt: skip
+        by_codes = select(c.codes, func.sum(c.n)).where(*where).group_by(c.codes)
+        for codes, n in conn.execute(by_codes).all():
             total += int(n) if filters.reason in codes.split() else 0
     return total + (_raw_count(conn, filters, raw) if raw else 0)
 
@@ -247,9 +251,6 @@ def summary(
     return tally.render(bucket_s)
 
 
-Range = tuple[int | None, int | None]
-
-
 def split(filters: Filters, bucket_ms: int) -> tuple[list[Range], Range | None]:
     """The time ranges ``[from, to)`` of a summary's window read from reports, and the whole
     hours read from roll-ups (``None`` end: unbounded; ``None`` altogether: none)."""
@@ -258,17 +259,7 @@ def split(filters: Filters, bucket_ms: int) -> tuple[list[Range], Range | None]:
     per_report = filters.request_id is not None or filters.run_report is not None
     if bucket_ms % HOUR_MS or per_report or "" in nullable:
         return [whole], None  # roll-ups keep "" for none: an empty filter value reads reports
-    lo, hi = whole
-    h0 = None if lo is None else -(-lo // HOUR_MS) * HOUR_MS
-    h1 = None if hi is None else hi - hi % HOUR_MS
-    if h0 is not None and h1 is not None and h0 >= h1:
-        return [whole], None
-    raw: list[Range] = []
-    if lo is not None and h0 is not None and lo < h0:
-        raw.append((lo, h0))
-    if hi is not None and h1 is not None and h1 < hi:
-        raw.append((h1, hi))
-    return raw, (h0, h1)
+    return cut(*whole)
 
 
 def _from_rollups(
@@ -303,11 +294,7 @@ def rollup_where(
 ) -> list[ColumnElement[bool]]:
     """The conditions selecting ``filters``' roll-up rows (columns ``c``: the fleet's or the
     sinks', which alone has ``sink``) of the whole ``hours``."""
-    where: list[ColumnElement[bool]] = []
-    if hours[0] is not None:
-        where.append(c.hour_ms >= hours[0])
-    if hours[1] is not None:
-        where.append(c.hour_ms < hours[1])
+    where = between(c.hour_ms, *hours)
     path = "" if filters.path == "none" else filters.path
     for column, value in (
         (c.capability, filters.capability),
@@ -334,17 +321,7 @@ def _from_reports(
     table row is read; grouping by time first keeps the planner on that index: grouped by path
     alone, SQLite would walk ``ix_reports_path_ran`` over the whole table to skip a sort), and
     the refusals of the reports selected (``IN`` a sub-select), found by their primary key."""
-    where = replace(filters, since_ms=None, until_ms=None).where()
-    spans: list[ColumnElement[bool]] = []
-    for lo, hi in ranges:
-        parts = [] if lo is None else [R.created_ms >= lo]
-        parts += [] if hi is None else [R.created_ms < hi]
-        if not parts:  # the whole time axis
-            spans = []
-            break
-        spans.append(and_(*parts))
-    if spans:
-        where.append(spans[0] if len(spans) == 1 else or_(*spans))
+    where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, ranges)
     bucket = (R.created_ms - R.created_ms % bucket_ms).label("bucket")
     n = func.count().label("n")
     sums = [func.sum(R[f"placement_{u}"]).label(u) for u in UNITS]

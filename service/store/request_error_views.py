@@ -19,7 +19,7 @@ from wai_dispatch.service.store.models import (
 )
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ANONYMOUS
-from wai_dispatch.service.store.rollups import HOUR_MS, hour_of
+from wai_dispatch.service.store.rollups import HOUR_MS, between, hour_of
 
 __all__ = ["errors_by_sink", "list_errors", "prune_errors"]
 
@@ -32,12 +32,7 @@ _HIDDEN = ("created_ms", "seq")
 
 def _hours(c: Any, since_ms: int | None, until_ms: int | None) -> list[ColumnElement[bool]]:
     """The roll-up rows of every hour the window ``[since_ms, until_ms)`` touches."""
-    out: list[ColumnElement[bool]] = []
-    if since_ms is not None:
-        out.append(c.hour_ms >= hour_of(since_ms))
-    if until_ms is not None:
-        out.append(c.hour_ms < until_ms)
-    return out
+    return between(c.hour_ms, None if since_ms is None else hour_of(since_ms), until_ms)
 
 
 def list_errors(
@@ -59,17 +54,13 @@ def list_errors(
     if after is not None:
         ms, seq = keyset.decode(TAG, after, [keyset.INT, keyset.INT])
         page.append((E.created_ms < ms) | ((E.created_ms == ms) & (E.seq < seq)))
+    sums = select(func.coalesce(func.sum(S.seen), 0), func.coalesce(func.sum(S.kept), 0))
+    cols = (E.seq, E.created_ms, E.status, E.code, E.sink, E.request_id, E.method, E.path, E.route)
+    newest = select(*cols).where(*page).order_by(E.created_ms.desc(), E.seq.desc())
     with store.engine.connect() as conn:
         tallies = _tallies(conn, where)
-        seen, kept = conn.execute(
-            select(func.coalesce(func.sum(S.seen), 0), func.coalesce(func.sum(S.kept), 0))
-            .where(*samples)
-        ).one()  # fmt: skip
-        found = conn.execute(
-            select(E.seq, E.created_ms, E.status, E.code, E.sink, E.request_id, E.method,
-                   E.path, E.route)
-            .where(*page).order_by(E.created_ms.desc(), E.seq.desc()).limit(limit + 1)
-        ).mappings().all()  # fmt: skip
+        seen, kept = conn.execute(sums.where(*samples)).one()
+        found = conn.execute(newest.limit(limit + 1)).mappings().all()
     more = len(found) > limit
     shown = found[:limit]
     first = None if since_ms is None else hour_of(since_ms)
@@ -97,11 +88,7 @@ def _filters(
     """A window's filters on the hourly roll-ups, on the rows kept and on the samples' counts
     (which hold no code)."""
     where = _hours(U, since_ms, until_ms)
-    rows_where: list[ColumnElement[bool]] = []
-    if since_ms is not None:
-        rows_where.append(E.created_ms >= since_ms)
-    if until_ms is not None:
-        rows_where.append(E.created_ms < until_ms)
+    rows_where = between(E.created_ms, since_ms, until_ms)
     samples = _hours(S, since_ms, until_ms)
     if sinks is not None:
         where.append(U.sink.in_(sinks))
@@ -148,7 +135,7 @@ def errors_by_sink(
         select(U.sink, func.sum(U.n), func.max(U.last_ms))
         .where(U.sink != ANONYMOUS, *_hours(U, since_ms, until_ms))
         .group_by(U.sink)
-    ).all()  # fmt: skip
+    ).all()
     return {s: (int(n), int(last)) for s, n, last in rows}
 
 

@@ -1,24 +1,12 @@
-"""Request errors as telemetry, written so no client can flood the log or blind it: every
-request the service answers with a 4xx is noted by :class:`ErrorLog` (its code, status, route
-template, the sink when a sink's token was checked, request id, method, path, time) and written
-by a thread of its own, as
-
-- a count in ``request_error_rollups``, per hour, sink (``""``: no sink's token, "anonymous"),
-  code, status and route template: bounded by the codes, routes and sinks, never by the
-  requests (a flood of anonymous 401s is one row an hour per route);
-- for a sink's errors only, a row in ``request_errors``, at most ``rows_per_hour`` per sink and
-  hour (the first ones; ``request_error_samples`` counts the errors seen and the rows kept, so
-  the drops are counted and shown).
-
-Noting one never waits on the store and never fails the request nor changes its answer: it adds
-to counts held in memory (their keys bounded like the table's), written at once by the thread,
-then at most once every ``interval_s`` (a flood is one transaction an interval).
-Every text is sanitised before it is written (control characters, NUL among them, and lone
-surrogates become U+FFFD; lengths cut to the columns'), and a batch the store refuses for a
-reason other than being down is retried piece by piece, so one bad row never takes the others
-with it. While the store is down the counts wait in memory (the rows up to a bound) and are
-written when it returns. Retention prunes them with the reports (service/store/retention.py);
-the reading side is service/store/request_error_views.py."""
+"""Request errors as telemetry, written so no client can flood the log or blind it
+(docs/dashboard.md, "Request errors"): :class:`ErrorLog` notes every 4xx answer in memory,
+never waiting on the store nor changing the answer, and a thread of its own writes them: a
+count per hour, sink (``""``: no sink's token), code, status and route in
+``request_error_rollups`` (bounded by those keys, never by the requests), and for a sink's
+errors only a row in ``request_errors``, at most ``rows_per_hour`` per sink and hour
+(``request_error_samples`` counts the errors seen and the rows kept). Texts are sanitised
+(:func:`clean`); a batch the store refuses while up is retried piece by piece; while it is down
+the counts wait in memory, within bounds. Read by service/store/request_error_views.py."""
 
 from __future__ import annotations
 
@@ -27,10 +15,8 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
 
-from sqlalchemy import Connection, Table, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from wai_dispatch.service.store.models import (
@@ -39,7 +25,7 @@ from wai_dispatch.service.store.models import (
     RequestErrorSampleRow,
 )
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.rollups import hour_of
+from wai_dispatch.service.store.rollups import hour_of, upsert
 
 __all__ = ["ANONYMOUS", "NO_ROUTE", "ErrorLog", "ErrorNote", "clean"]
 
@@ -304,33 +290,17 @@ class ErrorLog:
             self.flush()
 
 
-def _insert(conn: Connection, table: Any) -> Any:
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
-
-
 def _add_counts(conn: Connection, counts: dict[_Key, list[int]]) -> None:
     """Add ``counts`` to the roll-ups: one upsert, its rows in key order (no deadlock between
     replicas)."""
     if not counts:
         return
-    ins = _insert(conn, ROLLUP)
-    last = ins.excluded.last_ms
-    stmt = ins.on_conflict_do_update(
-        index_elements=["hour_ms", "sink", "code", "status", "route"],
-        set_={"n": ROLLUP.c.n + ins.excluded.n, "last_ms": _greatest(conn, ROLLUP.c.last_ms, last)},
-    )
     names = ("hour_ms", "sink", "code", "status", "route")
-    conn.execute(
-        stmt,
-        [
-            {**dict(zip(names, key, strict=True)), "n": n, "last_ms": at}
-            for key, (n, at) in sorted(counts.items())
-        ],
-    )
-
-
-def _greatest(conn: Connection, a: Any, b: Any) -> Any:
-    return func.greatest(a, b) if conn.dialect.name == "postgresql" else func.max(a, b)
+    rows = [
+        {**dict(zip(names, key, strict=True)), "n": n, "last_ms": at}
+        for key, (n, at) in sorted(counts.items())
+    ]
+    upsert(conn, ROLLUP, rows, names, ["n"], "last_ms")
 
 
 def _add_rows(
@@ -340,13 +310,8 @@ def _add_rows(
     cap leaves room for; returns the rows kept. The upsert comes first: on PostgreSQL it locks
     the hour's samples row, so replicas writing the same sink's hour take turns."""
     hour, sink = group
-    ins = _insert(conn, SAMPLES)
-    conn.execute(
-        ins.on_conflict_do_update(
-            index_elements=["hour_ms", "sink"], set_={"seen": SAMPLES.c.seen + ins.excluded.seen}
-        ),
-        {"hour_ms": hour, "sink": sink, "seen": seen, "kept": 0},
-    )
+    row = {"hour_ms": hour, "sink": sink, "seen": seen, "kept": 0}
+    upsert(conn, SAMPLES, row, ["hour_ms", "sink"], ["seen"])
     where = (SAMPLES.c.hour_ms == hour, SAMPLES.c.sink == sink)
     kept = int(conn.execute(select(SAMPLES.c.kept).where(*where)).scalar_one())
     take = list(rows)[: max(0, cap - kept)]

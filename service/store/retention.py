@@ -20,13 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import delete, select
-from sqlalchemy.exc import SQLAlchemyError
 
-from wai_dispatch.service.store.activity import DAYS, HOURS
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
-from wai_dispatch.service.store.report_store import ReportStore, StoreDown
+from wai_dispatch.service.store.report_store import ReportStore, StoreDown, as_store_down
 from wai_dispatch.service.store.request_error_views import prune_errors
-from wai_dispatch.service.store.rollups import FLEET, HOUR_MS, SINK, hour_of
+from wai_dispatch.service.store.rollups import DAY_MS, DAYS, FLEET, HOUR_MS, HOURS, SINK, hour_of
 
 __all__ = ["BATCH", "Pruned", "Pruner", "cutoff", "prune", "prune_reports", "prune_rollups"]
 
@@ -34,7 +32,6 @@ log = logging.getLogger("wai_dispatch.service.retention")
 
 #: Reports deleted per transaction.
 BATCH = 2000
-DAY_MS = 86_400_000
 R = ReportRow.__table__.c
 F = RefusalRow.__table__.c
 
@@ -69,14 +66,11 @@ def prune_reports(
     if store.dialect == "postgresql":
         pick = pick.with_for_update(skip_locked=True)
     while not stop():
-        try:
-            with store.engine.begin() as conn:
-                seqs = list(conn.execute(pick).scalars())
-                if seqs:
-                    conn.execute(delete(RefusalRow).where(F.report_seq.in_(seqs)))
-                    conn.execute(delete(ReportRow).where(R.seq.in_(seqs)))
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
+        with as_store_down(), store.engine.begin() as conn:
+            seqs = list(conn.execute(pick).scalars())
+            if seqs:
+                conn.execute(delete(RefusalRow).where(F.report_seq.in_(seqs)))
+                conn.execute(delete(ReportRow).where(R.seq.in_(seqs)))
         total += len(seqs)
         if len(seqs) < batch:
             break
@@ -90,17 +84,14 @@ def prune_rollups(store: ReportStore, before_ms: int, *, hours: int = 24) -> int
     returns how many hours went."""
     total = 0
     while True:
-        try:
-            with store.engine.begin() as conn:
-                first = select(FLEET.c.hour_ms).where(FLEET.c.hour_ms < before_ms).distinct()
-                found = list(conn.execute(first.order_by(FLEET.c.hour_ms).limit(hours)).scalars())
-                upto = found[-1] + HOUR_MS if len(found) == hours else before_ms
-                conn.execute(delete(FLEET).where(FLEET.c.hour_ms < upto))
-                conn.execute(delete(SINK).where(SINK.c.hour_ms < upto))
-                conn.execute(delete(HOURS).where(HOURS.c.start_ms < upto))
-                conn.execute(delete(DAYS).where(DAYS.c.start_ms + DAY_MS <= upto))
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
+        with as_store_down(), store.engine.begin() as conn:
+            first = select(FLEET.c.hour_ms).where(FLEET.c.hour_ms < before_ms).distinct()
+            found = list(conn.execute(first.order_by(FLEET.c.hour_ms).limit(hours)).scalars())
+            upto = found[-1] + HOUR_MS if len(found) == hours else before_ms
+            conn.execute(delete(FLEET).where(FLEET.c.hour_ms < upto))
+            conn.execute(delete(SINK).where(SINK.c.hour_ms < upto))
+            conn.execute(delete(HOURS).where(HOURS.c.start_ms < upto))
+            conn.execute(delete(DAYS).where(DAYS.c.start_ms + DAY_MS <= upto))
         total += len(found)
         if upto >= before_ms:
             return total
@@ -123,10 +114,8 @@ def prune(
     n = errors = 0
     if reports_before is not None:
         n = prune_reports(store, reports_before, batch=batch, pause_s=pause_s, stop=stop)
-        try:
+        with as_store_down():
             errors = prune_errors(store, reports_before)
-        except SQLAlchemyError as exc:
-            raise StoreDown(str(exc).splitlines()[0]) from exc
     hours = 0 if rollups_before is None else prune_rollups(store, rollups_before)
     return Pruned(n, hours, reports_before, rollups_before, errors)
 
@@ -172,13 +161,15 @@ class Pruner:
                     stop=self._stop.is_set,
                 )
             except StoreDown as exc:
-                log.warning("pruning reports: the store is down, next try in %.0f s: %s",
-                            wait, exc)  # fmt: skip
+                log.warning("pruning reports: the store is down, next try in %.0f s: %s", wait, exc)
                 continue
             self.passes += 1
             if self.last.reports or self.last.rollup_hours:
-                log.info("pruned %d report(s) and %d hour(s) of roll-ups", self.last.reports,
-                         self.last.rollup_hours)  # fmt: skip
+                log.info(
+                    "pruned %d report(s) and %d hour(s) of roll-ups",
+                    self.last.reports,
+                    self.last.rollup_hours,
+                )
 
     def close(self) -> None:
         self._stop.set()

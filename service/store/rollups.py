@@ -1,39 +1,67 @@
-"""Per-hour roll-ups of the reports: what the dashboard's summary counts (reports by path and
-tier, by outcome over time, refusals by code, placement sums), kept per hour, per capability,
-set, path, tier, outcome and refusal codes, once for the whole fleet (``report_rollups``, a few
-rows an hour) and once per sink (``report_rollups_sink``).
+"""The roll-ups: counts written in the transaction that stores what they count, so they count
+exactly what was stored, and read for the whole hours (or days) of a window, the partial hours at
+its edges read from the rows themselves (:func:`cut`).
 
-Written in the transaction that inserts the reports, for the reports that insert actually
-inserted (:func:`add`, called by :func:`service.store.report_store.insert_records`): a spool
+- ``report_rollups`` (the whole fleet, a few rows an hour) and ``report_rollups_sink`` (per
+  sink): reports per hour, capability, set, path, tier, outcome and refusal codes, with their
+  placement sums; what the dashboard's summary counts (service/store/reports.py). A report's
+  refusal codes are one key part, sorted and joined with a space (the dispatch's codes have
+  none), so a summary filtered by a refusal code, and the count of refusals by code, are read
+  from the same rows.
+- ``sink_set_hours`` and ``sink_set_days`` (UTC days): per sink and set, the reports, those
+  where no path ran, and the latest report's time; ``sink_sets``: per sink and set, the latest
+  report's time. What the fleet tables read (service/store/fleet.py): a month is about thirty
+  rows a sink and set, whatever the number of reports, and the last-seen time is exact.
+- ``run_report_rollups``: run reports per hour, sink, class and verdict, what the dashboard's
+  run-report counts read (service/store/policies.py, service/store/fleet.py).
+
+Reports are counted by :func:`add` for the reports an insert actually inserted
+(service/store/bulk.py; on PostgreSQL in its one statement, service/store/bulk_pg.py): a spool
 replay or a resubmitted run report, skipped as already stored, never counts twice, and a
-transaction that rolls back takes its counts with it. Pruning reports
-(service/store/retention.py) leaves the roll-ups as they are. :func:`rebuild` computes them from
-the stored reports (the migration that adds them, and bulk loads that bypass :func:`add`).
-
-A report's refusal codes are one key part, sorted and joined with a space (the dispatch's
-codes have none), so a summary filtered by a refusal code, and the count of refusals by
-code, are read from the same rows."""
+transaction that rolls back takes its counts with it. A run report is counted
+(:func:`add_run`) only when its row went in. Pruning reports (service/store/retention.py)
+leaves the roll-ups as they are. The ``rebuild`` functions compute them from the stored rows
+(the migrations that add them, and bulk loads that bypass :func:`add`). Every upsert writes its
+rows in key order: two transactions on PostgreSQL lock the rows they share in the same order,
+so they wait, never deadlock."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import Connection, Table, delete, func, insert, literal, select
+from sqlalchemy import Connection, Table, and_, case, delete, func, insert, literal, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.elements import ColumnElement
 
-from wai_dispatch.service.store import activity
-from wai_dispatch.service.store.models import RefusalRow, ReportRow, RollupRow, SinkRollupRow
+from wai_dispatch.service.store.models import (
+    RefusalRow,
+    ReportRow,
+    RollupRow,
+    RunReportRollupRow,
+    RunReportRow,
+    SinkRollupRow,
+    SinkSetDayRow,
+    SinkSetHourRow,
+    SinkSetRow,
+)
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 
-__all__ = ["HOUR_MS", "SUMS", "Key", "add", "add_counts", "codes_of", "hour_of", "rebuild"]
-
 HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
 FLEET: Table = RollupRow.__table__  # type: ignore[assignment]
 SINK: Table = SinkRollupRow.__table__  # type: ignore[assignment]
+HOURS: Table = SinkSetHourRow.__table__  # type: ignore[assignment]
+DAYS: Table = SinkSetDayRow.__table__  # type: ignore[assignment]
+PAIRS: Table = SinkSetRow.__table__  # type: ignore[assignment]
+RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
 SUMS = ("n", *(f"placement_{u}" for u in UNITS))
-#: The key parts shared by both tables, in their primary keys' order.
+#: The key parts shared by both report roll-ups, in their primary keys' order.
 KEY = ("hour_ms", "capability", "set_digest", "path", "tier", "outcome", "codes")
+#: A time range ``[from, to)``; a ``None`` end: unbounded.
+Range = tuple[int | None, int | None]
+R = ReportRow.__table__.c
+RR = RunReportRow.__table__.c
 
 
 def hour_of(ms: int) -> int:
@@ -41,9 +69,63 @@ def hour_of(ms: int) -> int:
     return ms - ms % HOUR_MS
 
 
+def day_of(ms: int) -> int:
+    """The first millisecond of the UTC day ``ms`` lies in."""
+    return ms - ms % DAY_MS
+
+
 def codes_of(codes: Iterable[str]) -> str:
     """The refusal-codes key part of a report refused with ``codes`` (any order, repeats kept)."""
     return " ".join(sorted(codes))
+
+
+def cut(lo: int | None, hi: int | None, step: int = HOUR_MS) -> tuple[list[Range], Range | None]:
+    """``[lo, hi)`` as the ranges at its edges that are no whole ``step`` (read from the rows)
+    and the whole steps between them (read from a roll-up; ``None``: none)."""
+    s0 = None if lo is None else -(-lo // step) * step
+    s1 = None if hi is None else hi - hi % step
+    if s0 is not None and s1 is not None and s0 >= s1:
+        return [(lo, hi)], None
+    edges: list[Range] = []
+    if lo is not None and s0 is not None and lo < s0:
+        edges.append((lo, s0))
+    if hi is not None and s1 is not None and s1 < hi:
+        edges.append((s1, hi))
+    return edges, (s0, s1)
+
+
+def between(col: Any, lo: int | None, hi: int | None) -> list[ColumnElement[bool]]:
+    """The conditions ``lo <= col < hi`` (none for a ``None`` end)."""
+    return [*([] if lo is None else [col >= lo]), *([] if hi is None else [col < hi])]
+
+
+def within(col: Any, ranges: Sequence[Range]) -> list[ColumnElement[bool]]:
+    """The condition that ``col`` lies in one of ``ranges`` (none when one is unbounded)."""
+    spans = [between(col, lo, hi) for lo, hi in ranges]
+    return [] if [] in spans else [or_(*(and_(*s) for s in spans))]
+
+
+def upsert_of(conn: Connection, table: Any) -> Any:
+    """The dialect's ``INSERT`` into ``table``, which takes ``ON CONFLICT``."""
+    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+
+
+def upsert(
+    conn: Connection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    keys: Sequence[str],
+    sums: Sequence[str] = (),
+    latest: str | None = None,
+) -> None:
+    """Insert ``rows``; a row whose ``keys`` are stored adds its ``sums`` to the stored row's
+    and keeps the later of the two ``latest``."""
+    ins = upsert_of(conn, table)
+    put = {s: table.c[s] + ins.excluded[s] for s in sums}
+    if latest is not None:
+        pg = conn.dialect.name == "postgresql"
+        put[latest] = (func.greatest if pg else func.max)(table.c[latest], ins.excluded[latest])
+    conn.execute(ins.on_conflict_do_update(index_elements=list(keys), set_=put), rows)
 
 
 class Key(NamedTuple):
@@ -71,34 +153,35 @@ class Key(NamedTuple):
             codes_of(r.code for r in rec.refusals),
         )
 
-    def row(self, *, sink: bool) -> dict[str, Any]:
-        out = dict(zip(KEY, self[1:], strict=True))
-        if sink:
-            out["sink"] = self.sink
-        return out
 
-
-def _sums(rec: ReportRecord) -> list[int]:
-    return [1, *(int(rec.placement.get(u, 0)) for u in UNITS)]
+#: The columns of ``sink_set_hours`` and ``sink_set_days``.
+ACTIVITY = ("start_ms", "sink", "set_digest", "n", "no_path", "last_ms")
+#: Per sink and set: (sink, set digest or "", hour's first ms) -> [reports, no-path, latest ms]
+Activity = Mapping[tuple[str, str, int], Sequence[int]]
 
 
 def add(conn: Connection, records: Iterable[ReportRecord]) -> None:
-    """Count ``records`` (reports this transaction has just inserted) into both roll-ups, and
-    into the fleet tables' per-sink activity (service/store/activity.py)."""
-    records = list(records)
-    activity.add(conn, records)
+    """Count ``records`` (reports this transaction has just inserted) into every report
+    roll-up."""
     deltas: dict[Key, list[int]] = {}
+    activity: dict[tuple[str, str, int], list[int]] = {}
     for rec in records:
         into = deltas.setdefault(Key.of(rec), [0] * len(SUMS))
-        for i, v in enumerate(_sums(rec)):
+        for i, v in enumerate([1, *(int(rec.placement.get(u, 0)) for u in UNITS)]):
             into[i] += v
+        slot = activity.setdefault(
+            (rec.sink, rec.set_digest or "", hour_of(rec.created_ms)), [0, 0, rec.created_ms]
+        )
+        slot[0] += 1
+        slot[1] += rec.outcome == "refused"
+        slot[2] = max(slot[2], rec.created_ms)
+    add_activity(conn, activity)
     add_counts(conn, deltas)
 
 
 def add_counts(conn: Connection, deltas: Mapping[Key, Sequence[int]]) -> None:
-    """Add ``deltas`` (per key: the report count and the placement sums, :data:`SUMS`) to both
-    roll-ups: one upsert statement per table, its rows in key order (two transactions on
-    PostgreSQL lock the rows they share in the same order, so they wait, never deadlock)."""
+    """Add ``deltas`` (per key: the report count and the placement sums, :data:`SUMS`) to the
+    fleet's and the sinks' roll-ups: one upsert statement per table."""
     if not deltas:
         return
     fleet: dict[tuple[Any, ...], list[int]] = {}
@@ -106,65 +189,162 @@ def add_counts(conn: Connection, deltas: Mapping[Key, Sequence[int]]) -> None:
         into = fleet.setdefault(key[1:], [0] * len(SUMS))
         for i, v in enumerate(sums):
             into[i] += v
-    _upsert(conn, FLEET, [
-        {**dict(zip(KEY, parts, strict=True)), **dict(zip(SUMS, sums, strict=True))}
-        for parts, sums in sorted(fleet.items())
-    ])  # fmt: skip
-    _upsert(conn, SINK, [
-        {**key.row(sink=True), **dict(zip(SUMS, sums, strict=True))}
-        for key, sums in sorted(deltas.items())
-    ])  # fmt: skip
+    for table, counts, names in ((FLEET, fleet, KEY), (SINK, deltas, ("sink", *KEY))):
+        rows = [
+            {**dict(zip(names, key, strict=True)), **dict(zip(SUMS, sums, strict=True))}
+            for key, sums in sorted(counts.items())
+        ]
+        upsert(conn, table, rows, [c.name for c in table.primary_key.columns], SUMS)
 
 
-def _upsert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-    ins = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
-    stmt = ins.on_conflict_do_update(
-        index_elements=[c.name for c in table.primary_key.columns],
-        set_={s: table.c[s] + ins.excluded[s] for s in SUMS},
-    )
-    conn.execute(stmt, rows)
+def add_activity(conn: Connection, deltas: Activity) -> None:
+    """Add ``deltas`` to the hours and the days, and move their pairs' latest times: one
+    upsert a table."""
+    if not deltas:
+        return
+    days: dict[tuple[int, str, str], list[int]] = {}
+    for (sink, digest, hour), (n, no_path, last) in deltas.items():
+        slot = days.setdefault((day_of(hour), sink, digest), [0, 0, last])
+        slot[0] += n
+        slot[1] += no_path
+        slot[2] = max(slot[2], last)
+    hours = {(hour, sink, digest): list(v) for (sink, digest, hour), v in deltas.items()}
+    for table, counts in ((HOURS, hours), (DAYS, days)):
+        rows = [dict(zip(ACTIVITY, (*k, *v), strict=True)) for k, v in sorted(counts.items())]
+        upsert(conn, table, rows, ["start_ms", "sink", "set_digest"], ["n", "no_path"], "last_ms")
+    pairs: dict[tuple[str, str], int] = {}
+    for (sink, digest, _), (_, _, last) in deltas.items():
+        pairs[(sink, digest)] = max(last, pairs.get((sink, digest), last))
+    rows = [{"sink": k[0], "set_digest": k[1], "last_ms": v} for k, v in sorted(pairs.items())]
+    upsert(conn, PAIRS, rows, ["sink", "set_digest"], latest="last_ms")
+
+
+def add_run(
+    conn: Connection, *, sink: str, sink_class: str | None, accepted: bool, received_ms: int
+) -> None:
+    """Count one run report just inserted, in the caller's transaction."""
+    row = {
+        "hour_ms": hour_of(received_ms),
+        "sink": sink,
+        "sink_class": sink_class or "",
+        "accepted": accepted,
+        "n": 1,
+        "last_ms": received_ms,
+    }
+    upsert(conn, RUNS, row, ["hour_ms", "sink", "sink_class", "accepted"], ["n"], "last_ms")
+
+
+def run_counts(
+    conn: Connection,
+    by: Literal["class", "sink"],
+    *,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    sink_class: str | None = None,
+    sink: str | None = None,
+) -> dict[tuple[str | None, bool], tuple[int, int]]:
+    """Per ``by`` (the class, ``None``: none; or the sink) and verdict (accepted or not): the
+    run reports received in ``[since_ms, until_ms)`` and the latest's time, whole hours from
+    the roll-ups and the partial hours at the window's edges from ``run_reports`` (received
+    time, indexed): exact for any window. ``sink_class`` and ``sink``: only those."""
+    raw, hours = cut(since_ms, until_ms)
+    out: dict[tuple[str | None, bool], tuple[int, int]] = {}
+    u = RUNS.c
+    parts: list[tuple[Any, ...]] = []
+    parts += [] if hours is None else [(u, u.hour_ms, hours, func.sum(u.n), func.max(u.last_ms))]
+    parts += [(RR, RR.received_ms, span, func.count(), func.max(RR.received_ms)) for span in raw]
+    for c, time, (lo, hi), n, last in parts:
+        where = between(time, lo, hi)
+        if sink_class:
+            where.append(c.sink_class == sink_class)
+        if sink:
+            where.append(c.sink == sink)
+        col = c.sink_class if by == "class" else c.sink
+        query = select(col, c.accepted, n, last).where(*where).group_by(col, c.accepted)
+        for key, accepted, count, latest in conn.execute(query).all():
+            k = (key or None) if by == "class" else key
+            had = out.get((k, bool(accepted)), (0, 0))
+            out[(k, bool(accepted))] = (had[0] + int(count), max(had[1], int(latest)))
+    return out
 
 
 def rebuild(conn: Connection) -> int:
-    """Recompute both roll-ups from the stored reports, in the caller's transaction (whatever
-    they held is replaced); returns the fleet table's rows. Two aggregate statements: each
-    report's codes (sorted: PostgreSQL's ``string_agg … ORDER BY``; SQLite's ``group_concat``
-    over rows already in code order, the order it concatenates in), then the sums by key."""
-    r = ReportRow.__table__.c
+    """Recompute both report roll-ups from the stored reports, in the caller's transaction
+    (whatever they held is replaced); returns the fleet table's rows. Two aggregate statements:
+    each report's codes (sorted: PostgreSQL's ``string_agg … ORDER BY``; SQLite's
+    ``group_concat`` over rows already in code order, the order it concatenates in), then the
+    sums by key."""
     f = RefusalRow.__table__.c
     if conn.dialect.name == "postgresql":
+        in_order = postgresql.aggregate_order_by(literal(" "), f.code)
         per_report = (
-            select(f.report_seq,
-                   func.string_agg(f.code, postgresql.aggregate_order_by(literal(" "), f.code))
-                   .label("codes"))
-            .group_by(f.report_seq).subquery()
-        )  # fmt: skip
+            select(f.report_seq, func.string_agg(f.code, in_order).label("codes"))
+            .group_by(f.report_seq)
+            .subquery()
+        )
     else:
-        ordered = select(f.report_seq, f.code).order_by(f.report_seq, f.code).subquery()
+        o = select(f.report_seq, f.code).order_by(f.report_seq, f.code).subquery()
         per_report = (
-            select(ordered.c.report_seq,
-                   func.group_concat(ordered.c.code, literal(" ")).label("codes"))
-            .group_by(ordered.c.report_seq).subquery()
-        )  # fmt: skip
-    hour = (r.created_ms - r.created_ms % HOUR_MS).label("hour_ms")
+            select(o.c.report_seq, func.group_concat(o.c.code, literal(" ")).label("codes"))
+            .group_by(o.c.report_seq)
+            .subquery()
+        )
     parts = {
-        "hour_ms": hour,
-        "capability": r.capability,
-        "set_digest": func.coalesce(r.set_digest, "").label("set_digest"),
-        "path": func.coalesce(r.path_ran, "").label("path"),
-        "tier": func.coalesce(r.tier, "").label("tier"),
-        "outcome": r.outcome,
+        "hour_ms": (R.created_ms - R.created_ms % HOUR_MS).label("hour_ms"),
+        "capability": R.capability,
+        "set_digest": func.coalesce(R.set_digest, "").label("set_digest"),
+        "path": func.coalesce(R.path_ran, "").label("path"),
+        "tier": func.coalesce(R.tier, "").label("tier"),
+        "outcome": R.outcome,
         "codes": func.coalesce(per_report.c.codes, "").label("codes"),
     }
-    sums = [func.count().label("n"), *(func.sum(r[f"placement_{u}"]).label(f"placement_{u}")
-                                       for u in UNITS)]  # fmt: skip
-    source = ReportRow.__table__.outerjoin(per_report, per_report.c.report_seq == r.seq)
+    sums = [func.count().label("n")]
+    sums += [func.sum(R[f"placement_{u}"]).label(f"placement_{u}") for u in UNITS]
+    source = ReportRow.__table__.outerjoin(per_report, per_report.c.report_seq == R.seq)
     conn.execute(delete(FLEET))
     conn.execute(delete(SINK))
-    by_sink = select(r.sink, *parts.values(), *sums).select_from(source)
-    by_sink = by_sink.group_by(r.sink, *parts.values())
+    by_sink = select(R.sink, *parts.values(), *sums).select_from(source)
+    by_sink = by_sink.group_by(R.sink, *parts.values())
     conn.execute(insert(SINK).from_select(["sink", *KEY, *SUMS], by_sink))
     s = SINK.c
     fleet = select(*(s[k] for k in KEY), *(func.sum(s[k]).label(k) for k in SUMS))
     conn.execute(insert(FLEET).from_select([*KEY, *SUMS], fleet.group_by(*(s[k] for k in KEY))))
     return int(conn.execute(select(func.count()).select_from(FLEET)).scalar_one())
+
+
+def rebuild_activity(conn: Connection) -> None:
+    """Recompute the hours and the days from the stored reports, in the caller's
+    transaction."""
+    hour = (R.created_ms - R.created_ms % HOUR_MS).label("start_ms")
+    digest = func.coalesce(R.set_digest, "").label("set_digest")
+    refused = func.sum(case((R.outcome == "refused", 1), else_=0)).label("no_path")
+    last = func.max(R.created_ms).label("last_ms")
+    conn.execute(delete(HOURS))
+    conn.execute(delete(DAYS))
+    by_hour = select(hour, R.sink, digest, func.count().label("n"), refused, last)
+    conn.execute(insert(HOURS).from_select(ACTIVITY, by_hour.group_by(hour, R.sink, digest)))
+    h = HOURS.c
+    day = (h.start_ms - h.start_ms % DAY_MS).label("start_ms")
+    sums = (func.sum(h.n), func.sum(h.no_path), func.max(h.last_ms))
+    by_day = select(day, h.sink, h.set_digest, *sums).group_by(day, h.sink, h.set_digest)
+    conn.execute(insert(DAYS).from_select(ACTIVITY, by_day))
+
+
+def rebuild_pairs(conn: Connection) -> None:
+    """Recompute ``sink_sets`` from the days (after :func:`rebuild_activity`; migration 0009
+    fills it itself: 0008's call of :func:`rebuild_activity` runs before the table exists)."""
+    d = DAYS.c
+    conn.execute(delete(PAIRS))
+    latest = select(d.sink, d.set_digest, func.max(d.last_ms)).group_by(d.sink, d.set_digest)
+    conn.execute(insert(PAIRS).from_select(["sink", "set_digest", "last_ms"], latest))
+
+
+def rebuild_runs(conn: Connection) -> None:
+    """Recompute the run reports' roll-ups from the stored run reports, in the caller's
+    transaction."""
+    hour = (RR.received_ms - RR.received_ms % HOUR_MS).label("hour_ms")
+    cls = func.coalesce(RR.sink_class, "").label("sink_class")
+    conn.execute(delete(RUNS))
+    counts = select(hour, RR.sink, cls, RR.accepted, func.count(), func.max(RR.received_ms))
+    cols = ["hour_ms", "sink", "sink_class", "accepted", "n", "last_ms"]
+    conn.execute(insert(RUNS).from_select(cols, counts.group_by(hour, RR.sink, cls, RR.accepted)))

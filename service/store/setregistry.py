@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, insert, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 
 from wai_dispatch.codec.sets import MANIFEST_NAME, SetNotInstalled, SetStore
 from wai_dispatch.codec.sets.errors import SetAmbiguous, SetDigestInvalid, SetTooLarge
 from wai_dispatch.codec.sets.manifest import DIGEST_RE
 from wai_dispatch.service.store.models import SetChunkRow, SetDefaultRow, SetRow
-from wai_dispatch.service.store.report_store import ReportStore, StoreDown
+from wai_dispatch.service.store.report_store import ReportStore, as_store_down
 
 #: The size of one ``set_chunks`` row.
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -92,10 +92,6 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-def _down(exc: SQLAlchemyError) -> StoreDown:
-    return StoreDown(str(exc).splitlines()[0])
-
-
 class SetRegistry:
     """The ``sets`` tables of one report store. Every method raises :class:`StoreDown` when the
     database does not answer."""
@@ -107,11 +103,8 @@ class SetRegistry:
         """Every set the registry has known, removed ones with their tombstone, by digest."""
         table = SetRow.__table__
         cols = [table.c[f] for f in RegistryEntry.__dataclass_fields__]
-        try:
-            with self.store.engine.connect() as conn:
-                rows = conn.execute(select(*cols).order_by(table.c.digest)).all()
-        except SQLAlchemyError as exc:
-            raise _down(exc) from exc
+        with as_store_down(), self.store.engine.connect() as conn:
+            rows = conn.execute(select(*cols).order_by(table.c.digest)).all()
         return [RegistryEntry(*row) for row in rows]
 
     def live(self) -> dict[str, RegistryEntry]:
@@ -143,61 +136,57 @@ class SetRegistry:
                 f"takes sets of at most {MAX_SET_BYTES:,}"
             )
         table = SetRow.__table__
-        try:
-            with self.store.engine.begin() as conn:
-                row = conn.execute(
-                    select(table.c.removed_ms).where(table.c.digest == digest)
-                ).first()
-                if row is not None:
-                    if row[0] is None:
-                        return False
+        with as_store_down():
+            try:
+                with self.store.engine.begin() as conn:
+                    row = conn.execute(
+                        select(table.c.removed_ms).where(table.c.digest == digest)
+                    ).first()
+                    if row is not None:
+                        if row[0] is None:
+                            return False
+                        conn.execute(
+                            update(SetRow)
+                            .where(table.c.digest == digest)
+                            .values(removed_ms=None, installed_ms=_now())
+                        )
+                        return True
+                data = archive_of(local, digest)
+                parts = [] if bundled else list(_chunks(data))
+                with self.store.engine.begin() as conn:
                     conn.execute(
-                        update(SetRow)
-                        .where(table.c.digest == digest)
-                        .values(removed_ms=None, installed_ms=_now())
+                        insert(SetRow).values(
+                            digest=digest,
+                            name=entry.name,
+                            capability=entry.capability,
+                            version=entry.version,
+                            archive_bytes=len(data),
+                            chunks=len(parts),
+                            bundled=bundled,
+                            installed_ms=_now(),
+                            removed_ms=None,
+                        )
                     )
-                    return True
-            data = archive_of(local, digest)
-            parts = [] if bundled else list(_chunks(data))
-            with self.store.engine.begin() as conn:
-                conn.execute(
-                    insert(SetRow).values(
-                        digest=digest,
-                        name=entry.name,
-                        capability=entry.capability,
-                        version=entry.version,
-                        archive_bytes=len(data),
-                        chunks=len(parts),
-                        bundled=bundled,
-                        installed_ms=_now(),
-                        removed_ms=None,
-                    )
-                )
-                if parts:
-                    conn.execute(
-                        insert(SetChunkRow),
-                        [{"digest": digest, "seq": i, "data": p} for i, p in enumerate(parts)],
-                    )
-        except IntegrityError:
-            return False  # a concurrent publish of the same set won
-        except SQLAlchemyError as exc:
-            raise _down(exc) from exc
+                    if parts:
+                        conn.execute(
+                            insert(SetChunkRow),
+                            [{"digest": digest, "seq": i, "data": p} for i, p in enumerate(parts)],
+                        )
+            except IntegrityError:
+                return False  # a concurrent publish of the same set won
         return True
 
     def remove(self, digest: str) -> RegistryEntry:
         """Write the live set's tombstone (its bytes kept: installing it again is a flag),
         and drop it as any capability's default. :class:`SetNotInstalled` when not live."""
         table = SetRow.__table__
-        try:
-            with self.store.engine.begin() as conn:
-                done = conn.execute(
-                    update(SetRow)
-                    .where(table.c.digest == digest, table.c.removed_ms.is_(None))
-                    .values(removed_ms=_now())
-                )
-                conn.execute(delete(SetDefaultRow).where(SetDefaultRow.digest == digest))
-        except SQLAlchemyError as exc:
-            raise _down(exc) from exc
+        with as_store_down(), self.store.engine.begin() as conn:
+            done = conn.execute(
+                update(SetRow)
+                .where(table.c.digest == digest, table.c.removed_ms.is_(None))
+                .values(removed_ms=_now())
+            )
+            conn.execute(delete(SetDefaultRow).where(SetDefaultRow.digest == digest))
         if not done.rowcount:
             raise SetNotInstalled(f"set {digest} is not installed")
         return next(e for e in self.entries() if e.digest == digest)
@@ -206,16 +195,13 @@ class SetRegistry:
         """The set's archive, its chunks joined in order (:class:`SetNotInstalled` when the
         registry has no bytes for it: a bundled set registered by reference has none)."""
         table = SetChunkRow.__table__
-        try:
-            with self.store.engine.connect() as conn:
-                parts = conn.execute(
-                    select(table.c.data).where(table.c.digest == digest).order_by(table.c.seq)
-                ).all()
-                want = conn.execute(
-                    select(SetRow.chunks, SetRow.archive_bytes).where(SetRow.digest == digest)
-                ).first()
-        except SQLAlchemyError as exc:
-            raise _down(exc) from exc
+        with as_store_down(), self.store.engine.connect() as conn:
+            parts = conn.execute(
+                select(table.c.data).where(table.c.digest == digest).order_by(table.c.seq)
+            ).all()
+            want = conn.execute(
+                select(SetRow.chunks, SetRow.archive_bytes).where(SetRow.digest == digest)
+            ).first()
         data = b"".join(bytes(p[0]) for p in parts)
         if want is None or len(parts) != want[0] or len(data) != want[1]:
             raise SetNotInstalled(f"the set registry holds no whole archive of {digest}")
@@ -223,33 +209,31 @@ class SetRegistry:
 
     def defaults(self) -> dict[str, str]:
         """Each capability's chosen default set."""
-        try:
-            with self.store.engine.connect() as conn:
-                rows = conn.execute(select(SetDefaultRow.capability, SetDefaultRow.digest)).all()
-        except SQLAlchemyError as exc:
-            raise _down(exc) from exc
+        with as_store_down(), self.store.engine.connect() as conn:
+            rows = conn.execute(select(SetDefaultRow.capability, SetDefaultRow.digest)).all()
         return {c: d for c, d in rows}
 
     def set_default(self, capability: str, digest: str, *, replace: bool = True) -> bool:
         """Make ``digest`` the capability's default (``replace=False``: only when it has none);
         whether the registry's default is now ``digest``."""
-        try:
-            with self.store.engine.begin() as conn:
-                current = conn.execute(
-                    select(SetDefaultRow.digest).where(SetDefaultRow.capability == capability)
-                ).first()
-                if current is None:
-                    conn.execute(insert(SetDefaultRow).values(capability=capability, digest=digest))
-                elif replace:
-                    conn.execute(
-                        update(SetDefaultRow)
-                        .where(SetDefaultRow.capability == capability)
-                        .values(digest=digest)
-                    )
-                else:
-                    return bool(current[0] == digest)
-        except IntegrityError:
-            return False  # a concurrent start chose first
-        except SQLAlchemyError as exc:
-            raise _down(exc) from exc
+        with as_store_down():
+            try:
+                with self.store.engine.begin() as conn:
+                    current = conn.execute(
+                        select(SetDefaultRow.digest).where(SetDefaultRow.capability == capability)
+                    ).first()
+                    if current is None:
+                        conn.execute(
+                            insert(SetDefaultRow).values(capability=capability, digest=digest)
+                        )
+                    elif replace:
+                        conn.execute(
+                            update(SetDefaultRow)
+                            .where(SetDefaultRow.capability == capability)
+                            .values(digest=digest)
+                        )
+                    else:
+                        return bool(current[0] == digest)
+            except IntegrityError:
+                return False  # a concurrent start chose first
         return True

@@ -70,8 +70,9 @@ def install(app: FastAPI) -> None:
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon() -> Response:
-        return Response(icon, media_type="image/x-icon",
-                        headers={"cache-control": "public, max-age=86400"})  # fmt: skip
+        return Response(
+            icon, media_type="image/x-icon", headers={"cache-control": "public, max-age=86400"}
+        )
 
     made: list[bytes] = []  # the schema is whole only once every route is in: made at first ask
 
@@ -79,8 +80,9 @@ def install(app: FastAPI) -> None:
     async def dashboard_limits() -> Response:
         if not made:
             made.append(json.dumps(url_limits(app.openapi()), sort_keys=True).encode())
-        return Response(made[0], media_type="application/json",
-                        headers={"cache-control": "no-cache"})  # fmt: skip
+        return Response(
+            made[0], media_type="application/json", headers={"cache-control": "no-cache"}
+        )
 
     assets = WebAssets(str(dashboard_dir()), missing=RouteNotFound)
     app.mount("/dashboard", assets, name="dashboard")

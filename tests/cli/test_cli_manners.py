@@ -19,8 +19,8 @@ from _svc import REPLICATE, SAMPLE_CBOR, SAMPLE_JSON
 
 from wai_dispatch.cli import progress
 from wai_dispatch.cli.completion import table
-from wai_dispatch.cli.flags import EXIT_NO, EXIT_OK, EXIT_USAGE
-from wai_dispatch.cli.main import COMMANDS, build_parser, main
+from wai_dispatch.cli.flags import COMMANDS, EXIT_NO, EXIT_OK, EXIT_USAGE
+from wai_dispatch.cli.main import build_parser, main
 from wai_dispatch.dispatch.offer import GPU_WGSL, DispatchPath, impossible
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
 from wai_dispatch.paths.registry import BUILDERS
@@ -119,7 +119,8 @@ def test_command_help_loads_no_settings_decoder_or_runtime() -> None:
     """What makes `COMMAND --help` cost seconds: pydantic (the settings), numpy, the decoder,
     a runtime. The time itself is `make bench` (tools/bench_cli.py)."""
     code = (
-        "import sys; from wai_dispatch.cli.main import build_parser, COMMANDS\n"
+        "import sys; from wai_dispatch.cli.main import build_parser\n"
+        "from wai_dispatch.cli.flags import COMMANDS\n"
         "for name in COMMANDS: build_parser([name, '--help'])\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pydantic', 'numpy', 'onnxruntime', 'torch', 'sqlalchemy', 'httpx') or "

@@ -16,7 +16,7 @@ import pytest
 from _svc import REPLICATE, SAMPLE_CBOR, SAMPLE_JSON, free_port, serve
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.cli.remote import post
+from wai_dispatch.cli.remote import call
 
 
 def test_tokens_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,8 +105,16 @@ def test_decode_url_retries_429_after_retry_after(tmp_path: Path) -> None:
         data = SAMPLE_JSON.read_bytes()
 
         def one(_: int) -> int:
-            return post(
-                live.url, data, cbor=False, token=live.tokens["sink"], retries=30, sleep=sleep
+            kind = "application/json"
+            token = live.tokens["sink"]
+            return call(
+                live.url,
+                "/v1/decode",
+                data,
+                content_type=kind,
+                token=token,
+                retries=30,
+                sleep=sleep,
             )[0]
 
         with ThreadPoolExecutor(4) as pool:

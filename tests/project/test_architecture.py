@@ -584,9 +584,10 @@ def test_other_package_inits_are_docstrings() -> None:
 
 
 def test_cli_command_table_matches_the_modules() -> None:
-    """cli/main.py lists each command's module and help, so that `--help` and each command
+    """cli/flags.py lists each command's module and help, so that `--help` and each command
     import only what they use: the table says exactly what the modules declare, in order."""
-    from wai_dispatch.cli.main import COMMANDS, build_parser
+    from wai_dispatch.cli.flags import COMMANDS
+    from wai_dispatch.cli.main import build_parser
 
     def commands(parser: argparse.ArgumentParser) -> list[tuple[str, str | None]]:
         action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -59,9 +59,10 @@ async def fleet_sinks(
 ) -> dict[str, Any]:
     classes = await run_in_threadpool(classes_of, policies)
     return await run_in_threadpool(
-        lambda: sink_table(store, chosen, classes=classes, sort=sort, desc=desc, search=q,
-                           limit=limit, after=after)
-    )  # fmt: skip
+        lambda: sink_table(
+            store, chosen, classes=classes, sort=sort, desc=desc, search=q, limit=limit, after=after
+        )
+    )
 
 
 @router.get("/v1/fleet/sets", summary="Per set digest: reports, no-path rate, sinks, last seen")
@@ -78,9 +79,10 @@ async def fleet_sets(
     after: After = None,
 ) -> dict[str, Any]:
     return await run_in_threadpool(
-        lambda: set_table(store, chosen, sort=sort, desc=desc, prefix=prefix, limit=limit,
-                          after=after)
-    )  # fmt: skip
+        lambda: set_table(
+            store, chosen, sort=sort, desc=desc, prefix=prefix, limit=limit, after=after
+        )
+    )
 
 
 @router.get("/v1/request-errors", summary="Requests answered with a 4xx, by code, route and sink")
@@ -104,6 +106,13 @@ async def request_errors(
     elif sink_class:
         sinks = await run_in_threadpool(sinks_of_class, policies, sink_class)
     return await run_in_threadpool(
-        lambda: list_errors(store, since_ms=since_ms, until_ms=until_ms, sinks=sinks, code=code,
-                            limit=limit, after=after)
-    )  # fmt: skip
+        lambda: list_errors(
+            store,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            sinks=sinks,
+            code=code,
+            limit=limit,
+            after=after,
+        )
+    )

@@ -16,15 +16,15 @@ import pytest
 from fastapi import FastAPI
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.service.rayserve.deployment import (
+from wai_dispatch.service.rayserve.deployment import ReplicaHeader, replica_id_of
+from wai_dispatch.service.rayserve.plan import (
     Plan,
     PlanInvalid,
-    ReplicaHeader,
     StoreNotShared,
     check_store,
-    replica_id_of,
+    placement_problem,
+    warn_unplaceable,
 )
-from wai_dispatch.service.rayserve.plan import placement_problem, warn_unplaceable
 from wai_dispatch.service.settings import load
 from wai_dispatch.tools.ray_cluster import post_retrying
 

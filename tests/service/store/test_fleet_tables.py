@@ -22,15 +22,27 @@ A, B = "ab" * 32, "cd" * 32
 
 
 def rec(i: int, sink: str, t: int, *, ran: bool = True, digest: str = A) -> ReportRecord:
-    return ReportRecord.from_json({
-        "id": f"00000000-0000-0000-0000-{i:012d}", "request_id": f"req-{i}",
-        "created_ms": T0 + t, "sink": sink, "role": "primary",
-        "capability": "wai.neural.bmshj2018", "set_digest": digest, "symbols_digest": None,
-        "rgb_digest": None, "needed": "none", "path_ran": "cpu/onnx-runtime/float" if ran else None,
-        "tier": "none" if ran else None, "outcome": "decoded" if ran else "refused",
-        "duration_ms": 1.0, "placement": {"cpu": 3} if ran else {}, "refusals": [],
-        "report": {"i": i},
-    })  # fmt: skip
+    return ReportRecord.from_json(
+        {
+            "id": f"00000000-0000-0000-0000-{i:012d}",
+            "request_id": f"req-{i}",
+            "created_ms": T0 + t,
+            "sink": sink,
+            "role": "primary",
+            "capability": "wai.neural.bmshj2018",
+            "set_digest": digest,
+            "symbols_digest": None,
+            "rgb_digest": None,
+            "needed": "none",
+            "path_ran": "cpu/onnx-runtime/float" if ran else None,
+            "tier": "none" if ran else None,
+            "outcome": "decoded" if ran else "refused",
+            "duration_ms": 1.0,
+            "placement": {"cpu": 3} if ran else {},
+            "refusals": [],
+            "report": {"i": i},
+        }
+    )
 
 
 # sink a: 3 reports (1 no path), sink b: 2 reports (1 no path); set B only on sink b
@@ -50,9 +62,17 @@ def test_per_sink_table(store: ReportStore) -> None:
     assert table["total"] == 3
     assert [r["sink"] for r in table["items"]] == ["a", "b", "c"]
     a, b, c = table["items"]
-    assert a == {"sink": "a", "class": "kiosk", "reports": 3, "no_path": 1,
-                 "no_path_rate": 1 / 3, "request_errors": 0, "runs_accepted": 0,
-                 "runs_refused": 0, "last_seen_ms": T0 + 3_600_500}  # fmt: skip
+    assert a == {
+        "sink": "a",
+        "class": "kiosk",
+        "reports": 3,
+        "no_path": 1,
+        "no_path_rate": 1 / 3,
+        "request_errors": 0,
+        "runs_accepted": 0,
+        "runs_refused": 0,
+        "last_seen_ms": T0 + 3_600_500,
+    }
     assert (b["class"], b["reports"], b["no_path_rate"]) == (None, 2, 0.5)
     assert (c["reports"], c["no_path_rate"], c["last_seen_ms"]) == (0, None, None)
     worst = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True)
@@ -63,10 +83,10 @@ def test_per_sink_table(store: ReportStore) -> None:
     last = sink_table(store, Filters(), classes=classes, limit=1, after=page["next"])
     assert ([r["sink"] for r in last["items"]], last["next"]) == (["c"], None)
     # keyset by the sort value: the page after "b" by rate, most first, is "a" then "c"
-    by_rate = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True,
-                         limit=1)  # fmt: skip
-    rest = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True,
-                      after=by_rate["next"])  # fmt: skip
+    by_rate = sink_table(store, Filters(), classes=classes, sort="no_path_rate", desc=True, limit=1)
+    rest = sink_table(
+        store, Filters(), classes=classes, sort="no_path_rate", desc=True, after=by_rate["next"]
+    )
     assert [r["sink"] for r in rest["items"]] == ["a", "c"]
     assert sink_table(store, Filters(sinks=("a",)), classes=classes)["total"] == 1
     assert [r["sink"] for r in sink_table(store, Filters(), classes={}, search="B")["items"]] == [
@@ -78,8 +98,9 @@ def test_per_sink_table(store: ReportStore) -> None:
     for f in (window, edges):
         rows = {r["sink"]: r for r in sink_table(store, f, classes={})["items"]}
         assert {s: (r["reports"], r["no_path"]) for s, r in rows.items()} == {
-            "a": (3, 1), "b": (2, 1)
-        }  # fmt: skip
+            "a": (3, 1),
+            "b": (2, 1),
+        }
         assert rows["a"]["last_seen_ms"] == T0 + 3_600_500
     # filters the roll-ups cannot answer read the reports, the whole time axis
     one = sink_table(store, Filters(request_id="req-4"), classes={})["items"]
@@ -96,8 +117,10 @@ def test_per_set_table_and_prefix(store: ReportStore) -> None:
     first, second = table["items"]  # most reports first
     assert (first["set"], first["reports"], first["no_path"], first["sinks"]) == (A, 4, 1, 2)
     assert (second["set"], second["no_path_rate"], second["last_seen_ms"]) == (
-        B, 1.0, T0 + 7_200_000
-    )  # fmt: skip
+        B,
+        1.0,
+        T0 + 7_200_000,
+    )
     assert [r["set"] for r in set_table(store, Filters(), prefix="CD")["items"]] == [B]
     assert set_table(store, Filters(), prefix="ef")["total"] == 0
     assert set_table(store, Filters(sink="a"))["total"] == 1
@@ -106,12 +129,21 @@ def test_per_set_table_and_prefix(store: ReportStore) -> None:
 def test_request_errors_noted_listed_and_pruned(store: ReportStore) -> None:
     errors = ErrorLog(store)
     try:
-        errors.note(400, "request_invalid", sink="a", request_id="r1", method="POST",
-                    path="/v1/decode")  # fmt: skip
-        errors.note(400, "request_invalid", sink="a", request_id="r2", method="POST",
-                    path="/v1/decode")  # fmt: skip
-        errors.note(401, "auth_invalid", sink=None, request_id="r3", method="GET",
-                    path="/v1/reports", route="/v1/reports")  # fmt: skip
+        errors.note(
+            400, "request_invalid", sink="a", request_id="r1", method="POST", path="/v1/decode"
+        )
+        errors.note(
+            400, "request_invalid", sink="a", request_id="r2", method="POST", path="/v1/decode"
+        )
+        errors.note(
+            401,
+            "auth_invalid",
+            sink=None,
+            request_id="r3",
+            method="GET",
+            path="/v1/reports",
+            route="/v1/reports",
+        )
         assert errors.flush()
         # the anonymous error is counted, never kept as a row
         assert (errors.counted, errors.written, errors.dropped) == (3, 2, 0)
@@ -124,8 +156,10 @@ def test_request_errors_noted_listed_and_pruned(store: ReportStore) -> None:
         {"code": "auth_invalid", "status": 401, "count": 1},
     ]
     assert got["by_sink"] == [{"sink": "a", "count": 2}, {"sink": None, "count": 1}]
-    assert got["by_route"] == [{"route": "(no route)", "count": 2},
-                               {"route": "/v1/reports", "count": 1}]  # fmt: skip
+    assert got["by_route"] == [
+        {"route": "(no route)", "count": 2},
+        {"route": "/v1/reports", "count": 1},
+    ]
     assert got["rows"] == {"kept": 2, "dropped": 0}
     assert got["items"][0]["request_id"] == "r2"  # newest first
     assert list_errors(store, sinks=("a",), after=got["next"])["items"][0]["request_id"] == "r1"
@@ -162,8 +196,16 @@ def test_activity_rollups_equal_a_recount_over_days(store: ReportStore) -> None:
 
     rng = random.Random(5)
     day = 86_400_000
-    recs = [rec(100 + i, rng.choice("abc"), -rng.randrange(5 * day), ran=rng.random() < 0.7,
-                digest=rng.choice((A, B))) for i in range(300)]  # fmt: skip
+    recs = [
+        rec(
+            100 + i,
+            rng.choice("abc"),
+            -rng.randrange(5 * day),
+            ran=rng.random() < 0.7,
+            digest=rng.choice((A, B)),
+        )
+        for i in range(300)
+    ]
     assert store.insert(recs) == 300
     for _ in range(25):
         lo = T0 - rng.randrange(6 * day) if rng.random() < 0.9 else None
@@ -171,9 +213,13 @@ def test_activity_rollups_equal_a_recount_over_days(store: ReportStore) -> None:
             lo -= lo % day
         hi = T0 + 1 - rng.randrange(2 * day) if rng.random() < 0.8 else None
         f = Filters(since_ms=lo, until_ms=hi, sink=rng.choice((None, None, "a")))
-        chosen = [r for r in recs if (lo is None or r.created_ms >= lo)
-                  and (hi is None or r.created_ms < hi)
-                  and (f.sink is None or r.sink == f.sink)]  # fmt: skip
+        chosen = [
+            r
+            for r in recs
+            if (lo is None or r.created_ms >= lo)
+            and (hi is None or r.created_ms < hi)
+            and (f.sink is None or r.sink == f.sink)
+        ]
         want: dict[str, tuple[int, int, int]] = {}
         for r in chosen:
             n, no, last = want.get(r.sink, (0, 0, 0))
@@ -182,49 +228,76 @@ def test_activity_rollups_equal_a_recount_over_days(store: ReportStore) -> None:
         assert {r["sink"]: (r["reports"], r["no_path"], r["last_seen_ms"]) for r in rows} == want
         sets = {r["set"]: (r["reports"], r["sinks"]) for r in set_table(store, f)["items"]}
         assert sets == {
-            d: (sum(r.set_digest == d for r in chosen),
-                len({r.sink for r in chosen if r.set_digest == d}))
+            d: (
+                sum(r.set_digest == d for r in chosen),
+                len({r.sink for r in chosen if r.set_digest == d}),
+            )
             for d in {r.set_digest for r in chosen}
-        }  # fmt: skip
+        }
 
 
 def test_the_sets_table_up_to_now_reads_a_row_a_sink_and_set(store: ReportStore) -> None:
     """A window that reaches now is counted from the fleet's roll-ups and ``sink_sets``
-    (fleet_sets.py): the same reports, no-path reports, sinks and exact last-seen times as a
+    (fleet.py): the same reports, no-path reports, sinks and exact last-seen times as a
     count of the reports; a window that ends before a pair's latest report is not (``None``);
     the pairs the inserts kept equal the ones recomputed from the days."""
     import random
 
     from sqlalchemy import text
 
-    from wai_dispatch.service.store import activity, fleet_sets
+    from wai_dispatch.service.store import rollups
+    from wai_dispatch.service.store.fleet import _sets_up_to_now
 
     rng = random.Random(7)
     day = 86_400_000
-    recs = [rec(500 + i, rng.choice("abcd"), -rng.randrange(4 * day), ran=rng.random() < 0.6,
-                digest=rng.choice((A, B, ""))) for i in range(240)]  # fmt: skip
+    recs = [
+        rec(
+            500 + i,
+            rng.choice("abcd"),
+            -rng.randrange(4 * day),
+            ran=rng.random() < 0.6,
+            digest=rng.choice((A, B, "")),
+        )
+        for i in range(240)
+    ]
     for i in range(0, 240, 40):  # several transactions: the pairs' latest times move
         store.record(recs[i : i + 40])
     latest = max(r.created_ms for r in recs)
-    windows = [(None, None), (T0 - 2 * day - 77, None), (T0 - day, latest + 1),
-               (T0 - day + day // 2, T0 + day), (HOUR - 3 * day, T0 + 5)]  # fmt: skip
+    windows = [
+        (None, None),
+        (T0 - 2 * day - 77, None),
+        (T0 - day, latest + 1),
+        (T0 - day + day // 2, T0 + day),
+        (HOUR - 3 * day, T0 + 5),
+    ]
     with store.engine.connect() as conn:
         for lo, hi in windows:
-            got = fleet_sets.counts(conn, Filters(since_ms=lo, until_ms=hi))
+            got = _sets_up_to_now(conn, Filters(since_ms=lo, until_ms=hi))
             assert got is not None
-            chosen = [r for r in recs if r.set_digest and (lo is None or r.created_ms >= lo)
-                      and (hi is None or r.created_ms < hi)]  # fmt: skip
+            chosen = [
+                r
+                for r in recs
+                if r.set_digest
+                and (lo is None or r.created_ms >= lo)
+                and (hi is None or r.created_ms < hi)
+            ]
             want = {}
             for d in {r.set_digest for r in chosen}:
                 of = [r for r in chosen if r.set_digest == d]
-                want[d] = (len(of), sum(r.outcome == "refused" for r in of),
-                           {r.sink for r in of}, max(r.created_ms for r in of))  # fmt: skip
-            assert {d: (v["reports"], v["no_path"], v["sinks"], v["last_seen_ms"])
-                    for d, v in got.items()} == want  # fmt: skip
-        assert fleet_sets.counts(conn, Filters(since_ms=None, until_ms=latest)) is None
-        assert fleet_sets.counts(conn, Filters(until_ms=latest + 1, sink="a")) is None
+                want[d] = (
+                    len(of),
+                    sum(r.outcome == "refused" for r in of),
+                    {r.sink for r in of},
+                    max(r.created_ms for r in of),
+                )
+            assert {
+                d: (v["reports"], v["no_path"], v["sinks"], v["last_seen_ms"])
+                for d, v in got.items()
+            } == want
+        assert _sets_up_to_now(conn, Filters(since_ms=None, until_ms=latest)) is None
+        assert _sets_up_to_now(conn, Filters(until_ms=latest + 1, sink="a")) is None
         kept = conn.execute(text("SELECT sink, set_digest, last_ms FROM sink_sets")).all()
     with store.engine.begin() as conn:
-        activity.rebuild_pairs(conn)
+        rollups.rebuild_pairs(conn)
         again = conn.execute(text("SELECT sink, set_digest, last_ms FROM sink_sets")).all()
     assert sorted(map(tuple, kept)) == sorted(map(tuple, again)) and len(kept) > 8

@@ -42,13 +42,21 @@ def test_a_flood_of_anonymous_errors_stays_within_a_fixed_size(store: ReportStor
             status, code, route = ANON_CODES[i % len(ANON_CODES)]
             # every path distinct and long, some with a NUL (PostgreSQL refuses one in text)
             path = f"/v1/{'x' * 200}/{i}" + ("\x00" if i % 50 == 0 else "")
-            log.note(status, code, sink=None, request_id=f"a{i}", method="GET", path=path,
-                     route=route)  # fmt: skip
+            log.note(
+                status, code, sink=None, request_id=f"a{i}", method="GET", path=path, route=route
+            )
             if i % 5000 == 4999:
                 assert log.flush()
             if i % 4000 == 0:  # a sink's errors in the same run, under its cap
-                log.note(400, "request_invalid", sink="kiosk-1", request_id=f"k{i}",
-                         method="POST", path="/v1/decode\x00", route="/v1/decode")  # fmt: skip
+                log.note(
+                    400,
+                    "request_invalid",
+                    sink="kiosk-1",
+                    request_id=f"k{i}",
+                    method="POST",
+                    path="/v1/decode\x00",
+                    route="/v1/decode",
+                )
         assert log.flush()
     finally:
         log.close()
@@ -61,9 +69,12 @@ def test_a_flood_of_anonymous_errors_stays_within_a_fixed_size(store: ReportStor
     got = list_errors(store, limit=50)
     assert got["total"] == 20_005
     assert {(r["code"], r["status"]): r["count"] for r in got["by_code"]} == {
-        ("auth_missing", 401): 5000, ("auth_invalid", 401): 5000, ("not_found", 404): 5000,
-        ("request_invalid", 422): 5000, ("request_invalid", 400): 5,
-    }  # fmt: skip
+        ("auth_missing", 401): 5000,
+        ("auth_invalid", 401): 5000,
+        ("not_found", 404): 5000,
+        ("request_invalid", 422): 5000,
+        ("request_invalid", 400): 5,
+    }
     assert {r["sink"]: r["count"] for r in got["by_sink"]} == {None: 20_000, "kiosk-1": 5}
     # every authenticated error is listed, its NUL kept as U+FFFD
     assert sorted(r["request_id"] for r in got["items"]) == sorted(
@@ -78,11 +89,24 @@ def test_a_sinks_rows_are_capped_per_hour_and_the_drops_shown(store: ReportStore
     logs = [ErrorLog(store, rows_per_hour=3, interval_s=3600) for _ in range(2)]
     try:
         for i in range(10):
-            logs[i % 2].note(403, "role_insufficient", sink="noisy", request_id=f"n{i}",
-                             method="GET", path="/v1/fleet/sinks",
-                             route="/v1/fleet/sinks")  # fmt: skip
-        logs[0].note(422, "request_invalid", sink="quiet", request_id="q", method="GET",
-                     path="/v1/reports", route="/v1/reports")  # fmt: skip
+            logs[i % 2].note(
+                403,
+                "role_insufficient",
+                sink="noisy",
+                request_id=f"n{i}",
+                method="GET",
+                path="/v1/fleet/sinks",
+                route="/v1/fleet/sinks",
+            )
+        logs[0].note(
+            422,
+            "request_invalid",
+            sink="quiet",
+            request_id="q",
+            method="GET",
+            path="/v1/reports",
+            route="/v1/reports",
+        )
         assert all(log.flush() for log in logs)
     finally:
         for log in logs:
@@ -120,8 +144,15 @@ def test_a_batch_the_store_refuses_is_retried_piece_by_piece(
     log = ErrorLog(store, rows_per_hour=100, interval_s=3600)
     try:
         for rid in ("ok-1", "bad", "ok-2"):
-            log.note(400, "request_invalid", sink="s", request_id=rid, method="POST",
-                     path="/v1/decode", route="/v1/decode")  # fmt: skip
+            log.note(
+                400,
+                "request_invalid",
+                sink="s",
+                request_id=rid,
+                method="POST",
+                path="/v1/decode",
+                route="/v1/decode",
+            )
         log.flush()
     finally:
         log.close()

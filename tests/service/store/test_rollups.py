@@ -62,7 +62,8 @@ def draw(rng: random.Random, i: int, *, span_ms: int = 3 * DAY, end_ms: int = NO
 def recount(records: list[ReportRecord], f: Filters, bucket_s: int) -> dict[str, Any]:
     """The summary, counted in Python from the records themselves."""
     chosen = [
-        r for r in records
+        r
+        for r in records
         if (f.capability is None or r.capability == f.capability)
         and (f.path is None or r.path_ran == (None if f.path == "none" else f.path))
         and (f.reason is None or any(x.code == f.reason for x in r.refusals))
@@ -73,7 +74,7 @@ def recount(records: list[ReportRecord], f: Filters, bucket_s: int) -> dict[str,
         and (f.since_ms is None or r.created_ms >= f.since_ms)
         and (f.until_ms is None or r.created_ms < f.until_ms)
         and (f.sinks is None or r.sink in f.sinks)
-    ]  # fmt: skip
+    ]
     by_path: dict[tuple[str | None, str | None], int] = {}
     refusals: dict[str, int] = {}
     over: dict[int, dict[str, int]] = {}
@@ -216,15 +217,33 @@ def test_pruning_deletes_whole_hours_of_reports_in_batches_and_keeps_rollups(
 
 def _bulk(store: ReportStore, n: int, *, days_ago: int) -> None:
     """``n`` reports ``days_ago`` days old, inserted as one bulk statement (no roll-ups)."""
-    rows = [{
-        "seq": 1_000_000 + i, "id": f"b-{i}", "request_id": f"r-{i}",
-        "created_ms": NOW - days_ago * DAY,
-        "sink": "s", "role": "primary", "capability": "c", "set_digest": None,
-        "symbols_digest": None, "rgb_digest": None, "needed": "none", "path_ran": None,
-        "tier": None, "outcome": "refused", "duration_ms": 1.0, "placement_npu": 0,
-        "placement_gpu": 0, "placement_cpu": 0, "placement_unknown": 0, "report": "{}",
-        "source": "service", "run_report": None,
-    } for i in range(n)]  # fmt: skip
+    rows = [
+        {
+            "seq": 1_000_000 + i,
+            "id": f"b-{i}",
+            "request_id": f"r-{i}",
+            "created_ms": NOW - days_ago * DAY,
+            "sink": "s",
+            "role": "primary",
+            "capability": "c",
+            "set_digest": None,
+            "symbols_digest": None,
+            "rgb_digest": None,
+            "needed": "none",
+            "path_ran": None,
+            "tier": None,
+            "outcome": "refused",
+            "duration_ms": 1.0,
+            "placement_npu": 0,
+            "placement_gpu": 0,
+            "placement_cpu": 0,
+            "placement_unknown": 0,
+            "report": "{}",
+            "source": "service",
+            "run_report": None,
+        }
+        for i in range(n)
+    ]
     refusals = [{"report_seq": r["seq"], "position": 0, "path": "p", "code": "x"} for r in rows]
     with store.engine.begin() as conn:
         conn.execute(insert(ReportRow), rows)
@@ -294,8 +313,12 @@ def test_list_total_from_rollups_equals_a_recount(store: ReportStore) -> None:
         f = random_filters(rng)
         got = list_reports(store, f, limit=1, cursor=None, with_total=True)["total"]
         assert got == recount(records, f, 3600)["reports"], f
-    assert list_reports(store, Filters(request_id="req-7"), limit=1, cursor=None,
-                        with_total=True)["total"] == 1  # fmt: skip
+    assert (
+        list_reports(store, Filters(request_id="req-7"), limit=1, cursor=None, with_total=True)[
+            "total"
+        ]
+        == 1
+    )
     prune(store, report_days=2, rollup_days=0, now_ms=NOW)  # whole hours, as retention does
     before = NOW - 2 * DAY + 1234  # then an hour pruned in part (a pass cut short)
     with store.engine.begin() as conn:

@@ -1,4 +1,4 @@
-"""Run-report counts from their roll-ups (service/store/run_rollups.py), on SQLite and
+"""Run-report counts from their roll-ups (service/store/rollups.py), on SQLite and
 PostgreSQL: after run reports accepted and refused, from sinks with a class and without, over
 several hours, a resubmission and a twin of one, the roll-ups' totals equal the rows'; the
 compliance summary's and the fleet sinks table's counts, for windows on and off the hours,
@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from wai_dispatch.service.governance import parse_run_report
 from wai_dispatch.service.store import policies as policies_mod
-from wai_dispatch.service.store import run_rollups
+from wai_dispatch.service.store import rollups
 from wai_dispatch.service.store.fleet import sink_table
 from wai_dispatch.service.store.policies import PolicyStore, governance_summary, submit
 from wai_dispatch.service.store.report_store import ReportStore
@@ -52,18 +52,30 @@ def _fill(store: ReportStore, monkeypatch: pytest.MonkeyPatch) -> PolicyStore:
 
 
 def _raw(store: ReportStore, lo: int | None, hi: int | None, by: str) -> dict[Any, int]:
-    where = " AND ".join(
-        [*([] if lo is None else [f"received_ms >= {lo}"]),
-         *([] if hi is None else [f"received_ms < {hi}"])]) or "1 = 1"  # fmt: skip
+    where = (
+        " AND ".join(
+            [
+                *([] if lo is None else [f"received_ms >= {lo}"]),
+                *([] if hi is None else [f"received_ms < {hi}"]),
+            ]
+        )
+        or "1 = 1"
+    )
     with store.engine.connect() as conn:
-        got = conn.execute(text(
-            f"SELECT {by}, accepted, count(*) FROM run_reports WHERE {where} GROUP BY 1, 2"
-        )).all()  # fmt: skip
+        got = conn.execute(
+            text(f"SELECT {by}, accepted, count(*) FROM run_reports WHERE {where} GROUP BY 1, 2")
+        ).all()
     return {(k, bool(a)): int(n) for k, a, n in got}
 
 
-WINDOWS = [(None, None), (T0, T0 + 5 * H), (T0 + H // 3, T0 + 4 * H + 17), (T0 + 10, T0 + 20),
-           (T0 + 2 * H + 5, None), (None, T0 + 3 * H - 1)]  # fmt: skip
+WINDOWS = [
+    (None, None),
+    (T0, T0 + 5 * H),
+    (T0 + H // 3, T0 + 4 * H + 17),
+    (T0 + 10, T0 + 20),
+    (T0 + 2 * H + 5, None),
+    (None, T0 + 3 * H - 1),
+]
 
 
 def test_run_report_counts_from_the_rollups_equal_the_rows(
@@ -76,12 +88,13 @@ def test_run_report_counts_from_the_rollups_equal_the_rows(
         assert int(total) == int(rows) == 40  # the resubmissions counted nothing
         for lo, hi in WINDOWS:
             for by, col in (("class", "sink_class"), ("sink", "sink")):
-                got = run_rollups.counts(conn, by, since_ms=lo, until_ms=hi)  # type: ignore[arg-type]
+                got = rollups.run_counts(conn, by, since_ms=lo, until_ms=hi)  # type: ignore[arg-type]
                 assert {k: n for k, (n, _) in got.items()} == _raw(store, lo, hi, col)
     for lo, hi in WINDOWS:
         raw = _raw(store, lo, hi, "sink_class")
-        summary = governance_summary(store, policies, since_ms=lo, until_ms=hi,
-                                     sink_class=None, sink=None)  # fmt: skip
+        summary = governance_summary(
+            store, policies, since_ms=lo, until_ms=hi, sink_class=None, sink=None
+        )
         for entry in summary["classes"]:
             assert entry["runs_accepted"] == raw.get((entry["class"], True), 0)
             assert entry["runs_refused"] == raw.get((entry["class"], False), 0)
@@ -100,6 +113,6 @@ def test_the_rebuild_fills_the_rollups_from_the_rows(
     with store.engine.begin() as conn:
         before = conn.execute(text("SELECT * FROM run_report_rollups ORDER BY 1, 2, 3, 4")).all()
         conn.execute(text("DELETE FROM run_report_rollups"))
-        run_rollups.rebuild(conn)
+        rollups.rebuild_runs(conn)
         after = conn.execute(text("SELECT * FROM run_report_rollups ORDER BY 1, 2, 3, 4")).all()
     assert after == before and len(before) > 5

@@ -137,7 +137,7 @@ def test_summary_is_computed_in_the_database(store: ReportStore) -> None:
             {"start_ms": HOUR + 3_600_000, "decoded": 1, "refused": 1},
             {"start_ms": HOUR + 7_200_000, "refused": 1},
         ],
-    }  # fmt: skip
+    }
     assert summary(store, Filters(sink="b"), bucket_s=3600)["reports"] == 2
     tier = summary(store, Filters(reason="dispatch_tier_refused"), bucket_s=60)
     assert (tier["reports"], tier["refusals"]) == (1, {"dispatch_tier_refused": 2})

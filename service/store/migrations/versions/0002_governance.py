@@ -17,9 +17,18 @@ branch_labels = None
 depends_on = None
 
 SUMMARY_COLUMNS = (
-    "created_ms", "outcome", "path_ran", "tier", "sink", "capability", "set_digest",
-    "placement_npu", "placement_gpu", "placement_cpu", "placement_unknown",
-)  # fmt: skip
+    "created_ms",
+    "outcome",
+    "path_ran",
+    "tier",
+    "sink",
+    "capability",
+    "set_digest",
+    "placement_npu",
+    "placement_gpu",
+    "placement_cpu",
+    "placement_unknown",
+)
 _SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 

@@ -16,11 +16,13 @@ branch_labels = None
 depends_on = None
 
 
+SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
 def upgrade() -> None:
     op.create_table(
         "request_errors",
-        sa.Column("seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False,
-                  autoincrement=True),
+        sa.Column("seq", SEQ, nullable=False, autoincrement=True),
         sa.Column("created_ms", sa.BigInteger(), nullable=False),
         sa.Column("status", sa.Integer(), nullable=False),
         sa.Column("code", sa.String(64), nullable=False),
@@ -29,7 +31,7 @@ def upgrade() -> None:
         sa.Column("method", sa.String(16), nullable=False),
         sa.Column("path", sa.String(256), nullable=False),
         sa.PrimaryKeyConstraint("seq", name=op.f("pk_request_errors")),
-    )  # fmt: skip
+    )
     op.create_index(
         op.f("ix_request_errors_created_ms"), "request_errors", ["created_ms"], unique=False
     )

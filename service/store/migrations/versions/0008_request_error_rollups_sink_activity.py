@@ -6,7 +6,7 @@ the drops are known. ``request_errors`` gains its route template; ``reports`` an
 decodes of one run report, and one sink's by time (``ix_reports_sink_created`` replaces
 ``ix_reports_sink_seq``), for the dashboard's keyset listing. ``sink_set_hours`` and
 ``sink_set_days``: per hour and per UTC day, per sink and set, the reports, the no-path ones
-and the latest's time, for the fleet tables (service/store/activity.py), filled from the
+and the latest's time, for the fleet tables (service/store/rollups.py), filled from the
 reports stored.
 
 Revision ID: 0008
@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from wai_dispatch.service.store.activity import rebuild
+from wai_dispatch.service.store.rollups import rebuild_activity
 
 revision = "0008"
 down_revision = "0007"
@@ -36,9 +36,10 @@ def upgrade() -> None:
         sa.Column("route", sa.String(128), nullable=False),
         sa.Column("n", sa.BigInteger(), nullable=False),
         sa.Column("last_ms", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("hour_ms", "sink", "code", "status", "route",
-                                name="pk_request_error_rollups"),
-    )  # fmt: skip
+        sa.PrimaryKeyConstraint(
+            "hour_ms", "sink", "code", "status", "route", name="pk_request_error_rollups"
+        ),
+    )
     op.create_index(
         "ix_request_error_rollups_sink_hour", "request_error_rollups", ["sink", "hour_ms"]
     )
@@ -52,8 +53,13 @@ def upgrade() -> None:
     )
     op.add_column("request_errors", sa.Column("route", sa.String(128), nullable=True))
     where = sa.text("run_report IS NOT NULL")  # partial: its statistics are run reports' only
-    op.create_index("ix_reports_run_report_seq", "reports", ["run_report", "seq"],
-                    sqlite_where=where, postgresql_where=where)  # fmt: skip
+    op.create_index(
+        "ix_reports_run_report_seq",
+        "reports",
+        ["run_report", "seq"],
+        sqlite_where=where,
+        postgresql_where=where,
+    )
     # one sink's reports, newest first by time (the listing's keyset)
     op.create_index("ix_reports_sink_created", "reports", ["sink", "created_ms", "seq"])
     op.drop_index("ix_reports_sink_seq", table_name="reports")
@@ -69,7 +75,7 @@ def upgrade() -> None:
             sa.PrimaryKeyConstraint("start_ms", "sink", "set_digest", name=f"pk_{name}"),
         )
         op.create_index(f"ix_{name}_sink_start", name, ["sink", "start_ms"])
-    rebuild(op.get_bind())
+    rebuild_activity(op.get_bind())
 
 
 def downgrade() -> None:
