@@ -62,8 +62,6 @@ from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_par
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
 from wai_dispatch.tools.wai_bmshj2018_npu_set import UPSAMPLING, float_programs
 
-__all__ = ["CAPABILITY", "build_parser", "calibrate", "main", "run", "write_set"]
-
 CAPABILITY = "wai.neural.bmshj2018_hyperprior"
 SET_VERSION = "1"
 PROGRAM_FILE = "hyper_synthesis.wai-ops.json"

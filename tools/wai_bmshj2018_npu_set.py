@@ -21,12 +21,9 @@ from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.tools import coreml_program, webnn_form
 from wai_dispatch.tools.bmshj2018_model import (
-    DEMO_CHECKPOINT,
     TABLES_UPDATE_FACT,
-    PlainInverseGDN,
     PlainSynthesis,
     SetWriterError,
-    SynthesisMismatch,
     load_model,
     model_architecture,
     plain_synthesis,
@@ -50,22 +47,6 @@ from wai_dispatch.tools.bmshj2018_symbols import (
 from wai_dispatch.tools.set_folder import write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import bmshj2018_parser as build_parser
-
-__all__ = [
-    "CAPABILITY",
-    "DEFAULT_SEED",
-    "DEMO_CHECKPOINT",
-    "PlainInverseGDN",
-    "PlainSynthesis",
-    "SetWriterError",
-    "SynthesisMismatch",
-    "build_parser",
-    "load_model",
-    "main",
-    "plain_synthesis",
-    "run",
-    "write_set",
-]
 
 CAPABILITY = "wai.neural.bmshj2018"
 SET_VERSION = "1"

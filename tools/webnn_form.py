@@ -18,18 +18,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from wai_dispatch.tools.webnn_text import to_text  # the text's writer, beside its parser
-
-__all__ = [
-    "FORMAT",
-    "WebNNFormError",
-    "evaluate",
-    "load_weights",
-    "synthesis_graph",
-    "to_json",
-    "to_text",
-]
-
 FORMAT = "webnn-graph-json"
 _NP_DTYPES = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "uint8": "u1"}
 

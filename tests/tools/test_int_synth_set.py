@@ -92,7 +92,7 @@ h.update(b.program_json("x4", 3) + b.weights())
 # The float set writer's (tools/wai_bmshj2018_npu_set.py, its symbols tools/bmshj2018_symbols.py):
 # its tables and its payload's symbols.
 from wai_dispatch.tools.bmshj2018_symbols import exact_symbols, payload_picture
-from wai_dispatch.tools.wai_bmshj2018_npu_set import DEFAULT_SEED
+from wai_dispatch.tools.set_writer_options import DEFAULT_SEED
 eb = model.entropy_bottleneck
 for t in (eb._quantized_cdf, eb._offset, eb._cdf_length):
     h.update(t.numpy().astype("<i4").tobytes())
