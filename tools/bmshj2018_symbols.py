@@ -22,21 +22,12 @@ CHECK_IMAGES = ("astronaut", "chelsea", "coffee")
 CHECK_SEED = 1802  # the random check latents: fixed, independent of the payload's seed
 
 
-def _held_out_images() -> tuple[str, ...]:
-    return tuple(HELD_OUT_IMAGES)
-
-
-def _load_image(name: str) -> npt.NDArray[np.uint8]:
-    return np.ascontiguousarray(load_image(name))
-
-
 def payload_picture(seed: int) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
     """The payload's picture: a 256x256 crop of one of the pictures the demo weights were not
     trained on, image and offset drawn by ``numpy.random.default_rng(seed)``."""
-    images = _held_out_images()
     rng = np.random.default_rng(seed)
-    name = images[int(rng.integers(len(images)))]
-    image = _load_image(name)
+    name = HELD_OUT_IMAGES[int(rng.integers(len(HELD_OUT_IMAGES)))]
+    image = np.ascontiguousarray(load_image(name))
     top = int(rng.integers(0, image.shape[0] - PICTURE_SIZE + 1))
     left = int(rng.integers(0, image.shape[1] - PICTURE_SIZE + 1))
     crop = image[top : top + PICTURE_SIZE, left : left + PICTURE_SIZE]
@@ -51,11 +42,6 @@ def payload_picture(seed: int) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
     return np.ascontiguousarray(crop), source
 
 
-def _to_tensor(picture: npt.NDArray[np.uint8]) -> Any:
-
-    return torch.from_numpy(picture).permute(2, 0, 1)[None].float().div(255.0)
-
-
 def encode_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, float]:
     """The symbols of ``g_a(picture)``, as CompressAI's ``EntropyBottleneck.compress`` computes
     them (``round(y - median)``, int32), and the smallest distance of ``y - median`` from a
@@ -63,7 +49,7 @@ def encode_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, flo
 
     eb = model.entropy_bottleneck
     with torch.no_grad():
-        y = model.g_a(_to_tensor(picture))
+        y = model.g_a(torch.from_numpy(picture).permute(2, 0, 1)[None].float().div(255.0))
         medians = eb._get_medians().detach()
         medians = eb._extend_ndims(medians, 2).expand(y.size(0), *([-1] * 3))
         symbols = eb.quantize(y, "symbols", medians)
@@ -97,7 +83,7 @@ def check_latents(model: Any, seed: int = CHECK_SEED) -> Iterator[Any]:
     medians = eb._get_medians().detach().reshape(1, -1, 1, 1)
     symbols = []
     for name in CHECK_IMAGES:
-        image = _load_image(name)
+        image = np.ascontiguousarray(load_image(name))
         top, left = (image.shape[0] - PICTURE_SIZE) // 2, (image.shape[1] - PICTURE_SIZE) // 2
         s, _ = encode_symbols(model, image[top : top + PICTURE_SIZE, left : left + PICTURE_SIZE])
         symbols.append(s)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,7 +55,7 @@ from wai_dispatch.tools.hyperprior_encode import (
     read_hyper_model,
 )
 from wai_dispatch.tools.int_synth_exact import ExactConv
-from wai_dispatch.tools.set_folder import write_set_folder, writer_main
+from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
@@ -327,17 +326,7 @@ def write_set(
 
 def run(args: argparse.Namespace) -> Path:
     """Write the set the parsed options ask for; :class:`SetWriterError` when it is refused."""
-    return write_set(
-        args.out,
-        checkpoint=args.checkpoint,
-        quality=args.quality,
-        seed=args.seed,
-        licence=args.licence,
-        name=args.name,
-        overwrite=args.force,
-        update_quantiles=args.update_quantiles,
-        log=lambda msg: print(msg, file=sys.stderr),
-    )
+    return write_from(write_set, vars(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ from wai_dispatch.tools.bmshj2018_symbols import (
     exact_symbols,
     payload_picture,
 )
-from wai_dispatch.tools.set_folder import write_set_folder, writer_main
+from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import bmshj2018_parser as build_parser
 
@@ -294,18 +293,7 @@ def write_set(
 
 def run(args: argparse.Namespace) -> Path:
     """Write the set the parsed options ask for; :class:`SetWriterError` when it is refused."""
-    return write_set(
-        args.out,
-        checkpoint=args.checkpoint,
-        pretrained=args.pretrained,
-        quality=args.quality,
-        seed=args.seed,
-        licence=args.licence,
-        name=args.name,
-        overwrite=args.force,
-        update_quantiles=args.update_quantiles,
-        log=lambda msg: print(msg, file=sys.stderr),
-    )
+    return write_from(write_set, vars(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

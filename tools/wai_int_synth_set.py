@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,10 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.settings import load
 from wai_dispatch.tools import int_synth_ptq
 from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
-from wai_dispatch.tools.bmshj2018_onnx import weights_blob
+from wai_dispatch.tools.bmshj2018_onnx import json_bytes, weights_blob
 from wai_dispatch.tools.errors import SetWriterRefused
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
-from wai_dispatch.tools.set_folder import write_set_folder, writer_main
+from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
 
@@ -106,10 +105,6 @@ def symbol_range(tables_json: bytes) -> tuple[int, int]:
     return int(offsets.min()), int((offsets + lengths - 2).max())
 
 
-def _json_bytes(doc: Any) -> bytes:
-    return (json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode()
-
-
 def write_set(
     out_dir: str | os.PathLike[str],
     *,
@@ -158,7 +153,7 @@ def write_set(
         tables_name: tables,
         "payload.bin": (src / facts["payload"]).read_bytes(),
         "payload.json": (src / facts["payload_info"]).read_bytes(),
-        "wai-usage.json": _json_bytes(usage),
+        "wai-usage.json": json_bytes(usage),
     }
     new_facts = {
         "quality": facts["quality"],
@@ -217,14 +212,8 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
 
 def run(args: argparse.Namespace) -> Path:
     """Write the set the parsed options ask for; :class:`IntSetError` when it is refused."""
-    return write_set(
-        args.out,
-        from_set=_set_folder(args.from_set, args.data_dir),
-        checkpoint=args.checkpoint,
-        name=args.name,
-        overwrite=args.force,
-        log=lambda msg: print(msg, file=sys.stderr),
-    )
+    options = {k: v for k, v in vars(args).items() if k != "data_dir"}
+    return write_from(write_set, options | {"from_set": _set_folder(args.from_set, args.data_dir)})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
