@@ -15,7 +15,7 @@ import torch
 
 from wai_dispatch.tools.bmshj2018_model import SetWriterError, SynthesisMismatch
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis
-from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
+from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, TRAIN_IMAGES, load_image
 
 PICTURE_SIZE = 256  # the payload's picture, and the Core ML program's fixed input (its latent)
 CHECK_IMAGES = ("astronaut", "chelsea", "coffee")
@@ -40,6 +40,20 @@ def payload_picture(seed: int) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
         "draw": "numpy.random.default_rng(seed): image index, then top, then left",
     }
     return np.ascontiguousarray(crop), source
+
+
+def crops(
+    rng: np.random.Generator, n: int, size: int, names: Iterable[str] = TRAIN_IMAGES
+) -> Iterator[npt.NDArray[np.uint8]]:
+    """``n`` crops ``size`` pixels square of each picture (the training pictures: the integer
+    programs' calibration), each position drawn from ``rng``, top then left."""
+    for name in names:
+        image = load_image(name)
+        h, w = image.shape[:2]
+        for _ in range(n):
+            top = int(rng.integers(0, h - size + 1))
+            left = int(rng.integers(0, w - size + 1))
+            yield np.ascontiguousarray(image[top : top + size, left : left + size])
 
 
 def encode_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, float]:

@@ -21,11 +21,12 @@ from wai_dispatch.service.settings import load
 from wai_dispatch.tools import int_synth_ptq
 from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
 from wai_dispatch.tools.bmshj2018_onnx import json_bytes, weights_blob
+from wai_dispatch.tools.bmshj2018_symbols import crops as bmshj2018_crops
 from wai_dispatch.tools.errors import SetWriterRefused
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
 from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
-from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
+from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES
 
 CAPABILITY = "wai.neural.int_synth"
 SET_VERSION = "1"
@@ -53,16 +54,6 @@ def float_weights(set_dir: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def _crops(image: np.ndarray, rng: np.random.Generator, n: int) -> list[np.ndarray]:
-    out = []
-    h, w = image.shape[:2]
-    for _ in range(n):
-        top = int(rng.integers(0, h - CALIBRATION_CROP + 1))
-        left = int(rng.integers(0, w - CALIBRATION_CROP + 1))
-        out.append(image[top : top + CALIBRATION_CROP, left : left + CALIBRATION_CROP])
-    return out
-
-
 def calibrate(
     model: Any,
     weights: dict[str, np.ndarray],
@@ -83,15 +74,14 @@ def calibrate(
     lo, hi = 0, 0
     count = 0
     names = TRAIN_IMAGES if pictures is None else pictures
-    for name in names:
-        for crop in _crops(load_image(name), rng, crops):
-            symbols = analysis.symbols(np.ascontiguousarray(crop))
-            lo, hi = min(lo, int(symbols.min())), max(hi, int(symbols.max()))
-            acts = synth(symbols.astype(np.float64) + medians)  # exact: float32 medians
-            for key, a in acts.items():
-                mx = np.abs(a).max(axis=(0, 2, 3))
-                stats[key] = mx if key not in stats else np.maximum(stats[key], mx)
-            count += 1
+    for crop in bmshj2018_crops(rng, crops, CALIBRATION_CROP, names):
+        symbols = analysis.symbols(crop)
+        lo, hi = min(lo, int(symbols.min())), max(hi, int(symbols.max()))
+        acts = synth(symbols.astype(np.float64) + medians)  # exact: float32 medians
+        for key, a in acts.items():
+            mx = np.abs(a).max(axis=(0, 2, 3))
+            stats[key] = mx if key not in stats else np.maximum(stats[key], mx)
+        count += 1
     log(f"calibration: {count} crops of {len(names)} training pictures, symbols {lo}…{hi}")
     return stats, (lo, hi)
 
