@@ -46,6 +46,7 @@ from wai_dispatch.tools.bmshj2018_symbols import (
 from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import bmshj2018_parser as build_parser
+from wai_dispatch.tools.webnn_text import to_text
 
 CAPABILITY = "wai.neural.bmshj2018"
 SET_VERSION = "1"
@@ -148,7 +149,7 @@ def float_programs(
         "decoder.onnx": onnx_bytes,
         "decoder.weights": blob,
         "decoder.manifest.json": json_bytes(manifest),
-        "decoder.webnn": webnn_form.to_text(graph).encode(),
+        "decoder.webnn": to_text(graph).encode(),
         "decoder.webnn.json": webnn_form.to_json(graph),
     }
     programs: dict[str, Any] = {

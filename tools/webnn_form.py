@@ -1,5 +1,5 @@
 """The WebNN form of the bmshj2018 synthesis (spec §6.2): its GraphJson (webnn-graph's, version
-2), its ``.webnn`` text (:func:`to_text`, from ``tools/webnn_text.py``) and a small NumPy
+2), its ``.webnn`` text (``tools/webnn_text.py`` writes and reads it) and a small NumPy
 reference evaluator that proves the form computes the synthesis.
 
 Conventions (docs/bmshj2018-set.md): ``conv2d``/``convTranspose2d`` take ``[input, filter,
