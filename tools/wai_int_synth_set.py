@@ -19,10 +19,9 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.settings import load
 from wai_dispatch.tools import int_synth_ptq
-from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
+from wai_dispatch.tools.bmshj2018_model import SetWriterError, load_model, plain_synthesis
 from wai_dispatch.tools.bmshj2018_onnx import json_bytes, weights_blob
 from wai_dispatch.tools.bmshj2018_symbols import crops as bmshj2018_crops
-from wai_dispatch.tools.errors import SetWriterRefused
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
 from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
@@ -37,10 +36,6 @@ CALIBRATION_CROPS = 4  # per training picture
 CALIBRATION_SEED = 8
 
 
-class IntSetError(SetWriterRefused):
-    """The set is refused; the message says why (one typed line, exit status 2)."""
-
-
 def float_weights(set_dir: Path) -> dict[str, np.ndarray]:
     """The float32 synthesis tensors of a bmshj2018 set (``decoder.weights`` by its manifest)."""
     manifest = json.loads((set_dir / "decoder.manifest.json").read_bytes())
@@ -48,7 +43,7 @@ def float_weights(set_dir: Path) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, t in manifest["tensors"].items():
         if t["dataType"] != "float32":
-            raise IntSetError(f"{name}: {t['dataType']}, not float32")
+            raise SetWriterError(f"{name}: {t['dataType']}, not float32")
         raw = blob[t["byteOffset"] : t["byteOffset"] + t["byteLength"]]
         out[name] = np.frombuffer(raw, dtype="<f4").reshape(t["shape"]).copy()
     return out
@@ -110,16 +105,16 @@ def write_set(
     src = Path(from_set)
     out = Path(out_dir).resolve()
     if out.exists() and not overwrite and any(out.iterdir()):
-        raise IntSetError(f"{out} exists and is not empty (pass --force to replace it)")
+        raise SetWriterError(f"{out} exists and is not empty (pass --force to replace it)")
     float_manifest = Manifest.from_bytes((src / "set.json").read_bytes())
     if float_manifest.capability != "wai.neural.bmshj2018":
-        raise IntSetError(f"{src}: a {float_manifest.capability} set, not wai.neural.bmshj2018")
+        raise SetWriterError(f"{src}: a {float_manifest.capability} set, not wai.neural.bmshj2018")
     facts = float_manifest.facts.to_json()
     weights = float_weights(src)
     model, origin = load_model(checkpoint=checkpoint, pretrained=False, quality=facts["quality"])
     blob, _ = weights_blob(plain_synthesis(model))
     if blob != (src / "decoder.weights").read_bytes():
-        raise IntSetError("the checkpoint's synthesis is not the float set's (decoder.weights)")
+        raise SetWriterError("the checkpoint's synthesis is not the float set's (decoder.weights)")
     tables_name = facts["tables"]
     tables = (src / tables_name).read_bytes()
     stats, seen = calibrate(model, weights, say)
@@ -201,13 +196,13 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
 
 
 def run(args: argparse.Namespace) -> Path:
-    """Write the set the parsed options ask for; :class:`IntSetError` when it is refused."""
+    """Write the set the parsed options ask for; :class:`SetWriterError` when it is refused."""
     options = {k: v for k, v in vars(args).items() if k != "data_dir"}
     return write_from(write_set, options | {"from_set": _set_folder(args.from_set, args.data_dir)})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return writer_main(argv, build_parser(), run, IntSetError)
+    return writer_main(argv, build_parser(), run, SetWriterError)
 
 
 if __name__ == "__main__":
