@@ -1,12 +1,19 @@
 """``python -m wai_dispatch.tools.bench_service``: HTTP decodes per second of the 256×256 sample
 at concurrency 1, 2 and 8 against a real ``wai-dispatch serve``, beside the same decodes in
 this process (the anchor; goal at concurrency 2 ≥ 95%); p50/p99 latency; the server's memory;
-CBOR vs JSON and raw PNG vs base64 per request; a decode's peak memory by picture size."""
+CBOR vs JSON and raw PNG vs base64 per request; a decode's peak memory by picture size.
+
+``--route``: instead, where one ``POST /v1/decode``'s time goes, step by step (:data:`STEPS`;
+docs/performance.md names the function each times), in a server child (tools/route_clock.py)
+driven at ``--concurrency``, beside the anchor: the same decodes and PNGs from as many threads
+in this process."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -24,6 +31,7 @@ from wai_dispatch.tools import bench_tiles
 from wai_dispatch.tools.harness import (
     best_of,
     decode_headers,
+    free_port,
     in_threads,
     loadavg,
     memory_kib,
@@ -34,18 +42,42 @@ from wai_dispatch.tools.harness import (
 
 #: The service's settings here (beside the defaults): a queue that takes concurrency 8.
 QUEUE = {"WAI_QUEUE": "64"}
+SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
+#: ``--route``: the steps in the order a request meets them (the module's doc).
+STEPS = (
+    "body read",
+    "sync dependencies (each a thread hop)",
+    "bearer token",
+    "parse JSON envelope",
+    "prepare (headers, set, estimate)",
+    "admission: checks, wait for a worker",
+    "decode",
+    "records made",
+    "recording: handing over",
+    "PNG",
+    "recording: wait for the commit, after the PNG",
+    "admission: hand-back to the event loop",
+    "log lines",
+    "metrics",
+    "answer (base64, model, JSON)",
+)
 
 
 def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str, float]:
     """Parse, decode and PNG-encode the envelope ``n`` times in this process: in a loop, or
-    from ``threads`` threads at once (the service's decode pool without HTTP)."""
+    from ``threads`` threads at once (the service's decode pool without HTTP); the rate, the
+    latencies, and the decode's and the PNG's mean ms."""
 
     times: list[float] = []
+    pngs: list[float] = []
 
     def one(_: int) -> None:
         t = time.perf_counter()
-        decoder.decode(parse(body)).png()
+        result = decoder.decode(parse(body))
+        t2 = time.perf_counter()
+        result.png()
         times.append(time.perf_counter() - t)
+        pngs.append(time.perf_counter() - t2)
 
     start = time.perf_counter()
     if threads == 1:
@@ -59,6 +91,8 @@ def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str,
         "per_s": n / total,
         "p50_ms": percentile(times, 0.5) * 1e3,
         "p99_ms": percentile(times, 0.99) * 1e3,
+        "decode_ms": (sum(times) - sum(pngs)) / n * 1e3,
+        "png_ms": sum(pngs) / n * 1e3,
     }
 
 
@@ -144,13 +178,85 @@ def overheads(decoder: Any, body: bytes, cbor: bytes, url: str) -> dict[str, flo
     }
 
 
+def route(requests: int, concurrency: int) -> None:
+    """``--route``: the steps' times in the instrumented server beside the in-process anchor."""
+    load = loadavg()
+    body = SAMPLE.read_bytes()
+    with tempfile.TemporaryDirectory(prefix="wai-profile-") as tmp:
+        data, out = Path(tmp) / "data", Path(tmp) / "clock.json"
+        port = free_port()
+        argv = ("-m", "wai_dispatch.tools.route_clock", str(data), str(port), str(out))
+        with (
+            (Path(tmp) / "server.log").open("w") as log,
+            service(data, argv=argv, port=port, log=log) as served,
+        ):
+            url, token = served.url, served.token
+            over_http(url, token, body, 4, concurrency)  # warm
+            os.kill(served.proc.pid, signal.SIGUSR1)
+            time.sleep(0.2)
+            driven = over_http(url, token, body, requests, concurrency)
+            if driven["non_200"]:
+                raise RuntimeError(f"{driven['non_200']} answers were not 200")
+            os.kill(served.proc.pid, signal.SIGUSR2)
+            deadline = time.monotonic() + 30
+            while not out.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.2)  # written whole
+            decoder = Decoder.assemble(Path(tmp) / "anchor")
+            decoder.decode(parse(body)).png()  # warm
+            anchor = in_process(decoder, body, requests, concurrency)
+        if not out.exists():
+            raise RuntimeError(
+                "the profiled service wrote no clock:\n"
+                + (Path(tmp) / "server.log").read_text()[-3000:]
+            )
+        clock = json.loads(out.read_text())
+    after = loadavg()
+    n, wall = driven["n"], driven["mean_ms"]
+    app = clock["ns"]["app"] / n / 1e6
+    print(
+        f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {concurrency}: {n} "
+        f"requests, {driven['per_s']:.2f} decodes/s; {load} → {after}"
+    )
+    print(f"{'step':44} {'ms/request':>10} {'of the request':>15}")
+    accounted = 0.0
+    for step in STEPS:
+        ms = clock["ns"].get(step, 0) / n / 1e6
+        # the bearer token is looked up inside its dependency's hop: counted there
+        accounted += 0 if step == "bearer token" else ms
+        print(f"{step:44} {ms:10.2f} {ms / wall:15.1%}")
+    hops = clock["n"].get("sync dependencies (each a thread hop)", 0) / n
+    commit = clock["ns"].get("(the commit itself, in the committer's thread)", 0) / n / 1e6
+    print(
+        f"  ({hops:.0f} sync dependency hops a request; the commit itself, overlapped in the "
+        f"committer's thread: {commit:.2f} ms a request)"
+    )
+    rest = app - accounted
+    print(f"{'rest of the app (middleware, routing, hops)':44} {rest:10.2f} {rest / wall:15.1%}")
+    print(
+        f"{'outside the app (uvicorn, socket, client)':44} {wall - app:10.2f} "
+        f"{(wall - app) / wall:15.1%}"
+    )
+    print(f"{'the request, as the client saw it':44} {wall:10.2f} {1:15.1%}")
+    print(
+        f"in this process, the same decodes from {concurrency} threads (the server idle): "
+        f"{anchor['per_s']:.2f} decodes/s, decode {anchor['decode_ms']:.2f} ms, PNG "
+        f"{anchor['png_ms']:.2f} ms; HTTP ÷ in-process {driven['per_s'] / anchor['per_s']:.0%}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser("service", __doc__)
     p.add_argument("--requests", type=int, default=24, help="decodes per row and round")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median shown)")
     p.add_argument("--no-memory", action="store_true", help="skip peak memory by picture size")
+    p.add_argument("--route", action="store_true", help="instead: one decode's steps (the doc)")
+    p.add_argument("--concurrency", type=int, default=2, help="--route: clients at once (2)")
     args = p.parse_args(argv)
-    body = (envelopes_dir() / "bmshj2018-demo-q3.json").read_bytes()
+    if args.route:
+        route(args.requests, args.concurrency)
+        return 0
+    body = SAMPLE.read_bytes()
     cbor = (envelopes_dir() / "bmshj2018-demo-q3.cbor").read_bytes()
     n = args.requests
     with tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp:

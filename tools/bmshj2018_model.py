@@ -22,21 +22,6 @@ from wai_dispatch.tools._compressai import (
 )
 from wai_dispatch.tools.errors import SetWriterRefused
 
-__all__ = [
-    "DEMO_CHECKPOINT",
-    "TABLES_UPDATE_FACT",
-    "PlainInverseGDN",
-    "PlainSynthesis",
-    "SetWriterError",
-    "SynthesisMismatch",
-    "architecture",
-    "architecture_of",
-    "load_model",
-    "model_architecture",
-    "plain_synthesis",
-    "update_tables",
-]
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CHECKPOINT = REPO_ROOT / "conformance" / "weights" / "bmshj2018-demo-q3.pt"
 

@@ -15,28 +15,19 @@ import torch
 
 from wai_dispatch.tools.bmshj2018_model import SetWriterError, SynthesisMismatch
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis
-from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image
+from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, TRAIN_IMAGES, load_image
 
 PICTURE_SIZE = 256  # the payload's picture, and the Core ML program's fixed input (its latent)
 CHECK_IMAGES = ("astronaut", "chelsea", "coffee")
 CHECK_SEED = 1802  # the random check latents: fixed, independent of the payload's seed
 
 
-def _held_out_images() -> tuple[str, ...]:
-    return tuple(HELD_OUT_IMAGES)
-
-
-def _load_image(name: str) -> npt.NDArray[np.uint8]:
-    return np.ascontiguousarray(load_image(name))
-
-
 def payload_picture(seed: int) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
     """The payload's picture: a 256x256 crop of one of the pictures the demo weights were not
     trained on, image and offset drawn by ``numpy.random.default_rng(seed)``."""
-    images = _held_out_images()
     rng = np.random.default_rng(seed)
-    name = images[int(rng.integers(len(images)))]
-    image = _load_image(name)
+    name = HELD_OUT_IMAGES[int(rng.integers(len(HELD_OUT_IMAGES)))]
+    image = np.ascontiguousarray(load_image(name))
     top = int(rng.integers(0, image.shape[0] - PICTURE_SIZE + 1))
     left = int(rng.integers(0, image.shape[1] - PICTURE_SIZE + 1))
     crop = image[top : top + PICTURE_SIZE, left : left + PICTURE_SIZE]
@@ -51,9 +42,18 @@ def payload_picture(seed: int) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
     return np.ascontiguousarray(crop), source
 
 
-def _to_tensor(picture: npt.NDArray[np.uint8]) -> Any:
-
-    return torch.from_numpy(picture).permute(2, 0, 1)[None].float().div(255.0)
+def crops(
+    rng: np.random.Generator, n: int, size: int, names: Iterable[str] = TRAIN_IMAGES
+) -> Iterator[npt.NDArray[np.uint8]]:
+    """``n`` crops ``size`` pixels square of each picture (the training pictures: the integer
+    programs' calibration), each position drawn from ``rng``, top then left."""
+    for name in names:
+        image = load_image(name)
+        h, w = image.shape[:2]
+        for _ in range(n):
+            top = int(rng.integers(0, h - size + 1))
+            left = int(rng.integers(0, w - size + 1))
+            yield np.ascontiguousarray(image[top : top + size, left : left + size])
 
 
 def encode_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, float]:
@@ -63,7 +63,7 @@ def encode_symbols(model: Any, picture: npt.NDArray[np.uint8]) -> tuple[Any, flo
 
     eb = model.entropy_bottleneck
     with torch.no_grad():
-        y = model.g_a(_to_tensor(picture))
+        y = model.g_a(torch.from_numpy(picture).permute(2, 0, 1)[None].float().div(255.0))
         medians = eb._get_medians().detach()
         medians = eb._extend_ndims(medians, 2).expand(y.size(0), *([-1] * 3))
         symbols = eb.quantize(y, "symbols", medians)
@@ -97,7 +97,7 @@ def check_latents(model: Any, seed: int = CHECK_SEED) -> Iterator[Any]:
     medians = eb._get_medians().detach().reshape(1, -1, 1, 1)
     symbols = []
     for name in CHECK_IMAGES:
-        image = _load_image(name)
+        image = np.ascontiguousarray(load_image(name))
         top, left = (image.shape[0] - PICTURE_SIZE) // 2, (image.shape[1] - PICTURE_SIZE) // 2
         s, _ = encode_symbols(model, image[top : top + PICTURE_SIZE, left : left + PICTURE_SIZE])
         symbols.append(s)

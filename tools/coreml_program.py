@@ -20,8 +20,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FIXED_METADATA", "CoreMLProgramError", "operation_count", "program_files"]
-
 # coremltools writes its own version, the source framework's version and dialect into
 # metadata.userDefined; the set records the program, not the tool versions that made it.
 FIXED_METADATA = {

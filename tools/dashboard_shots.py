@@ -21,8 +21,6 @@ from wai_dispatch.tools._service import serve
 from wai_dispatch.tools.harness import free_port
 from wai_dispatch.tools.seed_reports import BMSHJ, NPU, ORT, dispatch_report
 
-__all__ = ["SINKS", "A", "B", "C", "Fleet", "populate", "shoot"]
-
 A, B, C = "a1" * 32, "b2" * 32, "c3" * 32  # sets: A allowed to kiosks, C to the archive, B to none
 SINKS = {
     "kiosk-1": "kiosk",

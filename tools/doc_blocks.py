@@ -10,16 +10,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = [
-    "COMMAND_INFO",
-    "PYTHON_INFO",
-    "Block",
-    "BlockError",
-    "Command",
-    "compare",
-    "read_blocks",
-]
-
 #: Info strings whose blocks are commands.
 COMMAND_INFO = frozenset({"sh", "bash", "shell", "console"})
 #: Info strings whose blocks are Python scripts.

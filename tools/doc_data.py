@@ -30,8 +30,6 @@ from wai_dispatch.service.governance.runreport import parse_run_report
 from wai_dispatch.setfacts.facts import SetFacts
 from wai_dispatch.tools.doc_blocks import Block
 
-__all__ = ["check_data"]
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -25,8 +25,6 @@ from wai_dispatch.paths.waiops.int8_digits import weight_digits
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 
-__all__ = ["FIGURES", "FORMS", "check_figures", "figure"]
-
 SETS = Path(__file__).resolve().parents[1] / "conformance" / "sets"
 ORT_WEB = SETS.parents[1] / "service" / "web" / "page_files" / "vendor" / "onnxruntime_web"
 INT_SYNTH = "int-synth-demo-q3"

@@ -22,8 +22,6 @@ from typing import IO
 
 from wai_dispatch.tools.harness import free_port
 
-__all__ = ["READY_S", "ROOT", "TIMEOUT_S", "Folder", "make_recipe"]
-
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120.0
 READY_S = 30.0

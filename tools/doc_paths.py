@@ -16,8 +16,6 @@ import re
 from functools import cache
 from pathlib import Path
 
-__all__ = ["ELSEWHERE", "missing_paths", "named_paths", "repository_paths"]
-
 ROOT = Path(__file__).resolve().parents[1]
 #: Paths the docs name that are not the repository's, and what each is.
 ELSEWHERE = {

@@ -27,11 +27,9 @@ from wai_dispatch.tools.doc_blocks import (
 )
 from wai_dispatch.tools.doc_data import check_data
 from wai_dispatch.tools.doc_figures import check_figures
-from wai_dispatch.tools.doc_folder import READY_S, ROOT, TIMEOUT_S, Folder, make_recipe
+from wai_dispatch.tools.doc_folder import ROOT, Folder
 from wai_dispatch.tools.doc_paths import missing_paths, named_paths
 from wai_dispatch.tools.doc_synopsis import check_synopsis
-
-__all__ = ["READY_S", "TIMEOUT_S", "DocRun", "doc_files", "main", "make_recipe", "run_docs"]
 
 
 @dataclass

@@ -14,8 +14,6 @@ from wai_dispatch.cli.main import build_parser
 from wai_dispatch.tools.doc_blocks import Block
 from wai_dispatch.tools.set_writer_options import PARSERS
 
-__all__ = ["check_synopsis"]
-
 #: ``make-set KIND``'s options are its writer's (the module below), whose parser
 #: (tools/set_writer_options.py) is the reference.
 _WRITERS = {

@@ -19,8 +19,6 @@ from wai_dispatch.cli.run import exit_status
 from wai_dispatch.dispatch.errors import WaiError, kind_of
 from wai_dispatch.service.http.errors import status_of
 
-__all__ = ["LAYERS", "MODULES", "Entry", "codes", "entries", "is_registered", "status"]
-
 #: The modules that declare error classes, layer by layer, bottom up (docs/architecture.md's
 #: order; a test holds this list to every class in the source that names a code).
 MODULES: tuple[str, ...] = (

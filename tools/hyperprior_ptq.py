@@ -11,15 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from wai_dispatch.paths.waiops.build import ProgramBuilder
-from wai_dispatch.tools.int_synth_ptq import (
-    INT32_MAX,
-    WEIGHT_MAX,
-    _acc_hi,
-    _floor_log2,
-    _l1,
-    _pow2,
-    latent_input,
-)
+from wai_dispatch.tools.int_synth_ptq import DECONV, conv_layer, latent_input
 
 #: Interior activations: 13-bit unsigned after the ReLU, [0, 4095].
 ACT = 4095
@@ -32,8 +24,8 @@ BUDGET = 1 << 30
 
 #: (name, op, attrs) of h_s's three convolutions, in order.
 LAYERS: tuple[tuple[str, str, dict[str, int]], ...] = (
-    ("deconv1", "conv_transpose2d", {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1}),
-    ("deconv2", "conv_transpose2d", {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1}),
+    ("deconv1", "conv_transpose2d", DECONV),
+    ("deconv2", "conv_transpose2d", DECONV),
     ("conv3", "conv2d", {"kernel": 3, "padding": 1}),
 )
 
@@ -53,15 +45,8 @@ def quantise(
     value = "t"
     report: dict[str, object] = {}
     for i, (name, op, attrs) in enumerate(LAYERS):
-        transposed = op == "conv_transpose2d"
-        w = weights[f"{name}.weight"].astype(np.float64)
-        bias = weights[f"{name}.bias"].astype(np.float64)
-        out_axis = 1 if transposed else 0
-        in_shape = [1, 1, 1, 1]
-        in_shape[1 - out_axis] = -1
-        co = w.shape[out_axis]
-        last = i == len(LAYERS) - 1
-        if last:
+        co = weights[f"{name}.bias"].shape[0]
+        if i == len(LAYERS) - 1:
             s_out = np.full(co, 1.0 / (1 << SCALE_FRAC))
             clamp = [0, SCALE_MAX]
         else:
@@ -70,42 +55,10 @@ def quantise(
             peak = stats[f"a{i + 1}"].astype(np.float64)
             s_out = np.maximum(peak, np.ldexp(float(peak.max()), -10)) / ACT
             clamp = [0, ACT]
-        wi = w * s_in.reshape(in_shape)  # the real weight per unit of the integer input
-        l1 = _l1(wi, amax, transposed) + np.abs(bias)
-        w_peak = np.abs(wi).max(axis=tuple(a for a in range(4) if a != out_axis))
-        k_max = np.minimum(BUDGET / np.maximum(l1, 1e-30), WEIGHT_MAX / np.maximum(w_peak, 1e-30))
-        shift = np.clip(_floor_log2(k_max * s_out), 0, 30)
-        out_shape = [1, 1, 1, 1]
-        out_shape[out_axis] = -1
-        while True:
-            k = _pow2(shift) / s_out
-            wq = np.rint(wi * k.reshape(out_shape))
-            bq = np.rint(bias * k)
-            acc = _acc_hi(wq, bq, amax, transposed)
-            half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
-            peak = np.abs(wq).max(axis=tuple(a for a in range(4) if a != out_axis))
-            over = (acc + half > INT32_MAX) | (peak > WEIGHT_MAX)
-            if not over.any():
-                break
-            # Fewer fraction bits; at none left, a coarser output scale (by two).
-            s_out = np.where(over & (shift == 0), s_out * 2.0, s_out)
-            shift = np.where(over & (shift > 0), shift - 1, shift)
-        b.add(op, name, [value], f"a{i + 1}", attrs, {
-            "weight": wq.astype(np.int16), "bias": bq.astype(np.int32)
-        })  # fmt: skip
-        value = b.add(
-            "requantize",
-            f"{name}.requant",
-            [f"a{i + 1}"],
-            f"x{i + 1}",
-            {"clamp": clamp},
-            {"multiplier": np.ones(co, dtype=np.int32), "shift": shift.astype(np.int32)},
+        scales = (s_in, s_out, amax)
+        value, s_out, report[name] = conv_layer(
+            b, weights, (name, op, attrs), i + 1, value, scales, clamp, BUDGET, coarsen=True
         )
-        report[name] = {
-            "weight_bits": int(np.abs(wq).max()).bit_length() + 1,
-            "shift": [int(shift.min()), int(shift.max())],
-            "accumulator_max": int(acc.max()),
-        }
         s_in = s_out
         amax = np.full(co, clamp[1], dtype=np.int64)
     return b, report

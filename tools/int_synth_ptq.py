@@ -25,6 +25,8 @@ SQUARE_SHIFT = 0
 BUDGET = 16_000_000
 WEIGHT_MAX = 32767  # int16 weights
 INT32_MAX = (1 << 31) - 1
+#: The synthesis's transposed convolutions.
+DECONV = {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1}
 
 
 def _l1(wi: np.ndarray, amax: np.ndarray, transposed: bool) -> np.ndarray:
@@ -108,6 +110,61 @@ def latent_input(
     return b, s_in, amax
 
 
+def conv_layer(
+    b: ProgramBuilder,
+    weights: Mapping[str, np.ndarray],
+    layer: tuple[str, str, Mapping[str, int]],
+    k: int,
+    value: str,
+    scales: tuple[np.ndarray, np.ndarray, np.ndarray],
+    clamp: list[int],
+    budget: float,
+    coarsen: bool = False,
+) -> tuple[str, np.ndarray, dict[str, object]]:
+    """Layer ``(name, op, attrs)`` (``value`` → ``a{k}``) and its ``requantize`` (→ ``x{k}``),
+    from ``scales`` (input, output, largest |input|, per channel): per output channel the largest
+    weight scale, a power of two from the output's, that keeps every accumulator within
+    ``budget`` and int32 and every weight in int16; where no fraction bit is left and ``coarsen``,
+    a twice coarser output scale. The output value, its scale, and what was chosen."""
+    name, op, attrs = layer
+    s_in, s_out, amax = scales
+    w = weights[f"{name}.weight"].astype(np.float64)
+    bias = weights[f"{name}.bias"].astype(np.float64)
+    transposed = op == "conv_transpose2d"
+    out_axis = 1 if transposed else 0
+    in_shape, out_shape = [1, 1, 1, 1], [1, 1, 1, 1]
+    in_shape[1 - out_axis] = out_shape[out_axis] = -1
+    others = tuple(a for a in range(4) if a != out_axis)
+    wi = w * s_in.reshape(in_shape)  # the real weight per unit of the integer input
+    l1 = _l1(wi, amax, transposed) + np.abs(bias)
+    k_max = np.minimum(
+        budget / np.maximum(l1, 1e-30), WEIGHT_MAX / np.maximum(np.abs(wi).max(axis=others), 1e-30)
+    )
+    shift = np.clip(_floor_log2(k_max * s_out), 0, 30)
+    while True:
+        scale = _pow2(shift) / s_out
+        wq = np.rint(wi * scale.reshape(out_shape))
+        bq = np.rint(bias * scale)
+        acc = _acc_hi(wq, bq, amax, transposed)
+        half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
+        over = (acc + half > INT32_MAX) | (np.abs(wq).max(axis=others) > WEIGHT_MAX)
+        if not over.any():
+            break
+        if coarsen:
+            s_out = np.where(over & (shift == 0), s_out * 2.0, s_out)
+        shift = np.where(over & (shift > 0 if coarsen else True), shift - 1, shift)
+    params = {"weight": wq.astype(np.int16), "bias": bq.astype(np.int32)}
+    b.add(op, name, [value], f"a{k}", dict(attrs), params)
+    requant = {"multiplier": np.ones(w.shape[out_axis], np.int32), "shift": shift.astype(np.int32)}
+    value = b.add("requantize", f"{name}.requant", [f"a{k}"], f"x{k}", {"clamp": clamp}, requant)
+    chosen: dict[str, object] = {
+        "weight_bits": int(np.abs(wq).max()).bit_length() + 1,  # ceil(log2(max + 1)) + 1
+        "shift": [int(shift.min()), int(shift.max())],
+        "accumulator_max": int(acc.max()),
+    }
+    return value, s_out, chosen
+
+
 def quantise(
     weights: Mapping[str, np.ndarray],
     stats: Mapping[str, np.ndarray],
@@ -123,53 +180,18 @@ def quantise(
     value = "t"
     report: dict[str, object] = {}
     for i in range(1, 5):
-        w = weights[f"deconv{i}.weight"].astype(np.float64)
-        bias = weights[f"deconv{i}.bias"].astype(np.float64)
-        co = w.shape[1]
+        co = weights[f"deconv{i}.bias"].shape[0]
         if i < 4:
             s_out = np.maximum(stats[f"a{i}"].astype(np.float64), 1e-6) / ACT
             clamp = [-ACT, ACT]
         else:
             s_out = np.full(co, 1.0 / 255.0)
             clamp = [0, 255]
-        wi = w * s_in[:, None, None, None]  # real weight per unit of the integer input
-        l1 = _l1(wi, amax, True) + np.abs(bias)
-        k_max = np.minimum(
-            BUDGET / np.maximum(l1, 1e-30),
-            WEIGHT_MAX / np.maximum(np.abs(wi).max(axis=(0, 2, 3)), 1e-30),
+        layer = (f"deconv{i}", "conv_transpose2d", DECONV)
+        scales = (s_in, s_out, amax)
+        value, s_out, report[layer[0]] = conv_layer(
+            b, weights, layer, i, value, scales, clamp, BUDGET
         )
-        shift = np.clip(_floor_log2(k_max * s_out), 0, 30)
-        while True:
-            k = _pow2(shift) / s_out
-            wq = np.rint(wi * k[None, :, None, None])
-            bq = np.rint(bias * k)
-            acc = _acc_hi(wq, bq, amax, True)
-            half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
-            over = (acc + half > INT32_MAX) | (np.abs(wq).max(axis=(0, 2, 3)) > WEIGHT_MAX)
-            if not over.any():
-                break
-            shift = np.where(over, shift - 1, shift)
-        b.add(
-            "conv_transpose2d",
-            f"deconv{i}",
-            [value],
-            f"a{i}",
-            {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1},
-            {"weight": wq.astype(np.int16), "bias": bq.astype(np.int32)},
-        )
-        value = b.add(
-            "requantize",
-            f"deconv{i}.requant",
-            [f"a{i}"],
-            f"x{i}",
-            {"clamp": clamp},
-            {"multiplier": np.ones(co, dtype=np.int32), "shift": shift.astype(np.int32)},
-        )
-        report[f"deconv{i}"] = {
-            "weight_bits": int(np.abs(wq).max()).bit_length() + 1,  # ceil(log2(max + 1)) + 1
-            "shift": [int(shift.min()), int(shift.max())],
-            "accumulator_max": int(acc.max()),
-        }
         if i == 4:
             break
         value, s_in = _igdn(b, i, value, weights, stats, s_out, report)

@@ -11,8 +11,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["SimResult", "erlang_c", "mm_c_mean_wait", "simulate"]
-
 
 @dataclass(frozen=True)
 class SimResult:

@@ -22,8 +22,6 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["LocalCluster", "deploy", "local_cluster", "post_retrying", "replica_rss_mib"]
-
 #: In the process title of a replica of the service's deployment (Ray titles a worker
 #: ``ray::ServeReplica:APP:DEPLOYMENT`` when idle, ``ray::SERVE_REPLICA::…:ServeReplica:APP:
 #: DEPLOYMENT.METHOD`` while it runs a method).

@@ -1,6 +1,7 @@
-"""The instrumented server child of ``tools/profile_route.py``: the service's app on uvicorn with
-``perf_counter_ns`` timers around the functions a decode runs through; the one module outside
-the HTTP layer that imports its modules (tests/project/test_architecture.py names it)."""
+"""The instrumented server child of ``bench service --route`` (tools/bench_service.py): the
+service's app on uvicorn with ``perf_counter_ns`` timers around the functions a decode runs
+through; the one module outside the HTTP layer that imports its modules
+(tests/project/test_architecture.py names it)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def _timed_async(clock: _Clock, step: str, fn: Callable[..., Any]) -> Callable[.
 
 
 def _instrument(clock: _Clock) -> None:
-    """Put the timers around the steps (profile_route's doc)."""
+    """Put the timers around the steps (bench_service's STEPS)."""
 
     def wrap(owner: Any, name: str, step: str, timer: Any = _timed) -> None:
         setattr(owner, name, timer(clock, step, getattr(owner, name)))

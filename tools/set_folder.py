@@ -64,6 +64,14 @@ def _install(tmp: Path, out: Path, overwrite: bool) -> None:
         tmp.rename(out)
 
 
+def write_from(write_set: Callable[..., Path], options: Mapping[str, Any]) -> Path:
+    """``write_set`` with a writer's parsed ``options``: ``out`` and ``force`` as its ``out_dir``
+    and ``overwrite``, every other by its name; its log on standard error."""
+    kwargs = dict(options)
+    out, force = kwargs.pop("out"), kwargs.pop("force")
+    return write_set(out, overwrite=force, log=lambda msg: print(msg, file=sys.stderr), **kwargs)
+
+
 def writer_main(
     argv: Sequence[str] | None,
     parser: argparse.ArgumentParser,

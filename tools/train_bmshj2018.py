@@ -234,16 +234,93 @@ def optimisers(
     return opt, torch.optim.Adam(aux_params, lr=args.aux_lr), others + density
 
 
-def decay_when_due(
-    opt: torch.optim.Adam, args: Any, progress: float, log: RunLog, step: int
-) -> bool:
-    """Divide every group's learning rate by 10 once ``progress`` reaches ``--decay-at``."""
-    if progress < args.decay_at:
-        return False
-    for g, mult in zip(opt.param_groups, (1.0, args.eb_lr_mult), strict=True):
-        g["lr"] = args.lr * mult / 10
-    log("lr_decay", step=step, lr=args.lr / 10)
-    return True
+def options(ap: argparse.ArgumentParser, *, minutes: float, lr: float, batch: int) -> None:
+    """Both trainers' options (each adds its own)."""
+    ap.add_argument("--out", type=Path, required=True, help="output directory")
+    ap.add_argument("--minutes", type=float, default=minutes, help="training wall-time budget")
+    ap.add_argument("--steps", type=int, default=0, help="fixed step count (overrides --minutes)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument(
+        "--eb-lr-mult",
+        type=float,
+        default=10.0,
+        help="lr multiplier of the entropy bottleneck's density",
+    )
+    ap.add_argument("--aux-lr", type=float, default=1e-2)
+    ap.add_argument(
+        "--decay-at", type=float, default=0.85, help="fraction of the budget after which lr /= 10"
+    )
+    ap.add_argument("--batch", type=int, default=batch)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--estimate-every", type=float, default=120.0, help="seconds between progress estimates"
+    )
+
+
+def train(
+    net: Any,
+    args: Any,
+    log: RunLog,
+    losses: Callable[[], tuple[torch.Tensor, dict[str, float]]],
+    report: Callable[[dict[str, float]], dict[str, float]],
+    every: int,
+    estimate: Callable[[], dict[str, Any]],
+    clipped: list[torch.nn.Parameter] | None = None,
+) -> None:
+    """Train until ``--steps`` or ``--minutes``: each step ``losses()`` (the loss, and figures to
+    average), the gradients clipped to norm 1 (``clipped``'s, else :func:`optimisers`'), the
+    auxiliary loss; every ``every`` steps the averages as ``report`` gives them, every
+    ``--estimate-every`` seconds ``estimate()``; the rates drop tenfold at ``--decay-at``."""
+    named = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    opt, aux_opt, clip = optimisers(named, args)
+    budget_s = args.minutes * 60.0
+    decayed = False
+    step = 0
+    next_estimate = args.estimate_every
+    acc: dict[str, float] = {}
+    count = 0
+    t_train = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - t_train
+        if (step >= args.steps) if args.steps else (elapsed >= budget_s):
+            break
+        progress = step / args.steps if args.steps else elapsed / budget_s
+        if not decayed and progress >= args.decay_at:
+            for g, mult in zip(opt.param_groups, (1.0, args.eb_lr_mult), strict=True):
+                g["lr"] = args.lr * mult / 10
+            log("lr_decay", step=step, lr=args.lr / 10)
+            decayed = True
+        opt.zero_grad(set_to_none=True)
+        aux_opt.zero_grad(set_to_none=True)
+        loss, figures = losses()
+        if not torch.isfinite(loss):
+            log("skip_non_finite", step=step)
+            continue
+        loss.backward()  # type: ignore[no-untyped-call]  # untyped in torch 2.13
+        torch.nn.utils.clip_grad_norm_(clip if clipped is None else clipped, 1.0)
+        opt.step()
+        aux = net.aux_loss()
+        aux.backward()
+        aux_opt.step()
+        step += 1
+        for key, value in {**figures, "aux": aux.item()}.items():
+            acc[key] = acc.get(key, 0.0) + value
+        count += 1
+        if step % every == 0:
+            means = {key: value / count for key, value in acc.items()}
+            log(
+                "train",
+                step=step,
+                **report(means),
+                aux=round(means["aux"], 2),
+                steps_per_s=round(step / (time.monotonic() - t_train), 3),
+            )
+            acc, count = {}, 0
+        if time.monotonic() - t_train >= next_estimate:
+            next_estimate += args.estimate_every
+            log("estimate", step=step, **estimate())
+    log("trained", steps=step, train_wall_s=round(time.monotonic() - t_train, 1))
 
 
 def finish(
@@ -285,25 +362,9 @@ def finish(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True, help="output directory")
-    ap.add_argument("--minutes", type=float, default=40.0, help="training wall-time budget")
-    ap.add_argument("--steps", type=int, default=0, help="fixed step count (overrides --minutes)")
-    ap.add_argument("--seed", type=int, default=0)
+    options(ap, minutes=40.0, lr=5e-4, batch=8)
     ap.add_argument("--lmbda", type=float, default=0.025)
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument(
-        "--eb-lr-mult",
-        type=float,
-        default=10.0,
-        help="lr multiplier of the entropy bottleneck's density",
-    )
-    ap.add_argument("--aux-lr", type=float, default=1e-2)
-    ap.add_argument(
-        "--decay-at", type=float, default=0.85, help="fraction of the budget after which lr /= 10"
-    )
     ap.add_argument("--crop", type=int, default=96)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
         "--from",
         dest="init_from",
@@ -311,9 +372,6 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="CHECKPOINT",
         help="continue training from this checkpoint (a state dict as this script saves it)",
-    )
-    ap.add_argument(
-        "--estimate-every", type=float, default=120.0, help="seconds between progress estimates"
     )
     args = ap.parse_args(argv)
 
@@ -344,68 +402,36 @@ def main(argv: list[str] | None = None) -> int:
             blake3=blake3.blake3(args.init_from.read_bytes()).hexdigest(),
         )
     net.train()
-    named = list(net.named_parameters())
-    main_params = [p for n, p in named if not n.endswith(".quantiles")]
-    opt, aux_opt, _ = optimisers(named, args)
 
-    budget_s = args.minutes * 60.0
-    decayed = False
-    step = 0
-    next_estimate = args.estimate_every
-    acc = {"loss": 0.0, "mse": 0.0, "bpp": 0.0, "aux": 0.0, "n": 0}
-    t_train = time.monotonic()
-    while True:
-        elapsed = time.monotonic() - t_train
-        done = step >= args.steps if args.steps else elapsed >= budget_s
-        if done:
-            break
-        progress = step / args.steps if args.steps else elapsed / budget_s
-        if not decayed:
-            decayed = decay_when_due(opt, args, progress, log, step)
-
+    def losses() -> tuple[torch.Tensor, dict[str, float]]:
         x = sampler.batch(args.batch)
-        opt.zero_grad(set_to_none=True)
-        aux_opt.zero_grad(set_to_none=True)
         out = net(x)
         num_pixels = x.shape[0] * x.shape[2] * x.shape[3]
         log_lk = cast(torch.Tensor, sum(torch.log(lk).sum() for lk in out["likelihoods"].values()))
         bpp = log_lk / (-math.log(2) * num_pixels)
         mse = F.mse_loss(out["x_hat"], x)
         loss = args.lmbda * 255.0**2 * mse + bpp
-        if not torch.isfinite(loss):
-            log("skip_non_finite", step=step)
-            continue
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(main_params, 1.0)
-        opt.step()
-        aux = net.aux_loss()
-        aux.backward()
-        aux_opt.step()
-        step += 1
+        return loss, {"loss": loss.item(), "mse": mse.item(), "bpp": bpp.item()}
 
-        acc["loss"] += loss.item()
-        acc["mse"] += mse.item()
-        acc["bpp"] += bpp.item()
-        acc["aux"] += aux.item()
-        acc["n"] += 1
-        if step % 50 == 0:
-            n = acc["n"]
-            mean_mse = acc["mse"] / n
-            log(
-                "train",
-                step=step,
-                loss=round(acc["loss"] / n, 4),
-                bpp=round(acc["bpp"] / n, 4),
-                psnr=round(10 * math.log10(1 / max(mean_mse, 1e-12)), 3),
-                aux=round(acc["aux"] / n, 2),
-                steps_per_s=round(step / (time.monotonic() - t_train), 3),
-            )
-            acc = {k: 0.0 for k in acc} | {"n": 0}
-        if time.monotonic() - t_train >= next_estimate:
-            next_estimate += args.estimate_every
-            log("estimate", step=step, held_out=estimate(net, held_out))
+    def report(mean: dict[str, float]) -> dict[str, float]:
+        psnr = 10 * math.log10(1 / max(mean["mse"], 1e-12))
+        return {
+            "loss": round(mean["loss"], 4),
+            "bpp": round(mean["bpp"], 4),
+            "psnr": round(psnr, 3),
+        }
 
-    log("trained", steps=step, train_wall_s=round(time.monotonic() - t_train, 1))
+    main_params = [p for n, p in net.named_parameters() if not n.endswith(".quantiles")]
+    train(
+        net,
+        args,
+        log,
+        losses,
+        report,
+        50,
+        lambda: {"held_out": estimate(net, held_out)},
+        main_params,
+    )
     return finish(net, held_out, args.out / f"{STEM}.pt", log)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,12 @@ from wai_dispatch.tools.train_bmshj2018 import (
     HELD_OUT_IMAGES,
     TRAIN_IMAGES,
     RunLog,
-    decay_when_due,
     finish,
     load_image,
-    optimisers,
+    options,
     pad_to,
     to_tensor,
+    train,
 )
 
 STEM = "bmshj2018-hyperprior-demo-q3"
@@ -92,19 +91,10 @@ def estimate(net: Any, latents: dict[str, tuple[torch.Tensor, int]]) -> dict[str
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--steps", type=int, default=0, help="fixed step count (overrides --minutes)")
-    ap.add_argument("--minutes", type=float, default=30.0, help="training wall-time budget")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--eb-lr-mult", type=float, default=10.0)
-    ap.add_argument("--aux-lr", type=float, default=1e-2)
-    ap.add_argument("--decay-at", type=float, default=0.85)
+    options(ap, minutes=30.0, lr=1e-3, batch=16)
     ap.add_argument(
         "--latent-crop", type=int, default=16, help="latent crop side (16 = a 256-pixel crop)"
     )
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--transforms", type=Path, default=FACTORIZED, help="factorized checkpoint")
     ap.add_argument(
         "--from",
@@ -114,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
         metavar="CHECKPOINT",
         help="start h_a, h_s and the bottleneck from this hyperprior checkpoint",
     )
-    ap.add_argument("--estimate-every", type=float, default=120.0)
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -174,56 +163,27 @@ def main(argv: list[str] | None = None) -> int:
     net.g_a.eval()
     net.g_s.eval()
 
-    named = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
-    opt, aux_opt, clipped = optimisers(named, args)
     log("estimate", step=0, held_out_est_bpp=estimate(net, held_latents))
 
-    budget_s = args.minutes * 60.0
-    acc = {"bpp_y": 0.0, "bpp_z": 0.0, "aux": 0.0, "n": 0}
-    t_train = time.monotonic()
-    next_estimate = args.estimate_every
-    decayed = False
-    step = 0
-    while True:
-        elapsed = time.monotonic() - t_train
-        if (step >= args.steps) if args.steps else (elapsed >= budget_s):
-            break
-        progress = step / args.steps if args.steps else elapsed / budget_s
-        if not decayed:
-            decayed = decay_when_due(opt, args, progress, log, step)
+    def losses() -> tuple[torch.Tensor, dict[str, float]]:
         y = sampler.batch(args.batch)
-        opt.zero_grad(set_to_none=True)
-        aux_opt.zero_grad(set_to_none=True)
         bits_y, bits_z = latent_bits(net, y)
         pixels = y.shape[0] * (16 * y.shape[2]) * (16 * y.shape[3])
         bpp_y, bpp_z = bits_y / pixels, bits_z / pixels
-        loss: Any = bpp_y + bpp_z  # Tensor.backward is untyped in torch 2.13
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(clipped, 1.0)
-        opt.step()
-        aux = net.aux_loss()
-        aux.backward()
-        aux_opt.step()
-        step += 1
-        acc["bpp_y"] += bpp_y.item()
-        acc["bpp_z"] += bpp_z.item()
-        acc["aux"] += aux.item()
-        acc["n"] += 1
-        if step % 200 == 0:
-            count = acc["n"]
-            log(
-                "train",
-                step=step,
-                bpp_y=round(acc["bpp_y"] / count, 4),
-                bpp_z=round(acc["bpp_z"] / count, 4),
-                aux=round(acc["aux"] / count, 2),
-                steps_per_s=round(step / (time.monotonic() - t_train), 3),
-            )
-            acc = {k: 0.0 for k in acc} | {"n": 0}
-        if time.monotonic() - t_train >= next_estimate:
-            next_estimate += args.estimate_every
-            log("estimate", step=step, held_out_est_bpp=estimate(net, held_latents))
-    log("trained", steps=step, train_wall_s=round(time.monotonic() - t_train, 1))
+        return bpp_y + bpp_z, {"bpp_y": bpp_y.item(), "bpp_z": bpp_z.item()}
+
+    def report(mean: dict[str, float]) -> dict[str, float]:
+        return {"bpp_y": round(mean["bpp_y"], 4), "bpp_z": round(mean["bpp_z"], 4)}
+
+    train(
+        net,
+        args,
+        log,
+        losses,
+        report,
+        200,
+        lambda: {"held_out_est_bpp": estimate(net, held_latents)},
+    )
     return finish(net, held_out, args.out / f"{STEM}.pt", log, 64)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from wai_dispatch.service.settings import load
 from wai_dispatch.service.store import bearer
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.tools._service import serve
+from wai_dispatch.tools.harness import free_port
 
 #: Where the page keeps its bearer token (service/web/page_files/js/auth.js): this tab's
 #: sessionStorage, as its login form does; the token never goes into a URL.
@@ -86,7 +86,7 @@ def serve_page(port: int = 0) -> Iterator[tuple[str, str]]:
             data_dir=Path(tmp) / "data",
             offer=str(CPU_ONNX_RUNTIME),
             host="127.0.0.1",
-            port=port or _free_port(),
+            port=port or free_port(),
             log_level="ERROR",
         )
         store = ReportStore(settings.url)
@@ -95,13 +95,6 @@ def serve_page(port: int = 0) -> Iterator[tuple[str, str]]:
         store.dispose()
         with serve(settings) as base:
             yield base + "/page/", token
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _read_token(where: str) -> str:

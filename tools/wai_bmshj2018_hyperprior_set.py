@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.hyperprior import HyperStage, read_thresholds
 from wai_dispatch.setfacts.limits import Limits
-from wai_dispatch.tools import hyperprior_ptq, webnn_form
+from wai_dispatch.tools import hyperprior_ptq
 from wai_dispatch.tools.bmshj2018_model import (
     TABLES_UPDATE_FACT,
     SetWriterError,
@@ -36,11 +35,8 @@ from wai_dispatch.tools.bmshj2018_model import (
     update_tables,
 )
 from wai_dispatch.tools.bmshj2018_onnx import (
-    TOLERANCE,
     export_onnx,
     json_bytes,
-    max_abs,
-    onnx_session,
     weights_blob,
 )
 from wai_dispatch.tools.bmshj2018_symbols import (
@@ -48,6 +44,7 @@ from wai_dispatch.tools.bmshj2018_symbols import (
     check_plain_synthesis,
     payload_picture,
 )
+from wai_dispatch.tools.bmshj2018_symbols import crops as bmshj2018_crops
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
     HyperAnalysis,
@@ -56,13 +53,15 @@ from wai_dispatch.tools.hyperprior_encode import (
     read_hyper_model,
 )
 from wai_dispatch.tools.int_synth_exact import ExactConv
-from wai_dispatch.tools.set_folder import write_set_folder, writer_main
+from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import hyperprior_parser as build_parser
-from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
-from wai_dispatch.tools.wai_bmshj2018_npu_set import UPSAMPLING, float_programs
-
-__all__ = ["CAPABILITY", "build_parser", "calibrate", "main", "run", "write_set"]
+from wai_dispatch.tools.wai_bmshj2018_npu_set import (
+    UPSAMPLING,
+    check_float_programs,
+    float_programs,
+    usage,
+)
 
 CAPABILITY = "wai.neural.bmshj2018_hyperprior"
 SET_VERSION = "1"
@@ -73,12 +72,6 @@ CALIBRATION_CROPS = 4
 CALIBRATION_CROP = 256
 CHECK_SEED = 1802
 
-COMPRESSAI_ATTRIBUTION = (
-    "bmshj2018-hyperprior (J. Ballé, D. Minnen, S. Singh, S. J. Hwang, N. Johnston, 'Variational "
-    "image compression with a scale hyperprior', ICLR 2018) as implemented by CompressAI, "
-    "Copyright (c) 2021-2024 InterDigital Communications, Inc., BSD-3-Clause-Clear"
-)
-
 
 def hs_weights(model: Any) -> dict[str, np.ndarray]:
     state = model.state_dict()
@@ -87,18 +80,6 @@ def hs_weights(model: Any) -> dict[str, np.ndarray]:
         out[f"{name}.weight"] = state[f"h_s.{i}.weight"].detach().numpy().astype(np.float32)
         out[f"{name}.bias"] = state[f"h_s.{i}.bias"].detach().numpy().astype(np.float32)
     return out
-
-
-def _crops(rng: np.random.Generator, n: int) -> Iterator[np.ndarray]:
-    for name in TRAIN_IMAGES:
-        image = load_image(name)
-        h, w = image.shape[:2]
-        for _ in range(n):
-            top = int(rng.integers(0, h - CALIBRATION_CROP + 1))
-            left = int(rng.integers(0, w - CALIBRATION_CROP + 1))
-            yield np.ascontiguousarray(
-                image[top : top + CALIBRATION_CROP, left : left + CALIBRATION_CROP]
-            )
 
 
 def calibrate(
@@ -116,7 +97,7 @@ def calibrate(
     stats: dict[str, np.ndarray] = {}
     ys = []
     medians = analysis.z_medians.reshape(1, -1, 1, 1)
-    for crop in _crops(rng, crops):
+    for crop in bmshj2018_crops(rng, crops, CALIBRATION_CROP):
         y, z_frac = analysis.latents(crop)
         ys.append(y)
         z_hat = np.clip(np.rint(z_frac), *symbol_range) + medians
@@ -136,36 +117,6 @@ def _check_latents(ys: list[np.ndarray], seed: int = CHECK_SEED) -> Iterator[Any
     for shape, scale in (((16, 16), 1.0), ((12, 20), 3.0)):
         draw = rng.normal(size=(1, spread.size, *shape)) * (scale * spread + 0.5)[:, None, None]
         yield torch.from_numpy(np.rint(draw).astype(np.float32))
-
-
-def _usage(origin: dict[str, Any], name: str, quality: int, licence: str | None) -> dict[str, Any]:
-    demo = origin["kind"] == "demo"
-    return {
-        "format": "wai-usage/1",
-        "set": name,
-        "capability": CAPABILITY,
-        "quality": quality,
-        "weights": {
-            "origin": "wai-dispatch demo weights, trained by tools/train_bmshj2018_hyperprior.py"
-            if demo
-            else "a CompressAI bmshj2018-hyperprior checkpoint",
-            "checkpoint": origin["file"],
-            "blake3": origin["blake3"],
-            "licence": licence or ("Apache-2.0" if demo else "NOASSERTION"),
-        },
-        "attribution": (
-            "Weights: the wai-dispatch authors"
-            if demo
-            else "Weights: as stated by the checkpoint's publisher"
-        )
-        + ". Model: "
-        + COMPRESSAI_ATTRIBUTION,
-        "usage": (
-            "The networks of this set decode wai.neural.bmshj2018_hyperprior payloads coded "
-            "against its tables and hyper-synthesis; they may be used, copied and redistributed "
-            "under the weights' licence, with this statement kept beside them."
-        ),
-    }
 
 
 def write_set(
@@ -254,17 +205,8 @@ def write_set(
     payload = encode_with(analysis, stage, picture)
     result = stage.run(payload, limits=Limits())
     latent = result.latent
-    with torch.no_grad():
-        reference = plain(torch.from_numpy(latent)).numpy()
-    got = onnx_session(onnx_bytes, blob).run(["x_hat"], {"latent": latent})[0]
-    if got.shape != reference.shape or max_abs(got, reference) > TOLERANCE:
-        raise SetWriterError("decoder.onnx differs from torch on the payload's latent")
-    graph = webnn_form.synthesis_graph(plain.layers(), manifest)
-    consts = webnn_form.load_weights(graph, manifest, blob)
-    got = webnn_form.evaluate(graph, consts, {"latent": latent})["x_hat"]
-    if got.shape != reference.shape or max_abs(got, reference) > TOLERANCE:
-        raise SetWriterError("the WebNN form differs from torch on the payload's latent")
-    say("decoder.onnx and the WebNN form: match torch")
+    graph = check_float_programs(plain, manifest, blob, onnx_bytes, [latent])
+    say("decoder.onnx and the WebNN form: match torch on the payload's latent")
     files, programs = float_programs(plain, m, onnx_bytes, blob, manifest, graph, coreml, say)
     files.update(
         {
@@ -273,7 +215,16 @@ def write_set(
             "scale_index.json": scale_index_bytes,
             PROGRAM_FILE: program_json,
             WEIGHTS_FILE: program_weights,
-            "wai-usage.json": json_bytes(_usage(origin, name, quality, licence)),
+            "wai-usage.json": json_bytes(
+                usage(
+                    origin,
+                    model="hyperprior",
+                    capability=CAPABILITY,
+                    name=name,
+                    quality=quality,
+                    licence=licence,
+                )
+            ),
             "payload.bin": payload,
             "payload.json": json_bytes(
                 {
@@ -329,17 +280,7 @@ def write_set(
 
 def run(args: argparse.Namespace) -> Path:
     """Write the set the parsed options ask for; :class:`SetWriterError` when it is refused."""
-    return write_set(
-        args.out,
-        checkpoint=args.checkpoint,
-        quality=args.quality,
-        seed=args.seed,
-        licence=args.licence,
-        name=args.name,
-        overwrite=args.force,
-        update_quantiles=args.update_quantiles,
-        log=lambda msg: print(msg, file=sys.stderr),
-    )
+    return write_from(write_set, vars(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,9 @@ from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.tools import coreml_program, webnn_form
 from wai_dispatch.tools.bmshj2018_model import (
-    DEMO_CHECKPOINT,
     TABLES_UPDATE_FACT,
-    PlainInverseGDN,
     PlainSynthesis,
     SetWriterError,
-    SynthesisMismatch,
     load_model,
     model_architecture,
     plain_synthesis,
@@ -47,82 +43,93 @@ from wai_dispatch.tools.bmshj2018_symbols import (
     exact_symbols,
     payload_picture,
 )
-from wai_dispatch.tools.set_folder import write_set_folder, writer_main
+from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import DEFAULT_SEED, DEMO_QUALITY
 from wai_dispatch.tools.set_writer_options import bmshj2018_parser as build_parser
-
-__all__ = [
-    "CAPABILITY",
-    "DEFAULT_SEED",
-    "DEMO_CHECKPOINT",
-    "PlainInverseGDN",
-    "PlainSynthesis",
-    "SetWriterError",
-    "SynthesisMismatch",
-    "build_parser",
-    "load_model",
-    "main",
-    "plain_synthesis",
-    "run",
-    "write_set",
-]
+from wai_dispatch.tools.webnn_text import to_text
 
 CAPABILITY = "wai.neural.bmshj2018"
 SET_VERSION = "1"
 UPSAMPLING = 16
 
-COMPRESSAI_ATTRIBUTION = (
-    "bmshj2018-factorized (J. Ballé, D. Minnen, S. Singh, S. J. Hwang, N. Johnston, 'Variational "
-    "image compression with a scale hyperprior', ICLR 2018) as implemented by CompressAI, "
-    "Copyright (c) 2021-2024 InterDigital Communications, Inc., BSD-3-Clause-Clear"
-)
 
-
-# -- the set -------------------------------------------------------------------------------------
-
-
-def _usage(
-    origin: dict[str, Any], *, name: str, quality: int, licence: str | None
+def usage(
+    origin: dict[str, Any],
+    *,
+    model: str,
+    capability: str,
+    name: str,
+    quality: int,
+    licence: str | None,
 ) -> dict[str, Any]:
+    """A set's ``wai-usage.json``: ``model`` (``factorized``, ``hyperprior``) as CompressAI
+    implements it, with weights of ``origin`` (CompressAI's, the demo's or a checkpoint's)."""
+    attribution = (
+        f"bmshj2018-{model} (J. Ballé, D. Minnen, S. Singh, S. J. Hwang, N. Johnston, "
+        "'Variational image compression with a scale hyperprior', ICLR 2018) as implemented by "
+        "CompressAI, Copyright (c) 2021-2024 InterDigital Communications, Inc., BSD-3-Clause-Clear"
+    )
     if origin["kind"] == "pretrained":
         weights = {
-            "origin": "CompressAI's pretrained bmshj2018-factorized weights (MSE)",
+            "origin": f"CompressAI's pretrained bmshj2018-{model} weights (MSE)",
             "source": origin["source"],
             "licence": licence or "BSD-3-Clause-Clear",
         }
-        attribution = "Weights and model: " + COMPRESSAI_ATTRIBUTION
+        attribution = "Weights and model: " + attribution
     else:
         demo = origin["kind"] == "demo"
+        trainer = "train_bmshj2018" if model == "factorized" else f"train_bmshj2018_{model}"
         weights = {
-            "origin": "wai-dispatch demo weights, trained by tools/train_bmshj2018.py"
+            "origin": f"wai-dispatch demo weights, trained by tools/{trainer}.py"
             if demo
-            else "a CompressAI bmshj2018-factorized checkpoint",
+            else f"a CompressAI bmshj2018-{model} checkpoint",
             "checkpoint": origin["file"],
             "blake3": origin["blake3"],
             "licence": licence or ("Apache-2.0" if demo else "NOASSERTION"),
         }
-        attribution = (
-            (
-                "Weights: the wai-dispatch authors"
-                if demo
-                else "Weights: as stated by the checkpoint's publisher"
-            )
-            + ". Model: "
-            + COMPRESSAI_ATTRIBUTION
+        publisher = (
+            "the wai-dispatch authors" if demo else "as stated by the checkpoint's publisher"
         )
+        attribution = f"Weights: {publisher}. Model: {attribution}"
+    coded = "its tables and hyper-synthesis" if model == "hyperprior" else "its tables"
     return {
         "format": "wai-usage/1",
         "set": name,
-        "capability": CAPABILITY,
+        "capability": capability,
         "quality": quality,
         "weights": weights,
         "attribution": attribution,
         "usage": (
-            "The networks of this set decode wai.neural.bmshj2018 payloads coded against its "
-            "tables; they may be used, copied and redistributed under the weights' licence, "
-            "with this statement kept beside them."
+            f"The networks of this set decode {capability} payloads coded against {coded}; they "
+            "may be used, copied and redistributed under the weights' licence, with this "
+            "statement kept beside them."
         ),
     }
+
+
+def check_float_programs(
+    plain: PlainSynthesis,
+    manifest: dict[str, Any],
+    blob: bytes,
+    onnx_bytes: bytes,
+    latents: Sequence[np.ndarray],
+) -> dict[str, Any]:
+    """``decoder.onnx`` in ONNX Runtime and the WebNN form in NumPy, each held to torch on
+    ``latents`` (:class:`SetWriterError` where one differs); the WebNN graph."""
+    session = onnx_session(onnx_bytes, blob)
+    graph = webnn_form.synthesis_graph(plain.layers(), manifest)
+    consts = webnn_form.load_weights(graph, manifest, blob)
+    for latent in latents:
+        latent = np.ascontiguousarray(latent)
+        with torch.no_grad():
+            reference = plain(torch.from_numpy(latent)).numpy()
+        for what, got in (
+            ("decoder.onnx", session.run(["x_hat"], {"latent": latent})[0]),
+            ("the WebNN form", webnn_form.evaluate(graph, consts, {"latent": latent})["x_hat"]),
+        ):
+            if got.shape != reference.shape or max_abs(got, reference) > TOLERANCE:
+                raise SetWriterError(f"{what} differs from torch on a latent {latent.shape}")
+    return graph
 
 
 def float_programs(
@@ -142,7 +149,7 @@ def float_programs(
         "decoder.onnx": onnx_bytes,
         "decoder.weights": blob,
         "decoder.manifest.json": json_bytes(manifest),
-        "decoder.webnn": webnn_form.to_text(graph).encode(),
+        "decoder.webnn": to_text(graph).encode(),
         "decoder.webnn.json": webnn_form.to_json(graph),
     }
     programs: dict[str, Any] = {
@@ -246,38 +253,32 @@ def write_set(
         f"; CompressAI's float32 encoder here differs in {flipped} symbols"
     )
 
-    with torch.no_grad():
-        reference = plain(torch.from_numpy(latent)).numpy()
-        small = torch.from_numpy(latent[:, :, 3:6, 2:7].copy())
-        reference_small = plain(small).numpy()
-
-    # The shared weights and decoder.onnx, checked against torch in ONNX Runtime.
+    # The shared weights and decoder.onnx in ONNX Runtime, the WebNN form in NumPy: as torch.
     blob, manifest = weights_blob(plain)
     onnx_bytes = export_onnx(plain, manifest, blob, m)
-    session = onnx_session(onnx_bytes, blob)
-    for lat, ref in ((latent, reference), (small.numpy(), reference_small)):
-        got = session.run(["x_hat"], {"latent": lat})[0]
-        if got.shape != ref.shape or max_abs(got, ref) > TOLERANCE:
-            raise SetWriterError(f"decoder.onnx differs from torch on a latent {lat.shape}")
+    graph = check_float_programs(
+        plain, manifest, blob, onnx_bytes, (latent, latent[:, :, 3:6, 2:7])
+    )
     import onnx
 
     onnx_ops = [node.op_type for node in onnx.load_from_string(onnx_bytes).graph.node]
-    say(f"decoder.onnx: {len(onnx_ops)} nodes, matches torch in ONNX Runtime")
-
-    # The WebNN form, evaluated in NumPy against torch.
-    graph = webnn_form.synthesis_graph(plain.layers(), manifest)
-    consts = webnn_form.load_weights(graph, manifest, blob)
-    for lat, ref in ((latent, reference), (small.numpy(), reference_small)):
-        got = webnn_form.evaluate(graph, consts, {"latent": lat})["x_hat"]
-        if got.shape != ref.shape or max_abs(got, ref) > TOLERANCE:
-            raise SetWriterError(f"the WebNN form differs from torch on a latent {lat.shape}")
-    say(f"decoder.webnn.json: {len(graph['nodes'])} nodes, matches torch in NumPy")
+    nodes = len(graph["nodes"])
+    say(f"decoder.onnx: {len(onnx_ops)} nodes, the WebNN form {nodes}: both match torch")
 
     files, programs = float_programs(plain, m, onnx_bytes, blob, manifest, graph, coreml, say)
     programs["onnx-runtime"]["operations"] = len(onnx_ops)
     files |= {
         f"cdfs_q{quality}.json": tables.to_json(),
-        "wai-usage.json": json_bytes(_usage(origin, name=name, quality=quality, licence=licence)),
+        "wai-usage.json": json_bytes(
+            usage(
+                origin,
+                model="factorized",
+                capability=CAPABILITY,
+                name=name,
+                quality=quality,
+                licence=licence,
+            )
+        ),
         "payload.bin": payload_bytes,
         "payload.json": json_bytes(
             {
@@ -313,18 +314,7 @@ def write_set(
 
 def run(args: argparse.Namespace) -> Path:
     """Write the set the parsed options ask for; :class:`SetWriterError` when it is refused."""
-    return write_set(
-        args.out,
-        checkpoint=args.checkpoint,
-        pretrained=args.pretrained,
-        quality=args.quality,
-        seed=args.seed,
-        licence=args.licence,
-        name=args.name,
-        overwrite=args.force,
-        update_quantiles=args.update_quantiles,
-        log=lambda msg: print(msg, file=sys.stderr),
-    )
+    return write_from(write_set, vars(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

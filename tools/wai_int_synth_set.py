@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,13 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.settings import load
 from wai_dispatch.tools import int_synth_ptq
-from wai_dispatch.tools.bmshj2018_model import load_model, plain_synthesis
-from wai_dispatch.tools.bmshj2018_onnx import weights_blob
-from wai_dispatch.tools.errors import SetWriterRefused
+from wai_dispatch.tools.bmshj2018_model import SetWriterError, load_model, plain_synthesis
+from wai_dispatch.tools.bmshj2018_onnx import json_bytes, weights_blob
+from wai_dispatch.tools.bmshj2018_symbols import crops as bmshj2018_crops
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactSynthesis
-from wai_dispatch.tools.set_folder import write_set_folder, writer_main
+from wai_dispatch.tools.set_folder import write_from, write_set_folder, writer_main
 from wai_dispatch.tools.set_writer_options import int_synth_parser as build_parser
-from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES, load_image
+from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES
 
 CAPABILITY = "wai.neural.int_synth"
 SET_VERSION = "1"
@@ -37,10 +36,6 @@ CALIBRATION_CROPS = 4  # per training picture
 CALIBRATION_SEED = 8
 
 
-class IntSetError(SetWriterRefused):
-    """The set is refused; the message says why (one typed line, exit status 2)."""
-
-
 def float_weights(set_dir: Path) -> dict[str, np.ndarray]:
     """The float32 synthesis tensors of a bmshj2018 set (``decoder.weights`` by its manifest)."""
     manifest = json.loads((set_dir / "decoder.manifest.json").read_bytes())
@@ -48,19 +43,9 @@ def float_weights(set_dir: Path) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, t in manifest["tensors"].items():
         if t["dataType"] != "float32":
-            raise IntSetError(f"{name}: {t['dataType']}, not float32")
+            raise SetWriterError(f"{name}: {t['dataType']}, not float32")
         raw = blob[t["byteOffset"] : t["byteOffset"] + t["byteLength"]]
         out[name] = np.frombuffer(raw, dtype="<f4").reshape(t["shape"]).copy()
-    return out
-
-
-def _crops(image: np.ndarray, rng: np.random.Generator, n: int) -> list[np.ndarray]:
-    out = []
-    h, w = image.shape[:2]
-    for _ in range(n):
-        top = int(rng.integers(0, h - CALIBRATION_CROP + 1))
-        left = int(rng.integers(0, w - CALIBRATION_CROP + 1))
-        out.append(image[top : top + CALIBRATION_CROP, left : left + CALIBRATION_CROP])
     return out
 
 
@@ -84,15 +69,14 @@ def calibrate(
     lo, hi = 0, 0
     count = 0
     names = TRAIN_IMAGES if pictures is None else pictures
-    for name in names:
-        for crop in _crops(load_image(name), rng, crops):
-            symbols = analysis.symbols(np.ascontiguousarray(crop))
-            lo, hi = min(lo, int(symbols.min())), max(hi, int(symbols.max()))
-            acts = synth(symbols.astype(np.float64) + medians)  # exact: float32 medians
-            for key, a in acts.items():
-                mx = np.abs(a).max(axis=(0, 2, 3))
-                stats[key] = mx if key not in stats else np.maximum(stats[key], mx)
-            count += 1
+    for crop in bmshj2018_crops(rng, crops, CALIBRATION_CROP, names):
+        symbols = analysis.symbols(crop)
+        lo, hi = min(lo, int(symbols.min())), max(hi, int(symbols.max()))
+        acts = synth(symbols.astype(np.float64) + medians)  # exact: float32 medians
+        for key, a in acts.items():
+            mx = np.abs(a).max(axis=(0, 2, 3))
+            stats[key] = mx if key not in stats else np.maximum(stats[key], mx)
+        count += 1
     log(f"calibration: {count} crops of {len(names)} training pictures, symbols {lo}…{hi}")
     return stats, (lo, hi)
 
@@ -104,10 +88,6 @@ def symbol_range(tables_json: bytes) -> tuple[int, int]:
     offsets = np.array(doc["offsets"], dtype=np.int64)
     lengths = np.array(doc["cdf_lengths"], dtype=np.int64)
     return int(offsets.min()), int((offsets + lengths - 2).max())
-
-
-def _json_bytes(doc: Any) -> bytes:
-    return (json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode()
 
 
 def write_set(
@@ -125,16 +105,16 @@ def write_set(
     src = Path(from_set)
     out = Path(out_dir).resolve()
     if out.exists() and not overwrite and any(out.iterdir()):
-        raise IntSetError(f"{out} exists and is not empty (pass --force to replace it)")
+        raise SetWriterError(f"{out} exists and is not empty (pass --force to replace it)")
     float_manifest = Manifest.from_bytes((src / "set.json").read_bytes())
     if float_manifest.capability != "wai.neural.bmshj2018":
-        raise IntSetError(f"{src}: a {float_manifest.capability} set, not wai.neural.bmshj2018")
+        raise SetWriterError(f"{src}: a {float_manifest.capability} set, not wai.neural.bmshj2018")
     facts = float_manifest.facts.to_json()
     weights = float_weights(src)
     model, origin = load_model(checkpoint=checkpoint, pretrained=False, quality=facts["quality"])
     blob, _ = weights_blob(plain_synthesis(model))
     if blob != (src / "decoder.weights").read_bytes():
-        raise IntSetError("the checkpoint's synthesis is not the float set's (decoder.weights)")
+        raise SetWriterError("the checkpoint's synthesis is not the float set's (decoder.weights)")
     tables_name = facts["tables"]
     tables = (src / tables_name).read_bytes()
     stats, seen = calibrate(model, weights, say)
@@ -158,7 +138,7 @@ def write_set(
         tables_name: tables,
         "payload.bin": (src / facts["payload"]).read_bytes(),
         "payload.json": (src / facts["payload_info"]).read_bytes(),
-        "wai-usage.json": _json_bytes(usage),
+        "wai-usage.json": json_bytes(usage),
     }
     new_facts = {
         "quality": facts["quality"],
@@ -216,19 +196,13 @@ def _set_folder(text: str, data_dir: Path | None) -> Path:
 
 
 def run(args: argparse.Namespace) -> Path:
-    """Write the set the parsed options ask for; :class:`IntSetError` when it is refused."""
-    return write_set(
-        args.out,
-        from_set=_set_folder(args.from_set, args.data_dir),
-        checkpoint=args.checkpoint,
-        name=args.name,
-        overwrite=args.force,
-        log=lambda msg: print(msg, file=sys.stderr),
-    )
+    """Write the set the parsed options ask for; :class:`SetWriterError` when it is refused."""
+    options = {k: v for k, v in vars(args).items() if k != "data_dir"}
+    return write_from(write_set, options | {"from_set": _set_folder(args.from_set, args.data_dir)})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return writer_main(argv, build_parser(), run, IntSetError)
+    return writer_main(argv, build_parser(), run, SetWriterError)
 
 
 if __name__ == "__main__":

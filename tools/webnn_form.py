@@ -1,5 +1,5 @@
 """The WebNN form of the bmshj2018 synthesis (spec §6.2): its GraphJson (webnn-graph's, version
-2), its ``.webnn`` text (:func:`to_text`, from ``tools/webnn_text.py``) and a small NumPy
+2), its ``.webnn`` text (``tools/webnn_text.py`` writes and reads it) and a small NumPy
 reference evaluator that proves the form computes the synthesis.
 
 Conventions (docs/bmshj2018-set.md): ``conv2d``/``convTranspose2d`` take ``[input, filter,
@@ -17,18 +17,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from wai_dispatch.tools.webnn_text import to_text  # the text's writer, beside its parser
-
-__all__ = [
-    "FORMAT",
-    "WebNNFormError",
-    "evaluate",
-    "load_weights",
-    "synthesis_graph",
-    "to_json",
-    "to_text",
-]
 
 FORMAT = "webnn-graph-json"
 _NP_DTYPES = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "uint8": "u1"}

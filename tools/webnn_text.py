@@ -16,8 +16,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DTYPES", "FORMAT", "WebNNTextError", "parse_text", "to_text"]
-
 FORMAT = "webnn-graph-json"
 #: The text's data types and GraphJson's.
 DTYPES = {

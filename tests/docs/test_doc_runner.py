@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from wai_dispatch.tools.doc_blocks import BlockError, compare, read_blocks
+from wai_dispatch.tools.doc_folder import make_recipe
 from wai_dispatch.tools.doc_paths import missing_paths, named_paths
-from wai_dispatch.tools.doc_runner import doc_files, make_recipe, run_docs
+from wai_dispatch.tools.doc_runner import doc_files, run_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -273,7 +273,7 @@ HTTP_MODULES = (f"{PREFIX}.service.http", f"{PREFIX}.service.web")
 # tools/_service.py does the same for the tools that drive a running service (the dashboard
 # bench, the page's browser check).
 SERVE_EXCEPTION = {(f"{PREFIX}.cli.serve", "uvicorn"), (f"{PREFIX}.tools._service", "uvicorn")}
-# And the route profiler's server (tools/route_clock.py, `tools.profile_route`'s child process,
+# And the route profiler's server (tools/route_clock.py, `bench service --route`'s child process,
 # imported by nothing): it wraps the HTTP layer's functions in timers, so it imports them, and
 # runs them on uvicorn.
 PROFILER = f"{PREFIX}.tools.route_clock"

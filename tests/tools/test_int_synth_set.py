@@ -25,6 +25,7 @@ import_or_skip(
 from wai_dispatch.codec.sets import Manifest  # noqa: E402
 from wai_dispatch.conformance import sets_dir  # noqa: E402
 from wai_dispatch.tools import wai_int_synth_set as writer  # noqa: E402
+from wai_dispatch.tools.bmshj2018_model import SetWriterError  # noqa: E402
 
 BUNDLED = sets_dir() / "int-synth-demo-q3"
 FLOAT = sets_dir() / "bmshj2018-demo-q3"
@@ -60,7 +61,7 @@ def test_a_checkpoint_that_is_not_the_float_sets_is_refused(tmp_path: Path) -> N
     blob = bytearray((other / "decoder.weights").read_bytes())
     blob[100] ^= 1
     (other / "decoder.weights").write_bytes(bytes(blob))
-    with pytest.raises(writer.IntSetError, match="not the float set's"):
+    with pytest.raises(SetWriterError, match="not the float set's"):
         writer.write_set(tmp_path / "set", from_set=other)
     assert not (tmp_path / "set").exists()
 
@@ -92,7 +93,7 @@ h.update(b.program_json("x4", 3) + b.weights())
 # The float set writer's (tools/wai_bmshj2018_npu_set.py, its symbols tools/bmshj2018_symbols.py):
 # its tables and its payload's symbols.
 from wai_dispatch.tools.bmshj2018_symbols import exact_symbols, payload_picture
-from wai_dispatch.tools.wai_bmshj2018_npu_set import DEFAULT_SEED
+from wai_dispatch.tools.set_writer_options import DEFAULT_SEED
 eb = model.entropy_bottleneck
 for t in (eb._quantized_cdf, eb._offset, eb._cdf_length):
     h.update(t.numpy().astype("<i4").tobytes())
