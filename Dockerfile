@@ -46,20 +46,6 @@ RUN --mount=type=secret,id=ca \
     && pip wheel --no-deps --wheel-dir /src/dist .
 
 FROM ${BASE}
-ARG BASE
-ARG VERSION=0.1.0
-ARG REVISION=unknown
-ARG CREATED=unknown
-# OCI annotations; REVISION and CREATED are given at build time:
-#   docker build --build-arg REVISION="$(git rev-parse HEAD)" \
-#     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" -t wai-dispatch .
-LABEL org.opencontainers.image.title="wai-dispatch" \
-      org.opencontainers.image.description="A decoder service for learned image codecs that dispatches each decode to a unit under the determinism tier it needs." \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.created="${CREATED}" \
-      org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="${BASE}"
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     WAI_DATA_DIR=/var/lib/wai-dispatch WAI_HOST=0.0.0.0 WAI_PORT=8080 WAI_WORKERS=1
@@ -78,5 +64,20 @@ VOLUME ["/var/lib/wai-dispatch"]
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
+ARG BASE
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+# OCI annotations, last (CREATED differs in every build, and no step after it is cached);
+# REVISION and CREATED are given at build time:
+#   docker build --build-arg REVISION="$(git rev-parse HEAD)" \
+#     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" -t wai-dispatch .
+LABEL org.opencontainers.image.title="wai-dispatch" \
+      org.opencontainers.image.description="A decoder service for learned image codecs that dispatches each decode to a unit under the determinism tier it needs." \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${BASE}"
 ENTRYPOINT ["wai-dispatch"]
 CMD ["serve"]
