@@ -1,10 +1,11 @@
-"""The container and the dependencies: the Dockerfile passes hadolint (the test extra installs
-it), installs the dependencies from pyproject.toml and constraints.txt before the source is
-copied and copies only installed files into the runtime stage, pins its base by digest (another given as ``BASE``), takes the proxy's CA bundle only as
-a build secret, labels the image, runs ``wai-dispatch serve`` as a non-root user and checks
-``/healthz``; ``make image`` (``.ci/image``, not in CI) builds, starts and checks it; the compose
-file runs it beside PostgreSQL; constraints.txt pins every dependency pyproject.toml declares; a
-PostgreSQL URL without its driver is a typed error naming the extra."""
+"""The container and the dependencies: the Dockerfile passes hadolint (the test extra installs it),
+installs the dependencies from pyproject.toml and constraints.txt before the source is copied
+and copies only installed files into the runtime stage, pins its base by digest (another given
+as ``BASE``), takes the proxy's CA bundle only as a build secret, labels the image, runs
+``wai-dispatch serve`` as a non-root user and checks ``/healthz``; ``make image``
+(``.ci/image``, not in CI) builds, starts and checks it; the compose file runs it beside
+PostgreSQL; constraints.txt pins every dependency pyproject.toml declares; a PostgreSQL URL
+without its driver is a typed error naming the extra."""
 
 from __future__ import annotations
 
