@@ -65,6 +65,10 @@ bench: $(STAMP) ## benchmarks, each printed beside its anchor; then the long cor
 	  tests/page/test_page_webgpu.py::test_corpus_through_the_page_kernels \
 	  tests/paths/test_waiops_int8.py::test_every_corpus_payload_is_exact_on_emulated_cpus
 
+.PHONY: image
+image: ## build the container image (docker or podman), start it, decode the three samples over HTTP as non-root, stop it (.ci/image; minutes, not in CI)
+	.ci/image
+
 fuzz: $(STAMP) ## the long fuzz run (100,000+ cases per target; not in CI)
 	WAI_FUZZ_EXAMPLES=100000 $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests
 	WAI_FUZZ_EXAMPLES=$(HOSTILE_EXAMPLES) WAI_SCHEMATHESIS_EXAMPLES=$(SCHEMATHESIS_EXAMPLES) \

@@ -1,9 +1,11 @@
-"""The container and the dependencies: the Dockerfile passes hadolint (the test extra installs
-it), installs the dependencies from pyproject.toml and constraints.txt before the source is
-copied, pins its base by digest, labels the image, runs ``wai-dispatch serve`` as a non-root
-user and checks ``/healthz``; the compose file runs it beside PostgreSQL; constraints.txt pins
-every dependency pyproject.toml declares; a PostgreSQL URL without its driver is a typed error
-naming the extra."""
+"""The container and the dependencies: the Dockerfile passes hadolint (the test extra installs it),
+installs the dependencies from pyproject.toml and constraints.txt before the source is copied
+and copies only installed files into the runtime stage, pins its base by digest (another given
+as ``BASE``), takes the proxy's CA bundle only as a build secret, labels the image, runs
+``wai-dispatch serve`` as a non-root user and checks ``/healthz``; ``make image``
+(``.ci/image``, not in CI) builds, starts and checks it; the compose file runs it beside
+PostgreSQL; constraints.txt pins every dependency pyproject.toml declares; a PostgreSQL URL
+without its driver is a typed error naming the extra."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from wai_dispatch.service.store.report_store import ReportStore
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
+SCRIPT = (ROOT / ".ci/image").read_text()
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
@@ -66,31 +69,76 @@ def _line(pattern: str) -> int:
 
 def test_dependencies_are_installed_before_the_source_is_copied() -> None:
     manifests = _line(r"^COPY pyproject\.toml constraints\.txt \./$")
-    deps = _line(r"pip wheel --wheel-dir /wheels/deps -c constraints\.txt -r requirements\.txt")
+    deps = _line(
+        r"pip --python /opt/wai/bin/python install -c constraints\.txt -r requirements\.txt"
+    )
     source = min(_line(rf"^COPY {folder} ") for folder in ("wai_dispatch", "service", "cli"))
-    package = _line(r"pip wheel --no-deps --wheel-dir /wheels/app \.$")
+    package = _line(r"pip --python /opt/wai/bin/python install --no-deps --target /opt/wai-app \.$")
     assert manifests < deps < source < package
-    # the runtime stage in the same order: the dependencies' layer, then the package alone
-    runtime_deps = _line(r"^RUN pip install --no-index --find-links=/wheels/deps -c ")
-    runtime_app = _line(r"^RUN pip install --no-index --no-deps /wheels/app/")
-    assert package < runtime_deps < runtime_app
+    # the runtime stage in the same order, installed files only: the dependencies' layer, then
+    # the package alone; pip never runs there (no wheel is in a layer, nor any build tool)
+    runtime = DOCKERFILE[DOCKERFILE.rindex("\nFROM ") :]
+    assert _line(r"^COPY --from=build /opt/wai /opt/wai$") < _line(
+        r"^COPY --from=build /opt/wai-app /opt/wai-app$"
+    )
+    assert "pip" not in runtime and "wheel" not in runtime
+    assert "echo /opt/wai-app > /opt/wai/lib/python3.11/site-packages/wai-app.pth" in DOCKERFILE
+    assert "PATH=/opt/wai-app/bin:/opt/wai/bin:$PATH" in runtime
     # the dependencies the image installs: the runtime's and the postgres extra's
     assert "p['dependencies'] + p['optional-dependencies']['postgres']" in DOCKERFILE
 
 
 def test_base_is_pinned_by_digest() -> None:
     base = re.search(r"^ARG BASE=(\S+)$", DOCKERFILE, re.M)
-    assert base is not None
-    assert re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", base.group(1))
+    assert base is not None  # fully qualified: podman resolves no short name
+    assert re.fullmatch(r"docker\.io/library/python:3\.11-slim@sha256:[0-9a-f]{64}", base.group(1))
     froms = re.findall(r"^FROM (\S+)", DOCKERFILE, re.M)
     assert froms == ["${BASE}", "${BASE}"]  # both stages, no floating tag
+    # .ci/image builds on the Dockerfile's base, another only where that one cannot be pulled
+    assert "base=${BASE:-$(sed -n 's/^ARG BASE=//p' Dockerfile)}" in SCRIPT
+
+
+def test_the_proxy_ca_bundle_is_a_build_secret_never_in_a_layer() -> None:
+    """Behind a TLS-intercepting proxy pip needs the host's CA bundle: each RUN that runs pip
+    mounts it as the secret ``ca`` (present or not), and no instruction copies a certificate
+    into the image or names it in its environment."""
+    runs = re.findall(r"^RUN (.*?)(?<!\\)$", DOCKERFILE, re.M | re.S)
+    fetching = [run for run in runs if "pip " in run]
+    assert len(fetching) == 2  # the dependencies, and the package (build isolation's setuptools)
+    for run in fetching:
+        assert run.startswith("--mount=type=secret,id=ca \\\n"), run
+        assert "if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi" in run
+    for instruction in re.findall(r"^(?:COPY|ADD|ENV)\b.*$", DOCKERFILE, re.M):
+        assert not re.search(r"cert|\.crt|\.pem|secret|PIP_CERT", instruction, re.I), instruction
+    assert '[ -f "$ca" ] && secret=(--secret "id=ca,src=$ca")' in SCRIPT
+
+
+def test_make_image_runs_the_check_outside_ci() -> None:
+    """`make image` runs .ci/image (bash that parses), which `make test` and .ci/run never do;
+    the digests it holds the three samples' decodes to are the project's pinned ones."""
+    assert (ROOT / ".ci/image").stat().st_mode & 0o111
+    subprocess.run(["bash", "-n", str(ROOT / ".ci/image")], check=True)
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^image: ## .+\n\t\.ci/image\n", makefile, re.M)
+    test = re.search(r"^test: (.*)$", makefile, re.M)
+    assert test is not None and "image" not in test.group(1).split()
+    assert "image" not in (ROOT / ".ci/run").read_text()
+    pinned = (ROOT / "README.md").read_text() + (
+        ROOT / "conformance/neural-conformance/corpus.json"
+    ).read_text()
+    digests = re.findall(r"\b[0-9a-f]{64}\b", SCRIPT)
+    assert len(digests) == 4 and all(d in pinned for d in digests)
+    for sample in ("bmshj2018-demo-q3", "bmshj2018-hyperprior-demo-q3", "int-synth-demo-q3"):
+        assert f"decode {sample} " in SCRIPT
+        assert (ROOT / f"conformance/envelopes/{sample}.json").exists()
 
 
 def test_image_shape_and_labels() -> None:
     assert "\nUSER 10001\n" in DOCKERFILE
     assert "HEALTHCHECK" in DOCKERFILE and "/healthz" in DOCKERFILE
     assert 'ENTRYPOINT ["wai-dispatch"]' in DOCKERFILE and 'CMD ["serve"]' in DOCKERFILE
-    assert "conformance/weights" in (ROOT / ".dockerignore").read_text()
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert {"conformance/weights", "tests", "docs", ".venv"} <= set(ignored)
     labels = set(re.findall(r"org\.opencontainers\.image\.([a-z.]+)=", DOCKERFILE))
     assert {"title", "version", "revision", "created", "licenses", "base.name"} <= labels
     assert f"ARG VERSION={PROJECT['version']}\n" in DOCKERFILE
