@@ -17,7 +17,7 @@ import numpy as np
 
 from wai_dispatch.codec.entropy import entropy_stage
 from wai_dispatch.codec.entropy import tables_of as read_tables
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.payload import read_header
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.paths.job import SynthesisJob

@@ -29,7 +29,7 @@ import numpy as np
 
 from wai_dispatch.codec.entropy import EntropyResult, entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.errors import PayloadError
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
 from wai_dispatch.codec.picture import to_rgb8

@@ -33,7 +33,7 @@ from typing import Literal, Protocol, TypeVar
 
 import anyio
 
-from wai_dispatch.codec import envelope_read
+from wai_dispatch.codec import envelope
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.dispatch import Report
 from wai_dispatch.service.decoding import estimate as estimates
@@ -177,9 +177,9 @@ def prepare(
     (raises the request's typed error)."""
     if vet is not None:
         vet(request)
-    envelope = _parse(decoder, request)
-    prepared = decoder.prepare(envelope)
-    named = {p.capability: p.set for p in envelope.parts()}
+    parsed = _parse(decoder, request)
+    prepared = decoder.prepare(parsed)
+    named = {p.capability: p.set for p in parsed.parts()}
     return PreparedRequest(request, prepared, estimates.estimate(prepared), named)
 
 
@@ -255,10 +255,10 @@ def local_request(body: bytes, *, sink: str = "local") -> DecodeRequest:
 
 def _parse(decoder: Decoder, request: DecodeRequest) -> Envelope:
     if request.format == "json":
-        return envelope_read.parse_json(request.body, limits=decoder.limits)
+        return envelope.parse_json(request.body, limits=decoder.limits)
     if request.format == "cbor":
-        return envelope_read.parse_cbor(request.body, limits=decoder.limits)
-    return envelope_read.parse(request.body, limits=decoder.limits)
+        return envelope.parse_cbor(request.body, limits=decoder.limits)
+    return envelope.parse(request.body, limits=decoder.limits)
 
 
 def _log(request: DecodeRequest, outcome: DecodeDone | NoPathFound) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.errors import check_latent_shape
 from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import LoadedSet

@@ -11,7 +11,7 @@ from _svc import SAMPLE_JSON, envelope_of_latent
 
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 
 _HEADER = struct.Struct("<4sBBHHHIII")  # codec/payload.py: magic … height, width …
 

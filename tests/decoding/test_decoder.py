@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.sets import SetFileMismatch, SetStore
 from wai_dispatch.codec.sets import loaded as loaded_mod
 from wai_dispatch.conformance import envelopes_dir

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.paths import tiling
 from wai_dispatch.paths.waiops import choose

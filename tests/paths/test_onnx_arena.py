@@ -23,7 +23,7 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from _svc import envelope_of_latent
-from wai_dispatch.codec.envelope_read import parse_json
+from wai_dispatch.codec.envelope import parse_json
 from wai_dispatch.paths import onnx_session
 from wai_dispatch.service.decoding.decoder import Decoder
 
