@@ -275,7 +275,7 @@ def test_a_float_tile_is_computed_from_its_window_only(store: SetStore) -> None:
 def test_a_large_tiled_integer_decode_shrinks_the_arena_after_its_last_tile(
     store: SetStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As the float path does (paths/onnx_session.py ``SHRINK_ARENA_ABOVE``): only the last tile of
+    """As the float path does (paths/onnx.py ``SHRINK_ARENA_ABOVE``): only the last tile of
     a decode over the threshold asks the engine to shrink its arena (measured: a 1024×1024
     integer decode in tiles of 128 MiB left 117 MB resident without it, 13 MB with it)."""
     import wai_dispatch.paths.waiops.adapter as adapter_module
