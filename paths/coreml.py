@@ -179,7 +179,7 @@ class CoreMLAdapter:
         return _Compiled(tmp, model, placement, files, program_input, nbytes)
 
 
-# --- Core ML itself, behind one Protocol: the native runtime or a scripted one --------------
+# --- Core ML itself, behind one Protocol: the native runtime or a scripted one ----------------
 
 #: ``MLComputePlan`` (the per-operation device the runtime prefers, §5) exists from macOS 14.4.
 MIN_MACOS = (14, 4)

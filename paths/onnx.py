@@ -337,7 +337,7 @@ def _named(args: Sequence[Any], name: object) -> Any:
     raise BackendFailed(f"onnx-runtime: the program has no {name!r} among {[a.name for a in args]}")
 
 
-# --- ONNX Runtime in this process: its thread pool, session and run options ------------------
+# --- ONNX Runtime in this process: its thread pool, session and run options -------------------
 
 _ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose … 3 error, 4 fatal
 
@@ -430,7 +430,7 @@ def shared_session_options() -> Any:
     return so
 
 
-# --- the GPU's execution provider -----------------------------------------------------------
+# --- the GPU's execution provider -------------------------------------------------------------
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"

@@ -176,7 +176,7 @@ def serve(data_dir: Path, port: int, out: Path) -> None:
             log_config=None,
             access_log=False,
             lifespan="on",
-            http="wai_dispatch.service.http.limits:ReadTimeouts",
+            http="wai_dispatch.service.http.edge:ReadTimeouts",
         )
     )
     server.run()

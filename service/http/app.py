@@ -41,9 +41,9 @@ from wai_dispatch.service.http.errors import (
     request_id,
     status_of,
 )
-from wai_dispatch.service.http.limits import BodyBudget
+from wai_dispatch.service.http.edge import BodyBudget
 from wai_dispatch.service.http.metrics import Metrics
-from wai_dispatch.service.http.request_log import RequestId
+from wai_dispatch.service.http.edge import RequestId
 from wai_dispatch.service.http.routes import decode as api_decode
 from wai_dispatch.service.http.routes import fleet as api_fleet
 from wai_dispatch.service.http.routes import governance as api_governance
@@ -271,7 +271,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def _count(request: Request, code: str, status: int) -> None:
     """Count an error answer in ``/metrics`` (every 4xx answered, whoever answered it, is noted
-    for the dashboard by the request-id middleware: service/http/request_log.py)."""
+    for the dashboard by the request-id middleware: service/http/edge.py)."""
     service = getattr(request.app.state, "service", None)
     if service is None:
         return
