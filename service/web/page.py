@@ -17,8 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
 from wai_dispatch.service.decoding import estimate
-from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import DecoderDep, ServiceDep
+from wai_dispatch.service.http.deps import DecoderDep, ServiceDep, require
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_data import PageData, media_type

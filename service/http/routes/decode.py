@@ -18,8 +18,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from wai_dispatch.service.http import openapi
-from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import ServiceDep
+from wai_dispatch.service.http.deps import ServiceDep, require
 from wai_dispatch.service.http.errors import (
     BodyTooLarge,
     ContentTypeUnsupported,
