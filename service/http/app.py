@@ -134,7 +134,7 @@ def _open_recorder(store: ReportStore, settings: Settings) -> Recorder:
         settings.replica_id or default_replica_id(),
         settings.spool_max_bytes,
     )
-    # group commit (service/store/group_commit.py), or one transaction per decode
+    # group commit (service/store/recorder.py), or one transaction per decode
     window_s = settings.report_commit_window_ms / 1000 if settings.report_group_commit else None
     try:
         store.migrate()

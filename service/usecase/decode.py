@@ -12,7 +12,7 @@ the CLI's local decode calls :func:`decode_here`. Both run the same two steps:
    ``dispatch.Report`` becomes one typed :class:`ReportRecord`, serialised once), handed to
    the recorder in one call, and the picture made in the decode's own thread (PNG, or the
    RGB8 samples as they are) while they commit (with group commit, in the transaction they
-   share with concurrent decodes: service/store/group_commit.py); the outcome is returned
+   share with concurrent decodes: service/store/recorder.py); the outcome is returned
    once they are durable and carries the ids they are stored under (a retried request, its
    ``request_id`` sent again, the first decode's: one report per request). The gate's
    calibration and the meter are told afterwards, off the decode's thread.
