@@ -44,7 +44,7 @@ from wai_dispatch.dispatch import (
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.registry import BUILDERS, absent_reason
 from wai_dispatch.service.decoding.hyperprior import HyperStage
-from wai_dispatch.service.decoding.opened import Machine
+from wai_dispatch.service.decoding.prepare import Machine
 from wai_dispatch.service.decoding.results import crop_to_picture, failure_text
 from wai_dispatch.service.decoding.verify import (
     PSNR_BOUND_DB,

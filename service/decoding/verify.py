@@ -49,7 +49,7 @@ from wai_dispatch.paths.waiops import choose as engines
 from wai_dispatch.paths.waiops.adapter import CPU_WAI_OPS_NAME, WaiOpsAdapter, load_set_program
 from wai_dispatch.service.decoding.errors import SetPayloadInfoInvalid
 from wai_dispatch.service.decoding.hyperprior import HyperStage
-from wai_dispatch.service.decoding.opened import Machine, OpenedSets
+from wai_dispatch.service.decoding.prepare import Machine, OpenedSets
 from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
 from wai_dispatch.setfacts.limits import Limits
 

@@ -27,7 +27,7 @@ from wai_dispatch.service.http import logs as jsonlog
 from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.deps import Service
-from wai_dispatch.service.http.edge import checked_text
+from wai_dispatch.service.http.edge import BodyBudget, RequestId, checked_text
 from wai_dispatch.service.http.errors import (
     STATUSES,
     ClientDisconnected,
@@ -41,9 +41,7 @@ from wai_dispatch.service.http.errors import (
     request_id,
     status_of,
 )
-from wai_dispatch.service.http.edge import BodyBudget
 from wai_dispatch.service.http.metrics import Metrics
-from wai_dispatch.service.http.edge import RequestId
 from wai_dispatch.service.http.routes import decode as api_decode
 from wai_dispatch.service.http.routes import fleet as api_fleet
 from wai_dispatch.service.http.routes import governance as api_governance

@@ -5,7 +5,7 @@ the CLI's local decode calls :func:`decode_here`. Both run the same two steps:
 
 1. :func:`prepare`: the envelope parsed against the decoder's limits, each part's payload
    header read and set opened once (:meth:`Decoder.prepare`), and the cost estimated from the
-   headers (:mod:`service.decoding.estimate`);
+   headers (:func:`service.decoding.prepare.estimate`);
 2. :func:`run`, once the estimate is admitted (the service's :class:`Gate`: its queue, memory
    budget and timeouts; the CLI holds the estimate to the service's limits and runs at once):
    the decode, the records of its reports (:func:`service.store.records.records_for`: each
@@ -36,10 +36,8 @@ import anyio
 from wai_dispatch.codec import envelope
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.dispatch import Report
-from wai_dispatch.service.decoding import estimate as estimates
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.estimate import Estimate
-from wai_dispatch.service.decoding.opened import Prepared
+from wai_dispatch.service.decoding.prepare import Estimate, Prepared, estimate
 from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PartResult
 from wai_dispatch.service.store.records import ReportRecord, records_for, request_digest
 
@@ -180,7 +178,7 @@ def prepare(
     parsed = _parse(decoder, request)
     prepared = decoder.prepare(parsed)
     named = {p.capability: p.set for p in parsed.parts()}
-    return PreparedRequest(request, prepared, estimates.estimate(prepared), named)
+    return PreparedRequest(request, prepared, estimate(prepared), named)
 
 
 def run(
@@ -238,7 +236,7 @@ def decode_here(
     recorder: RecordWriter | None = None,
 ) -> Outcome:
     """A decode in this thread (the CLI's): :func:`prepare`, ``check`` (the service's limits,
-    :func:`service.decoding.estimate.check`; ``None``: none), then :func:`run`."""
+    :func:`service.decoding.prepare.check_estimate`; ``None``: none), then :func:`run`."""
     ready = prepare(decoder, request)
     if check is not None:
         check(ready.estimate)

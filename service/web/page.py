@@ -16,7 +16,7 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
-from wai_dispatch.service.decoding import estimate
+from wai_dispatch.service.decoding.prepare import estimate, estimate_of
 from wai_dispatch.service.http.deps import DecoderDep, ServiceDep, require
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.web.errors import PageNotFound
@@ -65,7 +65,7 @@ def _json(value: Any) -> Response:
 
 
 #: What reading a set costs at most, for admission: its files held and hashed once.
-_SET_READ = estimate.of(0, 0)
+_SET_READ = estimate_of(0, 0)
 
 
 @router.get("/samples.json")
@@ -93,7 +93,7 @@ async def reference(name: str, data: Data, service: ServiceDep) -> Response:
 
 async def _reference(name: str, data: PageData, service: ServiceDep) -> dict[str, Any]:
     prepared = await service.admission.run(_SET_READ, lambda: data.prepare_reference(name))
-    est = estimate.estimate(prepared)
+    est = estimate(prepared)
     return await service.admission.run(est, lambda: data.reference(name, prepared))
 
 

@@ -14,8 +14,7 @@ import jsonschema
 import pytest
 
 from wai_dispatch.codec import envelope as env
-from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.envelope import parse, parse_cbor, parse_json
+from wai_dispatch.codec.envelope import Envelope, parse, parse_cbor, parse_json
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch import BMSHJ2018, INT_SYNTH, Capability, Pin, demand
 from wai_dispatch.dispatch.tokens import Arithmetic, RegistryClass, Tier

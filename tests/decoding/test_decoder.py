@@ -74,7 +74,7 @@ def test_a_prepared_envelope_reads_each_header_and_set_once(
     decoder: Decoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from wai_dispatch.codec import payload as payload_mod
-    from wai_dispatch.service.decoding import opened as opened_mod
+    from wai_dispatch.service.decoding import prepare as opened_mod
 
     expected = decoder.decode(SAMPLE.read_bytes())
     headers: list[int] = []

@@ -60,7 +60,7 @@ def test_one_decode_counts_the_prepare_worker_and_the_committer(tmp_path: Path) 
     modules = set(figures["module_names"])
     assert {
         "wai_dispatch.service.store.recorder",  # the committer's
-        "wai_dispatch.service.decoding.opened",  # the prepare worker's
+        "wai_dispatch.service.decoding.prepare",  # the prepare worker's
         "wai_dispatch.service.http.routes.decode",
     } <= modules
     assert figures["modules"] == len(modules)
