@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from wai_dispatch.codec.entropy import EntropyResult, entropy_stage, tables_of
 from wai_dispatch.codec.envelope import Envelope, Part, parse
 from wai_dispatch.codec.errors import PayloadError
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
+from wai_dispatch.codec.payload import EntropyResult, entropy_stage
 from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     SetNotInstalled,
@@ -38,6 +38,7 @@ from wai_dispatch.codec.sets import (
     install_bundled,
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch import (
     REGISTRY,

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.envelope import Envelope, Part
 from wai_dispatch.codec.errors import CodecError, PayloadError
 from wai_dispatch.codec.payload import Header, read_header
@@ -53,7 +52,7 @@ from wai_dispatch.codec.sets import (
     SetStore,
 )
 from wai_dispatch.codec.sets.loaded import check_pin
-from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.codec.tables import EntropyTables, tables_of
 from wai_dispatch.dispatch import Adapter, Code, DispatchPath, Offer, Pin, Registry
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.job import SetFiles, SynthesisJob

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.entropy import entropy_stage, tables_of
+from wai_dispatch.codec.payload import entropy_stage
 from wai_dispatch.codec.picture import rgb_digest, to_rgb8
 from wai_dispatch.codec.sets import SetError
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.conformance import neural_conformance_dir
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,

@@ -25,8 +25,8 @@ from PIL import Image  # noqa: E402
 
 from wai_dispatch.codec import hyperprior_payload as waih  # noqa: E402
 from wai_dispatch.codec import payload as waip  # noqa: E402
-from wai_dispatch.codec.entropy import tables_of  # noqa: E402
 from wai_dispatch.codec.envelope import parse  # noqa: E402
+from wai_dispatch.codec.tables import tables_of  # noqa: E402
 from wai_dispatch.service.decoding.hyperprior import HyperStage  # noqa: E402
 from wai_dispatch.tools.encoder import encode  # noqa: E402
 
