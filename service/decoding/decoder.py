@@ -31,7 +31,6 @@ from wai_dispatch.codec.envelope import Envelope, Part, parse
 from wai_dispatch.codec.errors import PayloadError
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
 from wai_dispatch.codec.payload import EntropyResult, entropy_stage
-from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import (
     SetNotInstalled,
     SetStore,
@@ -82,6 +81,7 @@ from wai_dispatch.service.decoding.results import (
     VerifyResult,
     crop_to_picture,
     no_path,
+    to_rgb8,
 )
 from wai_dispatch.service.decoding.setcache import removed
 from wai_dispatch.service.decoding.verify import verify_store

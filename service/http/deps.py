@@ -120,7 +120,7 @@ MetricsDep = Annotated[Metrics, Depends(_metrics)]
 PoliciesDep = Annotated[PolicyStore, Depends(_policies)]
 
 
-# --- auth: a bearer token of at least a role -------------------------------------------------
+# --- auth: a bearer token of at least a role --------------------------------------------------
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `wai-dispatch tokens create`")
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}

@@ -14,7 +14,6 @@ from typing import Any
 
 from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.errors import check_latent_shape
-from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir
 from wai_dispatch.dispatch import strictjson
@@ -28,7 +27,7 @@ from wai_dispatch.service.decoding.prepare import (
     Prepared,
     estimate_of,
 )
-from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.decoding.results import NoPath, rgb_digest
 from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_wgsl import WgslPrograms
 

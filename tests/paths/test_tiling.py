@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.picture import rgb_digest, to_rgb8
 from wai_dispatch.codec.sets import Manifest, SetStore
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
@@ -24,6 +23,7 @@ from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.tiling import Layer, Reach, plan, reach
 from wai_dispatch.paths.waiops.adapter import TILE_BYTES_PER_PIXEL as INT_BPP
 from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+from wai_dispatch.service.decoding.results import rgb_digest, to_rgb8
 
 FLOAT_SET = sets_dir() / "bmshj2018-demo-q3"
 INT_SET = sets_dir() / "int-synth-demo-q3"
