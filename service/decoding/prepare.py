@@ -148,7 +148,7 @@ class NoProgram:
 def any_header(payload: bytes, *, limits: Limits) -> Header:
     """The payload's header, checked against ``limits``: a ``WAIP`` payload's own, or for a
     hyperprior (``WAIH``) payload, its latent y's (what the cost estimate reads)."""
-    if waih.is_hyperprior(payload):
+    if bytes(payload[:4]) == waih.MAGIC:
         return waih.read_header(payload, limits=limits).as_latent_header()
     return read_header(payload, limits=limits)
 

@@ -46,7 +46,7 @@ def photo() -> bytes:
 def _padded_payload(decoder: Any, set_digest: str, payload: bytes) -> bytes:
     """The same symbols in a version-1 payload: the decode of the padded picture."""
     files = decoder.opened.loaded(set_digest)
-    if waih.is_hyperprior(payload):
+    if payload[:4] == waih.MAGIC:
         stage = HyperStage.of(files)
         assert stage is not None
         header = waih.read_header(payload)
