@@ -64,4 +64,5 @@ def test_one_decode_counts_the_prepare_worker_and_the_committer(tmp_path: Path) 
         "wai_dispatch.service.http.routes.decode",
     } <= modules
     assert figures["modules"] == len(modules)
+    assert figures["modules"] <= 32, sorted(modules)  # issue 35: one decode, few rooms
     assert all(not name.startswith(("metrics", "wai-set-sync")) for name in figures["thread_names"])
