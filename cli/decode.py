@@ -21,7 +21,7 @@ from wai_dispatch.codec.files import make_folder, write_atomic
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch import Code, DispatchPath
 from wai_dispatch.paths.registry import absent_reason
-from wai_dispatch.service.decoding import estimate
+from wai_dispatch.service.decoding.prepare import Estimate, check_estimate
 from wai_dispatch.service.usecase.decode import NoPathFound, decode_here, local_request
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def decode_file(
     """Decode one envelope file through the decode use case (:func:`service.usecase.decode.
     decode_here`, as the service's route does); the result as JSON-able data (PNG bytes under
     ``png``). With ``limits``, a decode whose estimate from its payload headers is over them
-    (the service's admission: :func:`service.decoding.estimate.check`) is refused before it
+    (the service's admission: :func:`service.decoding.prepare.check_estimate`) is refused before it
     runs, naming the limit and ``--no-limits``."""
 
     check = None if limits is None else functools.partial(_check, limits)
@@ -64,8 +64,8 @@ def decode_file(
     }
 
 
-def _check(limits: Settings, est: estimate.Estimate) -> None:
-    estimate.check(
+def _check(limits: Settings, est: Estimate) -> None:
+    check_estimate(
         est,
         max_latent_elements=limits.max_latent_elements,
         memory_budget_bytes=limits.memory_budget_bytes,

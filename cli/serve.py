@@ -178,8 +178,8 @@ def run_serve(args: argparse.Namespace) -> int:
         access_log=False,
         # connection limits (docs/service.md): header and body read deadlines per request
         # (the protocol, named as uvicorn names its own), idle keep-alive, open connections,
-        # header bytes; the in-flight body budget is the app's (service/http/limits.py)
-        http="wai_dispatch.service.http.limits:ReadTimeouts",
+        # header bytes; the in-flight body budget is the app's (service/http/edge.py)
+        http="wai_dispatch.service.http.edge:ReadTimeouts",
         timeout_keep_alive=chosen.keep_alive_s,
         limit_concurrency=chosen.max_connections,
         h11_max_incomplete_event_size=chosen.max_header_bytes,

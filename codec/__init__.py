@@ -1,5 +1,5 @@
-"""The data a decode reads (§2, §6.3), one concept per module: envelopes (:mod:`.envelope`,
-:mod:`.envelope_read`), payloads and their headers (:mod:`.payload`), the entropy stage
-(:mod:`.entropy`, :mod:`.tables`, :mod:`.compressai_rans`), parameter sets and pins
-(:mod:`.sets`), the picture (:mod:`.picture`), safe file reads and writes (:mod:`.files`), the
-data directory's layout (:mod:`.layout`) and the typed errors (:mod:`.errors`)."""
+"""The data a decode reads (§2, §6.3), one concept per module: envelopes (:mod:`.envelope`),
+payloads, their headers and the entropy stage over them (:mod:`.payload`), its tables
+(:mod:`.tables`, :mod:`.compressai_rans`), parameter sets and pins (:mod:`.sets`), safe file
+reads and writes (:mod:`.files`), the data directory's layout (:mod:`.layout`) and the typed
+errors (:mod:`.errors`)."""

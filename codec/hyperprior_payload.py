@@ -44,7 +44,6 @@ __all__ = [
     "decode_y",
     "decode_z",
     "encode",
-    "is_hyperprior",
     "read_header",
     "symbols_digest",
 ]
@@ -97,10 +96,6 @@ class HyperHeader:
         return waip.Header(
             VERSION, c, h, w, self.y_words, self.y_escape_count, self.y_escape_bytes, self.picture
         )
-
-
-def is_hyperprior(payload: bytes) -> bool:
-    return bytes(payload[:4]) == MAGIC
 
 
 def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHeader:

@@ -1,5 +1,6 @@
 """The payload of the entropy stage (§6.3): header, rANS stream and escape section; payload to
-symbols, their digest, and the latent. Every byte is described in docs/payload.md.
+symbols, their digest, and the latent the networks read (:func:`entropy_stage`, on the CPU,
+integer and table reads only). Every byte is described in docs/payload.md.
 
 Errors: :mod:`codec.errors` (their tree and codes are listed there), re-exported here.
 """
@@ -39,6 +40,7 @@ __all__ = [
     "MAGIC",
     "PICTURE_VERSION",
     "VERSION",
+    "EntropyResult",
     "Header",
     "PayloadError",
     "PayloadFormatError",
@@ -49,6 +51,7 @@ __all__ = [
     "SymbolsError",
     "decode",
     "encode",
+    "entropy_stage",
     "latent",
     "read_header",
     "symbols_digest",
@@ -299,6 +302,32 @@ def decode(
         raise
     except Exception as exc:  # constriction and numpy failures become a typed error
         raise PayloadStreamError(f"payload: the stream does not decode: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class EntropyResult:
+    """The symbols (int32, N×C×H×W), their BLAKE3 digest and the latent (float32)."""
+
+    symbols: np.ndarray
+    symbols_digest: str
+    latent: np.ndarray
+
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.latent.shape)
+
+
+def entropy_stage(
+    payload: bytes,
+    tables: EntropyTables,
+    *,
+    limits: Limits,
+    header: Header | None = None,
+) -> EntropyResult:
+    """§6.3: the payload's symbols (the header checked against ``limits`` before anything is
+    allocated, unless ``header`` is that header, already read), their digest, and the latent."""
+    symbols = decode(payload, tables, limits=limits, header=header)
+    return EntropyResult(symbols, symbols_digest(symbols), latent(symbols, tables))
 
 
 def _decode(payload: bytes, header: Header, tables: EntropyTables) -> npt.NDArray[np.int32]:

@@ -9,6 +9,14 @@ from dataclasses import dataclass
 from .errors import UnknownCapability
 from .tokens import Arithmetic, RegistryClass, Tier
 
+#: The tier a registry class fixes (§2): decode-equivalence for ``NeuralIntegerExact``,
+#: entropy-consistency for ``NeuralEntropyExact``, none for every other.
+REGISTERED_TIER: Mapping[RegistryClass, Tier] = {
+    RegistryClass.NEURAL_INTEGER_EXACT: Tier.DECODE_EQUIVALENCE,
+    RegistryClass.NEURAL_ENTROPY_EXACT: Tier.ENTROPY_CONSISTENCY,
+    RegistryClass.NEURAL: Tier.NONE,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Capability:
@@ -30,7 +38,7 @@ class Capability:
 
     @property
     def registered_tier(self) -> Tier:
-        return self.registry_class.registered_tier
+        return REGISTERED_TIER[self.registry_class]
 
 
 class Registry(Mapping[str, Capability]):

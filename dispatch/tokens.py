@@ -73,7 +73,8 @@ _TIER_ORDER = (Tier.NONE, Tier.ENTROPY_CONSISTENCY, Tier.DECODE_EQUIVALENCE)
 
 
 class RegistryClass(enum.StrEnum):
-    """A capability's registry class; it fixes the capability's registered tier (§2).
+    """A capability's registry class; it fixes the capability's registered tier (§2,
+    :data:`dispatch.registry.REGISTERED_TIER`).
 
     ``Neural`` is our name for every neural capability of neither exact class: the spec says
     only "every other" (decision recorded in docs/dispatch.md).
@@ -82,14 +83,6 @@ class RegistryClass(enum.StrEnum):
     NEURAL_INTEGER_EXACT = "NeuralIntegerExact"
     NEURAL_ENTROPY_EXACT = "NeuralEntropyExact"
     NEURAL = "Neural"
-
-    @property
-    def registered_tier(self) -> Tier:
-        if self is RegistryClass.NEURAL_INTEGER_EXACT:
-            return Tier.DECODE_EQUIVALENCE
-        if self is RegistryClass.NEURAL_ENTROPY_EXACT:
-            return Tier.ENTROPY_CONSISTENCY
-        return Tier.NONE
 
 
 class Intent(enum.StrEnum):

@@ -1,20 +1,34 @@
 """The ONNX Runtime path (``cpu/onnx-runtime/float``, and ``gpu/onnx-runtime/float`` through
-whichever provider :mod:`paths.onnx_providers` finds): §4's answers for a set's ``onnx-runtime``
-program (docs/bmshj2018-set.md), its placement (§5) and its run.
+whichever execution provider this machine has): §4's answers for a set's ``onnx-runtime``
+program (docs/bmshj2018-set.md), its placement (§5) and its run; and ONNX Runtime in this
+process, which every session of ours runs on.
 
-onnxruntime and onnx load on first use. Both files are read from the set's verified bytes
-(:meth:`SetFiles.read`), never from disk. Anything the backend raises becomes
-:class:`dispatch.BackendFailed` with the backend's exception as ``__cause__``.
+- The runtime in this process: its one thread pool (every session runs on it; its size the
+  ``ort_threads`` setting, else the CPUs; the one process-wide state a decoder's assembly sets,
+  docs/onnx-path.md), the session options on that pool, the runtime's own log kept to fatal
+  errors, and the run options that hand a large decode's arena back.
+- The GPU's provider, found through ONNX Runtime's own provider and device discovery, never by
+  building a session (docs/onnx-path.md): ``CUDAExecutionProvider`` first, then the
+  ``onnxruntime-ep-webgpu`` plugin's ``WebGpuExecutionProvider`` on a hardware GPU device. A
+  device of type CPU or from a software vendor (lavapipe, SwiftShader) is not a GPU: it is
+  refused from its description alone, since a session on one was seen to hang. Discovery is
+  cached for the process (:func:`discover`).
+
+onnxruntime and onnx load on first use: importing this module loads nothing heavy. Both files
+are read from the set's verified bytes (:meth:`SetFiles.read`), never from disk. Anything the
+backend raises becomes :class:`dispatch.BackendFailed` with the backend's exception as
+``__cause__``.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -22,7 +36,7 @@ from wai_dispatch.dispatch.adapter import BackendFailed
 from wai_dispatch.dispatch.offer import DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.dispatch.tokens import Arithmetic, Backend, Unit
-from wai_dispatch.paths import onnx_cache, onnx_providers
+from wai_dispatch.paths import onnx_cache
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
 from wai_dispatch.paths.onnx_placement import (
@@ -32,14 +46,6 @@ from wai_dispatch.paths.onnx_placement import (
     program_operations,
 )
 from wai_dispatch.paths.onnx_rewrite import rewrite_model
-from wai_dispatch.paths.onnx_session import (
-    SHRINK_ARENA_ABOVE,
-    arena_shrink_options,
-    configure_thread_pool,
-    request_thread_pool,
-    run_options,
-    shared_session_options,
-)
 from wai_dispatch.paths.tiling import Reach, onnx_layers, plan, reach, run_tiled
 
 __all__ = [
@@ -123,12 +129,12 @@ class OnnxRuntimeAdapter:
     def absent_reason(self) -> str | None:
         """Why the unit or the backend is absent, in words; ``None`` when present: the CPU's
         provider, or for the GPU ONNX Runtime's discovery of CUDA, else the WebGPU plugin on
-        a hardware GPU (:mod:`paths.onnx_providers`; a software adapter is not a GPU)."""
-        return self._stuck or onnx_providers.absent_reason(self._unit)
+        a hardware GPU (:func:`discover`; a software adapter is not a GPU)."""
+        return self._stuck or provider_absent_reason(self._unit)
 
     def device(self) -> dict[str, object]:
         """The unit, and for the GPU the provider and device discovery found (``paths``)."""
-        return onnx_providers.device(self._unit)
+        return provider_device(self._unit)
 
     # §4, in order -------------------------------------------------------------------------
 
@@ -238,7 +244,7 @@ class OnnxRuntimeAdapter:
             onnx_cache.store(job.cache_dir, files.digest, self._variant, cached)
         model, operations, rewritten, tiles = cached
 
-        configure = functools.partial(onnx_providers.configure, self._unit)
+        configure = functools.partial(configure_provider, self._unit)
 
         def options() -> Any:
             so = shared_session_options()
@@ -263,8 +269,8 @@ class OnnxRuntimeAdapter:
             session, inp, out, shape, events = build()
         else:  # a GPU driver that never answers must not hold the decode for good
             try:
-                session, inp, out, shape, events = onnx_providers.within_deadline(build)
-            except onnx_providers.SessionTimeout as exc:
+                session, inp, out, shape, events = within_deadline(build)
+            except SessionTimeout as exc:
                 self._stuck = f"{exc}; the path is off for this process"
                 raise BackendFailed(f"onnx-runtime: {self._stuck}") from exc
         return _Program(
@@ -329,3 +335,351 @@ def _named(args: Sequence[Any], name: object) -> Any:
         if arg.name == name:
             return arg
     raise BackendFailed(f"onnx-runtime: the program has no {name!r} among {[a.name for a in args]}")
+
+
+# --- ONNX Runtime in this process: its thread pool, session and run options -------------------
+
+_ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose … 3 error, 4 fatal
+
+#: A run whose latent has more elements than this (192×32×32: a 512×512 picture with the
+#: bundled set) asks ONNX Runtime to shrink its CPU arena afterwards, handing the run's
+#: activations back to the allocator instead of keeping them for the next run: a 1024×1024
+#: decode otherwise leaves ~500 MB resident for good (docs/service.md, Limits). Smaller runs
+#: keep the arena warm (shrinking costs a run's allocations the next time).
+SHRINK_ARENA_ABOVE = 192 * 32 * 32
+_SHRINK_ENTRY = "memory.enable_memory_arena_shrinkage"
+
+_pool_lock = threading.Lock()
+_pool_threads: int | None = None
+_requested: int | None = None
+
+
+def configure_thread_pool(intra_op_threads: int | None = None) -> int:
+    """Create ONNX Runtime's process-wide thread pool, once; return its intra-op size.
+
+    One pool, because per-session pools spin and steal each other's cores (docs/onnx-path.md).
+    The size is ``intra_op_threads``, else :func:`request_thread_pool`'s, else the CPUs this
+    process may use; later calls return the size already chosen.
+    """
+    global _pool_threads
+    with _pool_lock:
+        if _pool_threads is not None:
+            return _pool_threads
+        import onnxruntime as ort
+
+        _quiet_runtime_log(ort)
+        threads = intra_op_threads or _requested or len(os.sched_getaffinity(0))
+        try:
+            ort.set_global_thread_pool_sizes(threads, 1)
+        except Exception as exc:  # pools already created by someone else in this process
+            if "already been created" not in str(exc):
+                raise
+        _pool_threads = threads
+        return threads
+
+
+def run_options(job: SynthesisJob, last: bool = True) -> Any:
+    """``None`` (the defaults) for a decode of :data:`SHRINK_ARENA_ABOVE` latent elements or
+    fewer, and for any tile of a larger one but its ``last``; for that run, ``RunOptions``
+    that shrink the CPU arena once it ends (a tiled decode keeps one tile's activations in
+    the arena between its tiles, and none after)."""
+    if job.latent.size <= SHRINK_ARENA_ABOVE or not last:
+        return None
+    return arena_shrink_options()
+
+
+def arena_shrink_options() -> Any:
+    """``RunOptions`` that shrink the CPU arena once the run ends."""
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.add_run_config_entry(_SHRINK_ENTRY, "cpu:0")
+    return options
+
+
+def request_thread_pool(intra_op_threads: int | None) -> None:
+    """The size :func:`configure_thread_pool` gives the pool when it is created without one
+    (``None``: the CPUs). Imports no runtime: the decoder calls it with the ``ort_threads``
+    setting when it opens."""
+    global _requested
+    with _pool_lock:
+        _requested = intra_op_threads
+
+
+def _quiet_runtime_log(ort: Any) -> None:
+    """ONNX Runtime writes its own (coloured) log lines to stderr, a failing kernel's among
+    them. Its default logger is kept to fatal errors only: what fails reaches us as the
+    exception, which becomes BackendFailed and is logged through Python's ``logging``."""
+    ort.set_default_logger_severity(_ORT_FATAL)
+
+
+def shared_session_options() -> Any:
+    """``onnxruntime.SessionOptions`` on the process-wide pool, optimisation level ALL.
+
+    Once the global pool exists, ONNX Runtime refuses any session in the process that asks
+    for its own threads ("use_per_session_threads must be false when using a global thread
+    pool"): other code that builds sessions beside this adapter starts from these options.
+    """
+    import onnxruntime as ort
+
+    configure_thread_pool()
+    so = ort.SessionOptions()
+    so.use_per_session_threads = False
+    so.log_severity_level = _ORT_FATAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return so
+
+
+# --- the GPU's execution provider -------------------------------------------------------------
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+WEBGPU = "WebGpuExecutionProvider"
+#: The name the plugin's library is registered under (``register_execution_provider_library``).
+WEBGPU_REGISTRATION = "webgpu"
+#: The plugin's distribution and the extra that installs it.
+WEBGPU_PLUGIN = "onnxruntime-ep-webgpu"
+
+#: PCI vendor ids of software adapters (a rasteriser on the CPU, not a GPU).
+SOFTWARE_VENDOR_IDS: Mapping[int, str] = {
+    0x10005: "Mesa's software rasteriser (llvmpipe/lavapipe)",
+    0x1AE0: "Google's SwiftShader",
+}
+#: Words in a device's vendor or description that name a software adapter.
+SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "softpipe", "swiftshader", "basic render", "warp")
+#: Microsoft's Basic Render Driver (WARP): vendor 0x1414, device 0x8C.
+_WARP = (0x1414, 0x8C)
+
+#: How long a GPU session may take to build before the path is refused and left off for the
+#: process (a driver that never answers must not hold a decode for good).
+SESSION_DEADLINE_S = 180.0
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What ONNX Runtime's discovery states of one device an execution provider offers."""
+
+    provider: str
+    hardware_type: str  # "cpu", "gpu" or "npu" (OrtHardwareDeviceType)
+    vendor: str
+    vendor_id: int
+    device_id: int
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "provider": self.provider,
+            "type": self.hardware_type,
+            "vendor": self.vendor,
+            "vendor_id": f"0x{self.vendor_id:04x}",
+            "device_id": f"0x{self.device_id:04x}",
+            **{k: v for k, v in sorted(self.metadata.items()) if k.lower() == "description"},
+        }
+
+
+def not_a_gpu(device: DeviceInfo) -> str | None:
+    """Why ``device`` is not a hardware GPU (a software adapter, or not a GPU at all), read from
+    its description alone; ``None`` for a hardware GPU. Pure: no session is made."""
+    words = " ".join([device.vendor, *device.metadata.values()]).lower()
+    soft = SOFTWARE_VENDOR_IDS.get(device.vendor_id)
+    if soft is None and (device.vendor_id, device.device_id) == _WARP:
+        soft = "Microsoft's Basic Render Driver"
+    if soft is None:
+        soft = next((w for w in SOFTWARE_NAMES if w in words), None)
+    if soft is not None:
+        return f"a software adapter ({soft}), not a GPU"
+    if device.hardware_type != "gpu":
+        return (
+            f"a device of type {device.hardware_type} ({device.vendor or 'unknown vendor'}): "
+            "a software adapter, not a GPU"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class GpuProvider:
+    """The provider that runs the GPU path, and how a session is given it."""
+
+    name: str  # CUDA or WEBGPU
+    device: DeviceInfo | None  # the plugin's device; None for CUDA (a build's provider)
+    ep_device: Any = None  # the onnxruntime.OrtEpDevice the plugin offered
+
+    def configure(self, so: Any) -> dict[str, Any]:
+        """Give ``so`` (``SessionOptions``) this provider; return the keyword arguments of
+        ``InferenceSession`` (any node the provider does not take falls back to the CPU)."""
+        if self.ep_device is not None:
+            so.add_provider_for_devices([self.ep_device], {"powerPreference": "high-performance"})
+            return {}
+        return {"providers": [self.name, CPU]}
+
+    def describe(self) -> dict[str, object]:
+        out: dict[str, object] = {"provider": self.name}
+        if self.device is not None:
+            out.update(self.device.to_json())
+        return out
+
+
+@dataclass(frozen=True)
+class GpuDiscovery:
+    """The GPU provider found (or none), and why each other provider is absent."""
+
+    chosen: GpuProvider | None
+    absent: Mapping[str, str]  # provider name → why it is absent here
+
+    def reason(self) -> str | None:
+        """Why the GPU path is absent, every provider named; ``None`` when one is present."""
+        if self.chosen is not None:
+            return None
+        return "no GPU provider: " + "; ".join(f"{k}: {v}" for k, v in self.absent.items())
+
+
+def _cuda(ort: Any) -> str | None:
+    available = list(ort.get_available_providers())
+    if CUDA in available:
+        return None
+    return (
+        f"this onnxruntime {ort.__version__} build has no {CUDA} (a CUDA build, onnxruntime-gpu, "
+        f"has it; this one has {', '.join(available)})"
+    )
+
+
+_register_lock = threading.Lock()
+_registered: list[str] = []
+
+
+def _register_webgpu(ort: Any) -> str | None:
+    """Register the plugin's library once per process; why not, or ``None``."""
+    with _register_lock:
+        if _registered:
+            return None
+        try:
+            import onnxruntime_ep_webgpu as plugin
+        except ImportError:
+            return (
+                f"the {WEBGPU_PLUGIN} plugin is not installed (pip install 'wai-dispatch[webgpu]')"
+            )
+        try:
+            ort.register_execution_provider_library(WEBGPU_REGISTRATION, plugin.get_library_path())
+        except Exception as exc:  # an incompatible ONNX Runtime, a missing Vulkan loader
+            _log.warning("the %s plugin does not register", WEBGPU_PLUGIN, exc_info=exc)
+            return f"the {WEBGPU_PLUGIN} plugin does not register: {' '.join(str(exc).split())}"
+        _registered.append(plugin.get_library_path())
+        return None
+
+
+def device_info(ep_device: Any) -> DeviceInfo:
+    """The description of an ``onnxruntime.OrtEpDevice``."""
+    hw = ep_device.device
+    kind = str(getattr(hw.type, "name", hw.type)).lower()
+    return DeviceInfo(
+        provider=str(ep_device.ep_name),
+        hardware_type=kind,
+        vendor=str(hw.vendor),
+        vendor_id=int(hw.vendor_id),
+        device_id=int(hw.device_id),
+        metadata={str(k): str(v) for k, v in dict(hw.metadata).items()},
+    )
+
+
+def _webgpu(ort: Any) -> tuple[GpuProvider | None, str | None]:
+    why = _register_webgpu(ort)
+    if why is not None:
+        return None, why
+    offered = [d for d in ort.get_ep_devices() if d.ep_name == WEBGPU]
+    if not offered:
+        found = ", ".join(
+            f"{device_info(d).hardware_type} {device_info(d).vendor}" for d in ort.get_ep_devices()
+        )
+        return None, (
+            f"the {WEBGPU_PLUGIN} plugin offers no device: ONNX Runtime's discovery found no GPU "
+            f"(it found: {found or 'nothing'})"
+        )
+    refused = []
+    for ep_device in offered:
+        info = device_info(ep_device)
+        not_gpu = not_a_gpu(info)
+        if not_gpu is None:
+            return GpuProvider(WEBGPU, info, ep_device), None
+        refused.append(not_gpu)
+    return None, f"the {WEBGPU_PLUGIN} plugin offers only " + "; ".join(refused)
+
+
+def discover_now() -> GpuDiscovery:
+    """ONNX Runtime's discovery, asked now: CUDA first, then the WebGPU plugin."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        return GpuDiscovery(None, {"onnxruntime": f"not installed ({exc})"})
+    absent: dict[str, str] = {}
+    cuda_missing = _cuda(ort)
+    if cuda_missing is None:
+        return GpuDiscovery(GpuProvider(CUDA, None), {})
+    absent[CUDA] = cuda_missing
+    chosen, why = _webgpu(ort)
+    if why is not None:
+        absent[WEBGPU] = why
+    return GpuDiscovery(chosen, absent)
+
+
+@functools.cache
+def discover() -> GpuDiscovery:
+    """:func:`discover_now`, once per process."""
+    return discover_now()
+
+
+T = TypeVar("T")
+
+
+class SessionTimeout(Exception):
+    """A GPU session did not build within :data:`SESSION_DEADLINE_S`."""
+
+
+def within_deadline(build: Callable[[], T], seconds: float = SESSION_DEADLINE_S) -> T:
+    """``build()`` in a daemon thread; :class:`SessionTimeout` when it has not returned within
+    ``seconds`` (the thread is left behind: a native call cannot be interrupted)."""
+    box: list[T] = []
+    error: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            box.append(build())
+        except BaseException as exc:  # raised again in the caller's thread, below
+            error.append(exc)
+
+    thread = threading.Thread(target=work, name="wai-gpu-session", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise SessionTimeout(f"the GPU session did not build within {seconds:g} s")
+    if error:
+        raise error[0]
+    return box[0]
+
+
+def provider_absent_reason(unit: Unit) -> str | None:
+    """Why ONNX Runtime cannot run on ``unit`` here; ``None`` when it can."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        return f"onnxruntime is not installed ({exc})"
+    if unit is Unit.CPU:
+        if CPU not in ort.get_available_providers():
+            return f"this onnxruntime {ort.__version__} build has no {CPU}"
+        return None
+    return discover().reason()
+
+
+def provider_device(unit: Unit) -> dict[str, object]:
+    """The unit, and for the GPU the provider and the device discovery found."""
+    chosen = discover().chosen if unit is Unit.GPU else None
+    return {"unit": str(unit), **({} if chosen is None else chosen.describe())}
+
+
+def configure_provider(unit: Unit, so: Any) -> dict[str, Any]:
+    """Give ``so`` the provider that runs ``unit``; return ``InferenceSession``'s keywords."""
+    if unit is Unit.CPU:
+        return {"providers": [CPU]}
+    chosen = discover().chosen
+    if chosen is None:
+        raise BackendFailed(f"onnx-runtime: {discover().reason()}")
+    return chosen.configure(so)

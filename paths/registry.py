@@ -154,7 +154,7 @@ def default_offer(adapters: Mapping[DispatchPath, Adapter] | None = None) -> Off
     ``gpu/onnx-runtime/float`` after the neural processor where its adapter (of ``adapters``,
     default :func:`known_adapters`) finds a hardware GPU (§4 lets the sink order its paths: a
     GPU runs the float synthesis faster than the CPU, at the same tier). A software adapter is
-    no GPU (paths/onnx_providers.py), so it changes nothing here."""
+    no GPU (paths/onnx.py), so it changes nothing here."""
     gpu = (known_adapters() if adapters is None else adapters).get(GPU_ONNX_RUNTIME)
     if gpu is None or not gpu.unit_present():
         return REFERENCE_OFFER

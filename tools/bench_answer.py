@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_tiles import envelope_of

@@ -14,11 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from wai_dispatch.codec import payload
-from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
 from wai_dispatch.conformance import weights_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
+from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.tools.bmshj2018_model import load_model
 from wai_dispatch.tools.harness import best_of_interleaved, fresh, loadavg, memory_kib, parser
 from wai_dispatch.tools.onnx_synthesis import g_s_layers, memory_set, random_layers

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.paths.waiops import choose
 from wai_dispatch.service.decoding.hyperprior import HyperStage
+from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.bench_decode import SIZES, _picture
 from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser

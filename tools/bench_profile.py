@@ -15,11 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.entropy import entropy_stage
-from wai_dispatch.codec.entropy import tables_of as read_tables
-from wai_dispatch.codec.envelope_read import parse
-from wai_dispatch.codec.payload import read_header
-from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.envelope import parse
+from wai_dispatch.codec.payload import entropy_stage, read_header
+from wai_dispatch.codec.tables import tables_of as read_tables
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import (
     OnnxRuntimeAdapter,
@@ -27,6 +25,7 @@ from wai_dispatch.paths.onnx import (
     shared_session_options,
 )
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.tools.bench_tiles import envelope_of
 from wai_dispatch.tools.harness import loadavg, parser
 from wai_dispatch.tools.onnx_synthesis import rewritten_model

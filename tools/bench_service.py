@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.codec.envelope_read import parse, parse_cbor, parse_json
+from wai_dispatch.codec.envelope import parse, parse_cbor, parse_json
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools import bench_tiles

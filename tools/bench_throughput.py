@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from wai_dispatch.codec.entropy import entropy_stage, tables_of
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
+from wai_dispatch.codec.payload import entropy_stage
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.settings import load
 from wai_dispatch.tools.bench_decode import _model

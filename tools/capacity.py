@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy import text
 
 from wai_dispatch.codec import payload
-from wai_dispatch.codec.entropy import tables_of
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.dispatch.report import Report
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder

@@ -16,8 +16,7 @@ import jsonschema
 import yaml
 from pydantic import ValidationError
 
-from wai_dispatch.codec.envelope import EnvelopeError
-from wai_dispatch.codec.envelope_read import parse_json
+from wai_dispatch.codec.envelope import EnvelopeError, parse_json
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.dispatch import InvalidReport, Report
 from wai_dispatch.dispatch.errors import WaiError

@@ -16,8 +16,8 @@ import numpy.typing as npt
 
 from wai_dispatch.cli.errors import ToolsMissing
 from wai_dispatch.codec import payload as payload_codec
-from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
 from wai_dispatch.tools.encoder import TOOLS_HINT, Checkpoint, Coded, EncodeJob
 from wai_dispatch.tools.errors import CheckpointRequired, EncodeUnsupported, SymbolsOutOfRange

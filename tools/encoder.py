@@ -29,7 +29,7 @@ from wai_dispatch.codec.sets.errors import SetCapabilityMismatch
 from wai_dispatch.conformance import weights_dir
 from wai_dispatch.dispatch import Arithmetic, Intent
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding import estimate
+from wai_dispatch.service.decoding.prepare import check_estimate, estimate_of
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.errors import CheckpointMismatch, CheckpointRequired, EncodeUnsupported
 
@@ -302,8 +302,8 @@ def _size_check(
         if settings is None:
             return
         try:
-            estimate.check(
-                estimate.of(channels * lat_h * lat_w, coded_w * coded_h),
+            check_estimate(
+                estimate_of(channels * lat_h * lat_w, coded_w * coded_h),
                 max_latent_elements=settings.max_latent_elements,
                 memory_budget_bytes=settings.memory_budget_bytes,
                 decode_timeout_s=settings.decode_timeout_s,

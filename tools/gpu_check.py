@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
@@ -28,6 +27,7 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
 from wai_dispatch.paths.wgsl.execute import run_program
 from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
+from wai_dispatch.service.decoding.results import rgb_digest
 from wai_dispatch.tools.neural_conformance import program_rgb8
 
 

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
@@ -28,6 +27,7 @@ from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.choose import int8_units
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
+from wai_dispatch.service.decoding.results import rgb_digest
 
 SMALL = ("chelsea-16x16", "extreme-symbols-320x192")
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.tools.bmshj2018_model import load_model
 from wai_dispatch.tools.bmshj2018_onnx import onnx_session
 from wai_dispatch.tools.bmshj2018_symbols import encode_symbols

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.waiops import reference
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.load import load_program
+from wai_dispatch.service.decoding.results import rgb_digest
 from wai_dispatch.tools.bmshj2018_model import load_model
 from wai_dispatch.tools.bmshj2018_symbols import encode_symbols
 from wai_dispatch.tools.train_bmshj2018 import load_image

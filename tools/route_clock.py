@@ -19,7 +19,7 @@ from typing import Any
 
 from fastapi.dependencies import utils as fastapi_deps
 
-from wai_dispatch.codec import envelope_read
+from wai_dispatch.codec import envelope
 from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.results import DecodeResult
@@ -85,7 +85,7 @@ def _instrument(clock: _Clock) -> None:
     wrap(route, "read_body", "body read", _timed_async)
     wrap(route, "_decoded", "answer (base64, model, JSON)")
     wrap(TokenCache, "lookup", "bearer token")
-    wrap(envelope_read, "parse_json", "parse JSON envelope")
+    wrap(envelope, "parse_json", "parse JSON envelope")
     prepare = usecase.prepare
 
     def prepared(*args: Any) -> Any:
@@ -177,7 +177,7 @@ def serve(data_dir: Path, port: int, out: Path) -> None:
             log_config=None,
             access_log=False,
             lifespan="on",
-            http="wai_dispatch.service.http.limits:ReadTimeouts",
+            http="wai_dispatch.service.http.edge:ReadTimeouts",
         )
     )
     server.run()

@@ -19,7 +19,7 @@ from wai_dispatch.dispatch.offer import CPU_WAI_OPS, DispatchPath
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
-from wai_dispatch.paths.onnx_session import SHRINK_ARENA_ABOVE
+from wai_dispatch.paths.onnx import SHRINK_ARENA_ABOVE
 from wai_dispatch.paths.tiling import Reach, plan, reach, run_tiled, waiops_layers
 from wai_dispatch.paths.waiops import choose
 from wai_dispatch.paths.waiops.errors import InputShapeOverLimits, WaiOpsError

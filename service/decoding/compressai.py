@@ -18,11 +18,11 @@ from wai_dispatch.codec.compressai_rans import (
     decode_string,
     load_compressed,
 )
-from wai_dispatch.codec.entropy import tables_of
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.codec.errors import check_latent_shape
 from wai_dispatch.codec.sets import LoadedSet, SetError
-from wai_dispatch.service.decoding.opened import OpenedSets
+from wai_dispatch.codec.tables import tables_of
+from wai_dispatch.service.decoding.prepare import OpenedSets
 from wai_dispatch.service.decoding.results import ImportResult
 from wai_dispatch.setfacts.limits import Limits
 

@@ -27,18 +27,17 @@ from pathlib import Path
 
 import numpy as np
 
-from wai_dispatch.codec.entropy import EntropyResult, entropy_stage, tables_of
-from wai_dispatch.codec.envelope import Envelope, Part
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import Envelope, Part, parse
 from wai_dispatch.codec.errors import PayloadError
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL, ready_set_store_dir, set_store_dir
-from wai_dispatch.codec.picture import to_rgb8
+from wai_dispatch.codec.payload import EntropyResult, entropy_stage
 from wai_dispatch.codec.sets import (
     SetNotInstalled,
     SetStore,
     install_bundled,
 )
 from wai_dispatch.codec.sets.bundled import BundledResult
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.dispatch import (
     REGISTRY,
@@ -61,7 +60,8 @@ from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
 from wai_dispatch.paths.waiops.choose import check_engine
 from wai_dispatch.service.decoding.compressai import import_compressai
 from wai_dispatch.service.decoding.evidence import Evidence, set_evidence
-from wai_dispatch.service.decoding.opened import (
+from wai_dispatch.service.decoding.plan import load_set_dir, plan_path
+from wai_dispatch.service.decoding.prepare import (
     Machine,
     NoProgram,
     OpenedSet,
@@ -72,7 +72,6 @@ from wai_dispatch.service.decoding.opened import (
     log_failures,
     prepare_envelope,
 )
-from wai_dispatch.service.decoding.plan import load_set_dir, plan_path
 from wai_dispatch.service.decoding.results import (
     DecodeResult,
     ImportResult,
@@ -82,6 +81,7 @@ from wai_dispatch.service.decoding.results import (
     VerifyResult,
     crop_to_picture,
     no_path,
+    to_rgb8,
 )
 from wai_dispatch.service.decoding.setcache import removed
 from wai_dispatch.service.decoding.verify import verify_store
@@ -132,7 +132,7 @@ class Decoder:
         self.bundled = bundled or BundledResult()
         #: Opened sets by digest (each counted as its files' bytes).
         self.sets: LRU[str, OpenedSet] = LRU(max_entries=MAX_OPEN_SETS) if sets is None else sets
-        self.opened = OpenedSets(store, self.sets, capabilities)  # service/decoding/opened.py
+        self.opened = OpenedSets(store, self.sets, capabilities)  # service/decoding/prepare.py
         #: The program cache the adapters keep their programs in, when they share one
         #: (:meth:`assemble` builds it); its counters are the service's ``/metrics``.
         self.programs: Programs = LRU(DEFAULT_PROGRAM_BYTES) if programs is None else programs
@@ -208,7 +208,7 @@ class Decoder:
 
     def prepare(self, envelope: Envelope) -> Prepared:
         """Read each part's payload header and open its set, once, before the decode
-        (service/decoding/opened.py): what a decode will cost is known from them (the HTTP
+        (service/decoding/prepare.py): what a decode will cost is known from them (the HTTP
         service's admission), and ``decode(prepared)`` reads neither again."""
         return prepare_envelope(envelope, self.opened, self.limits, self.tile_bytes)
 
@@ -283,7 +283,7 @@ class Decoder:
             files, latent, symbols, self.tile_bytes, self.cache_dir, self.waiops_engine
         )
 
-    # -- sets, kept by digest in ``opened`` (``loaded``, ``install``, ``forget``: opened.py)
+    # -- sets, kept by digest in ``opened`` (``loaded``, ``install``, ``forget``: prepare.py)
 
     def _entropy_stage(self, item: Part | PreparedPart) -> tuple[OpenedSet, EntropyResult]:
         """The part's set and its entropy stage (§6.3), whatever §4 decides after."""

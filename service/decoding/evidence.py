@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.entropy import entropy_stage, tables_of
-from wai_dispatch.codec.picture import rgb_digest, to_rgb8
+from wai_dispatch.codec.payload import entropy_stage
 from wai_dispatch.codec.sets import LoadedSet
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.conformance import neural_conformance_dir
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,
@@ -44,8 +44,8 @@ from wai_dispatch.dispatch import (
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.registry import BUILDERS, absent_reason
 from wai_dispatch.service.decoding.hyperprior import HyperStage
-from wai_dispatch.service.decoding.opened import Machine
-from wai_dispatch.service.decoding.results import crop_to_picture, failure_text
+from wai_dispatch.service.decoding.prepare import Machine
+from wai_dispatch.service.decoding.results import crop_to_picture, failure_text, rgb_digest, to_rgb8
 from wai_dispatch.service.decoding.verify import (
     PSNR_BOUND_DB,
     corpora_for,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.entropy import EntropyResult
+from wai_dispatch.codec.payload import EntropyResult
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.codec.sets.errors import SetNoTables
 from wai_dispatch.codec.tables import EntropyTables, TablesError

@@ -26,7 +26,7 @@ from wai_dispatch.dispatch.errors import InvalidArgument
 from wai_dispatch.paths.coreml import program_shape
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.registry import absent_reason
-from wai_dispatch.service.decoding.opened import Machine
+from wai_dispatch.service.decoding.prepare import Machine
 from wai_dispatch.service.decoding.results import PlanResult, failure_text
 
 log = logging.getLogger("wai_dispatch.decode")

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.entropy import entropy_stage, tables_of
-from wai_dispatch.codec.picture import rgb_digest, to_rgb8
+from wai_dispatch.codec.payload import entropy_stage
 from wai_dispatch.codec.sets import SetError
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.conformance import neural_conformance_dir
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,
@@ -49,8 +49,8 @@ from wai_dispatch.paths.waiops import choose as engines
 from wai_dispatch.paths.waiops.adapter import CPU_WAI_OPS_NAME, WaiOpsAdapter, load_set_program
 from wai_dispatch.service.decoding.errors import SetPayloadInfoInvalid
 from wai_dispatch.service.decoding.hyperprior import HyperStage
-from wai_dispatch.service.decoding.opened import Machine, OpenedSets
-from wai_dispatch.service.decoding.results import SetCheck, VerifyResult
+from wai_dispatch.service.decoding.prepare import Machine, OpenedSets
+from wai_dispatch.service.decoding.results import SetCheck, VerifyResult, rgb_digest, to_rgb8
 from wai_dispatch.setfacts.limits import Limits
 
 #: §6.4's bound for a float path at tier `none`: PSNR of RGB8 against the CPU reference.

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wai_dispatch.codec import payload
-from wai_dispatch.codec.entropy import tables_of
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage

@@ -11,7 +11,7 @@ starting (it never runs, so no report is stored); with 504 when it runs past the
 timeout, counted from when it started (its thread finishes on its own, its slot and memory
 held until then).
 
-The estimate is service/decoding/estimate.py's (the CLI's local decode applies the same);
+The estimate is service/decoding/prepare.py's (the CLI's local decode applies the same);
 its time is calibrated here by the decodes admission ran: an exponentially weighted mean of
 each decode's running seconds per output pixel (decodes of at least ``CALIBRATE_MIN_PIXELS``,
 where the fixed cost of a decode does not dominate), starting from the constant and held
@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from wai_dispatch.service.decoding.errors import LatentOverLimit, MemoryOverBudget, TimeOverLimit
-from wai_dispatch.service.decoding.estimate import SECONDS_PER_PIXEL, Estimate, estimate
+from wai_dispatch.service.decoding.prepare import SECONDS_PER_PIXEL, Estimate, estimate
 from wai_dispatch.service.http.errors import (
     DecodeTimeout,
     MemoryBusy,

@@ -27,7 +27,7 @@ from wai_dispatch.service.http import logs as jsonlog
 from wai_dispatch.service.http import openapi
 from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.deps import Service
-from wai_dispatch.service.http.edge import checked_text
+from wai_dispatch.service.http.edge import BodyBudget, RequestId, checked_text
 from wai_dispatch.service.http.errors import (
     STATUSES,
     ClientDisconnected,
@@ -41,9 +41,7 @@ from wai_dispatch.service.http.errors import (
     request_id,
     status_of,
 )
-from wai_dispatch.service.http.limits import BodyBudget
 from wai_dispatch.service.http.metrics import Metrics
-from wai_dispatch.service.http.request_log import RequestId
 from wai_dispatch.service.http.routes import decode as api_decode
 from wai_dispatch.service.http.routes import fleet as api_fleet
 from wai_dispatch.service.http.routes import governance as api_governance
@@ -134,7 +132,7 @@ def _open_recorder(store: ReportStore, settings: Settings) -> Recorder:
         settings.replica_id or default_replica_id(),
         settings.spool_max_bytes,
     )
-    # group commit (service/store/group_commit.py), or one transaction per decode
+    # group commit (service/store/recorder.py), or one transaction per decode
     window_s = settings.report_commit_window_ms / 1000 if settings.report_group_commit else None
     try:
         store.migrate()
@@ -271,7 +269,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def _count(request: Request, code: str, status: int) -> None:
     """Count an error answer in ``/metrics`` (every 4xx answered, whoever answered it, is noted
-    for the dashboard by the request-id middleware: service/http/request_log.py)."""
+    for the dashboard by the request-id middleware: service/http/edge.py)."""
     service = getattr(request.app.state, "service", None)
     if service is None:
         return

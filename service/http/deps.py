@@ -1,25 +1,32 @@
 """What a request reaches, as FastAPI dependencies: the :class:`Service` the lifespan opened
 (``app.state.service``, read here and nowhere else by a route), and each of its parts, typed.
 
-A route declares what it needs: ``decoder: DecoderDep``, ``store: ReportStoreDep``, …; the bearer
-token's :class:`~service.store.bearer.Principal` comes from :func:`service.http.auth.require`.
-Each is ``async``: it only reads an attribute, and FastAPI runs a plain ``def`` dependency in a
-thread of its pool, a hop per dependency per request (docs/performance.md's route profile).
+A route declares what it needs: ``decoder: DecoderDep``, ``store: ReportStoreDep``, …, and the
+auth every route declares, a bearer token of at least a role: ``Depends(require(Role.operator))``
+answers 401 (``token_missing``, ``token_unknown``) without a live token and 403
+(``role_forbidden``) when the token's role is below the one asked for; it gives the route the
+token's :class:`~service.store.bearer.Principal` (its name is the sink a report is filed under).
+Each is ``async``: the parts only read an attribute, and FastAPI runs a plain ``def`` dependency
+in a thread of its pool, a hop per dependency per request (docs/performance.md's route profile).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.warm import Warmup
 from wai_dispatch.service.http.admission import Admission
+from wai_dispatch.service.http.errors import RoleForbidden, TokenMissing, TokenUnknown
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.settings import Settings
-from wai_dispatch.service.store.bearer import TokenCache
+from wai_dispatch.service.store.bearer import Principal, Role, TokenCache
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.report_store import ReportStore
@@ -36,6 +43,7 @@ __all__ = [
     "ServiceDep",
     "SetsDep",
     "TokensDep",
+    "require",
 ]
 
 
@@ -110,3 +118,44 @@ ReportStoreDep = Annotated[ReportStore, Depends(_report_store)]
 TokensDep = Annotated[TokenCache, Depends(_tokens)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 PoliciesDep = Annotated[PolicyStore, Depends(_policies)]
+
+
+# --- auth: a bearer token of at least a role --------------------------------------------------
+
+_bearer = HTTPBearer(auto_error=False, description="a token from `wai-dispatch tokens create`")
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def require(role: Role) -> Callable[..., Awaitable[Principal]]:
+    """The dependency for a route open to ``role`` and above."""
+
+    async def dependency(
+        request: Request,
+        tokens: TokensDep,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        if credentials is None or credentials.scheme.lower() != "bearer":
+            raise TokenMissing(
+                "this route needs 'Authorization: Bearer <token>'",
+                headers=_CHALLENGE,
+            )
+        secret = credentials.credentials.strip()
+        # the view's dictionary on the event loop; a lookup that may read the store, in a
+        # thread (a plain `def` dependency would take a thread hop on every request)
+        if tokens.needs_store(secret):
+            principal = await run_in_threadpool(tokens.lookup, secret)
+        else:
+            principal = tokens.lookup(secret)
+        if principal is None:
+            raise TokenUnknown(
+                "the bearer token is not a live token",
+                headers=_CHALLENGE,
+            )
+        request.scope.setdefault("state", {})["principal"] = principal  # for the request log
+        if principal.role < role:
+            raise RoleForbidden(
+                f"this route needs the {role.name} role; the token is a {principal.role.name}'s",
+            )
+        return principal
+
+    return dependency

@@ -3,7 +3,7 @@ RETURNING`` for any number of reports (SQLAlchemy's "insertmanyvalues": pages of
 rows a statement), one for their refusals, one upsert per roll-up table. PostgreSQL: all of
 that in one statement of fixed text, one round trip (service/store/bulk_pg.py).
 A decode's reports, a run report's decodes (service/store/policies.py), a group commit's
-batch of many requests' reports (service/store/group_commit.py) and a spool replay all go
+batch of many requests' reports (service/store/recorder.py) and a spool replay all go
 through :func:`insert_records`, inside the caller's transaction.
 
 A report is skipped, not stored again, when its id or its identity ``(sink, request_id,

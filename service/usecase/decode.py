@@ -5,14 +5,14 @@ the CLI's local decode calls :func:`decode_here`. Both run the same two steps:
 
 1. :func:`prepare`: the envelope parsed against the decoder's limits, each part's payload
    header read and set opened once (:meth:`Decoder.prepare`), and the cost estimated from the
-   headers (:mod:`service.decoding.estimate`);
+   headers (:func:`service.decoding.prepare.estimate`);
 2. :func:`run`, once the estimate is admitted (the service's :class:`Gate`: its queue, memory
    budget and timeouts; the CLI holds the estimate to the service's limits and runs at once):
    the decode, the records of its reports (:func:`service.store.records.records_for`: each
    ``dispatch.Report`` becomes one typed :class:`ReportRecord`, serialised once), handed to
    the recorder in one call, and the picture made in the decode's own thread (PNG, or the
    RGB8 samples as they are) while they commit (with group commit, in the transaction they
-   share with concurrent decodes: service/store/group_commit.py); the outcome is returned
+   share with concurrent decodes: service/store/recorder.py); the outcome is returned
    once they are durable and carries the ids they are stored under (a retried request, its
    ``request_id`` sent again, the first decode's: one report per request). The gate's
    calibration and the meter are told afterwards, off the decode's thread.
@@ -33,13 +33,11 @@ from typing import Literal, Protocol, TypeVar
 
 import anyio
 
-from wai_dispatch.codec import envelope_read
+from wai_dispatch.codec import envelope
 from wai_dispatch.codec.envelope import Envelope
 from wai_dispatch.dispatch import Report
-from wai_dispatch.service.decoding import estimate as estimates
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.estimate import Estimate
-from wai_dispatch.service.decoding.opened import Prepared
+from wai_dispatch.service.decoding.prepare import Estimate, Prepared, estimate
 from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PartResult
 from wai_dispatch.service.store.records import ReportRecord, records_for, request_digest
 
@@ -177,10 +175,10 @@ def prepare(
     (raises the request's typed error)."""
     if vet is not None:
         vet(request)
-    envelope = _parse(decoder, request)
-    prepared = decoder.prepare(envelope)
-    named = {p.capability: p.set for p in envelope.parts()}
-    return PreparedRequest(request, prepared, estimates.estimate(prepared), named)
+    parsed = _parse(decoder, request)
+    prepared = decoder.prepare(parsed)
+    named = {p.capability: p.set for p in parsed.parts()}
+    return PreparedRequest(request, prepared, estimate(prepared), named)
 
 
 def run(
@@ -238,7 +236,7 @@ def decode_here(
     recorder: RecordWriter | None = None,
 ) -> Outcome:
     """A decode in this thread (the CLI's): :func:`prepare`, ``check`` (the service's limits,
-    :func:`service.decoding.estimate.check`; ``None``: none), then :func:`run`."""
+    :func:`service.decoding.prepare.check_estimate`; ``None``: none), then :func:`run`."""
     ready = prepare(decoder, request)
     if check is not None:
         check(ready.estimate)
@@ -255,10 +253,10 @@ def local_request(body: bytes, *, sink: str = "local") -> DecodeRequest:
 
 def _parse(decoder: Decoder, request: DecodeRequest) -> Envelope:
     if request.format == "json":
-        return envelope_read.parse_json(request.body, limits=decoder.limits)
+        return envelope.parse_json(request.body, limits=decoder.limits)
     if request.format == "cbor":
-        return envelope_read.parse_cbor(request.body, limits=decoder.limits)
-    return envelope_read.parse(request.body, limits=decoder.limits)
+        return envelope.parse_cbor(request.body, limits=decoder.limits)
+    return envelope.parse(request.body, limits=decoder.limits)
 
 
 def _log(request: DecodeRequest, outcome: DecodeDone | NoPathFound) -> None:

@@ -17,9 +17,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
 from wai_dispatch.paths.waiops.onnx_engine import isqrt_check_model
-from wai_dispatch.service.decoding import estimate
-from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import DecoderDep, ServiceDep
+from wai_dispatch.service.decoding.prepare import estimate, estimate_of
+from wai_dispatch.service.http.deps import DecoderDep, ServiceDep, require
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_data import PageData, media_type
@@ -67,7 +66,7 @@ def _json(value: Any) -> Response:
 
 
 #: What reading a set costs at most, for admission: its files held and hashed once.
-_SET_READ = estimate.of(0, 0)
+_SET_READ = estimate_of(0, 0)
 
 
 @router.get("/samples.json")
@@ -95,7 +94,7 @@ async def reference(name: str, data: Data, service: ServiceDep) -> Response:
 
 async def _reference(name: str, data: PageData, service: ServiceDep) -> dict[str, Any]:
     prepared = await service.admission.run(_SET_READ, lambda: data.prepare_reference(name))
-    est = estimate.estimate(prepared)
+    est = estimate(prepared)
     return await service.admission.run(est, lambda: data.reference(name, prepared))
 
 

@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.errors import check_latent_shape
-from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir
 from wai_dispatch.dispatch import strictjson
@@ -23,10 +22,14 @@ from wai_dispatch.dispatch.offer import CPU_ONNX_RUNTIME
 from wai_dispatch.paths.lru import LRU
 from wai_dispatch.paths.waiops.adapter import load_set_program
 from wai_dispatch.paths.waiops.onnx_engine import build_model
-from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.opened import Prepared
-from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.decoding.prepare import (
+    DEFAULT_UPSAMPLING,
+    Estimate,
+    Prepared,
+    estimate_of,
+)
+from wai_dispatch.service.decoding.results import NoPath, rgb_digest
 from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_wgsl import WgslPrograms
 
@@ -110,13 +113,13 @@ class PageData:
     def wgsl_constants(self, digest: str) -> bytes:
         return self.wgsl_programs.get(self.open(digest)).blob
 
-    def plan_estimate(self, shape: Sequence[int]) -> estimate.Estimate:
+    def plan_estimate(self, shape: Sequence[int]) -> Estimate:
         """A plan's cost for admission: a decode's of that latent (an upper bound on planning
         it), the shape first held to the codec's limits like a payload header's."""
         check_latent_shape(tuple(shape), self.decoder.limits, what="the plan's latent")
         _, channels, height, width = shape
-        pixels = height * estimate.DEFAULT_UPSAMPLING * width * estimate.DEFAULT_UPSAMPLING
-        return estimate.of(channels * height * width, pixels)
+        pixels = height * DEFAULT_UPSAMPLING * width * DEFAULT_UPSAMPLING
+        return estimate_of(channels * height * width, pixels)
 
     def wgsl_plan(
         self, digest: str, shape: Sequence[int], limits: Mapping[str, int]
@@ -152,7 +155,7 @@ class PageData:
 
     def prepare_reference(self, sample: str) -> Prepared:
         """The sample read and prepared (headers, set) for :meth:`reference`: what its decode
-        will cost is known from it (:func:`service.decoding.estimate.estimate`)."""
+        will cost is known from it (:func:`service.decoding.prepare.estimate`)."""
         return self._reference.prepare(parse(self.sample(sample), limits=self.decoder.limits))
 
     def reference(self, sample: str, prepared: Prepared | None = None) -> dict[str, Any]:

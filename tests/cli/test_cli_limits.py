@@ -1,5 +1,5 @@
 """Issue 16, item 2: a local decode is held to the service's time and memory estimate
-(service/decoding/estimate.py) before it runs, and ``--no-limits`` lifts it."""
+(service/decoding/prepare.py) before it runs, and ``--no-limits`` lifts it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from _svc import SAMPLE_JSON, envelope_of_latent
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import Envelope, parse
 
 _HEADER = struct.Struct("<4sBBHHHIII")  # codec/payload.py: magic … height, width …
 

@@ -14,8 +14,7 @@ import jsonschema
 import pytest
 
 from wai_dispatch.codec import envelope as env
-from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.envelope_read import parse, parse_cbor, parse_json
+from wai_dispatch.codec.envelope import Envelope, parse, parse_cbor, parse_json
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch import BMSHJ2018, INT_SYNTH, Capability, Pin, demand
 from wai_dispatch.dispatch.tokens import Arithmetic, RegistryClass, Tier
@@ -534,7 +533,7 @@ def test_a_pin_tier_that_is_not_text_is_envelope_invalid(tier: object) -> None:
 )
 def test_a_picture_given_to_decode_is_named(data: bytes, what: str) -> None:
     """Issue 29, item 8: it was "not CBOR: 106812 bytes after the envelope"."""
-    from wai_dispatch.codec.envelope_read import parse_cbor
+    from wai_dispatch.codec.envelope import parse_cbor
     from wai_dispatch.dispatch.errors import WaiError
 
     with pytest.raises(WaiError) as caught:

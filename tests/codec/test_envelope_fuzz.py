@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.envelope_read import parse, parse_cbor, parse_json
+from wai_dispatch.codec.envelope import Envelope, parse, parse_cbor, parse_json
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.setfacts.limits import Limits
 

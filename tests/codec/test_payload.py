@@ -422,7 +422,7 @@ def test_the_shape_model_is_16_raw_bits() -> None:
 def test_int32_extreme_escapes_decode_without_a_warning(tables: EntropyTables) -> None:
     """Escapes of INT32_MAX and INT32_MIN decode to themselves, and the latent and a picture
     made from an output with NaN and ±inf raise no numpy warning (warnings are errors here)."""
-    from wai_dispatch.codec.picture import to_rgb8
+    from wai_dispatch.service.decoding.results import to_rgb8
 
     symbols = np.zeros((1, 192, 2, 2), dtype=np.int64)
     symbols[0, :, 0, 0] = 2**31 - 1

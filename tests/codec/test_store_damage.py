@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.codec.envelope import Envelope, Fallback
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import Envelope, Fallback, parse
 from wai_dispatch.codec.sets import Manifest, SetError, write_manifest
 from wai_dispatch.conformance import envelopes_dir, sets_dir
 

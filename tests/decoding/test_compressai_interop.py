@@ -127,7 +127,7 @@ def test_import_compressai_matches_net_decompress(
     import skimage.data
     import torch
 
-    from wai_dispatch.codec.envelope_read import parse
+    from wai_dispatch.codec.envelope import parse
     from wai_dispatch.service.decoding.decoder import Decoder
 
     net = demo_net

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from wai_dispatch.cli.main import main
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.sets import SetFileMismatch, SetStore
 from wai_dispatch.codec.sets import loaded as loaded_mod
 from wai_dispatch.conformance import envelopes_dir
@@ -74,7 +74,7 @@ def test_a_prepared_envelope_reads_each_header_and_set_once(
     decoder: Decoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from wai_dispatch.codec import payload as payload_mod
-    from wai_dispatch.service.decoding import opened as opened_mod
+    from wai_dispatch.service.decoding import prepare as opened_mod
 
     expected = decoder.decode(SAMPLE.read_bytes())
     headers: list[int] = []

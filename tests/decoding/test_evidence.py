@@ -12,7 +12,7 @@ import pytest
 
 from wai_dispatch.cli.main import main
 from wai_dispatch.conformance import sets_dir
-from wai_dispatch.paths import onnx_providers
+from wai_dispatch.paths import onnx as onnx_path
 
 FLOAT_SET = sets_dir() / "bmshj2018-demo-q3"
 HYPER_SET = sets_dir() / "bmshj2018-hyperprior-demo-q3"
@@ -72,7 +72,7 @@ def test_absent_paths_listed_with_reasons(decoder: Any) -> None:
             assert row["reason"], row
             assert "ran" not in row
     gpu = by_path["gpu/onnx-runtime/float"]
-    if onnx_providers.discover().chosen is None:  # here: both providers, each with why
+    if onnx_path.discover().chosen is None:  # here: both providers, each with why
         assert gpu["present"] is False
         assert "CUDAExecutionProvider" in gpu["reason"]
         assert "WebGpuExecutionProvider" in gpu["reason"]

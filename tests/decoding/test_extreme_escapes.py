@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as payload_codec
-from wai_dispatch.codec.entropy import tables_of
+from wai_dispatch.codec.tables import tables_of
 
 CAP = "wai.neural.bmshj2018"
 

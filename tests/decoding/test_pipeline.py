@@ -16,13 +16,12 @@ from PIL import Image
 from wai_dispatch.cli.main import main
 from wai_dispatch.codec import payload
 from wai_dispatch.codec.envelope import Envelope, EnvelopePin, Fallback
-from wai_dispatch.codec.picture import to_rgb8
 from wai_dispatch.codec.sets import SetStore, write_manifest
 from wai_dispatch.codec.tables import laplacian_tables
 from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier, WaiError
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.decoding.results import NoPath, to_rgb8
 from wai_dispatch.tools.onnx_synthesis import onnx_program_facts, random_layers, synthesis_files
 
 CHANNELS = 8

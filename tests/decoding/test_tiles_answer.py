@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.paths import tiling
 from wai_dispatch.paths.waiops import choose
-from wai_dispatch.service.decoding import estimate
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.decoding.prepare import estimate_of
 from wai_dispatch.service.settings import Settings, load
 
 MiB = 1 << 20
@@ -27,24 +27,24 @@ INT_SAMPLE = envelopes_dir() / "int-synth-demo-q3.json"  # the wai-ops path's
 
 def test_a_small_decode_is_estimated_as_before() -> None:
     """Below one tile the activations are the whole picture's: 64 MiB + 560 B per pixel."""
-    est = estimate.of(192 * 16 * 16, 256 * 256, 256 * MiB)
+    est = estimate_of(192 * 16 * 16, 256 * 256, 256 * MiB)
     assert est.memory_bytes == 64 * MiB + 560 * 256 * 256
 
 
 def test_a_4096_square_decode_fits_the_default_budget_and_limits() -> None:
     defaults = Settings.model_fields
-    est = estimate.of(192 * 256 * 256, 4096 * 4096, defaults["tile_bytes"].default)
+    est = estimate_of(192 * 256 * 256, 4096 * 4096, defaults["tile_bytes"].default)
     assert est.memory_bytes == 64 * MiB + 256 * MiB + 40 * 4096 * 4096
     assert est.memory_bytes < defaults["memory_budget_bytes"].default
     assert est.latent_elements <= defaults["max_latent_elements"].default
     assert est.seconds <= defaults["decode_timeout_s"].default
     # untiled it would not: the activations grow with the picture
-    assert estimate.of(0, 4096 * 4096, 1 << 50).memory_bytes > 8 << 30
+    assert estimate_of(0, 4096 * 4096, 1 << 50).memory_bytes > 8 << 30
 
 
 def test_the_estimate_follows_the_tile_budget() -> None:
-    assert estimate.of(0, 2048 * 2048, 64 * MiB).memory_bytes == 128 * MiB + 40 * 2048 * 2048
-    assert estimate.of(0, 2048 * 2048).memory_bytes == (
+    assert estimate_of(0, 2048 * 2048, 64 * MiB).memory_bytes == 128 * MiB + 40 * 2048 * 2048
+    assert estimate_of(0, 2048 * 2048).memory_bytes == (
         64 * MiB + tiling.DEFAULT_TILE_BYTES + 40 * 2048 * 2048
     )
 

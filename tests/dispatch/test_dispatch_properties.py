@@ -34,6 +34,7 @@ from wai_dispatch.dispatch import (
     parse_offer,
 )
 from wai_dispatch.dispatch.offer import impossible
+from wai_dispatch.dispatch.registry import REGISTERED_TIER
 
 ALL_PATHS = [DispatchPath(u, b, a) for u in Unit for b in Backend for a in Arithmetic]
 #: §3: no integer path names npu in this revision, and §1's table of backends (docs/dispatch.md)
@@ -220,7 +221,7 @@ def oracle_report(
             refused.append({**obj, "reason": reason})
             continue
         tier = (
-            cap.registry_class.registered_tier
+            REGISTERED_TIER[cap.registry_class]
             if path.arithmetic is Arithmetic.FLOAT
             else Tier.DECODE_EQUIVALENCE
         )

@@ -38,6 +38,7 @@ from wai_dispatch.dispatch import (
     parse_offer,
 )
 from wai_dispatch.dispatch.offer import GPU_ONNX_RUNTIME, GPU_WGSL, NPU_WEBNN
+from wai_dispatch.dispatch.registry import REGISTERED_TIER
 
 ENTROPY = Capability(
     "wai.neural.entropy_exact", RegistryClass.NEURAL_ENTROPY_EXACT, Arithmetic.FLOAT
@@ -98,7 +99,7 @@ def test_s2_otherwise_entropy_exact_needs_entropy_consistency() -> None:
 def test_s2_otherwise_every_other_class_needs_none() -> None:
     """§2: otherwise every other capability (registry class ``Neural``) needs none."""
     assert demand(BMSHJ2018) is Tier.NONE
-    assert RegistryClass.NEURAL.registered_tier is Tier.NONE
+    assert REGISTERED_TIER[RegistryClass.NEURAL] is Tier.NONE
 
 
 @pytest.mark.parametrize("token", ["none", "entropy-consistency", None])

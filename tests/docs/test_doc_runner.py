@@ -126,7 +126,7 @@ def test_every_repository_path_the_prose_names_is_checked(tmp_path: Path) -> Non
         "See `service/http/app.py`, `service/http/nope.py`, [the README](README.md), and\n"
         "[gone](docs/gone.md), `routes/decode.py`, `shared/seeds/001_…`, `docs/*.md`,\n"
         "`cpu/onnx-runtime/float`, `wai-ops/1`, `/v1/decode`, `~/.local/x.py`, `out/x.png`,\n"
-        "`codec/{envelope,picture}.py`, `samples/NAME`.\n\n"
+        "`codec/{envelope,payload}.py`, `samples/NAME`.\n\n"
         "```text\nin a block: `not/checked.py`\n```\n",
     )
     named = [p for _, p, _ in named_paths(doc)]
@@ -140,7 +140,7 @@ def test_every_repository_path_the_prose_names_is_checked(tmp_path: Path) -> Non
         "docs/",
         "out/x.png",
         "codec/envelope.py",
-        "codec/picture.py",
+        "codec/payload.py",
     ], named
     assert [(line, p.split("`")[1]) for line, p in missing_paths(doc)] == [
         (1, "service/http/nope.py"),

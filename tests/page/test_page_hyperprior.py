@@ -17,7 +17,7 @@ import pytest
 from pagekit import PAGE_OFFER, ROOT, open_page, serve_service
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
 from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.dispatch.offer import (

@@ -53,7 +53,7 @@ def decode(page: Any, name: str) -> tuple[dict[str, Any], np.ndarray | None, flo
 
 def python_report(name: str, adapters: dict[Any, Any]) -> dict[str, Any]:
     """The Python core's report for the facts the page met (WebNN absent)."""
-    from wai_dispatch.codec.envelope_read import parse
+    from wai_dispatch.codec.envelope import parse
 
     envelope = parse((ENVELOPES / name).read_bytes())
     cap = REGISTRY[envelope.parts()[0].capability]

@@ -116,7 +116,7 @@ def test_the_webgpu_build_decodes_every_float_sample_on_swiftshader(
 def test_a_hardware_adapter_takes_the_webgpu_path_before_the_wasm_path(
     site: Any, browser: Any
 ) -> None:
-    from wai_dispatch.codec.envelope_read import parse
+    from wai_dispatch.codec.envelope import parse
 
     name = FLOAT_SAMPLES[0]
     with browser(SWIFTSHADER, init_script=DISGUISE, token=site.token) as page:

@@ -26,9 +26,10 @@ from pagekit import (
     serve_service,
 )
 
-from wai_dispatch.codec.entropy import entropy_stage, tables_of
-from wai_dispatch.codec.envelope_read import parse
+from wai_dispatch.codec.envelope import parse
+from wai_dispatch.codec.payload import entropy_stage
 from wai_dispatch.codec.sets import SetStore
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
 from wai_dispatch.dispatch.offer import (
     CPU_ONNX_RUNTIME,

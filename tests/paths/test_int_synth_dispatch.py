@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from wai_dispatch.codec.envelope import Envelope
-from wai_dispatch.codec.picture import rgb_digest, to_rgb8
 from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier
@@ -21,7 +20,7 @@ from wai_dispatch.dispatch.offer import CPU_WAI_OPS
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.paths.waiops.errors import BoundExceeded
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.decoding.results import NoPath, rgb_digest, to_rgb8
 
 INT_SET = sets_dir() / "int-synth-demo-q3"
 CORPUS = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())

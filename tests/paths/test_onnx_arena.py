@@ -1,4 +1,4 @@
-"""ONNX Runtime's CPU arena gives a large decode's memory back (paths/onnx_session.py
+"""ONNX Runtime's CPU arena gives a large decode's memory back (paths/onnx.py
 ``SHRINK_ARENA_ABOVE``), and a tiled decode's arena holds one tile at most even without the
 shrink (paths/tiling.py): measured in fresh processes, so no other test's arena counts."""
 
@@ -23,12 +23,12 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from _svc import envelope_of_latent
-from wai_dispatch.codec.envelope_read import parse_json
-from wai_dispatch.paths import onnx_session
+from wai_dispatch.codec.envelope import parse_json
+from wai_dispatch.paths import onnx as onnx_path
 from wai_dispatch.service.decoding.decoder import Decoder
 
 if sys.argv[3] == "off":
-    onnx_session.SHRINK_ARENA_ABOVE = 1 << 62
+    onnx_path.SHRINK_ARENA_ABOVE = 1 << 62
 
 def rss():
     with open("/proc/self/statm") as f:

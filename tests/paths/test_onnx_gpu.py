@@ -1,5 +1,5 @@
 """``gpu/onnx-runtime/float``: its provider (CUDA, else the WebGPU plugin) found through ONNX
-Runtime's real provider and device discovery (paths/onnx_providers.py); a software adapter is
+Runtime's real provider and device discovery (paths/onnx_path.py); a software adapter is
 not a GPU, refused from its description with no session made; the default offer puts a
 present hardware GPU after the neural processor.
 
@@ -17,16 +17,16 @@ import pytest
 
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, REFERENCE_OFFER, ScriptedAdapter, Unit
 from wai_dispatch.dispatch.offer import GPU_ONNX_RUNTIME
-from wai_dispatch.paths import onnx_providers, registry
-from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
-from wai_dispatch.paths.onnx_providers import DeviceInfo, not_a_gpu
+from wai_dispatch.paths import onnx as onnx_path
+from wai_dispatch.paths import registry
+from wai_dispatch.paths.onnx import DeviceInfo, OnnxRuntimeAdapter, not_a_gpu
 
 REQUIRE_GPU = os.environ.get("WAI_REQUIRE_GPU") == "1"
 
 
 def test_gpu_path_as_discovery_finds_it() -> None:
     gpu = OnnxRuntimeAdapter(Unit.GPU)
-    found = onnx_providers.discover()
+    found = onnx_path.discover()
     if REQUIRE_GPU:
         assert gpu.unit_present(), f"WAI_REQUIRE_GPU=1 and {gpu.absent_reason()}"
     if found.chosen is None:  # this machine, CI: both providers said absent, with why
@@ -38,13 +38,13 @@ def test_gpu_path_as_discovery_finds_it() -> None:
         assert gpu.device() == {"unit": "gpu"}
     else:  # a GPU machine: the provider and its device are stated
         assert gpu.unit_present() and gpu.absent_reason() is None
-        assert gpu.device()["provider"] in (onnx_providers.CUDA, onnx_providers.WEBGPU)
+        assert gpu.device()["provider"] in (onnx_path.CUDA, onnx_path.WEBGPU)
 
 
 _PROBE = """
 import json
-from wai_dispatch.paths import onnx_providers
-found = onnx_providers.discover()
+from wai_dispatch.paths import onnx as onnx_path
+found = onnx_path.discover()
 print(json.dumps({"chosen": found.chosen is not None, "reason": found.reason()}))
 """
 
@@ -73,7 +73,7 @@ def test_a_software_adapter_is_not_a_gpu() -> None:
 
 
 def _device(kind: str, vendor: str, vendor_id: int, device_id: int = 0, **meta: str) -> DeviceInfo:
-    return DeviceInfo(onnx_providers.WEBGPU, kind, vendor, vendor_id, device_id, meta)
+    return DeviceInfo(onnx_path.WEBGPU, kind, vendor, vendor_id, device_id, meta)
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_hardware_descriptions_taken(device: DeviceInfo) -> None:
 
 def test_default_offer_as_this_machine_has_it() -> None:
     offer = registry.default_offer({GPU_ONNX_RUNTIME: OnnxRuntimeAdapter(Unit.GPU)})
-    if onnx_providers.discover().chosen is None:  # here: no GPU, the reference offer
+    if onnx_path.discover().chosen is None:  # here: no GPU, the reference offer
         assert offer == REFERENCE_OFFER
     else:
         assert offer[:2] == (NPU_MODEL_RUNTIME, GPU_ONNX_RUNTIME)
@@ -128,10 +128,10 @@ def test_session_deadline_refuses_a_build_that_never_returns() -> None:
     import threading
 
     release = threading.Event()
-    with pytest.raises(onnx_providers.SessionTimeout, match="did not build within"):
-        onnx_providers.within_deadline(release.wait, seconds=0.05)
+    with pytest.raises(onnx_path.SessionTimeout, match="did not build within"):
+        onnx_path.within_deadline(release.wait, seconds=0.05)
     release.set()
-    assert onnx_providers.within_deadline(lambda: 7, seconds=5) == 7
+    assert onnx_path.within_deadline(lambda: 7, seconds=5) == 7
 
 
 def test_paths_lists_both_gpu_providers(capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,7 +140,7 @@ def test_paths_lists_both_gpu_providers(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["paths", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["paths"]
     (row,) = [r for r in rows if r["path"] == GPU_ONNX_RUNTIME.to_json()]
-    if onnx_providers.discover().chosen is None:
+    if onnx_path.discover().chosen is None:
         assert row["present"] is False and row["offered"] is False
         assert "CUDAExecutionProvider" in row["reason"]
         assert "WebGpuExecutionProvider" in row["reason"]

@@ -491,19 +491,19 @@ def test_runs_from_many_threads_agree(adapter: OnnxRuntimeAdapter, the_set: Load
 
 def test_thread_count_from_the_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The decoder hands the ort_threads setting to the pool it has not made yet."""
-    from wai_dispatch.paths import onnx_session
+    from wai_dispatch.paths import onnx as onnx_path
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.settings import SettingsInvalid, load
 
-    monkeypatch.setattr(onnx_session, "_requested", None)
+    monkeypatch.setattr(onnx_path, "_requested", None)
     monkeypatch.setenv("WAI_ORT_THREADS", "1")
     Decoder.assemble(**load(data_dir=tmp_path).decoder_args(bundled=False), ready=False)
-    assert onnx_session._requested == 1
+    assert onnx_path._requested == 1
     monkeypatch.setenv("WAI_ORT_THREADS", "")
     Decoder.assemble(**load(data_dir=tmp_path).decoder_args(bundled=False), ready=False)
-    assert onnx_session._requested is None
+    assert onnx_path._requested is None
     monkeypatch.setenv("WAI_ORT_THREADS", "two")
     with pytest.raises(SettingsInvalid, match="WAI_ORT_THREADS"):
         load(data_dir=tmp_path)
     Decoder.assemble(tmp_path, bundled=False, ready=False, ort_threads=3)  # reads no variable
-    assert onnx_session._requested == 3
+    assert onnx_path._requested == 3

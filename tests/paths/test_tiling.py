@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.picture import rgb_digest, to_rgb8
 from wai_dispatch.codec.sets import Manifest, SetStore
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
@@ -24,6 +23,7 @@ from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.tiling import Layer, Reach, plan, reach
 from wai_dispatch.paths.waiops.adapter import TILE_BYTES_PER_PIXEL as INT_BPP
 from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
+from wai_dispatch.service.decoding.results import rgb_digest, to_rgb8
 
 FLOAT_SET = sets_dir() / "bmshj2018-demo-q3"
 INT_SET = sets_dir() / "int-synth-demo-q3"
@@ -275,7 +275,7 @@ def test_a_float_tile_is_computed_from_its_window_only(store: SetStore) -> None:
 def test_a_large_tiled_integer_decode_shrinks_the_arena_after_its_last_tile(
     store: SetStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As the float path does (paths/onnx_session.py ``SHRINK_ARENA_ABOVE``): only the last tile of
+    """As the float path does (paths/onnx.py ``SHRINK_ARENA_ABOVE``): only the last tile of
     a decode over the threshold asks the engine to shrink its arena (measured: a 1024×1024
     integer decode in tiles of 128 MiB left 117 MB resident without it, 13 MB with it)."""
     import wai_dispatch.paths.waiops.adapter as adapter_module

@@ -14,7 +14,6 @@ import pytest
 pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
@@ -22,6 +21,7 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.paths.wgsl.execute import run_program
 from wai_dispatch.paths.wgsl.runner import Runner
+from wai_dispatch.service.decoding.results import rgb_digest
 from wai_dispatch.tools.neural_conformance import program_rgb8
 
 CORPUS = neural_conformance_dir()

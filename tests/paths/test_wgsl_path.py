@@ -220,11 +220,11 @@ def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any
     import json
 
     from wai_dispatch.codec.envelope import Envelope
-    from wai_dispatch.codec.picture import rgb_digest
     from wai_dispatch.codec.sets import Manifest, SetStore
     from wai_dispatch.conformance import neural_conformance_dir, sets_dir
     from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
     from wai_dispatch.service.decoding.decoder import Decoder
+    from wai_dispatch.service.decoding.results import rgb_digest
 
     folder = sets_dir() / "int-synth-demo-q3"
     store = SetStore(tmp_path / "sets")

@@ -27,8 +27,8 @@ from PIL import Image  # noqa: E402
 
 from wai_dispatch.codec import payload as codec_payload  # noqa: E402
 from wai_dispatch.codec.compressai_rans import decode_string  # noqa: E402
-from wai_dispatch.codec.entropy import tables_of  # noqa: E402
-from wai_dispatch.codec.envelope_read import parse  # noqa: E402
+from wai_dispatch.codec.envelope import parse  # noqa: E402
+from wai_dispatch.codec.tables import tables_of  # noqa: E402
 from wai_dispatch.tools import encode_factorized  # noqa: E402
 from wai_dispatch.tools.encoder import encode, pad, resolve_checkpoint  # noqa: E402
 

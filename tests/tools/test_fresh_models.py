@@ -24,7 +24,7 @@ import_or_skip(
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from wai_dispatch.codec.envelope_read import parse  # noqa: E402
+from wai_dispatch.codec.envelope import parse  # noqa: E402
 from wai_dispatch.codec.sets import Manifest  # noqa: E402
 from wai_dispatch.tools._compressai import factorized_prior, scale_hyperprior  # noqa: E402
 from wai_dispatch.tools.encoder import encode  # noqa: E402

@@ -25,8 +25,8 @@ from PIL import Image  # noqa: E402
 
 from wai_dispatch.codec import hyperprior_payload as waih  # noqa: E402
 from wai_dispatch.codec import payload as waip  # noqa: E402
-from wai_dispatch.codec.entropy import tables_of  # noqa: E402
-from wai_dispatch.codec.envelope_read import parse  # noqa: E402
+from wai_dispatch.codec.envelope import parse  # noqa: E402
+from wai_dispatch.codec.tables import tables_of  # noqa: E402
 from wai_dispatch.service.decoding.hyperprior import HyperStage  # noqa: E402
 from wai_dispatch.tools.encoder import encode  # noqa: E402
 
@@ -46,7 +46,7 @@ def photo() -> bytes:
 def _padded_payload(decoder: Any, set_digest: str, payload: bytes) -> bytes:
     """The same symbols in a version-1 payload: the decode of the padded picture."""
     files = decoder.opened.loaded(set_digest)
-    if waih.is_hyperprior(payload):
+    if payload[:4] == waih.MAGIC:
         stage = HyperStage.of(files)
         assert stage is not None
         header = waih.read_header(payload)

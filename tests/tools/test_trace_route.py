@@ -59,9 +59,10 @@ def test_one_decode_counts_the_prepare_worker_and_the_committer(tmp_path: Path) 
     assert "decode_0" in figures["thread_names"]
     modules = set(figures["module_names"])
     assert {
-        "wai_dispatch.service.store.group_commit",  # the committer's
-        "wai_dispatch.service.decoding.opened",  # the prepare worker's
+        "wai_dispatch.service.store.recorder",  # the committer's
+        "wai_dispatch.service.decoding.prepare",  # the prepare worker's
         "wai_dispatch.service.http.routes.decode",
     } <= modules
     assert figures["modules"] == len(modules)
+    assert figures["modules"] <= 32, sorted(modules)  # issue 35: one decode, few rooms
     assert all(not name.startswith(("metrics", "wai-set-sync")) for name in figures["thread_names"])

@@ -18,14 +18,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from wai_dispatch.service.http import openapi
-from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import ServiceDep
+from wai_dispatch.service.http.deps import ServiceDep, require
 from wai_dispatch.service.http.errors import (
     BodyTooLarge,
     ContentTypeUnsupported,
     NotAcceptable,
     error_body,
-    request_id,
     status_of,
 )
 from wai_dispatch.service.store.bearer import Principal, Role
@@ -138,7 +136,7 @@ async def decode(
     body = await read_body(request, service.settings.max_body_bytes)
     asked = DecodeRequest(
         body, _format(request.headers.get("content-type", "")), principal.name,
-        request_id(request), "rgb" if kind == "rgb" else "png",
+        request.scope["state"]["request_id"], "rgb" if kind == "rgb" else "png",
     )  # fmt: skip
     recorder = service.recorder
     with recorder.claim(asked.sink, asked.request_id, lambda: asked.digest):  # one at a time

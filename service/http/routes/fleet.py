@@ -14,8 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from wai_dispatch.dispatch.errors import UnknownToken, is_code
 from wai_dispatch.service.governance import PolicyNotSet
-from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
+from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep, require
 from wai_dispatch.service.http.routes.reports import filters
 from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS, set_table, sink_table

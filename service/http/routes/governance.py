@@ -12,8 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from wai_dispatch.service.governance import loads_run_report
 from wai_dispatch.service.governance.policy import MAX_POLICY_BYTES
 from wai_dispatch.service.governance.runreport import MAX_RUN_REPORT_BYTES
-from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
+from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep, require
 from wai_dispatch.service.http.routes.decode import read_body
 from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.store.policies import get_run_report, governance_summary, submit

@@ -11,8 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from wai_dispatch.codec.envelope import DIGEST_PATTERN
 from wai_dispatch.dispatch import tokens
 from wai_dispatch.dispatch.offer import parse_offer
-from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep
+from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep, require
 from wai_dispatch.service.store.bearer import Principal, Role
 from wai_dispatch.service.store.policies import sinks_of_class
 from wai_dispatch.service.store.reports import Filters, get_report, list_reports, summary

@@ -22,8 +22,7 @@ from wai_dispatch.codec.sets import (
     SetNotInstalled,
 )
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.http.auth import require
-from wai_dispatch.service.http.deps import DecoderDep, SetsDep
+from wai_dispatch.service.http.deps import DecoderDep, SetsDep, require
 from wai_dispatch.service.http.errors import ContentTypeUnsupported
 from wai_dispatch.service.http.routes.decode import read_body
 from wai_dispatch.service.store.bearer import Principal, Role

@@ -41,7 +41,7 @@ def test_a_pooled_client_sees_no_transport_error(tmp_path: Path) -> None:
     app, _ = _prepared(tmp_path / "data", port)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_config=None, access_log=False,
-        http="wai_dispatch.service.http.limits:ReadTimeouts",
+        http="wai_dispatch.service.http.edge:ReadTimeouts",
         timeout_keep_alive=load(data_dir=tmp_path / "data").keep_alive_s,  # serve's
     )  # fmt: skip
     server = uvicorn.Server(config)

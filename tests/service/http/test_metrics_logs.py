@@ -20,8 +20,8 @@ import pytest
 from _svc import SAMPLE_JSON, InProcess, free_port, in_process
 from prometheus_client.parser import text_string_to_metric_families
 
+from wai_dispatch.service.http.edge import incoming_id
 from wai_dispatch.service.http.logs import JsonFormatter
-from wai_dispatch.service.http.request_log import incoming_id
 
 NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 

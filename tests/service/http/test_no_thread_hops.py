@@ -35,17 +35,17 @@ def test_a_decode_takes_no_thread_hop_for_its_dependencies(
 def test_a_token_not_in_the_view_is_looked_up_in_a_thread(tmp_path: Path, monkeypatch: Any) -> None:
     """The lookup that may read the store (a token not in the view, created since it was
     read) is handed to a thread, never made on the event loop; one in the view is not."""
-    from wai_dispatch.service.http import auth
+    from wai_dispatch.service.http import deps
     from wai_dispatch.service.store import bearer
 
     looked: list[Any] = []
-    hop = auth.run_in_threadpool
+    hop = deps.run_in_threadpool
 
     async def counted(fn: Any, *args: Any) -> Any:
         looked.append(args)
         return await hop(fn, *args)
 
-    monkeypatch.setattr(auth, "run_in_threadpool", counted)
+    monkeypatch.setattr(deps, "run_in_threadpool", counted)
     with in_process(tmp_path / "data") as live:
         cache = live.service.tokens
         made = bearer.create(live.service.report_store, "late-sink", bearer.Role.sink)

@@ -100,7 +100,7 @@ def test_lru_bounded_by_count_and_replacing_recounts() -> None:
 
 
 def test_program_cache_is_shared_by_the_decoders_adapters(tmp_path: Path) -> None:
-    from wai_dispatch.codec.envelope_read import parse
+    from wai_dispatch.codec.envelope import parse
     from wai_dispatch.conformance import envelopes_dir
     from wai_dispatch.service.decoding.decoder import Decoder
 

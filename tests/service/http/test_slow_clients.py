@@ -1,5 +1,5 @@
 """Issue 16, item 4: slow clients are cut within the read deadlines on a real uvicorn
-(service/http/limits.py), the in-flight body budget refuses what is over it, and the service
+(service/http/edge.py), the in-flight body budget refuses what is over it, and the service
 keeps answering meanwhile. Deadlines lowered through settings keep it to a few seconds."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import httpx
 import uvicorn
 from _svc import _lock, _prepared, _taken, free_port
 
-from wai_dispatch.service.http.limits import ReadTimeouts, read_timeouts
+from wai_dispatch.service.http.edge import ReadTimeouts, read_timeouts
 
 HEADER_S, BODY_S = 1.0, 1.5
 # How late a cut may be seen: the poll loop below is coarse on 2 shared, busy cores.

@@ -72,7 +72,7 @@ async def _raw(app: Any, headers: list[tuple[bytes, bytes]], body: bytes) -> tup
 
 
 def _budget(app: Any) -> Any:
-    from wai_dispatch.service.http.limits import BodyBudget
+    from wai_dispatch.service.http.edge import BodyBudget
 
     layer = app.middleware_stack
     while not isinstance(layer, BodyBudget):

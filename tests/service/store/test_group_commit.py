@@ -18,9 +18,8 @@ import pytest
 from sqlalchemy import event, text
 
 from wai_dispatch.service.governance import parse_run_report
-from wai_dispatch.service.store.group_commit import GroupCommit
 from wai_dispatch.service.store.policies import PolicyStore, submit
-from wai_dispatch.service.store.recorder import Recorder
+from wai_dispatch.service.store.recorder import GroupCommit, Recorder
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.spool import Spool

@@ -1,6 +1,6 @@
 """A replica starts in seconds (docs/ray.md): a sync fetches the sets the registry lists and the
 cache lacks at once (service/store/setsync.py), and warming opens and runs every installed set
-at once (service/decoding/warm.py; opened.py opens different sets side by side). Each test
+at once (service/decoding/warm.py; prepare.py opens different sets side by side). Each test
 makes every fetch (or every open) wait at a barrier for the others: one at a time, the first
 waits alone and the barrier breaks."""
 

@@ -13,7 +13,7 @@ import pytest
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.dispatch.errors import WaiError
-from wai_dispatch.service.decoding.estimate import Estimate
+from wai_dispatch.service.decoding.prepare import Estimate
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.usecase import decode as usecase
 from wai_dispatch.service.usecase.decode import (
@@ -109,12 +109,12 @@ def test_the_gates_refusal_raises_as_it_is(decoder: Any) -> None:
 
 
 def test_the_limits_check_refuses_before_the_decode(decoder: Any) -> None:
-    from wai_dispatch.service.decoding import estimate
+    from wai_dispatch.service.decoding.prepare import check_estimate
 
     calls = Calls()
 
     def check(est: Estimate) -> None:
-        estimate.check(
+        check_estimate(
             est, max_latent_elements=1, memory_budget_bytes=1 << 40, decode_timeout_s=1e9
         )
 
