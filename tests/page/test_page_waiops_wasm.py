@@ -15,12 +15,12 @@ import pytest
 from pagekit import PAGE_OFFER, ROOT, open_page, screenshot, serve_service
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.picture import rgb_digest
 from wai_dispatch.dispatch import REGISTRY, Report, ScriptedAdapter, choose, demand
 from wai_dispatch.dispatch.offer import CPU_WAI_OPS, GPU_WGSL
 from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.paths.waiops.adapter import load_set_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
+from wai_dispatch.service.decoding.results import rgb_digest
 from wai_dispatch.tools.neural_conformance import program_rgb8
 
 CORPUS_DIR = ROOT / "conformance" / "neural-conformance"
