@@ -24,7 +24,7 @@ STATEFUL_STEPS        ?= 20
 .PHONY: help serve demo test lint typecheck unit bench fuzz ray tools constraints clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -40,10 +40,12 @@ $(STAMP): $(BIN)/python pyproject.toml $(PINS)
 	@touch $@ $(VENV)/.base
 
 serve: $(VENV)/.base ## install and start the HTTP service on its defaults (SQLite, bundled sets)
+	@echo 'wai-dispatch is $(BIN)/wai-dispatch (or run `. $(BIN)/activate`, then wai-dispatch)' >&2
 	$(BIN)/wai-dispatch serve
 
 demo: $(VENV)/.base ## install and decode the bundled sample envelopes (writes out/)
 	$(BIN)/wai-dispatch demo -o out
+	@echo 'wai-dispatch is $(BIN)/wai-dispatch (or run `. $(BIN)/activate`, then wai-dispatch)' >&2
 
 tools: $(STAMP) ## install the tools extra (torch CPU, CompressAI, coremltools)
 
