@@ -39,7 +39,7 @@ $(VENV)/.base: $(BIN)/python pyproject.toml $(PINS)
 $(STAMP): $(BIN)/python pyproject.toml $(PINS) $(wildcard $(SHIM)/*.toml $(SHIM)/torchvision/*.py)
 	$(PIP_EDITABLE) '.[test,tools]'
 	$(BIN)/pip install -q -c $(PINS) --no-deps 'compressai==1.2.8'
-	$(BIN)/pip install -q --no-deps --no-build-isolation ./$(SHIM)
+	$(BIN)/pip install -q -c $(PINS) --no-deps --no-build-isolation ./$(SHIM)
 	@touch $@ $(VENV)/.base
 
 serve: $(VENV)/.base ## install and start the HTTP service on its defaults (SQLite, bundled sets)
