@@ -6,6 +6,8 @@ STAMP   := $(VENV)/.installed
 # Every dependency pinned (`make constraints` writes it from what the venv resolved): the
 # installs here and the image's take exactly these versions, never the newest of each `>=`.
 PINS    := constraints.txt
+# NOT torchvision: the one module CompressAI imports at start-up, empty (shims/torchvision/)
+SHIM    := shims/torchvision
 # The editable install maps the one import root, wai_dispatch, with a meta path finder, and
 # setuptools then prints an information-only note that folders may shadow it. Nothing shadows
 # wai_dispatch (its folders are symlinks inside it), so that note is filtered by its text; real
@@ -24,7 +26,7 @@ STATEFUL_STEPS        ?= 20
 .PHONY: help serve demo test lint typecheck unit bench fuzz ray tools constraints clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,16 +36,19 @@ $(VENV)/.base: $(BIN)/python pyproject.toml $(PINS)
 	$(PIP_EDITABLE) .
 	@touch $@
 
-$(STAMP): $(BIN)/python pyproject.toml $(PINS)
+$(STAMP): $(BIN)/python pyproject.toml $(PINS) $(wildcard $(SHIM)/*.toml $(SHIM)/torchvision/*.py)
 	$(PIP_EDITABLE) '.[test,tools]'
 	$(BIN)/pip install -q -c $(PINS) --no-deps 'compressai==1.2.8'
+	$(BIN)/pip install -q -c $(PINS) --no-deps --no-build-isolation ./$(SHIM)
 	@touch $@ $(VENV)/.base
 
 serve: $(VENV)/.base ## install and start the HTTP service on its defaults (SQLite, bundled sets)
+	@echo 'wai-dispatch is $(BIN)/wai-dispatch (or run `. $(BIN)/activate`, then wai-dispatch)' >&2
 	$(BIN)/wai-dispatch serve
 
 demo: $(VENV)/.base ## install and decode the bundled sample envelopes (writes out/)
 	$(BIN)/wai-dispatch demo -o out
+	@echo 'wai-dispatch is $(BIN)/wai-dispatch (or run `. $(BIN)/activate`, then wai-dispatch)' >&2
 
 tools: $(STAMP) ## install the tools extra (torch CPU, CompressAI, coremltools)
 

@@ -22,6 +22,9 @@ Fixtures (helpers in tests/_svc.py and tests/pagekit.py):
 - every httpx client made in the suite checks its error answers (tests/_leaks.py): a body with a
   status >= 400 that names the repository, the temporary folder (every test's data directory),
   ``site-packages``, the home directory or holds ``Traceback`` fails the test.
+- the service's JSON log lines stay off the terminal: in the test process its records reach
+  pytest's log capture alone (``caplog``), so a server thread's late line never lands between
+  pytest's progress dots.
 - ``postgres``: the admin URL of PostgreSQL (the shared server on 127.0.0.1:5432 when it answers,
   else a private cluster started once with initdb/pg_ctl; skips where neither exists);
   ``postgres_url``: a fresh database on it, dropped afterwards.
@@ -76,6 +79,21 @@ def _error_answers_checked() -> Iterator[None]:
     from _leaks import install
 
     with install():
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _service_log_off_the_terminal() -> Iterator[None]:
+    """The service's JSON log (service/http/logs.py) writes each line to whatever ``sys.stderr``
+    is then. A server thread's line that comes after its test ended (a request's line follows
+    its answer) met pytest's own terminal there, between the progress dots, where capture is
+    suspended. In the test process the service's records reach pytest's log capture alone
+    (``caplog``; a failed test's "Captured log"); a service started as a process logs as it is
+    configured."""
+    from wai_dispatch.service.http import logs
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(logs._StderrHandler, "emit", lambda self, record: None)
         yield
 
 

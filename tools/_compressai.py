@@ -1,44 +1,15 @@
-"""Import CompressAI beside the CPU-only torch wheel.
+"""CompressAI's models and checkpoints as the tools read them: the two bmshj2018 architectures,
+untrained, and the state dict in a saved checkpoint.
 
-CompressAI 1.2.8 imports ``torchvision.transforms`` at start, and PyPI's torchvision wheel does
-not import beside the CPU torch; none of our tools needs a transform. So, when ``torchvision``
-cannot be imported, :func:`import_compressai` places an empty stub ``torchvision`` /
-``torchvision.transforms`` in ``sys.modules`` first. A working torchvision is always preferred.
+``import compressai`` needs ``torchvision.transforms`` at start-up; `make tools` installs the
+project's shim of it (``shims/torchvision/``: NOT torchvision, README's "The tools extra").
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
 from typing import Any
 
-__all__ = ["checkpoint_state_dict", "factorized_prior", "import_compressai", "scale_hyperprior"]
-
-
-def _install_torchvision_stub() -> None:
-    """Put an empty ``torchvision`` package with a ``transforms`` module in ``sys.modules``."""
-    package = types.ModuleType("torchvision")
-    package.__doc__ = "Stub inserted by tools._compressai: torchvision is unavailable."
-    package.__path__ = []  # mark it as a package so ``import torchvision.transforms`` resolves
-    transforms = types.ModuleType("torchvision.transforms")
-    transforms.__doc__ = "Empty stub: CompressAI's transform registry gets no torchvision names."
-    package.transforms = transforms  # type: ignore[attr-defined]
-    sys.modules["torchvision"] = package
-    sys.modules["torchvision.transforms"] = transforms
-
-
-def import_compressai() -> types.ModuleType:
-    """Return the ``compressai`` module, stubbing ``torchvision`` first if it will not import."""
-    if "compressai" in sys.modules:
-        return sys.modules["compressai"]
-    try:
-        importlib.import_module("torchvision.transforms")
-    except (ImportError, OSError, RuntimeError):  # absent, or a CUDA build beside the CPU torch
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
-        _install_torchvision_stub()
-    return importlib.import_module("compressai")
+__all__ = ["checkpoint_state_dict", "factorized_prior", "scale_hyperprior"]
 
 
 def factorized_prior(N: int = 128, M: int = 192) -> Any:
@@ -46,7 +17,6 @@ def factorized_prior(N: int = 128, M: int = 192) -> Any:
 
     N=128, M=192 is CompressAI's ``bmshj2018_factorized`` architecture for qualities 1-5.
     """
-    import_compressai()
     from compressai.models import FactorizedPrior
 
     return FactorizedPrior(N, M)
@@ -57,7 +27,6 @@ def scale_hyperprior(N: int = 128, M: int = 192) -> Any:
 
     N=128, M=192 is CompressAI's ``bmshj2018_hyperprior`` architecture for qualities 1-5.
     """
-    import_compressai()
     from compressai.models import ScaleHyperprior
 
     return ScaleHyperprior(N, M)
@@ -76,8 +45,6 @@ def checkpoint_state_dict(checkpoint: Any) -> dict[str, Any]:
     ``DataParallel`` on several GPUs saves is dropped; older entropy-bottleneck names mapped),
     floating tensors as float32. ``ValueError`` when it is no state dict."""
     import torch
-
-    import_compressai()
     from compressai.zoo import load_state_dict
 
     state = checkpoint

@@ -10,7 +10,6 @@ import numpy as np
 
 from wai_dispatch.codec.payload import decode, encode, latent, symbols_digest
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
-from wai_dispatch.tools._compressai import import_compressai
 from wai_dispatch.tools.harness import best_of
 from wai_dispatch.tools.harness import parser as harness_parser
 
@@ -25,8 +24,6 @@ def _compressai_tables() -> tuple[EntropyTables, Any]:
     """FactorizedPrior(128, 192)'s entropy bottleneck after update, with its quantiles spread so
     that channels differ (untrained, every channel would hold the same table)."""
     import torch
-
-    import_compressai()
     from compressai.models import FactorizedPrior
 
     torch.manual_seed(0)
@@ -70,7 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     theirs_decode = theirs_encode = None
     note = ""
     try:
-        import_compressai()
         from compressai.ans import RansDecoder, RansEncoder
     except Exception as exc:  # the tools extra is optional; say why the column is empty
         note = f"CompressAI unavailable ({type(exc).__name__}: {exc})"

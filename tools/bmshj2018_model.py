@@ -15,11 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from wai_dispatch.tools._compressai import (
-    checkpoint_state_dict,
-    factorized_prior,
-    import_compressai,
-)
+from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
 from wai_dispatch.tools.errors import SetWriterRefused
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +79,6 @@ def load_model(
     if pretrained:
         if checkpoint is not None:
             raise SetWriterError("give --checkpoint or --pretrained, not both")
-        import_compressai()
         from compressai.zoo import bmshj2018_factorized
 
         model = bmshj2018_factorized(quality, metric="mse", pretrained=True)

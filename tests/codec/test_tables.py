@@ -161,10 +161,6 @@ def test_the_exactness_check_can_fail() -> None:
 )
 def test_from_compressai_entropy_bottleneck() -> None:
     import torch
-
-    from wai_dispatch.tools._compressai import import_compressai
-
-    import_compressai()
     from compressai.entropy_models import EntropyBottleneck
 
     torch.manual_seed(0)

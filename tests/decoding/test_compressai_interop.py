@@ -74,9 +74,8 @@ def test_decode_string_any_bytes_is_symbols_or_typed_error(data: bytes) -> None:
 @pytest.fixture(scope="module")
 def compressai_eb():  # type: ignore[no-untyped-def]
     torch = pytest.importorskip("torch", reason="needs the tools extra (torch)")
-    from wai_dispatch.tools._compressai import import_compressai
+    import compressai
 
-    compressai = import_compressai()
     torch.manual_seed(7)
     eb = compressai.entropy_models.EntropyBottleneck(24)
     with torch.no_grad():  # give the untrained bottleneck a spread like a trained one's

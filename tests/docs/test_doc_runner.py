@@ -73,8 +73,12 @@ def test_output_placeholders() -> None:
 
 
 def test_make_targets_run_their_recipe() -> None:
-    assert make_recipe("demo") == [".venv/bin/wai-dispatch demo -o out"]
-    assert make_recipe("serve") == [".venv/bin/wai-dispatch serve"]
+    hint = (
+        "echo 'wai-dispatch is .venv/bin/wai-dispatch (or run `. .venv/bin/activate`, then "
+        "wai-dispatch)' >&2"
+    )
+    assert make_recipe("demo") == [".venv/bin/wai-dispatch demo -o out", hint]
+    assert make_recipe("serve") == [hint, ".venv/bin/wai-dispatch serve"]
 
 
 def test_a_failure_names_the_block_the_command_and_both_outputs(tmp_path: Path) -> None:

@@ -187,13 +187,13 @@ def test_the_rule_catches_a_skip_on_a_project_helper(tmp_path: Path) -> None:
     bad = tmp_path / "test_helper.py"
     bad.write_text(
         "import pytest\n"
-        "try:\n    import torch\n    from wai_dispatch.tools._compressai import import_compressai\n"
-        "    import_compressai()\nexcept Exception as exc:\n    pytest.skip(str(exc))\n"
-        "try:\n    import_compressai()\nexcept ImportError:\n    pytest.skip('no')\n"
+        "try:\n    import torch\n    from wai_dispatch.tools._compressai import factorized_prior\n"
+        "    factorized_prior()\nexcept Exception as exc:\n    pytest.skip(str(exc))\n"
+        "try:\n    factorized_prior()\nexcept ImportError:\n    pytest.skip('no')\n"
         "try:\n    from wai_dispatch.paths import wgsl\n"
         "except ImportError:\n    pytest.skip('no')\n"
         "try:\n    import playwright\nexcept ImportError:\n    pytest.skip('ok')\n"
-        "try:\n    import_compressai()\nexcept ImportError as exc:\n"
+        "try:\n    factorized_prior()\nexcept ImportError as exc:\n"
         "    if exc.name in ('torch',):\n        pytest.skip('ok')\n    raise\n",
         encoding="utf-8",
     )
@@ -201,23 +201,20 @@ def test_the_rule_catches_a_skip_on_a_project_helper(tmp_path: Path) -> None:
     assert [line.split(":")[1] for line in found] == ["7", "11", "15"], found
 
 
-# The tools test modules that load the tools extra through the project's own helper.
-HELPER_USERS = ("tests/tools/test_checkpoints.py", "tests/tools/test_set_writer.py")
+# Two tools test modules that load CompressAI through tests/_thirdparty.import_or_skip.
+TOOLS_MODULES = ("tests/tools/test_checkpoints.py", "tests/tools/test_set_writer.py")
 
 
-@pytest.mark.slow  # a pytest run that imports torch and CompressAI: ~10 s
+@pytest.mark.slow  # a pytest run that imports torch: ~10 s
 @pytest.mark.skipif(
     importlib.util.find_spec("torch") is None, reason="the tools extra (torch) is not installed"
 )
-def test_a_failing_project_helper_fails_the_tools_tests(tmp_path: Path) -> None:
-    """Inject ``raise TypeError`` into ``tools._compressai.import_compressai`` (a plugin that
-    replaces it before the test modules import it): collecting the tools test modules that
-    load CompressAI through it fails; nothing is skipped."""
-    (tmp_path / "inject_typeerror.py").write_text(
-        "import wai_dispatch.tools._compressai as helper\n"
-        "def broken():\n    raise TypeError('injected into import_compressai')\n"
-        "helper.import_compressai = broken\n",
-        encoding="utf-8",
+def test_a_missing_torchvision_fails_the_tools_tests(tmp_path: Path) -> None:
+    """Hide ``torchvision`` (the shim `make tools` installs, shims/torchvision/) with a plugin
+    loaded before the test modules: CompressAI's import fails, and since the skip names only
+    torch and CompressAI, collecting the tools test modules fails; nothing is skipped."""
+    (tmp_path / "hide_torchvision.py").write_text(
+        "import sys\nsys.modules['torchvision'] = None\n", encoding="utf-8"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     result = subprocess.run(
@@ -228,10 +225,10 @@ def test_a_failing_project_helper_fails_the_tools_tests(tmp_path: Path) -> None:
             "--collect-only",
             "-q",
             "-p",
-            "inject_typeerror",
+            "hide_torchvision",
             "-p",
             "no:cacheprovider",
-            *HELPER_USERS,
+            *TOOLS_MODULES,
         ],
         cwd=ROOT,
         env=env,
@@ -241,5 +238,5 @@ def test_a_failing_project_helper_fails_the_tools_tests(tmp_path: Path) -> None:
     )
     out = result.stdout + result.stderr
     assert result.returncode != 0, out
-    assert out.count("TypeError: injected into import_compressai") >= len(HELPER_USERS), out
+    assert out.count("ModuleNotFoundError: No module named 'torchvision") >= len(TOOLS_MODULES), out
     assert "skipped" not in out, out

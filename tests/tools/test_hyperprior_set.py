@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from _thirdparty import import_or_skip
 
-from wai_dispatch.tools._compressai import import_compressai
-
 pytestmark = pytest.mark.tools
 
 import_or_skip(
-    import_compressai, "torch", "compressai", reason="the tools extra (torch, CompressAI)"
+    lambda: __import__("compressai"),
+    "torch",
+    "compressai",
+    reason="the tools extra (torch, CompressAI)",
 )
 
 import numpy as np  # noqa: E402

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from _thirdparty import import_or_skip
 
-from wai_dispatch.tools._compressai import import_compressai
-
 pytestmark = pytest.mark.tools
 
 import_or_skip(
-    import_compressai, "torch", "compressai", reason="the tools extra (torch, CompressAI)"
+    lambda: __import__("compressai"),
+    "torch",
+    "compressai",
+    reason="the tools extra (torch, CompressAI)",
 )
 import torch  # noqa: E402
 

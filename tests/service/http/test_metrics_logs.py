@@ -4,6 +4,7 @@ caller's request id taken, JSON logs with no ANSI and with pid, client and sink.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -132,6 +133,25 @@ def test_the_request_line_names_client_and_sink(
     assert len(mine) == 1
     assert mine[0].sink == "sink-a"  # type: ignore[attr-defined]
     assert mine[0].client  # type: ignore[attr-defined]
+
+
+def test_a_late_service_line_stays_off_the_terminal(
+    live: InProcess, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request's line a server thread writes after its test ended, while pytest reports
+    (``sys.stderr`` its terminal, capture suspended), writes nothing there; the record still
+    reaches pytest's log capture (tests/conftest.py)."""
+    from wai_dispatch.service.http.logs import _StderrHandler
+
+    assert any(isinstance(h, _StderrHandler) for h in logging.getLogger("wai_dispatch").handlers)
+    terminal = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with caplog.at_level(logging.INFO, logger="wai_dispatch.service"):
+        logging.getLogger("wai_dispatch.service").info("request", extra={"request_id": "late"})
+    assert terminal.getvalue() == ""
+    assert [r.getMessage() for r in caplog.records if getattr(r, "request_id", "") == "late"] == [
+        "request"
+    ]
 
 
 @pytest.mark.slow  # two worker processes, each with its cold start
