@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import NullPool, create_engine, text
 
 from wai_dispatch.dispatch import Report
 from wai_dispatch.service.store import bulk_pg, rollups
@@ -141,12 +141,18 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_rollups: bo
     and seq (the rows :func:`_one` makes otherwise); ``with_rollups``: counted into the roll-ups
     (``rollups.add``) in the same transaction."""
     like = _one("sink-0000")[0]
+    engine = create_engine(store.engine.url, poolclass=NullPool)
     start = threading.Barrier(writers + 1)
     stop = threading.Event()
     done = [0] * writers
 
     def writer(k: int) -> None:
-        with store.engine.connect() as conn:
+        try:
+            conn = engine.connect()
+        except BaseException:
+            start.abort()
+            raise
+        with conn:
             raw = conn.connection.driver_connection
             assert raw is not None
             start.wait()
@@ -186,6 +192,7 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_rollups: bo
     stop.set()
     for t in threads:
         t.join()
+    engine.dispose()
     return sum(done) / (time.perf_counter() - t0)
 
 
