@@ -4,10 +4,17 @@ records with :func:`records_for` and waits until they are durable), at 1, 8 and 
 group commit beside one transaction per report (the anchor: group commit off), on SQLite and
 PostgreSQL. Prints both rates and their ratio (group ÷ single: above 1 is faster), each
 mode's p50 and p99 ``record`` latency, the transactions group commit made, and the rows and
-bytes a report adds. The report is a decode on ``cpu/onnx-runtime/float`` with the NPU refused."""
+bytes a report adds. The report is a decode on ``cpu/onnx-runtime/float`` with the NPU refused.
+
+On PostgreSQL, in the same run and database, the anchor is PostgreSQL's own ``COPY`` (binary) of
+the same rows into the same migrated tables: each writer its own connection, :data:`COPY_BATCH`
+reports (and their refusals) a transaction, alone ("COPY") and with the roll-ups counted in the
+same transaction as the project counts them (``rollups.add``: "COPY+rollups"); the last line
+gives group commit at the most writers as a fraction of ``COPY`` alone."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import tempfile
@@ -15,11 +22,13 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import NullPool, create_engine, text
 
 from wai_dispatch.dispatch import Report
+from wai_dispatch.service.store import bulk_pg, rollups
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.report_store import ReportStore
@@ -53,6 +62,15 @@ SYMBOLS = "09c6186a09fd0e7b795a2c99c0594dbfaafadfc0f47af871a26e32bfdfbe5c44"
 RGB = "50f15b470b2da9af08c991281469f5e879c763b4f22208b0c3ddd669b3a754b4"
 WINDOW_S = 0.002
 MAX_RECORDS = 1000
+#: Reports a ``COPY`` transaction: group commit's largest batch.
+COPY_BATCH = MAX_RECORDS
+_COPY_REPORTS = (
+    f"COPY reports (seq, {', '.join(c for c, _ in bulk_pg.COLS)}) FROM STDIN (FORMAT BINARY)"
+)
+_COPY_REFUSALS = (
+    "COPY report_refusals (report_seq, position, path, code) FROM STDIN (FORMAT BINARY)"
+)
+_BLOCKS = itertools.count(1)  # COPY's seq blocks, above any the sequence hands out here
 
 
 def _one(sink: str) -> list[ReportRecord]:
@@ -117,6 +135,67 @@ def measure(
     return n / took, p50, p99, batches if group else n
 
 
+def copy_rate(store: ReportStore, writers: int, seconds: float, with_rollups: bool) -> float:
+    """Reports/s PostgreSQL's own binary ``COPY`` takes into the same tables: each writer its
+    own connection, :data:`COPY_BATCH` reports a transaction, each report a fresh id, identity
+    and seq (the rows :func:`_one` makes otherwise); ``with_rollups``: counted into the roll-ups
+    (``rollups.add``) in the same transaction."""
+    like = _one("sink-0000")[0]
+    engine = create_engine(store.engine.url, poolclass=NullPool)
+    start = threading.Barrier(writers + 1)
+    stop = threading.Event()
+    done = [0] * writers
+
+    def writer(k: int) -> None:
+        try:
+            conn = engine.connect()
+        except BaseException:
+            start.abort()
+            raise
+        with conn:
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            start.wait()
+            while not stop.is_set():
+                seq = (1 << 40) + next(_BLOCKS) * COPY_BATCH
+                now = int(time.time() * 1000)
+                recs = [
+                    replace(
+                        like,
+                        id=str(uuid.uuid4()),
+                        request_id=str(uuid.uuid4()),
+                        sink=f"sink-{(k * 7919 + i) % 1000:04d}",
+                        created_ms=now,
+                    )
+                    for i in range(COPY_BATCH)
+                ]
+                with conn.begin(), raw.cursor() as cur:
+                    with cur.copy(_COPY_REPORTS) as cp:
+                        cp.set_types(["bigint", *(t for _, t in bulk_pg.COLS)])
+                        for i, row in enumerate(bulk_pg.columns(recs)):
+                            cp.write_row((seq + i, *row[:-1]))
+                    with cur.copy(_COPY_REFUSALS) as cp:
+                        cp.set_types(["bigint", "integer", "text", "text"])
+                        for i, rec in enumerate(recs):
+                            for j, r in enumerate(rec.refusals):
+                                cp.write_row((seq + i, j, r.path, r.code))
+                    if with_rollups:
+                        rollups.add(conn, recs)
+                done[k] += COPY_BATCH
+
+    threads = [threading.Thread(target=writer, args=(k,), daemon=True) for k in range(writers)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    engine.dispose()
+    return sum(done) / (time.perf_counter() - t0)
+
+
 def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
     """Rows (reports and refusals) and bytes (tables and indexes; SQLite: the file, its WAL
     checkpointed) per stored report."""
@@ -139,38 +218,46 @@ def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
     return (reports + refusals) / max(reports, 1), size / max(reports, 1)
 
 
-def run(name: str, admin_url: str | None, writers: list[int], seconds: float) -> None:
+def run(name: str, admin_url: str | None, writers: list[int], seconds: float) -> list[float]:
+    """Prints the table of ``name``; returns group commit's and ``COPY``'s reports/s at the
+    most writers (PostgreSQL; none on SQLite)."""
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-store-") as tmp,
         database(admin_url, Path(tmp)) as url,
     ):
         store = ReportStore(url)
         store.migrate()
+        pg = admin_url is not None
         print(f"\n{name}: reports/s acknowledged through Recorder.record, {seconds:g} s each")
-        head = (
-            "writers",
-            "single/s",
-            "group/s",
-            "ratio",
-            "single p50/p99 ms",
-            "group p50/p99 ms",
-            "reports/tx",
-        )
-        widths = (7, 9, 9, 6, 18, 17, 10)
+        head = ["writers", "single/s", "group/s", "ratio", "single p50/p99 ms"]
+        head += ["group p50/p99 ms", "reports/tx"]
+        widths = [7, 9, 9, 6, 18, 17, 10]
+        if pg:
+            head += ["COPY/s", "COPY+rollups/s", "group/COPY"]
+            widths += [9, 14, 10]
         print("  " + "  ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True)))
+        last: list[float] = []
         for n in writers:
             single, s50, s99, _ = measure(store, Path(tmp), n, seconds, group=False)
             grouped, g50, g99, batches = measure(store, Path(tmp), n, seconds, group=True)
             per_tx = grouped * seconds / max(batches, 1)
-            print(
+            line = (
                 f"  {n:>7}  {single:>9.0f}  {grouped:>9.0f}  {grouped / single:>5.1f}×  "
-                f"{s50:>8.2f}/{s99:<9.2f}  {g50:>8.2f}/{g99:<8.2f}  {per_tx:>10.1f}",
-                flush=True,
+                f"{s50:>8.2f}/{s99:<9.2f}  {g50:>8.2f}/{g99:<8.2f}  {per_tx:>10.1f}"
             )
-        path = None if admin_url else Path(tmp) / "reports.db"
+            if pg:
+                copied = copy_rate(store, n, seconds, with_rollups=False)
+                rolled = copy_rate(store, n, seconds, with_rollups=True)
+                line += f"  {copied:>9.0f}  {rolled:>14.0f}  {grouped / copied:>10.2f}"
+                last = [grouped, copied]
+            print(line, flush=True)
+        path = None if pg else Path(tmp) / "reports.db"
         rows, size = footprint(store, path)
         print(f"  rows a report: {rows:.1f}; bytes a report (tables and indexes): {size:,.0f}")
+        if pg:
+            print(f"  COPY: binary, {COPY_BATCH} reports and their refusals a transaction")
         store.dispose()
+        return last
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,9 +272,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "two committers on PostgreSQL (one statement a batch), one on SQLite"
     )
     pg = postgres(args)
-    if pg is not None:
-        run("postgresql", pg, writers, args.seconds)
+    last = run("postgresql", pg, writers, args.seconds) if pg is not None else []
     run("sqlite (WAL)", None, writers, args.seconds)
+    if not last:
+        print("store: the COPY anchor needs PostgreSQL (none measured)")
+        return 0
+    grouped, copied = last
+    print(
+        f"store: group commit {grouped:,.0f} reports/s into PostgreSQL at {max(writers)} writers"
+        f" = {grouped / copied:.2f} x PostgreSQL's own COPY ({copied:,.0f} reports/s) on the same"
+        " tables"
+    )
     return 0
 
 

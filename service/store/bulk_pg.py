@@ -27,9 +27,9 @@ from wai_dispatch.service.store.models import ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.rollups import codes_of
 
-__all__ = ["PLAIN", "Row", "columns", "insert"]
+__all__ = ["COLS", "PLAIN", "Row", "columns", "insert"]
 
-#: A report as the statement takes it: :data:`_COLS` in order, then its refusal codes key.
+#: A report as the statement takes it: :data:`COLS` in order, then its refusal codes key.
 Row = tuple[Any, ...]
 
 #: The columns of ``reports`` a record carries as they are (the others are derived).
@@ -39,14 +39,15 @@ PLAIN = [
     if c.name not in ("seq", "report") and not c.name.startswith("placement_")
 ]
 _TYPES = {"created_ms": "bigint", "duration_ms": "double precision", "ordinal": "integer"}
-_COLS = [
+#: The columns of ``reports`` a report is written with, and their PostgreSQL types.
+COLS = [
     *((c, _TYPES.get(c, "text")) for c in PLAIN),
     *((f"placement_{u}", "integer") for u in UNITS),
     ("report", "text"),
 ]
 _SUMS = ", ".join(f"sum(placement_{u})" for u in UNITS)
 _PUT = ", ".join(f"placement_{u} = t.placement_{u} + excluded.placement_{u}" for u in UNITS)
-_NAMES = ", ".join(c for c, _ in _COLS)
+_NAMES = ", ".join(c for c, _ in COLS)
 _ACT = (
     "n = t.n + excluded.n, no_path = t.no_path + excluded.no_path, "
     "last_ms = greatest(t.last_ms, excluded.last_ms)"
@@ -54,7 +55,7 @@ _ACT = (
 
 SQL = f"""
 WITH src AS (
-  SELECT * FROM unnest({", ".join(f"%s::{t}[]" for _, t in _COLS)}, %s::text[])
+  SELECT * FROM unnest({", ".join(f"%s::{t}[]" for _, t in COLS)}, %s::text[])
     WITH ORDINALITY AS s({_NAMES}, codes, at)
 ), ins AS (
   INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src
