@@ -74,7 +74,8 @@ class TorchLayer:
     reach dropped; ``peak``: the largest ``|value|`` of its outputs so far. With ``alone``, a
     GDN runs on one thread: oneDNN's 1×1 convolution on several may split its sum over the
     channels by the piece's size, where on one it sums them in one order whatever the size
-    (the order a whole picture's takes, at the sizes that need strips: tested)."""
+    (the order a whole picture's took on several threads here, at the sizes that need strips
+    we tried; tests/tools/test_encode.py pins the bundled sample's bytes in strips)."""
 
     def __init__(self, module: Any, alone: bool = False) -> None:
         self.module = module

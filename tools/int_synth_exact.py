@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from wai_dispatch.tools import analysis_strips as strips
+
 #: Significant bits of the snapped weights (per tensor, relative to its largest |w|).
 WEIGHT_BITS = 20
 #: Every partial sum of a convolution is at most 2^SUM_BITS in magnitude (bias included < 2^53).
@@ -303,8 +305,6 @@ class ExactAnalysis:
     def latent(self, picture: np.ndarray, steps: Steps | None = None) -> np.ndarray:
         """``y = g_a(picture / 255)``, picture uint8 HWC; float64 [1, M, H/16, W/16]."""
         import torch
-
-        from wai_dispatch.tools import analysis_strips as strips
 
         steps = steps or Steps(None, self.STAGES)
         height, width = picture.shape[:2]
