@@ -313,8 +313,8 @@ def test_a_grid_the_exact_pass_does_not_confirm_is_corrected(
 @pytest.mark.slow
 def test_encode_memory_does_not_grow_with_the_picture(tmp_path: Path) -> None:
     """A 2048×2048 encode (the factorized set) in its own process peaks well below what its
-    whole activations would take (2.7 GB resident before the strips; 0.85 GB for 1024×1024
-    after): the analysis holds one strip of rows at a time."""
+    whole activations would take (2.8 GB resident before the strips, 0.9 GB after, here):
+    the analysis holds one strip of rows at a time."""
     import resource
     import subprocess
     import sys
