@@ -166,28 +166,28 @@ def encode(
     import constriction
 
     z_payload = waip.encode(z, z_tables)
-    y = np.ascontiguousarray(y, dtype=np.int64)
     if y.ndim != 4 or y.shape[2:] != (UPSAMPLING * z.shape[2], UPSAMPLING * z.shape[3]):
         raise SymbolsError(f"y of shape {y.shape} for z of shape {z.shape}")
     if indexes.shape != y.shape:
         raise SymbolsError(f"indexes of shape {indexes.shape} for y of shape {y.shape}")
-    flat, idx = y.reshape(-1), indexes.reshape(-1).astype(np.int64)
+    flat, idx = np.ascontiguousarray(y).reshape(-1), np.ascontiguousarray(indexes).reshape(-1)
     if idx.size and (idx.min() < 0 or idx.max() >= y_tables.channels):
         raise SymbolsError("an index names no table")
     offsets, escape = y_tables.offsets.astype(np.int64), y_tables.cdf_lengths.astype(np.int64) - 2
     coder = constriction.stream.stack.AnsCoder()
     coder.encode_reverse(np.array(y.shape[2:], dtype=np.int32), waip._shape_model())
     models = y_tables.models()
-    order = np.argsort(idx, kind="stable")  # grouped by index, C, H, W order within a group
-    values, groups = flat[order], idx[order]
-    index = values - offsets[groups]
-    low, high = index < 0, index >= escape[groups]
-    raw = np.where(low, -2 * index - 1, 2 * (index - escape[groups]))[low | high]
-    index = np.where(low | high, escape[groups], index).astype(np.int32)
-    bounds = np.searchsorted(groups, np.arange(y_tables.channels + 1))
+    raws = []
+    # grouped by index (C, H, W order within a group), the last group first; a group at a
+    # time, so the temporaries are one group's
     for k in range(y_tables.channels - 1, -1, -1):
-        if bounds[k + 1] > bounds[k]:
-            coder.encode_reverse(index[bounds[k] : bounds[k + 1]], models[k])
+        index = flat[idx == k].astype(np.int64) - offsets[k]
+        if not index.size:
+            continue
+        low, high = index < 0, index >= escape[k]
+        raws.append(np.where(low, -2 * index - 1, 2 * (index - escape[k]))[low | high])
+        coder.encode_reverse(np.where(low | high, escape[k], index).astype(np.int32), models[k])
+    raw = np.concatenate(raws[::-1]) if raws else np.zeros(0, dtype=np.int64)
     words: bytes = coder.get_compressed().astype("<u4", copy=False).tobytes()
     escapes = write_varints(raw.astype(np.uint64))
     version = VERSION if picture is None else PICTURE_VERSION

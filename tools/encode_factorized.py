@@ -18,6 +18,7 @@ from wai_dispatch.cli.errors import ToolsMissing
 from wai_dispatch.codec import payload as payload_codec
 from wai_dispatch.codec.sets import LoadedSet
 from wai_dispatch.codec.tables import tables_of
+from wai_dispatch.tools import analysis_strips as strips
 from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
 from wai_dispatch.tools.encoder import TOOLS_HINT, Checkpoint, Coded, EncodeJob
 from wai_dispatch.tools.errors import CheckpointRequired, EncodeUnsupported, SymbolsOutOfRange
@@ -53,14 +54,26 @@ def analysis(
     checkpoint: Checkpoint, files: LoadedSet, picture: npt.NDArray[np.uint8]
 ) -> npt.NDArray[np.float32]:
     """``g_a`` of the checkpoint on the RGB8 picture (H×W×3, dimensions multiples of 16) as
-    CompressAI's examples feed it: float32 samples / 255, N×C×H×W; the latent y, float32."""
+    CompressAI's examples feed it: float32 samples / 255, N×C×H×W; the latent y, float32. In
+    strips of latent rows (tools/analysis_strips.py) when the picture is taller than one."""
     torch = _torch()
     g_a = _analysis_of(checkpoint, files)
-    x = torch.from_numpy(np.ascontiguousarray(picture)).permute(2, 0, 1)[None].float() / 255
+    height, width = picture.shape[:2]
+    rows = strips.latent_rows(g_a[0].out_channels, width // 2, 8)
+    layers = [strips.TorchLayer(m, alone=rows < -(-height // 16)) for m in g_a]
+    shape = strips.heights(layers, height)[-1], strips.heights(layers, width)[-1]
+    y = np.empty((1, g_a[-1].out_channels, *shape), dtype=np.float32)
+
+    def pixels(lo: int, hi: int) -> Any:
+        part = torch.from_numpy(np.ascontiguousarray(picture[lo:hi]))
+        return part.permute(2, 0, 1)[None].float() / 255
+
+    def put(a: int, b: int, v: Any) -> None:
+        y[:, :, a:b] = v.numpy()
+
     with torch.inference_mode():
-        y = g_a(x)
-    out: npt.NDArray[np.float32] = y.numpy().astype(np.float32, copy=False)
-    return out
+        strips.run(layers, pixels, height, rows, put)
+    return y
 
 
 def _torch() -> Any:

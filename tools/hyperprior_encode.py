@@ -176,9 +176,10 @@ def code_with(
     y, z_frac = analysis.latents(picture, steps)
     lo, hi = stage.program.input_range
     z = np.clip(np.rint(z_frac), lo, hi).astype(np.int32)
+    y_symbols = np.rint(y, out=y).astype(np.int32)
+    del y, z_frac  # the latent in float64: not held through the coding
     steps.stage("hyper-synthesis")
     indexes = stage.indexes(z, Limits())
-    y_symbols = np.rint(y).astype(np.int32)
     steps.stage("entropy coding")
     payload = waih.encode(z, y_symbols, indexes, stage.z_tables, stage.y_tables, picture=size)
     return payload, z, y_symbols

@@ -11,9 +11,12 @@ so the strips change no bit (docs/encode.md, "Memory")."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
+
+from wai_dispatch.tools import analysis_strips as strips
 
 #: Significant bits of the snapped weights (per tensor, relative to its largest |w|).
 WEIGHT_BITS = 20
@@ -28,6 +31,9 @@ STRIP_BYTES = 64 << 20
 Strip = Callable[[int, int], None] | None
 #: A report of progress: ``(stages done, stages in all, what runs)``, or no report.
 Report = Callable[[int, int, str], None] | None
+#: An input's grid (:meth:`ExactConv.grid`): whether it is all zeros, its fraction bits, the
+#: product's, and the bias on the product's grid.
+Grid = tuple[bool, int, int, np.ndarray]
 #: kind → (kernel, stride, padding) of the forward convolutions.
 _GEOMETRY = {"conv": (5, 2, 2), "conv3": (3, 1, 1), "pointwise": (1, 1, 0)}
 
@@ -63,27 +69,51 @@ class ExactConv:
             acc = self._conv(np.zeros_like(v) if peak == 0.0 else _snapped(v, x_frac))
             whole: np.ndarray = np.ldexp(acc + b_int[None, :, None, None], -frac)
             return whole
+        return self.rows(x, 0, x.shape[2], self.grid(_peak(x, False), square), square, on_strip)
+
+    def rows(
+        self,
+        x: np.ndarray,
+        lo: int,
+        height: int,
+        grid: Grid,
+        square: bool = False,
+        on_strip: Strip = None,
+        span: tuple[int, int] | None = None,
+    ) -> np.ndarray:
+        """Output rows ``span`` (all) of the convolution, ``x`` being the input's rows from
+        ``lo`` of ``height`` (zero rows beyond), on ``grid`` (:meth:`grid`)."""
         k, s, p = _GEOMETRY[self.kind]
-        height, width = x.shape[2], x.shape[3]
-        out_h, out_w = (height + 2 * p - k) // s + 1, (width + 2 * p - k) // s + 1
-        out = np.empty((1, self.w_int.shape[0], out_h, out_w), dtype=np.float64)
+        a, b = span or (0, (height + 2 * p - k) // s + 1)
+        out_w = (x.shape[3] + 2 * p - k) // s + 1
+        out = np.empty((1, self.w_int.shape[0], b - a, out_w), dtype=np.float64)
 
         def put(r0: int, r1: int, values: np.ndarray) -> None:
-            out[:, :, r0:r1] = values
+            out[:, :, r0 - a : r1 - a] = values
 
-        self._strips(x, square, put, on_strip)
+        self._strips(x, (lo, height, a, b), grid, square, put, on_strip)
         return out
 
-    def divide(self, x: np.ndarray, *, on_strip: Strip = None) -> None:
+    def divide(self, x: np.ndarray, *, on_strip: Strip = None, grid: Grid | None = None) -> None:
         """GDN in place, ``x ← x / sqrt(β + Σ γ x²)`` (this being the 1×1 convolution of γ
-        and β), strip by strip: the same bits as ``x / np.sqrt(self(x * x))``."""
+        and β), strip by strip: the same bits as ``x / np.sqrt(self(x * x))``; ``grid``: the
+        one of ``x · x`` (:meth:`grid`; default: ``x``'s own)."""
         if self.kind != "pointwise":
             raise ValueError(f"divide is GDN's, a pointwise convolution, not {self.kind}")
 
         def put(r0: int, r1: int, n: np.ndarray) -> None:
             x[:, :, r0:r1] /= np.sqrt(n)  # rows r0:r1 are read before they are written
 
-        self._strips(x, True, put, on_strip)
+        height = x.shape[2]
+        grid = grid or self.grid(_peak(x, False), True)
+        self._strips(x, (0, height, 0, height), grid, True, put, on_strip)
+
+    def grid(self, peak: float, square: bool = False) -> Grid:
+        """The grid of an input whose largest ``|value|`` is ``peak`` (of ``x · x`` with
+        ``square``: ``peak²``, the largest square)."""
+        if square:
+            peak *= peak
+        return (peak == 0.0, *self._grid(peak))
 
     def _grid(self, peak: float) -> tuple[int, int, np.ndarray]:
         """The input's fraction bits, the product's and the bias on its grid, for an input
@@ -119,29 +149,32 @@ class ExactConv:
     def _strips(
         self,
         x: np.ndarray,
+        where: tuple[int, int, int, int],
+        grid: Grid,
         square: bool,
         put: Callable[[int, int, np.ndarray], None],
         on_strip: Strip,
     ) -> None:
+        """Output rows ``a:b`` into ``put``, ``where = (lo, height, a, b)``: ``x`` holds the
+        input's rows from ``lo`` of ``height``, zero rows beyond them."""
+        lo, height, a, b = where
         k, s, p = _GEOMETRY[self.kind]
-        height, width = x.shape[2], x.shape[3]
-        out_h, out_w = (height + 2 * p - k) // s + 1, (width + 2 * p - k) // s + 1
-        peak = _peak(x, square)
-        x_frac, frac, b_int = self._grid(peak)
-        zero = peak == 0.0
+        zero, x_frac, frac, b_int = grid
+        out_w = (x.shape[3] + 2 * p - k) // s + 1
         row_bytes = 8 * x.shape[1] * k * k * max(out_w, 1)  # one output row's im2col columns
         rows = max(1, STRIP_BYTES // row_bytes)
-        total = -(-out_h // rows)
-        for done, r0 in enumerate(range(0, out_h, rows), start=1):
-            r1 = min(out_h, r0 + rows)
-            lo, hi = r0 * s - p, (r1 - 1) * s - p + k  # the input rows, zero rows beyond x
-            piece = x[:, :, max(lo, 0) : min(hi, height)]
+        total = -(-(b - a) // rows)
+        for done, r0 in enumerate(range(a, b, rows), start=1):
+            r1 = min(b, r0 + rows)
+            top, bottom = r0 * s - p, (r1 - 1) * s - p + k  # the input rows, zero rows beyond x
+            piece = x[:, :, max(top, 0) - lo : min(bottom, height) - lo]
             if zero:  # an input of zeros (of either sign) snaps to +0, as snap() does
                 x_int = np.zeros(piece.shape, dtype=np.float64)
             else:
                 x_int = _snapped(piece * piece if square else piece, x_frac)
-            if lo < 0 or hi > height:
-                x_int = np.pad(x_int, ((0, 0), (0, 0), (max(-lo, 0), max(hi - height, 0)), (0, 0)))
+            if top < 0 or bottom > height:
+                pads = (max(-top, 0), max(bottom - height, 0))
+                x_int = np.pad(x_int, ((0, 0), (0, 0), pads, (0, 0)))
             acc = self._conv(x_int, (0, p))
             acc += b_int[None, :, None, None]  # integers below 2^53: exact
             put(r0, r1, np.ldexp(acc, -frac))
@@ -219,40 +252,97 @@ def _gdn_params(state: Mapping[str, Any], prefix: str) -> tuple[np.ndarray, np.n
     return beta, gamma.reshape(c, c, 1, 1)
 
 
+class _Layer:
+    """One of ``g_a``'s exact layers along rows (tools/analysis_strips.py), on the grid of an
+    input whose largest ``|value|`` is ``peak``; ``peak``, then: its outputs' so far."""
+
+    def __init__(self, conv: ExactConv, gdn: bool, peak: float) -> None:
+        self.conv, self.gdn = conv, gdn
+        self.geometry = _GEOMETRY[conv.kind]
+        self.grid = conv.grid(peak, gdn)
+        self.peak = 0.0
+
+    def rows(self, x: np.ndarray, lo: int, height: int, a: int, b: int) -> np.ndarray:
+        if self.gdn:  # pointwise: the piece is rows a:b, divided in place
+            self.conv.divide(x, grid=self.grid)
+            out = x
+        else:
+            out = self.conv.rows(x, lo, height, self.grid, span=(a, b))
+        if out.size:
+            self.peak = max(self.peak, float(out.max()), -float(out.min()))
+        return out
+
+
+def _put(y: np.ndarray, a: int, b: int, rows: np.ndarray) -> None:
+    y[:, :, a:b] = rows
+
+
 class ExactAnalysis:
     """``g_a`` of a bmshj2018 model (conv, GDN, conv, GDN, conv, GDN, conv) and the symbols
-    ``round(y − median)``, exact on fixed-point grids (module doc)."""
+    ``round(y − median)``, exact on fixed-point grids (module doc), in strips of latent rows
+    (tools/analysis_strips.py). Each layer's grid is that of its whole input's largest
+    ``|value|``: a first pass in float32 (the model's own ``g_a``) finds each nearly, the
+    exact pass checks each on the way, and a grid the exact peak does not confirm (a peak
+    within float32's error of a power of two) is corrected and the exact pass run again."""
 
     def __init__(self, model: Any) -> None:
         state = model.state_dict()
-        self.layers: list[tuple[ExactConv, ExactConv | None, np.ndarray | None]] = []
+        self.float_g_a = model.g_a
+        self.layers: list[tuple[ExactConv, bool]] = []
         for i in range(4):
             w = state[f"g_a.{2 * i}.weight"].detach().numpy()
             b = state[f"g_a.{2 * i}.bias"].detach().numpy()
+            self.layers.append((ExactConv(w, b, "conv"), False))
             if i < 3:
                 beta, gamma = _gdn_params(state, f"g_a.{2 * i + 1}")
-                norm = ExactConv(gamma, beta, "pointwise")
-                self.layers.append((ExactConv(w, b, "conv"), norm, beta))
-            else:
-                self.layers.append((ExactConv(w, b, "conv"), None, None))
+                self.layers.append((ExactConv(gamma, beta, "pointwise"), True))
         medians = state["entropy_bottleneck.quantiles"].detach().numpy()[:, 0, 1]
         self.medians = medians.astype(np.float64)
 
-    #: The stages :meth:`latent` reports to its :class:`Steps`.
-    STAGES = 7
+    #: The stages :meth:`latent` reports to its :class:`Steps`: the float pass, the exact one.
+    STAGES = 2
 
     def latent(self, picture: np.ndarray, steps: Steps | None = None) -> np.ndarray:
         """``y = g_a(picture / 255)``, picture uint8 HWC; float64 [1, M, H/16, W/16]."""
+        import torch
+
         steps = steps or Steps(None, self.STAGES)
-        x = np.ascontiguousarray(picture.transpose(2, 0, 1)[None]).astype(np.float64)
-        x /= 255.0
-        for i, (conv, norm, _) in enumerate(self.layers, start=1):
-            x = conv(x, on_strip=steps.stage(f"g_a conv {i}/4"))
-            if norm is not None:
-                # GDN: x · rsqrt(β + Σ γ x²) as two correctly rounded operations, the sum
-                # exact on the grid of x², in place
-                norm.divide(x, on_strip=steps.stage(f"g_a GDN {i}/3"))
-        return x
+        height, width = picture.shape[:2]
+        first = self.layers[0][0].w_int.shape[0]
+        rows = strips.latent_rows(first, width // 2, 8)
+
+        def pixels(lo: int, hi: int) -> Any:
+            return (
+                torch.from_numpy(np.ascontiguousarray(picture[lo:hi]))
+                .permute(2, 0, 1)[None]
+                .float()
+                / 255
+            )
+
+        def exact(lo: int, hi: int) -> np.ndarray:
+            x = np.ascontiguousarray(picture[lo:hi].transpose(2, 0, 1)[None]).astype(np.float64)
+            x /= 255.0
+            return x
+
+        guess = [strips.TorchLayer(m) for m in self.float_g_a]
+        with torch.inference_mode():
+            strips.run(guess, pixels, height, rows, lambda *_: None, steps.stage("g_a, float"))
+        top = float(np.float64(picture.max()) / 255.0) if picture.size else 0.0
+        peaks = [top, *[g.peak for g in guess][:-1]]
+        while True:
+            chain = [_Layer(c, gdn, p) for (c, gdn), p in zip(self.layers, peaks, strict=True)]
+            tall, wide = strips.heights(chain, height)[-1], strips.heights(chain, width)[-1]
+            y = np.empty((1, self.layers[-1][0].w_int.shape[0], tall, wide), dtype=np.float64)
+            strips.run(chain, exact, height, rows, partial(_put, y), steps.stage("g_a"))
+            seen = [top, *[c.peak for c in chain][:-1]]
+            wrong = [
+                i
+                for i, (c, p) in enumerate(zip(chain, seen, strict=True))
+                if c.grid[:3] != c.conv.grid(p, c.gdn)[:3]
+            ]
+            if not wrong:
+                return y
+            peaks = peaks[: wrong[0]] + seen[wrong[0] :]
 
     def symbols(self, picture: np.ndarray) -> np.ndarray:
         """``round(y − median)`` (half to even, as torch.round), int32."""

@@ -30,7 +30,7 @@ from wai_dispatch.codec import payload as codec_payload  # noqa: E402
 from wai_dispatch.codec.compressai_rans import decode_string  # noqa: E402
 from wai_dispatch.codec.envelope import parse  # noqa: E402
 from wai_dispatch.codec.tables import tables_of  # noqa: E402
-from wai_dispatch.tools import encode_factorized  # noqa: E402
+from wai_dispatch.tools import analysis_strips, encode_factorized  # noqa: E402
 from wai_dispatch.tools.encoder import encode, pad, resolve_checkpoint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,9 +123,19 @@ def test_int_synth_round_trip_is_bit_identical(decoder: Any, picture: np.ndarray
     assert float_result.envelope.payload == result.envelope.payload
 
 
-def test_hyperprior_round_trip_holds_entropy_consistency(decoder: Any, picture: np.ndarray) -> None:
+#: A strip budget of a few latent rows for the crops here (tools/analysis_strips.py): the
+#: analyses then run in several strips, each with its halo, and must give the same bytes.
+FEW_ROWS = 1 << 19
+
+
+@pytest.mark.parametrize("budget", [None, FEW_ROWS])
+def test_hyperprior_round_trip_holds_entropy_consistency(
+    decoder: Any, picture: np.ndarray, budget: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import blake3
 
+    if budget is not None:  # 192×128 coded, 8 latent rows: 4 strips of 2
+        monkeypatch.setattr(analysis_strips, "ACTIVATION_BYTES", budget)
     result, decoded = _round_trip(decoder, picture, HYPER)
     assert result.coded_size == (192, 128) and result.latent_shape == (1, 192, 8, 12)
     # the digest covers z's symbols then y's, as the decoder's entropy stage reports it
@@ -161,10 +171,16 @@ def test_quantization_is_compressais(decoder: Any, picture: np.ndarray) -> None:
     np.testing.assert_array_equal(result.symbols, theirs)
 
 
-def test_the_bundled_sample_is_reproduced(decoder: Any) -> None:
+@pytest.mark.parametrize("budget", [None, FEW_ROWS])
+def test_the_bundled_sample_is_reproduced(
+    decoder: Any, budget: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The bundled set's payload was coded (CompressAI, conformance/sets/…/payload.json) from
     a 256×256 crop of skimage's coffee; encode reproduces its symbols wherever the analysis
-    value is not within float error of a tie, and its bytes when no symbol differs."""
+    value is not within float error of a tie, and its bytes when no symbol differs — in one
+    strip and in several (the budget: 4 latent rows a strip, 4 strips)."""
+    if budget is not None:
+        monkeypatch.setattr(analysis_strips, "ACTIVATION_BYTES", budget)
     files = decoder.opened.loaded(decoder.set_store.default_for(FLOAT).digest)
     crop = _coffee(45, 167, 256, 256)
     bundled = (BUNDLED / "payload.bin").read_bytes()
@@ -249,18 +265,82 @@ def test_cli_progress_on_a_terminal_only(
     strip) on standard error when it is a terminal, and not under ``--json``."""
     from wai_dispatch.cli import progress
     from wai_dispatch.cli.main import main
-    from wai_dispatch.tools import int_synth_exact
 
     source = tmp_path / "p.png"
     source.write_bytes(_png(picture))
     monkeypatch.setattr(progress, "on_tty", lambda stream: True)
-    monkeypatch.setattr(int_synth_exact, "STRIP_BYTES", 1 << 16)  # a few strips per stage
+    monkeypatch.setattr(analysis_strips, "ACTIVATION_BYTES", FEW_ROWS)  # a few strips
     common = ["--capability", HYPER, "--data-dir", str(tmp_path / "data")]
     assert main(["encode", str(source), "-o", str(tmp_path / "a.json"), *common]) == 0
     err = capsys.readouterr().err
-    assert "\rencode [" in err and "g_a conv 2/4, strip 2/" in err and "entropy coding" in err
+    assert "\rencode [" in err and "g_a, strip 2/" in err and "entropy coding" in err, err
     assert err.count("\r\x1b[K") >= 1  # cleared before the summary
     assert main(["encode", str(source), "-o", str(tmp_path / "b.json"), "--json", *common]) == 0
     quiet = capsys.readouterr()
     assert "\r" not in quiet.err and "\x1b" not in quiet.err
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_a_grid_the_exact_pass_does_not_confirm_is_corrected(
+    decoder: Any, picture: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hyperprior's grids come from a float32 pass's peaks; with those peaks made twice
+    what they are, every grid after the first is wrong, and the exact pass corrects them,
+    one layer at a time, to the pinned payload."""
+    import blake3
+
+    rows = analysis_strips.TorchLayer.rows
+
+    def doubled(self: Any, *args: Any) -> Any:
+        out = rows(self, *args)
+        self.peak *= 2.0
+        return out
+
+    passes: list[int] = []
+    run = analysis_strips.run
+
+    def counted(*args: Any, **kw: Any) -> None:
+        passes.append(1)
+        run(*args, **kw)
+
+    monkeypatch.setattr(analysis_strips.TorchLayer, "rows", doubled)
+    monkeypatch.setattr(analysis_strips, "run", counted)
+    set_digest = decoder.set_store.default_for(HYPER).digest
+    result = encode(decoder, _png(picture), set_digest=set_digest)
+    assert blake3.blake3(result.envelope.payload).hexdigest() == HYPER_PAYLOAD
+    assert len(passes) >= 3  # the float pass, a wrong exact pass, at least one more
+
+
+@pytest.mark.slow
+def test_encode_memory_does_not_grow_with_the_picture(tmp_path: Path) -> None:
+    """A 2048×2048 encode (the factorized set) in its own process peaks well below what its
+    whole activations would take (2.8 GB resident before the strips, 0.9 GB after, here):
+    the analysis holds one strip of rows at a time."""
+    import resource
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(39)
+    rows = np.linspace(0, 255, 2048)
+    rgb = np.stack(
+        [np.add.outer(rows, rows) / 2, np.add.outer(rows, -rows) % 256, rows[:, None] + 0 * rows],
+        -1,
+    )
+    rgb = np.clip(rgb + rng.normal(0, 8, rgb.shape), 0, 255).astype(np.uint8)
+    source = tmp_path / "big.png"
+    Image.fromarray(rgb).save(source)
+    command = [
+        sys.executable,
+        "-m",
+        "wai_dispatch",
+        "encode",
+        str(source),
+        "-o",
+        str(tmp_path / "big.json"),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--json",
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
+    assert peak < 1.5 * (1 << 30), f"the encode peaked at {peak / (1 << 30):.2f} GiB"
