@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from wai_dispatch.service.store import bearer
+from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.fleet import set_table, sink_table
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
@@ -108,6 +110,48 @@ def test_per_sink_table(store: ReportStore) -> None:
     assert sink_table(store, Filters(reason="dispatch_unit_absent"), classes={})["total"] == 0
     late = sink_table(store, Filters(since_ms=T0 + 3_600_000), classes={})["items"]
     assert {r["sink"]: r["reports"] for r in late} == {"a": 2, "b": 1}
+
+
+def test_every_known_sink_sorted_both_ways_and_decoded_nothing(store: ReportStore) -> None:
+    """A sink only a token knows, one only the policy names, one with reports that all refused
+    and sinks that decoded: every one a row, zero counts included; ascending by reports pages
+    through the quiet ones first; "decoded nothing" keeps the sinks with no decoded report."""
+    store.insert([*DATA, rec(6, "d", 10, ran=False)])  # d: one report, refused
+    bearer.create(store, "t", Role.sink)  # a sink only its token knows
+    bearer.create(store, "gone", Role.sink)
+    bearer.revoke(store, "gone")  # a revoked token names no sink
+    bearer.create(store, "ops", Role.operator)  # not a sink
+    classes = {"a": "kiosk", "c": "archive"}  # c: named by the policy only
+
+    def names(**kw: object) -> list[str]:
+        return [r["sink"] for r in sink_table(store, Filters(), classes=classes, **kw)["items"]]
+
+    assert names() == ["a", "b", "c", "d", "t"]
+    assert names(sort="reports") == ["c", "t", "d", "b", "a"]  # 0, 0, 1, 2, 3
+    assert names(sort="reports", desc=True) == ["a", "b", "d", "c", "t"]  # ties: by name
+    assert names(decoded_nothing=True) == ["c", "d", "t"]
+    nothing = sink_table(store, Filters(), classes=classes, decoded_nothing=True, sort="reports")
+    assert [(r["sink"], r["reports"], r["class"]) for r in nothing["items"]] == [
+        ("c", 0, "archive"),
+        ("t", 0, None),
+        ("d", 1, None),
+    ]
+    # one page at a time, ascending by reports: the same rows, in the same order
+    seen, after = [], None
+    while True:
+        page = sink_table(store, Filters(), classes=classes, sort="reports", limit=2, after=after)
+        assert page["total"] == 5
+        seen += [r["sink"] for r in page["items"]]
+        if (after := page["next"]) is None:
+            break
+    assert seen == names(sort="reports")
+    # a window with nothing in it: every known sink, every count zero
+    empty = sink_table(store, Filters(since_ms=T0 + 10**9), classes=classes, limit=500)
+    assert [(r["sink"], r["reports"], r["last_seen_ms"]) for r in empty["items"]] == [
+        ("a", 0, None),
+        ("c", 0, None),
+        ("t", 0, None),
+    ]
 
 
 def test_per_set_table_and_prefix(store: ReportStore) -> None:
