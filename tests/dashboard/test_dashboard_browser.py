@@ -124,7 +124,8 @@ def test_the_operator_questions(live: Any, width: str) -> None:
     day = _api(live, "/v1/reports/summary", since_ms=0)
     sinks = _api(live, "/v1/fleet/sinks", limit=50)
     by_sink = {r["sink"]: r for r in sinks["items"]}
-    assert sinks["total"] == len(SINKS) + 1  # and sink-a, the service's own decodes
+    # and sink-a (the service's own decodes) and sink-b: every sink a token knows is a row
+    assert sinks["total"] == len(SINKS) + 2
     with browser_context(viewport=size, timezone_id="Asia/Kolkata") as context:
         context.add_init_script(path=str(AXE))  # an init script: no CSP applies to it
         page = context.new_page()
