@@ -369,7 +369,7 @@ def _summed(parts: list[Any], names: Sequence[str]) -> Any:
     cols = list(u.c)
     sums = [cast(func.sum(c), BigInteger).label(n) for c, n in zip(cols[1:-1], names, strict=False)]
     top = func.max(cols[-1]).label(names[-1])
-    return select(cols[0].label("sink"), *sums, top).group_by(cols[0]).subquery()
+    return select(cols[0].label("sink"), *sums, top).group_by(cols[0]).cte()
 
 
 def _known(conn: Connection, names: Sequence[str]) -> list[Any]:
@@ -413,7 +413,7 @@ def sink_table(
     with store.engine.connect() as conn:
         pg = conn.dialect.name == "postgresql"
         counts = _summed(_sink_parts(filters), ["reports", "no_path", "last"])
-        errors = errors_by_sink(filters.since_ms, filters.until_ms).subquery()
+        errors = errors_by_sink(filters.since_ms, filters.until_ms).cte()
         runs = _summed(_runs_by_sink(filters.since_ms, filters.until_ms), ["ok", "no", "last"])
         seen = [select(t.c.sink) for t in (counts, errors, runs)]
         names = union(*_known(conn, list(classes)), *seen).subquery()
@@ -436,12 +436,12 @@ def sink_table(
                 func.coalesce(runs.c.ok, 0).label("runs_accepted"),
                 func.coalesce(runs.c.no, 0).label("runs_refused"),
                 _latest(conn, counts.c.last, errors.c.last, runs.c.last).label("last_seen_ms"),
+                func.count().over().label("total"),
             )
             .select_from(joined.outerjoin(runs, runs.c.sink == n))
             .where(*where)
             .subquery()
         )
-        total = int(conn.execute(select(func.count()).select_from(rows)).scalar_one())
         key = rows.c.sink.collate("C") if pg else rows.c.sink  # code-point order on both
         col = key if sort == "sink" else rows.c[sort]
         page = select(rows).order_by(col.is_(None), col.desc() if desc else col, key)
@@ -455,10 +455,16 @@ def sink_table(
                 else or_(col.is_(None), later, and_(col == value, key > name))
             )
         found = conn.execute(page.limit(limit + 1)).mappings().all()
-    items = [{**r, "class": classes.get(r["sink"])} for r in found[:limit]]
+        total = found[0]["total"] if found else None
+        if total is None:  # past the last row: counted without the page
+            total = conn.execute(select(func.count()).select_from(rows)).scalar_one()
+    items = [
+        {**{k: v for k, v in r.items() if k != "total"}, "class": classes.get(r["sink"])}
+        for r in found[:limit]
+    ]
     last = items[-1] if len(found) > limit else None
     return {
-        "total": total,
+        "total": int(total),
         "limit": limit,
         "sort": sort,
         "desc": desc,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wai_dispatch.service.store import bearer
+from wai_dispatch.service.store import bearer, keyset
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.fleet import set_table, sink_table
 from wai_dispatch.service.store.records import ReportRecord
@@ -145,6 +145,9 @@ def test_every_known_sink_sorted_both_ways_and_decoded_nothing(store: ReportStor
         if (after := page["next"]) is None:
             break
     assert seen == names(sort="reports")
+    past = keyset.encode("sink:reports:0", [99, "z"])  # after the last row: none, the total
+    end = sink_table(store, Filters(), classes=classes, sort="reports", after=past)
+    assert (end["items"], end["total"], end["next"]) == ([], 5, None)
     # a window with nothing in it: every known sink, every count zero
     empty = sink_table(store, Filters(since_ms=T0 + 10**9), classes=classes, limit=500)
     assert [(r["sink"], r["reports"], r["last_seen_ms"]) for r in empty["items"]] == [
