@@ -484,8 +484,8 @@ def set_table(
     after: str | None = None,
 ) -> dict[str, Any]:
     """One row per set digest the window's reports name (the full 64 hex digits): reports,
-    no-path reports and rate, sinks using it, last seen, and its name and capability when the
-    set registry has it. ``prefix``: digests that start with it (any case)."""
+    no-path reports and rate, sinks using it, last seen, and its name, capability and version
+    when the set registry has it. ``prefix``: digests that start with it (any case)."""
     with store.engine.connect() as conn:
         window = replace(filters, set=None)
         fast = _sets_up_to_now(conn, window)  # a window up to now: rows a set, not a day
@@ -496,19 +496,19 @@ def set_table(
             counts = {d: r for d, r in counts.items() if d == filters.set}
         known = {}
         if counts:
+            facts = select(S.digest, S.name, S.capability, S.version)
             known = {
-                d: (name, cap)
-                for d, name, cap in conn.execute(
-                    select(S.digest, S.name, S.capability).where(S.digest.in_(list(counts)))
-                ).all()
+                d: tuple(rest)
+                for d, *rest in conn.execute(facts.where(S.digest.in_(list(counts)))).all()
             }
     rows = []
     for digest, base in counts.items():
-        name, cap = known.get(digest, (None, None))
+        name, cap, version = known.get(digest, (None, None, None))
         row = {
             "set": digest,
             "name": name,
             "capability": cap,
+            "version": version,
             "reports": base["reports"],
             "no_path": base["no_path"],
             "sinks": len(base["sinks"]),

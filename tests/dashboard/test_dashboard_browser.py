@@ -204,6 +204,9 @@ def test_the_operator_questions(live: Any, width: str) -> None:
         # which sets are in use: full digests, copy, a prefix finds the set
         sets = _text(page, "#t-sets tbody")
         assert A in sets and C in sets
+        listed = _api(live, "/v1/fleet/sets")["items"]
+        versions = {r["set"]: r["version"] for r in listed if r["version"]}
+        assert versions and all(f"version {v}" in sets for v in versions.values())  # by the name
         assert page.locator("#t-sets button.copy").count() >= 2
         page.fill("#f-set", C[:8])
         _apply(page)

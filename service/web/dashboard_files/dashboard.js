@@ -220,7 +220,7 @@ function drawSets(t) {
     const both = el("span");
     both.append(pick, copyButton(r.set, "set digest " + r.set.slice(0, 12)));
     td.append(both);
-    return [td, r.name ? r.name + (r.capability ? " · " + r.capability : "") : "—",
+    return [td, r.name ? [r.name, r.version && "version " + r.version, r.capability].filter(Boolean).join(" · ") : "—",
             num(r.reports), num(r.no_path_rate === null ? "—" : pct(r.no_path_rate) + " (" + r.no_path + ")"),
             num(r.sinks), when(r.last_seen_ms)];
   }), "no set in this range");

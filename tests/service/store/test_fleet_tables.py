@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import insert
+
 from wai_dispatch.service.store import bearer, keyset
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.fleet import set_table, sink_table
+from wai_dispatch.service.store.models import SetRow
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters
@@ -159,10 +162,16 @@ def test_every_known_sink_sorted_both_ways_and_decoded_nothing(store: ReportStor
 
 def test_per_set_table_and_prefix(store: ReportStore) -> None:
     store.insert(DATA)
+    known = {"name": "one", "capability": "wai.neural.bmshj2018", "version": "2.1"}
+    facts = {"archive_bytes": 1, "chunks": 1, "bundled": False, "installed_ms": T0}
+    with store.engine.begin() as conn:  # set A in the registry: its name, capability, version
+        conn.execute(insert(SetRow), [{"digest": A, **known, **facts}])
     table = set_table(store, Filters())
     assert table["total"] == 2
     first, second = table["items"]  # most reports first
     assert (first["set"], first["reports"], first["no_path"], first["sinks"]) == (A, 4, 1, 2)
+    assert {k: first[k] for k in known} == known
+    assert (second["name"], second["capability"], second["version"]) == (None, None, None)
     assert (second["set"], second["no_path_rate"], second["last_seen_ms"]) == (
         B,
         1.0,
