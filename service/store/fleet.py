@@ -291,11 +291,12 @@ def _page(
 
 
 def _sink_parts(filters: Filters) -> list[Any]:
-    """Statements of ``(sink, reports, no-path reports, latest)`` whose sums per sink are
-    :func:`_counts`' for ``sink``: the activity roll-ups (whole days, whole hours) when the
-    filters are only sinks, a set and the window, the per-hour roll-ups otherwise, and the
-    reports of the window's partial hours; with the per-hour roll-ups, the time of the latest
-    report still stored (they keep an hour's start)."""
+    """Statements of ``(sink, reports, no-path reports, latest)`` whose sums per sink are the
+    sink's reports that ``filters`` select (the split of :func:`_counts`): the activity
+    roll-ups (whole days, whole hours) when the filters are only sinks, a set and the window,
+    the per-hour roll-ups otherwise, and the reports of the window's partial hours; with the
+    per-hour roll-ups, the time of the latest report still stored (they keep an hour's
+    start)."""
 
     def big(x: Any) -> Any:
         return cast(x, BigInteger)
