@@ -11,10 +11,12 @@ cannot answer (a refusal code, a request id) reads the reports only. The last-se
 latest report of the window (an hour's start, from the per-hour roll-ups, when its reports were
 pruned), request error or run report (run reports counted from their roll-ups).
 
-The sinks table is one SQL statement (and one for its total): every known sink, each sink the
-policy in force names, each live token with the sink role and each sink with activity in the
-window, is a row, seen or not, so a sink that went quiet shows (a sink no class names is
-``class: null``); counted, filtered, sorted and paged by the database (:func:`sink_table`).
+Both tables read the same statements (:func:`_parts`). The sinks table is one SQL statement
+(its total beside its page; a second only for a page past the last row): every known sink,
+each sink the policy in force names, each live token with the sink role and each sink with
+activity in the window, is a row, seen or not, so a sink that went quiet shows (a sink no
+class names is ``class: null``); counted, filtered, sorted and paged by the database
+(:func:`sink_table`).
 The sets table of a window that reaches now reads rows a set, not a sink and day
 (:func:`_sets_up_to_now`); sorted and paged in Python (:func:`_page`)."""
 
@@ -104,104 +106,17 @@ def _spans(lo: int | None, hi: int | None) -> tuple[list[Range], list[Range], Ra
     return raw, edges, days
 
 
-def _activity(conn: Connection, filters: Filters) -> dict[str, dict[str, Any]]:
-    """:func:`_counts` from the activity roll-ups: whole days, whole hours, the edges' reports;
-    the last-seen time exact (each roll-up keeps its latest report's)."""
-    out: dict[str, dict[str, Any]] = {}
-    raw, hours, days = _spans(filters.since_ms, filters.until_ms)
-
-    def take(rows: Any) -> None:
-        for k, sink, n, no_path, last in rows:
-            if not k:
-                continue
-            row = out.setdefault(k, _blank())
-            row["reports"] += int(n)
-            row["no_path"] += int(no_path or 0)
-            row["sinks"].add(sink)
-            _seen(row, last)
-
-    parts = [(DAYS.c, [days])] if days is not None else []
-    parts += [(HOURS.c, hours)] if hours else []
-    for c, ranges in parts:
-        col = c.set_digest
-        where = within(c.start_ms, ranges)
-        if filters.sink is not None:
-            where.append(c.sink == filters.sink)
-        if filters.sinks is not None:
-            where.append(c.sink.in_(filters.sinks))
-        if filters.set is not None:
-            where.append(c.set_digest == filters.set)
-        take(
-            conn.execute(  # by sink first: SQLite walks ix_*_sink_start
-                select(col, c.sink, func.sum(c.n), func.sum(c.no_path), func.max(c.last_ms))
-                .where(*where)
-                .group_by(c.sink, col)
-            ).all()
-        )
-    if raw:
-        where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, raw)
-        by = R.set_digest
-        refused = func.sum(case((R.outcome == "refused", 1), else_=0))
-        take(
-            conn.execute(
-                select(by, R.sink, func.count(), refused, func.max(R.created_ms))
-                .where(*where)
-                .group_by(by, R.sink)
-            ).all()
-        )
-    return out
-
-
-def _add(out: dict[str, dict[str, Any]], rows: Sequence[Any]) -> None:
-    """Fold ``(key, sink, outcome, reports, last seen)`` rows into ``out``."""
-    for k, sink, outcome, n, last in rows:
-        if not k:
-            continue
-        row = out.setdefault(k, _blank())
-        row["reports"] += int(n)
-        row["no_path"] += int(n) if outcome == "refused" else 0
-        row["sinks"].add(sink)
-        _seen(row, last)
-
-
 def _counts(conn: Connection, filters: Filters) -> dict[str, dict[str, Any]]:
-    """Per set: reports, no-path reports, last seen, sinks."""
-    asked = {k for k, v in vars(filters).items() if v is not None}
-    if asked <= _ACTIVITY and "" not in (filters.set, filters.sink):
-        return _activity(conn, filters)
+    """Per set: reports, no-path reports, last seen, sinks (:func:`_parts`)."""
     out: dict[str, dict[str, Any]] = {}
-    raw, hours = split(filters, HOUR_MS)
-    if filters.reason is not None:
-        raw, hours = [(filters.since_ms, filters.until_ms)], None
-    if hours is not None:
-        c = SINK.c  # per sink, so a set's distinct sinks are counted too
-        col = c.set_digest
-        rows = conn.execute(
-            select(col, c.sink, c.outcome, func.sum(c.n), func.max(c.hour_ms))
-            .where(*rollup_where(c, filters, hours))
-            .group_by(col, c.sink, c.outcome)
-        ).all()
-        _add(out, rows)
-    if raw:
-        where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, raw)
-        by = R.set_digest
-        rows = conn.execute(
-            select(by, R.sink, R.outcome, func.count(), func.max(R.created_ms))
-            .where(*where)
-            .group_by(by, R.sink, R.outcome)
-        ).all()
-        _add(out, rows)
-    # the exact time of the latest report still stored (the roll-ups keep an hour's start)
-    if hours is not None and out:
-        of = R.set_digest
-        latest = conn.execute(
-            select(of, func.max(R.created_ms))
-            .where(*filters.where(), of.in_(list(out)))
-            .group_by(of)
-        ).all()
-        for k, last in latest:
-            if last is not None:
-                out[k]["last_seen_ms"] = int(last)
+    parts = _parts(filters, by_set=True)
+    for digest, sink, n, no_path, last in conn.execute(union_all(*parts)) if parts else []:
+        if digest:
+            row = out.setdefault(digest, _blank())
+            row["reports"] += int(n)
+            row["no_path"] += int(no_path)
+            row["sinks"].update([sink] if n else [])
+            _seen(row, last)
     return out
 
 
@@ -290,9 +205,9 @@ def _page(
     }
 
 
-def _sink_parts(filters: Filters) -> list[Any]:
-    """Statements of ``(sink, reports, no-path reports, latest)`` whose sums per sink are the
-    sink's reports that ``filters`` select (the split of :func:`_counts`): the activity
+def _parts(filters: Filters, *, by_set: bool = False) -> list[Any]:
+    """Statements of ``(sink, reports, no-path reports, latest)`` (``by_set``: ``(set, sink,
+    …)``) whose sums per sink (and set) are the reports that ``filters`` select: the activity
     roll-ups (whole days, whole hours) when the filters are only sinks, a set and the window,
     the per-hour roll-ups otherwise, and the reports of the window's partial hours; with the
     per-hour roll-ups, the time of the latest report still stored (they keep an hour's
@@ -300,6 +215,9 @@ def _sink_parts(filters: Filters) -> list[Any]:
 
     def big(x: Any) -> Any:
         return cast(x, BigInteger)
+
+    def keys(c: Any) -> list[Any]:  # by sink first: SQLite walks ix_*_sink_start
+        return [c.set_digest, c.sink] if by_set else [c.sink]
 
     refused = big(func.sum(case((R.outcome == "refused", 1), else_=0)))
     asked = {k for k, v in vars(filters).items() if v is not None}
@@ -313,7 +231,7 @@ def _sink_parts(filters: Filters) -> list[Any]:
             where += [] if filters.sinks is None else [c.sink.in_(filters.sinks)]
             where += [] if filters.set is None else [c.set_digest == filters.set]
             sums = (big(func.sum(c.n)), big(func.sum(c.no_path)), func.max(c.last_ms))
-            parts.append(select(c.sink, *sums).where(*where).group_by(c.sink))
+            parts.append(select(*keys(c), *sums).where(*where).group_by(*keys(c)[::-1]))
     else:
         raw, whole = split(filters, HOUR_MS)
         if filters.reason is not None:
@@ -322,19 +240,19 @@ def _sink_parts(filters: Filters) -> list[Any]:
             c = SINK.c
             no_path = big(func.sum(case((c.outcome == "refused", c.n), else_=0)))
             parts.append(
-                select(c.sink, big(func.sum(c.n)), no_path, func.max(c.hour_ms))
+                select(*keys(c), big(func.sum(c.n)), no_path, func.max(c.hour_ms))
                 .where(*rollup_where(c, filters, whole))
-                .group_by(c.sink)
+                .group_by(*keys(c))
             )
             zero = literal(0, BigInteger)
-            latest = select(R.sink, zero, zero, func.max(R.created_ms)).where(*filters.where())
-            parts.append(latest.group_by(R.sink))
+            latest = select(*keys(R), zero, zero, func.max(R.created_ms))
+            parts.append(latest.where(*filters.where()).group_by(*keys(R)))
     if raw:
         where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, raw)
         parts.append(
-            select(R.sink, big(func.count()), refused, func.max(R.created_ms))
+            select(*keys(R), big(func.count()), refused, func.max(R.created_ms))
             .where(*where)
-            .group_by(R.sink)
+            .group_by(*keys(R))
         )
     return parts
 
@@ -413,7 +331,7 @@ def sink_table(
     sort = sort if sort in SINK_SORTS else "sink"
     with store.engine.connect() as conn:
         pg = conn.dialect.name == "postgresql"
-        counts = _summed(_sink_parts(filters), ["reports", "no_path", "last"])
+        counts = _summed(_parts(filters), ["reports", "no_path", "last"])
         errors = errors_by_sink(filters.since_ms, filters.until_ms).cte()
         runs = _summed(_runs_by_sink(filters.since_ms, filters.until_ms), ["ok", "no", "last"])
         seen = [select(t.c.sink) for t in (counts, errors, runs)]

@@ -180,6 +180,14 @@ def test_per_set_table_and_prefix(store: ReportStore) -> None:
     assert [r["set"] for r in set_table(store, Filters(), prefix="CD")["items"]] == [B]
     assert set_table(store, Filters(), prefix="ef")["total"] == 0
     assert set_table(store, Filters(sink="a"))["total"] == 1
+    # filters the activity roll-ups cannot answer: the per-hour roll-ups and the reports
+    refused = set_table(store, Filters(outcome="refused"), sort="set", desc=False)["items"]
+    assert [(r["set"], r["reports"], r["no_path"], r["sinks"]) for r in refused] == [
+        (A, 1, 1, 1),
+        (B, 1, 1, 1),
+    ]
+    one = set_table(store, Filters(request_id="req-4"))["items"]
+    assert [(r["set"], r["reports"], r["last_seen_ms"]) for r in one] == [(A, 1, T0 + 3_600_500)]
 
 
 def test_request_errors_noted_listed_and_pruned(store: ReportStore) -> None:
