@@ -7,23 +7,47 @@ Report counts come from the per-sink activity roll-ups (service/store/rollups.py
 whole hours, and the reports for the window's partial hours) when the filters are only sinks,
 a set and the window; from the per-hour roll-ups and the reports for the edges otherwise (the
 split of service/store/reports.py's summary, so they agree with it); a filter the roll-ups
-cannot answer (a refusal code, a request id) reads the reports only. The sets table of a
-window that reaches now reads rows a set, not a sink and day (:func:`_sets_up_to_now`).
-The last-seen time is the latest report of the window (an hour's start, from the per-hour
-roll-ups, when its reports were pruned), request error or run report (run reports counted
-from their roll-ups). Every sink the policy in force names is a
-row, seen or not, so a sink that went quiet shows; a sink no class names is ``class: null``."""
+cannot answer (a refusal code, a request id) reads the reports only. The last-seen time is the
+latest report of the window (an hour's start, from the per-hour roll-ups, when its reports were
+pruned), request error or run report (run reports counted from their roll-ups).
+
+Both tables read the same statements (:func:`_parts`). The sinks table is one SQL statement
+(its total beside its page; a second only for a page past the last row): every known sink,
+each sink the policy in force names, each live token with the sink role and each sink with
+activity in the window, is a row, seen or not, so a sink that went quiet shows (a sink no
+class names is ``class: null``); counted, filtered, sorted and paged by the database
+(:func:`sink_table`).
+The sets table of a window that reaches now reads rows a set, not a sink and day
+(:func:`_sets_up_to_now`); sorted and paged in Python (:func:`_page`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Connection,
+    Float,
+    String,
+    and_,
+    case,
+    cast,
+    false,
+    func,
+    literal,
+    or_,
+    select,
+    union,
+    union_all,
+)
 
 from wai_dispatch.service.store import keyset
-from wai_dispatch.service.store.models import SetRow
+from wai_dispatch.service.store.bearer import Role
+from wai_dispatch.service.store.models import SetRow, TokenRow
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
@@ -34,17 +58,19 @@ from wai_dispatch.service.store.rollups import (
     HOUR_MS,
     HOURS,
     PAIRS,
+    RR,
+    RUNS,
     SINK,
     Range,
     between,
     cut,
-    run_counts,
     within,
 )
 
 __all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
 
 S = SetRow.__table__.c
+T = TokenRow.__table__.c
 SINK_SORTS = ("sink", "reports", "no_path_rate", "request_errors", "runs_refused", "last_seen_ms")
 SET_SORTS = ("set", "reports", "no_path_rate", "sinks", "last_seen_ms")
 #: The type of each sort's value in a cursor (the counts: an int); ``None`` where a row has none.
@@ -80,104 +106,17 @@ def _spans(lo: int | None, hi: int | None) -> tuple[list[Range], list[Range], Ra
     return raw, edges, days
 
 
-def _activity(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
-    """:func:`_counts` from the activity roll-ups: whole days, whole hours, the edges' reports;
-    the last-seen time exact (each roll-up keeps its latest report's)."""
+def _counts(conn: Connection, filters: Filters) -> dict[str, dict[str, Any]]:
+    """Per set: reports, no-path reports, last seen, sinks (:func:`_parts`)."""
     out: dict[str, dict[str, Any]] = {}
-    raw, hours, days = _spans(filters.since_ms, filters.until_ms)
-
-    def take(rows: Any) -> None:
-        for k, sink, n, no_path, last in rows:
-            if not k:
-                continue
-            row = out.setdefault(k, _blank())
+    parts = _parts(filters, by_set=True)
+    for digest, sink, n, no_path, last in conn.execute(union_all(*parts)) if parts else []:
+        if digest:
+            row = out.setdefault(digest, _blank())
             row["reports"] += int(n)
-            row["no_path"] += int(no_path or 0)
-            row["sinks"].add(sink)
+            row["no_path"] += int(no_path)
+            row["sinks"].update([sink] if n else [])
             _seen(row, last)
-
-    parts = [(DAYS.c, [days])] if days is not None else []
-    parts += [(HOURS.c, hours)] if hours else []
-    for c, ranges in parts:
-        col = c.sink if key == "sink" else c.set_digest
-        where = within(c.start_ms, ranges)
-        if filters.sink is not None:
-            where.append(c.sink == filters.sink)
-        if filters.sinks is not None:
-            where.append(c.sink.in_(filters.sinks))
-        if filters.set is not None:
-            where.append(c.set_digest == filters.set)
-        take(
-            conn.execute(  # by sink first: SQLite walks ix_*_sink_start
-                select(col, c.sink, func.sum(c.n), func.sum(c.no_path), func.max(c.last_ms))
-                .where(*where)
-                .group_by(c.sink, col)
-            ).all()
-        )
-    if raw:
-        where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, raw)
-        by = R.sink if key == "sink" else R.set_digest
-        refused = func.sum(case((R.outcome == "refused", 1), else_=0))
-        take(
-            conn.execute(
-                select(by, R.sink, func.count(), refused, func.max(R.created_ms))
-                .where(*where)
-                .group_by(by, R.sink)
-            ).all()
-        )
-    return out
-
-
-def _add(out: dict[str, dict[str, Any]], rows: Sequence[Any]) -> None:
-    """Fold ``(key, sink, outcome, reports, last seen)`` rows into ``out``."""
-    for k, sink, outcome, n, last in rows:
-        if not k:
-            continue
-        row = out.setdefault(k, _blank())
-        row["reports"] += int(n)
-        row["no_path"] += int(n) if outcome == "refused" else 0
-        row["sinks"].add(sink)
-        _seen(row, last)
-
-
-def _counts(conn: Connection, filters: Filters, key: str) -> dict[str, dict[str, Any]]:
-    """Per ``key`` (``sink`` or ``set``): reports, no-path reports, last seen, sinks."""
-    asked = {k for k, v in vars(filters).items() if v is not None}
-    if asked <= _ACTIVITY and "" not in (filters.set, filters.sink):
-        return _activity(conn, filters, key)
-    out: dict[str, dict[str, Any]] = {}
-    raw, hours = split(filters, HOUR_MS)
-    if filters.reason is not None:
-        raw, hours = [(filters.since_ms, filters.until_ms)], None
-    if hours is not None:
-        c = SINK.c  # per sink, so a set's distinct sinks are counted too
-        col = c.sink if key == "sink" else c.set_digest
-        rows = conn.execute(
-            select(col, c.sink, c.outcome, func.sum(c.n), func.max(c.hour_ms))
-            .where(*rollup_where(c, filters, hours))
-            .group_by(col, c.sink, c.outcome)
-        ).all()
-        _add(out, rows)
-    if raw:
-        where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, raw)
-        by = R.sink if key == "sink" else R.set_digest
-        rows = conn.execute(
-            select(by, R.sink, R.outcome, func.count(), func.max(R.created_ms))
-            .where(*where)
-            .group_by(by, R.sink, R.outcome)
-        ).all()
-        _add(out, rows)
-    # the exact time of the latest report still stored (the roll-ups keep an hour's start)
-    if hours is not None and out:
-        of = R.sink if key == "sink" else R.set_digest
-        latest = conn.execute(
-            select(of, func.max(R.created_ms))
-            .where(*filters.where(), of.in_(list(out)))
-            .group_by(of)
-        ).all()
-        for k, last in latest:
-            if last is not None:
-                out[k]["last_seen_ms"] = int(last)
     return out
 
 
@@ -266,6 +205,111 @@ def _page(
     }
 
 
+def _parts(filters: Filters, *, by_set: bool = False) -> list[Any]:
+    """Statements of ``(sink, reports, no-path reports, latest)`` (``by_set``: ``(set, sink,
+    …)``) whose sums per sink (and set) are the reports that ``filters`` select: the activity
+    roll-ups (whole days, whole hours) when the filters are only sinks, a set and the window,
+    the per-hour roll-ups otherwise, and the reports of the window's partial hours; with the
+    per-hour roll-ups, the time of the latest report still stored (they keep an hour's
+    start)."""
+
+    def big(x: Any) -> Any:
+        return cast(x, BigInteger)
+
+    def keys(c: Any) -> list[Any]:  # by sink first: SQLite walks ix_*_sink_start
+        return [c.set_digest, c.sink] if by_set else [c.sink]
+
+    refused = big(func.sum(case((R.outcome == "refused", 1), else_=0)))
+    asked = {k for k, v in vars(filters).items() if v is not None}
+    parts: list[Any] = []
+    if asked <= _ACTIVITY and "" not in (filters.set, filters.sink):
+        raw, hours, days = _spans(filters.since_ms, filters.until_ms)
+        tables = [(DAYS.c, [days])] if days is not None else []
+        for c, ranges in tables + ([(HOURS.c, hours)] if hours else []):
+            where = within(c.start_ms, ranges)
+            where += [] if filters.sink is None else [c.sink == filters.sink]
+            where += [] if filters.sinks is None else [c.sink.in_(filters.sinks)]
+            where += [] if filters.set is None else [c.set_digest == filters.set]
+            sums = (big(func.sum(c.n)), big(func.sum(c.no_path)), func.max(c.last_ms))
+            parts.append(select(*keys(c), *sums).where(*where).group_by(*keys(c)[::-1]))
+    else:
+        raw, whole = split(filters, HOUR_MS)
+        if filters.reason is not None:
+            raw, whole = [(filters.since_ms, filters.until_ms)], None
+        if whole is not None:
+            c = SINK.c
+            no_path = big(func.sum(case((c.outcome == "refused", c.n), else_=0)))
+            parts.append(
+                select(*keys(c), big(func.sum(c.n)), no_path, func.max(c.hour_ms))
+                .where(*rollup_where(c, filters, whole))
+                .group_by(*keys(c))
+            )
+            zero = literal(0, BigInteger)
+            latest = select(*keys(R), zero, zero, func.max(R.created_ms))
+            parts.append(latest.where(*filters.where()).group_by(*keys(R)))
+    if raw:
+        where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, raw)
+        parts.append(
+            select(*keys(R), big(func.count()), refused, func.max(R.created_ms))
+            .where(*where)
+            .group_by(*keys(R))
+        )
+    return parts
+
+
+def _runs_by_sink(since_ms: int | None, until_ms: int | None) -> list[Any]:
+    """Statements of ``(sink, run reports accepted, refused, latest)`` whose sums per sink are
+    the window's (rollups.run_counts' split: whole hours from the roll-ups, the edges from
+    ``run_reports``)."""
+    raw, hours = cut(since_ms, until_ms)
+    u = RUNS.c
+    spans: list[tuple[Any, ...]] = [] if hours is None else [(u, u.hour_ms, hours, u.n, u.last_ms)]
+    spans += [(RR, RR.received_ms, span, literal(1), RR.received_ms) for span in raw]
+    return [
+        select(
+            c.sink,
+            cast(func.sum(case((c.accepted, n), else_=0)), BigInteger),
+            cast(func.sum(case((c.accepted, 0), else_=n)), BigInteger),
+            func.max(last),
+        )
+        .where(*between(time, lo, hi))
+        .group_by(c.sink)
+        for c, time, (lo, hi), n, last in spans
+    ]
+
+
+def _summed(parts: list[Any], names: Sequence[str]) -> Any:
+    """The sums per sink (the last column: the latest) of ``parts``, as a subquery with
+    ``names`` for its columns after ``sink``."""
+    if not parts:
+        blank = [literal(0, BigInteger)] * (len(names) - 1) + [literal(None, BigInteger)]
+        parts = [select(literal("", String), *blank).where(false())]
+    u = union_all(*parts).subquery()
+    cols = list(u.c)
+    sums = [cast(func.sum(c), BigInteger).label(n) for c, n in zip(cols[1:-1], names, strict=False)]
+    top = func.max(cols[-1]).label(names[-1])
+    return select(cols[0].label("sink"), *sums, top).group_by(cols[0]).cte()
+
+
+def _known(conn: Connection, names: Sequence[str]) -> list[Any]:
+    """The sinks of ``names`` (the policy's) and of every live token with the sink role."""
+    tokens = select(T.name.label("sink")).where(T.role == Role.sink.name, T.revoked_ms.is_(None))
+    if not names:
+        return [tokens]
+    if conn.dialect.name == "postgresql":
+        each = func.json_array_elements_text(literal(sorted(names), JSON)).table_valued("value")
+    else:
+        each = func.json_each(json.dumps(sorted(names))).table_valued("value")
+    return [tokens, select(each.c.value.label("sink"))]
+
+
+def _latest(conn: Connection, *cols: Any) -> Any:
+    """The greatest of ``cols`` that are not null (null: none)."""
+    parts = [func.coalesce(c, -1) for c in cols]
+    top = func.greatest(*parts) if conn.dialect.name == "postgresql" else func.max(*parts)
+    return func.nullif(top, -1)
+
+
 def sink_table(
     store: ReportStore,
     filters: Filters,
@@ -274,50 +318,78 @@ def sink_table(
     sort: str = "sink",
     desc: bool = False,
     search: str | None = None,
+    decoded_nothing: bool = False,
     limit: int = 50,
     after: str | None = None,
 ) -> dict[str, Any]:
-    """One row per sink of the window (and per sink ``classes``, the policy's ``sink →
-    class``, names): reports, no-path reports and rate, request errors (and the latest),
-    run reports accepted and refused, class, last seen. ``search``: sinks whose name holds it."""
-    with store.engine.connect() as conn:
-        counts = _counts(conn, filters, "sink")
-        errors = errors_by_sink(conn, filters.since_ms, filters.until_ms)
-        by_sink = run_counts(conn, "sink", since_ms=filters.since_ms, until_ms=filters.until_ms)
-        runs = [(str(k), ok, n, last) for (k, ok), (n, last) in by_sink.items()]
-    keep: Callable[[str], bool] = lambda s: True  # noqa: E731
-    if filters.sink is not None:
-        keep = lambda s: s == filters.sink  # noqa: E731
-    elif filters.sinks is not None:
-        chosen = set(filters.sinks)
-        keep = lambda s: s in chosen  # noqa: E731
-    names = {*counts, *errors, *(r[0] for r in runs), *classes}
-    rows: dict[str, dict[str, Any]] = {}
-    for name in sorted(n for n in names if keep(n)):
-        if search and search.lower() not in name.lower():
-            continue
-        base = counts.get(name, _blank())
-        row = {
-            "sink": name,
-            "class": classes.get(name),
-            "reports": base["reports"],
-            "no_path": base["no_path"],
-            "last_seen_ms": base["last_seen_ms"],
-            "request_errors": 0,
-            "runs_accepted": 0,
-            "runs_refused": 0,
-        }
-        n_err, last_err = errors.get(name, (0, None))
-        row["request_errors"] = n_err
-        _seen(row, last_err)
-        _rate(row)
-        rows[name] = row
-    for sink, accepted, n, last in runs:
-        if sink in rows:
-            rows[sink]["runs_accepted" if accepted else "runs_refused"] += int(n)
-            _seen(rows[sink], last)
+    """One row per known sink: each sink ``classes`` (the policy's ``sink → class``) names,
+    each live token with the sink role, each sink with reports, request errors or run reports
+    in the window, its counts zero where it had none: reports, no-path reports and rate,
+    request errors, run reports accepted and refused, class, last seen. Counted, filtered,
+    sorted and paged in SQL. ``search``: sinks whose name holds it (ASCII letters in any case);
+    ``decoded_nothing``: only the sinks none of whose reports of the window decoded."""
     sort = sort if sort in SINK_SORTS else "sink"
-    return _page(list(rows.values()), sort, desc, "sink", limit, after)
+    with store.engine.connect() as conn:
+        pg = conn.dialect.name == "postgresql"
+        counts = _summed(_parts(filters), ["reports", "no_path", "last"])
+        errors = errors_by_sink(filters.since_ms, filters.until_ms).cte()
+        runs = _summed(_runs_by_sink(filters.since_ms, filters.until_ms), ["ok", "no", "last"])
+        seen = [select(t.c.sink) for t in (counts, errors, runs)]
+        names = union(*_known(conn, list(classes)), *seen).subquery()
+        n = names.c.sink
+        where = [n != ""]
+        where += [] if filters.sink is None else [n == filters.sink]
+        where += [] if filters.sinks is None else [n.in_(filters.sinks)]
+        where += [func.lower(n).contains(search.lower(), autoescape=True)] if search else []
+        reports = func.coalesce(counts.c.reports, 0)
+        no_path = func.coalesce(counts.c.no_path, 0)
+        where += [reports == no_path] if decoded_nothing else []
+        joined = names.outerjoin(counts, counts.c.sink == n).outerjoin(errors, errors.c.sink == n)
+        rows = (
+            select(
+                n.label("sink"),
+                reports.label("reports"),
+                no_path.label("no_path"),
+                (cast(no_path, Float) / cast(func.nullif(reports, 0), Float)).label("no_path_rate"),
+                func.coalesce(errors.c.n, 0).label("request_errors"),
+                func.coalesce(runs.c.ok, 0).label("runs_accepted"),
+                func.coalesce(runs.c.no, 0).label("runs_refused"),
+                _latest(conn, counts.c.last, errors.c.last, runs.c.last).label("last_seen_ms"),
+                func.count().over().label("total"),
+            )
+            .select_from(joined.outerjoin(runs, runs.c.sink == n))
+            .where(*where)
+            .subquery()
+        )
+        key = rows.c.sink.collate("C") if pg else rows.c.sink  # code-point order on both
+        col = key if sort == "sink" else rows.c[sort]
+        page = select(rows).order_by(col.is_(None), col.desc() if desc else col, key)
+        tag = f"sink:{sort}:{int(desc)}"
+        if after is not None:
+            value, name = keyset.decode(tag, after, [_KINDS.get(sort, keyset.INT), keyset.STR])
+            later = col < value if desc else col > value
+            page = page.where(
+                and_(col.is_(None), key > name)
+                if value is None
+                else or_(col.is_(None), later, and_(col == value, key > name))
+            )
+        found = conn.execute(page.limit(limit + 1)).mappings().all()
+        total = found[0]["total"] if found else None
+        if total is None:  # past the last row: counted without the page
+            total = conn.execute(select(func.count()).select_from(rows)).scalar_one()
+    items = [
+        {**{k: v for k, v in r.items() if k != "total"}, "class": classes.get(r["sink"])}
+        for r in found[:limit]
+    ]
+    last = items[-1] if len(found) > limit else None
+    return {
+        "total": int(total),
+        "limit": limit,
+        "sort": sort,
+        "desc": desc,
+        "items": items,
+        "next": None if last is None else keyset.encode(tag, [last[sort], last["sink"]]),
+    }
 
 
 def set_table(
@@ -331,31 +403,31 @@ def set_table(
     after: str | None = None,
 ) -> dict[str, Any]:
     """One row per set digest the window's reports name (the full 64 hex digits): reports,
-    no-path reports and rate, sinks using it, last seen, and its name and capability when the
-    set registry has it. ``prefix``: digests that start with it (any case)."""
+    no-path reports and rate, sinks using it, last seen, and its name, capability and version
+    when the set registry has it. ``prefix``: digests that start with it (any case)."""
     with store.engine.connect() as conn:
         window = replace(filters, set=None)
         fast = _sets_up_to_now(conn, window)  # a window up to now: rows a set, not a day
-        counts = fast if fast is not None else _counts(conn, window, "set")
+        counts = fast if fast is not None else _counts(conn, window)
         if prefix:
             counts = {d: r for d, r in counts.items() if d.startswith(prefix.lower())}
         if filters.set is not None:
             counts = {d: r for d, r in counts.items() if d == filters.set}
         known = {}
         if counts:
+            facts = select(S.digest, S.name, S.capability, S.version)
             known = {
-                d: (name, cap)
-                for d, name, cap in conn.execute(
-                    select(S.digest, S.name, S.capability).where(S.digest.in_(list(counts)))
-                ).all()
+                d: tuple(rest)
+                for d, *rest in conn.execute(facts.where(S.digest.in_(list(counts)))).all()
             }
     rows = []
     for digest, base in counts.items():
-        name, cap = known.get(digest, (None, None))
+        name, cap, version = known.get(digest, (None, None, None))
         row = {
             "set": digest,
             "name": name,
             "capability": cap,
+            "version": version,
             "reports": base["reports"],
             "no_path": base["no_path"],
             "sinks": len(base["sinks"]),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import BigInteger, Select, cast, delete, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store import keyset
@@ -126,17 +126,18 @@ def _tallies(conn: Any, where: list[ColumnElement[bool]]) -> dict[str, Any]:
     }
 
 
-def errors_by_sink(
-    conn: Any, since_ms: int | None, until_ms: int | None
-) -> dict[str, tuple[int, int]]:
-    """Per sink: its errors in the window (its hours counted whole) and the time of its
-    latest."""
-    rows = conn.execute(
-        select(U.sink, func.sum(U.n), func.max(U.last_ms))
+def errors_by_sink(since_ms: int | None, until_ms: int | None) -> Select[Any]:
+    """``(sink, n, last)``: per sink, its errors in the window (its hours counted whole) and the
+    time of its latest."""
+    return (
+        select(
+            U.sink.label("sink"),
+            cast(func.sum(U.n), BigInteger).label("n"),
+            func.max(U.last_ms).label("last"),
+        )
         .where(U.sink != ANONYMOUS, *_hours(U, since_ms, until_ms))
         .group_by(U.sink)
-    ).all()
-    return {s: (int(n), int(last)) for s, n, last in rows}
+    )
 
 
 def prune_errors(store: ReportStore, before_ms: int) -> int:

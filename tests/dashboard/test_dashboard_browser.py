@@ -124,7 +124,8 @@ def test_the_operator_questions(live: Any, width: str) -> None:
     day = _api(live, "/v1/reports/summary", since_ms=0)
     sinks = _api(live, "/v1/fleet/sinks", limit=50)
     by_sink = {r["sink"]: r for r in sinks["items"]}
-    assert sinks["total"] == len(SINKS) + 1  # and sink-a, the service's own decodes
+    # and sink-a (the service's own decodes) and sink-b: every sink a token knows is a row
+    assert sinks["total"] == len(SINKS) + 2
     with browser_context(viewport=size, timezone_id="Asia/Kolkata") as context:
         context.add_init_script(path=str(AXE))  # an init script: no CSP applies to it
         page = context.new_page()
@@ -203,6 +204,9 @@ def test_the_operator_questions(live: Any, width: str) -> None:
         # which sets are in use: full digests, copy, a prefix finds the set
         sets = _text(page, "#t-sets tbody")
         assert A in sets and C in sets
+        listed = _api(live, "/v1/fleet/sets")["items"]
+        versions = {r["set"]: r["version"] for r in listed if r["version"]}
+        assert versions and all(f"version {v}" in sets for v in versions.values())  # by the name
         assert page.locator("#t-sets button.copy").count() >= 2
         page.fill("#f-set", C[:8])
         _apply(page)

@@ -37,7 +37,8 @@ def context(live: Any) -> Iterator[Any]:
 @pytest.mark.parametrize(
     ("query", "key", "shown"),
     [
-        ("sort=bogus&q=kiosk", "sort", "ignored sort=bogus: not one of sink, reports:desc,"),
+        ("sort=bogus&q=kiosk", "sort", "ignored sort=bogus: not one of sink, sink:desc,"),
+        ("nothing=yes&q=kiosk", "nothing", "ignored nothing=yes: not 1"),
         ("range=bogus&q=kiosk", "range", "ignored range=bogus: not one of 3600, 86400,"),
         (
             "prefix=xyz&q=kiosk",

@@ -1,5 +1,6 @@
-"""The operator's fleet tables over HTTP (the dashboard's panels): ``GET /v1/fleet/sinks`` (per
-sink: reports, no-path rate, request errors, run report verdicts, last seen), ``GET
+"""The operator's fleet tables over HTTP (the dashboard's panels): ``GET /v1/fleet/sinks`` (every
+known sink: reports, no-path rate, request errors, run report verdicts, last seen; sorted either
+way, "decoded nothing" on its own), ``GET
 /v1/fleet/sets`` (per set, by full digest or a prefix of it) and ``GET /v1/request-errors``
 (4xx answers by code, route and sink, and a page of them). Every list says its ``total`` and is
 paged by keyset: ``limit``, and ``after`` the cursor a page's ``next`` gave. Operators only."""
@@ -53,13 +54,24 @@ async def fleet_sinks(
     sort: Annotated[str, Query(pattern="^(" + "|".join(SINK_SORTS) + ")$")] = "sink",
     desc: bool = False,
     q: Annotated[str | None, Query(max_length=128, description="sinks whose name holds it")] = None,
+    decoded_nothing: Annotated[
+        bool, Query(description="only the sinks none of whose reports of the window decoded")
+    ] = False,
     limit: Limit = 50,
     after: After = None,
 ) -> dict[str, Any]:
     classes = await run_in_threadpool(classes_of, policies)
     return await run_in_threadpool(
         lambda: sink_table(
-            store, chosen, classes=classes, sort=sort, desc=desc, search=q, limit=limit, after=after
+            store,
+            chosen,
+            classes=classes,
+            sort=sort,
+            desc=desc,
+            search=q,
+            decoded_nothing=decoded_nothing,
+            limit=limit,
+            after=after,
         )
     )
 

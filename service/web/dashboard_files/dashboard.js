@@ -14,7 +14,7 @@ const { $, el, button, fill, pager, meterCell, num, copyButton, when, pct } = pa
 const PAGE = { sinks: 20, sets: 20, errors: 10, runs: 10, decodes: 25 };
 const DEFAULTS = {
   range: "86400", since: "", until: "", class: "", sink: "", capability: "", set: "",
-  tz: "utc", refresh: "30", sort: "sink", q: "", prefix: "", run: "", run_sink: "", decode: "",
+  tz: "utc", refresh: "30", sort: "sink", q: "", nothing: "", prefix: "", run: "", run_sink: "", decode: "",
 };
 const state = { ...DEFAULTS };
 let generation = 0; // a newer load supersedes an older one still in flight
@@ -70,7 +70,7 @@ async function api(path, params) {
 const MENUS = { range: "f-range", tz: "f-tz", refresh: "f-refresh", sort: "sink-sort" };
 const localTime = [(v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/.test(v) && panels.parseLocal(v) !== null,
                    "not a date and time (YYYY-MM-DDTHH:MM)"];
-const SHAPES = { since: localTime, until: localTime };
+const SHAPES = { since: localTime, until: localTime, nothing: [(v) => v === "1", "not 1"] };
 
 // One check per key from the API's limits (a key the service did not describe: the API's 422
 // is the check).
@@ -83,7 +83,7 @@ function takeLimits(limits) {
   }
 }
 // the API's parameter → the key of the URL it comes from
-const PARAMS = { sort: "sort", desc: "sort", q: "q", prefix: "prefix", sink_class: "class",
+const PARAMS = { sort: "sort", desc: "sort", q: "q", decoded_nothing: "nothing", prefix: "prefix", sink_class: "class",
                  capability: "capability", set: "set", run_report: "run", report_id: "decode" };
 const notices = [];
 
@@ -140,6 +140,7 @@ function toForm() {
   $("f-refresh").value = state.refresh;
   $("sink-sort").value = state.sort;
   $("sink-q").value = state.q;
+  $("sink-nothing").checked = state.nothing === "1";
   $("set-prefix").value = state.prefix;
   panels.setZone(state.tz);
 }
@@ -206,7 +207,7 @@ function drawSinks(t) {
     num(r.no_path_rate === null ? "—" : pct(r.no_path_rate) + " (" + r.no_path + ")", r.no_path ? "refused" : ""),
     num(r.request_errors, r.request_errors ? "refused" : ""),
     num(r.runs_accepted + " / " + r.runs_refused, r.runs_refused ? "refused" : ""),
-    when(r.last_seen_ms)]), "no sink in this range");
+    when(r.last_seen_ms)]), state.nothing ? "every sink decoded something in this range" : "no sink in this range");
   pageOf("sinks", t, "sinks-pager", PAGE.sinks);
 }
 
@@ -219,7 +220,7 @@ function drawSets(t) {
     const both = el("span");
     both.append(pick, copyButton(r.set, "set digest " + r.set.slice(0, 12)));
     td.append(both);
-    return [td, r.name ? r.name + (r.capability ? " · " + r.capability : "") : "—",
+    return [td, r.name ? [r.name, r.version && "version " + r.version, r.capability].filter(Boolean).join(" · ") : "—",
             num(r.reports), num(r.no_path_rate === null ? "—" : pct(r.no_path_rate) + " (" + r.no_path + ")"),
             num(r.sinks), when(r.last_seen_ms)];
   }), "no set in this range");
@@ -426,7 +427,8 @@ async function load() {
       api("v1/run-reports/summary", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
                                         sink: f.sink, limit: PAGE.runs, after: after("runs") }),
       api("v1/fleet/sinks", { ...f, sort: state.sort.split(":")[0], desc: state.sort.endsWith(":desc"),
-                               q: state.q, limit: PAGE.sinks, after: after("sinks") }),
+                               q: state.q, decoded_nothing: state.nothing === "1" || null,
+                               limit: PAGE.sinks, after: after("sinks") }),
       api("v1/fleet/sets", { ...f, set: null, prefix: state.prefix, limit: PAGE.sets, after: after("sets") }),
       api("v1/request-errors", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
                                   sink: f.sink, limit: PAGE.errors, after: after("errors") }),
@@ -492,6 +494,7 @@ $("f-tz").addEventListener("change", () => { state.tz = $("f-tz").value; panels.
 $("f-refresh").addEventListener("change", () => { state.refresh = $("f-refresh").value; writeURL(); schedule(); });
 $("sink-sort").addEventListener("change", () => { state.sort = $("sink-sort").value; pages.sinks = [null]; load(); });
 $("sink-q").addEventListener("change", () => { state.q = $("sink-q").value.trim(); pages.sinks = [null]; load(); });
+$("sink-nothing").addEventListener("change", () => { state.nothing = $("sink-nothing").checked ? "1" : ""; pages.sinks = [null]; load(); });
 $("set-prefix").addEventListener("change", () => {
   state.prefix = $("set-prefix").value.trim().toLowerCase().replace(/[^0-9a-f]/g, "");
   pages.sets = [null];

@@ -341,6 +341,7 @@ REPORT_QUERY = [
     "sort",
     "desc",
     "q",
+    "decoded_nothing",
     "code",
     "run_report",
     "total",

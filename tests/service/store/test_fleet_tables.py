@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import insert
+
+from wai_dispatch.service.store import bearer, keyset
+from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.fleet import set_table, sink_table
+from wai_dispatch.service.store.models import SetRow
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters
@@ -110,12 +115,63 @@ def test_per_sink_table(store: ReportStore) -> None:
     assert {r["sink"]: r["reports"] for r in late} == {"a": 2, "b": 1}
 
 
+def test_every_known_sink_sorted_both_ways_and_decoded_nothing(store: ReportStore) -> None:
+    """A sink only a token knows, one only the policy names, one with reports that all refused
+    and sinks that decoded: every one a row, zero counts included; ascending by reports pages
+    through the quiet ones first; "decoded nothing" keeps the sinks with no decoded report."""
+    store.insert([*DATA, rec(6, "d", 10, ran=False)])  # d: one report, refused
+    bearer.create(store, "t", Role.sink)  # a sink only its token knows
+    bearer.create(store, "gone", Role.sink)
+    bearer.revoke(store, "gone")  # a revoked token names no sink
+    bearer.create(store, "ops", Role.operator)  # not a sink
+    classes = {"a": "kiosk", "c": "archive"}  # c: named by the policy only
+
+    def names(**kw: object) -> list[str]:
+        return [r["sink"] for r in sink_table(store, Filters(), classes=classes, **kw)["items"]]
+
+    assert names() == ["a", "b", "c", "d", "t"]
+    assert names(sort="reports") == ["c", "t", "d", "b", "a"]  # 0, 0, 1, 2, 3
+    assert names(sort="reports", desc=True) == ["a", "b", "d", "c", "t"]  # ties: by name
+    assert names(decoded_nothing=True) == ["c", "d", "t"]
+    nothing = sink_table(store, Filters(), classes=classes, decoded_nothing=True, sort="reports")
+    assert [(r["sink"], r["reports"], r["class"]) for r in nothing["items"]] == [
+        ("c", 0, "archive"),
+        ("t", 0, None),
+        ("d", 1, None),
+    ]
+    # one page at a time, ascending by reports: the same rows, in the same order
+    seen, after = [], None
+    while True:
+        page = sink_table(store, Filters(), classes=classes, sort="reports", limit=2, after=after)
+        assert page["total"] == 5
+        seen += [r["sink"] for r in page["items"]]
+        if (after := page["next"]) is None:
+            break
+    assert seen == names(sort="reports")
+    past = keyset.encode("sink:reports:0", [99, "z"])  # after the last row: none, the total
+    end = sink_table(store, Filters(), classes=classes, sort="reports", after=past)
+    assert (end["items"], end["total"], end["next"]) == ([], 5, None)
+    # a window with nothing in it: every known sink, every count zero
+    empty = sink_table(store, Filters(since_ms=T0 + 10**9), classes=classes, limit=500)
+    assert [(r["sink"], r["reports"], r["last_seen_ms"]) for r in empty["items"]] == [
+        ("a", 0, None),
+        ("c", 0, None),
+        ("t", 0, None),
+    ]
+
+
 def test_per_set_table_and_prefix(store: ReportStore) -> None:
     store.insert(DATA)
+    known = {"name": "one", "capability": "wai.neural.bmshj2018", "version": "2.1"}
+    facts = {"archive_bytes": 1, "chunks": 1, "bundled": False, "installed_ms": T0}
+    with store.engine.begin() as conn:  # set A in the registry: its name, capability, version
+        conn.execute(insert(SetRow), [{"digest": A, **known, **facts}])
     table = set_table(store, Filters())
     assert table["total"] == 2
     first, second = table["items"]  # most reports first
     assert (first["set"], first["reports"], first["no_path"], first["sinks"]) == (A, 4, 1, 2)
+    assert {k: first[k] for k in known} == known
+    assert (second["name"], second["capability"], second["version"]) == (None, None, None)
     assert (second["set"], second["no_path_rate"], second["last_seen_ms"]) == (
         B,
         1.0,
@@ -124,6 +180,14 @@ def test_per_set_table_and_prefix(store: ReportStore) -> None:
     assert [r["set"] for r in set_table(store, Filters(), prefix="CD")["items"]] == [B]
     assert set_table(store, Filters(), prefix="ef")["total"] == 0
     assert set_table(store, Filters(sink="a"))["total"] == 1
+    # filters the activity roll-ups cannot answer: the per-hour roll-ups and the reports
+    refused = set_table(store, Filters(outcome="refused"), sort="set", desc=False)["items"]
+    assert [(r["set"], r["reports"], r["no_path"], r["sinks"]) for r in refused] == [
+        (A, 1, 1, 1),
+        (B, 1, 1, 1),
+    ]
+    one = set_table(store, Filters(request_id="req-4"))["items"]
+    assert [(r["set"], r["reports"], r["last_seen_ms"]) for r in one] == [(A, 1, T0 + 3_600_500)]
 
 
 def test_request_errors_noted_listed_and_pruned(store: ReportStore) -> None:
