@@ -67,6 +67,9 @@ from wai_dispatch.service.store.rollups import (
     within,
 )
 
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_FOLD = str.maketrans(_UPPER, _UPPER.lower())
+
 __all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
 
 S = SetRow.__table__.c
@@ -340,7 +343,10 @@ def sink_table(
         where = [n != ""]
         where += [] if filters.sink is None else [n == filters.sink]
         where += [] if filters.sinks is None else [n.in_(filters.sinks)]
-        where += [func.lower(n).contains(search.lower(), autoescape=True)] if search else []
+        # ASCII letters fold on both stores (SQLite's lower() folds only those; PostgreSQL's
+        # follows its locale, so it folds by translate): one answer whatever the store
+        folded = func.translate(n, _UPPER, _UPPER.lower()) if pg else func.lower(n)
+        where += [folded.contains(search.translate(_FOLD), autoescape=True)] if search else []
         reports = func.coalesce(counts.c.reports, 0)
         no_path = func.coalesce(counts.c.no_path, 0)
         where += [reports == no_path] if decoded_nothing else []
