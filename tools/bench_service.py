@@ -134,14 +134,16 @@ def over_http(
                     times.append(time.perf_counter() - t)
                     statuses.append(r.status_code)
 
-    served, client = cpu_s(pid) if pid else (0.0, 0.0), cpu_s()[0]
+    (server, loop), client = cpu_s(pid) if pid else (0.0, 0.0), cpu_s()[0]
     total = in_threads(concurrency, worker)
+    if pid:
+        now = cpu_s(pid)
+        server, loop = now[0] - server, now[1] - loop
     client = cpu_s()[0] - client
-    served = tuple(b - a for a, b in zip(served, cpu_s(pid), strict=True)) if pid else (0, 0)
     ok = sum(1 for s in statuses if s == 200)
     return {
-        "server_cpu_ms": served[0] / len(times) * 1e3,
-        "loop_cpu_ms": served[1] / len(times) * 1e3,
+        "server_cpu_ms": server / len(times) * 1e3,
+        "loop_cpu_ms": loop / len(times) * 1e3,
         "client_cpu_ms": client / len(times) * 1e3,
         "n": len(times),
         "per_s": ok / total,
@@ -267,6 +269,18 @@ def route(requests: int, concurrency: int) -> None:
         f"in this process, the same decodes from {concurrency} threads (the server idle): "
         f"{anchor['per_s']:.2f} decodes/s, decode {anchor['decode_ms']:.2f} ms, PNG "
         f"{anchor['png_ms']:.2f} ms; HTTP ÷ in-process {driven['per_s'] / anchor['per_s']:.0%}"
+    )
+    used = {name: s * 1e3 / n for name, s in clock["cpu_s"].items() if s > 0}
+    server = sum(used.values())
+    print("\nCPU ms a request by thread (the load stretches CPU time far less than the wall):")
+    for name, ms in sorted(used.items(), key=lambda kv: -kv[1]):
+        print(f"  server: {name:36} {ms:10.2f}")
+    print(f"  {'server, all of it':44} {server:10.2f}")
+    print(f"  {'the HTTP clients (httpx, this process)':44} {driven['client_cpu_ms']:10.2f}")
+    inside = anchor["cpu_ms"]
+    print(f"  {'in process: parse, decode, PNG':44} {inside:10.2f}")
+    print(
+        f"  in-process CPU ÷ (server + clients): {inside / (server + driven['client_cpu_ms']):.0%}"
     )
 
 
