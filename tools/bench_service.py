@@ -59,7 +59,7 @@ STEPS = (
     "admission: hand-back to the event loop",
     "log lines",
     "metrics",
-    "answer (base64, model, JSON)",
+    "answer (base64, JSON)",
 )
 
 

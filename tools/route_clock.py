@@ -84,7 +84,7 @@ def _instrument(clock: _Clock) -> None:
         setattr(owner, name, timer(clock, step, getattr(owner, name)))
 
     wrap(route, "read_body", "body read", _timed_async)
-    wrap(route, "_decoded", "answer (base64, model, JSON)")
+    wrap(route, "_decoded", "answer (base64, JSON)")
     wrap(TokenCache, "lookup", "bearer token")
     wrap(envelope, "parse_json", "parse JSON envelope")
     prepare = usecase.prepare
