@@ -59,14 +59,28 @@ STEPS = (
     "admission: hand-back to the event loop",
     "log lines",
     "metrics",
-    "answer (base64, model, JSON)",
+    "answer (base64, JSON)",
 )
+
+
+def cpu_s(pid: int | None = None) -> tuple[float, float]:
+    """A process's CPU seconds (user and system) so far (this one's: ``None``): all its threads'
+    (those that ended included), and its first thread's (the service's: the event loop,
+    uvicorn, FastAPI and the route's own Python)."""
+    pid = pid or os.getpid()
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def of(stat: Path) -> float:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    return of(Path(f"/proc/{pid}/stat")), of(Path(f"/proc/{pid}/task/{pid}/stat"))
 
 
 def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str, float]:
     """Parse, decode and PNG-encode the envelope ``n`` times in this process: in a loop, or
     from ``threads`` threads at once (the service's decode pool without HTTP); the rate, the
-    latencies, and the decode's and the PNG's mean ms."""
+    latencies, the decode's and the PNG's mean ms, and the CPU ms a decode (this process's)."""
 
     times: list[float] = []
     pngs: list[float] = []
@@ -79,7 +93,7 @@ def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str,
         times.append(time.perf_counter() - t)
         pngs.append(time.perf_counter() - t2)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_s()[0]
     if threads == 1:
         for i in range(n):
             one(i)
@@ -93,11 +107,16 @@ def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str,
         "p99_ms": percentile(times, 0.99) * 1e3,
         "decode_ms": (sum(times) - sum(pngs)) / n * 1e3,
         "png_ms": sum(pngs) / n * 1e3,
+        "cpu_ms": (cpu_s()[0] - cpu) / n * 1e3,
     }
 
 
-def over_http(url: str, token: str, body: bytes, n: int, concurrency: int) -> Any:
-    """``n`` decodes of the JSON envelope ``body`` from ``concurrency`` clients, JSON answers."""
+def over_http(
+    url: str, token: str, body: bytes, n: int, concurrency: int, pid: int | None = None
+) -> Any:
+    """``n`` decodes of the JSON envelope ``body`` from ``concurrency`` clients, JSON answers;
+    with the server's ``pid``, the CPU ms a request of the server, of its event loop, and of
+    the clients (this process's)."""
     import httpx
 
     headers = decode_headers(token, Accept="application/json")
@@ -115,9 +134,17 @@ def over_http(url: str, token: str, body: bytes, n: int, concurrency: int) -> An
                     times.append(time.perf_counter() - t)
                     statuses.append(r.status_code)
 
+    (server, loop), client = cpu_s(pid) if pid else (0.0, 0.0), cpu_s()[0]
     total = in_threads(concurrency, worker)
+    if pid:
+        now = cpu_s(pid)
+        server, loop = now[0] - server, now[1] - loop
+    client = cpu_s()[0] - client
     ok = sum(1 for s in statuses if s == 200)
     return {
+        "server_cpu_ms": server / len(times) * 1e3,
+        "loop_cpu_ms": loop / len(times) * 1e3,
+        "client_cpu_ms": client / len(times) * 1e3,
         "n": len(times),
         "per_s": ok / total,
         "p50_ms": percentile(times, 0.5) * 1e3,
@@ -243,6 +270,38 @@ def route(requests: int, concurrency: int) -> None:
         f"{anchor['per_s']:.2f} decodes/s, decode {anchor['decode_ms']:.2f} ms, PNG "
         f"{anchor['png_ms']:.2f} ms; HTTP ÷ in-process {driven['per_s'] / anchor['per_s']:.0%}"
     )
+    used = {name: s * 1e3 / n for name, s in clock["cpu_s"].items() if s > 0}
+    server = sum(used.values())
+    print("\nCPU ms a request by thread (the load stretches CPU time far less than the wall):")
+    for name, ms in sorted(used.items(), key=lambda kv: -kv[1]):
+        print(f"  server: {name:36} {ms:10.2f}")
+    print(f"  {'server, all of it':44} {server:10.2f}")
+    print(f"  {'the HTTP clients (httpx, this process)':44} {driven['client_cpu_ms']:10.2f}")
+    inside = anchor["cpu_ms"]
+    print(f"  {'in process: parse, decode, PNG':44} {inside:10.2f}")
+    print(
+        f"  in-process CPU ÷ (server + clients): {inside / (server + driven['client_cpu_ms']):.0%}"
+    )
+
+
+def _cpu_table(anchor: dict[str, float], http: dict[str, float]) -> None:
+    """Where a decode's CPU goes over HTTP beside in process (the CPU time a request, which the
+    machine's load stretches far less than the wall clock; on 2 cores shared with the client,
+    the rate follows it)."""
+    inside, server = anchor["cpu_ms"], http["server_cpu_ms"]
+    loop, client = http["loop_cpu_ms"], http["client_cpu_ms"]
+    rows = (
+        ("in process, 2 threads: parse, decode, PNG", inside),
+        ("HTTP, concurrency 2: the server, all of it", server),
+        ("  its event loop (uvicorn, FastAPI, route)", loop),
+        ("  its other threads (decodes, commits)", server - loop),
+        ("  beyond the in-process decode", server - inside),
+        ("the HTTP clients (httpx, this process)", client),
+    )
+    print("\nCPU ms a decode (the rows above' medians):")
+    for name, ms in rows:
+        print(f"  {name:44} {ms:8.2f}")
+    print(f"  in-process CPU ÷ (server + client CPU): {inside / (server + client):.0%}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -264,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         decoder = Decoder.assemble(data_dir)
         decoder.decode(parse(body)).png()  # warm: session built, tables parsed
         with service(data_dir, QUEUE) as served:
-            url, token = served.url, served.token
+            url, token, pid = served.url, served.token, served.proc.pid
             over_http(url, token, body, 4, 1)  # warm
             idle = memory_kib(served.proc.pid)
             rounds = []
@@ -274,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "in-process loop": in_process(decoder, body, n),
                         "in-process, 2 threads": in_process(decoder, body, n, threads=2),
                         **{
-                            f"HTTP, concurrency {c}": over_http(url, token, body, n, c)
+                            f"HTTP, concurrency {c}": over_http(url, token, body, n, c, pid)
                             for c in (1, 2, 8)
                         },
                     }
@@ -299,6 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratio = rows["HTTP, concurrency 2"]["per_s"] / rows["in-process, 2 threads"]["per_s"]
     met = "met" if ratio >= 0.95 else "NOT met"
     print(f"HTTP at concurrency 2 ÷ in-process from 2 threads: {ratio:.0%} (goal ≥ 95%: {met})")
+    _cpu_table(rows["in-process, 2 threads"], rows["HTTP, concurrency 2"])
     png_kb = costs.pop("png_bytes") / 1024
     print(f"\nper-request costs that differ by form (best of 200; the PNG is {png_kb:.0f} KiB):")
     for name, us in costs.items():

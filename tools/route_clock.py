@@ -1,6 +1,6 @@
 """The instrumented server child of ``bench service --route`` (tools/bench_service.py): the
 service's app on uvicorn with ``perf_counter_ns`` timers around the functions a decode runs
-through; the one module outside the HTTP layer that imports its modules
+through, and each thread's CPU time; the one module outside the HTTP layer that imports its modules
 (tests/project/test_architecture.py names it)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -83,7 +84,7 @@ def _instrument(clock: _Clock) -> None:
         setattr(owner, name, timer(clock, step, getattr(owner, name)))
 
     wrap(route, "read_body", "body read", _timed_async)
-    wrap(route, "_decoded", "answer (base64, model, JSON)")
+    wrap(route, "_decoded", "answer (base64, JSON)")
     wrap(TokenCache, "lookup", "bearer token")
     wrap(envelope, "parse_json", "parse JSON envelope")
     prepare = usecase.prepare
@@ -148,6 +149,28 @@ def _instrument(clock: _Clock) -> None:
     setattr(admission.Admission, "run", admitted)  # noqa: B010
 
 
+def _threads_cpu() -> dict[str, float]:
+    """CPU seconds (user and system) so far by thread, summed by Python name less its number
+    (``decode_0`` and ``decode_1``: ``decode``); a thread Python did not start (ONNX Runtime's
+    pool) is :data:`NATIVE`."""
+    names = {
+        str(t.native_id): t.name.rstrip("0123456789").rstrip("_-") for t in threading.enumerate()
+    }
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = defaultdict(float)
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        used[names.get(task.name, NATIVE)] += (int(fields[11]) + int(fields[12])) / tick
+    return used
+
+
+#: The threads Python did not start: ONNX Runtime's intra-op pool.
+NATIVE = "(native: ONNX Runtime's pool)"
+
+
 def serve(data_dir: Path, port: int, out: Path) -> None:
     """The child: the instrumented app on uvicorn; SIGUSR1 clears the clock, SIGUSR2 writes it
     to ``out`` (uvicorn stops on SIGTERM and raises it again, so the clock is asked first)."""
@@ -165,10 +188,19 @@ def serve(data_dir: Path, port: int, out: Path) -> None:
             if scope["type"] == "http" and scope["path"] == "/v1/decode":
                 clock.add("app", time.perf_counter_ns() - t)
 
-    signal.signal(signal.SIGUSR1, lambda *_: clock.clear())
-    signal.signal(
-        signal.SIGUSR2, lambda *_: out.write_text(json.dumps({"ns": clock.ns, "n": clock.n}))
-    )
+    cpu = {"from": _threads_cpu()}
+
+    def cleared(*_: Any) -> None:
+        clock.clear()
+        cpu["from"] = _threads_cpu()
+
+    def written(*_: Any) -> None:
+        now = _threads_cpu()
+        used = {name: now[name] - cpu["from"].get(name, 0.0) for name in now}
+        out.write_text(json.dumps({"ns": clock.ns, "n": clock.n, "cpu_s": used}))
+
+    signal.signal(signal.SIGUSR1, cleared)
+    signal.signal(signal.SIGUSR2, written)
     server = uvicorn.Server(
         uvicorn.Config(
             timed_app,

@@ -183,15 +183,24 @@ def _decoded(kind: str, request_id: str, outcome: DecodeDone) -> Response:
             headers["X-Wai-Format"] = "rgb8"
             return Response(outcome.picture, media_type="application/octet-stream", headers=headers)
         return Response(outcome.picture, media_type="image/png", headers=headers)
-    answer = openapi.Decoded(
-        request_id=request_id,
-        picture=openapi.Picture(width=width, height=height, format="png"),
-        png=base64.b64encode(outcome.picture).decode("ascii"),
-        rgb_digest=outcome.records[-1].rgb_digest or result.rgb_digest,
-        set=result.part.set_digest,
-        symbols_digest=result.part.symbols_digest,
-        reports=outcome.reports,
-        report_ids=outcome.report_ids,
-        undecodable=[u.to_json() for u in result.undecodable],
-    )
-    return JSONResponse(answer.model_dump())
+    # The JSON answer (openapi.Decoded, its fields in that order) written out here, the base64
+    # of the PNG spliced in as bytes: it is never a str, never validated by the model nor
+    # scanned for escapes by the JSON encoder (base64 has none); the small fields are dumped.
+    picture = {"width": width, "height": height, "format": "png"}
+    head = {"request_id": request_id, "picture": picture}
+    tail = {
+        "rgb_digest": outcome.records[-1].rgb_digest or result.rgb_digest,
+        "set": result.part.set_digest,
+        "symbols_digest": result.part.symbols_digest,
+        "reports": outcome.reports,
+        "report_ids": outcome.report_ids,
+        "undecodable": [u.to_json() for u in result.undecodable],
+    }
+    png = base64.b64encode(outcome.picture)
+    body = b"".join((_json(head)[:-1], b',"png":"', png, b'",', _json(tail)[1:]))
+    return Response(body, media_type="application/json")
+
+
+def _json(value: dict[str, Any]) -> bytes:
+    """``value`` as JSONResponse writes it (compact, UTF-8, no NaN)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()

@@ -18,7 +18,10 @@ import blake3
 import numpy as np
 import pytest
 from _svc import REPLICATE, SAMPLE_CBOR, SAMPLE_JSON, InProcess, envelope_of_latent, in_process
+from fastapi.responses import JSONResponse
 from PIL import Image
+
+from wai_dispatch.service.http.openapi import Decoded
 
 MAX_BODY = 256 * 1024
 
@@ -64,6 +67,10 @@ def test_decode_equals_the_cli(live: InProcess, cli_results: dict[str, Any], sam
     assert body["rgb_digest"] == blake3.blake3(rgb.tobytes()).hexdigest()
     assert body["request_id"] == r.headers["x-request-id"]
     assert len(body["report_ids"]) == 1
+    # written out by the route (the base64 spliced in as bytes), it is byte for byte what
+    # FastAPI makes of the documented model: every field, in the model's order
+    assert r.headers["content-type"] == "application/json"
+    assert r.content == JSONResponse(Decoded.model_validate_json(r.content).model_dump()).body
 
 
 def test_decode_raw_png_carries_reports_in_headers(
