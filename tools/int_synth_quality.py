@@ -22,6 +22,7 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_digits import plane_ranges, weight_digits
+from wai_dispatch.paths.waiops.int8_graph import PLANE_BITS, build_model
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.service.decoding.results import to_rgb8
@@ -114,8 +115,6 @@ def int8_units(program: Program) -> list[Units]:
     (per input position: the engine's own count over ``Ci·Co·k²``), the share of the program's
     multiply-accumulates it holds (at 2× upsampling a layer, each reads 4× the positions of the
     last), and each kernel's verdict."""
-    from wai_dispatch.paths.waiops.int8_graph import PLANE_BITS, build_model
-
     _, products = build_model(program)  # NotGraphExact: the engine refuses the program
     rows: list[Units] = []
     for op in program.operations:
