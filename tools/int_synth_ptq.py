@@ -1,13 +1,16 @@
 """Post-training quantisation of the bmshj2018 synthesis into a ``wai-ops/1`` program
 (docs/int-synth-set.md): per-channel activation scales from calibration, per output channel
 weight scales as large as the bound rule allows, power-of-two requantisation, an integer inverse
-GDN. Every value that feeds a rounding decision is correctly rounded float64, exact
+GDN; a :class:`Profile` sets the bit widths (``default``, the bundled set's; ``int8-units``,
+one int8 digit per weight and one 7-bit plane per convolution input past the first, for the int8
+graph engine). Every value that feeds a rounding decision is correctly rounded float64, exact
 ``frexp``/``ldexp``, ``math.fsum`` or int64: the program is the same bits on every CPU."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +28,31 @@ SQUARE_SHIFT = 0
 BUDGET = 16_000_000
 WEIGHT_MAX = 32767  # int16 weights
 INT32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The bit widths of a quantisation: ``act``, the largest |value| of a convolution's input
+    past the first (an inverse GDN's output); ``igdn_in``, of a deconvolution's output that an
+    inverse GDN reads; ``weight_max``, of an integer weight; ``latent_frac``, the latent's
+    fraction bits (the first convolution's input); ``clip``, where not None, the quantile of an
+    inverse GDN's |output| (per channel and calibration crop, ``y{i}_q``) its scale maps to
+    ``act``, larger values clipped, instead of the largest."""
+
+    act: int = ACT
+    igdn_in: int = ACT
+    weight_max: int = WEIGHT_MAX
+    latent_frac: int = LATENT_FRAC
+    clip: float | None = None
+
+
+#: ``default``: today's set (10-bit activations, int16 weights). ``int8-units``: weights within
+#: one int8 digit (±127, either zero point) and every inverse GDN's output within one balanced
+#: 7-bit plane (±64: a u8×s8 pair ≤ 2·255·64 < 2^15, exact on AVX2's saturating ``vpmaddubsw``,
+#: docs/wai-ops.md), its scale from the 99.9th percentile; the IGDNs' inputs keep 10 bits and
+#: the latent its 1/16 (two planes).
+PROFILES = {"default": Profile(), "int8-units": Profile(act=64, weight_max=127, clip=0.999)}
+
 #: The synthesis's transposed convolutions.
 DECONV = {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1}
 
@@ -84,29 +112,31 @@ def _round_shift(v: int, s: int) -> int:
 
 
 def latent_input(
-    input_name: str, name: str, medians: np.ndarray, symbol_range: tuple[int, int]
+    input_name: str,
+    name: str,
+    medians: np.ndarray,
+    symbol_range: tuple[int, int],
+    frac: int = LATENT_FRAC,
 ) -> tuple[ProgramBuilder, np.ndarray, np.ndarray]:
-    """A program whose input, the symbols, enters as symbol·2^LATENT_FRAC + round(median·2^
-    LATENT_FRAC) (``channel_affine`` ``name``, value ``t``); with that value's real scale and
-    per-channel largest |value|."""
+    """A program whose input, the symbols, enters as symbol·2^frac + round(median·2^frac)
+    (``channel_affine`` ``name``, value ``t``); with that value's real scale and per-channel
+    largest |value|."""
     c = int(medians.shape[0])
     lo_s, hi_s = symbol_range
     b = ProgramBuilder(input_name, c, (lo_s, hi_s))
-    offset = np.rint(medians.astype(np.float64) * (1 << LATENT_FRAC)).astype(np.int64)
+    offset = np.rint(medians.astype(np.float64) * (1 << frac)).astype(np.int64)
     b.add(
         "channel_affine",
         name,
         [input_name],
         "t",
         params={
-            "scale": np.full(c, 1 << LATENT_FRAC, dtype=np.int32),
+            "scale": np.full(c, 1 << frac, dtype=np.int32),
             "offset": offset.astype(np.int32),
         },
     )
-    s_in = np.full(c, 1.0 / (1 << LATENT_FRAC))
-    amax = np.maximum(
-        np.abs(lo_s * (1 << LATENT_FRAC) + offset), np.abs(hi_s * (1 << LATENT_FRAC) + offset)
-    )
+    s_in = np.full(c, 1.0 / (1 << frac))
+    amax = np.maximum(np.abs(lo_s * (1 << frac) + offset), np.abs(hi_s * (1 << frac) + offset))
     return b, s_in, amax
 
 
@@ -120,12 +150,14 @@ def conv_layer(
     clamp: list[int],
     budget: float,
     coarsen: bool = False,
+    weight_max: int = WEIGHT_MAX,
 ) -> tuple[str, np.ndarray, dict[str, object]]:
     """Layer ``(name, op, attrs)`` (``value`` → ``a{k}``) and its ``requantize`` (→ ``x{k}``),
     from ``scales`` (input, output, largest |input|, per channel): per output channel the largest
     weight scale, a power of two from the output's, that keeps every accumulator within
-    ``budget`` and int32 and every weight in int16; where no fraction bit is left and ``coarsen``,
-    a twice coarser output scale. The output value, its scale, and what was chosen."""
+    ``budget`` and int32 and every weight within ``weight_max``; where no fraction bit is left
+    and ``coarsen``, a twice coarser output scale. The output value, its scale, and what was
+    chosen."""
     name, op, attrs = layer
     s_in, s_out, amax = scales
     w = weights[f"{name}.weight"].astype(np.float64)
@@ -138,7 +170,7 @@ def conv_layer(
     wi = w * s_in.reshape(in_shape)  # the real weight per unit of the integer input
     l1 = _l1(wi, amax, transposed) + np.abs(bias)
     k_max = np.minimum(
-        budget / np.maximum(l1, 1e-30), WEIGHT_MAX / np.maximum(np.abs(wi).max(axis=others), 1e-30)
+        budget / np.maximum(l1, 1e-30), weight_max / np.maximum(np.abs(wi).max(axis=others), 1e-30)
     )
     shift = np.clip(_floor_log2(k_max * s_out), 0, 30)
     while True:
@@ -147,7 +179,7 @@ def conv_layer(
         bq = np.rint(bias * scale)
         acc = _acc_hi(wq, bq, amax, transposed)
         half = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
-        over = (acc + half > INT32_MAX) | (np.abs(wq).max(axis=others) > WEIGHT_MAX)
+        over = (acc + half > INT32_MAX) | (np.abs(wq).max(axis=others) > weight_max)
         if not over.any():
             break
         if coarsen:
@@ -170,32 +202,36 @@ def quantise(
     stats: Mapping[str, np.ndarray],
     medians: np.ndarray,
     symbol_range: tuple[int, int],
+    profile: Profile = PROFILES["default"],
 ) -> tuple[ProgramBuilder, dict[str, object]]:
-    """The program and what was chosen per layer (shifts, weight bits) for the set's facts.
+    """The program and what was chosen per layer (shifts, weight bits) for the set's facts, at
+    ``profile``'s bit widths.
 
     ``weights``: the float synthesis (``deconv{i}.weight`` [Ci, Co, 5, 5], ``.bias``,
     ``igdn{i}.gamma`` [C, C, 1, 1], ``igdn{i}.beta``); ``stats``: per-channel largest |value|
     of ``a{i}`` (deconv i's output) and ``y{i}`` (IGDN i's output) over the calibration set."""
-    b, s_in, amax = latent_input("symbols", "latent", medians, symbol_range)
+    p = profile
+    b, s_in, amax = latent_input("symbols", "latent", medians, symbol_range, p.latent_frac)
     value = "t"
     report: dict[str, object] = {}
     for i in range(1, 5):
         co = weights[f"deconv{i}.bias"].shape[0]
         if i < 4:
-            s_out = np.maximum(stats[f"a{i}"].astype(np.float64), 1e-6) / ACT
-            clamp = [-ACT, ACT]
+            s_out = np.maximum(stats[f"a{i}"].astype(np.float64), 1e-6) / p.igdn_in
+            clamp = [-p.igdn_in, p.igdn_in]
         else:
             s_out = np.full(co, 1.0 / 255.0)
             clamp = [0, 255]
         layer = (f"deconv{i}", "conv_transpose2d", DECONV)
         scales = (s_in, s_out, amax)
         value, s_out, report[layer[0]] = conv_layer(
-            b, weights, layer, i, value, scales, clamp, BUDGET
+            b, weights, layer, i, value, scales, clamp, BUDGET, weight_max=p.weight_max
         )
         if i == 4:
             break
-        value, s_in = _igdn(b, i, value, weights, stats, s_out, report)
-        amax = np.full(co, ACT, dtype=np.int64)
+        acts = (p.igdn_in, p.act)
+        value, s_in = _igdn(b, i, value, weights, stats, s_out, report, acts, p.clip)
+        amax = np.full(co, p.act, dtype=np.int64)
     return b, report
 
 
@@ -207,13 +243,18 @@ def _igdn(
     stats: Mapping[str, np.ndarray],
     s_x: np.ndarray,
     report: dict[str, object],
+    acts: tuple[int, int] = (ACT, ACT),
+    clip: float | None = None,
 ) -> tuple[str, np.ndarray]:
-    """``y = x·√(β + Σ γ x²)`` with x at scale ``s_x`` (per channel, |x| ≤ ACT), y at the
-    calibrated scale rounded so that ``y = round_shift(x·isqrt(n), shift)`` holds (module doc)."""
+    """``y = x·√(β + Σ γ x²)`` with x at scale ``s_x`` (per channel, |x| ≤ ``acts[0]``), y
+    (|y| ≤ ``acts[1]``) at the calibrated scale (of the ``clip`` quantile, or the largest)
+    rounded so that ``y = round_shift(x·isqrt(n), shift)`` holds (module doc)."""
+    x_act, y_act = acts
     gamma = weights[f"igdn{i}.gamma"].astype(np.float64).reshape(s_x.size, s_x.size)
     beta = weights[f"igdn{i}.beta"].astype(np.float64)
-    s_y = np.maximum(stats[f"y{i}"].astype(np.float64), 1e-6) / ACT
-    q_max = _round_shift(ACT * ACT, SQUARE_SHIFT)
+    peak = stats[f"y{i}" if clip is None else f"y{i}_q"]
+    s_y = np.maximum(peak.astype(np.float64), 1e-6) / y_act
+    q_max = _round_shift(x_act * x_act, SQUARE_SHIFT)
     # n_real = β + Σ γ x²; with q ≈ x_int² / 2^p, x² = q · 2^p · s_x²; n_int = n_real · G.
     unit = gamma * (s_x * s_x)[None, :] * float(1 << SQUARE_SHIFT)  # per unit of q
     n_max_real = beta + _fsum(unit) * q_max
@@ -234,7 +275,7 @@ def _igdn(
         f"igdn{i}",
         [value],
         f"y{i}",
-        {"square_shift": SQUARE_SHIFT, "clamp": [-ACT, ACT]},
+        {"square_shift": SQUARE_SHIFT, "clamp": [-y_act, y_act]},
         {
             "gamma": gq.astype(np.int32),
             "beta": bq.astype(np.int32),

@@ -71,6 +71,13 @@ def int_synth_parser(
     parser.add_argument("--data-dir", type=Path, help="where the set store lives (WAI_DATA_DIR)")
     parser.add_argument("--checkpoint", type=Path, help="its CompressAI checkpoint (default: demo)")
     parser.add_argument("--name", help="the set's name")
+    parser.add_argument(
+        "--profile",
+        choices=("default", "int8-units"),
+        default="default",
+        help="bit widths: default (10-bit activations, int16 weights), or int8-units (int8 "
+        "weights, 7-bit inputs to every convolution past the first; docs/int-synth-set.md)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing set")
     return parser
 

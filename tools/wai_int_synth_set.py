@@ -55,11 +55,14 @@ def calibrate(
     log: Callable[[str], None],
     pictures: Sequence[str] | None = None,
     crops: int = CALIBRATION_CROPS,
+    quantile: float | None = None,
 ) -> tuple[dict[str, np.ndarray], tuple[int, int]]:
     """Per-channel largest |activation| of each layer over crops of the training pictures, and
     the range of their symbols: the analysis and the synthesis in exact arithmetic
-    (tools/int_synth_exact.py), so the statistics are the same bits on every CPU. ``pictures``
-    and ``crops`` (the training pictures, 4 crops each, by default) are for tests."""
+    (tools/int_synth_exact.py), so the statistics are the same bits on every CPU. With a
+    ``quantile``, also ``y{i}_q``: per channel the largest over the crops of that quantile of
+    the inverse GDN's |output| in one crop (a value of the crop's, no interpolation: exact).
+    ``pictures`` and ``crops`` (the training pictures, 4 crops each, by default) are for tests."""
 
     rng = np.random.default_rng(CALIBRATION_SEED)
     analysis = ExactAnalysis(model)
@@ -76,6 +79,11 @@ def calibrate(
         for key, a in acts.items():
             mx = np.abs(a).max(axis=(0, 2, 3))
             stats[key] = mx if key not in stats else np.maximum(stats[key], mx)
+            if quantile is not None and key.startswith("y"):
+                flat = np.abs(a[0]).reshape(a.shape[1], -1)
+                qv = np.quantile(flat, quantile, axis=1, method="higher")
+                k = f"{key}_q"
+                stats[k] = qv if k not in stats else np.maximum(stats[k], qv)
         count += 1
     log(f"calibration: {count} crops of {len(names)} training pictures, symbols {lo}…{hi}")
     return stats, (lo, hi)
@@ -97,9 +105,11 @@ def write_set(
     checkpoint: str | os.PathLike[str] | None = None,
     name: str | None = None,
     overwrite: bool = False,
+    profile: str = "default",
     log: Callable[[str], None] | None = None,
 ) -> Path:
-    """Write the integer set into ``out_dir`` from the float set folder ``from_set``."""
+    """Write the integer set into ``out_dir`` from the float set folder ``from_set``, quantised
+    at ``profile``'s bit widths (:data:`int_synth_ptq.PROFILES`)."""
 
     say = log or (lambda _msg: None)
     src = Path(from_set)
@@ -117,15 +127,17 @@ def write_set(
         raise SetWriterError("the checkpoint's synthesis is not the float set's (decoder.weights)")
     tables_name = facts["tables"]
     tables = (src / tables_name).read_bytes()
-    stats, seen = calibrate(model, weights, say)
+    bits = int_synth_ptq.PROFILES[profile]
+    stats, seen = calibrate(model, weights, say, quantile=bits.clip)
     lo, hi = symbol_range(tables)
     medians = np.array(json.loads(tables)["medians"], dtype=np.float32)
-    builder, chosen = int_synth_ptq.quantise(weights, stats, medians, (lo, hi))
+    builder, chosen = int_synth_ptq.quantise(weights, stats, medians, (lo, hi), bits)
     program_json = builder.program_json("x4", 3)
     weights_bytes = builder.weights()
     program = load_program(program_json, weights_bytes, rgb8_output=True)
     say(f"program: {program.operation_count} operations; bound rule holds")
-    name = name or ("int-synth-demo-q3" if origin["kind"] == "demo" else "int-synth")
+    stem = "int-synth" if profile == "default" else f"int-synth-{profile}"
+    name = name or (f"{stem}-demo-q3" if origin["kind"] == "demo" else stem)
     usage = json.loads((src / "wai-usage.json").read_bytes())
     usage.update(
         set=name,
@@ -152,9 +164,9 @@ def write_set(
         "weights_origin": facts.get("weights_origin", origin["kind"]),
         "derived_from": float_manifest.digest,
         "quantisation": {
-            "activation_bits": 10,
+            "activation_bits": bits.act.bit_length() + 1,
             "weight_dtype": "int16",
-            "latent_fraction_bits": int_synth_ptq.LATENT_FRAC,
+            "latent_fraction_bits": bits.latent_frac,
             "square_shift": int_synth_ptq.SQUARE_SHIFT,
             "calibration": {
                 "pictures": "tools/train_bmshj2018.py TRAIN_IMAGES",
@@ -164,7 +176,8 @@ def write_set(
                 "symbols_seen": list(seen),
             },
             "layers": chosen,
-        },
+        }
+        | ({} if profile == "default" else {"profile": {profile: vars(bits)}}),
         "programs": {
             "wai-ops": {
                 "file": PROGRAM_FILE,
