@@ -51,7 +51,7 @@ from sqlalchemy import (
 
 from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.bearer import Role
-from wai_dispatch.service.store.models import SetRow, TokenRow
+from wai_dispatch.service.store.models import EXACT, SetRow, TokenRow
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
@@ -74,7 +74,7 @@ from wai_dispatch.service.store.rollups import (
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _FOLD = str.maketrans(_UPPER, _UPPER.lower())
 
-__all__ = ["SET_SORTS", "SINK_SORTS", "exact_table", "set_table", "sink_table"]
+__all__ = ["SET_SORTS", "SINK_SORTS", "exact_groups", "exact_table", "set_table", "sink_table"]
 
 S = SetRow.__table__.c
 T = TokenRow.__table__.c
@@ -449,26 +449,16 @@ def set_table(
     return _page(rows, sort, desc, "set", limit, after)
 
 
-def exact_table(
-    store: ReportStore,
-    filters: Filters,
-    *,
-    disagree: bool = False,
-    limit: int = 50,
-    after: str | None = None,
-) -> dict[str, Any]:
-    """One row per (set, symbols digest) of the window's decodes at the exact tier (a path ran
-    at ``decode-equivalence``): its decodes (one report a decode ran), its distinct RGB digests
-    (their count, the least and the greatest), the decodes whose RGB is not known (a sink's
-    report states none), its payloads (distinct request digests, the service's decodes), sinks
-    and last seen. The symbols digest is what the payload gives through the integer entropy
-    stage, so one row's decodes are one payload's: ``agree`` is at most one RGB digest
-    (``decode-equivalence``'s promise). Disagreeing rows first, then by set and symbols digest;
-    ``disagree``: only those. Grouped, counted and paged in SQL (keyset)."""
-    exact = replace(filters, tier="decode-equivalence", outcome="decoded")
-    where = [*exact.where(), R.set_digest.is_not(None), R.symbols_digest.is_not(None)]
+def exact_groups(filters: Filters, *, disagree: bool = False) -> Any:
+    """The statement of :func:`exact_table`'s groups (one row each, ``total`` beside), read from
+    ``ix_reports_exact`` alone (tests/service/store/test_exact_table.py shows the plan)."""
+    # ix_reports_exact's own WHERE, as written there: the planners read that index (a partial
+    # one) only for a query whose terms imply its own, and bound values do not; a report has a
+    # tier only when a path ran (decoded)
+    where: list[Any] = [*replace(filters, tier=None, outcome=None).where(), EXACT]
+    where += [R.set_digest.is_not(None), R.symbols_digest.is_not(None)]
     rgbs = func.count(distinct(R.rgb_digest))
-    grouped = (
+    return (
         select(
             R.set_digest.label("set"),
             R.symbols_digest.label("symbols_digest"),
@@ -485,8 +475,26 @@ def exact_table(
         .where(*where)
         .group_by(R.set_digest, R.symbols_digest)
         .having(*([rgbs > 1] if disagree else []))
-        .subquery()
     )
+
+
+def exact_table(
+    store: ReportStore,
+    filters: Filters,
+    *,
+    disagree: bool = False,
+    limit: int = 50,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """One row per (set, symbols digest) of the window's decodes at the exact tier (a path ran
+    at ``decode-equivalence``): its decodes (one report a decode ran), its distinct RGB digests
+    (their count, the least and the greatest), the decodes whose RGB is not known (a sink's
+    report states none), its payloads (distinct request digests, the service's decodes), sinks
+    and last seen. The symbols digest is what the payload gives through the integer entropy
+    stage, so one row's decodes are one payload's: ``agree`` is at most one RGB digest
+    (``decode-equivalence``'s promise). Disagreeing rows first, then by set and symbols digest;
+    ``disagree``: only those. Grouped, counted and paged in SQL (keyset)."""
+    grouped = exact_groups(filters, disagree=disagree).subquery()
     g = grouped.c
     with store.engine.connect() as conn:
         pg = conn.dialect.name == "postgresql"
