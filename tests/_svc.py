@@ -331,13 +331,16 @@ def cursor_params(route: str) -> Any:
         "/v1/run-reports/summary": ["rr"],
         "/v1/fleet/sinks": [f"sink:{s}:{d}" for s in SINK_SORTS for d in (0, 1)],
         "/v1/fleet/sets": [f"set:{s}:{d}" for s in SET_SORTS for d in (0, 1)],
+        "/v1/fleet/exact": ["exact"],
     }
     every = [t for tags in own.values() for t in tags]
     edges = st.sampled_from([2**63, 2**63 - 1, -(2**63), -(2**63) - 1, 10**30])
     odd = st.floats() | st.none() | st.booleans() | st.lists(st.integers(), max_size=2)
     part = edges | st.text(max_size=8) | st.integers() | odd
-    # mostly the list's own tag and arity (a position is two parts): the checks of each part
-    arity = st.lists(part, min_size=2, max_size=2) | st.lists(part, max_size=3)
+    # mostly the list's own tag and arity (a position is two parts, the exact tier's three):
+    # the checks of each part
+    n = 3 if route == "/v1/fleet/exact" else 2
+    arity = st.lists(part, min_size=n, max_size=n) | st.lists(part, max_size=4)
 
     def params(tag: str, parts: list[Any]) -> dict[str, str]:
         text = json.dumps([tag, *parts]).encode()

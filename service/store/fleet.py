@@ -18,7 +18,10 @@ activity in the window, is a row, seen or not, so a sink that went quiet shows (
 class names is ``class: null``); counted, filtered, sorted and paged by the database
 (:func:`sink_table`).
 The sets table of a window that reaches now reads rows a set, not a sink and day
-(:func:`_sets_up_to_now`); sorted and paged in Python (:func:`_page`)."""
+(:func:`_sets_up_to_now`); sorted and paged in Python (:func:`_page`).
+
+The exact tier's table (:func:`exact_table`) groups the window's integer decodes by set and
+symbols digest, their distinct RGB digests beside them: more than one is a broken promise."""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from sqlalchemy import (
     and_,
     case,
     cast,
+    distinct,
     false,
     func,
     literal,
@@ -47,7 +51,7 @@ from sqlalchemy import (
 
 from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.bearer import Role
-from wai_dispatch.service.store.models import SetRow, TokenRow
+from wai_dispatch.service.store.models import EXACT, SetRow, TokenRow
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
@@ -70,7 +74,7 @@ from wai_dispatch.service.store.rollups import (
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _FOLD = str.maketrans(_UPPER, _UPPER.lower())
 
-__all__ = ["SET_SORTS", "SINK_SORTS", "set_table", "sink_table"]
+__all__ = ["SET_SORTS", "SINK_SORTS", "exact_groups", "exact_table", "set_table", "sink_table"]
 
 S = SetRow.__table__.c
 T = TokenRow.__table__.c
@@ -443,3 +447,85 @@ def set_table(
         rows.append(row)
     sort = sort if sort in SET_SORTS else "reports"
     return _page(rows, sort, desc, "set", limit, after)
+
+
+def exact_groups(filters: Filters, *, disagree: bool = False) -> Any:
+    """The statement of :func:`exact_table`'s groups (one row each, ``total`` beside), read from
+    ``ix_reports_exact`` alone (tests/service/store/test_exact_table.py shows the plan)."""
+    # ix_reports_exact's own WHERE, as written there: the planners read that index (a partial
+    # one) only for a query whose terms imply its own, and bound values do not; a report has a
+    # tier only when a path ran (decoded)
+    where: list[Any] = [*replace(filters, tier=None, outcome=None).where(), EXACT]
+    where += [R.set_digest.is_not(None), R.symbols_digest.is_not(None)]
+    rgbs = func.count(distinct(R.rgb_digest))
+    return (
+        select(
+            R.set_digest.label("set"),
+            R.symbols_digest.label("symbols_digest"),
+            func.count().label("decodes"),
+            rgbs.label("rgb_digests"),
+            func.min(R.rgb_digest).label("rgb_least"),
+            func.max(R.rgb_digest).label("rgb_greatest"),
+            (func.count() - func.count(R.rgb_digest)).label("rgb_unknown"),
+            func.count(distinct(R.request_digest)).label("payloads"),
+            func.count(distinct(R.sink)).label("sinks"),
+            func.max(R.created_ms).label("last_seen_ms"),
+            func.count().over().label("total"),
+        )
+        .where(*where)
+        .group_by(R.set_digest, R.symbols_digest)
+        .having(*([rgbs > 1] if disagree else []))
+    )
+
+
+def exact_table(
+    store: ReportStore,
+    filters: Filters,
+    *,
+    disagree: bool = False,
+    limit: int = 50,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """One row per (set, symbols digest) of the window's decodes at the exact tier (a path ran
+    at ``decode-equivalence``): its decodes (one report a decode ran), its distinct RGB digests
+    (their count, the least and the greatest), the decodes whose RGB is not known (a sink's
+    report states none), its payloads (distinct request digests, the service's decodes), sinks
+    and last seen. The symbols digest is what the payload gives through the integer entropy
+    stage, so one row's decodes are one payload's: ``agree`` is at most one RGB digest
+    (``decode-equivalence``'s promise). Disagreeing rows first, then by set and symbols digest;
+    ``disagree``: only those. Grouped, counted and paged in SQL (keyset)."""
+    grouped = exact_groups(filters, disagree=disagree).subquery()
+    g = grouped.c
+    with store.engine.connect() as conn:
+        pg = conn.dialect.name == "postgresql"
+        dset, dsym = (
+            (g.set.collate("C"), g.symbols_digest.collate("C")) if pg else (g.set, g.symbols_digest)
+        )
+        page = select(grouped).order_by(g.rgb_digests.desc(), dset, dsym)
+        if after is not None:
+            n, digest, symbols = keyset.decode("exact", after, [keyset.INT, keyset.STR, keyset.STR])
+            page = page.where(
+                or_(
+                    g.rgb_digests < n,
+                    and_(
+                        g.rgb_digests == n, or_(dset > digest, and_(dset == digest, dsym > symbols))
+                    ),
+                )
+            )
+        found = conn.execute(page.limit(limit + 1)).mappings().all()
+        total = found[0]["total"] if found else None
+        if total is None:  # past the last row: counted without the page
+            total = conn.execute(select(func.count()).select_from(grouped)).scalar_one()
+    items = [
+        {**{k: v for k, v in r.items() if k != "total"}, "agree": r["rgb_digests"] <= 1}
+        for r in found[:limit]
+    ]
+    last = items[-1] if len(found) > limit else None
+    return {
+        "total": int(total),
+        "limit": limit,
+        "items": items,
+        "next": None
+        if last is None
+        else keyset.encode("exact", [last["rgb_digests"], last["set"], last["symbols_digest"]]),
+    }

@@ -35,6 +35,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -110,6 +111,21 @@ Index(
     ReportRow.seq,
     sqlite_where=ReportRow.run_report.is_not(None),
     postgresql_where=ReportRow.run_report.is_not(None),
+)
+# The exact tier's view (fleet.exact_groups) reads only this index: the reports that ran at
+# decode-equivalence, tier and time first (migration 0011 says why), then what it groups.
+EXACT = text("tier = 'decode-equivalence'")
+Index(
+    "ix_reports_exact",
+    ReportRow.tier,
+    ReportRow.created_ms,
+    ReportRow.set_digest,
+    ReportRow.symbols_digest,
+    ReportRow.rgb_digest,
+    ReportRow.sink,
+    ReportRow.request_digest,
+    sqlite_where=EXACT,
+    postgresql_where=EXACT,
 )
 # One report per identity: a retried request (its X-Request-Id sent again) is stored once.
 Index("uq_reports_identity", ReportRow.sink, ReportRow.request_id, ReportRow.ordinal, unique=True)

@@ -1,7 +1,9 @@
 """The operator's fleet tables over HTTP (the dashboard's panels): ``GET /v1/fleet/sinks`` (every
 known sink: reports, no-path rate, request errors, run report verdicts, last seen; sorted either
 way, "decoded nothing" on its own), ``GET
-/v1/fleet/sets`` (per set, by full digest or a prefix of it) and ``GET /v1/request-errors``
+/v1/fleet/sets`` (per set, by full digest or a prefix of it), ``GET /v1/fleet/exact`` (the exact
+tier's decodes per set and symbols digest, a disagreement of RGB digests flagged) and ``GET
+/v1/request-errors``
 (4xx answers by code, route and sink, and a page of them). Every list says its ``total`` and is
 paged by keyset: ``limit``, and ``after`` the cursor a page's ``next`` gave. Operators only."""
 
@@ -18,7 +20,13 @@ from wai_dispatch.service.governance import PolicyNotSet
 from wai_dispatch.service.http.deps import PoliciesDep, ReportStoreDep, require
 from wai_dispatch.service.http.routes.reports import filters
 from wai_dispatch.service.store.bearer import Principal, Role
-from wai_dispatch.service.store.fleet import SET_SORTS, SINK_SORTS, set_table, sink_table
+from wai_dispatch.service.store.fleet import (
+    SET_SORTS,
+    SINK_SORTS,
+    exact_table,
+    set_table,
+    sink_table,
+)
 from wai_dispatch.service.store.policies import PolicyStore, sinks_of_class
 from wai_dispatch.service.store.reports import Filters
 from wai_dispatch.service.store.request_error_views import list_errors
@@ -93,6 +101,22 @@ async def fleet_sets(
         lambda: set_table(
             store, chosen, sort=sort, desc=desc, prefix=prefix, limit=limit, after=after
         )
+    )
+
+
+@router.get("/v1/fleet/exact", summary="Exact-tier decodes per set and symbols digest: RGB digests")
+async def fleet_exact(
+    store: ReportStoreDep,
+    _: Operator,
+    chosen: Annotated[Filters, Depends(filters)],
+    disagree: Annotated[
+        bool, Query(description="only the groups whose decodes gave more than one RGB digest")
+    ] = False,
+    limit: Limit = 50,
+    after: After = None,
+) -> dict[str, Any]:
+    return await run_in_threadpool(
+        lambda: exact_table(store, chosen, disagree=disagree, limit=limit, after=after)
     )
 
 

@@ -11,7 +11,7 @@
 
 const TOKEN_KEY = "wai-dispatch.token";
 const { $, el, button, fill, pager, meterCell, num, copyButton, when, pct } = panels;
-const PAGE = { sinks: 20, sets: 20, errors: 10, runs: 10, decodes: 25 };
+const PAGE = { sinks: 20, sets: 20, exact: 10, errors: 10, runs: 10, decodes: 25 };
 const DEFAULTS = {
   range: "86400", since: "", until: "", class: "", sink: "", capability: "", set: "",
   tz: "utc", refresh: "30", sort: "sink", q: "", nothing: "", prefix: "", run: "", run_sink: "", decode: "",
@@ -22,7 +22,7 @@ let timer = null;
 let lastGood = null;
 let cursors = [null]; // the decodes' pages: the cursor of each page seen, newest first
 // the other lists' pages, the same way (each list's `after` of every page seen)
-const pages = { sinks: [null], sets: [null], errors: [null], runs: [null] };
+const pages = { sinks: [null], sets: [null], exact: [null], errors: [null], runs: [null] };
 function firstPages() { for (const k of Object.keys(pages)) pages[k] = [null]; }
 function after(list) { return pages[list][pages[list].length - 1]; }
 function pageOf(list, t, navId, limit) {
@@ -228,6 +228,26 @@ function drawSets(t) {
   $("l-set").replaceChildren(...t.items.map((r) => { const o = el("option"); o.value = r.set; return o; }));
 }
 
+/** The exact tier: per set and symbols digest, the distinct RGB digests of its integer decodes
+ * (the API lists the groups with more than one first); a disagreement is marked in words and red. */
+function drawExact(t) {
+  $("exact-total").textContent = t.total + " payloads";
+  const short = (d) => (d === null ? "—" : d.slice(0, 16) + "…");
+  fill("t-exact", t.items.map((r) => {
+    const rgb = r.rgb_digests === 0 ? "—" : r.rgb_digests === 1 ? short(r.rgb_least)
+      : short(r.rgb_least) + " ≠ " + short(r.rgb_greatest) + (r.rgb_digests > 2 ? " (+" + (r.rgb_digests - 2) + ")" : "");
+    const verdict = r.rgb_digests > 1 ? el("td", "DISAGREE: " + r.rgb_digests + " RGB digests", "refused exact-flag")
+      : el("td", r.rgb_digests ? "agree" : "RGB not reported");
+    const set = el("td", short(r.set), "mono digest");
+    set.title = r.set;
+    const sym = el("td", short(r.symbols_digest), "mono digest");
+    sym.title = r.symbols_digest;
+    const rgbCell = el("td", rgb, "mono digest" + (r.rgb_digests > 1 ? " refused" : ""));
+    return [verdict, set, sym, rgbCell, num(r.decodes), num(r.rgb_unknown), num(r.payloads), num(r.sinks), when(r.last_seen_ms)];
+  }), "no exact-tier decode in this range");
+  pageOf("exact", t, "exact-pager", PAGE.exact);
+}
+
 /** The class menu, from the summary without the class or sink filter: every class stays on offer
  * after one is chosen (the chosen one too, if no run in the window names it). */
 function drawClassMenu(g) {
@@ -421,7 +441,7 @@ async function load() {
     const f = filters();
     const scoped = state.run ? { ...f, run_report: state.run, sink: state.run_sink, since_ms: null, until_ms: null } : f;
     const unfiltered = { since_ms: f.since_ms, until_ms: f.until_ms, limit: 1 };
-    const [summary, page, governance, sinks, sets, errors, menu] = await Promise.all([
+    const [summary, page, governance, sinks, sets, exact, errors, menu] = await Promise.all([
       api("v1/reports/summary", { ...f, bucket_s: bucketFor(f) }),
       api("v1/reports", { ...scoped, limit: PAGE.decodes, total: true, cursor: cursors[cursors.length - 1] }),
       api("v1/run-reports/summary", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
@@ -430,6 +450,7 @@ async function load() {
                                q: state.q, decoded_nothing: state.nothing === "1" || null,
                                limit: PAGE.sinks, after: after("sinks") }),
       api("v1/fleet/sets", { ...f, set: null, prefix: state.prefix, limit: PAGE.sets, after: after("sets") }),
+      api("v1/fleet/exact", { ...f, limit: PAGE.exact, after: after("exact") }),
       api("v1/request-errors", { since_ms: f.since_ms, until_ms: f.until_ms, sink_class: f.sink_class,
                                   sink: f.sink, limit: PAGE.errors, after: after("errors") }),
       f.sink_class || f.sink ? api("v1/run-reports/summary", unfiltered) : null,
@@ -441,6 +462,7 @@ async function load() {
     if (menu || governance) drawClassMenu(menu || governance);
     drawSinks(sinks);
     drawSets(sets);
+    drawExact(exact);
     panels.drawErrors(errors, pages.errors, load, PAGE.errors);
     lastGood = Date.now();
     document.body.classList.remove("stale");

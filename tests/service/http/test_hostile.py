@@ -342,6 +342,7 @@ REPORT_QUERY = [
     "desc",
     "q",
     "decoded_nothing",
+    "disagree",
     "code",
     "run_report",
     "total",
@@ -372,6 +373,7 @@ queries = st.dictionaries(st.sampled_from(REPORT_QUERY) | printable, query_value
             "/readyz",
             "/v1/fleet/sinks",
             "/v1/fleet/sets",
+            "/v1/fleet/exact",
             "/v1/request-errors",
         ]
     )
@@ -390,6 +392,7 @@ PAGED = [
     "/v1/run-reports/summary",
     "/v1/fleet/sinks",
     "/v1/fleet/sets",
+    "/v1/fleet/exact",
 ]
 
 
