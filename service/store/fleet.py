@@ -377,12 +377,11 @@ def sink_table(
         tag = f"sink:{sort}:{int(desc)}"
         if after is not None:
             value, name = keyset.decode(tag, after, [_KINDS.get(sort, keyset.INT), keyset.STR])
-            later = col < value if desc else col > value
-            page = page.where(
-                and_(col.is_(None), key > name)
-                if value is None
-                else or_(col.is_(None), later, and_(col == value, key > name))
-            )
+            if value is None:  # a row with no value: only such rows follow it, by name
+                page = page.where(col.is_(None), key > name)
+            else:
+                later = col < value if desc else col > value
+                page = page.where(or_(col.is_(None), later, and_(col == value, key > name)))
         found = conn.execute(page.limit(limit + 1)).mappings().all()
         total = found[0]["total"] if found else None
         if total is None:  # past the last row: counted without the page

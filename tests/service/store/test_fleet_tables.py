@@ -93,6 +93,14 @@ def test_per_sink_table(store: ReportStore) -> None:
         store, Filters(), classes=classes, sort="no_path_rate", desc=True, after=by_rate["next"]
     )
     assert [r["sink"] for r in rest["items"]] == ["a", "c"]
+    # past a row with no rate (never seen), only such rows follow, by name, in both directions
+    unseen = {**classes, "d": "archive"}
+    for desc in (False, True):
+        by = {"sort": "no_path_rate", "desc": desc, "limit": 3}
+        head = sink_table(store, Filters(), classes=unseen, **by)
+        assert [r["sink"] for r in head["items"]][-1] == "c"
+        tail = sink_table(store, Filters(), classes=unseen, **by, after=head["next"])
+        assert ([r["sink"] for r in tail["items"]], tail["next"]) == (["d"], None)
     assert sink_table(store, Filters(sinks=("a",)), classes=classes)["total"] == 1
     assert [r["sink"] for r in sink_table(store, Filters(), classes={}, search="B")["items"]] == [
         "b"
