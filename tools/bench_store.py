@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -86,6 +86,27 @@ def _one(sink: str) -> list[ReportRecord]:
     )
 
 
+def _run(
+    writer: Callable[[int], None],
+    writers: int,
+    seconds: float,
+    start: threading.Barrier,
+    stop: threading.Event,
+) -> float:
+    """``writers`` threads of ``writer``, released together at ``start`` and stopped after
+    ``seconds``; the seconds they ran, from the release to the last one's end."""
+    threads = [threading.Thread(target=writer, args=(k,), daemon=True) for k in range(writers)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def measure(
     store: ReportStore, folder: Path, writers: int, seconds: float, group: bool
 ) -> tuple[float, float, float, int]:
@@ -114,16 +135,7 @@ def measure(
             mine.append(time.perf_counter() - t0)
             n += 1
 
-    threads = [threading.Thread(target=writer, args=(k,), daemon=True) for k in range(writers)]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    took = time.perf_counter() - t0
+    took = _run(writer, writers, seconds, start, stop)
     batches = recorder.group.batches if recorder.group else 0
     recorder.close()
     if spool.size():
@@ -183,17 +195,9 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_rollups: bo
                         rollups.add(conn, recs)
                 done[k] += COPY_BATCH
 
-    threads = [threading.Thread(target=writer, args=(k,), daemon=True) for k in range(writers)]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
+    took = _run(writer, writers, seconds, start, stop)
     engine.dispose()
-    return sum(done) / (time.perf_counter() - t0)
+    return sum(done) / took
 
 
 def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
