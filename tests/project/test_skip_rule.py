@@ -206,6 +206,7 @@ TOOLS_MODULES = ("tests/tools/test_checkpoints.py", "tests/tools/test_set_writer
 
 
 @pytest.mark.slow  # a pytest run that imports torch: ~10 s
+@pytest.mark.slow  # a pytest run in a subprocess collecting the tools tests: about 6 s
 @pytest.mark.skipif(
     importlib.util.find_spec("torch") is None, reason="the tools extra (torch) is not installed"
 )

@@ -43,6 +43,7 @@ print(compressai.__version__, torchvision.__version__, ours)
 """
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch and CompressAI: about 5 s here
 def test_compressai_imports_and_runs_in_a_fresh_interpreter(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
