@@ -29,12 +29,32 @@ from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.tools.bmshj2018_model import load_model
 from wai_dispatch.tools.bmshj2018_onnx import onnx_session
 from wai_dispatch.tools.bmshj2018_symbols import encode_symbols
-from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image, psnr_rgb8
+from wai_dispatch.tools.train_bmshj2018 import (
+    HELD_OUT_IMAGES,
+    TRAIN_IMAGES,
+    load_image,
+    psnr_rgb8,
+)
 from wai_dispatch.tools.wai_int_synth_set import PROGRAM_FILE, WEIGHTS_FILE
 
 
+def picture(name: str) -> np.ndarray:
+    """A scikit-image sample as HxWx3 uint8; a grey one (``camera``) as three equal channels."""
+    if name.endswith("]") or name in HELD_OUT_IMAGES:
+        return load_image(name)
+    import skimage.data
+
+    img = np.asarray(getattr(skimage.data, name)())
+    if img.ndim == 2 and img.dtype == np.uint8:
+        return np.ascontiguousarray(np.repeat(img[:, :, None], 3, axis=2))
+    return load_image(name)
+
+
 def measure(
-    int_set: Path, float_set: Path, checkpoint: Path | None = None
+    int_set: Path,
+    float_set: Path,
+    checkpoint: Path | None = None,
+    pictures: Sequence[str] = HELD_OUT_IMAGES,
 ) -> list[dict[str, float]]:
     import torch
     import torch.nn.functional as F
@@ -51,8 +71,10 @@ def measure(
     )
     engine = Engine(program)
     rows = []
-    for name in HELD_OUT_IMAGES:
-        image = load_image(name)
+    for name in pictures:
+        if name in TRAIN_IMAGES:
+            raise SystemExit(f"{name}: a picture the demo weights were trained on, not held out")
+        image = picture(name)
         h, w = image.shape[:2]
         x = torch.from_numpy(image).permute(2, 0, 1)[None].float().div(255.0)
         pad = F.pad(x, (0, (-w) % 16, 0, (-h) % 16), mode="replicate")
@@ -178,9 +200,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         const=sets_dir() / "int-synth-demo-q3",
         help="another integer set to compare with (alone: the bundled one)",
     )
+    parser.add_argument(
+        "--picture",
+        action="append",
+        help="a scikit-image sample the weights never saw (repeatable; a grey one as three "
+        f"equal channels); default: {', '.join(HELD_OUT_IMAGES)}",
+    )
     args = parser.parse_args(argv)
+    pictures = tuple(args.picture or HELD_OUT_IMAGES)
     sets = [("set", args.int_set)] + ([("against", args.against)] if args.against else [])
-    measured = {label: measure(path, args.float_set) for label, path in sets}
+    measured = {label: measure(path, args.float_set, pictures=pictures) for label, path in sets}
     for label, path in sets:
         _report(label, path, measured[label])
     if args.against:
