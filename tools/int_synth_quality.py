@@ -1,11 +1,11 @@
 """``python -m wai_dispatch.tools.int_synth_quality``: the integer set's quality against its float
 set at the same bitstream, on the pictures the demo weights never saw (``chelsea``, ``coffee``):
 PSNR of the float decode (ONNX Runtime, RGB8) and of the integer decode (wai-ops/1), each against
-the original picture, and their difference (docs/int-synth-set.md, "Quality"). With
-``--against`` another integer set (today's, by default the bundled one), both sets' figures and,
-per convolution, what the int8 graph engine makes of each program: its input's proven range and
-its weights', the int8 products per multiply-accumulate (planes × digits), and whether the
-exactness proof holds on each kernel MLAS may pick (docs/wai-ops.md)."""
+the original picture, and their difference (docs/int-synth-set.md, "Quality"). With ``--against``
+another integer set (by default the retired ``int-synth-demo-q3``), both sets' figures and, per
+convolution, what the int8 graph engine makes of each program: its input's proven range and its
+weights', the int8 products per multiply-accumulate (planes × digits), and whether the exactness
+proof holds on each kernel MLAS may pick (docs/wai-ops.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.conformance import sets_dir
+from wai_dispatch.conformance import retired_dir, sets_dir
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_digits import plane_ranges, weight_digits
 from wai_dispatch.paths.waiops.int8_graph import PLANE_BITS, build_model
@@ -36,6 +36,10 @@ from wai_dispatch.tools.train_bmshj2018 import (
     psnr_rgb8,
 )
 from wai_dispatch.tools.wai_int_synth_set import PROGRAM_FILE, WEIGHTS_FILE
+
+#: The bundled integer set, and the one it replaced (``--against``'s default).
+BUNDLED = "int-synth-int8-units-demo-q3"
+RETIRED = "int-synth-demo-q3"
 
 
 def picture(name: str) -> np.ndarray:
@@ -191,14 +195,14 @@ def _report(label: str, int_set: Path, rows: list[dict[str, float]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.int_synth_quality")
-    parser.add_argument("--int-set", type=Path, default=sets_dir() / "int-synth-demo-q3")
+    parser.add_argument("--int-set", type=Path, default=sets_dir() / BUNDLED)
     parser.add_argument("--float-set", type=Path, default=sets_dir() / "bmshj2018-demo-q3")
     parser.add_argument(
         "--against",
         type=Path,
         nargs="?",
-        const=sets_dir() / "int-synth-demo-q3",
-        help="another integer set to compare with (alone: the bundled one)",
+        const=retired_dir() / RETIRED,
+        help=f"another integer set to compare with (alone: the retired {RETIRED})",
     )
     parser.add_argument(
         "--picture",
