@@ -2,8 +2,9 @@
 demo weights, found with :mod:`importlib.resources`, so the same code works from the wheel and
 from an editable install.
 
-The demo weights (``weights/``) are not in the wheel: only the set writer (``tools`` extra, run
-from a checkout) reads them, and :func:`weights_dir` says so when they are missing.
+The demo weights (``weights/``) and the retired sets (``retired/``) are not in the wheel: only
+the set writer and the tests (``tools`` extra, run from a checkout) read them, and
+:func:`weights_dir` says so when they are missing.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ def sets_dir() -> Path:
 def envelopes_dir() -> Path:
     """Sample envelopes for the bundled sets (``wai-dispatch demo`` decodes them)."""
     return _folder("envelopes")
+
+
+def retired_dir() -> Path:
+    """Sets a bundled set replaced, with their sample envelopes (``retired/README.md``): not
+    installed on first use, kept so that tests and tools can install and compare them (a
+    checkout only: not in the wheel)."""
+    return _folder("retired")
 
 
 def neural_conformance_dir() -> Path:

@@ -59,7 +59,7 @@ def _set(folder: Path) -> Any:
 
 def _inputs(case: str, label: str = "") -> tuple[np.ndarray, np.ndarray]:
     tables = EntropyTables.from_json(
-        (sets_dir() / "int-synth-demo-q3" / "cdfs_q3.json").read_bytes()
+        (sets_dir() / "int-synth-int8-units-demo-q3" / "cdfs_q3.json").read_bytes()
     )
     symbols = codec_payload.decode((neural_conformance_dir() / f"{case}.waip").read_bytes(), tables)
     if label == "1024x1024":  # no corpus payload that large: the 768×512 latent, tiled
@@ -69,7 +69,7 @@ def _inputs(case: str, label: str = "") -> tuple[np.ndarray, np.ndarray]:
 
 def _jobs(case: str, label: str = "") -> tuple[Any, Any]:
     symbols, latent = _inputs(case, label)
-    int_job = SynthesisJob(_set(sets_dir() / "int-synth-demo-q3"), latent, symbols)
+    int_job = SynthesisJob(_set(sets_dir() / "int-synth-int8-units-demo-q3"), latent, symbols)
     float_job = SynthesisJob(_set(sets_dir() / "bmshj2018-demo-q3"), latent, symbols)
     return int_job, float_job
 

@@ -29,7 +29,7 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.settings import Settings
 from wai_dispatch.tools.harness import decode_headers, loadavg, memory_kib, parser, service
 
-SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-demo-q3"}
+SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-int8-units-demo-q3"}
 UNTILED = str(1 << 50)
 
 _SCRIPT = """

@@ -15,7 +15,7 @@ import httpx
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.tools.harness import decode_headers, loadavg, parser, service
 
-SAMPLES = ("bmshj2018-demo-q3.json", "int-synth-demo-q3.json")
+SAMPLES = ("bmshj2018-demo-q3.json", "int-synth-int8-units-demo-q3.json")
 
 
 def one_run(warm: bool, body: bytes, n: int) -> dict[str, float]:

@@ -26,17 +26,24 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 
 SETS = Path(__file__).resolve().parents[1] / "conformance" / "sets"
+RETIRED = SETS.parent / "retired"  # sets a bundled one replaced (conformance/retired/README.md)
 ORT_WEB = SETS.parents[1] / "service" / "web" / "page_files" / "vendor" / "onnxruntime_web"
-INT_SYNTH = "int-synth-demo-q3"
+INT_SYNTH = "int-synth-int8-units-demo-q3"
+INT_RETIRED = "int-synth-demo-q3"  # the bundled integer set before INT_SYNTH
 HYPERPRIOR = "bmshj2018-hyperprior-demo-q3"
 _MARK = re.compile(r"<!-- fig ([\w.-]+) -->")
 _LOCK = threading.Lock()
 
 
+def _where(folder: str) -> Path:
+    """A bundled set's folder, or a retired one's."""
+    return SETS / folder if (SETS / folder).is_dir() else RETIRED / folder
+
+
 @cache
 def _program(folder: str) -> Program:
     """The set's ``wai-ops/1`` program, loaded (and its bound rule proved) as a decoder does."""
-    (program,) = (SETS / folder).glob("*.wai-ops.json")
+    (program,) = _where(folder).glob("*.wai-ops.json")
     weights = program.with_name(program.name.removesuffix(".wai-ops.json") + ".safetensors")
     return load_program(program.read_bytes(), weights.read_bytes())
 
@@ -88,6 +95,30 @@ def _weight_max(folder: str) -> int:
     return max(int(np.abs(op.params["weight"]).max()) for op in ops if "weight" in op.params)
 
 
+def _input(folder: str, name: str) -> str:
+    """A convolution's input's proven range (the hull over its channels)."""
+    program = _program(folder)
+    (op,) = (op for op in program.operations if op.name == name)
+    lo, hi = program.bounds[op.inputs[0]]
+    return _range(int(lo.min()), int(hi.max()))
+
+
+def _per_mac(folder: str) -> str:
+    """``1.065``: the int8 graph engine's int8 products a multiply-accumulate over the
+    synthesis, each convolution weighted by its share of the multiply-accumulates (at 2×
+    upsampling a layer, each reads 4× the positions of the last)."""
+    program = _program(folder)
+    with _LOCK:
+        _, products = int8_graph.build_model(program)
+    convs = [op for op in program.operations if op.op in ("conv2d", "conv_transpose2d")]
+    macs = [int(op.params["weight"].size) * 4**i for i, op in enumerate(convs)]
+    total = sum(
+        products[op.name] / int(op.params["weight"].size) * m
+        for op, m in zip(convs, macs, strict=True)
+    )
+    return f"{total / sum(macs):.3f}"
+
+
 def _sci(n: float, digits: int) -> str:
     """``1.053 · 10^9``: ``digits`` decimals of the mantissa, as the docs write powers."""
     exp = math.floor(math.log10(n))
@@ -103,12 +134,12 @@ def _second_digit(folder: str, *, read: bool) -> str:
 
 
 def _payload(folder: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((SETS / folder / "payload.json").read_text("utf-8"))
+    loaded: dict[str, Any] = json.loads((_where(folder) / "payload.json").read_text("utf-8"))
     return loaded
 
 
 def _digest(folder: str) -> str:
-    return str(bundled_digest(SETS / folder))
+    return str(bundled_digest(_where(folder)))
 
 
 def _symbols(folder: str) -> str:
@@ -116,7 +147,7 @@ def _symbols(folder: str) -> str:
 
 
 def _payload_bytes(folder: str) -> str:
-    return f"{(SETS / folder / 'payload.bin').stat().st_size:,}"
+    return f"{(_where(folder) / 'payload.bin').stat().st_size:,}"
 
 
 def _checkpoint(stem: str) -> str:
@@ -124,10 +155,10 @@ def _checkpoint(stem: str) -> str:
 
 
 def _per_set() -> dict[str, Callable[[], str]]:
-    """Per bundled set folder: its digest, its payload's symbols digest, size and bits per
-    pixel; per demo checkpoint (``conformance/weights/``), its BLAKE3."""
+    """Per bundled (or retired) set folder: its digest, its payload's symbols digest, size and
+    bits per pixel; per demo checkpoint (``conformance/weights/``), its BLAKE3."""
     out: dict[str, Callable[[], str]] = {}
-    for path in bundled_folders(SETS):
+    for path in bundled_folders(SETS) + bundled_folders(RETIRED):
         for what, read in (("digest", _digest), ("symbols", _symbols)):
             out[f"{path.name}.{what}"] = partial(read, path.name)
         out[f"{path.name}.payload_bytes"] = partial(_payload_bytes, path.name)
@@ -139,7 +170,7 @@ def _per_set() -> dict[str, Callable[[], str]]:
 
 def _bpp(folder: str) -> str:
     _, _, h, w = _payload(folder)["picture_shape"]
-    return f"{(SETS / folder / 'payload.bin').stat().st_size * 8 / (h * w):.2f}"
+    return f"{(_where(folder) / 'payload.bin').stat().st_size * 8 / (h * w):.2f}"
 
 
 def _onnx_operations(folder: str) -> str:
@@ -180,15 +211,28 @@ FIGURES: dict[str, Callable[[], str]] = {
     "int_synth.weight_max": lambda: f"{_weight_max(INT_SYNTH):,}",
     "int_synth.int8_bound": lambda: _sci(_int8(INT_SYNTH).bound, 1),
     "int_synth.int8_bound_share": lambda: f"{100 * _int8(INT_SYNTH).bound / 2**31:.1f}%",
-    "int_synth.second_digit_idle": partial(_second_digit, INT_SYNTH, read=False),
-    "int_synth.second_digit_read": partial(_second_digit, INT_SYNTH, read=True),
+    "int_synth.weights.deconv4": partial(_weights, INT_SYNTH, "deconv4"),
+    **{
+        f"int_synth.inputs.{name}": partial(_input, INT_SYNTH, name)
+        for name in ("deconv1", "deconv2", "deconv3", "deconv4")
+    },
+    "int_synth.products_per_mac": partial(_per_mac, INT_SYNTH),
+    "int_synth_retired.products_per_mac": partial(_per_mac, INT_RETIRED),
+    "int_synth_retired.igdn_gamma_max": lambda: _gamma_max(INT_RETIRED),
+    "int_synth_retired.weight_max": lambda: f"{_weight_max(INT_RETIRED):,}",
+    **{
+        f"int_synth_retired.weights.{name}": partial(_weights, INT_RETIRED, name)
+        for name in ("deconv1", "deconv2", "deconv3")
+    },
+    "int_synth_retired.second_digit_idle": partial(_second_digit, INT_RETIRED, read=False),
+    "int_synth_retired.second_digit_read": partial(_second_digit, INT_RETIRED, read=True),
     "h_s.weight_max": lambda: f"{_weight_max(HYPERPRIOR):,}",
     "h_s.accumulator_max": lambda: _sci(max(_program(HYPERPRIOR).accumulators.values()), 3),
     "h_s.int8_bound": lambda: _sci(_int8(HYPERPRIOR).bound, 2),
     "h_s.int8_bound_share": lambda: f"{100 * _int8(HYPERPRIOR).bound / 2**31:.1f}%",
     **_per_set(),
 }
-#: A digest's short forms: ``NAME.short`` is ``09c6186a…5c44``, ``NAME.prefix`` ``63b8f984…``.
+#: A digest's short forms: ``NAME.short`` is ``09c6186a…5c44``, ``NAME.prefix`` ``847953aa…``.
 FORMS: dict[str, Callable[[str], str]] = {
     "short": lambda digest: f"{digest[:8]}…{digest[-4:]}",
     "prefix": lambda digest: f"{digest[:8]}…",

@@ -1,11 +1,11 @@
 """``python -m wai_dispatch.tools.int_synth_quality``: the integer set's quality against its float
 set at the same bitstream, on the pictures the demo weights never saw (``chelsea``, ``coffee``):
 PSNR of the float decode (ONNX Runtime, RGB8) and of the integer decode (wai-ops/1), each against
-the original picture, and their difference (docs/int-synth-set.md, "Quality"). With
-``--against`` another integer set (today's, by default the bundled one), both sets' figures and,
-per convolution, what the int8 graph engine makes of each program: its input's proven range and
-its weights', the int8 products per multiply-accumulate (planes × digits), and whether the
-exactness proof holds on each kernel MLAS may pick (docs/wai-ops.md)."""
+the original picture, and their difference (docs/int-synth-set.md, "Quality"). With ``--against``
+another integer set (by default the retired ``int-synth-demo-q3``), both sets' figures and, per
+convolution, what the int8 graph engine makes of each program: its input's proven range and its
+weights', the int8 products per multiply-accumulate (planes × digits), and whether the exactness
+proof holds on each kernel MLAS may pick (docs/wai-ops.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
 from wai_dispatch.codec.tables import EntropyTables
-from wai_dispatch.conformance import sets_dir
+from wai_dispatch.conformance import retired_dir, sets_dir
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_digits import plane_ranges, weight_digits
 from wai_dispatch.paths.waiops.int8_graph import PLANE_BITS, build_model
@@ -29,12 +29,36 @@ from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.tools.bmshj2018_model import load_model
 from wai_dispatch.tools.bmshj2018_onnx import onnx_session
 from wai_dispatch.tools.bmshj2018_symbols import encode_symbols
-from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image, psnr_rgb8
+from wai_dispatch.tools.train_bmshj2018 import (
+    HELD_OUT_IMAGES,
+    TRAIN_IMAGES,
+    load_image,
+    psnr_rgb8,
+)
 from wai_dispatch.tools.wai_int_synth_set import PROGRAM_FILE, WEIGHTS_FILE
+
+#: The bundled integer set, and the one it replaced (``--against``'s default).
+BUNDLED = "int-synth-int8-units-demo-q3"
+RETIRED = "int-synth-demo-q3"
+
+
+def picture(name: str) -> np.ndarray:
+    """A scikit-image sample as HxWx3 uint8; a grey one (``camera``) as three equal channels."""
+    if name.endswith("]") or name in HELD_OUT_IMAGES:
+        return load_image(name)
+    import skimage.data
+
+    img = np.asarray(getattr(skimage.data, name)())
+    if img.ndim == 2 and img.dtype == np.uint8:
+        return np.ascontiguousarray(np.repeat(img[:, :, None], 3, axis=2))
+    return load_image(name)
 
 
 def measure(
-    int_set: Path, float_set: Path, checkpoint: Path | None = None
+    int_set: Path,
+    float_set: Path,
+    checkpoint: Path | None = None,
+    pictures: Sequence[str] = HELD_OUT_IMAGES,
 ) -> list[dict[str, float]]:
     import torch
     import torch.nn.functional as F
@@ -51,8 +75,10 @@ def measure(
     )
     engine = Engine(program)
     rows = []
-    for name in HELD_OUT_IMAGES:
-        image = load_image(name)
+    for name in pictures:
+        if name in TRAIN_IMAGES:
+            raise SystemExit(f"{name}: a picture the demo weights were trained on, not held out")
+        image = picture(name)
         h, w = image.shape[:2]
         x = torch.from_numpy(image).permute(2, 0, 1)[None].float().div(255.0)
         pad = F.pad(x, (0, (-w) % 16, 0, (-h) % 16), mode="replicate")
@@ -169,18 +195,25 @@ def _report(label: str, int_set: Path, rows: list[dict[str, float]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.int_synth_quality")
-    parser.add_argument("--int-set", type=Path, default=sets_dir() / "int-synth-demo-q3")
+    parser.add_argument("--int-set", type=Path, default=sets_dir() / BUNDLED)
     parser.add_argument("--float-set", type=Path, default=sets_dir() / "bmshj2018-demo-q3")
     parser.add_argument(
         "--against",
         type=Path,
         nargs="?",
-        const=sets_dir() / "int-synth-demo-q3",
-        help="another integer set to compare with (alone: the bundled one)",
+        const=retired_dir() / RETIRED,
+        help=f"another integer set to compare with (alone: the retired {RETIRED})",
+    )
+    parser.add_argument(
+        "--picture",
+        action="append",
+        help="a scikit-image sample the weights never saw (repeatable; a grey one as three "
+        f"equal channels); default: {', '.join(HELD_OUT_IMAGES)}",
     )
     args = parser.parse_args(argv)
+    pictures = tuple(args.picture or HELD_OUT_IMAGES)
     sets = [("set", args.int_set)] + ([("against", args.against)] if args.against else [])
-    measured = {label: measure(path, args.float_set) for label, path in sets}
+    measured = {label: measure(path, args.float_set, pictures=pictures) for label, path in sets}
     for label, path in sets:
         _report(label, path, measured[label])
     if args.against:

@@ -1,6 +1,6 @@
-"""``python -m wai_dispatch.tools.neural_conformance``: write the integer capability's
-conformance corpus (``conformance/neural-conformance/``, its README says what it holds): payloads
-of several sizes coded against the bundled ``int-synth-demo-q3`` set's tables, each with its
+"""``python -m wai_dispatch.tools.neural_conformance``: write the integer capability's conformance
+corpus (``conformance/neural-conformance/``, its README says what it holds): payloads of several
+sizes coded against the bundled ``int-synth-int8-units-demo-q3`` set's tables, each with its
 ``symbols_digest`` and the BLAKE3 of the RGB8 picture the set's wai-ops/1 program decodes it to
 (computed by the int64 reference interpreter and checked against the fast engine)."""
 
@@ -140,7 +140,7 @@ def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.neural_conformance")
     parser.add_argument("--out", type=Path, default=neural_conformance_dir())
-    parser.add_argument("--set", type=Path, default=sets_dir() / "int-synth-demo-q3")
+    parser.add_argument("--set", type=Path, default=sets_dir() / "int-synth-int8-units-demo-q3")
     args = parser.parse_args(argv)
     write_corpus(args.out, args.set, log=lambda m: print(m, file=sys.stderr))
     return 0

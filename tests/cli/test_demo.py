@@ -111,7 +111,7 @@ def test_the_int_synth_report_is_the_vector_and_the_documented_one(demo) -> None
 
     _, outcomes = demo
     by_name = {Path(str(o["envelope"])).name: o for o in outcomes}
-    report = by_name["int-synth-demo-q3.json"]["reports"][0]
+    report = by_name["int-synth-int8-units-demo-q3.json"]["reports"][0]
     assert report["ran"]["placement"] == {"npu": 0, "gpu": 0, "cpu": 12, "unknown": 0}
     root = Path(__file__).resolve().parents[2]
     vector = json.loads(

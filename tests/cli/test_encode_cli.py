@@ -226,7 +226,7 @@ def test_a_set_of_another_capability(
         "encode",
         str(png),
         "--set",
-        "63b8f984",
+        "847953aa",
         "--capability",
         "wai.neural.bmshj2018",
         "-o",

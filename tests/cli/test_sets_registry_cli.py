@@ -20,7 +20,7 @@ from wai_dispatch.conformance import sets_dir as bundled_sets
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.setregistry import SetRegistry
 
-INT_ENVELOPE = envelopes_dir() / "int-synth-demo-q3.json"
+INT_ENVELOPE = envelopes_dir() / "int-synth-int8-units-demo-q3.json"
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
@@ -65,7 +65,7 @@ def test_a_removed_bundled_set_stays_removed(
     assert not out.exists()
     assert _run(capsys, "sets", "remove", digest, *dd)[0] == 2  # not live: set_not_installed
 
-    folder = Path(bundled_sets()) / "int-synth-demo-q3"
+    folder = Path(bundled_sets()) / "int-synth-int8-units-demo-q3"
     status, entry, err = _run(capsys, "sets", "install", str(folder), "--json", *dd)
     assert status == 0 and entry["digest"] == digest, err
     assert _registry(data)[digest].live
@@ -88,7 +88,7 @@ def test_a_registry_that_does_not_answer_is_one_typed_line(
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the database's folder belongs")
     monkeypatch.setenv("WAI_DATABASE_URL", f"sqlite:///{blocker / 'db' / 'reports.db'}")
-    folder = Path(bundled_sets()) / "int-synth-demo-q3"
+    folder = Path(bundled_sets()) / "int-synth-int8-units-demo-q3"
     data = tmp_path / "data"
     status, _, err = _run(capsys, "sets", "install", str(folder), "--data-dir", str(data))
     assert status == 3  # unavailable: what the command needs does not answer
@@ -106,7 +106,7 @@ def test_the_command_in_its_own_process_says_it_once(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the database's folder belongs")
     env = dict(os.environ, WAI_DATABASE_URL=f"sqlite:///{blocker / 'db' / 'reports.db'}")
-    folder = Path(bundled_sets()) / "int-synth-demo-q3"
+    folder = Path(bundled_sets()) / "int-synth-int8-units-demo-q3"
     argv = ["sets", "install", str(folder), "--data-dir", str(tmp_path / "data")]
     done = subprocess.run(
         [sys.executable, "-m", "wai_dispatch.cli", *argv],

@@ -21,7 +21,7 @@ NPU_SET = os.environ.get("WAI_NPU_SET", "")
 REQUIRE_NPU_SET = os.environ.get("WAI_REQUIRE_NPU_SET") == "1"
 REQUIRE_GPU = os.environ.get("WAI_REQUIRE_GPU") == "1"
 FLOAT_SET = sets_dir() / "bmshj2018-demo-q3"
-INT_SET = sets_dir() / "int-synth-demo-q3"
+INT_SET = sets_dir() / "int-synth-int8-units-demo-q3"
 
 
 def rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:

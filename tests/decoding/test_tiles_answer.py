@@ -22,7 +22,7 @@ from wai_dispatch.service.settings import Settings, load
 
 MiB = 1 << 20
 SAMPLE = envelopes_dir() / "bmshj2018-demo-q3.json"
-INT_SAMPLE = envelopes_dir() / "int-synth-demo-q3.json"  # the wai-ops path's
+INT_SAMPLE = envelopes_dir() / "int-synth-int8-units-demo-q3.json"  # the wai-ops path's
 
 
 def test_a_small_decode_is_estimated_as_before() -> None:

@@ -131,7 +131,7 @@ def test_decode_equivalence_loads_no_float_path(site: Any, browser: Any) -> None
         requested: list[str] = []
         page.on("request", lambda r: requested.append(r.url))
         open_page(page, site.url)
-        for name in ["bmshj2018-demo-q3-replicate.json", "int-synth-demo-q3.json"]:
+        for name in ["bmshj2018-demo-q3-replicate.json", "int-synth-int8-units-demo-q3.json"]:
             result, _, _ = decode(page, name)
             refused = {
                 f"{r['unit']}/{r['backend']}/{r['arithmetic']}": r["reason"]

@@ -182,7 +182,7 @@ def test_a_refusal_is_shown_in_the_error_style(site: dict[str, str], browser: An
         error = page.evaluate("getComputedStyle(document.getElementById('status')).color")
         assert error == "rgb(179, 38, 30)"  # page.css's error colour, #b3261e
         screenshot(page, "decode-no-path")
-        page.select_option("#sample", "int-synth-demo-q3.json")
+        page.select_option("#sample", "int-synth-int8-units-demo-q3.json")
         result = page.evaluate("window.waiPage.decodeSample()")
         assert result["decoded"] is True, result
         posted = result["runReport"]

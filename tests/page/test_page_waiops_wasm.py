@@ -83,7 +83,7 @@ def test_corpus_on_webassembly(site: Any, browser: Any) -> None:
 def test_int_synth_sample_on_webassembly(site: Any, browser: Any) -> None:
     """No adapter: gpu/wgsl/integer is dispatch_unit_absent, and cpu/wai-ops/integer runs the
     sample at decode-equivalence, the native decode's picture exactly."""
-    name = "int-synth-demo-q3.json"
+    name = "int-synth-int8-units-demo-q3.json"
     with browser([], token=site.token) as page:
         requested: list[str] = []
         page.on("request", lambda r: requested.append(r.url))
@@ -130,7 +130,7 @@ def test_int_synth_sample_on_webassembly(site: Any, browser: Any) -> None:
 
 def _decode_refused(page: Any) -> tuple[str, str]:
     """The int-synth sample decoded: cpu/wai-ops/integer's refusal and reason (no picture)."""
-    page.select_option("#sample", "int-synth-demo-q3.json")
+    page.select_option("#sample", "int-synth-int8-units-demo-q3.json")
     result: dict[str, Any] = page.evaluate("window.waiPage.decodeSample()")
     assert result["decoded"] is False and result["picture"] is None, result
     (refusal,) = [r for r in result["reports"][0]["refused"] if r["backend"] == "wai-ops"]

@@ -81,7 +81,7 @@ def verify_int(page: Any, url: str, query: str) -> dict[str, Any]:
 
 
 def test_int_synth_not_placed_on_a_fallback_adapter(site: Any, gpu_page: Any) -> None:
-    result = decode_sample(gpu_page, site.url, "int-synth-demo-q3.json")
+    result = decode_sample(gpu_page, site.url, "int-synth-int8-units-demo-q3.json")
     report = result["reports"][0]
     # The Python core on the same facts: the adapter is there, the set holds the program, the
     # plan takes the shape, and the placement is 12 operations on the CPU (§5).
@@ -108,7 +108,7 @@ def test_int_synth_shape_refused_under_lowered_limits(site: Any, gpu_page: Any) 
     """A plan no variant admits under the adapter's limits is dispatch_shape_mismatch, asked
     before the plan (§4), and nothing is submitted."""
     url = site.url + "?limit.maxStorageBufferBindingSize=1048576"
-    result = decode_sample(gpu_page, url, "int-synth-demo-q3.json")
+    result = decode_sample(gpu_page, url, "int-synth-int8-units-demo-q3.json")
     assert result["reports"][0]["refused"][-1]["reason"] == "dispatch_shape_mismatch"
     assert "maxStorageBufferBindingSize" in result["reasons"][0]["gpu/wgsl/integer"]
 

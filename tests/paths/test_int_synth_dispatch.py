@@ -1,7 +1,9 @@
 """wai.neural.int_synth through the decode pipeline (§3, §8): the reference offer refuses the
 neural processor and ONNX Runtime by tier and decodes on cpu/wai-ops/integer at
-decode-equivalence to the corpus hash; the interpreter stays an arithmetic mismatch for
-bmshj2018; a set whose program breaks the bound rule is refused before anything runs."""
+decode-equivalence to the corpus hash; an envelope written for the retired set (the bundled set
+before the int8-units one) decodes to its own pinned picture where that set is installed, and
+is answered ``set_not_installed`` where it is not; the interpreter stays an arithmetic mismatch
+for bmshj2018; a set whose program breaks the bound rule is refused before anything runs."""
 
 from __future__ import annotations
 
@@ -12,18 +14,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.envelope import Envelope, parse
 from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
-from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.conformance import neural_conformance_dir, retired_dir, sets_dir
 from wai_dispatch.dispatch import REFERENCE_OFFER, Code, Report, Tier
 from wai_dispatch.dispatch.offer import CPU_WAI_OPS
 from wai_dispatch.paths.registry import known_adapters
 from wai_dispatch.paths.waiops.errors import BoundExceeded
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.results import NoPath, rgb_digest, to_rgb8
+from wai_dispatch.service.decoding.results import NoPath, SetMissing, rgb_digest, to_rgb8
 
-INT_SET = sets_dir() / "int-synth-demo-q3"
+INT_SET = sets_dir() / "int-synth-int8-units-demo-q3"
 CORPUS = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())
+#: The set the bundled one replaced, its sample envelopes, and what they decode to with it (the
+#: corpus's coffee-256x256 hash while it was the bundled set).
+RETIRED = retired_dir() / "int-synth-demo-q3"
+RETIRED_DIGEST = "63b8f98442a27214d66f7c6252d8545cc92ecad0dd9c4a3723041ed0a21ee3f4"
+RETIRED_RGB8 = "82627b383d948cd0781efe7e0f299b3dbde9c24730cb3c3e20c03be58e388622"
 
 
 @pytest.fixture
@@ -71,6 +78,27 @@ def test_int_synth_runs_on_the_interpreter_at_decode_equivalence(
     coffee = next(p for p in CORPUS["payloads"] if p["name"] == "coffee-256x256")
     assert result.part.symbols_digest == coffee["symbols_digest"]
     assert rgb_digest(result.rgb) == coffee["rgb8_blake3"]
+
+
+@pytest.mark.parametrize(
+    "sample",
+    ["int-synth-demo-q3.json", "int-synth-demo-q3.cbor", "int-synth-demo-q3-replicate.json"],
+)
+def test_an_envelope_for_the_retired_set_decodes_where_it_is_installed(
+    store: SetStore, sample: str
+) -> None:
+    envelope = parse((retired_dir() / sample).read_bytes())
+    assert envelope.set == RETIRED_DIGEST
+    with pytest.raises(SetMissing) as info:
+        _decode(store, envelope)
+    assert info.value.code == "set_not_installed" and RETIRED_DIGEST in info.value.message
+    assert store.install(RETIRED).digest == RETIRED_DIGEST
+    result = _decode(store, envelope)
+    (report,) = result.reports
+    assert report.ran is not None and report.ran.path == CPU_WAI_OPS
+    coffee = next(p for p in CORPUS["payloads"] if p["name"] == "coffee-256x256")
+    assert result.part.symbols_digest == coffee["symbols_digest"]
+    assert rgb_digest(result.rgb) == RETIRED_RGB8 != coffee["rgb8_blake3"]
 
 
 def test_the_interpreter_is_an_arithmetic_mismatch_for_bmshj2018(store: SetStore) -> None:

@@ -26,7 +26,7 @@ from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
 from wai_dispatch.service.decoding.results import rgb_digest, to_rgb8
 
 FLOAT_SET = sets_dir() / "bmshj2018-demo-q3"
-INT_SET = sets_dir() / "int-synth-demo-q3"
+INT_SET = sets_dir() / "int-synth-int8-units-demo-q3"
 CORPUS = neural_conformance_dir()
 DOC = json.loads((CORPUS / "corpus.json").read_bytes())
 BMSHJ = Reach(stride=16, before=1, after=2)

@@ -226,7 +226,7 @@ def test_the_int_synth_envelope_offered_wgsl_first(device: Runner, tmp_path: Any
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.decoding.results import rgb_digest
 
-    folder = sets_dir() / "int-synth-demo-q3"
+    folder = sets_dir() / "int-synth-int8-units-demo-q3"
     store = SetStore(tmp_path / "sets")
     store.install(folder)
     manifest = Manifest.from_bytes((folder / "set.json").read_bytes())

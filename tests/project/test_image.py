@@ -128,7 +128,11 @@ def test_make_image_runs_the_check_outside_ci() -> None:
     ).read_text()
     digests = re.findall(r"\b[0-9a-f]{64}\b", SCRIPT)
     assert len(digests) == 4 and all(d in pinned for d in digests)
-    for sample in ("bmshj2018-demo-q3", "bmshj2018-hyperprior-demo-q3", "int-synth-demo-q3"):
+    for sample in (
+        "bmshj2018-demo-q3",
+        "bmshj2018-hyperprior-demo-q3",
+        "int-synth-int8-units-demo-q3",
+    ):
         assert f"decode {sample} " in SCRIPT
         assert (ROOT / f"conformance/envelopes/{sample}.json").exists()
 

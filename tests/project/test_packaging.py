@@ -59,6 +59,9 @@ def test_the_wheel_has_one_top_level_package(wheel: Path) -> None:
     assert "wai_dispatch/conformance/envelopes/bmshj2018-demo-q3.json" in names
     assert any(n.startswith("wai_dispatch/conformance/dispatch/") for n in names)
     assert not any("/weights/" in n for n in names)
+    # the bundled integer set is; the set it replaced (conformance/retired/) is not
+    assert "wai_dispatch/conformance/sets/int-synth-int8-units-demo-q3/set.json" in names
+    assert not any("/retired/" in n for n in names)
     assert "wai_dispatch/py.typed" in names
     # the browser page and its vendored library with its licence (docs/page.md)
     assert "wai_dispatch/service/web/page_files/index.html" in names

@@ -1,8 +1,9 @@
-"""The integer set writer (tools/wai_int_synth_set.py): it reproduces the bundled
-int-synth-demo-q3 set byte for byte, its program holds the bound rule below 2^24, it keeps the
-float set's tables and payload, it refuses a checkpoint whose synthesis is not the set's, and its
-arithmetic gives the same bits under other thread counts and SIMD paths (the CPU-independence
-docs/int-synth-set.md argues)."""
+"""The integer set writer (tools/wai_int_synth_set.py): with the default profile it reproduces the
+retired int-synth-demo-q3 set byte for byte (conformance/retired/; the bundled set is the
+``int8-units`` profile's: tests/tools/test_int_synth_units.py), its program holds the bound rule
+below 2^24, it keeps the float set's tables and payload, it refuses a checkpoint whose synthesis is
+not the set's, and its arithmetic gives the same bits under other thread counts and SIMD paths (the
+CPU-independence docs/int-synth-set.md argues)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,11 @@ import_or_skip(
 )
 
 from wai_dispatch.codec.sets import Manifest  # noqa: E402
-from wai_dispatch.conformance import sets_dir  # noqa: E402
+from wai_dispatch.conformance import retired_dir, sets_dir  # noqa: E402
 from wai_dispatch.tools import wai_int_synth_set as writer  # noqa: E402
 from wai_dispatch.tools.bmshj2018_model import SetWriterError  # noqa: E402
 
-BUNDLED = sets_dir() / "int-synth-demo-q3"
+RETIRED = retired_dir() / "int-synth-demo-q3"
 FLOAT = sets_dir() / "bmshj2018-demo-q3"
 
 
@@ -37,9 +38,9 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_writer_reproduces_the_bundled_integer_set(tmp_path: Path) -> None:
+def test_writer_reproduces_the_retired_integer_set(tmp_path: Path) -> None:
     out = writer.write_set(tmp_path / "set", from_set=FLOAT)
-    written, bundled = _files(out), _files(BUNDLED)
+    written, bundled = _files(out), _files(RETIRED)
     assert sorted(written) == sorted(bundled)
     assert [n for n in bundled if written[n] != bundled[n]] == []
     manifest = Manifest.from_bytes(bundled["set.json"])

@@ -1,8 +1,9 @@
 """The integer set writer's ``int8-units`` profile (tools/int_synth_ptq.py, issue 38): one int8
 digit per weight and one 7-bit plane per convolution input past the first, so the int8 graph
 engine computes one int8 product a multiply-accumulate wherever the proof allows it on every
-kernel; its program pinned on one calibration crop (fast) and as the whole set (slow), and what
-``int_synth_quality`` reports of both programs."""
+kernel; its program pinned on one calibration crop (fast) and as the whole set (slow), the
+bundled set (fast: its digest; slow: the writer's output byte for byte), and what
+``int_synth_quality`` reports of it and of the retired set it replaced."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _thirdparty import import_or_skip
+from blake3 import blake3
 
 pytestmark = pytest.mark.tools
 
@@ -26,7 +28,7 @@ import_or_skip(
 )
 
 from wai_dispatch.codec.sets import Manifest  # noqa: E402
-from wai_dispatch.conformance import sets_dir  # noqa: E402
+from wai_dispatch.conformance import retired_dir, sets_dir  # noqa: E402
 from wai_dispatch.paths.waiops.load import load_program  # noqa: E402
 from wai_dispatch.tools import int_synth_ptq  # noqa: E402
 from wai_dispatch.tools import wai_int_synth_set as writer  # noqa: E402
@@ -35,11 +37,13 @@ from wai_dispatch.tools.int_synth_quality import Units, int8_units  # noqa: E402
 from wai_dispatch.tools.train_bmshj2018 import TRAIN_IMAGES  # noqa: E402
 
 FLOAT = sets_dir() / "bmshj2018-demo-q3"
-BUNDLED = sets_dir() / "int-synth-demo-q3"
+BUNDLED = sets_dir() / "int-synth-int8-units-demo-q3"
+RETIRED = retired_dir() / "int-synth-demo-q3"
 PROFILE = int_synth_ptq.PROFILES["int8-units"]
 #: The program (JSON and weights) from one crop of the first training picture.
 ONE_CROP = "96fc372c3e699172816efef9f93f553bf091da43a970962ec9f4cbde1f08651a"
-#: The whole set the writer gives with ``--profile int8-units`` from the bundled float set.
+#: The whole set the writer gives with ``--profile int8-units`` from the bundled float set: the
+#: bundled integer set.
 SET_DIGEST = "847953aadf96023c0d0f3bc2790eb8983cf051fb9e7c8286b703ff4e3b533c33"
 
 
@@ -71,10 +75,30 @@ def test_one_crop_gives_the_pinned_one_plane_program() -> None:
     assert hashlib.sha256(program_json + blob).hexdigest() == ONE_CROP
 
 
-def test_todays_program_needs_two_planes_and_two_digits() -> None:
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+
+
+def test_the_bundled_set_is_the_pinned_one_plane_set() -> None:
+    manifest = Manifest.from_bytes((BUNDLED / "set.json").read_bytes())
+    assert (manifest.name, manifest.digest) == ("int-synth-int8-units-demo-q3", SET_DIGEST)
+    listed = json.loads((BUNDLED / "set.json").read_bytes())["files"]
+    assert {n: blake3(d).hexdigest() for n, d in _files(BUNDLED).items() if n != "set.json"} == {
+        n: f["blake3"] for n, f in listed.items()
+    }
     program = load_program(
         (BUNDLED / writer.PROGRAM_FILE).read_bytes(),
         (BUNDLED / writer.WEIGHTS_FILE).read_bytes(),
+        rgb8_output=True,
+    )
+    assert program.float32_exact
+    _one_plane(int8_units(program))
+
+
+def test_the_retired_program_needs_two_planes_and_two_digits() -> None:
+    program = load_program(
+        (RETIRED / writer.PROGRAM_FILE).read_bytes(),
+        (RETIRED / writer.WEIGHTS_FILE).read_bytes(),
         rgb8_output=True,
     )
     units = {u.name: u for u in int8_units(program)}
@@ -100,3 +124,6 @@ def test_the_writer_gives_the_pinned_int8_units_set(tmp_path: Path) -> None:
     )
     _one_plane(int8_units(program))
     assert manifest.digest == SET_DIGEST
+    written, bundled = _files(out), _files(BUNDLED)
+    assert sorted(written) == sorted(bundled)
+    assert [n for n in bundled if written[n] != bundled[n]] == []

@@ -23,7 +23,7 @@ def _tar(folder: Path | None, leave_out: str | None = None) -> bytes:
 
 
 def test_an_incomplete_or_empty_archive_is_422(app_service: Any) -> None:
-    folder = Path(sets_dir()) / "int-synth-demo-q3"
+    folder = Path(sets_dir()) / "int-synth-int8-units-demo-q3"
     listed = next(p.name for p in sorted(folder.iterdir()) if p.name != "set.json")
     headers = {"Content-Type": "application/x-tar"}
     with app_service.client("admin") as client:

@@ -16,7 +16,7 @@ from wai_dispatch.dispatch import parse_offer
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.warm import Warmup
 
-SAMPLES = ["bmshj2018-demo-q3.json", "int-synth-demo-q3.json"]
+SAMPLES = ["bmshj2018-demo-q3.json", "int-synth-int8-units-demo-q3.json"]
 
 
 def test_the_first_decode_after_ready_builds_nothing(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_a_sync_waits_for_an_install_that_has_not_published_yet(
         return publish(*args, **kwargs)
 
     installer.registry.publish = publish_while_the_other_syncs  # type: ignore[method-assign]
-    digest = installer.install(Path(sets_dir()) / "int-synth-demo-q3")
+    digest = installer.install(Path(sets_dir()) / "int-synth-int8-units-demo-q3")
     during["thread"].join(timeout=60)
     assert during["sync_waited"], "the other worker's sync ran while the install held the cache"
     assert not during["thread"].is_alive()
