@@ -276,7 +276,8 @@ function drawGovernance(g) {
     : "no model policy is set";
   fill("t-classes", g.classes.map((c) => {
     const n = c.runs_accepted + c.runs_refused;
-    return [c.class === null ? el("td", "unclassified", "muted") : c.class, num(c.runs_accepted),
+    return [c.class === null ? el("td", "unclassified", "muted") : c.class,
+            num(c.decodes), num(c.decodes_no_path, c.decodes_no_path ? "refused" : ""), num(c.runs_accepted),
             num(c.runs_refused, "refused"),
             meterCell(c.runs_accepted, n, n ? (100 * c.runs_accepted / n).toFixed(1) + " %" : "—")];
   }), "no sink class");
