@@ -53,7 +53,7 @@ from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.models import EXACT, SetRow, TokenRow
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
+from wai_dispatch.service.store.reports import Filters, R, rollup_where, set_versions, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
 from wai_dispatch.service.store.rollups import (
     DAY_MS,
@@ -525,8 +525,13 @@ def exact_table(
         total = found[0]["total"] if found else None
         if total is None:  # past the last row: counted without the page
             total = conn.execute(select(func.count()).select_from(grouped)).scalar_one()
+        versions = set_versions(conn, (r["set"] for r in found[:limit]))
     items = [
-        {**{k: v for k, v in r.items() if k != "total"}, "agree": r["rgb_digests"] <= 1}
+        {
+            **{k: v for k, v in r.items() if k != "total"},
+            "set_version": versions.get(r["set"]),
+            "agree": r["rgb_digests"] <= 1,
+        }
         for r in found[:limit]
     ]
     last = items[-1] if len(found) > limit else None

@@ -42,6 +42,7 @@ from wai_dispatch.service.store.errors import (
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
+from wai_dispatch.service.store.reports import set_versions
 
 P = PolicyRow.__table__.c
 RR = RunReportRow.__table__.c
@@ -214,9 +215,14 @@ def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[st
     query = query.order_by(RR.seq.desc()).limit(1)
     with store.engine.connect() as conn:
         row = conn.execute(query).first()
-    if row is None:
-        raise RunReportNotFound(f"no run report {run_id[:40]!r}")
-    return {"run_report": strictjson.loads(row.body), "verdict": strictjson.loads(row.verdict)}
+        if row is None:
+            raise RunReportNotFound(f"no run report {run_id[:40]!r}")
+        verdict = strictjson.loads(row.verdict)
+        digests = [d.get("set_digest") for d in verdict.get("decodes", [])]
+        versions = set_versions(conn, [d for d in digests if isinstance(d, str)])
+    # each decode's set's version, where the set registry has it (the dashboard shows it
+    # beside the digest)
+    return {"run_report": strictjson.loads(row.body), "verdict": verdict, "set_versions": versions}
 
 
 def governance_summary(
