@@ -77,7 +77,10 @@ def decodes_by_class(
         parts.append(ran.group_by(R.sink))
     if not parts:
         return {}
-    cols = list(union_all(*parts).subquery().c)
+    u = list(union_all(*parts).subquery().c)
+    # per sink first (a row a sink), then each sink's class: the CASE runs once a sink
+    per_sink = select(u[0].label("sink"), func.sum(u[1]).label("n"), func.sum(u[2]).label("ran"))
+    cols = list(per_sink.group_by(u[0]).subquery().c)
     named = [(cols[0].in_(sinks), literal(cls)) for cls, sinks in sorted(members.items())]
     cls_of = case(*named, else_=literal("")) if named else literal("")
     each = select(cls_of.label("cls"), cols[1].label("n"), cols[2].label("ran")).subquery()
