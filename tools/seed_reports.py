@@ -193,6 +193,19 @@ def _rows(
     return rows, refusals
 
 
+def _per_sink(acts: dict[tuple[str, str, int], list[int]]) -> dict[tuple[str, int], list[int]]:
+    """``acts`` (per sink, set and hour) per sink and hour, for ``sink_hours`` and
+    ``sink_days``: every seeded report is a decode's first (role ``primary``)."""
+    out: dict[tuple[str, int], list[int]] = {}
+    for (sink, _, hour), (n, no_path, last) in acts.items():
+        slot = out.setdefault((sink, hour), [0, 0, 0, last])
+        slot[0] += n
+        slot[1] += no_path
+        slot[2] += n
+        slot[3] = max(slot[3], last)
+    return out
+
+
 def _bulk_insert(store: ReportStore, rows: list[tuple[Any, ...]], refusals: list[Any]) -> None:
     """One transaction of rows through the driver itself: ``COPY … FROM STDIN`` on PostgreSQL
     (psycopg 3), ``executemany`` on SQLite."""
@@ -258,6 +271,7 @@ def seed(
         with store.engine.begin() as conn:
             rollups.add_counts(conn, counts)
             rollups.add_activity(conn, acts)
+            rollups.add_sink_activity(conn, _per_sink(acts))
         counts = {}
         done += n
     with store.engine.begin() as conn:
@@ -276,7 +290,7 @@ def seed(
             conn.execute(
                 text(
                     "VACUUM ANALYZE reports, report_refusals, report_rollups, "
-                    "report_rollups_sink, sink_set_hours, sink_set_days"
+                    "report_rollups_sink, sink_set_hours, sink_set_days, sink_hours, sink_days"
                 )
             )
     else:

@@ -61,7 +61,7 @@ WITH src AS (
   INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src
   ORDER BY sink COLLATE "C", request_id COLLATE "C", ordinal, at  -- a twin: the first
   ON CONFLICT DO NOTHING
-  RETURNING seq, id, created_ms, sink, capability, set_digest, path_ran, tier, outcome,
+  RETURNING seq, id, created_ms, sink, role, capability, set_digest, path_ran, tier, outcome,
             {", ".join(f"placement_{u}" for u in UNITS)}
 ), k AS (
   SELECT ins.*, src.codes,
@@ -87,6 +87,21 @@ WITH src AS (
   FROM k GROUP BY day, sink, digest
   ORDER BY day, sink COLLATE "C", digest COLLATE "C"
   ON CONFLICT (start_ms, sink, set_digest) DO UPDATE SET {_ACT}
+), sink_hours AS (
+  INSERT INTO sink_hours AS t (start_ms, sink, n, no_path, decodes, last_ms)
+  SELECT hour_ms, sink, count(*), count(*) FILTER (WHERE outcome = 'refused'),
+         count(*) FILTER (WHERE role = 'primary'), max(created_ms)
+  FROM k GROUP BY hour_ms, sink
+  ORDER BY hour_ms, sink COLLATE "C"
+  ON CONFLICT (start_ms, sink) DO UPDATE SET {_ACT}, decodes = t.decodes + excluded.decodes
+), sink_days AS (
+  INSERT INTO sink_days AS t (start_ms, sink, n, no_path, decodes, last_ms)
+  SELECT hour_ms - hour_ms %% 86400000 AS day, sink, count(*),
+         count(*) FILTER (WHERE outcome = 'refused'),
+         count(*) FILTER (WHERE role = 'primary'), max(created_ms)
+  FROM k GROUP BY day, sink
+  ORDER BY day, sink COLLATE "C"
+  ON CONFLICT (start_ms, sink) DO UPDATE SET {_ACT}, decodes = t.decodes + excluded.decodes
 ), pairs AS (
   INSERT INTO sink_sets AS t (sink, set_digest, last_ms)
   SELECT sink, digest, max(created_ms) FROM k GROUP BY sink, digest

@@ -53,7 +53,7 @@ from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.models import EXACT, SetRow, TokenRow
 from wai_dispatch.service.store.report_store import ReportStore
-from wai_dispatch.service.store.reports import Filters, R, rollup_where, split
+from wai_dispatch.service.store.reports import Filters, R, rollup_where, set_versions, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
 from wai_dispatch.service.store.rollups import (
     DAY_MS,
@@ -65,6 +65,8 @@ from wai_dispatch.service.store.rollups import (
     RR,
     RUNS,
     SINK,
+    SINK_DAYS,
+    SINK_HOURS,
     Range,
     between,
     cut,
@@ -212,6 +214,12 @@ def _page(
     }
 
 
+def by_sink(filters: Filters, by_set: bool = False) -> bool:
+    """Whether ``filters`` (only sinks and the window, :data:`_ACTIVITY`) are answered by the
+    per-sink activity (``sink_days``, ``sink_hours``), which has no set."""
+    return not by_set and filters.set is None
+
+
 def _parts(filters: Filters, *, by_set: bool = False) -> list[Any]:
     """Statements of ``(sink, reports, no-path reports, latest)`` (``by_set``: ``(set, sink,
     …)``) whose sums per sink (and set) are the reports that ``filters`` select: the activity
@@ -231,8 +239,10 @@ def _parts(filters: Filters, *, by_set: bool = False) -> list[Any]:
     parts: list[Any] = []
     if asked <= _ACTIVITY and "" not in (filters.set, filters.sink):
         raw, hours, days = _spans(filters.since_ms, filters.until_ms)
-        tables = [(DAYS.c, [days])] if days is not None else []
-        for c, ranges in tables + ([(HOURS.c, hours)] if hours else []):
+        # per sink with no set asked: a row a sink and day (or hour), every set together
+        day_t, hour_t = (SINK_DAYS, SINK_HOURS) if by_sink(filters, by_set) else (DAYS, HOURS)
+        tables = [(day_t.c, [days])] if days is not None else []
+        for c, ranges in tables + ([(hour_t.c, hours)] if hours else []):
             where = within(c.start_ms, ranges)
             where += [] if filters.sink is None else [c.sink == filters.sink]
             where += [] if filters.sinks is None else [c.sink.in_(filters.sinks)]
@@ -515,8 +525,13 @@ def exact_table(
         total = found[0]["total"] if found else None
         if total is None:  # past the last row: counted without the page
             total = conn.execute(select(func.count()).select_from(grouped)).scalar_one()
+        versions = set_versions(conn, (r["set"] for r in found[:limit]))
     items = [
-        {**{k: v for k, v in r.items() if k != "total"}, "agree": r["rgb_digests"] <= 1}
+        {
+            **{k: v for k, v in r.items() if k != "total"},
+            "set_version": versions.get(r["set"]),
+            "agree": r["rgb_digests"] <= 1,
+        }
         for r in found[:limit]
     ]
     last = items[-1] if len(found) > limit else None

@@ -18,7 +18,10 @@ registry every replica shares (service/store/setregistry.py, docs/sets.md).
 ``request_error_rollups``: every request answered with a 4xx, counted per hour, sink (``""``:
 no sink's token), code, status and route template; ``request_errors``: a sample of them, for
 sinks only, capped per sink and hour; ``request_error_samples``: per hour and sink, the errors
-seen and the rows kept (service/store/request_errors.py).
+seen and the rows kept (service/store/request_errors.py). ``sink_hours`` and ``sink_days``:
+per hour and per UTC day, per sink (every set together), the reports, the no-path ones, the
+decodes (a decode's first report: role ``primary``) and the latest's time
+(service/store/rollups.py).
 """
 
 from __future__ import annotations
@@ -372,3 +375,31 @@ class SinkSetRow(Base):
 
 Index("ix_sink_set_hours_sink_start", SinkSetHourRow.sink, SinkSetHourRow.start_ms)
 Index("ix_sink_set_days_sink_start", SinkSetDayRow.sink, SinkSetDayRow.start_ms)
+
+
+class _SinkActivityColumns:
+    """A sink's reports in an hour or a day, every set together: what the sinks table and the
+    decodes per class read (a month is thirty rows a sink, however many sets)."""
+
+    start_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # the hour's or day's
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)  # reports
+    no_path: Mapped[int] = mapped_column(BigInteger)  # of them, refused (no path ran)
+    decodes: Mapped[int] = mapped_column(BigInteger)  # of them, a decode's first (role primary)
+    last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest report's time
+
+
+class SinkHourRow(_SinkActivityColumns, Base):
+    """Per hour and sink (service/store/rollups.py)."""
+
+    __tablename__ = "sink_hours"
+
+
+class SinkDayRow(_SinkActivityColumns, Base):
+    """Per day (UTC) and sink."""
+
+    __tablename__ = "sink_days"
+
+
+Index("ix_sink_hours_sink_start", SinkHourRow.sink, SinkHourRow.start_ms)
+Index("ix_sink_days_sink_start", SinkDayRow.sink, SinkDayRow.start_ms)

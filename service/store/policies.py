@@ -32,6 +32,7 @@ from wai_dispatch.service.governance import (
 )
 from wai_dispatch.service.store import keyset, rollups
 from wai_dispatch.service.store.bulk import insert_records
+from wai_dispatch.service.store.class_decodes import decodes_by_class
 from wai_dispatch.service.store.errors import (
     PolicyBusy,
     RunReportConflict,
@@ -41,6 +42,7 @@ from wai_dispatch.service.store.errors import (
 from wai_dispatch.service.store.models import PolicyRow, RunReportRow
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
+from wai_dispatch.service.store.reports import set_versions
 
 P = PolicyRow.__table__.c
 RR = RunReportRow.__table__.c
@@ -213,9 +215,14 @@ def get_run_report(store: ReportStore, run_id: str, sink: str | None) -> dict[st
     query = query.order_by(RR.seq.desc()).limit(1)
     with store.engine.connect() as conn:
         row = conn.execute(query).first()
-    if row is None:
-        raise RunReportNotFound(f"no run report {run_id[:40]!r}")
-    return {"run_report": strictjson.loads(row.body), "verdict": strictjson.loads(row.verdict)}
+        if row is None:
+            raise RunReportNotFound(f"no run report {run_id[:40]!r}")
+        verdict = strictjson.loads(row.verdict)
+        digests = [d.get("set_digest") for d in verdict.get("decodes", [])]
+        versions = set_versions(conn, [d for d in digests if isinstance(d, str)])
+    # each decode's set's version, where the set registry has it (the dashboard shows it
+    # beside the digest)
+    return {"run_report": strictjson.loads(row.body), "verdict": verdict, "set_versions": versions}
 
 
 def governance_summary(
@@ -230,7 +237,10 @@ def governance_summary(
     after: str | None = None,
 ) -> dict[str, Any]:
     """Run reports accepted and refused per sink class (from their per-hour roll-ups,
-    service/store/rollups.py, and the window's partial hours), and
+    service/store/rollups.py, and the window's partial hours), the decodes of the class's
+    sinks in the window and those no path ran (service/store/class_decodes.py: the sinks the
+    policy in force puts in the class; a sink it names in none: the class ``None``,
+    unclassified), and
     a page of the refused ones, latest first (``latest`` of them, paged by keyset: ``after``
     the cursor ``next``; their total is ``refused_total``), each with its first reasons and how
     many more it has."""
@@ -239,7 +249,12 @@ def governance_summary(
     if after is not None:
         ms, seq = keyset.decode("rr", after, [keyset.INT, keyset.INT])
         page.append((RR.received_ms < ms) | ((RR.received_ms == ms) & (RR.seq < seq)))
+    current = _current(policies)
+    members = {} if current is None else _members(policies.parsed(current))
     with store.engine.connect() as conn:
+        decodes = decodes_by_class(
+            conn, members, since_ms=since_ms, until_ms=until_ms, sink_class=sink_class, sink=sink
+        )
         counts = [
             (cls, accepted, n)
             for (cls, accepted), (n, _) in rollups.run_counts(
@@ -260,7 +275,7 @@ def governance_summary(
             .limit(latest + 1)
         ).all()
     more, refused = len(refused) > latest, refused[:latest]
-    current, classes = _class_tally(policies, sink_class, counts)
+    classes = _class_tally(policies, current, sink_class, counts, decodes)
     return {
         "policy": None if current is None else current.to_json(with_text=False),
         "classes": sorted(classes.values(), key=lambda c: (c["class"] is None, c["class"] or "")),
@@ -287,24 +302,51 @@ def _run_filters(
     return where
 
 
-def _class_tally(
-    policies: PolicyStore, sink_class: str | None, counts: list[tuple[str | None, bool, int]]
-) -> tuple[PolicyVersion | None, dict[str | None, dict[str, Any]]]:
-    """The current policy (``None``: none set) and the runs accepted and refused per class:
-    every class it names (or ``sink_class`` alone), and any class the counts hold."""
+def _current(policies: PolicyStore) -> PolicyVersion | None:
+    """The policy in force (``None``: none set)."""
     try:
-        current: PolicyVersion | None = policies.current()
+        return policies.current()
     except PolicyNotSet:
-        current = None
+        return None
+
+
+def _members(policy: Policy) -> dict[str, str]:
+    """``sink → class`` of ``policy``."""
+    return {sink: name for name, cls in sorted(policy.classes.items()) for sink in cls.sinks}
+
+
+def _class_tally(
+    policies: PolicyStore,
+    current: PolicyVersion | None,
+    sink_class: str | None,
+    counts: list[tuple[str | None, bool, int]],
+    decodes: dict[str | None, tuple[int, int]],
+) -> dict[str | None, dict[str, Any]]:
+    """Per class of ``current`` (every class it names, or ``sink_class`` alone) and any class
+    the counts hold (``None``: unclassified): the runs accepted and refused, the decodes and
+    those no path ran."""
+
+    def blank(cls: str | None) -> dict[str, Any]:
+        return {
+            "class": cls,
+            "runs_accepted": 0,
+            "runs_refused": 0,
+            "decodes": 0,
+            "decodes_no_path": 0,
+        }
+
     classes: dict[str | None, dict[str, Any]] = {}
     if current is not None:
         for name in policies.parsed(current).classes:
             if not sink_class or name == sink_class:
-                classes[name] = {"class": name, "runs_accepted": 0, "runs_refused": 0}
+                classes[name] = blank(name)
     for cls, accepted, count in counts:
-        entry = classes.setdefault(cls, {"class": cls, "runs_accepted": 0, "runs_refused": 0})
+        entry = classes.setdefault(cls, blank(cls))
         entry["runs_accepted" if accepted else "runs_refused"] += int(count)
-    return current, classes
+    for cls, (n, no_path) in decodes.items():
+        entry = classes.setdefault(cls, blank(cls))
+        entry["decodes"], entry["decodes_no_path"] = n, no_path
+    return classes
 
 
 def _refused_row(row: Any, cap: int = 20) -> dict[str, Any]:

@@ -4,6 +4,7 @@ summary, every count an SQL aggregate computed in the database: from the per-hou
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -13,7 +14,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.errors import ReportNotFound
-from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.models import RefusalRow, ReportRow, SetRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.rollups import (
@@ -72,10 +73,23 @@ class Filters:
         return out
 
 
-def _row(m: Any) -> dict[str, Any]:
+def _row(m: Any, versions: dict[str, str] | None = None) -> dict[str, Any]:
     row = dict(m)
     row["report"] = strictjson.loads(row["report"])
-    return ReportRecord.public(row)
+    out = ReportRecord.public(row)
+    out["set_version"] = (versions or {}).get(out["set"] or "")
+    return out
+
+
+def set_versions(conn: Connection, digests: Iterable[str | None]) -> dict[str, str]:
+    """The version the set registry holds for each of ``digests`` it has (one read of
+    ``sets`` by its key), so a set digest is shown beside its version."""
+    wanted = sorted({d for d in digests if d})
+    if not wanted:
+        return {}
+    s = SetRow.__table__.c
+    query = select(s.digest, s.version).where(s.digest.in_(wanted))
+    return {str(d): str(v) for d, v in conn.execute(query)}
 
 
 def list_reports(
@@ -101,10 +115,11 @@ def list_reports(
         rows = conn.execute(query).mappings().all()
         if with_total:
             total = count(conn, filters)
+        versions = set_versions(conn, (r["set_digest"] for r in rows[:limit]))
     page = rows[:limit]
     more = len(rows) > limit
     out: dict[str, Any] = {
-        "items": [_row(r) for r in page],
+        "items": [_row(r, versions) for r in page],
         "next": keyset.encode("t", [page[-1]["created_ms"], page[-1]["seq"]])
         if more and page
         else None,
@@ -167,9 +182,10 @@ def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str
         query = query.where(R.sink == sink)
     with store.engine.connect() as conn:
         row = conn.execute(query).mappings().first()
+        versions = set_versions(conn, [None if row is None else row["set_digest"]])
     if row is None:
         raise ReportNotFound(f"no report {report_id[:40]!r}")
-    return _row(row)
+    return _row(row, versions)
 
 
 @dataclass

@@ -24,7 +24,17 @@ from sqlalchemy import delete, select
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown, as_store_down
 from wai_dispatch.service.store.request_error_views import prune_errors
-from wai_dispatch.service.store.rollups import DAY_MS, DAYS, FLEET, HOUR_MS, HOURS, SINK, hour_of
+from wai_dispatch.service.store.rollups import (
+    DAY_MS,
+    DAYS,
+    FLEET,
+    HOUR_MS,
+    HOURS,
+    SINK,
+    SINK_DAYS,
+    SINK_HOURS,
+    hour_of,
+)
 
 __all__ = ["BATCH", "Pruned", "Pruner", "cutoff", "prune", "prune_reports", "prune_rollups"]
 
@@ -92,6 +102,8 @@ def prune_rollups(store: ReportStore, before_ms: int, *, hours: int = 24) -> int
             conn.execute(delete(SINK).where(SINK.c.hour_ms < upto))
             conn.execute(delete(HOURS).where(HOURS.c.start_ms < upto))
             conn.execute(delete(DAYS).where(DAYS.c.start_ms + DAY_MS <= upto))
+            conn.execute(delete(SINK_HOURS).where(SINK_HOURS.c.start_ms < upto))
+            conn.execute(delete(SINK_DAYS).where(SINK_DAYS.c.start_ms + DAY_MS <= upto))
         total += len(found)
         if upto >= before_ms:
             return total

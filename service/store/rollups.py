@@ -12,6 +12,9 @@ its edges read from the rows themselves (:func:`cut`).
   where no path ran, and the latest report's time; ``sink_sets``: per sink and set, the latest
   report's time. What the fleet tables read (service/store/fleet.py): a month is about thirty
   rows a sink and set, whatever the number of reports, and the last-seen time is exact.
+- ``sink_hours`` and ``sink_days``: the same per sink, every set together, with the decodes
+  (:data:`DECODES`: a decode's first report): what the sinks table reads when no set is asked
+  (a month is thirty rows a sink) and the decodes per sink class (service/store/class_decodes.py).
 - ``run_report_rollups``: run reports per hour, sink, class and verdict, what the dashboard's
   run-report counts read (service/store/policies.py, service/store/fleet.py).
 
@@ -40,6 +43,8 @@ from wai_dispatch.service.store.models import (
     RollupRow,
     RunReportRollupRow,
     RunReportRow,
+    SinkDayRow,
+    SinkHourRow,
     SinkRollupRow,
     SinkSetDayRow,
     SinkSetHourRow,
@@ -54,6 +59,8 @@ SINK: Table = SinkRollupRow.__table__  # type: ignore[assignment]
 HOURS: Table = SinkSetHourRow.__table__  # type: ignore[assignment]
 DAYS: Table = SinkSetDayRow.__table__  # type: ignore[assignment]
 PAIRS: Table = SinkSetRow.__table__  # type: ignore[assignment]
+SINK_HOURS: Table = SinkHourRow.__table__  # type: ignore[assignment]
+SINK_DAYS: Table = SinkDayRow.__table__  # type: ignore[assignment]
 RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
 SUMS = ("n", *(f"placement_{u}" for u in UNITS))
 #: The key parts shared by both report roll-ups, in their primary keys' order.
@@ -160,12 +167,27 @@ ACTIVITY = ("start_ms", "sink", "set_digest", "n", "no_path", "last_ms")
 Activity = Mapping[tuple[str, str, int], Sequence[int]]
 
 
+#: A report that counts as a decode: a decode's first report (the service's primary, ordinal 0;
+#: each decode of a run report), so each decode counts once however many reports it has.
+DECODES = R.role == "primary"
+#: The columns of ``sink_hours`` and ``sink_days``.
+SINK_ACTIVITY = ("start_ms", "sink", "n", "no_path", "decodes", "last_ms")
+#: Per sink: (sink, hour's first ms) -> [reports, no-path, decodes, latest ms]
+SinkActivity = Mapping[tuple[str, int], Sequence[int]]
+
+
 def add(conn: Connection, records: Iterable[ReportRecord]) -> None:
     """Count ``records`` (reports this transaction has just inserted) into every report
     roll-up."""
     deltas: dict[Key, list[int]] = {}
     activity: dict[tuple[str, str, int], list[int]] = {}
+    sinks: dict[tuple[str, int], list[int]] = {}
     for rec in records:
+        per_sink = sinks.setdefault((rec.sink, hour_of(rec.created_ms)), [0, 0, 0, 0])
+        per_sink[0] += 1
+        per_sink[1] += rec.outcome == "refused"
+        per_sink[2] += rec.role == "primary"
+        per_sink[3] = max(per_sink[3], rec.created_ms)
         into = deltas.setdefault(Key.of(rec), [0] * len(SUMS))
         for i, v in enumerate([1, *(int(rec.placement.get(u, 0)) for u in UNITS)]):
             into[i] += v
@@ -176,6 +198,7 @@ def add(conn: Connection, records: Iterable[ReportRecord]) -> None:
         slot[1] += rec.outcome == "refused"
         slot[2] = max(slot[2], rec.created_ms)
     add_activity(conn, activity)
+    add_sink_activity(conn, sinks)
     add_counts(conn, deltas)
 
 
@@ -217,6 +240,23 @@ def add_activity(conn: Connection, deltas: Activity) -> None:
         pairs[(sink, digest)] = max(last, pairs.get((sink, digest), last))
     rows = [{"sink": k[0], "set_digest": k[1], "last_ms": v} for k, v in sorted(pairs.items())]
     upsert(conn, PAIRS, rows, ["sink", "set_digest"], latest="last_ms")
+
+
+def add_sink_activity(conn: Connection, deltas: SinkActivity) -> None:
+    """Add ``deltas`` to ``sink_hours`` and ``sink_days``: one upsert a table, in key order."""
+    if not deltas:
+        return
+    days: dict[tuple[int, str], list[int]] = {}
+    for (sink, hour), (n, no_path, decodes, last) in deltas.items():
+        slot = days.setdefault((day_of(hour), sink), [0, 0, 0, last])
+        slot[0] += n
+        slot[1] += no_path
+        slot[2] += decodes
+        slot[3] = max(slot[3], last)
+    hours = {(hour, sink): list(v) for (sink, hour), v in deltas.items()}
+    for table, counts in ((SINK_HOURS, hours), (SINK_DAYS, days)):
+        rows = [dict(zip(SINK_ACTIVITY, (*k, *v), strict=True)) for k, v in sorted(counts.items())]
+        upsert(conn, table, rows, ["start_ms", "sink"], ["n", "no_path", "decodes"], "last_ms")
 
 
 def add_run(
@@ -328,6 +368,24 @@ def rebuild_activity(conn: Connection) -> None:
     sums = (func.sum(h.n), func.sum(h.no_path), func.max(h.last_ms))
     by_day = select(day, h.sink, h.set_digest, *sums).group_by(day, h.sink, h.set_digest)
     conn.execute(insert(DAYS).from_select(ACTIVITY, by_day))
+
+
+def rebuild_sinks(conn: Connection) -> None:
+    """Recompute ``sink_hours`` and ``sink_days`` from the stored reports, in the caller's
+    transaction (the reports a decode's first: :data:`DECODES`)."""
+    hour = (R.created_ms - R.created_ms % HOUR_MS).label("start_ms")
+    refused = func.sum(case((R.outcome == "refused", 1), else_=0)).label("no_path")
+    decodes = func.sum(case((DECODES, 1), else_=0)).label("decodes")
+    last = func.max(R.created_ms).label("last_ms")
+    conn.execute(delete(SINK_HOURS))
+    conn.execute(delete(SINK_DAYS))
+    by_hour = select(hour, R.sink, func.count().label("n"), refused, decodes, last)
+    conn.execute(insert(SINK_HOURS).from_select(SINK_ACTIVITY, by_hour.group_by(hour, R.sink)))
+    h = SINK_HOURS.c
+    day = (h.start_ms - h.start_ms % DAY_MS).label("start_ms")
+    sums = (func.sum(h.n), func.sum(h.no_path), func.sum(h.decodes), func.max(h.last_ms))
+    by_day = select(day, h.sink, *sums).group_by(day, h.sink)
+    conn.execute(insert(SINK_DAYS).from_select(SINK_ACTIVITY, by_day))
 
 
 def rebuild_pairs(conn: Connection) -> None:

@@ -130,8 +130,14 @@ def test_opted_in_the_run_report_is_stored(site: dict[str, str], browser: Any) -
         timeout=30,
     )
     assert summary.status_code == 200, summary.text
-    assert summary.json()["classes"] == [
-        {"class": "browser", "runs_accepted": 1, "runs_refused": 0}
+    assert summary.json()["classes"] == [  # its one decode, counted in its sink's class
+        {
+            "class": "browser",
+            "runs_accepted": 1,
+            "runs_refused": 0,
+            "decodes": 1,
+            "decodes_no_path": 0,
+        }
     ]
     # and its decode is among the reports the dashboard lists
     items = httpx.get(

@@ -228,6 +228,11 @@ function drawSets(t) {
   $("l-set").replaceChildren(...t.items.map((r) => { const o = el("option"); o.value = r.set; return o; }));
 }
 
+/** A set digest (or its start) beside the set's version, where the registry has it. */
+function withVersion(digest, version) {
+  return version === null || version === undefined ? digest : digest + " (version " + version + ")";
+}
+
 /** The exact tier: per set and symbols digest, the distinct RGB digests of its integer decodes
  * (the API lists the groups with more than one first); a disagreement is marked in words and red. */
 function drawExact(t) {
@@ -238,7 +243,7 @@ function drawExact(t) {
       : short(r.rgb_least) + " ≠ " + short(r.rgb_greatest) + (r.rgb_digests > 2 ? " (+" + (r.rgb_digests - 2) + ")" : "");
     const verdict = r.rgb_digests > 1 ? el("td", "DISAGREE: " + r.rgb_digests + " RGB digests", "refused exact-flag")
       : el("td", r.rgb_digests ? "agree" : "RGB not reported");
-    const set = el("td", short(r.set), "mono digest");
+    const set = el("td", withVersion(short(r.set), r.set_version), "mono digest");
     set.title = r.set;
     const sym = el("td", short(r.symbols_digest), "mono digest");
     sym.title = r.symbols_digest;
@@ -276,7 +281,8 @@ function drawGovernance(g) {
     : "no model policy is set";
   fill("t-classes", g.classes.map((c) => {
     const n = c.runs_accepted + c.runs_refused;
-    return [c.class === null ? el("td", "unclassified", "muted") : c.class, num(c.runs_accepted),
+    return [c.class === null ? el("td", "unclassified", "muted") : c.class,
+            num(c.decodes), num(c.decodes_no_path, c.decodes_no_path ? "refused" : ""), num(c.runs_accepted),
             num(c.runs_refused, "refused"),
             meterCell(c.runs_accepted, n, n ? (100 * c.runs_accepted / n).toFixed(1) + " %" : "—")];
   }), "no sink class");
@@ -307,7 +313,7 @@ function drawDecodes(page) {
     open.setAttribute("aria-label", "open the decode of " + when(r.time_ms) + ", " + r.sink);
     td.append(open);
     return [td, r.sink, r.capability, r.path || "none ran", r.tier || "—", el("td", r.outcome, r.outcome),
-            num(r.source === "sink" ? "—" : r.duration_ms), el("td", r.set ? r.set.slice(0, 16) + "…" : "—", "mono")];
+            num(r.source === "sink" ? "—" : r.duration_ms), el("td", r.set ? withVersion(r.set.slice(0, 16) + "…", r.set_version) : "—", "mono")];
   }));
   items.forEach((r, i) => {
     rows[i].dataset.id = r.id;
@@ -349,7 +355,7 @@ async function openDetail(id) {
     $("d-sink").textContent = r.sink;
     $("d-source").textContent = r.source === "sink" ? "reported by the sink (run report " + r.run_report + ")" : "decoded by this service";
     $("d-path").textContent = (r.path || "none ran") + " · " + (r.tier || "—");
-    $("d-set").textContent = r.set || "—";
+    $("d-set").textContent = r.set ? withVersion(r.set, r.set_version) : "—";
     $("d-symbols").textContent = r.symbols_digest || "—";
     $("d-rgb").textContent = r.rgb_digest || "—";
     $("d-report").textContent = JSON.stringify(r.report, null, 2);
@@ -384,7 +390,7 @@ async function openRun(id, sink) {
       for (const reason of d.reasons) reasons.append(el("li", reason.rule + " · " + reason.message));
       if (d.reasons.length) verdict.append(reasons);
       return [open, verdict, ran ? ran.unit + "/" + ran.backend + "/" + ran.arithmetic : "none ran",
-              el("td", d.set_digest || "—", "mono")];
+              el("td", d.set_digest ? withVersion(d.set_digest, (r.set_versions || {})[d.set_digest]) : "—", "mono")];
     }), "no decode");
     $("r-decode").hidden = true;
     $("r-decodes").onclick = () => { state.run = id; state.run_sink = sink; cursors = [null]; load(); };

@@ -89,6 +89,7 @@ def test_exact_table(store: ReportStore) -> None:
         "payloads": 1,
         "sinks": 3,
         "last_seen_ms": T0 + 6_000,
+        "set_version": None,  # the set registry has not set A
         "agree": False,
     }
     assert [(r["set"], r["symbols_digest"], r["decodes"], r["rgb_digests"]) for r in rest] == [
@@ -138,3 +139,26 @@ def test_exact_reads_its_index(store: ReportStore, filters: Filters) -> None:
             conn.execute(text("SET LOCAL enable_seqscan = off"))
             plan = " ".join(r[0] for r in conn.execute(text("EXPLAIN " + sql)))
             assert "Index Only Scan using ix_reports_exact" in plan, plan
+
+
+def test_a_set_digest_comes_with_its_version(store: ReportStore) -> None:
+    """Wherever the dashboard shows a set digest, the set registry's version comes beside it:
+    the exact tier's groups, the decodes listed and one decode; ``None`` for a set it has
+    not."""
+    from sqlalchemy import insert
+
+    from wai_dispatch.service.store.models import SetRow
+    from wai_dispatch.service.store.reports import get_report, list_reports
+
+    store.insert(DATA)
+    facts = {"name": "demo", "capability": "c", "archive_bytes": 1, "chunks": 0, "bundled": False}
+    with store.engine.begin() as conn:
+        conn.execute(insert(SetRow), [{"digest": A, "version": "2.1", "installed_ms": 1, **facts}])
+    table = exact_table(store, Filters())
+    assert {(r["set"], r["set_version"]) for r in table["items"]} == {(A, "2.1"), (B, None)}
+    listed = list_reports(store, Filters(), limit=50, cursor=None)["items"]
+    assert {(r["set"], r["set_version"]) for r in listed} == {(A, "2.1"), (B, None)}
+    one = next(r for r in listed if r["set"] == B)
+    assert get_report(store, one["id"], None)["set_version"] is None
+    one = next(r for r in listed if r["set"] == A)
+    assert get_report(store, one["id"], None)["set_version"] == "2.1"

@@ -212,6 +212,10 @@ def test_pruning_deletes_whole_hours_of_reports_in_batches_and_keeps_rollups(
     fleet, per_sink = rollup_tables(store)
     assert min(r[0] for r in fleet) >= cutoff(35, NOW)
     assert min(r[1] for r in per_sink) >= cutoff(35, NOW)
+    with store.engine.connect() as conn:  # the per-sink activity: whole hours, whole days
+        first_hour = conn.execute(select(func.min(rollups.SINK_HOURS.c.start_ms))).scalar_one()
+        first_day = conn.execute(select(func.min(rollups.SINK_DAYS.c.start_ms))).scalar_one()
+    assert first_hour >= cutoff(35, NOW) and first_day + DAY > cutoff(35, NOW)
     assert prune(store, report_days=0, rollup_days=0, now_ms=NOW).reports_before_ms is None
 
 
