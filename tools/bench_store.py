@@ -185,7 +185,7 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_rollups: bo
                     with cur.copy(_COPY_REPORTS) as cp:
                         cp.set_types(["bigint", *(t for _, t in bulk_pg.COLS)])
                         for i, row in enumerate(bulk_pg.columns(recs)):
-                            cp.write_row((seq + i, *row[:-1]))
+                            cp.write_row((seq + i, *row))
                     with cur.copy(_COPY_REFUSALS) as cp:
                         cp.set_types(["bigint", "integer", "text", "text"])
                         for i, rec in enumerate(recs):

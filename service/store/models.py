@@ -372,3 +372,15 @@ class SinkSetRow(Base):
 
 Index("ix_sink_set_hours_sink_start", SinkSetHourRow.sink, SinkSetHourRow.start_ms)
 Index("ix_sink_set_days_sink_start", SinkSetDayRow.sink, SinkSetDayRow.start_ms)
+
+
+class InboxRow(Base):
+    """A stored report not yet counted into the report roll-ups (service/store/rollups.py): its
+    ``seq``, written in the transaction that inserts the report, deleted in the one that folds
+    it in (service/store/aggregator.py). Only the key: nothing else to index or update."""
+
+    __tablename__ = "report_inbox"
+
+    seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False
+    )

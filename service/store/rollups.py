@@ -27,14 +27,35 @@ so they wait, never deadlock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import Connection, Table, and_, case, delete, func, insert, literal, or_, select
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Select,
+    String,
+    Subquery,
+    Table,
+    and_,
+    any_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    inspect,
+    literal,
+    or_,
+    select,
+    true,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store.models import (
+    InboxRow,
     RefusalRow,
     ReportRow,
     RollupRow,
@@ -55,6 +76,7 @@ HOURS: Table = SinkSetHourRow.__table__  # type: ignore[assignment]
 DAYS: Table = SinkSetDayRow.__table__  # type: ignore[assignment]
 PAIRS: Table = SinkSetRow.__table__  # type: ignore[assignment]
 RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
+INBOX: Table = InboxRow.__table__  # type: ignore[assignment]
 SUMS = ("n", *(f"placement_{u}" for u in UNITS))
 #: The key parts shared by both report roll-ups, in their primary keys' order.
 KEY = ("hour_ms", "capability", "set_digest", "path", "tier", "outcome", "codes")
@@ -268,66 +290,205 @@ def run_counts(
     return out
 
 
-def rebuild(conn: Connection) -> int:
-    """Recompute both report roll-ups from the stored reports, in the caller's transaction
-    (whatever they held is replaced); returns the fleet table's rows. Two aggregate statements:
-    each report's codes (sorted: PostgreSQL's ``string_agg … ORDER BY``; SQLite's
-    ``group_concat`` over rows already in code order, the order it concatenates in), then the
-    sums by key."""
+#: Which reports by their ``seq``: the conditions on a column of report seqs.
+Which = Callable[[Any], list[ColumnElement[bool]]]
+
+
+def keyed(conn: Connection, which: Which | None = None) -> Subquery:
+    """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
+    it adds: the one definition of what a report counts for in every report roll-up, read by
+    :func:`fold`, :func:`rebuild`, :func:`rebuild_activity` and :func:`current`. Its refusal
+    codes sorted and joined (PostgreSQL's ``string_agg … ORDER BY``; SQLite's
+    ``group_concat`` over rows already in code order, the order it concatenates in), its hour
+    and UTC day, ``""`` for a key part it lacks, ``no_path`` 1 when it was refused, and its
+    time as ``last_ms``."""
     f = RefusalRow.__table__.c
+    mine = [] if which is None else which(f.report_seq)
     if conn.dialect.name == "postgresql":
         in_order = postgresql.aggregate_order_by(literal(" "), f.code)
         per_report = (
             select(f.report_seq, func.string_agg(f.code, in_order).label("codes"))
+            .where(*mine)
             .group_by(f.report_seq)
             .subquery()
         )
     else:
-        o = select(f.report_seq, f.code).order_by(f.report_seq, f.code).subquery()
+        o = select(f.report_seq, f.code).where(*mine).order_by(f.report_seq, f.code).subquery()
         per_report = (
             select(o.c.report_seq, func.group_concat(o.c.code, literal(" ")).label("codes"))
             .group_by(o.c.report_seq)
             .subquery()
         )
-    parts = {
-        "hour_ms": (R.created_ms - R.created_ms % HOUR_MS).label("hour_ms"),
-        "capability": R.capability,
-        "set_digest": func.coalesce(R.set_digest, "").label("set_digest"),
-        "path": func.coalesce(R.path_ran, "").label("path"),
-        "tier": func.coalesce(R.tier, "").label("tier"),
-        "outcome": R.outcome,
-        "codes": func.coalesce(per_report.c.codes, "").label("codes"),
-    }
-    sums = [func.count().label("n")]
-    sums += [func.sum(R[f"placement_{u}"]).label(f"placement_{u}") for u in UNITS]
+    hour = R.created_ms - R.created_ms % HOUR_MS
     source = ReportRow.__table__.outerjoin(per_report, per_report.c.report_seq == R.seq)
-    conn.execute(delete(FLEET))
-    conn.execute(delete(SINK))
-    by_sink = select(R.sink, *parts.values(), *sums).select_from(source)
-    by_sink = by_sink.group_by(R.sink, *parts.values())
-    conn.execute(insert(SINK).from_select(["sink", *KEY, *SUMS], by_sink))
-    s = SINK.c
-    fleet = select(*(s[k] for k in KEY), *(func.sum(s[k]).label(k) for k in SUMS))
-    conn.execute(insert(FLEET).from_select([*KEY, *SUMS], fleet.group_by(*(s[k] for k in KEY))))
+    return (
+        select(
+            R.sink,
+            hour.label("hour_ms"),
+            (hour - hour % DAY_MS).label("day_ms"),
+            R.capability,
+            func.coalesce(R.set_digest, "").label("set_digest"),
+            func.coalesce(R.path_ran, "").label("path"),
+            func.coalesce(R.tier, "").label("tier"),
+            R.outcome,
+            func.coalesce(per_report.c.codes, "").label("codes"),
+            *(R[f"placement_{u}"] for u in UNITS),
+            case((R.outcome == "refused", 1), else_=0).label("no_path"),
+            R.created_ms.label("last_ms"),
+        )
+        .select_from(source)
+        .where(*([] if which is None else which(R.seq)))
+        .subquery("keyed")
+    )
+
+
+#: The roll-up tables :func:`fold` counts reports into, in the order it writes them.
+TABLES = (FLEET, SINK, HOURS, DAYS, PAIRS)
+#: The column of :func:`keyed` a table's ``start_ms`` is.
+_START = {"sink_set_hours": "hour_ms", "sink_set_days": "day_ms"}
+
+
+def grouped(conn: Connection, table: Table, k: Subquery, *, ordered: bool = False) -> Select[Any]:
+    """The reports of ``k`` (:func:`keyed`) as ``table``'s rows, its columns in order: grouped
+    by its primary key, ``n`` their count, ``last_ms`` the latest, every other column a sum.
+    ``ordered``: in key order (``COLLATE "C"`` on PostgreSQL, code-point order as on SQLite), so
+    two transactions that upsert rows they share lock them in the same order, and wait, never
+    deadlock."""
+    pg = conn.dialect.name == "postgresql"
+    keys = [c.name for c in table.primary_key.columns]
+    source = {c: k.c[_START[table.name] if c == "start_ms" else c] for c in keys}
+    cols: list[Any] = []
+    for c in table.c:
+        if c.name in source:
+            cols.append(source[c.name].label(c.name))
+        elif c.name == "n":
+            cols.append(func.count().label("n"))
+        elif c.name == "last_ms":
+            cols.append(func.max(k.c.last_ms).label("last_ms"))
+        else:
+            cols.append(func.sum(k.c[c.name]).label(c.name))
+    query = select(*cols).where(true()).group_by(*source.values())
+    if ordered:
+        order = [
+            v.collate("C") if pg and isinstance(table.c[c].type, String) else v
+            for c, v in source.items()
+        ]
+        query = query.order_by(*order)
+    return query
+
+
+def _count_into(conn: Connection, table: Table, k: Subquery) -> None:
+    """Add the reports of ``k`` to ``table``: one ``INSERT … SELECT … GROUP BY … ON CONFLICT DO
+    UPDATE`` (sums added, the later ``last_ms`` kept)."""
+    keys = [c.name for c in table.primary_key.columns]
+    ins = upsert_of(conn, table).from_select(
+        [c.name for c in table.c], grouped(conn, table, k, ordered=True)
+    )
+    pg = conn.dialect.name == "postgresql"
+    put: dict[str, Any] = {}
+    for c in table.c:
+        if c.name in keys:
+            continue
+        if c.name == "last_ms":
+            put[c.name] = (func.greatest if pg else func.max)(c, ins.excluded[c.name])
+        else:
+            put[c.name] = c + ins.excluded[c.name]
+    conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=put))
+
+
+#: Reports a fold takes at most (SQLite holds its one writer lock meanwhile: a few tens of ms).
+FOLD_BATCH = 5000
+
+
+def fold(conn: Connection, limit: int = FOLD_BATCH) -> int:
+    """Count up to ``limit`` reports of the inbox into every report roll-up and take them out
+    of it, in the caller's transaction (both or neither: a fold killed half way rolls back, and
+    the reports are still in the inbox), the oldest first; returns how many. PostgreSQL: the
+    batch is deleted first (``DELETE … RETURNING``) from rows locked ``FOR UPDATE SKIP LOCKED``,
+    so folds in several processes take disjoint batches; SQLite: the caller's transaction holds
+    the one writer lock from its start (``BEGIN IMMEDIATE``, :func:`begin_fold`), the batch is
+    the inbox's first ``limit`` rows, counted, then deleted."""
+    i = INBOX.c
+    if conn.dialect.name == "postgresql":
+        pick = select(i.seq).order_by(i.seq).limit(limit).with_for_update(skip_locked=True)
+        taken = delete(INBOX).where(i.seq.in_(pick.scalar_subquery())).returning(i.seq)
+        seqs = [int(s) for s in conn.execute(taken).scalars()]
+        if not seqs:
+            return 0
+        arr = bindparam("taken", seqs, type_=postgresql.ARRAY(BigInteger))
+        k = keyed(conn, lambda seq: [seq == any_(arr)])
+        for table in TABLES:
+            _count_into(conn, table, k)
+        return len(seqs)
+    first = select(i.seq).order_by(i.seq).limit(limit).subquery()
+    hi = conn.execute(select(func.max(first.c.seq))).scalar()
+    if hi is None:
+        return 0
+    k = keyed(conn, lambda seq: [seq.in_(select(i.seq).where(i.seq <= hi))])
+    for table in TABLES:
+        _count_into(conn, table, k)
+    return int(conn.execute(delete(INBOX).where(i.seq <= hi)).rowcount)
+
+
+def begin_fold(conn: Connection) -> None:
+    """Start ``conn``'s transaction for :func:`fold`: on SQLite as the writer
+    (``BEGIN IMMEDIATE``: its first statement reads, and a read transaction that then writes
+    fails at once, not after the busy timeout, when another connection wrote meanwhile)."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def fold_all(conn: Connection) -> int:
+    """Fold the whole inbox in the caller's transaction (a downgrade; tests)."""
+    total = 0
+    while n := fold(conn):
+        total += n
+    return total
+
+
+def inbox(conn: Connection) -> tuple[int, int | None]:
+    """The reports in the inbox (not yet in the roll-ups) and the oldest one's ``seq``."""
+    n, oldest = conn.execute(select(func.count(), func.min(INBOX.c.seq))).one()
+    return int(n), None if oldest is None else int(oldest)
+
+
+def current(conn: Connection, table: Table) -> Subquery:
+    """The report roll-up ``table`` as it stands with every stored report counted: its rows and,
+    beside them, the reports still in the inbox grouped the same way (:func:`grouped`); a key
+    may have a row of each, so a reader sums (``n``, the placements) or takes the greatest
+    (``last_ms``), as every reader of the roll-ups does. Read in one statement (one snapshot),
+    it is exact whatever a fold does meanwhile: a report is in the inbox or in the roll-up. The
+    columns are ``table``'s, by name."""
+    pending = keyed(conn, lambda seq: [seq.in_(select(INBOX.c.seq))])
+    return union_all(select(*table.c), grouped(conn, table, pending)).subquery(f"{table.name}_now")
+
+
+def _folded(conn: Connection) -> Which | None:
+    """The reports the roll-ups count with the inbox not folded in: every report, less those
+    still in the inbox (when there is one: the migrations before 0013 rebuild without)."""
+    if not inspect(conn).has_table(INBOX.name):
+        return None
+    return lambda seq: [seq.not_in(select(INBOX.c.seq))]
+
+
+def rebuild(conn: Connection) -> int:
+    """Recompute both report roll-ups from the stored reports, in the caller's transaction
+    (whatever they held is replaced; the reports in the inbox are left to the fold); returns
+    the fleet table's rows."""
+    k = keyed(conn, _folded(conn))
+    for table in (SINK, FLEET):
+        conn.execute(delete(table))
+        conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
     return int(conn.execute(select(func.count()).select_from(FLEET)).scalar_one())
 
 
 def rebuild_activity(conn: Connection) -> None:
-    """Recompute the hours and the days from the stored reports, in the caller's
-    transaction."""
-    hour = (R.created_ms - R.created_ms % HOUR_MS).label("start_ms")
-    digest = func.coalesce(R.set_digest, "").label("set_digest")
-    refused = func.sum(case((R.outcome == "refused", 1), else_=0)).label("no_path")
-    last = func.max(R.created_ms).label("last_ms")
-    conn.execute(delete(HOURS))
-    conn.execute(delete(DAYS))
-    by_hour = select(hour, R.sink, digest, func.count().label("n"), refused, last)
-    conn.execute(insert(HOURS).from_select(ACTIVITY, by_hour.group_by(hour, R.sink, digest)))
-    h = HOURS.c
-    day = (h.start_ms - h.start_ms % DAY_MS).label("start_ms")
-    sums = (func.sum(h.n), func.sum(h.no_path), func.max(h.last_ms))
-    by_day = select(day, h.sink, h.set_digest, *sums).group_by(day, h.sink, h.set_digest)
-    conn.execute(insert(DAYS).from_select(ACTIVITY, by_day))
+    """Recompute the hours and the days from the stored reports, in the caller's transaction
+    (the reports in the inbox are left to the fold)."""
+    k = keyed(conn, _folded(conn))
+    for table in (HOURS, DAYS):
+        conn.execute(delete(table))
+        conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
 
 
 def rebuild_pairs(conn: Connection) -> None:
