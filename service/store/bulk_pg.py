@@ -7,9 +7,10 @@ statements, with the same rows: a report skipped (its id or identity stored, or 
 batch) adds no refusal and no inbox row.
 
 The reports go in by identity order, ``COLLATE "C"`` (code-point order, Python's), so two
-transactions that insert the same identity lock it in the same order. The statement's text does not depend on the number of reports,
-so psycopg prepares it once a connection and the server plans it once: a batch of a thousand
-reports costs the server its rows, not a thousand bound parameters to parse.
+transactions that insert the same identity lock it in the same order. The statement's text does
+not depend on the number of reports, so psycopg prepares it once a connection and the server
+plans it once: a batch of a thousand reports costs the server its rows, not a thousand bound
+parameters to parse.
 
 :func:`columns` is the part that can run before the batch is formed (the recorder calls it in
 the request's own thread, service/store/recorder.py): each report as the tuple the statement

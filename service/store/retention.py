@@ -24,7 +24,16 @@ from sqlalchemy import delete, select
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown, as_store_down
 from wai_dispatch.service.store.request_error_views import prune_errors
-from wai_dispatch.service.store.rollups import DAY_MS, DAYS, FLEET, HOUR_MS, HOURS, SINK, hour_of
+from wai_dispatch.service.store.rollups import (
+    DAY_MS,
+    DAYS,
+    FLEET,
+    HOUR_MS,
+    HOURS,
+    INBOX,
+    SINK,
+    hour_of,
+)
 
 __all__ = ["BATCH", "Pruned", "Pruner", "cutoff", "prune", "prune_reports", "prune_rollups"]
 
@@ -62,7 +71,10 @@ def prune_reports(
     """Delete the reports created before ``before_ms`` (and their refusals), ``batch`` a
     transaction, ``pause_s`` between transactions; returns how many went."""
     total = 0
-    pick = select(R.seq).where(R.created_ms < before_ms).order_by(R.created_ms).limit(batch)
+    # a report still in the inbox stays until the aggregator has counted it (a sink's report
+    # may arrive older than the cut-off)
+    kept = R.seq.not_in(select(INBOX.c.seq))
+    pick = select(R.seq).where(R.created_ms < before_ms, kept).order_by(R.created_ms).limit(batch)
     if store.dialect == "postgresql":
         pick = pick.with_for_update(skip_locked=True)
     while not stop():
