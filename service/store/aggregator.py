@@ -46,6 +46,8 @@ class Aggregator:
         self.folded = 0
         self.folds = 0
         self._oldest: tuple[int, float] | None = None  # (seq, when this process first saw it)
+        self._last = (0, 0.0)
+        self._failing = False  # the last fold failed (its warning logged once)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -77,10 +79,15 @@ class Aggregator:
     def lag(self) -> tuple[int, float]:
         """The reports in the inbox and the age in seconds of the oldest (0: none), read now:
         the age from when this process first saw that row the oldest (its fold, or an earlier
-        :meth:`lag`), so it is late by at most one ``interval_s``."""
-        with self.store.engine.connect() as conn:
-            depth, oldest = rollups.inbox(conn)
-        return depth, self._age(oldest)
+        :meth:`lag`), so it is late by at most one ``interval_s``. A store that does not answer
+        gives the last reading (never raises: ``/metrics`` samples it)."""
+        try:
+            with self.store.engine.connect() as conn:
+                depth, oldest = rollups.inbox(conn)
+        except SQLAlchemyError:
+            return self._last
+        self._last = (depth, self._age(oldest))
+        return self._last
 
     def _age(self, oldest: int | None) -> float:
         now = time.monotonic()
@@ -101,9 +108,14 @@ class Aggregator:
             try:
                 self.lag()  # the oldest row's age counted from here at the latest
                 self.drain()
+                self._failing = False
             except SQLAlchemyError as exc:  # the store down, a deadlock broken: tried again
-                log.warning("roll-up fold failed, retried in %.1f s: %s", self.interval_s,
-                            str(exc).splitlines()[0])  # fmt: skip
+                (log.debug if self._failing else log.warning)(
+                    "roll-up fold failed, tried again every %.1f s: %s",
+                    self.interval_s,
+                    str(exc).splitlines()[0],
+                )
+                self._failing = True
             self._wake.wait(self.interval_s)
             self._wake.clear()
 
