@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import delete, select
 
+from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown, as_store_down
 from wai_dispatch.service.store.request_error_views import prune_errors
@@ -125,6 +126,8 @@ def prune(
     rollups_before = cutoff(rollup_days, now)
     n = errors = 0
     if reports_before is not None:
+        with as_store_down():  # what the inbox holds counted first: those reports may go too
+            Aggregator(store, start=False).drain()
         n = prune_reports(store, reports_before, batch=batch, pause_s=pause_s, stop=stop)
         with as_store_down():
             errors = prune_errors(store, reports_before)

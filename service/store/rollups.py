@@ -1,6 +1,6 @@
-"""The roll-ups: counts written in the transaction that stores what they count, so they count
-exactly what was stored, and read for the whole hours (or days) of a window, the partial hours at
-its edges read from the rows themselves (:func:`cut`).
+"""The roll-ups: counts of the stored reports, folded in by the aggregator a moment after they are
+stored, read for the whole hours (or days) of a window, the partial hours at its edges read from
+the rows themselves (:func:`cut`).
 
 - ``report_rollups`` (the whole fleet, a few rows an hour) and ``report_rollups_sink`` (per
   sink): reports per hour, capability, set, path, tier, outcome and refusal codes, with their
@@ -13,17 +13,25 @@ its edges read from the rows themselves (:func:`cut`).
   report's time. What the fleet tables read (service/store/fleet.py): a month is about thirty
   rows a sink and set, whatever the number of reports, and the last-seen time is exact.
 - ``run_report_rollups``: run reports per hour, sink, class and verdict, what the dashboard's
-  run-report counts read (service/store/policies.py, service/store/fleet.py).
+  run-report counts read (service/store/policies.py, service/store/fleet.py), counted
+  (:func:`add_run`) in the transaction that inserts the run report, only when its row went in.
 
-Reports are counted by :func:`add` for the reports an insert actually inserted
-(service/store/bulk.py; on PostgreSQL in its one statement, service/store/bulk_pg.py): a spool
-replay or a resubmitted run report, skipped as already stored, never counts twice, and a
-transaction that rolls back takes its counts with it. A run report is counted
-(:func:`add_run`) only when its row went in. Pruning reports (service/store/retention.py)
-leaves the roll-ups as they are. The ``rebuild`` functions compute them from the stored rows
-(the migrations that add them, and bulk loads that bypass :func:`add`). Every upsert writes its
-rows in key order: two transactions on PostgreSQL lock the rows they share in the same order,
-so they wait, never deadlock."""
+The report roll-ups are off the acknowledgement path: a writer inserts each report with a
+``report_inbox`` row (its ``seq``, service/store/bulk.py, bulk_pg.py), and :func:`fold`
+(service/store/aggregator.py's thread) takes a batch of the inbox and counts its reports in,
+in one transaction, with one ``INSERT … SELECT … GROUP BY … ON CONFLICT DO UPDATE`` a table: a
+report skipped as already stored (a spool replay, a retried request) has no inbox row, so it
+never counts twice, and a fold that rolls back (killed, the store down) leaves its reports in
+the inbox for the next. What a report counts for is :func:`keyed`, read by the fold, by the
+``rebuild`` functions (the migrations that add the roll-ups) and by :func:`current`, what every
+reader reads: the roll-ups plus the reports still in the inbox, so every count is exact at any
+instant, however far the fold lags. Pruning reports (service/store/retention.py) leaves the
+roll-ups as they are (and a report in the inbox until it is folded). Every upsert writes its
+rows in key order: two folds on PostgreSQL lock the rows they share in the same order, so they
+wait, never deadlock.
+
+:func:`add` counts records in Python (the bench's ``COPY`` anchor, tools/bench_store.py;
+tools/seed_reports.py loads with :func:`add_counts` and :func:`add_activity`)."""
 
 from __future__ import annotations
 
