@@ -302,7 +302,7 @@ def run_counts(
 Which = Callable[[Any], list[ColumnElement[bool]]]
 
 
-def keyed(conn: Connection, which: Which | None = None) -> Subquery:
+def keyed(conn: Connection, which: Which | None = None, *, fenced: bool = False) -> Subquery:
     """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
     it adds: the one definition of what a report counts for in every report roll-up, read by
     :func:`fold`, :func:`rebuild`, :func:`rebuild_activity` and :func:`current`. Its refusal
@@ -329,6 +329,7 @@ def keyed(conn: Connection, which: Which | None = None) -> Subquery:
         )
     hour = R.created_ms - R.created_ms % HOUR_MS
     source = ReportRow.__table__.outerjoin(per_report, per_report.c.report_seq == R.seq)
+
     return (
         select(
             R.sink,
@@ -346,6 +347,10 @@ def keyed(conn: Connection, which: Which | None = None) -> Subquery:
         )
         .select_from(source)
         .where(*([] if which is None else which(R.seq)))
+        # ``fenced``: ``OFFSET 0``, so neither planner pushes a reader's conditions into it
+        # (they would walk an index of ``reports`` and test each row against the inbox): its
+        # reports are found from the inbox's few rows, by their seq
+        .offset(0 if fenced else None)
         .subquery("keyed")
     )
 
@@ -467,7 +472,7 @@ def current(conn: Connection, table: Table) -> Subquery:
     (``last_ms``), as every reader of the roll-ups does. Read in one statement (one snapshot),
     it is exact whatever a fold does meanwhile: a report is in the inbox or in the roll-up. The
     columns are ``table``'s, by name."""
-    pending = keyed(conn, lambda seq: [seq.in_(select(INBOX.c.seq))])
+    pending = keyed(conn, lambda seq: [seq.in_(select(INBOX.c.seq))], fenced=True)
     return union_all(select(*table.c), grouped(conn, table, pending)).subquery(f"{table.name}_now")
 
 

@@ -234,3 +234,26 @@ def test_the_lag_is_the_inbox_depth_and_its_oldest_reports_age(store: ReportStor
     assert agg.lag() == (0, 0.0)
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(rollups.INBOX)).scalar_one() == 0
+
+
+def test_a_readers_conditions_never_walk_the_reports_for_the_inbox(
+    report_store: ReportStore,
+) -> None:
+    """SQLite's plan of a reader's statement over rollups.current: the roll-up by its index, the
+    inbox's reports by their seq (rowid), never a scan or an index walk of ``reports`` (which a
+    reader's condition on the sink would pick, testing each row against the inbox)."""
+    with report_store.engine.connect() as conn:
+        for table in rollups.TABLES:
+            c = rollups.current(conn, table).c
+            time_col = c.start_ms if "start_ms" in c else c.hour_ms if "hour_ms" in c else c.last_ms
+            query = (
+                select(func.count()).where(c.sink == "s1", time_col >= 5)
+                if "sink" in c
+                else (select(func.count()).where(time_col >= 5, c.capability == "x"))
+            )
+            comp = query.compile(conn)
+            params = tuple(comp.params[k] for k in comp.positiontup or ())
+            plan = [r[3] for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {comp}", params)]
+            on_reports = [p for p in plan if " reports " in f"{p} "]
+            assert on_reports == ["SEARCH reports USING INTEGER PRIMARY KEY (rowid=?)"], plan
+            assert any(p.startswith(f"SEARCH {table.name} ") for p in plan), plan
