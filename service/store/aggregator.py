@@ -29,14 +29,15 @@ log = logging.getLogger("wai_dispatch.aggregator")
 
 class Aggregator:
     """Folds the inbox of ``store`` into its roll-ups every ``interval_s`` (``batch`` reports a
-    transaction), in a daemon thread started here; :meth:`close` stops it."""
+    transaction at most; ``None``: the dialect's :data:`~service.store.rollups.FOLD_BATCH`), in
+    a daemon thread started here (``start``); :meth:`close` stops it."""
 
     def __init__(
         self,
         store: ReportStore,
         *,
         interval_s: float = 0.5,
-        batch: int = rollups.FOLD_BATCH,
+        batch: int | None = None,
         start: bool = True,
     ) -> None:
         self.store = store

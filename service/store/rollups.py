@@ -409,18 +409,22 @@ def _count_into(conn: Connection, table: Table, k: Subquery) -> None:
     conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=put))
 
 
-#: Reports a fold takes at most (SQLite holds its one writer lock meanwhile: a few tens of ms).
-FOLD_BATCH = 5000
+#: Reports a fold takes at most, per dialect: SQLite's fold holds its one writer lock, which the
+#: reports' commits wait for (at most their 1 s busy timeout), so it folds small batches, one
+#: transaction each, and the commits go in between; PostgreSQL's locks only roll-up rows, which no
+#: writer takes.
+FOLD_BATCH = {"sqlite": 1000, "postgresql": 5000}
 
 
-def fold(conn: Connection, limit: int = FOLD_BATCH) -> int:
+def fold(conn: Connection, limit: int | None = None) -> int:
     """Count up to ``limit`` reports of the inbox into every report roll-up and take them out
     of it, in the caller's transaction (both or neither: a fold killed half way rolls back, and
     the reports are still in the inbox), the oldest first; returns how many. PostgreSQL: the
     batch is deleted first (``DELETE … RETURNING``) from rows locked ``FOR UPDATE SKIP LOCKED``,
     so folds in several processes take disjoint batches; SQLite: the caller's transaction holds
     the one writer lock from its start (``BEGIN IMMEDIATE``, :func:`begin_fold`), the batch is
-    the inbox's first ``limit`` rows, counted, then deleted."""
+    the inbox's first ``limit`` rows, counted, then deleted. ``None``: :data:`FOLD_BATCH`."""
+    limit = FOLD_BATCH.get(conn.dialect.name, 1000) if limit is None else limit
     i = INBOX.c
     if conn.dialect.name == "postgresql":
         pick = select(i.seq).order_by(i.seq).limit(limit).with_for_update(skip_locked=True)
