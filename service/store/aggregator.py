@@ -42,7 +42,7 @@ class Aggregator:
     ) -> None:
         self.store = store
         self.interval_s = interval_s
-        self.batch = batch
+        self.batch = batch or rollups.FOLD_BATCH.get(store.dialect, 1000)
         #: Reports folded and folds committed by this process (the bench, tests).
         self.folded = 0
         self.folds = 0
@@ -70,12 +70,14 @@ class Aggregator:
         return n
 
     def drain(self) -> int:
-        """Fold until the inbox is empty (what another process holds locked aside); returns
-        how many reports this call folded."""
+        """Fold until the inbox is empty (what another process holds locked aside: a fold of
+        less than a whole batch ends it); returns how many reports this call folded."""
         total = 0
-        while n := self.fold_once():
+        while True:
+            n = self.fold_once()
             total += n
-        return total
+            if n < self.batch:
+                return total
 
     def lag(self) -> tuple[int, float]:
         """The reports in the inbox and the age in seconds of the oldest (0: none), read now:
@@ -107,8 +109,10 @@ class Aggregator:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.lag()  # the oldest row's age counted from here at the latest
-                self.drain()
+                # the oldest row's age counted from here at the latest; an empty inbox is
+                # not folded (on SQLite a fold takes the writer lock, even for nothing)
+                if self.lag()[0]:
+                    self.drain()
                 self._failing = False
             except SQLAlchemyError as exc:  # the store down, a deadlock broken: tried again
                 (log.debug if self._failing else log.warning)(
