@@ -1,6 +1,7 @@
 """``python -m wai_dispatch.tools.bench_store``: acknowledged reports per second into the report
 store through the service's own :class:`Recorder` (each writer thread makes one decode's
-records with :func:`records_for` and waits until they are durable), at 1, 8 and 64 writers:
+records with :func:`records_for` and waits until they are durable), the service's
+:class:`Aggregator` folding them into the roll-ups meanwhile, at 1, 8 and 64 writers:
 group commit beside one transaction per report (the anchor: group commit off), on SQLite and
 PostgreSQL. Prints both rates and their ratio (group ÷ single: above 1 is faster), each
 mode's p50 and p99 ``record`` latency, the transactions group commit made, and the rows and
@@ -29,6 +30,7 @@ from sqlalchemy import NullPool, create_engine, text
 
 from wai_dispatch.dispatch import Report
 from wai_dispatch.service.store import bulk_pg, rollups
+from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.report_store import ReportStore
@@ -113,6 +115,7 @@ def measure(
     """Reports/s acknowledged, median and p99 ``record`` ms, and transactions (group commit's
     batches; with it off, one a report)."""
     spool = Spool(folder / f"spool-{writers}-{int(group)}", max_bytes=1 << 30)
+    aggregator = Aggregator(store)  # the roll-ups folded meanwhile, as in the service
     recorder = Recorder(
         store,
         spool,
@@ -138,6 +141,7 @@ def measure(
     took = _run(writer, writers, seconds, start, stop)
     batches = recorder.group.batches if recorder.group else 0
     recorder.close()
+    aggregator.close()
     if spool.size():
         print(f"    warning: {spool.size()} bytes spooled (the store did not take them)")
     flat = sorted(x for xs in lat for x in xs)
@@ -185,7 +189,7 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_rollups: bo
                     with cur.copy(_COPY_REPORTS) as cp:
                         cp.set_types(["bigint", *(t for _, t in bulk_pg.COLS)])
                         for i, row in enumerate(bulk_pg.columns(recs)):
-                            cp.write_row((seq + i, *row[:-1]))
+                            cp.write_row((seq + i, *row))
                     with cur.copy(_COPY_REFUSALS) as cp:
                         cp.set_types(["bigint", "integer", "text", "text"])
                         for i, rec in enumerate(recs):

@@ -50,6 +50,7 @@ from wai_dispatch.service.http.routes import reports as api_reports
 from wai_dispatch.service.http.routes import sets as api_sets
 from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.store import bearer_snapshot
+from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.bearer import (
     TokenCache,
     admin_note,
@@ -93,6 +94,7 @@ def start(settings: Settings) -> Service:
         snapshot_max_age_s=settings.token_snapshot_max_age_s,
     )
     recorder = _open_recorder(store, settings)
+    aggregator = Aggregator(store)  # the inbox into the roll-ups, off the decodes' commits
     sets = _sync_sets(store, decoder, settings)
     log.info("admin token: %s", admin_note(store, settings.admin_token_file))
     tokens.reload()
@@ -115,12 +117,13 @@ def start(settings: Settings) -> Service:
         recorder=recorder,
         tokens=tokens,
         admission=admission,
-        metrics=_metrics(admission, recorder, decoder),
+        metrics=_metrics(admission, recorder, decoder, aggregator),
         policies=PolicyStore(store),
         warmup=warmup,
         sets=sets,
         pruner=_pruner(store, settings),
         errors=ErrorLog(store, rows_per_hour=settings.request_error_rows),
+        aggregator=aggregator,
     )
 
 
@@ -180,7 +183,9 @@ def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetS
     return sets
 
 
-def _metrics(admission: Admission, recorder: Recorder, decoder: Decoder) -> Metrics:
+def _metrics(
+    admission: Admission, recorder: Recorder, decoder: Decoder, aggregator: Aggregator
+) -> Metrics:
     metrics = Metrics()
     metrics.bind("queue_depth", lambda: admission.waiting)
     metrics.bind("running", lambda: admission.running)
@@ -188,6 +193,8 @@ def _metrics(admission: Admission, recorder: Recorder, decoder: Decoder) -> Metr
     metrics.bind("seconds_per_pixel", lambda: admission.seconds_per_pixel)
     metrics.bind("memory_held", lambda: float(admission.held()))
     metrics.bind("store_up", lambda: 1.0 if recorder.store_up else 0.0)
+    metrics.bind("inbox_reports", lambda: float(aggregator.lag()[0]))
+    metrics.bind("inbox_oldest_seconds", lambda: aggregator.lag()[1])
     cache = decoder.programs
     metrics.bind_counter("cache_hits", lambda: cache.hits)
     metrics.bind_counter("cache_misses", lambda: cache.misses)

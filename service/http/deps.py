@@ -26,6 +26,7 @@ from wai_dispatch.service.http.admission import Admission
 from wai_dispatch.service.http.errors import RoleForbidden, TokenMissing, TokenUnknown
 from wai_dispatch.service.http.metrics import Metrics
 from wai_dispatch.service.settings import Settings
+from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.bearer import Principal, Role, TokenCache
 from wai_dispatch.service.store.policies import PolicyStore
 from wai_dispatch.service.store.recorder import Recorder
@@ -52,7 +53,7 @@ class Service:
     """Everything the service holds while it runs: its settings, the one :class:`Decoder`
     (its set store, its adapters and their program cache), the report store, the recorder,
     the token cache, admission, metrics, the policies, the warming, the set registry's sync and
-    the retention thread, and the request errors' writer."""
+    the retention thread, the request errors' writer and the roll-ups' aggregator."""
 
     settings: Settings
     decoder: Decoder
@@ -66,6 +67,7 @@ class Service:
     sets: SetSync
     pruner: Pruner | None = None  # retention (service/store/retention.py); None: keep all
     errors: ErrorLog | None = None  # 4xx answers, noted for the dashboard (best-effort)
+    aggregator: Aggregator | None = None  # the roll-ups' fold (service/store/aggregator.py)
 
     def close(self) -> None:
         self.sets.close()
@@ -73,6 +75,8 @@ class Service:
         if self.pruner is not None:
             self.pruner.close()
         self.recorder.close()
+        if self.aggregator is not None:
+            self.aggregator.close()
         if self.errors is not None:
             self.errors.close()
         self.report_store.dispose()

@@ -83,6 +83,16 @@ class Metrics:
         self.running = self._gauge("wai_decodes_running", "Decodes running", "livesum")
         self.spool_bytes = self._gauge("wai_spool_bytes", "Bytes of reports spooled", "livemax")
         self.store_up = self._gauge("wai_store_up", "1 when the report store answers", "livemin")
+        self.inbox_reports = self._gauge(
+            "wai_rollup_inbox_reports",
+            "Reports stored but not yet folded into the roll-ups (the report inbox's depth)",
+            "livemax",
+        )
+        self.inbox_oldest_seconds = self._gauge(
+            "wai_rollup_inbox_oldest_seconds",
+            "Age of the oldest report not yet folded into the roll-ups (0: none)",
+            "livemax",
+        )
         self.seconds_per_pixel = self._gauge(
             "wai_decode_seconds_per_pixel",
             "Decode time per output pixel measured here; calibrates the time estimate",

@@ -1,7 +1,9 @@
 """Reports into the store in bulk. SQLite: one multi-row ``INSERT … ON CONFLICT DO NOTHING
 RETURNING`` for any number of reports (SQLAlchemy's "insertmanyvalues": pages of up to 1,000
-rows a statement), one for their refusals, one upsert per roll-up table. PostgreSQL: all of
-that in one statement of fixed text, one round trip (service/store/bulk_pg.py).
+rows a statement), one for their refusals, one for their ``report_inbox`` rows (their
+``seq``: the aggregator counts them into the roll-ups later, service/store/aggregator.py; the
+roll-ups are not written here). PostgreSQL: all of that in one statement of fixed text, one
+round trip (service/store/bulk_pg.py).
 A decode's reports, a run report's decodes (service/store/policies.py), a group commit's
 batch of many requests' reports (service/store/recorder.py) and a spool replay all go
 through :func:`insert_records`, inside the caller's transaction.
@@ -9,7 +11,7 @@ through :func:`insert_records`, inside the caller's transaction.
 A report is skipped, not stored again, when its id or its identity ``(sink, request_id,
 ordinal)`` is stored already (a spool line replayed twice; a retried request): both are unique
 in ``reports``, and ``ON CONFLICT DO NOTHING`` without a target skips a row that conflicts
-with either. Only the reports actually inserted are counted into the roll-ups.
+with either. Only the reports actually inserted go into the inbox, so into the roll-ups.
 :func:`stored_ids` then names, for each report, the id the store holds for its identity, so a
 retried request answers with the first decode's report ids."""
 
@@ -22,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select
 
 from wai_dispatch.service.store import bulk_pg, rollups
-from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.models import InboxRow, RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 
 __all__ = ["insert_records", "record", "row_of", "stored_ids"]
@@ -44,7 +46,7 @@ def insert_records(
 ) -> list[ReportRecord]:
     """Insert ``records`` inside the caller's transaction in one multi-row statement, skipping
     each whose id or identity is stored (or comes earlier in ``records``); their refusals and
-    roll-up counts go in with them. Returns the records inserted, in their order. On
+    inbox rows go in with them. Returns the records inserted, in their order. On
     PostgreSQL all of it is one statement (service/store/bulk_pg.py; ``rows``: the records'
     :func:`~service.store.bulk_pg.columns`, when made already)."""
     records = list(records)
@@ -59,18 +61,21 @@ def insert_records(
     seqs = {str(rid): int(seq) for seq, rid in conn.execute(stmt, [row_of(r) for r in records])}
     inserted: list[ReportRecord] = []
     refusals: list[dict[str, Any]] = []
+    inbox: list[dict[str, int]] = []
     for rec in records:
         seq = seqs.pop(rec.id, None)  # popped: a record listed twice is inserted once
         if seq is None:
             continue
         inserted.append(rec)
+        inbox.append({"seq": seq})
         refusals += [
             {"report_seq": seq, "position": i, "path": r.path, "code": r.code}
             for i, r in enumerate(rec.refusals)
         ]
     if refusals:
         conn.execute(insert(RefusalRow), refusals)
-    rollups.add(conn, inserted)
+    if inbox:
+        conn.execute(insert(InboxRow), inbox)
     return inserted
 
 

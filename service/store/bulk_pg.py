@@ -1,15 +1,16 @@
 """Reports into PostgreSQL in one statement, one round trip: the reports as columns (one array a
-column, ``unnest``), inserted with ``ON CONFLICT DO NOTHING``, their refusals and every roll-up
-(service/store/rollups.py) counted from what that insert returned,
-all in data-modifying ``WITH`` parts of the same statement. What :func:`service.store.bulk.
-insert_records` does on SQLite in six statements, with the same rows and counts: a report
-skipped (its id or identity stored, or earlier in the batch) adds no refusal and no count.
+column, ``unnest``), inserted with ``ON CONFLICT DO NOTHING``, their refusals and their
+``report_inbox`` rows (what the aggregator counts into the roll-ups later,
+service/store/aggregator.py) from what that insert returned, in data-modifying ``WITH`` parts of
+the same statement. What :func:`service.store.bulk.insert_records` does on SQLite in three
+statements, with the same rows: a report skipped (its id or identity stored, or earlier in the
+batch) adds no refusal and no inbox row.
 
-The reports go in by identity order and the roll-up rows in key order, both ``COLLATE "C"``
-(code-point order, Python's, as the SQLite path sorts them), so two transactions that share a
-row lock it in the same order. The statement's text does not depend on the number of reports,
-so psycopg prepares it once a connection and the server plans it once: a batch of a thousand
-reports costs the server its rows, not a thousand bound parameters to parse.
+The reports go in by identity order, ``COLLATE "C"`` (code-point order, Python's), so two
+transactions that insert the same identity lock it in the same order. The statement's text does
+not depend on the number of reports, so psycopg prepares it once a connection and the server
+plans it once: a batch of a thousand reports costs the server its rows, not a thousand bound
+parameters to parse.
 
 :func:`columns` is the part that can run before the batch is formed (the recorder calls it in
 the request's own thread, service/store/recorder.py): each report as the tuple the statement
@@ -25,11 +26,10 @@ from sqlalchemy import Connection
 
 from wai_dispatch.service.store.models import ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
-from wai_dispatch.service.store.rollups import codes_of
 
 __all__ = ["COLS", "PLAIN", "Row", "columns", "insert"]
 
-#: A report as the statement takes it: :data:`COLS` in order, then its refusal codes key.
+#: A report as the statement takes it: :data:`COLS` in order.
 Row = tuple[Any, ...]
 
 #: The columns of ``reports`` a record carries as they are (the others are derived).
@@ -45,92 +45,24 @@ COLS = [
     *((f"placement_{u}", "integer") for u in UNITS),
     ("report", "text"),
 ]
-_SUMS = ", ".join(f"sum(placement_{u})" for u in UNITS)
-_PUT = ", ".join(f"placement_{u} = t.placement_{u} + excluded.placement_{u}" for u in UNITS)
 _NAMES = ", ".join(c for c, _ in COLS)
-_ACT = (
-    "n = t.n + excluded.n, no_path = t.no_path + excluded.no_path, "
-    "last_ms = greatest(t.last_ms, excluded.last_ms)"
-)
 
 SQL = f"""
 WITH src AS (
-  SELECT * FROM unnest({", ".join(f"%s::{t}[]" for _, t in COLS)}, %s::text[])
-    WITH ORDINALITY AS s({_NAMES}, codes, at)
+  SELECT * FROM unnest({", ".join(f"%s::{t}[]" for _, t in COLS)})
+    WITH ORDINALITY AS s({_NAMES}, at)
 ), ins AS (
   INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src
   ORDER BY sink COLLATE "C", request_id COLLATE "C", ordinal, at  -- a twin: the first
   ON CONFLICT DO NOTHING
-  RETURNING seq, id, created_ms, sink, role, capability, set_digest, path_ran, tier, outcome,
-            {", ".join(f"placement_{u}" for u in UNITS)}
-), k AS (
-  SELECT ins.*, src.codes,
-         ins.created_ms - ins.created_ms %% 3600000 AS hour_ms,
-         coalesce(ins.set_digest, '') AS digest
-  FROM ins JOIN src USING (id)
+  RETURNING seq, id
 ), refusals AS (
   INSERT INTO report_refusals (report_seq, position, path, code)
   SELECT ins.seq, f.position, f.path, f.code
   FROM unnest(%s::text[], %s::integer[], %s::text[], %s::text[]) AS f(id, position, path, code)
   JOIN ins USING (id)
-), hours AS (
-  INSERT INTO sink_set_hours AS t (start_ms, sink, set_digest, n, no_path, last_ms)
-  SELECT hour_ms, sink, digest, count(*), count(*) FILTER (WHERE outcome = 'refused'),
-         max(created_ms)
-  FROM k GROUP BY hour_ms, sink, digest
-  ORDER BY hour_ms, sink COLLATE "C", digest COLLATE "C"
-  ON CONFLICT (start_ms, sink, set_digest) DO UPDATE SET {_ACT}
-), days AS (
-  INSERT INTO sink_set_days AS t (start_ms, sink, set_digest, n, no_path, last_ms)
-  SELECT hour_ms - hour_ms %% 86400000 AS day, sink, digest, count(*),
-         count(*) FILTER (WHERE outcome = 'refused'), max(created_ms)
-  FROM k GROUP BY day, sink, digest
-  ORDER BY day, sink COLLATE "C", digest COLLATE "C"
-  ON CONFLICT (start_ms, sink, set_digest) DO UPDATE SET {_ACT}
-), sink_hours AS (
-  INSERT INTO sink_hours AS t (start_ms, sink, n, no_path, decodes, last_ms)
-  SELECT hour_ms, sink, count(*), count(*) FILTER (WHERE outcome = 'refused'),
-         count(*) FILTER (WHERE role = 'primary'), max(created_ms)
-  FROM k GROUP BY hour_ms, sink
-  ORDER BY hour_ms, sink COLLATE "C"
-  ON CONFLICT (start_ms, sink) DO UPDATE SET {_ACT}, decodes = t.decodes + excluded.decodes
-), sink_days AS (
-  INSERT INTO sink_days AS t (start_ms, sink, n, no_path, decodes, last_ms)
-  SELECT hour_ms - hour_ms %% 86400000 AS day, sink, count(*),
-         count(*) FILTER (WHERE outcome = 'refused'),
-         count(*) FILTER (WHERE role = 'primary'), max(created_ms)
-  FROM k GROUP BY day, sink
-  ORDER BY day, sink COLLATE "C"
-  ON CONFLICT (start_ms, sink) DO UPDATE SET {_ACT}, decodes = t.decodes + excluded.decodes
-), pairs AS (
-  INSERT INTO sink_sets AS t (sink, set_digest, last_ms)
-  SELECT sink, digest, max(created_ms) FROM k GROUP BY sink, digest
-  ORDER BY sink COLLATE "C", digest COLLATE "C"
-  ON CONFLICT (sink, set_digest) DO UPDATE SET last_ms = greatest(t.last_ms, excluded.last_ms)
-), keyed AS (
-  SELECT sink, hour_ms, capability, digest AS set_digest, coalesce(path_ran, '') AS path,
-         coalesce(tier, '') AS tier, outcome, codes,
-         {", ".join(f"placement_{u}" for u in UNITS)}
-  FROM k
-), fleet AS (
-  INSERT INTO report_rollups AS t (hour_ms, capability, set_digest, path, tier, outcome, codes,
-                                   n, {", ".join(f"placement_{u}" for u in UNITS)})
-  SELECT hour_ms, capability, set_digest, path, tier, outcome, codes, count(*), {_SUMS}
-  FROM keyed GROUP BY hour_ms, capability, set_digest, path, tier, outcome, codes
-  ORDER BY hour_ms, capability COLLATE "C", set_digest COLLATE "C", path COLLATE "C",
-           tier COLLATE "C", outcome COLLATE "C", codes COLLATE "C"
-  ON CONFLICT (hour_ms, capability, set_digest, path, tier, outcome, codes)
-  DO UPDATE SET n = t.n + excluded.n, {_PUT}
-), per_sink AS (
-  INSERT INTO report_rollups_sink AS t (sink, hour_ms, capability, set_digest, path, tier,
-                                        outcome, codes, n,
-                                        {", ".join(f"placement_{u}" for u in UNITS)})
-  SELECT sink, hour_ms, capability, set_digest, path, tier, outcome, codes, count(*), {_SUMS}
-  FROM keyed GROUP BY sink, hour_ms, capability, set_digest, path, tier, outcome, codes
-  ORDER BY sink COLLATE "C", hour_ms, capability COLLATE "C", set_digest COLLATE "C",
-           path COLLATE "C", tier COLLATE "C", outcome COLLATE "C", codes COLLATE "C"
-  ON CONFLICT (sink, hour_ms, capability, set_digest, path, tier, outcome, codes)
-  DO UPDATE SET n = t.n + excluded.n, {_PUT}
+), inbox AS (
+  INSERT INTO report_inbox (seq) SELECT seq FROM ins
 )
 SELECT seq, id FROM ins
 """
@@ -143,7 +75,6 @@ def columns(records: Sequence[ReportRecord]) -> list[Row]:
             *(getattr(rec, c) for c in PLAIN),
             *(rec.placement.get(u, 0) for u in UNITS),
             json.dumps(rec.report, separators=(",", ":")),
-            codes_of(r.code for r in rec.refusals),
         )
         for rec in records
     ]
@@ -153,7 +84,7 @@ def insert(
     conn: Connection, records: Sequence[ReportRecord], rows: Sequence[Row] | None = None
 ) -> dict[str, int]:
     """Insert ``records`` (``rows``: their :func:`columns`, when made already) with their
-    refusals and roll-up counts, skipping each whose id or identity is stored or earlier in
+    refusals and inbox rows, skipping each whose id or identity is stored or earlier in
     ``records``; returns the ``seq`` of each id inserted."""
     if rows is None:
         rows = columns(records)

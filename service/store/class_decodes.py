@@ -7,8 +7,9 @@ service decode has one report, or two when its fallback was tried, and each deco
 report one; so a decode counts once however many reports it has. A decode ran a path when one
 of its reports did (a fallback is tried only when no path ran the primary, so at most one
 does): its decoded reports. Counted in SQL from ``sink_days`` and ``sink_hours`` for the
-window's whole days and hours, and from the reports for its partial hours (exact for any
-window), each sink put in its class by a ``CASE`` over the policy's sinks."""
+window's whole days and hours, as they stand with the reports the aggregator has not folded in
+yet (:func:`rollups.current`), and from the reports for its partial hours (exact for any window
+and at any instant), each sink put in its class by a ``CASE`` over the policy's sinks."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from wai_dispatch.service.store.rollups import (
     SINK_HOURS,
     R,
     Range,
+    current,
     cut,
     within,
 )
@@ -58,22 +60,22 @@ def decodes_by_class(
             return {}
     parts: list[Any] = []
 
-    def where(col: Any, ranges: list[Range]) -> list[Any]:
-        out = within(col, ranges)
-        out += [] if sink is None else [col.table.c.sink == sink]
-        out += [col.table.c.sink.in_(chosen)] if sink_class else []
+    def where(c: Any, time: Any, ranges: list[Range]) -> list[Any]:
+        out = within(time, ranges)
+        out += [] if sink is None else [c.sink == sink]
+        out += [c.sink.in_(chosen)] if sink_class else []
         return out
 
     for table, ranges in ((SINK_DAYS, [days] if days is not None else []), (SINK_HOURS, edges)):
         if ranges:
-            c = table.c
+            c = current(conn, table).c  # a key may have a row of each: summed per sink below
             parts.append(
-                select(c.sink, c.decodes, c.n - c.no_path).where(*where(c.start_ms, ranges))
+                select(c.sink, c.decodes, c.n - c.no_path).where(*where(c, c.start_ms, ranges))
             )
     if raw:
         decodes = func.sum(case((DECODES, 1), else_=0))
         decoded = func.sum(case((R.outcome == "decoded", 1), else_=0))
-        ran = select(R.sink, decodes, decoded).where(*where(R.created_ms, raw))
+        ran = select(R.sink, decodes, decoded).where(*where(R, R.created_ms, raw))
         parts.append(ran.group_by(R.sink))
     if not parts:
         return {}

@@ -69,6 +69,7 @@ from wai_dispatch.service.store.rollups import (
     SINK_HOURS,
     Range,
     between,
+    current,
     cut,
     within,
 )
@@ -118,7 +119,7 @@ def _spans(lo: int | None, hi: int | None) -> tuple[list[Range], list[Range], Ra
 def _counts(conn: Connection, filters: Filters) -> dict[str, dict[str, Any]]:
     """Per set: reports, no-path reports, last seen, sinks (:func:`_parts`)."""
     out: dict[str, dict[str, Any]] = {}
-    parts = _parts(filters, by_set=True)
+    parts = _parts(conn, filters, by_set=True)
     for digest, sink, n, no_path, last in conn.execute(union_all(*parts)) if parts else []:
         if digest:
             row = out.setdefault(digest, _blank())
@@ -139,14 +140,14 @@ def _sets_up_to_now(conn: Connection, filters: Filters) -> dict[str, dict[str, A
     the window is its pairs' latest. ``None`` otherwise, or for filters beyond the window."""
     if {k for k, v in vars(filters).items() if v is not None} - {"since_ms", "until_ms"}:
         return None
-    p = PAIRS.c
+    p = current(conn, PAIRS).c
     if filters.until_ms is not None:
         latest = conn.execute(select(func.max(p.last_ms))).scalar()
         if latest is not None and int(latest) >= filters.until_ms:
             return None  # a pair's latest report is at or after the end: not exact here
     out: dict[str, dict[str, Any]] = {}
     raw, hours = split(filters, HOUR_MS)
-    c = FLEET.c
+    c = current(conn, FLEET).c
     parts: list[tuple[Any, ...]] = []
     parts += [] if hours is None else [(c.set_digest, c.outcome, func.sum(c.n), c.hour_ms, [hours])]
     parts += [(R.set_digest, R.outcome, func.count(), R.created_ms, raw)] if raw else []
@@ -220,7 +221,7 @@ def by_sink(filters: Filters, by_set: bool = False) -> bool:
     return not by_set and filters.set is None
 
 
-def _parts(filters: Filters, *, by_set: bool = False) -> list[Any]:
+def _parts(conn: Connection, filters: Filters, *, by_set: bool = False) -> list[Any]:
     """Statements of ``(sink, reports, no-path reports, latest)`` (``by_set``: ``(set, sink,
     …)``) whose sums per sink (and set) are the reports that ``filters`` select: the activity
     roll-ups (whole days, whole hours) when the filters are only sinks, a set and the window,
@@ -239,10 +240,12 @@ def _parts(filters: Filters, *, by_set: bool = False) -> list[Any]:
     parts: list[Any] = []
     if asked <= _ACTIVITY and "" not in (filters.set, filters.sink):
         raw, hours, days = _spans(filters.since_ms, filters.until_ms)
-        # per sink with no set asked: a row a sink and day (or hour), every set together
+        # per sink with no set asked: a row a sink and day (or hour), every set together; each
+        # as it stands with the inbox's reports (rollups.current)
         day_t, hour_t = (SINK_DAYS, SINK_HOURS) if by_sink(filters, by_set) else (DAYS, HOURS)
-        tables = [(day_t.c, [days])] if days is not None else []
-        for c, ranges in tables + ([(hour_t.c, hours)] if hours else []):
+        tables = [(current(conn, day_t).c, [days])] if days is not None else []
+        tables += [(current(conn, hour_t).c, hours)] if hours else []
+        for c, ranges in tables:
             where = within(c.start_ms, ranges)
             where += [] if filters.sink is None else [c.sink == filters.sink]
             where += [] if filters.sinks is None else [c.sink.in_(filters.sinks)]
@@ -254,7 +257,7 @@ def _parts(filters: Filters, *, by_set: bool = False) -> list[Any]:
         if filters.reason is not None:
             raw, whole = [(filters.since_ms, filters.until_ms)], None
         if whole is not None:
-            c = SINK.c
+            c = current(conn, SINK).c
             no_path = big(func.sum(case((c.outcome == "refused", c.n), else_=0)))
             parts.append(
                 select(*keys(c), big(func.sum(c.n)), no_path, func.max(c.hour_ms))
@@ -348,7 +351,7 @@ def sink_table(
     sort = sort if sort in SINK_SORTS else "sink"
     with store.engine.connect() as conn:
         pg = conn.dialect.name == "postgresql"
-        counts = _summed(_parts(filters), ["reports", "no_path", "last"])
+        counts = _summed(_parts(conn, filters), ["reports", "no_path", "last"])
         errors = errors_by_sink(filters.since_ms, filters.until_ms).cte()
         runs = _summed(_runs_by_sink(filters.since_ms, filters.until_ms), ["ok", "no", "last"])
         seen = [select(t.c.sink) for t in (counts, errors, runs)]

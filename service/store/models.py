@@ -403,3 +403,15 @@ class SinkDayRow(_SinkActivityColumns, Base):
 
 Index("ix_sink_hours_sink_start", SinkHourRow.sink, SinkHourRow.start_ms)
 Index("ix_sink_days_sink_start", SinkDayRow.sink, SinkDayRow.start_ms)
+
+
+class InboxRow(Base):
+    """A stored report not yet counted into the report roll-ups (service/store/rollups.py): its
+    ``seq``, written in the transaction that inserts the report, deleted in the one that folds
+    it in (service/store/aggregator.py). Only the key: nothing else to index or update."""
+
+    __tablename__ = "report_inbox"
+
+    seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False
+    )

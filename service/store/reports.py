@@ -1,6 +1,7 @@
 """Reading the report store: filtered, cursor-paged listing, one report, and the dashboard's
 summary, every count an SQL aggregate computed in the database: from the per-hour roll-ups
-(service/store/rollups.py) for the whole hours of its window, from the reports for the rest."""
+(service/store/rollups.py, as :func:`~service.store.rollups.current` reads them: with the
+reports not yet folded in) for the whole hours of its window, from the reports for the rest."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from wai_dispatch.service.store.rollups import (
     SINK,
     Range,
     between,
+    current,
     cut,
     hour_of,
     within,
@@ -162,7 +164,7 @@ def count(conn: Connection, filters: Filters) -> int:
     if hi is not None and h1 is not None and h1 < hi:
         raw.append((h1, hi))
     per_sink = filters.sink is not None or filters.sinks is not None
-    c = (SINK if per_sink else FLEET).c
+    c = current(conn, SINK if per_sink else FLEET).c
     where = rollup_where(c, filters, (h0, h1))
     total = 0
     if filters.reason is None:
@@ -288,7 +290,7 @@ def _from_rollups(
     """One aggregate over the roll-ups: the fleet's, or the sinks' when the summary is
     restricted to sinks (read by sink first, their primary key)."""
     per_sink = filters.sink is not None or filters.sinks is not None
-    c = (SINK if per_sink else FLEET).c
+    c = current(conn, SINK if per_sink else FLEET).c
     where = rollup_where(c, filters, hours)
     bucket = (c.hour_ms - c.hour_ms % bucket_ms).label("bucket")
     keys = (bucket, c.outcome, c.path, c.tier, c.codes)

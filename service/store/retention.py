@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import delete, select
 
+from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown, as_store_down
 from wai_dispatch.service.store.request_error_views import prune_errors
@@ -30,6 +31,7 @@ from wai_dispatch.service.store.rollups import (
     FLEET,
     HOUR_MS,
     HOURS,
+    INBOX,
     SINK,
     SINK_DAYS,
     SINK_HOURS,
@@ -72,7 +74,10 @@ def prune_reports(
     """Delete the reports created before ``before_ms`` (and their refusals), ``batch`` a
     transaction, ``pause_s`` between transactions; returns how many went."""
     total = 0
-    pick = select(R.seq).where(R.created_ms < before_ms).order_by(R.created_ms).limit(batch)
+    # a report still in the inbox stays until the aggregator has counted it (a sink's report
+    # may arrive older than the cut-off)
+    kept = R.seq.not_in(select(INBOX.c.seq))
+    pick = select(R.seq).where(R.created_ms < before_ms, kept).order_by(R.created_ms).limit(batch)
     if store.dialect == "postgresql":
         pick = pick.with_for_update(skip_locked=True)
     while not stop():
@@ -125,6 +130,8 @@ def prune(
     rollups_before = cutoff(rollup_days, now)
     n = errors = 0
     if reports_before is not None:
+        with as_store_down():  # what the inbox holds counted first: those reports may go too
+            Aggregator(store, start=False).drain()
         n = prune_reports(store, reports_before, batch=batch, pause_s=pause_s, stop=stop)
         with as_store_down():
             errors = prune_errors(store, reports_before)

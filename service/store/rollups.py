@@ -1,6 +1,6 @@
-"""The roll-ups: counts written in the transaction that stores what they count, so they count
-exactly what was stored, and read for the whole hours (or days) of a window, the partial hours at
-its edges read from the rows themselves (:func:`cut`).
+"""The roll-ups: counts of the stored reports, folded in by the aggregator a moment after they are
+stored, read for the whole hours (or days) of a window, the partial hours at its edges read from
+the rows themselves (:func:`cut`).
 
 - ``report_rollups`` (the whole fleet, a few rows an hour) and ``report_rollups_sink`` (per
   sink): reports per hour, capability, set, path, tier, outcome and refusal codes, with their
@@ -14,30 +14,61 @@ its edges read from the rows themselves (:func:`cut`).
   rows a sink and set, whatever the number of reports, and the last-seen time is exact.
 - ``sink_hours`` and ``sink_days``: the same per sink, every set together, with the decodes
   (:data:`DECODES`: a decode's first report): what the sinks table reads when no set is asked
-  (a month is thirty rows a sink) and the decodes per sink class (service/store/class_decodes.py).
+  (a month is thirty rows a sink) and the decodes per sink class (service/store/class_decodes.py);
+  folded like the others (:data:`TABLES`), read through :func:`current`.
 - ``run_report_rollups``: run reports per hour, sink, class and verdict, what the dashboard's
-  run-report counts read (service/store/policies.py, service/store/fleet.py).
+  run-report counts read (service/store/policies.py, service/store/fleet.py), counted
+  (:func:`add_run`) in the transaction that inserts the run report, only when its row went in.
 
-Reports are counted by :func:`add` for the reports an insert actually inserted
-(service/store/bulk.py; on PostgreSQL in its one statement, service/store/bulk_pg.py): a spool
-replay or a resubmitted run report, skipped as already stored, never counts twice, and a
-transaction that rolls back takes its counts with it. A run report is counted
-(:func:`add_run`) only when its row went in. Pruning reports (service/store/retention.py)
-leaves the roll-ups as they are. The ``rebuild`` functions compute them from the stored rows
-(the migrations that add them, and bulk loads that bypass :func:`add`). Every upsert writes its
-rows in key order: two transactions on PostgreSQL lock the rows they share in the same order,
-so they wait, never deadlock."""
+The report roll-ups are off the acknowledgement path: a writer inserts each report with a
+``report_inbox`` row (its ``seq``, service/store/bulk.py, bulk_pg.py), and :func:`fold`
+(service/store/aggregator.py's thread) takes a batch of the inbox and counts its reports in,
+in one transaction, with one ``INSERT … SELECT … GROUP BY … ON CONFLICT DO UPDATE`` a table: a
+report skipped as already stored (a spool replay, a retried request) has no inbox row, so it
+never counts twice, and a fold that rolls back (killed, the store down) leaves its reports in
+the inbox for the next. What a report counts for is :func:`keyed`, read by the fold, by the
+``rebuild`` functions (the migrations that add the roll-ups, :func:`rebuild_sinks` among them)
+and by :func:`current`, what every reader reads: the roll-ups plus the reports still in the
+inbox, so every count is exact at any instant, however far the fold lags. Pruning reports
+(service/store/retention.py) leaves the roll-ups as they are (and a report in the inbox until
+it is folded). Every upsert writes its rows in key order: two folds on PostgreSQL lock the rows
+they share in the same order, so they wait, never deadlock.
+
+:func:`add` counts records in Python (the bench's ``COPY`` anchor, tools/bench_store.py;
+tools/seed_reports.py loads with :func:`add_counts`, :func:`add_activity` and
+:func:`add_sink_activity`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import Connection, Table, and_, case, delete, func, insert, literal, or_, select
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Select,
+    String,
+    Subquery,
+    Table,
+    and_,
+    any_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    inspect,
+    literal,
+    or_,
+    select,
+    true,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store.models import (
+    InboxRow,
     RefusalRow,
     ReportRow,
     RollupRow,
@@ -62,6 +93,7 @@ PAIRS: Table = SinkSetRow.__table__  # type: ignore[assignment]
 SINK_HOURS: Table = SinkHourRow.__table__  # type: ignore[assignment]
 SINK_DAYS: Table = SinkDayRow.__table__  # type: ignore[assignment]
 RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
+INBOX: Table = InboxRow.__table__  # type: ignore[assignment]
 SUMS = ("n", *(f"placement_{u}" for u in UNITS))
 #: The key parts shared by both report roll-ups, in their primary keys' order.
 KEY = ("hour_ms", "capability", "set_digest", "path", "tier", "outcome", "codes")
@@ -308,84 +340,232 @@ def run_counts(
     return out
 
 
-def rebuild(conn: Connection) -> int:
-    """Recompute both report roll-ups from the stored reports, in the caller's transaction
-    (whatever they held is replaced); returns the fleet table's rows. Two aggregate statements:
-    each report's codes (sorted: PostgreSQL's ``string_agg … ORDER BY``; SQLite's
-    ``group_concat`` over rows already in code order, the order it concatenates in), then the
-    sums by key."""
+#: Which reports by their ``seq``: the conditions on a column of report seqs.
+Which = Callable[[Any], list[ColumnElement[bool]]]
+
+
+def keyed(conn: Connection, which: Which | None = None, *, fenced: bool = False) -> Subquery:
+    """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
+    it adds: the one definition of what a report counts for in every report roll-up, read by
+    :func:`fold`, :func:`rebuild`, :func:`rebuild_activity`, :func:`rebuild_sinks` and
+    :func:`current`. Its refusal
+    codes sorted and joined (PostgreSQL's ``string_agg … ORDER BY``; SQLite's
+    ``group_concat`` over rows already in code order, the order it concatenates in), its hour
+    and UTC day, ``""`` for a key part it lacks, ``no_path`` 1 when it was refused,
+    ``decodes`` 1 when it is a decode's first report (:data:`DECODES`), and its time as
+    ``last_ms``."""
     f = RefusalRow.__table__.c
+    mine = [] if which is None else which(f.report_seq)
     if conn.dialect.name == "postgresql":
         in_order = postgresql.aggregate_order_by(literal(" "), f.code)
         per_report = (
             select(f.report_seq, func.string_agg(f.code, in_order).label("codes"))
+            .where(*mine)
             .group_by(f.report_seq)
             .subquery()
         )
     else:
-        o = select(f.report_seq, f.code).order_by(f.report_seq, f.code).subquery()
+        o = select(f.report_seq, f.code).where(*mine).order_by(f.report_seq, f.code).subquery()
         per_report = (
             select(o.c.report_seq, func.group_concat(o.c.code, literal(" ")).label("codes"))
             .group_by(o.c.report_seq)
             .subquery()
         )
-    parts = {
-        "hour_ms": (R.created_ms - R.created_ms % HOUR_MS).label("hour_ms"),
-        "capability": R.capability,
-        "set_digest": func.coalesce(R.set_digest, "").label("set_digest"),
-        "path": func.coalesce(R.path_ran, "").label("path"),
-        "tier": func.coalesce(R.tier, "").label("tier"),
-        "outcome": R.outcome,
-        "codes": func.coalesce(per_report.c.codes, "").label("codes"),
-    }
-    sums = [func.count().label("n")]
-    sums += [func.sum(R[f"placement_{u}"]).label(f"placement_{u}") for u in UNITS]
+    hour = R.created_ms - R.created_ms % HOUR_MS
     source = ReportRow.__table__.outerjoin(per_report, per_report.c.report_seq == R.seq)
-    conn.execute(delete(FLEET))
-    conn.execute(delete(SINK))
-    by_sink = select(R.sink, *parts.values(), *sums).select_from(source)
-    by_sink = by_sink.group_by(R.sink, *parts.values())
-    conn.execute(insert(SINK).from_select(["sink", *KEY, *SUMS], by_sink))
-    s = SINK.c
-    fleet = select(*(s[k] for k in KEY), *(func.sum(s[k]).label(k) for k in SUMS))
-    conn.execute(insert(FLEET).from_select([*KEY, *SUMS], fleet.group_by(*(s[k] for k in KEY))))
+
+    return (
+        select(
+            R.sink,
+            hour.label("hour_ms"),
+            (hour - hour % DAY_MS).label("day_ms"),
+            R.capability,
+            func.coalesce(R.set_digest, "").label("set_digest"),
+            func.coalesce(R.path_ran, "").label("path"),
+            func.coalesce(R.tier, "").label("tier"),
+            R.outcome,
+            func.coalesce(per_report.c.codes, "").label("codes"),
+            *(R[f"placement_{u}"] for u in UNITS),
+            case((R.outcome == "refused", 1), else_=0).label("no_path"),
+            case((DECODES, 1), else_=0).label("decodes"),
+            R.created_ms.label("last_ms"),
+        )
+        .select_from(source)
+        .where(*([] if which is None else which(R.seq)))
+        # ``fenced``: ``OFFSET 0``, so neither planner pushes a reader's conditions into it
+        # (they would walk an index of ``reports`` and test each row against the inbox): its
+        # reports are found from the inbox's few rows, by their seq
+        .offset(0 if fenced else None)
+        .subquery("keyed")
+    )
+
+
+#: The roll-up tables :func:`fold` counts reports into, in the order it writes them.
+TABLES = (FLEET, SINK, HOURS, DAYS, PAIRS, SINK_HOURS, SINK_DAYS)
+#: The column of :func:`keyed` a table's ``start_ms`` is.
+_START = {
+    "sink_set_hours": "hour_ms",
+    "sink_set_days": "day_ms",
+    "sink_hours": "hour_ms",
+    "sink_days": "day_ms",
+}
+
+
+def grouped(conn: Connection, table: Table, k: Subquery, *, ordered: bool = False) -> Select[Any]:
+    """The reports of ``k`` (:func:`keyed`) as ``table``'s rows, its columns in order: grouped
+    by its primary key, ``n`` their count, ``last_ms`` the latest, every other column a sum.
+    ``ordered``: in key order (``COLLATE "C"`` on PostgreSQL, code-point order as on SQLite), so
+    two transactions that upsert rows they share lock them in the same order, and wait, never
+    deadlock."""
+    pg = conn.dialect.name == "postgresql"
+    keys = [c.name for c in table.primary_key.columns]
+    source = {c: k.c[_START[table.name] if c == "start_ms" else c] for c in keys}
+    cols: list[Any] = []
+    for c in table.c:
+        if c.name in source:
+            cols.append(source[c.name].label(c.name))
+        elif c.name == "n":
+            cols.append(func.count().label("n"))
+        elif c.name == "last_ms":
+            cols.append(func.max(k.c.last_ms).label("last_ms"))
+        else:
+            cols.append(func.sum(k.c[c.name]).label(c.name))
+    query = select(*cols).where(true()).group_by(*source.values())
+    if ordered:
+        order = [
+            v.collate("C") if pg and isinstance(table.c[c].type, String) else v
+            for c, v in source.items()
+        ]
+        query = query.order_by(*order)
+    return query
+
+
+def _count_into(conn: Connection, table: Table, k: Subquery) -> None:
+    """Add the reports of ``k`` to ``table``: one ``INSERT … SELECT … GROUP BY … ON CONFLICT DO
+    UPDATE`` (sums added, the later ``last_ms`` kept)."""
+    keys = [c.name for c in table.primary_key.columns]
+    ins = upsert_of(conn, table).from_select(
+        [c.name for c in table.c], grouped(conn, table, k, ordered=True)
+    )
+    pg = conn.dialect.name == "postgresql"
+    put: dict[str, Any] = {}
+    for c in table.c:
+        if c.name in keys:
+            continue
+        if c.name == "last_ms":
+            put[c.name] = (func.greatest if pg else func.max)(c, ins.excluded[c.name])
+        else:
+            put[c.name] = c + ins.excluded[c.name]
+    conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=put))
+
+
+#: Reports a fold takes at most, per dialect: SQLite's fold holds its one writer lock, which the
+#: reports' commits wait for (at most their 1 s busy timeout), so it folds small batches, one
+#: transaction each, and the commits go in between; PostgreSQL's locks only roll-up rows, which no
+#: writer takes.
+FOLD_BATCH = {"sqlite": 1000, "postgresql": 5000}
+
+
+def fold(conn: Connection, limit: int | None = None) -> int:
+    """Count up to ``limit`` reports of the inbox into every report roll-up and take them out
+    of it, in the caller's transaction (both or neither: a fold killed half way rolls back, and
+    the reports are still in the inbox), the oldest first; returns how many. PostgreSQL: the
+    batch is deleted first (``DELETE … RETURNING``) from rows locked ``FOR UPDATE SKIP LOCKED``,
+    so folds in several processes take disjoint batches; SQLite: the caller's transaction holds
+    the one writer lock from its start (``BEGIN IMMEDIATE``, :func:`begin_fold`), the batch is
+    the inbox's first ``limit`` rows, counted, then deleted. ``None``: :data:`FOLD_BATCH`."""
+    limit = FOLD_BATCH.get(conn.dialect.name, 1000) if limit is None else limit
+    i = INBOX.c
+    if conn.dialect.name == "postgresql":
+        pick = select(i.seq).order_by(i.seq).limit(limit).with_for_update(skip_locked=True)
+        taken = delete(INBOX).where(i.seq.in_(pick.scalar_subquery())).returning(i.seq)
+        seqs = [int(s) for s in conn.execute(taken).scalars()]
+        if not seqs:
+            return 0
+        arr = bindparam("taken", seqs, type_=postgresql.ARRAY(BigInteger))
+        k = keyed(conn, lambda seq: [seq == any_(arr)])
+        for table in TABLES:
+            _count_into(conn, table, k)
+        return len(seqs)
+    first = select(i.seq).order_by(i.seq).limit(limit).subquery()
+    hi = conn.execute(select(func.max(first.c.seq))).scalar()
+    if hi is None:
+        return 0
+    k = keyed(conn, lambda seq: [seq.in_(select(i.seq).where(i.seq <= hi))])
+    for table in TABLES:
+        _count_into(conn, table, k)
+    return int(conn.execute(delete(INBOX).where(i.seq <= hi)).rowcount)
+
+
+def begin_fold(conn: Connection) -> None:
+    """Start ``conn``'s transaction for :func:`fold`: on SQLite as the writer
+    (``BEGIN IMMEDIATE``: its first statement reads, and a read transaction that then writes
+    fails at once, not after the busy timeout, when another connection wrote meanwhile)."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def fold_all(conn: Connection) -> int:
+    """Fold the whole inbox in the caller's transaction (a downgrade; tests)."""
+    total = 0
+    while n := fold(conn):
+        total += n
+    return total
+
+
+def inbox(conn: Connection) -> tuple[int, int | None]:
+    """The reports in the inbox (not yet in the roll-ups) and the oldest one's ``seq``."""
+    n, oldest = conn.execute(select(func.count(), func.min(INBOX.c.seq))).one()
+    return int(n), None if oldest is None else int(oldest)
+
+
+def current(conn: Connection, table: Table) -> Subquery:
+    """The report roll-up ``table`` as it stands with every stored report counted: its rows and,
+    beside them, the reports still in the inbox grouped the same way (:func:`grouped`); a key
+    may have a row of each, so a reader sums (``n``, the placements) or takes the greatest
+    (``last_ms``), as every reader of the roll-ups does. Read in one statement (one snapshot),
+    it is exact whatever a fold does meanwhile: a report is in the inbox or in the roll-up. The
+    columns are ``table``'s, by name."""
+    pending = keyed(conn, lambda seq: [seq.in_(select(INBOX.c.seq))], fenced=True)
+    return union_all(select(*table.c), grouped(conn, table, pending)).subquery(f"{table.name}_now")
+
+
+def _folded(conn: Connection) -> Which | None:
+    """The reports the roll-ups count with the inbox not folded in: every report, less those
+    still in the inbox (when there is one: the migrations before 0013 rebuild without)."""
+    if not inspect(conn).has_table(INBOX.name):
+        return None
+    return lambda seq: [seq.not_in(select(INBOX.c.seq))]
+
+
+def rebuild(conn: Connection) -> int:
+    """Recompute both report roll-ups from the stored reports, in the caller's transaction
+    (whatever they held is replaced; the reports in the inbox are left to the fold); returns
+    the fleet table's rows."""
+    k = keyed(conn, _folded(conn))
+    for table in (SINK, FLEET):
+        conn.execute(delete(table))
+        conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
     return int(conn.execute(select(func.count()).select_from(FLEET)).scalar_one())
 
 
 def rebuild_activity(conn: Connection) -> None:
-    """Recompute the hours and the days from the stored reports, in the caller's
-    transaction."""
-    hour = (R.created_ms - R.created_ms % HOUR_MS).label("start_ms")
-    digest = func.coalesce(R.set_digest, "").label("set_digest")
-    refused = func.sum(case((R.outcome == "refused", 1), else_=0)).label("no_path")
-    last = func.max(R.created_ms).label("last_ms")
-    conn.execute(delete(HOURS))
-    conn.execute(delete(DAYS))
-    by_hour = select(hour, R.sink, digest, func.count().label("n"), refused, last)
-    conn.execute(insert(HOURS).from_select(ACTIVITY, by_hour.group_by(hour, R.sink, digest)))
-    h = HOURS.c
-    day = (h.start_ms - h.start_ms % DAY_MS).label("start_ms")
-    sums = (func.sum(h.n), func.sum(h.no_path), func.max(h.last_ms))
-    by_day = select(day, h.sink, h.set_digest, *sums).group_by(day, h.sink, h.set_digest)
-    conn.execute(insert(DAYS).from_select(ACTIVITY, by_day))
+    """Recompute the hours and the days from the stored reports, in the caller's transaction
+    (the reports in the inbox are left to the fold)."""
+    k = keyed(conn, _folded(conn))
+    for table in (HOURS, DAYS):
+        conn.execute(delete(table))
+        conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
 
 
 def rebuild_sinks(conn: Connection) -> None:
     """Recompute ``sink_hours`` and ``sink_days`` from the stored reports, in the caller's
-    transaction (the reports a decode's first: :data:`DECODES`)."""
-    hour = (R.created_ms - R.created_ms % HOUR_MS).label("start_ms")
-    refused = func.sum(case((R.outcome == "refused", 1), else_=0)).label("no_path")
-    decodes = func.sum(case((DECODES, 1), else_=0)).label("decodes")
-    last = func.max(R.created_ms).label("last_ms")
-    conn.execute(delete(SINK_HOURS))
-    conn.execute(delete(SINK_DAYS))
-    by_hour = select(hour, R.sink, func.count().label("n"), refused, decodes, last)
-    conn.execute(insert(SINK_HOURS).from_select(SINK_ACTIVITY, by_hour.group_by(hour, R.sink)))
-    h = SINK_HOURS.c
-    day = (h.start_ms - h.start_ms % DAY_MS).label("start_ms")
-    sums = (func.sum(h.n), func.sum(h.no_path), func.sum(h.decodes), func.max(h.last_ms))
-    by_day = select(day, h.sink, *sums).group_by(day, h.sink)
-    conn.execute(insert(SINK_DAYS).from_select(SINK_ACTIVITY, by_day))
+    transaction, as the fold counts them (:func:`keyed`; the decodes: :data:`DECODES`; the
+    reports in the inbox are left to the fold)."""
+    k = keyed(conn, _folded(conn))
+    for table in (SINK_HOURS, SINK_DAYS):
+        conn.execute(delete(table))
+        conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
 
 
 def rebuild_pairs(conn: Connection) -> None:

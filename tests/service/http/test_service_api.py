@@ -357,6 +357,10 @@ def test_operations_routes(live: InProcess) -> None:
         )
         assert "wai_refusals_total{code=" in text and "wai_spool_bytes 0.0" in text
         assert "wai_program_cache_hits" in text
+        # the roll-ups' lag: the reports not yet folded in (a gauge each: depth and age)
+        depth = float(re.findall(r"^wai_rollup_inbox_reports (\S+)$", text, re.M)[0])
+        age = float(re.findall(r"^wai_rollup_inbox_oldest_seconds (\S+)$", text, re.M)[0])
+        assert depth >= 0 and age >= 0
         # the seconds per pixel the sample's decode calibrated (bounded: 0.25×–8× 1.7 µs) and
         # the memory admission counts against the budget
         spp = float(re.findall(r"^wai_decode_seconds_per_pixel (\S+)$", text, re.M)[0])

@@ -2,9 +2,10 @@
 service decodes with one report and with two (the fallback tried), and decodes sinks reported
 in run reports, from sinks in two classes and sinks no class names, over three days, the
 decodes per class (unclassified included) and those no path ran equal a count of the stored
-reports in SQL for windows on and off the hours and days; ``sink_hours`` and ``sink_days``
-written as the reports arrived equal their rebuild from the reports, and the migration fills
-them from the reports stored."""
+reports in SQL for windows on and off the hours and days, with half the reports still in the
+aggregator's inbox (read through rollups.current) and with all folded; ``sink_hours`` and
+``sink_days`` folded from the inbox equal their rebuild from the reports, and the migration
+fills them from the reports stored."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from alembic.config import Config
 from sqlalchemy import inspect, select, text
 
 from wai_dispatch.service.store import rollups
+from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.class_decodes import decodes_by_class
 from wai_dispatch.service.store.records import RecordedRefusal, ReportRecord
 from wai_dispatch.service.store.report_store import MIGRATIONS, ReportStore
@@ -123,7 +125,18 @@ def test_decodes_per_class_equal_a_count_of_the_reports(store: ReportStore) -> N
     records = decodes(random.Random(3), 600)
     for i in range(0, len(records), 50):
         store.insert(records[i : i + 50])
+        if i == 250:  # the first 300 decodes folded, the rest still in the inbox
+            assert Aggregator(store, start=False).drain() > 0
     assert sum(r.role == "fallback" for r in records) == 200  # reports: 800, decodes: 600
+    with store.engine.connect() as conn:
+        assert rollups.inbox(conn)[0] > 0
+    for folded in (False, True):
+        if folded:
+            Aggregator(store, start=False).drain()
+        _check_windows(store)
+
+
+def _check_windows(store: ReportStore) -> None:
     with store.engine.connect() as conn:
         for lo, hi in WINDOWS:
             want = counted_in_sql(store, lo, hi)
@@ -153,6 +166,8 @@ def _tables(store: ReportStore) -> list[list[tuple[Any, ...]]]:
 
 def test_sink_activity_rebuilt_and_migrated_equals_what_was_written(store: ReportStore) -> None:
     store.insert(decodes(random.Random(4), 300))
+    assert not any(_tables(store))  # the writers count nothing: the fold does
+    Aggregator(store, start=False).drain()
     written = _tables(store)
     assert all(written)
     with store.engine.begin() as conn:

@@ -339,6 +339,9 @@ def test_the_sets_table_up_to_now_reads_a_row_a_sink_and_set(store: ReportStore)
     ]
     for i in range(0, 240, 40):  # several transactions: the pairs' latest times move
         store.record(recs[i : i + 40])
+        if i == 120:  # half of them folded into the roll-ups, the rest read from the inbox
+            with store.engine.begin() as conn:
+                rollups.fold_all(conn)
     latest = max(r.created_ms for r in recs)
     windows = [
         (None, None),
@@ -373,6 +376,8 @@ def test_the_sets_table_up_to_now_reads_a_row_a_sink_and_set(store: ReportStore)
             } == want
         assert _sets_up_to_now(conn, Filters(since_ms=None, until_ms=latest)) is None
         assert _sets_up_to_now(conn, Filters(until_ms=latest + 1, sink="a")) is None
+    with store.engine.begin() as conn:
+        rollups.fold_all(conn)
         kept = conn.execute(text("SELECT sink, set_digest, last_ms FROM sink_sets")).all()
     with store.engine.begin() as conn:
         rollups.rebuild_pairs(conn)

@@ -125,7 +125,10 @@ def random_filters(rng: random.Random) -> Filters:
 
 
 def rollup_tables(store: ReportStore) -> list[list[tuple[Any, ...]]]:
-    with store.engine.connect() as conn:
+    """Both report roll-ups as stored, once the inbox is folded into them (the aggregator's
+    work, service/store/aggregator.py)."""
+    with store.engine.begin() as conn:
+        rollups.fold_all(conn)
         return [
             sorted(tuple(r) for r in conn.execute(select(t))) for t in (rollups.FLEET, rollups.SINK)
         ]
