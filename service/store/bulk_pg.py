@@ -9,7 +9,10 @@ The reports go in by identity order and the roll-up rows in key order, both ``CO
 (code-point order, Python's, as the SQLite path sorts them), so two transactions that share a
 row lock it in the same order. The statement's text does not depend on the number of reports,
 so psycopg prepares it once a connection and the server plans it once: a batch of a thousand
-reports costs the server its rows, not a thousand bound parameters to parse.
+reports costs the server its rows, not a thousand bound parameters to parse. The arrays go as
+binary parameters (``%b``): no array literal is written and escaped element by element (in
+text, that was most of a committer's CPU: half the client's CPU a report at 20 reports a
+statement, three quarters at 1,000).
 
 :func:`columns` is the part that can run before the batch is formed (the recorder calls it in
 the request's own thread, service/store/recorder.py): each report as the tuple the statement
@@ -55,7 +58,7 @@ _ACT = (
 
 SQL = f"""
 WITH src AS (
-  SELECT * FROM unnest({", ".join(f"%s::{t}[]" for _, t in COLS)}, %s::text[])
+  SELECT * FROM unnest({", ".join(f"%b::{t}[]" for _, t in COLS)}, %b::text[])
     WITH ORDINALITY AS s({_NAMES}, codes, at)
 ), ins AS (
   INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src
@@ -71,7 +74,7 @@ WITH src AS (
 ), refusals AS (
   INSERT INTO report_refusals (report_seq, position, path, code)
   SELECT ins.seq, f.position, f.path, f.code
-  FROM unnest(%s::text[], %s::integer[], %s::text[], %s::text[]) AS f(id, position, path, code)
+  FROM unnest(%b::text[], %b::integer[], %b::text[], %b::text[]) AS f(id, position, path, code)
   JOIN ins USING (id)
 ), hours AS (
   INSERT INTO sink_set_hours AS t (start_ms, sink, set_digest, n, no_path, last_ms)
