@@ -10,7 +10,9 @@ The reports go in by identity order, ``COLLATE "C"`` (code-point order, Python's
 transactions that insert the same identity lock it in the same order. The statement's text does
 not depend on the number of reports, so psycopg prepares it once a connection and the server
 plans it once: a batch of a thousand reports costs the server its rows, not a thousand bound
-parameters to parse.
+parameters to parse. The arrays go as binary parameters (``%b``): no array literal is written
+and escaped element by element (in text, that was most of a committer's CPU: half the client's
+CPU a report at 20 reports a statement, three quarters at 1,000).
 
 :func:`columns` is the part that can run before the batch is formed (the recorder calls it in
 the request's own thread, service/store/recorder.py): each report as the tuple the statement
@@ -49,7 +51,7 @@ _NAMES = ", ".join(c for c, _ in COLS)
 
 SQL = f"""
 WITH src AS (
-  SELECT * FROM unnest({", ".join(f"%s::{t}[]" for _, t in COLS)})
+  SELECT * FROM unnest({", ".join(f"%b::{t}[]" for _, t in COLS)})
     WITH ORDINALITY AS s({_NAMES}, at)
 ), ins AS (
   INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src
@@ -59,7 +61,7 @@ WITH src AS (
 ), refusals AS (
   INSERT INTO report_refusals (report_seq, position, path, code)
   SELECT ins.seq, f.position, f.path, f.code
-  FROM unnest(%s::text[], %s::integer[], %s::text[], %s::text[]) AS f(id, position, path, code)
+  FROM unnest(%b::text[], %b::integer[], %b::text[], %b::text[]) AS f(id, position, path, code)
   JOIN ins USING (id)
 ), inbox AS (
   INSERT INTO report_inbox (seq) SELECT seq FROM ins

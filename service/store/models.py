@@ -61,19 +61,18 @@ class ReportRow(Base):
         BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     )
     id: Mapped[str] = mapped_column(String(36), unique=True)  # the report id; replays dedupe
-    request_id: Mapped[str] = mapped_column(String(36), index=True)
-    created_ms: Mapped[int] = mapped_column(BigInteger, index=True)  # Unix time, milliseconds
-    # a sink's reports: ix_reports_sink_created and uq_reports_identity, both sink first
-    sink: Mapped[str] = mapped_column(String(128))
+    request_id: Mapped[str] = mapped_column(String(36))  # uq_reports_identity's first column
+    created_ms: Mapped[int] = mapped_column(BigInteger)  # Unix time, milliseconds
+    sink: Mapped[str] = mapped_column(String(128))  # a sink's reports: ix_reports_sink_created
     role: Mapped[str] = mapped_column(String(16))  # primary | fallback
-    capability: Mapped[str] = mapped_column(String(128), index=True)
-    set_digest: Mapped[str | None] = mapped_column(String(64), index=True)
+    capability: Mapped[str] = mapped_column(String(128))
+    set_digest: Mapped[str | None] = mapped_column(String(64))
     symbols_digest: Mapped[str | None] = mapped_column(String(64))
     rgb_digest: Mapped[str | None] = mapped_column(String(64))
     needed: Mapped[str] = mapped_column(String(32))
-    path_ran: Mapped[str | None] = mapped_column(String(64), index=True)  # unit/backend/arith
-    tier: Mapped[str | None] = mapped_column(String(32), index=True)  # the tier that ran
-    outcome: Mapped[str] = mapped_column(String(16), index=True)  # decoded | refused
+    path_ran: Mapped[str | None] = mapped_column(String(64))  # unit/backend/arithmetic
+    tier: Mapped[str | None] = mapped_column(String(32))  # the tier that ran
+    outcome: Mapped[str] = mapped_column(String(16))  # decoded | refused
     duration_ms: Mapped[float] = mapped_column(Float)
     placement_npu: Mapped[int] = mapped_column(Integer, default=0)
     placement_gpu: Mapped[int] = mapped_column(Integer, default=0)
@@ -105,12 +104,21 @@ class RefusalRow(Base):
     code: Mapped[str] = mapped_column(String(64), index=True)
 
 
+# ``reports``' indexes: each one a named read needs, and only those (migration 0014 dropped the
+# rest): tests/service/store/test_report_indexes.py runs each read under EXPLAIN on both stores
+# and finds its index in the plan. Every index is written with each report stored.
+# One sink's reports, newest first (the listing's keyset for a sink; a sink's token sees only its
+# own).
 Index("ix_reports_sink_created", ReportRow.sink, ReportRow.created_ms, ReportRow.seq)
-# partial: the planners' statistics are those of the reports that have a run report, so a run
-# report's decodes are found by it (over every report, NULLs make it look useless)
+# A run report's decodes, newest first (the listing's run-report filter, with its sink or
+# without): partial, so only a run report's decodes are written to it, and the planners'
+# statistics are theirs (over every report, NULLs make it look useless); the run report and its
+# sink first, so SQLite prefers it to ix_reports_sink_created for a run report of a sink.
 Index(
-    "ix_reports_run_report_seq",
+    "ix_reports_run_report",
     ReportRow.run_report,
+    ReportRow.sink,
+    ReportRow.created_ms,
     ReportRow.seq,
     sqlite_where=ReportRow.run_report.is_not(None),
     postgresql_where=ReportRow.run_report.is_not(None),
@@ -131,8 +139,12 @@ Index(
     postgresql_where=EXACT,
 )
 # One report per identity: a retried request (its X-Request-Id sent again) is stored once.
-Index("uq_reports_identity", ReportRow.sink, ReportRow.request_id, ReportRow.ordinal, unique=True)
-# The dashboard's summary reads only this index: time first, then what it filters and sums.
+# Request id first: the same index finds a request's reports by id alone (a retry's stored ids,
+# bulk.stored_ids; the listing's request-id filter) and by sink and id (ReportStore.asked).
+Index("uq_reports_identity", ReportRow.request_id, ReportRow.sink, ReportRow.ordinal, unique=True)
+# The dashboard's summary reads only this index: time first, then what it filters and sums; the
+# reads by time alone use it too (the listing's keyset, retention's oldest reports, the oldest
+# report's time).
 Index(
     "ix_reports_summary",
     ReportRow.created_ms,

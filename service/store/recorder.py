@@ -163,7 +163,7 @@ class Recorder:
         group commit the handing over does not wait for the commit, so the caller works
         while the batch commits and waits only for what is left of it; otherwise the records
         are stored (or spooled) here and the function returns them at once."""
-        if self.store_up and not self.spool.size():
+        if self.store_up and self.spool.empty():
             rows = self.store.rows(records)  # here, in the request's thread
             if self.group is not None:
                 try:

@@ -102,11 +102,11 @@ def list_reports(
     cursor: str | None,
     with_total: bool = False,
 ) -> dict[str, Any]:
-    """Newest first (by time, then sequence: a keyset read from ``ix_reports_created_ms``, or
-    ``ix_reports_sink_created`` for one sink's, never an offset or a sort of the window's
-    reports); ``next`` is the cursor of the following page, ``None`` on the last;
-    ``total`` (when asked) counts every report the filters select, on every page
-    (:func:`count`: from the roll-ups)."""
+    """Newest first (by time, then sequence: a keyset read from ``ix_reports_summary``, time
+    first, or ``ix_reports_sink_created`` for one sink's, ``ix_reports_run_report`` for a run
+    report's decodes, never an offset or a sort of the window's reports); ``next`` is the
+    cursor of the following page, ``None`` on the last; ``total`` (when asked) counts every
+    report the filters select, on every page (:func:`count`: from the roll-ups)."""
     query: Select[Any] = select(ReportRow.__table__).where(*filters.where())
     if cursor is not None:
         ms, seq = keyset.decode("t", cursor, [keyset.INT, keyset.INT])
@@ -336,8 +336,7 @@ def _from_reports(
     """Two statements over the reports of ``ranges`` (the window's edges, or all of it): the
     counts and placement sums by time bucket, outcome, path and tier, an aggregate read from
     ``ix_reports_summary`` (time first, then every column the summary filters or sums, so no
-    table row is read; grouping by time first keeps the planner on that index: grouped by path
-    alone, SQLite would walk ``ix_reports_path_ran`` over the whole table to skip a sort), and
+    table row is read; tests/service/store/test_report_indexes.py shows the plan), and
     the refusals of the reports selected (``IN`` a sub-select), found by their primary key."""
     where = replace(filters, since_ms=None, until_ms=None).where() + within(R.created_ms, ranges)
     bucket = (R.created_ms - R.created_ms % bucket_ms).label("bucket")

@@ -5,11 +5,11 @@ service's :class:`Pruner` thread (every ``WAI_PRUNE_INTERVAL_S``) and
 ``wai-dispatch reports prune`` run.
 
 Reports go in batches, each its own short transaction (at most ``batch`` reports and their
-refusals, found by ``ix_reports_created_ms``), so a decode's insert waits for at most one batch
-(SQLite has one writer; on PostgreSQL the rows are disjoint, and a batch another replica is
-deleting is skipped: ``FOR UPDATE SKIP LOCKED``). The cut-off is the start of an hour, so the
-reports kept are whole hours, and the roll-ups, which pruning never touches, still count
-every report."""
+refusals, found by ``ix_reports_summary``, time first), so a decode's insert waits for at most
+one batch (SQLite has one writer; on PostgreSQL the rows are disjoint, and a batch another
+replica is deleting is skipped: ``FOR UPDATE SKIP LOCKED``). The cut-off is the start of an
+hour, so the reports kept are whole hours, and the roll-ups, which pruning never touches, still
+count every report."""
 
 from __future__ import annotations
 

@@ -111,6 +111,16 @@ class Spool:
         with self._locked():
             return _size(self.path) + _size(self.draining)
 
+    def empty(self) -> bool:
+        """Whether no line waits for the store (:meth:`size` is 0), without the lock: the
+        recorder asks it for every decode, and 64 threads taking a lock and ``flock`` for it
+        queued behind one another. The file taking lines is read first, then the one draining:
+        a line waiting through both reads is in the first at the first read, or was renamed
+        into the second (only ever that way, and only when no second exists) and is removed
+        from it only once stored. A line appended meanwhile lands before or after the answer,
+        as it would beside the lock."""
+        return not (_size(self.path) or _size(self.draining))
+
     def new_bytes(self) -> int:
         """Bytes in the file taking new lines (the one ``spool_max_bytes`` bounds)."""
         return _size(self.path)

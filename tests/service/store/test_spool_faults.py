@@ -569,3 +569,36 @@ def test_readyz_is_ready_only_with_room_for_the_next_decodes_reports(
         monkeypatch.undo()  # the store returns
         _wait(lambda: svc.service.recorder.pending_bytes() == 0)
         _exactly_once(store, acked)
+
+
+@pytest.mark.parametrize("where", ["path", "draining"])
+def test_empty_sees_a_line_renamed_between_its_two_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """``empty`` reads the two files without the lock (the recorder asks it for every decode):
+    a line waiting in either file is seen, and a drain that renames it to the draining file
+    right after the first read (the file taking lines: read in the other order, a line
+    renamed between the reads would be missed) still leaves it seen."""
+    spool = Spool(tmp_path / "spool", max_bytes=1 << 20)
+    assert spool.empty()
+    spool.append([r.to_json() for r in _records()])
+    if where == "draining":
+        assert spool._rotate()
+    assert not spool.empty()
+    real = spool_mod._size
+    reads: list[Path] = []
+
+    def racing(path: Path) -> int:
+        n = real(path)
+        reads.append(path)
+        if len(reads) == 1 and not spool.draining.exists():
+            assert spool._rotate()  # the drain renames the waiting line away right now
+        return n
+
+    monkeypatch.setattr(spool_mod, "_size", racing)
+    assert not spool.empty()
+    assert reads[0] == spool.path
+    monkeypatch.undo()
+    spool.replay(lambda batch: len(batch))
+    assert spool.empty() and spool.size() == 0
+    spool.close()
