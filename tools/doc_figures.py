@@ -105,18 +105,11 @@ def _input(folder: str, name: str) -> str:
 
 def _per_mac(folder: str) -> str:
     """``1.065``: the int8 graph engine's int8 products a multiply-accumulate over the
-    synthesis, each convolution weighted by its share of the multiply-accumulates (at 2×
-    upsampling a layer, each reads 4× the positions of the last)."""
+    synthesis (:func:`~paths.waiops.int8_graph.products_per_mac`, the chooser's count)."""
     program = _program(folder)
     with _LOCK:
         _, products = int8_graph.build_model(program)
-    convs = [op for op in program.operations if op.op in ("conv2d", "conv_transpose2d")]
-    macs = [int(op.params["weight"].size) * 4**i for i, op in enumerate(convs)]
-    total = sum(
-        products[op.name] / int(op.params["weight"].size) * m
-        for op, m in zip(convs, macs, strict=True)
-    )
-    return f"{total / sum(macs):.3f}"
+    return f"{int8_graph.products_per_mac(program, products):.3f}"
 
 
 def _sci(n: float, digits: int) -> str:

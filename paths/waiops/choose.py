@@ -36,7 +36,12 @@ import numpy as np
 
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_engine import Int8Engine, NotInt8Exact
-from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine, NotGraphExact
+from wai_dispatch.paths.waiops.int8_graph import (
+    Int8GraphEngine,
+    NotGraphExact,
+    build_model,
+    products_per_mac,
+)
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.setfacts.limits import Limits
@@ -96,13 +101,34 @@ def _onnxruntime() -> bool:
     return True
 
 
-def machine_engine(want: str = "auto") -> str:
-    """The engine a float32-exact program gets on this machine when ``want`` is asked for (a
-    decoder's ``waiops_engine``; ``wai-dispatch paths``)."""
+#: ``auto`` runs a float32-exact program on ``int8-graph`` where that engine's own count of int8
+#: products a multiply-accumulate (:func:`~paths.waiops.int8_graph.products_per_mac`, what
+#: ``int_synth_quality`` prints) is at or below this, on ``float32`` above it (module docstring).
+INT8_GRAPH_PER_MAC = 1.5
+
+#: ``auto``'s rule in a few words (``wai-dispatch paths``, where no program is at hand).
+AUTO_RULE = f"int8-graph ≤ {INT8_GRAPH_PER_MAC} products/MAC, else float32"
+
+
+def machine_engine(want: str = "auto", program: Program | None = None) -> str:
+    """The engine ``program`` gets on this machine when ``want`` is asked for (a decoder's
+    ``waiops_engine``; ``wai-dispatch paths``), by the rule, without building it; with no
+    program, ``auto`` is the rule in words (:data:`AUTO_RULE`): which engine it picks is the
+    program's."""
     check_engine(want)
     if not _onnxruntime():
         return "numpy"
-    return "float32" if want == "auto" else want
+    if want != "auto":
+        return want
+    if program is None:
+        return AUTO_RULE
+    if not program.float32_exact:
+        return "int8-graph"
+    try:
+        _, products = build_model(program)
+    except NotGraphExact:
+        return "float32"
+    return "int8-graph" if products_per_mac(program, products) <= INT8_GRAPH_PER_MAC else "float32"
 
 
 def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runner:
@@ -117,6 +143,12 @@ def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runne
         order += ["int8-graph", "int8", "numpy"]
     runner: Runner | None = None
     chosen = "numpy"
+    if want == "auto" and program.float32_exact:  # the rule: int8-graph where it is cheap
+        runner = _try("int8-graph", program)
+        if isinstance(runner, Int8GraphEngine) and runner.per_mac <= INT8_GRAPH_PER_MAC:
+            chosen, order = "int8-graph", []
+        else:
+            runner = None
     for name in order:
         runner = _try(name, program)
         if runner is not None:
