@@ -20,7 +20,7 @@ import numpy as np
 from blake3 import blake3
 
 from wai_dispatch.codec.sets.bundled import bundled_digest, bundled_folders
-from wai_dispatch.paths.waiops import int8_digits, int8_graph
+from wai_dispatch.paths.waiops import choose, int8_digits, int8_graph
 from wai_dispatch.paths.waiops.int8_digits import weight_digits
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
@@ -210,6 +210,7 @@ FIGURES: dict[str, Callable[[], str]] = {
         for name in ("deconv1", "deconv2", "deconv3", "deconv4")
     },
     "int_synth.products_per_mac": partial(_per_mac, INT_SYNTH),
+    "choose.int8_graph_per_mac": lambda: str(choose.INT8_GRAPH_PER_MAC),
     "int_synth_retired.products_per_mac": partial(_per_mac, INT_RETIRED),
     "int_synth_retired.igdn_gamma_max": lambda: _gamma_max(INT_RETIRED),
     "int_synth_retired.weight_max": lambda: f"{_weight_max(INT_RETIRED):,}",

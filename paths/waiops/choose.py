@@ -1,19 +1,33 @@
 """Which exact engine runs a ``wai-ops/1`` program: the one place that decides (docs/wai-ops.md,
 "Engines"). Every engine computes the program's integers bit for bit; the choice is speed only.
 
-- ``float32``: the program as one float32-exact ONNX Runtime graph
-  (:class:`~paths.waiops.onnx_engine.OnnxEngine`), for a program whose every bound is below
-  2^24 — measured the fastest on this project's CPUs (``bench int``);
 - ``int8-graph``: the whole program as one ONNX Runtime graph whose convolutions are
   ``ConvInteger`` on the CPU's int8 units (:class:`~paths.waiops.int8_graph.Int8GraphEngine`),
-  for a program whose plane recombination it proves inside int32 — the exact engine for
-  programs past 2^24 (the hyperprior's hyper-synthesis); for a float32-exact one it is slower
-  than the float32 graph on this project's CPUs (``bench int``: its activations need two
-  int8 planes, so each multiply-accumulate costs two or more int8 products);
+  for a program whose plane recombination it proves inside int32: ``auto`` takes it for every
+  program past 2^24 (the hyperprior's hyper-synthesis), and for a float32-exact one where its
+  own count of int8 products a multiply-accumulate
+  (:func:`~paths.waiops.int8_graph.products_per_mac`, what ``int_synth_quality`` prints) is
+  at most :data:`INT8_GRAPH_PER_MAC` (1.5): a program designed for the units (the bundled
+  int8-units set, 1.065: one plane by one digit nearly everywhere);
+- ``float32``: the program as one float32-exact ONNX Runtime graph
+  (:class:`~paths.waiops.onnx_engine.OnnxEngine`), for a float32-exact program (every bound
+  below 2^24) whose int8 count is above the threshold (the retired ``int-synth-demo-q3``,
+  2.41: two planes × up to two digits) or that the int8 graph refuses;
 - ``int8``: the same products through ``MatMulInteger`` with NumPy between them
   (:class:`~paths.waiops.int8_engine.Int8Engine`), for any program the bound rule admits;
 - ``numpy``: the float64/float32 NumPy engine (:class:`~paths.waiops.engine.Engine`), where
   ONNX Runtime is absent.
+
+The threshold is a rule over the program, not a timing at start-up. ``python -m
+wai_dispatch.tools.bench int --repeats 3 --int-set FOLDER`` on each set, both engines
+interleaved in the same run (2 threads, AVX-512 VNNI, a busy 2-CPU machine, load 5.7–8.5),
+puts the int8 graph at 0.55 / 0.77 / 1.50 of the float32 graph's time at 256×256 / 768×512 /
+1024×1024 on the 1.065 program and at 1.22 / 1.80 / 0.81 on the 2.41 one; the two alone,
+interleaved 5 times (load 5.6–7.0), at 0.86 (256×256) and 0.77 (1024×1024) on the 1.065 one,
+2.00 and 1.35 on the 2.41 one; quieter (load 1.2–4.8), the 2.41 one at 1.53 / 1.53 / 1.68
+(docs/wai-ops.md, "Engines", has the times). An int8 product in ``ConvInteger`` costs about
+what a float32 multiply-accumulate does in ONNX Runtime's ``Conv`` here and the float glue is
+the same, so the engines break even between the two counts; 1.5 lies between them.
 
 The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8-graph``, ``int8``, ``float32``,
 ``numpy``; ``auto``:
