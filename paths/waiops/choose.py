@@ -20,14 +20,13 @@
 
 The threshold is a rule over the program, not a timing at start-up. ``python -m
 wai_dispatch.tools.bench int --repeats 3 --int-set FOLDER`` on each set, both engines
-interleaved in the same run (2 threads, AVX-512 VNNI, a busy 2-CPU machine, load 5.7–8.5),
-puts the int8 graph at 0.55 / 0.77 / 1.50 of the float32 graph's time at 256×256 / 768×512 /
-1024×1024 on the 1.065 program and at 1.22 / 1.80 / 0.81 on the 2.41 one; the two alone,
-interleaved 5 times (load 5.6–7.0), at 0.86 (256×256) and 0.77 (1024×1024) on the 1.065 one,
-2.00 and 1.35 on the 2.41 one; quieter (load 1.2–4.8), the 2.41 one at 1.53 / 1.53 / 1.68
-(docs/wai-ops.md, "Engines", has the times). An int8 product in ``ConvInteger`` costs about
-what a float32 multiply-accumulate does in ONNX Runtime's ``Conv`` here and the float glue is
-the same, so the engines break even between the two counts; 1.5 lies between them.
+interleaved in the same run (2 threads, AVX-512 VNNI, load 1.8–2.8), puts the int8 graph at
+0.70 / 0.74 / 0.81 of the float32 graph's time at 256×256 / 768×512 / 1024×1024 on the 1.065
+program and at 1.19 / 1.08 / 1.27 on the 2.41 one (busier, load 5.7–7.1: 0.55 / 0.77 / 1.50
+and 1.22 / 1.80 / 0.81, the 1024×1024 pairs swapped by the load; docs/wai-ops.md, "Engines",
+has the times). Each plane or digit past the first adds a ``ConvInteger`` and its
+recombination to every convolution, so the engines break even between the two counts; 1.5
+lies between them.
 
 The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8-graph``, ``int8``, ``float32``,
 ``numpy``; ``auto``:
