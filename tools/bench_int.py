@@ -30,10 +30,10 @@ from wai_dispatch.paths.onnx import (
     shared_session_options,
 )
 from wai_dispatch.paths.waiops.adapter import WaiOpsAdapter
-from wai_dispatch.paths.waiops.choose import int8_units, machine_engine
+from wai_dispatch.paths.waiops.choose import INT8_GRAPH_PER_MAC, int8_units, machine_engine
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_engine import Int8Engine
-from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine
+from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine, build_model, products_per_mac
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
 from wai_dispatch.tools.harness import (
     best_of,
@@ -57,19 +57,22 @@ def _set(folder: Path) -> Any:
     return load(folder, Manifest.from_bytes((folder / "set.json").read_bytes()).digest)
 
 
-def _inputs(case: str, label: str = "") -> tuple[np.ndarray, np.ndarray]:
-    tables = EntropyTables.from_json(
-        (sets_dir() / "int-synth-int8-units-demo-q3" / "cdfs_q3.json").read_bytes()
-    )
+#: The integer set benchmarked (``--int-set``: another, e.g. a retired one, beside the same float
+#: synthesis and latent).
+INT_SET = sets_dir() / "int-synth-int8-units-demo-q3"
+
+
+def _inputs(case: str, label: str = "", int_set: Path = INT_SET) -> tuple[np.ndarray, np.ndarray]:
+    tables = EntropyTables.from_json((int_set / "cdfs_q3.json").read_bytes())
     symbols = codec_payload.decode((neural_conformance_dir() / f"{case}.waip").read_bytes(), tables)
     if label == "1024x1024":  # no corpus payload that large: the 768×512 latent, tiled
         symbols = np.ascontiguousarray(np.tile(symbols, (1, 1, 2, 2))[:, :, :64, :64])
     return symbols, codec_payload.latent(symbols, tables)
 
 
-def _jobs(case: str, label: str = "") -> tuple[Any, Any]:
-    symbols, latent = _inputs(case, label)
-    int_job = SynthesisJob(_set(sets_dir() / "int-synth-int8-units-demo-q3"), latent, symbols)
+def _jobs(case: str, label: str = "", int_set: Path = INT_SET) -> tuple[Any, Any]:
+    symbols, latent = _inputs(case, label, int_set)
+    int_job = SynthesisJob(_set(int_set), latent, symbols)
     float_job = SynthesisJob(_set(sets_dir() / "bmshj2018-demo-q3"), latent, symbols)
     return int_job, float_job
 
@@ -251,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="256×256 only, 1 repeat (smoke)")
+    p.add_argument("--int-set", type=Path, default=INT_SET, help="the integer set's folder")
     p.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
@@ -281,17 +285,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     wai, ort_adapter = WaiOpsAdapter(), OnnxRuntimeAdapter()
     print(
-        f"{loadavg()}; CPU int8 units: {int8_units()}; the path "
-        f"chooses the {machine_engine()} engine for this program; ratio: engine ÷ float "
-        "synthesis in time (goal ≤ 0.6)"
+        f"{loadavg()}; CPU int8 units: {int8_units()}; ratio: engine ÷ float synthesis in time "
+        "(goal ≤ 0.6)"
     )
     print(
         f"{'picture':9} {'engine':10} {'time':>10} {'float':>10} {'ratio':>6} {'GOP/s':>6} "
         f"{'of int8':>8} {'of f32':>7}"
     )
     for label, case in CASES[:1] if args.quick else CASES:
-        int_job, float_job = _jobs(case, label)
+        int_job, float_job = _jobs(case, label, args.int_set)
         program = wai.program(int_job)
+        if label == CASES[0][0]:
+            per_mac = products_per_mac(program, build_model(program)[1])
+            print(
+                f"{args.int_set.name}: auto chooses the {machine_engine(program=program)} engine"
+                f" ({per_mac:.3f} int8 products"
+                f" a multiply-accumulate; int8-graph at ≤ {INT8_GRAPH_PER_MAC})"
+            )
         engines: dict[str, Any] = {
             "float32": OnnxEngine(program),
             "int8-graph": Int8GraphEngine(program),
@@ -325,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"multiply-accumulate (planes × digits), at the int8 peak ≥ {floor * 1e3:.1f} ms"
                 f" = {floor / best['float']:.2f}× the float synthesis"
             )
-    first = _jobs(CASES[0][1])[0]
+    first = _jobs(CASES[0][1], int_set=args.int_set)[0]
     print(graph_profile(first, wai))
     print(int8_profile(first, wai))
     rss_int = fresh("bench_int", "--worker", "rss", "integer")

@@ -20,7 +20,7 @@ import numpy as np
 from blake3 import blake3
 
 from wai_dispatch.codec.sets.bundled import bundled_digest, bundled_folders
-from wai_dispatch.paths.waiops import int8_digits, int8_graph
+from wai_dispatch.paths.waiops import choose, int8_digits, int8_graph
 from wai_dispatch.paths.waiops.int8_digits import weight_digits
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
@@ -105,18 +105,11 @@ def _input(folder: str, name: str) -> str:
 
 def _per_mac(folder: str) -> str:
     """``1.065``: the int8 graph engine's int8 products a multiply-accumulate over the
-    synthesis, each convolution weighted by its share of the multiply-accumulates (at 2×
-    upsampling a layer, each reads 4× the positions of the last)."""
+    synthesis (:func:`~paths.waiops.int8_graph.products_per_mac`, the chooser's count)."""
     program = _program(folder)
     with _LOCK:
         _, products = int8_graph.build_model(program)
-    convs = [op for op in program.operations if op.op in ("conv2d", "conv_transpose2d")]
-    macs = [int(op.params["weight"].size) * 4**i for i, op in enumerate(convs)]
-    total = sum(
-        products[op.name] / int(op.params["weight"].size) * m
-        for op, m in zip(convs, macs, strict=True)
-    )
-    return f"{total / sum(macs):.3f}"
+    return f"{int8_graph.products_per_mac(program, products):.3f}"
 
 
 def _sci(n: float, digits: int) -> str:
@@ -217,6 +210,7 @@ FIGURES: dict[str, Callable[[], str]] = {
         for name in ("deconv1", "deconv2", "deconv3", "deconv4")
     },
     "int_synth.products_per_mac": partial(_per_mac, INT_SYNTH),
+    "choose.int8_graph_per_mac": lambda: str(choose.INT8_GRAPH_PER_MAC),
     "int_synth_retired.products_per_mac": partial(_per_mac, INT_RETIRED),
     "int_synth_retired.igdn_gamma_max": lambda: _gamma_max(INT_RETIRED),
     "int_synth_retired.weight_max": lambda: f"{_weight_max(INT_RETIRED):,}",

@@ -22,7 +22,7 @@ from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import retired_dir, sets_dir
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_digits import plane_ranges, weight_digits
-from wai_dispatch.paths.waiops.int8_graph import PLANE_BITS, build_model
+from wai_dispatch.paths.waiops.int8_graph import PLANE_BITS, build_model, products_per_mac
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.service.decoding.results import to_rgb8
@@ -182,7 +182,7 @@ def _report(label: str, int_set: Path, rows: list[dict[str, float]]) -> None:
         )
     units = int8_units(program)
     total = sum(u.macs for u in units)
-    mean = sum(u.per_mac * u.macs for u in units) / total
+    mean = products_per_mac(program, build_model(program)[1])  # the chooser's count
     print(f"  int8 products a multiply-accumulate: {mean:.3f} over the synthesis")
     for u in units:
         verdicts = ", ".join(f"{k} {'yes' if ok else 'NO'}" for k, ok in u.kernels.items())

@@ -98,10 +98,10 @@ class WaiOpsAdapter:
         return True
 
     def device(self) -> dict[str, str]:
-        """Where the path runs (``wai-dispatch paths``): the CPU, the engine a float32-exact
-        program gets here by the rule (:mod:`paths.waiops.choose`; a program past 2^24 gets
-        ``int8``; the log names the CPU's int8 units at each choice). A decoder's
-        ``waiops_engine`` is its own: ``wai-dispatch paths`` shows the one it asks for."""
+        """Where the path runs (``wai-dispatch paths``): the CPU, and ``auto``'s rule in words
+        (:mod:`paths.waiops.choose`: which engine it picks is each program's; the log names
+        the engine and the CPU's int8 units at each choice). A decoder's ``waiops_engine`` is
+        its own: ``wai-dispatch paths`` shows the one it asks for."""
         return {"unit": "cpu", "engine": choose.machine_engine()}
 
     def program_present(self, job: SynthesisJob) -> bool:

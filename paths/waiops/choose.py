@@ -1,19 +1,32 @@
 """Which exact engine runs a ``wai-ops/1`` program: the one place that decides (docs/wai-ops.md,
 "Engines"). Every engine computes the program's integers bit for bit; the choice is speed only.
 
-- ``float32``: the program as one float32-exact ONNX Runtime graph
-  (:class:`~paths.waiops.onnx_engine.OnnxEngine`), for a program whose every bound is below
-  2^24 — measured the fastest on this project's CPUs (``bench int``);
 - ``int8-graph``: the whole program as one ONNX Runtime graph whose convolutions are
   ``ConvInteger`` on the CPU's int8 units (:class:`~paths.waiops.int8_graph.Int8GraphEngine`),
-  for a program whose plane recombination it proves inside int32 — the exact engine for
-  programs past 2^24 (the hyperprior's hyper-synthesis); for a float32-exact one it is slower
-  than the float32 graph on this project's CPUs (``bench int``: its activations need two
-  int8 planes, so each multiply-accumulate costs two or more int8 products);
+  for a program whose plane recombination it proves inside int32: ``auto`` takes it for every
+  program past 2^24 (the hyperprior's hyper-synthesis), and for a float32-exact one where its
+  own count of int8 products a multiply-accumulate
+  (:func:`~paths.waiops.int8_graph.products_per_mac`, what ``int_synth_quality`` prints) is
+  at most :data:`INT8_GRAPH_PER_MAC` (1.5): a program designed for the units (the bundled
+  int8-units set, 1.065: one plane by one digit nearly everywhere);
+- ``float32``: the program as one float32-exact ONNX Runtime graph
+  (:class:`~paths.waiops.onnx_engine.OnnxEngine`), for a float32-exact program (every bound
+  below 2^24) whose int8 count is above the threshold (the retired ``int-synth-demo-q3``,
+  2.41: two planes × up to two digits) or that the int8 graph refuses;
 - ``int8``: the same products through ``MatMulInteger`` with NumPy between them
   (:class:`~paths.waiops.int8_engine.Int8Engine`), for any program the bound rule admits;
 - ``numpy``: the float64/float32 NumPy engine (:class:`~paths.waiops.engine.Engine`), where
   ONNX Runtime is absent.
+
+The threshold is a rule over the program, not a timing at start-up. ``python -m
+wai_dispatch.tools.bench int --repeats 3 --int-set FOLDER`` on each set, both engines
+interleaved in the same run (2 threads, AVX-512 VNNI, load 1.8–2.8), puts the int8 graph at
+0.70 / 0.74 / 0.81 of the float32 graph's time at 256×256 / 768×512 / 1024×1024 on the 1.065
+program and at 1.19 / 1.08 / 1.27 on the 2.41 one (busier, load 5.7–7.1: 0.55 / 0.77 / 1.50
+and 1.22 / 1.80 / 0.81, the 1024×1024 pairs swapped by the load; docs/wai-ops.md, "Engines",
+has the times). Each plane or digit past the first adds a ``ConvInteger`` and its
+recombination to every convolution, so the engines break even between the two counts; 1.5
+lies between them.
 
 The ``waiops_engine`` setting (``WAI_WAIOPS_ENGINE``: ``int8-graph``, ``int8``, ``float32``,
 ``numpy``; ``auto``:
@@ -36,7 +49,12 @@ import numpy as np
 
 from wai_dispatch.paths.waiops.engine import Engine
 from wai_dispatch.paths.waiops.int8_engine import Int8Engine, NotInt8Exact
-from wai_dispatch.paths.waiops.int8_graph import Int8GraphEngine, NotGraphExact
+from wai_dispatch.paths.waiops.int8_graph import (
+    Int8GraphEngine,
+    NotGraphExact,
+    build_model,
+    products_per_mac,
+)
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine, SqrtNotExact
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.setfacts.limits import Limits
@@ -96,13 +114,34 @@ def _onnxruntime() -> bool:
     return True
 
 
-def machine_engine(want: str = "auto") -> str:
-    """The engine a float32-exact program gets on this machine when ``want`` is asked for (a
-    decoder's ``waiops_engine``; ``wai-dispatch paths``)."""
+#: ``auto`` runs a float32-exact program on ``int8-graph`` where that engine's own count of int8
+#: products a multiply-accumulate (:func:`~paths.waiops.int8_graph.products_per_mac`, what
+#: ``int_synth_quality`` prints) is at or below this, on ``float32`` above it (module docstring).
+INT8_GRAPH_PER_MAC = 1.5
+
+#: ``auto``'s rule in a few words (``wai-dispatch paths``, where no program is at hand).
+AUTO_RULE = f"int8-graph ≤ {INT8_GRAPH_PER_MAC} products/MAC, else float32"
+
+
+def machine_engine(want: str = "auto", program: Program | None = None) -> str:
+    """The engine ``program`` gets on this machine when ``want`` is asked for (a decoder's
+    ``waiops_engine``; ``wai-dispatch paths``), by the rule, without building it; with no
+    program, ``auto`` is the rule in words (:data:`AUTO_RULE`): which engine it picks is the
+    program's."""
     check_engine(want)
     if not _onnxruntime():
         return "numpy"
-    return "float32" if want == "auto" else want
+    if want != "auto":
+        return want
+    if program is None:
+        return AUTO_RULE
+    if not program.float32_exact:
+        return "int8-graph"
+    try:
+        _, products = build_model(program)
+    except NotGraphExact:
+        return "float32"
+    return "int8-graph" if products_per_mac(program, products) <= INT8_GRAPH_PER_MAC else "float32"
 
 
 def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runner:
@@ -117,6 +156,12 @@ def build(program: Program, where: str = "wai-ops", want: str = "auto") -> Runne
         order += ["int8-graph", "int8", "numpy"]
     runner: Runner | None = None
     chosen = "numpy"
+    if want == "auto" and program.float32_exact:  # the rule: int8-graph where it is cheap
+        runner = _try("int8-graph", program)
+        if isinstance(runner, Int8GraphEngine) and runner.per_mac <= INT8_GRAPH_PER_MAC:
+            chosen, order = "int8-graph", []
+        else:
+            runner = None
     for name in order:
         runner = _try(name, program)
         if runner is not None:

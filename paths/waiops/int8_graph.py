@@ -329,6 +329,26 @@ def build_model(program: Program) -> tuple[bytes, dict[str, int]]:
     return bytes(model.SerializeToString()), g.products
 
 
+def products_per_mac(program: Program, products: dict[str, int]) -> float:
+    """The int8 products the engine computes a multiply-accumulate of ``program``, over all its
+    convolutions (``products``: :func:`build_model`'s count per input position), each weighted
+    by its share of the program's multiply-accumulates: ``Ci·Co·k²`` per input position, the
+    positions followed through the strides (a stride-2 transposed convolution's output has 4×
+    its input's; ``conv2d`` is stride 1). One plane by one weight digit is 1; the chooser's
+    rule reads it (:mod:`paths.waiops.choose`), ``int_synth_quality`` prints it."""
+    scale = {program.input_name: 1.0}
+    made = macs = 0.0
+    for op in program.operations:
+        here = scale[op.inputs[0]]
+        scale[op.output] = here
+        if op.op in ("conv2d", "conv_transpose2d"):
+            made += products[op.name] * here
+            macs += int(op.params["weight"].size) * here
+        if op.op == "conv_transpose2d":
+            scale[op.output] = here * op.attrs["stride"] ** 2
+    return made / macs if macs else 0.0
+
+
 class Int8GraphEngine:
     """A program compiled once into one ONNX Runtime session whose convolutions are
     ``ConvInteger``; thread-safe."""
@@ -343,6 +363,7 @@ class Int8GraphEngine:
         self.program = program
         self._ftype = np.float32 if program.float32_exact else np.float64
         self.model, self.products = build_model(program)
+        self.per_mac = products_per_mac(program, self.products)
         self.session = ort.InferenceSession(
             self.model, shared_session_options(), providers=["CPUExecutionProvider"]
         )
@@ -362,6 +383,7 @@ __all__ = [
     "NotGraphExact",
     "build_model",
     "plane_ranges",
+    "products_per_mac",
     "set_plane_bits",
     "weight_digits",
 ]

@@ -164,7 +164,8 @@ def test_the_engine_choice_and_its_override() -> None:
     out = b.operations[-1]["output"]
     program = load_program(b.program_json(out, 3), b.weights(), rgb8_output=True)
     assert choose.engine_name(choose.build(program)) == "float32"
-    assert choose.machine_engine() == "float32"
+    assert choose.machine_engine() == choose.AUTO_RULE  # each program's, by its count
+    assert choose.machine_engine(program=program) == "float32"
     assert choose.engine_name(choose.build(program, want="int8")) == "int8"
     assert choose.machine_engine("int8") == "int8"
     assert choose.engine_name(choose.build(program, want="numpy")) == "numpy"
@@ -196,4 +197,4 @@ def test_wai_dispatch_paths_names_the_engine() -> None:
     )
     rows = {r["path"]["backend"]: r for r in json.loads(out.stdout)["paths"] if r["present"]}
     device = rows["wai-ops"]["device"]
-    assert device == {"unit": "cpu", "engine": "float32"}
+    assert device == {"unit": "cpu", "engine": choose.AUTO_RULE}

@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import platform
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 from int8_runs import EMULATED, run_check
 from waiops_programs import every_op
 
+from wai_dispatch.conformance import retired_dir, sets_dir
 from wai_dispatch.paths.onnx import shared_session_options
 from wai_dispatch.paths.waiops import choose, int8_graph, reference
 from wai_dispatch.paths.waiops.build import ProgramBuilder
@@ -142,7 +144,31 @@ def test_an_inverse_gdn_past_2_24_is_refused_and_the_chooser_falls_back() -> Non
         Int8GraphEngine(wide)
     assert choose.engine_name(choose.build(wide, want="int8-graph")) == "int8"
     assert choose.engine_name(choose.build(program, want="int8-graph")) == "int8-graph"
-    assert choose.engine_name(choose.build(program)) == "float32"  # faster here: bench int
+    assert choose.engine_name(choose.build(program)) == "float32"  # 2.5 products a MAC
+
+
+def _set_program(folder: Path) -> Program:
+    (program,) = folder.glob("*.wai-ops.json")
+    weights = program.with_name(program.name.removesuffix(".wai-ops.json") + ".safetensors")
+    return load_program(program.read_bytes(), weights.read_bytes())
+
+
+def test_auto_picks_int8_graph_by_the_program_s_products_a_multiply_accumulate() -> None:
+    units = _set_program(sets_dir() / "int-synth-int8-units-demo-q3")
+    retired = _set_program(retired_dir() / "int-synth-demo-q3")
+    assert units.float32_exact and retired.float32_exact
+    runner = choose.build(units)
+    assert isinstance(runner, Int8GraphEngine) and runner.per_mac == pytest.approx(1.065, abs=1e-3)
+    assert choose.machine_engine(program=units) == "int8-graph"
+    old = choose.build(retired)  # 2.41 products a MAC: past the threshold
+    assert choose.engine_name(old) == "float32"
+    assert Int8GraphEngine(retired).per_mac > choose.INT8_GRAPH_PER_MAC >= runner.per_mac
+    assert choose.machine_engine(program=retired) == "float32"
+    assert choose.engine_name(choose.build(retired, want="int8-graph")) == "int8-graph"
+    assert choose.engine_name(choose.build(units, want="float32")) == "float32"
+    h = int8_check.hyper_program()  # not float32-exact: int8-graph whatever its count
+    assert choose.machine_engine(program=h) == "int8-graph"
+    assert choose.machine_engine() == choose.AUTO_RULE
 
 
 @pytest.mark.parametrize("threads", [1, 2])
