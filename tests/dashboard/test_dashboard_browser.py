@@ -1,7 +1,7 @@
 """The operator dashboard in a real browser (Debian's Chromium through Playwright) against the
 real service (uvicorn, SQLite), with a fleet made through the public API only
-(tools/dashboard_shots.py's ``populate``: five sinks in three classes and none, two policy
-versions, run reports accepted and refused, one with 50 reasons, the service's own decodes,
+(tools/dashboard_shots.py's ``populate``: six sinks, four in three classes and two in none, two
+policy versions, run reports accepted and refused, one with 50 reasons, the service's own decodes,
 malformed envelopes and a bad token). At 1440×900 and at 390 px wide, each operator question is
 answered and agrees with the API: which sinks break policy (per sink, sorted, paged, with
 totals), what share of decodes ran on the NPU, whether requests fail (request errors by code and
