@@ -19,7 +19,9 @@ request each, each is committed at once; the window is waited only after a batch
 (requests are arriving together). Requests that arrive while a batch commits form the next
 one, so under load a batch is about one commit's worth of arrivals. On SQLite (``inline``) a
 request that finds nothing queued and nothing being committed is committed in its own thread,
-no handoff to the committer (one writer is as fast as one transaction a report); the requests
+no handoff to the committer (one writer is as fast as one transaction a report), when the
+request waits for it at once (``Recorder.record``; a decode that makes its picture meanwhile
+hands its records to the committer, service/usecase/decode.py); the requests
 arriving while it commits form the next batch, which the committer takes once it is done.
 With several committers (PostgreSQL: two) one takes and sends the next batch while another's
 commit completes; the batches' reports and shared roll-up rows are written in one key order
@@ -159,19 +161,22 @@ class Recorder:
         """Store or spool ``records`` (one decode's) before returning them as stored (the
         ids the store holds for them; as given when spooled); raises a typed error when
         neither can take them."""
-        return self.begin(records)()
+        return self.begin(records, now=True)()
 
-    def begin(self, records: list[ReportRecord]) -> Callable[[], list[ReportRecord]]:
+    def begin(
+        self, records: list[ReportRecord], *, now: bool = False
+    ) -> Callable[[], list[ReportRecord]]:
         """:meth:`record` in two halves: ``records`` handed over now, and a function that
         returns them as stored once they are durable (or raises the typed error). Through
         group commit the handing over does not wait for the commit, so the caller works
         while the batch commits and waits only for what is left of it; otherwise the records
-        are stored (or spooled) here and the function returns them at once."""
+        are stored (or spooled) here and the function returns them at once. ``now``: the
+        caller waits at once, nothing to overlap (:meth:`GroupCommit.enqueue`)."""
         if self.store_up and self.spool.empty():
             rows = self.store.rows(records)  # here, in the request's thread
             if self.group is not None:
                 try:
-                    wait = self.group.enqueue(records, rows)
+                    wait = self.group.enqueue(records, rows, now=now)
                 except StoreDown as exc:  # closed: it committed in this thread
                     stored = self._down(records, exc)
                     return lambda: stored
@@ -362,20 +367,26 @@ class GroupCommit:
         """Store ``records`` (one request's; ``rows``: what ``commit`` takes for them, made
         in the caller's thread) in the next batch; returns each record's stored id once that
         batch has committed, or raises what storing it raised."""
-        return self.enqueue(records, rows)()
+        return self.enqueue(records, rows, now=True)()
 
     def enqueue(
-        self, records: Sequence[ReportRecord], rows: Sequence[Any] | None = None
+        self,
+        records: Sequence[ReportRecord],
+        rows: Sequence[Any] | None = None,
+        *,
+        now: bool = False,
     ) -> Callable[[], list[str]]:
         """Put ``records`` (one request's; ``rows`` as for :meth:`submit`) in the next batch
         and return at once: the function returned waits for that batch's commit and returns
         each record's stored id, or raises what storing it raised (the caller works meanwhile:
-        the decode makes its picture)."""
+        the decode makes its picture). ``now``: the caller waits at once (nothing to overlap
+        with the commit), so with ``inline`` and no batch forming the records are committed
+        here, in the caller's thread, before returning."""
         with self._cond:
             if self._closed:
                 ids = self._commit(records, rows)
                 return lambda: ids
-            if self.inline and not self._queue and not self._committing:
+            if now and self.inline and not self._queue and not self._committing:
                 self._committing += 1  # no batch forming: commit here, not through a thread
                 inline = True
             else:

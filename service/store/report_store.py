@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -37,7 +38,19 @@ SQLITE_BUSY_TIMEOUT_S = 1.0
 SQLITE_WRITERS_WAIT_S = 10.0
 
 #: The first words of the statements that only read (no write lock taken for them).
-_READS = ("SELECT", "PRAGMA", "EXPLAIN")
+_READS = ("SELECT", "PRAGMA", "EXPLAIN", "VALUES")
+_DML = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+
+
+def writes(statement: str) -> bool:
+    """Whether ``statement`` may write (takes the write lock): anything but a read, a ``WITH``
+    (the dashboard's common table expressions) only when it holds a DML keyword."""
+    head = statement.lstrip()[:8].upper()
+    if head.startswith(_READS):
+        return False
+    if head.startswith("WITH"):
+        return _DML.search(statement) is not None
+    return True
 
 
 class _WriterConnection(sqlite3.Connection):
@@ -124,7 +137,7 @@ def make_engine(url: str) -> Engine:
         def _hold(
             _conn: Any, cursor: Any, statement: str, *_args: Any
         ) -> None:  # every write transaction, whoever runs it, takes the write lock first
-            if not statement.lstrip()[:7].upper().startswith(_READS):
+            if writes(statement):
                 cursor.connection.hold()
 
         @event.listens_for(engine, "connect")

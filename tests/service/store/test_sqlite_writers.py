@@ -66,3 +66,32 @@ def test_64_sqlite_writers_one_transaction_a_report_never_spool(
             text("SELECT request_id, count(*) FROM reports GROUP BY request_id")
         ).all()
     assert sorted(stored) == sorted((f"w{k}-{j}", 1) for k in range(WRITERS) for j in range(EACH))
+
+
+def test_only_writes_take_the_write_lock() -> None:
+    from wai_dispatch.service.store.report_store import writes
+
+    assert writes("INSERT INTO reports (id) VALUES (?) ON CONFLICT DO NOTHING RETURNING seq")
+    assert writes("  update rollups SET n = n + 1")
+    assert writes("DELETE FROM report_inbox WHERE seq <= ?")
+    assert writes("CREATE INDEX ix ON reports (sink)")
+    assert writes("WITH gone AS (SELECT seq FROM report_inbox) DELETE FROM report_inbox")
+    assert not writes("SELECT id FROM reports WHERE request_id = ?")
+    assert not writes("WITH s AS (SELECT sink, count(*) AS n FROM reports) SELECT * FROM s")
+    assert not writes("PRAGMA journal_mode")
+
+
+def test_a_dashboard_read_held_open_does_not_hold_up_writers(
+    report_store: ReportStore, tmp_path: Path
+) -> None:
+    recorder = Recorder(report_store, Spool(tmp_path / "spool", max_bytes=1 << 20), retry_s=60)
+    try:
+        with report_store.engine.connect() as conn:  # a CTE read, its connection left open
+            conn.execute(text("WITH s AS (SELECT count(*) AS n FROM reports) SELECT n FROM s"))
+            done: list[list[ReportRecord]] = []
+            t = threading.Thread(target=lambda: done.append(recorder.record(request_records("r"))))
+            t.start()
+            t.join(5)
+            assert done and recorder.store_up
+    finally:
+        recorder.close()
