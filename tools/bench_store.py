@@ -142,6 +142,7 @@ def measure(
     batches = recorder.group.batches if recorder.group else 0
     recorder.close()
     aggregator.close()
+    aggregator.drain()  # the next run starts with the inbox empty, not folding this one's
     if spool.size():
         print(f"    warning: {spool.size()} bytes spooled (the store did not take them)")
     flat = sorted(x for xs in lat for x in xs)

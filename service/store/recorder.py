@@ -17,9 +17,14 @@ When a batch is taken: once ``window_s`` has passed since its first request arri
 when it holds ``max_records``. A lone writer pays no window: while the batches hold one
 request each, each is committed at once; the window is waited only after a batch of several
 (requests are arriving together). Requests that arrive while a batch commits form the next
-one, so under load a batch is about one commit's worth of arrivals. With several committers
-(PostgreSQL: two) one takes and sends the next batch while another's commit completes; the
-batches' reports and shared roll-up rows are written in one key order
+one, so under load a batch is about one commit's worth of arrivals. On SQLite (``inline``) a
+request that finds nothing queued and nothing being committed is committed in its own thread,
+no handoff to the committer (one writer is as fast as one transaction a report), when the
+request waits for it at once (``Recorder.record``; a decode that makes its picture meanwhile
+hands its records to the committer, service/usecase/decode.py); the requests
+arriving while it commits form the next batch, which the committer takes once it is done.
+With several committers (PostgreSQL: two) one takes and sends the next batch while another's
+commit completes; the batches' reports and shared roll-up rows are written in one key order
 (service/store/bulk_pg.py), so the later waits for the earlier's commit there. (A deadlock the
 server still found would be an ``OperationalError``: the batch's requests spool their records,
 and the replay stores them.)
@@ -96,6 +101,7 @@ class Recorder:
                 window_s=commit_window_s,
                 max_records=commit_max,
                 committers=committers or (2 if store.dialect == "postgresql" else 1),
+                inline=store.dialect == "sqlite",
             )
         self.spool = spool
         self.retry_s = retry_s
@@ -155,19 +161,22 @@ class Recorder:
         """Store or spool ``records`` (one decode's) before returning them as stored (the
         ids the store holds for them; as given when spooled); raises a typed error when
         neither can take them."""
-        return self.begin(records)()
+        return self.begin(records, now=True)()
 
-    def begin(self, records: list[ReportRecord]) -> Callable[[], list[ReportRecord]]:
+    def begin(
+        self, records: list[ReportRecord], *, now: bool = False
+    ) -> Callable[[], list[ReportRecord]]:
         """:meth:`record` in two halves: ``records`` handed over now, and a function that
         returns them as stored once they are durable (or raises the typed error). Through
         group commit the handing over does not wait for the commit, so the caller works
         while the batch commits and waits only for what is left of it; otherwise the records
-        are stored (or spooled) here and the function returns them at once."""
+        are stored (or spooled) here and the function returns them at once. ``now``: the
+        caller waits at once, nothing to overlap (:meth:`GroupCommit.enqueue`)."""
         if self.store_up and self.spool.empty():
             rows = self.store.rows(records)  # here, in the request's thread
             if self.group is not None:
                 try:
-                    wait = self.group.enqueue(records, rows)
+                    wait = self.group.enqueue(records, rows, now=now)
                 except StoreDown as exc:  # closed: it committed in this thread
                     stored = self._down(records, exc)
                     return lambda: stored
@@ -329,8 +338,11 @@ class GroupCommit:
         window_s: float = 0.002,
         max_records: int = 1000,
         committers: int = 1,
+        inline: bool = False,
     ) -> None:
         self._commit = commit
+        self.inline = inline
+        self._committing = 0  # batches being stored (committer threads and inline)
         self.window_s = window_s
         self.max_records = max_records
         self._cond = threading.Condition()
@@ -355,25 +367,39 @@ class GroupCommit:
         """Store ``records`` (one request's; ``rows``: what ``commit`` takes for them, made
         in the caller's thread) in the next batch; returns each record's stored id once that
         batch has committed, or raises what storing it raised."""
-        return self.enqueue(records, rows)()
+        return self.enqueue(records, rows, now=True)()
 
     def enqueue(
-        self, records: Sequence[ReportRecord], rows: Sequence[Any] | None = None
+        self,
+        records: Sequence[ReportRecord],
+        rows: Sequence[Any] | None = None,
+        *,
+        now: bool = False,
     ) -> Callable[[], list[str]]:
         """Put ``records`` (one request's; ``rows`` as for :meth:`submit`) in the next batch
         and return at once: the function returned waits for that batch's commit and returns
         each record's stored id, or raises what storing it raised (the caller works meanwhile:
-        the decode makes its picture)."""
-        pending = _Pending(records, rows)
+        the decode makes its picture). ``now``: the caller waits at once (nothing to overlap
+        with the commit), so with ``inline`` and no batch forming the records are committed
+        here, in the caller's thread, before returning."""
         with self._cond:
             if self._closed:
                 ids = self._commit(records, rows)
                 return lambda: ids
-            wake = not self._queue or self._queued + len(records) >= self.max_records
-            self._queue.append(pending)
-            self._queued += len(records)
-            if wake:
-                self._cond.notify()
+            if now and self.inline and not self._queue and not self._committing:
+                self._committing += 1  # no batch forming: commit here, not through a thread
+                inline = True
+            else:
+                inline = False
+            if not inline:
+                pending = _Pending(records, rows)
+                wake = not self._queue or self._queued + len(records) >= self.max_records
+                self._queue.append(pending)
+                self._queued += len(records)
+                if wake and not (self.inline and self._committing):  # else: at its end
+                    self._cond.notify()
+        if inline:
+            return self._inline(records, rows)
 
         def wait() -> list[str]:
             pending.done.wait()
@@ -387,8 +413,9 @@ class GroupCommit:
         """The next batch (``None``: closed, nothing left), once its window has passed or it
         is full."""
         with self._cond:
-            while not self._queue:
-                if self._closed:
+            # inline: one batch at a time (SQLite takes one writer), the next forming meanwhile
+            while not self._queue or (self.inline and self._committing and not self._closed):
+                if self._closed and not self._queue:
                     return None
                 self._cond.wait()
             if self._grouping and self.window_s > 0:
@@ -408,7 +435,40 @@ class GroupCommit:
                 batch.append(pending)
             self._queued -= n
             self._grouping = len(batch) > 1
+            self._committing += 1
             return batch
+
+    def _inline(
+        self, records: Sequence[ReportRecord], rows: Sequence[Any] | None
+    ) -> Callable[[], list[str]]:
+        """Store one request's ``records`` alone in the caller's thread (nothing queued,
+        nothing being committed: a lone writer pays no handoff to the committer); requests
+        arriving meanwhile form the next batch, which the committer takes once this one is
+        done. What storing raised is raised by the function returned, as from a batch."""
+        try:
+            ids = self._commit(records, rows)
+        except BaseException as exc:
+            if not isinstance(exc, StoreDown):
+                _commit_log.exception("group commit: a request stored alone failed")
+            error = exc
+
+            def fail() -> list[str]:
+                raise error
+
+            return fail
+        finally:
+            self._done()
+        with self._count:
+            self.batches += 1
+            self.requests += 1
+        return lambda: ids
+
+    def _done(self) -> None:
+        """A batch stored: the committer may take the next (formed meanwhile)."""
+        with self._cond:
+            self._committing -= 1
+            if self._queue:
+                self._cond.notify()
 
     def _run(self) -> None:
         while True:
@@ -423,6 +483,8 @@ class GroupCommit:
                     if not pending.done.is_set():
                         pending.error = exc
                         pending.done.set()
+            finally:
+                self._done()
 
     def _store(self, batch: list[_Pending]) -> None:
         records = [r for pending in batch for r in pending.records]

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
+import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,8 +27,77 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 
 
 #: How long a SQLite statement waits for another connection's lock before the store counts
-#: as down (and the decode's report is spooled): well under any decode timeout.
+#: as down (and the decode's report is spooled): well under any decode timeout. Only another
+#: process's writer makes a statement wait here: this process's writers queue on the
+#: store's write lock first (:class:`_WriterConnection`).
 SQLITE_BUSY_TIMEOUT_S = 1.0
+
+#: How long a SQLite write transaction waits for this process's other writers (the store's
+#: write lock) before the store counts as down: each holds it for one transaction, itself
+#: bounded by :data:`SQLITE_BUSY_TIMEOUT_S` a statement.
+SQLITE_WRITERS_WAIT_S = 10.0
+
+#: The first words of the statements that only read (no write lock taken for them).
+_READS = ("SELECT", "PRAGMA", "EXPLAIN", "VALUES")
+_DML = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+
+
+def writes(statement: str) -> bool:
+    """Whether ``statement`` may write (takes the write lock): anything but a read, a ``WITH``
+    (the dashboard's common table expressions) only when it holds a DML keyword."""
+    head = statement.lstrip()[:8].upper()
+    if head.startswith(_READS):
+        return False
+    if head.startswith("WITH"):
+        return _DML.search(statement) is not None
+    return True
+
+
+class _WriterConnection(sqlite3.Connection):
+    """A SQLite connection that holds its store's write lock (a ``threading.Lock`` shared by
+    the engine's connections) from its transaction's first write to its commit or rollback,
+    so the process's writers take SQLite's one write lock in turn, queued in the process,
+    instead of polling it against the busy timeout (SQLite's busy handler sleeps up to 100 ms
+    between tries and is not fair: 64 writers polling starve some past any timeout, "database
+    is locked"). Its transactions begin ``IMMEDIATE`` (Python's implicit ``BEGIN`` before the
+    first write): the write lock is taken at the start, never by upgrading a read."""
+
+    writers: threading.Lock
+    held = False
+
+    def hold(self) -> None:
+        """Take the write lock for this transaction (no-op when held)."""
+        if self.held:
+            return
+        if not self.writers.acquire(timeout=SQLITE_WRITERS_WAIT_S):
+            raise sqlite3.OperationalError(
+                "database is locked: this process's other writers held it "
+                f"{SQLITE_WRITERS_WAIT_S:g} s"
+            )
+        self.held = True
+
+    def _release(self) -> None:
+        if self.held:
+            self.held = False
+            self.writers.release()
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            self._release()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self._release()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._release()
 
 
 class StoreDown(Exception):
@@ -50,12 +122,27 @@ def make_engine(url: str) -> Engine:
         if path and path != ":memory:":
             with contextlib.suppress(OSError):  # not creatable now: the store is down
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+        writers = threading.Lock()  # the engine's write lock (_WriterConnection)
         engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S}
+            url,
+            connect_args={
+                "check_same_thread": False,
+                "timeout": SQLITE_BUSY_TIMEOUT_S,
+                "factory": _WriterConnection,
+                "isolation_level": "IMMEDIATE",
+            },
         )
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def _hold(
+            _conn: Any, cursor: Any, statement: str, *_args: Any
+        ) -> None:  # every write transaction, whoever runs it, takes the write lock first
+            if writes(statement):
+                cursor.connection.hold()
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.writers = writers
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")

@@ -244,3 +244,40 @@ def test_an_identity_stored_by_another_request_refuses_the_second(
         assert store.asked("a", "req-d") == "1" * 64 and store.asked("a", "req-x") is None
     finally:
         recorder.close()
+
+
+def test_a_lone_writer_commits_in_its_own_thread_and_the_next_batch_forms_meanwhile(
+    store: ReportStore,
+) -> None:
+    """SQLite's group commit (``inline``): a request arriving with nothing queued and nothing
+    being committed is stored in its own thread, no handoff; the requests arriving while it
+    commits wait, and the committer stores them together once it is done."""
+    others_in = threading.Event()
+    calls: list[tuple[str, int]] = []
+
+    def commit(records: Any, rows: Any) -> list[str]:
+        calls.append((threading.current_thread().name, len(records)))
+        if len(calls) == 1:
+            assert others_in.wait(30)
+        return store.record(records, rows)
+
+    group = GroupCommit(commit, window_s=0.05, max_records=100, inline=True)
+    answered: dict[str, list[str]] = {}
+
+    def lone() -> None:
+        answered["lone"] = group.submit(request_records("lone"))
+
+    first = threading.Thread(target=lone, name="lone-writer")
+    first.start()
+    deadline = time.monotonic() + 30
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.005)
+    waits = {f"w-{i}": group.enqueue(request_records(f"w-{i}")) for i in range(3)}
+    others_in.set()
+    answered.update({k: w() for k, w in waits.items()})
+    first.join(30)
+    group.close()
+    assert calls == [("lone-writer", 2), ("report-commit-0", 6)]
+    assert (group.batches, group.requests) == (2, 4)
+    assert store.count() == 8
+    assert all(rows(store, k) == [(v[0], 0), (v[1], 1)] for k, v in answered.items())
