@@ -14,6 +14,7 @@ from typing import Any
 
 import _svc
 import pytest
+from _reports import report
 from _svc import serve
 from pagekit import browser_context, wait_until
 from sqlalchemy import text
@@ -46,32 +47,18 @@ def _records() -> list[ReportRecord]:
     for d, (sink, kinds) in enumerate(DECODES):
         sink_decode = kinds[0] == "s"
         for ordinal, kind in enumerate(kinds[1:] if sink_decode else kinds):
-            ran = kind == "d"
             i = len(out) + 1
             out.append(
-                ReportRecord.from_json(
-                    {
-                        "id": f"00000000-0000-0000-0000-{i:012d}",
-                        "request_id": f"req-{d}",
-                        "created_ms": NOW + i,
-                        "sink": sink,
-                        "role": "primary" if ordinal == 0 else "fallback",
-                        "ordinal": ordinal,
-                        "capability": "wai.neural.bmshj2018",
-                        "set_digest": "ab" * 32,
-                        "symbols_digest": None,
-                        "rgb_digest": None,
-                        "needed": "none",
-                        "path_ran": "cpu/onnx-runtime/float" if ran else None,
-                        "tier": "none" if ran else None,
-                        "outcome": "decoded" if ran else "refused",
-                        "duration_ms": 1.0,
-                        "placement": {"cpu": 3} if ran else {},
-                        "refusals": [],
-                        "report": {"i": i},
-                        "source": "sink" if sink_decode else "service",
-                        "run_report": f"run-{d}" if sink_decode else None,
-                    }
+                report(
+                    i,
+                    sink,
+                    NOW + i,
+                    ran=kind == "d",
+                    request_id=f"req-{d}",
+                    role="primary" if ordinal == 0 else "fallback",
+                    ordinal=ordinal,
+                    source="sink" if sink_decode else "service",
+                    run_report=f"run-{d}" if sink_decode else None,
                 )
             )
     return out

@@ -13,6 +13,7 @@ from typing import Any
 
 import _svc
 import pytest
+from _reports import report
 from _svc import serve
 from pagekit import browser_context, wait_until
 from sqlalchemy import text
@@ -37,28 +38,18 @@ DECODES = [
 
 def _rec(i: int, sink: str, symbols: str, rgb: str | None, tier: str) -> ReportRecord:
     exact = tier == "decode-equivalence"
-    return ReportRecord.from_json(
-        {
-            "id": f"00000000-0000-0000-0000-{i:012d}",
-            "request_id": f"req-{i}",
-            "created_ms": NOW + i,
-            "sink": sink,
-            "role": "primary",
-            "capability": "wai.neural.bmshj2018",
-            "set_digest": A,
-            "symbols_digest": symbols,
-            "rgb_digest": rgb,
-            "needed": tier,
-            "path_ran": "cpu/wai-ops/integer" if exact else "cpu/onnx-runtime/float",
-            "tier": tier,
-            "outcome": "decoded",
-            "duration_ms": 1.0,
-            "placement": {"cpu": 3},
-            "refusals": [],
-            "report": {"i": i},
-            "source": "service" if rgb else "sink",
-            "request_digest": f"{i:064x}" if rgb else None,
-        }
+    return report(
+        i,
+        sink,
+        NOW + i,
+        set_digest=A,
+        symbols_digest=symbols,
+        rgb_digest=rgb,
+        needed=tier,
+        path_ran="cpu/wai-ops/integer" if exact else "cpu/onnx-runtime/float",
+        tier=tier,
+        source="service" if rgb else "sink",
+        request_digest=f"{i:064x}" if rgb else None,
     )
 
 

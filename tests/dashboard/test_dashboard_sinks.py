@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import _svc
 import pytest
+from _reports import report
 from _svc import serve
 from pagekit import browser_context, wait_until
 from sqlalchemy import text
@@ -30,28 +31,7 @@ POLICY_SINKS = {"kiosk-1", "kiosk-2", "archive-1"}  # policy(1)'s: no reports
 
 
 def _rec(i: int, sink: str, outcome: str) -> ReportRecord:
-    ran = outcome == "d"
-    return ReportRecord.from_json(
-        {
-            "id": f"00000000-0000-0000-0000-{i:012d}",
-            "request_id": f"req-{i}",
-            "created_ms": NOW + i,
-            "sink": sink,
-            "role": "primary",
-            "capability": "wai.neural.bmshj2018",
-            "set_digest": "ab" * 32,
-            "symbols_digest": None,
-            "rgb_digest": None,
-            "needed": "none",
-            "path_ran": "cpu/onnx-runtime/float" if ran else None,
-            "tier": "none" if ran else None,
-            "outcome": "decoded" if ran else "refused",
-            "duration_ms": 1.0,
-            "placement": {"cpu": 3} if ran else {},
-            "refusals": [],
-            "report": {"i": i},
-        }
-    )
+    return report(i, sink, NOW + i, ran=outcome == "d")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from _reports import report
 from sqlalchemy import insert
 
 from wai_dispatch.service.store import bearer, keyset
@@ -27,27 +28,7 @@ A, B = "ab" * 32, "cd" * 32
 
 
 def rec(i: int, sink: str, t: int, *, ran: bool = True, digest: str = A) -> ReportRecord:
-    return ReportRecord.from_json(
-        {
-            "id": f"00000000-0000-0000-0000-{i:012d}",
-            "request_id": f"req-{i}",
-            "created_ms": T0 + t,
-            "sink": sink,
-            "role": "primary",
-            "capability": "wai.neural.bmshj2018",
-            "set_digest": digest,
-            "symbols_digest": None,
-            "rgb_digest": None,
-            "needed": "none",
-            "path_ran": "cpu/onnx-runtime/float" if ran else None,
-            "tier": "none" if ran else None,
-            "outcome": "decoded" if ran else "refused",
-            "duration_ms": 1.0,
-            "placement": {"cpu": 3} if ran else {},
-            "refusals": [],
-            "report": {"i": i},
-        }
-    )
+    return report(i, sink, T0 + t, ran=ran, set_digest=digest)
 
 
 # sink a: 3 reports (1 no path), sink b: 2 reports (1 no path); set B only on sink b
