@@ -9,9 +9,9 @@ bytes a report adds. The report is a decode on ``cpu/onnx-runtime/float`` with t
 
 On PostgreSQL, in the same run and database, the anchor is PostgreSQL's own ``COPY`` (binary) of
 the same rows into the same migrated tables: each writer its own connection, :data:`COPY_BATCH`
-reports (and their refusals) a transaction, alone ("COPY") and with the roll-ups counted in the
-same transaction as the project counts them (``rollups.add``: "COPY+rollups"); the last line
-gives group commit at the most writers as a fraction of ``COPY`` alone."""
+reports (and their refusals) a transaction, alone ("COPY") and with what the project's writers
+add beside them, a ``report_inbox`` row a report ("COPY+inbox"); the last line gives group
+commit at the most writers as a fraction of ``COPY`` alone."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from sqlalchemy import NullPool, create_engine, text
 
 from wai_dispatch.dispatch import Report
-from wai_dispatch.service.store import bulk_pg, rollups
+from wai_dispatch.service.store import bulk_pg
 from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import ReportRecord, records_for
@@ -72,6 +72,7 @@ _COPY_REPORTS = (
 _COPY_REFUSALS = (
     "COPY report_refusals (report_seq, position, path, code) FROM STDIN (FORMAT BINARY)"
 )
+_COPY_INBOX = "COPY report_inbox (seq) FROM STDIN (FORMAT BINARY)"
 _BLOCKS = itertools.count(1)  # COPY's seq blocks, above any the sequence hands out here
 
 
@@ -152,11 +153,11 @@ def measure(
     return n / took, p50, p99, batches if group else n
 
 
-def copy_rate(store: ReportStore, writers: int, seconds: float, with_rollups: bool) -> float:
+def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool) -> float:
     """Reports/s PostgreSQL's own binary ``COPY`` takes into the same tables: each writer its
     own connection, :data:`COPY_BATCH` reports a transaction, each report a fresh id, identity
-    and seq (the rows :func:`_one` makes otherwise); ``with_rollups``: counted into the roll-ups
-    (``rollups.add``) in the same transaction."""
+    and seq (the rows :func:`_one` makes otherwise); ``with_inbox``: each report's seq copied
+    into ``report_inbox`` too, as the project's writers add it."""
     like = _one("sink-0000")[0]
     engine = create_engine(store.engine.url, poolclass=NullPool)
     start = threading.Barrier(writers + 1)
@@ -196,8 +197,11 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_rollups: bo
                         for i, rec in enumerate(recs):
                             for j, r in enumerate(rec.refusals):
                                 cp.write_row((seq + i, j, r.path, r.code))
-                    if with_rollups:
-                        rollups.add(conn, recs)
+                    if with_inbox:
+                        with cur.copy(_COPY_INBOX) as cp:
+                            cp.set_types(["bigint"])
+                            for i in range(len(recs)):
+                                cp.write_row((seq + i,))
                 done[k] += COPY_BATCH
 
     took = _run(writer, writers, seconds, start, stop)
@@ -242,7 +246,7 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
         head += ["group p50/p99 ms", "reports/tx"]
         widths = [7, 9, 9, 6, 18, 17, 10]
         if pg:
-            head += ["COPY/s", "COPY+rollups/s", "group/COPY"]
+            head += ["COPY/s", "COPY+inbox/s", "group/COPY"]
             widths += [9, 14, 10]
         print("  " + "  ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True)))
         last: list[float] = []
@@ -255,8 +259,8 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
                 f"{s50:>8.2f}/{s99:<9.2f}  {g50:>8.2f}/{g99:<8.2f}  {per_tx:>10.1f}"
             )
             if pg:
-                copied = copy_rate(store, n, seconds, with_rollups=False)
-                rolled = copy_rate(store, n, seconds, with_rollups=True)
+                copied = copy_rate(store, n, seconds, with_inbox=False)
+                rolled = copy_rate(store, n, seconds, with_inbox=True)
                 line += f"  {copied:>9.0f}  {rolled:>14.0f}  {grouped / copied:>10.2f}"
                 last = [grouped, copied]
             print(line, flush=True)

@@ -34,9 +34,8 @@ inbox, so every count is exact at any instant, however far the fold lags. Prunin
 it is folded). Every upsert writes its rows in key order: two folds on PostgreSQL lock the rows
 they share in the same order, so they wait, never deadlock.
 
-:func:`add` counts records in Python (the bench's ``COPY`` anchor, tools/bench_store.py;
-tools/seed_reports.py loads with :func:`add_counts`, :func:`add_activity` and
-:func:`add_sink_activity`)."""
+tools/seed_reports.py, loading reports in bulk, adds their counts itself with :func:`add_counts`,
+:func:`add_activity` and :func:`add_sink_activity`."""
 
 from __future__ import annotations
 
@@ -81,7 +80,7 @@ from wai_dispatch.service.store.models import (
     SinkSetHourRow,
     SinkSetRow,
 )
-from wai_dispatch.service.store.records import UNITS, ReportRecord
+from wai_dispatch.service.store.records import UNITS
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
@@ -179,19 +178,6 @@ class Key(NamedTuple):
     outcome: str
     codes: str
 
-    @classmethod
-    def of(cls, rec: ReportRecord) -> Key:
-        return cls(
-            rec.sink,
-            hour_of(rec.created_ms),
-            rec.capability,
-            rec.set_digest or "",
-            rec.path_ran or "",
-            rec.tier or "",
-            rec.outcome,
-            codes_of(r.code for r in rec.refusals),
-        )
-
 
 #: The columns of ``sink_set_hours`` and ``sink_set_days``.
 ACTIVITY = ("start_ms", "sink", "set_digest", "n", "no_path", "last_ms")
@@ -206,32 +192,6 @@ DECODES = R.role == "primary"
 SINK_ACTIVITY = ("start_ms", "sink", "n", "no_path", "decodes", "last_ms")
 #: Per sink: (sink, hour's first ms) -> [reports, no-path, decodes, latest ms]
 SinkActivity = Mapping[tuple[str, int], Sequence[int]]
-
-
-def add(conn: Connection, records: Iterable[ReportRecord]) -> None:
-    """Count ``records`` (reports this transaction has just inserted) into every report
-    roll-up."""
-    deltas: dict[Key, list[int]] = {}
-    activity: dict[tuple[str, str, int], list[int]] = {}
-    sinks: dict[tuple[str, int], list[int]] = {}
-    for rec in records:
-        per_sink = sinks.setdefault((rec.sink, hour_of(rec.created_ms)), [0, 0, 0, 0])
-        per_sink[0] += 1
-        per_sink[1] += rec.outcome == "refused"
-        per_sink[2] += rec.role == "primary"
-        per_sink[3] = max(per_sink[3], rec.created_ms)
-        into = deltas.setdefault(Key.of(rec), [0] * len(SUMS))
-        for i, v in enumerate([1, *(int(rec.placement.get(u, 0)) for u in UNITS)]):
-            into[i] += v
-        slot = activity.setdefault(
-            (rec.sink, rec.set_digest or "", hour_of(rec.created_ms)), [0, 0, rec.created_ms]
-        )
-        slot[0] += 1
-        slot[1] += rec.outcome == "refused"
-        slot[2] = max(slot[2], rec.created_ms)
-    add_activity(conn, activity)
-    add_sink_activity(conn, sinks)
-    add_counts(conn, deltas)
 
 
 def add_counts(conn: Connection, deltas: Mapping[Key, Sequence[int]]) -> None:

@@ -23,7 +23,7 @@ def test_store_bench_prints_group_commit_beside_copy(
     lines = capsys.readouterr().out.strip().splitlines()
     at = lines.index("postgresql: reports/s acknowledged through Recorder.record, 0.2 s each")
     head = lines[at + 1].split()
-    assert head[-3:] == ["COPY/s", "COPY+rollups/s", "group/COPY"]
+    assert head[-3:] == ["COPY/s", "COPY+inbox/s", "group/COPY"]
     rows = [lines[at + 2].split(), lines[at + 3].split()]
     assert [r[0] for r in rows] == ["1", "2"] and all(len(r) == 10 for r in rows)
     assert "  COPY: binary, 1000 reports and their refusals a transaction" in lines

@@ -84,7 +84,16 @@ def expected(records: list[ReportRecord]) -> dict[str, list[tuple[Any, ...]]]:
     sink_hours: dict[tuple[Any, ...], list[int]] = {}
     sink_days: dict[tuple[Any, ...], list[int]] = {}
     for r in records:
-        key = rollups.Key.of(r)
+        key = (
+            r.sink,
+            rollups.hour_of(r.created_ms),
+            r.capability,
+            r.set_digest or "",
+            r.path_ran or "",
+            r.tier or "",
+            r.outcome,
+            rollups.codes_of(f.code for f in r.refusals),
+        )
         sums = [1, *(r.placement.get(u, 0) for u in UNITS)]
         for into, k in ((fleet, tuple(key[1:])), (per_sink, tuple(key))):
             slot = into.setdefault(k, [0] * len(sums))
