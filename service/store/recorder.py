@@ -23,7 +23,7 @@ no handoff to the committer (one writer is as fast as one transaction a report),
 request waits for it at once (``Recorder.record``; a decode that makes its picture meanwhile
 hands its records to the committer, service/usecase/decode.py); the requests
 arriving while it commits form the next batch, which the committer takes once it is done.
-With several committers (PostgreSQL: two) one takes and sends the next batch while another's
+With several committers (PostgreSQL: four) one takes and sends the next batch while another's
 commit completes, and one at a time waits a batch's window (the others wait their turn: none
 takes a batch another has just emptied); the batches' reports are written in one key order
 (service/store/bulk_pg.py), so a later batch holding an identity an earlier one holds waits for
@@ -56,9 +56,15 @@ from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.spool import Spool, SpoolFull, SpoolWriteFailed
 
-__all__ = ["Recorder"]
+__all__ = ["PG_COMMITTERS", "Recorder"]
 
 log = logging.getLogger("wai_dispatch.spool")
+
+#: Group commit's committers on PostgreSQL: batches in flight at once, their commits' ``fsync``
+#: shared by the server. Four over two: 1.29× the reports a second at 64 writers (median of 12
+#: paired rounds, `bench store`'s writers, load average 8-10), 1.05× at 8; eight over four:
+#: 1.01× (docs/scaling.md, "The store's ceiling").
+PG_COMMITTERS = 4
 
 
 class Recorder:
@@ -69,10 +75,10 @@ class Recorder:
 
     Straight into the store is, with ``commit_window_s`` given, through group commit
     (:class:`GroupCommit`: concurrent decodes' records in one transaction, each
-    decode returning once it has committed; ``commit_max`` records a batch at most; two
-    committers on PostgreSQL, one on SQLite, unless ``committers`` says), else one
-    transaction per decode. The rows the
-    store's statement takes are made in the decode's own thread, not the committer's.
+    decode returning once it has committed; ``commit_max`` records a batch at most;
+    :data:`PG_COMMITTERS` committers on PostgreSQL, one on SQLite, unless ``committers``
+    says), else one transaction per decode. The rows the store's statement takes are made in
+    the decode's own thread, not the committer's.
     :meth:`record` returns the records as stored: a retried request (its identity stored
     before) gets the first decode's report ids.
 
@@ -102,7 +108,7 @@ class Recorder:
                 self._store_records,
                 window_s=commit_window_s,
                 max_records=commit_max,
-                committers=committers or (2 if store.dialect == "postgresql" else 1),
+                committers=committers or (PG_COMMITTERS if store.dialect == "postgresql" else 1),
                 inline=store.dialect == "sqlite",
             )
         self.spool = spool
