@@ -31,7 +31,7 @@ from sqlalchemy import NullPool, create_engine, text
 from wai_dispatch.dispatch import Report
 from wai_dispatch.service.store import bulk_pg
 from wai_dispatch.service.store.aggregator import Aggregator
-from wai_dispatch.service.store.recorder import Recorder
+from wai_dispatch.service.store.recorder import PG_COMMITTERS, Recorder
 from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.spool import Spool
@@ -282,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     writers = [int(w) for w in args.writers.split(",")]
     print(
         f"group commit: window {WINDOW_S * 1000:g} ms, at most {MAX_RECORDS} reports a batch; "
-        "two committers on PostgreSQL (one statement a batch), one on SQLite"
+        f"{PG_COMMITTERS} committers on PostgreSQL (one statement a batch), one on SQLite"
     )
     pg = postgres(args)
     last = run("postgresql", pg, writers, args.seconds) if pg is not None else []

@@ -23,11 +23,13 @@ no handoff to the committer (one writer is as fast as one transaction a report),
 request waits for it at once (``Recorder.record``; a decode that makes its picture meanwhile
 hands its records to the committer, service/usecase/decode.py); the requests
 arriving while it commits form the next batch, which the committer takes once it is done.
-With several committers (PostgreSQL: two) one takes and sends the next batch while another's
-commit completes; the batches' reports and shared roll-up rows are written in one key order
-(service/store/bulk_pg.py), so the later waits for the earlier's commit there. (A deadlock the
-server still found would be an ``OperationalError``: the batch's requests spool their records,
-and the replay stores them.)
+With several committers (PostgreSQL: four) one takes and sends the next batch while another's
+commit completes, and one at a time waits a batch's window (the others wait their turn: none
+takes a batch another has just emptied); the batches' reports are written in one key order
+(service/store/bulk_pg.py), so a later batch holding an identity an earlier one holds waits for
+the earlier's commit there. (A deadlock the server still found would be an
+``OperationalError``: the batch's requests spool their records, and the replay stores them.)
+A request waits on a lock its committer releases (one lock operation a side, no condition).
 
 A batch that fails: the store down (the connection refused, a lock not granted: an
 ``OperationalError``) fails every request of it with :class:`StoreDown` (each spools its own
@@ -54,9 +56,15 @@ from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown
 from wai_dispatch.service.store.spool import Spool, SpoolFull, SpoolWriteFailed
 
-__all__ = ["Recorder"]
+__all__ = ["PG_COMMITTERS", "Recorder"]
 
 log = logging.getLogger("wai_dispatch.spool")
+
+#: Group commit's committers on PostgreSQL: batches in flight at once, their commits' ``fsync``
+#: shared by the server. Four over two: 1.29× the reports a second at 64 writers (median of 12
+#: paired rounds, `bench store`'s writers, load average 8-10), 1.05× at 8; eight over four:
+#: 1.01× (docs/scaling.md, "The store's ceiling").
+PG_COMMITTERS = 4
 
 
 class Recorder:
@@ -67,10 +75,10 @@ class Recorder:
 
     Straight into the store is, with ``commit_window_s`` given, through group commit
     (:class:`GroupCommit`: concurrent decodes' records in one transaction, each
-    decode returning once it has committed; ``commit_max`` records a batch at most; two
-    committers on PostgreSQL, one on SQLite, unless ``committers`` says), else one
-    transaction per decode. The rows the
-    store's statement takes are made in the decode's own thread, not the committer's.
+    decode returning once it has committed; ``commit_max`` records a batch at most;
+    :data:`PG_COMMITTERS` committers on PostgreSQL, one on SQLite, unless ``committers``
+    says), else one transaction per decode. The rows the store's statement takes are made in
+    the decode's own thread, not the committer's.
     :meth:`record` returns the records as stored: a retried request (its identity stored
     before) gets the first decode's report ids.
 
@@ -100,7 +108,7 @@ class Recorder:
                 self._store_records,
                 window_s=commit_window_s,
                 max_records=commit_max,
-                committers=committers or (2 if store.dialect == "postgresql" else 1),
+                committers=committers or (PG_COMMITTERS if store.dialect == "postgresql" else 1),
                 inline=store.dialect == "sqlite",
             )
         self.spool = spool
@@ -307,17 +315,30 @@ _DOWN = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout)
 
 class _Pending:
     """One request's records (and their rows, when the request made them), waiting for the
-    commit that holds them."""
+    commit that holds them: :meth:`wait` returns once the committer has called :meth:`finish`
+    (a lock held from the start and released then: one lock operation a side, where an
+    ``Event`` takes a condition and a lock for each)."""
 
-    __slots__ = ("at", "done", "error", "ids", "records", "rows")
+    __slots__ = ("_held", "at", "error", "finished", "ids", "records", "rows")
 
     def __init__(self, records: Sequence[ReportRecord], rows: Sequence[Any] | None) -> None:
         self.records = records
         self.rows = rows
         self.at = time.monotonic()
-        self.done = threading.Event()
+        self._held = threading.Lock()
+        self._held.acquire()
+        self.finished = False
         self.ids: list[str] = []
         self.error: BaseException | None = None
+
+    def finish(self) -> None:
+        """Its commit is over (``ids`` or ``error`` set): the request's thread goes on."""
+        self.finished = True
+        self._held.release()
+
+    def wait(self) -> None:
+        self._held.acquire()
+        self._held.release()  # a second wait returns at once too
 
 
 #: What stores a batch: its records and, when every request made them, their rows (``None``
@@ -350,6 +371,7 @@ class GroupCommit:
         self._queued = 0  # records in the queue
         self._closed = False
         self._grouping = False  # the last batch held several requests: wait the window
+        self._forming = False  # a committer waits the window of the batch at the queue's head
         #: Transactions committed and requests they held (``/metrics``, the bench).
         self.batches = 0
         self.requests = 0
@@ -402,7 +424,7 @@ class GroupCommit:
             return self._inline(records, rows)
 
         def wait() -> list[str]:
-            pending.done.wait()
+            pending.wait()
             if pending.error is not None:
                 raise pending.error
             return pending.ids
@@ -413,18 +435,25 @@ class GroupCommit:
         """The next batch (``None``: closed, nothing left), once its window has passed or it
         is full."""
         with self._cond:
-            # inline: one batch at a time (SQLite takes one writer), the next forming meanwhile
-            while not self._queue or (self.inline and self._committing and not self._closed):
+            # inline: one batch at a time (SQLite takes one writer), the next forming meanwhile;
+            # several committers: one waits the window of the batch at the queue's head
+            while (
+                not self._queue
+                or self._forming
+                or (self.inline and self._committing and not self._closed)
+            ):
                 if self._closed and not self._queue:
                     return None
                 self._cond.wait()
             if self._grouping and self.window_s > 0:
+                self._forming = True
                 deadline = self._queue[0].at + self.window_s
                 while self._queued < self.max_records and not self._closed:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
                     self._cond.wait(left)
+                self._forming = False
             batch: list[_Pending] = []
             n = 0
             while self._queue and (
@@ -436,6 +465,8 @@ class GroupCommit:
             self._queued -= n
             self._grouping = len(batch) > 1
             self._committing += 1
+            if self._queue:  # more than a batch waits (or came meanwhile): the next committer
+                self._cond.notify()
             return batch
 
     def _inline(
@@ -480,9 +511,9 @@ class GroupCommit:
             except BaseException as exc:  # never leave a request waiting
                 _commit_log.exception("group commit: a batch of %d request(s) failed", len(batch))
                 for pending in batch:
-                    if not pending.done.is_set():
+                    if not pending.finished:
                         pending.error = exc
-                        pending.done.set()
+                        pending.finish()
             finally:
                 self._done()
 
@@ -497,7 +528,7 @@ class GroupCommit:
             if len(batch) == 1 or isinstance(exc.__cause__, _DOWN):
                 for pending in batch:
                     pending.error = exc
-                    pending.done.set()
+                    pending.finish()
                 return
             _commit_log.warning("group commit: a batch of %d requests failed (%s); storing each on "
                         "its own", len(batch), exc)  # fmt: skip
@@ -506,7 +537,7 @@ class GroupCommit:
                     pending.ids = self._commit(pending.records, pending.rows)
                 except StoreDown as one:
                     pending.error = one
-                pending.done.set()
+                pending.finish()
             return
         with self._count:
             self.batches += 1
@@ -515,7 +546,7 @@ class GroupCommit:
         for pending in batch:
             pending.ids = ids[at : at + len(pending.records)]
             at += len(pending.records)
-            pending.done.set()
+            pending.finish()
 
     def close(self) -> None:
         """Commit what waits, then stop the committer (later submits commit in their own

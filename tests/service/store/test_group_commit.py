@@ -281,3 +281,38 @@ def test_a_lone_writer_commits_in_its_own_thread_and_the_next_batch_forms_meanwh
     assert (group.batches, group.requests) == (2, 4)
     assert store.count() == 8
     assert all(rows(store, k) == [(v[0], 0), (v[1], 1)] for k, v in answered.items())
+
+
+def test_several_committers_take_whole_batches_never_an_empty_one() -> None:
+    """With several committers one waits a batch's window at a time: none takes an empty
+    batch that another emptied meanwhile (an empty transaction a turn), and every request is
+    answered with its own ids once."""
+    sizes: list[int] = []
+    lock = threading.Lock()
+
+    def commit(records: Any, _rows: Any) -> list[str]:
+        with lock:
+            sizes.append(len(records))
+        time.sleep(0.005)  # the requests arriving meanwhile form the next batches
+        return [r.id for r in records]
+
+    group = GroupCommit(commit, window_s=0.002, max_records=1000, committers=4)
+    answered: list[list[str]] = []
+
+    def writer(k: int) -> None:
+        for n in range(20):
+            records = request_records(f"{k}-{n}", 1)
+            ids = group.submit(records)
+            assert ids == [records[0].id]
+            with lock:
+                answered.append(ids)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    group.close()
+    assert len(answered) == 32 * 20
+    assert 0 not in sizes and sum(sizes) == 32 * 20
+    assert group.requests == 32 * 20 and group.batches == len(sizes)
