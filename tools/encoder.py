@@ -37,19 +37,6 @@ if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.settings import Settings
 
-__all__ = [
-    "CHECKPOINT_LIMIT",
-    "ENCODERS",
-    "TOOLS_HINT",
-    "Checkpoint",
-    "Coded",
-    "EncodeJob",
-    "EncodeResult",
-    "Encoder",
-    "encode",
-    "register",
-]
-
 #: The largest checkpoint read (bmshj2018 at quality 8 is ~30 MB; a hyperprior's more).
 CHECKPOINT_LIMIT = 1 << 30
 DEFAULT_CAPABILITY = "wai.neural.bmshj2018"
