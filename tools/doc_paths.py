@@ -32,9 +32,22 @@ ELSEWHERE = {
 }
 #: What the walk leaves out: the checkout's build and tool output (the .gitignore's).
 _IGNORED = frozenset(
-    {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-     ".hypothesis", "build", "dist", "out", "bench-out", ".data", "test-artifacts"}
-)  # fmt: skip
+    {
+        ".git",
+        ".venv",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        "build",
+        "dist",
+        "out",
+        "bench-out",
+        ".data",
+        "test-artifacts",
+    }
+)
 _CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
