@@ -102,6 +102,12 @@ def pad_to(x: torch.Tensor, multiple: int) -> torch.Tensor:
     return F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
 
 
+def rgb8_of(x_hat: torch.Tensor, height: int, width: int) -> np.ndarray:
+    """A model's ``x_hat`` (1×3×H×W in [0, 1], padded) as the ``height × width`` RGB8 picture."""
+    out = x_hat[0, :, :height, :width].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0)
+    return np.ascontiguousarray(out.numpy())
+
+
 def psnr_rgb8(ref: np.ndarray, rec: np.ndarray) -> float:
     mse = float(np.mean((ref.astype(np.float64) - rec.astype(np.float64)) ** 2))
     return float("inf") if mse == 0 else 10.0 * math.log10(255.0**2 / mse)
@@ -116,9 +122,7 @@ def estimate(net: torch.nn.Module, images: dict[str, np.ndarray]) -> dict[str, d
         h, w = img.shape[:2]
         out = net(pad_to(to_tensor(img), 16))
         bits = sum(-torch.log2(lk).sum() for lk in out["likelihoods"].values())
-        rec = (
-            out["x_hat"][0, :, :h, :w].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
-        )
+        rec = rgb8_of(out["x_hat"], h, w)
         res[name] = {
             "est_bpp": round(float(bits) / (h * w), 4),
             "psnr": round(psnr_rgb8(img, rec), 3),
@@ -140,9 +144,7 @@ def evaluate(
         enc = net.compress(pad_to(to_tensor(img), multiple))
         dec = net.decompress(enc["strings"], enc["shape"])
         nbytes = sum(len(s) for group in enc["strings"] for s in group)
-        rec = (
-            dec["x_hat"][0, :, :h, :w].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
-        )
+        rec = rgb8_of(dec["x_hat"], h, w)
         res[name] = {
             "height": h,
             "width": w,
