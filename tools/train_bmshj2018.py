@@ -188,6 +188,14 @@ def load_checkpoint(
     return cast(torch.nn.Module, net.eval())
 
 
+def initial_state(path: Path, log: Callable[..., None]) -> dict[str, Any]:
+    """The state dict of the checkpoint ``--from`` names (as :func:`checkpoint_state_dict`
+    reads one), its path and BLAKE3 logged."""
+    state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    log("init_from", checkpoint=str(path), blake3=blake3.blake3(path.read_bytes()).hexdigest())
+    return state
+
+
 class RunLog:
     """Events as JSON lines on stdout and in ``path``, ``t`` in seconds since the start."""
 
@@ -236,9 +244,12 @@ def optimisers(
     return opt, torch.optim.Adam(aux_params, lr=args.aux_lr), others + density
 
 
-def options(ap: argparse.ArgumentParser, *, minutes: float, lr: float, batch: int) -> None:
-    """Both trainers' options (each adds its own)."""
+def options(
+    ap: argparse.ArgumentParser, *, minutes: float, lr: float, batch: int, start_from: str
+) -> None:
+    """Both trainers' options (each adds its own); ``start_from``: what ``--from`` loads."""
     ap.add_argument("--out", type=Path, required=True, help="output directory")
+    ap.add_argument("--from", dest="init_from", type=Path, metavar="CHECKPOINT", help=start_from)
     ap.add_argument("--minutes", type=float, default=minutes, help="training wall-time budget")
     ap.add_argument("--steps", type=int, default=0, help="fixed step count (overrides --minutes)")
     ap.add_argument("--seed", type=int, default=0)
@@ -364,17 +375,10 @@ def finish(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    options(ap, minutes=40.0, lr=5e-4, batch=8)
+    start_from = "continue training from this checkpoint (a state dict as this script saves it)"
+    options(ap, minutes=40.0, lr=5e-4, batch=8, start_from=start_from)
     ap.add_argument("--lmbda", type=float, default=0.025)
     ap.add_argument("--crop", type=int, default=96)
-    ap.add_argument(
-        "--from",
-        dest="init_from",
-        type=Path,
-        default=None,
-        metavar="CHECKPOINT",
-        help="continue training from this checkpoint (a state dict as this script saves it)",
-    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -394,15 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     net = factorized_prior(128, 192)
     if args.init_from is not None:
         # The weights only: the optimisers start afresh (Adam's moments are not stored).
-        init_state = checkpoint_state_dict(
-            torch.load(args.init_from, map_location="cpu", weights_only=True)
-        )
-        net.load_state_dict(init_state)
-        log(
-            "init_from",
-            checkpoint=str(args.init_from),
-            blake3=blake3.blake3(args.init_from.read_bytes()).hexdigest(),
-        )
+        net.load_state_dict(initial_state(args.init_from, log))
     net.train()
 
     def losses() -> tuple[torch.Tensor, dict[str, float]]:
