@@ -240,7 +240,8 @@ def _node(tokens: _Tokens, seen: set[str]) -> dict[str, Any]:
     tokens.take("punct", "(")
     inputs: list[str] = []
     options: dict[str, Any] = {}
-    while not tokens.accept(")"):
+
+    def argument() -> None:
         if tokens.peek()[0] == "ident" and tokens.peek(1)[1] == "=":
             key = tokens.take("ident")
             tokens.take("punct", "=")
@@ -251,9 +252,8 @@ def _node(tokens: _Tokens, seen: set[str]) -> dict[str, Any]:
             inputs.append(tokens.take("ident"))
         else:
             raise tokens.error("a positional literal (GraphJson's operands are names)")
-        if not tokens.accept(","):
-            tokens.take("punct", ")")
-            break
+
+    tokens.each(")", argument)
     return {"id": ident, "op": op, "inputs": inputs, "options": options, "outputs": outputs}
 
 
