@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["checkpoint_state_dict", "factorized_prior", "scale_hyperprior"]
-
 
 def factorized_prior(N: int = 128, M: int = 192) -> Any:
     """Return an untrained ``compressai.models.FactorizedPrior(N, M)`` (bmshj2018-factorized).

@@ -11,8 +11,6 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["ACTIVATION_BYTES", "RowLayer", "TorchLayer", "heights", "latent_rows", "run"]
-
 #: The most bytes of the largest activation a strip holds (its first layer's output, at 8
 #: bytes a value): with it an encode's memory is a constant, whatever the picture's size.
 ACTIVATION_BYTES = 128 << 20

@@ -10,6 +10,7 @@ import resource
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,11 +49,7 @@ def _latent(channels: int, size: tuple[int, int], seed: int = 1) -> np.ndarray:
 
 
 def _read_dir(path: str) -> dict[str, bytes]:
-    files = {}
-    for name in os.listdir(path):
-        with open(os.path.join(path, name), "rb") as f:
-            files[name] = f.read()
-    return files
+    return {file.name: file.read_bytes() for file in Path(path).iterdir()}
 
 
 def _threads_worker(config: str, threads: int, repeats: int, set_dir: str) -> dict[str, Any]:
@@ -205,8 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as set_dir:
         for name, data in (("decoder.onnx", model), ("decoder.weights", weights)):
-            with open(os.path.join(set_dir, name), "wb") as f:
-                f.write(data)
+            (Path(set_dir) / name).write_bytes(data)
         rss = fresh("bench_onnx", "--worker", "rss", set_dir)
         print(
             f"\npeak RSS, one 768×512 synthesis through OnnxRuntimeAdapter in a fresh process: "

@@ -17,7 +17,7 @@ import numpy as np
 
 from wai_dispatch.codec.envelope import parse
 from wai_dispatch.codec.payload import entropy_stage, read_header
-from wai_dispatch.codec.tables import tables_of as read_tables
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import (
     OnnxRuntimeAdapter,
@@ -33,12 +33,6 @@ from wai_dispatch.tools.onnx_synthesis import rewritten_model
 SET = "bmshj2018-demo-q3"
 
 
-def tables_of(opened: Any) -> Any:
-    """The opened set's entropy tables, as the decoder reads them."""
-
-    return opened.tables or read_tables(opened.files)
-
-
 def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
     """Best seconds of each stage of ``Decoder.decode``, run as the decoder runs them."""
 
@@ -50,7 +44,8 @@ def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
         header = read_header(part.payload, limits=decoder.limits)
         opened = decoder.opened.get(str(part.set), None)
         t1 = time.perf_counter()
-        stage = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits, header=header)
+        tables = opened.tables or tables_of(opened.files)  # as the decoder reads them
+        stage = entropy_stage(part.payload, tables, limits=decoder.limits, header=header)
         t2 = time.perf_counter()
         out = adapter.run(SynthesisJob(opened.files, stage.latent, stage.symbols))
         t3 = time.perf_counter()
@@ -123,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  {name:26} {took * 1e3:8.1f} ms {took / whole:6.1%}")
             part = parse(body).parts()[0]
             opened = decoder.opened.get(str(part.set), None)
-            latent = entropy_stage(part.payload, tables_of(opened), limits=decoder.limits).latent
+            tables = opened.tables or tables_of(opened.files)
+            latent = entropy_stage(part.payload, tables, limits=decoder.limits).latent
             ops = op_profile(opened.files, latent, args.repeats)
             total = sum(ops.values())
             print(

@@ -37,6 +37,7 @@ import json, sys, time
 from pathlib import Path
 from wai_dispatch.tools.bench_tiles import envelope_of
 from wai_dispatch.service.decoding.decoder import Decoder
+from wai_dispatch.service.settings import load
 from wai_dispatch.tools.harness import memory_kib
 def status():
     return {key: kib * 1024 for key, kib in memory_kib().items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from fnmatch import fnmatch
 from functools import cache
 from pathlib import Path
 
@@ -30,11 +31,6 @@ ELSEWHERE = {
     "Data/com.apple.CoreML/": "inside a Core ML .mlpackage",
     "com.apple.CoreML/": "inside a Core ML .mlpackage",
 }
-#: What the walk leaves out: the checkout's build and tool output (the .gitignore's).
-_IGNORED = frozenset(
-    {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-     ".hypothesis", "build", "dist", "out", "bench-out", ".data", "test-artifacts"}
-)  # fmt: skip
 _CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
@@ -97,10 +93,13 @@ def named_paths(doc: Path) -> list[tuple[int, str, bool]]:
 
 @cache
 def repository_paths(root: Path = ROOT) -> frozenset[str]:
-    """Every file and folder of the checkout (``a/b.py``, ``a/``), links not followed."""
+    """Every file and folder of the checkout (``a/b.py``, ``a/``), links not followed; not
+    ``.git`` nor the folders ``.gitignore`` names (the checkout's build and tool output)."""
+    ignored = (root / ".gitignore").read_text(encoding="utf-8").split()
+    left_out = [".git", *(line.strip("/") for line in ignored if line.endswith("/"))]
     out: set[str] = set()
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in _IGNORED and not d.endswith(".egg-info")]
+        dirs[:] = [d for d in dirs if not any(fnmatch(d, name) for name in left_out)]
         here = Path(folder).relative_to(root).as_posix()
         prefix = "" if here == "." else here + "/"
         out.update(prefix + d + "/" for d in dirs)

@@ -52,8 +52,11 @@ def _check_cli(words: list[str]) -> list[str]:
         return _check_module(module, " ".join(words))
     if words[1].startswith("-"):  # the command's own options (--version, --help)
         helps = build_parser([]).format_help()
-        return [f"wai-dispatch --help lists no {o}" for o in _OPTION.findall(" ".join(words))
-                if o not in helps]  # fmt: skip
+        return [
+            f"wai-dispatch --help lists no {o}"
+            for o in _OPTION.findall(" ".join(words))
+            if o not in helps
+        ]
     parser = build_parser([words[1]])
     chain = [parser]
     for word in words[1:]:

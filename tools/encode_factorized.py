@@ -23,8 +23,6 @@ from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_pri
 from wai_dispatch.tools.encoder import TOOLS_HINT, Checkpoint, Coded, EncodeJob
 from wai_dispatch.tools.errors import CheckpointRequired, EncodeUnsupported, SymbolsOutOfRange
 
-__all__ = ["analysis", "encode", "quantize"]
-
 #: The analyses loaded, by (checkpoint BLAKE3, N, M): a process that encodes many pictures
 #: (a test, a batch) builds each once.
 _ANALYSES: dict[tuple[str, int, int], Any] = {}

@@ -1,9 +1,8 @@
 """``wai-dispatch encode``: a picture to a ``wai-envelope/1`` for an installed set
 (docs/encode.md). The set decides the capability, the tables and the limits; the analysis comes
 from the checkpoint the set was written from, checked against the BLAKE3 its usage statement
-records. What differs by capability is one :class:`Encoder` in :data:`ENCODERS`
-(:func:`register`): its payload function (imported only when it runs: it needs torch) and the
-multiple the picture is padded to.
+records. What differs by capability is one :class:`Encoder` in :data:`ENCODERS`: its payload
+function (imported only when it runs: it needs torch) and the multiple the picture is padded to.
 """
 
 from __future__ import annotations
@@ -36,19 +35,6 @@ from wai_dispatch.tools.errors import CheckpointMismatch, CheckpointRequired, En
 if TYPE_CHECKING:
     from wai_dispatch.service.decoding.decoder import Decoder
     from wai_dispatch.service.settings import Settings
-
-__all__ = [
-    "CHECKPOINT_LIMIT",
-    "ENCODERS",
-    "TOOLS_HINT",
-    "Checkpoint",
-    "Coded",
-    "EncodeJob",
-    "EncodeResult",
-    "Encoder",
-    "encode",
-    "register",
-]
 
 #: The largest checkpoint read (bmshj2018 at quality 8 is ~30 MB; a hyperprior's more).
 CHECKPOINT_LIMIT = 1 << 30
@@ -138,11 +124,6 @@ ENCODERS: dict[str, Encoder] = {
     "wai.neural.int_synth": Encoder("encode_factorized:encode", 16),
     "wai.neural.bmshj2018_hyperprior": Encoder("hyperprior_encode:encode", 64),
 }
-
-
-def register(capability: str, encoder: Encoder) -> None:
-    """Add (or replace) the encoder of ``capability``."""
-    ENCODERS[capability] = encoder
 
 
 @dataclass(frozen=True)

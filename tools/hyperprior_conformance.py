@@ -8,7 +8,6 @@ functions of the pictures, the demo checkpoint and the set (exact analysis)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,9 +20,9 @@ from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.hyperprior_encode import encode_hyperprior, open_folder
+from wai_dispatch.tools.neural_conformance import write_index
 from wai_dispatch.tools.train_bmshj2018 import load_image
 
-CORPUS_FORMAT = "wai-neural-conformance/1"
 SET_NAME = "bmshj2018-hyperprior-demo-q3"
 FOLDER = "bmshj2018-hyperprior"
 SYMBOLS_SEED = 20261201
@@ -84,15 +83,7 @@ def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -
             }
         )
         log(f"{name}: {len(payload)} bytes, symbols {result.symbols_digest[:16]}…")
-    corpus = {
-        "format": CORPUS_FORMAT,
-        "capability": files.capability,
-        "set": files.digest,
-        "set_name": files.name,
-        "payloads": entries,
-    }
-    (out / "corpus.json").write_text(json.dumps(corpus, indent=2) + "\n")
-    return corpus
+    return write_index(out, files, entries)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

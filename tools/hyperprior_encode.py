@@ -29,17 +29,6 @@ from wai_dispatch.tools.bmshj2018_model import architecture_of
 from wai_dispatch.tools.encoder import Coded, EncodeJob
 from wai_dispatch.tools.int_synth_exact import ExactAnalysis, ExactConv, Report, Steps
 
-__all__ = [
-    "DEMO_CHECKPOINT",
-    "HyperAnalysis",
-    "code_with",
-    "encode",
-    "encode_hyperprior",
-    "load_hyper_model",
-    "open_folder",
-    "read_hyper_model",
-]
-
 DEMO_CHECKPOINT = (
     Path(__file__).resolve().parent.parent / "conformance/weights/bmshj2018-hyperprior-demo-q3.pt"
 )

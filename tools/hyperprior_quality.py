@@ -14,13 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 from wai_dispatch.conformance import sets_dir
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
+from wai_dispatch.tools.encoder import pad
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
     HyperAnalysis,
@@ -28,19 +27,16 @@ from wai_dispatch.tools.hyperprior_encode import (
     load_hyper_model,
     open_folder,
 )
-from wai_dispatch.tools.train_bmshj2018 import HELD_OUT_IMAGES, load_image, psnr_rgb8, to_tensor
+from wai_dispatch.tools.train_bmshj2018 import (
+    HELD_OUT_IMAGES,
+    load_image,
+    pad_to,
+    psnr_rgb8,
+    rgb8_of,
+    to_tensor,
+)
 
 SET_NAME = "bmshj2018-hyperprior-demo-q3"
-
-
-def _pad64(img: np.ndarray) -> np.ndarray:
-    h, w = img.shape[:2]
-    return np.pad(img, ((0, (-h) % 64), (0, (-w) % 64), (0, 0)), mode="edge")
-
-
-def _rgb8(x_hat: torch.Tensor, h: int, w: int) -> np.ndarray:
-    out = x_hat[0, :, :h, :w].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
-    return np.ascontiguousarray(out)
 
 
 @torch.no_grad()
@@ -54,14 +50,13 @@ def measure(set_dir: Path, checkpoint: Path, images: Sequence[str]) -> list[dict
     for name in images:
         img = load_image(name)
         h, w = img.shape[:2]
-        padded = _pad64(img)
+        padded = pad(img, 64)
         payload = encode_with(analysis, stage, padded)
         result = stage.run(payload, limits=Limits())
-        ours = _rgb8(net.g_s(torch.from_numpy(result.latent)), h, w)
-        x = F.pad(to_tensor(img), (0, (-w) % 64, 0, (-h) % 64), mode="replicate")
-        enc = net.compress(x)
+        ours = rgb8_of(net.g_s(torch.from_numpy(result.latent)), h, w)
+        enc = net.compress(pad_to(to_tensor(img), 64))
         nbytes = sum(len(s) for group in enc["strings"] for s in group)
-        theirs = _rgb8(net.decompress(enc["strings"], enc["shape"])["x_hat"], h, w)
+        theirs = rgb8_of(net.decompress(enc["strings"], enc["shape"])["x_hat"], h, w)
         row = {
             "picture": name,
             "height": h,

@@ -77,6 +77,20 @@ def _extreme_symbols(channels: int, lo: int, hi: int) -> np.ndarray:
     return rng.choice(choices, size=(1, channels, 12, 20)).astype(np.int32)
 
 
+def write_index(out: Path, made_for: Any, payloads: list[dict[str, Any]]) -> dict[str, Any]:
+    """A corpus's ``corpus.json`` in ``out``: its payloads and the set (a manifest or loaded
+    set: its capability, digest and name) they are coded for."""
+    doc = {
+        "format": CORPUS_FORMAT,
+        "capability": made_for.capability,
+        "set": made_for.digest,
+        "set_name": made_for.name,
+        "payloads": payloads,
+    }
+    (out / "corpus.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
 def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     manifest = Manifest.from_bytes((set_dir / "set.json").read_bytes())
     spec = manifest.facts.to_json()["programs"]["wai-ops"]
@@ -126,15 +140,7 @@ def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -
             }
         )
         log(f"{name}: {len(body)} bytes, {fast.shape[1]}×{fast.shape[0]}")
-    doc = {
-        "format": CORPUS_FORMAT,
-        "capability": manifest.capability,
-        "set": manifest.digest,
-        "set_name": manifest.name,
-        "payloads": entries,
-    }
-    (out / "corpus.json").write_bytes((json.dumps(doc, indent=2) + "\n").encode())
-    return doc
+    return write_index(out, manifest, entries)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -102,6 +102,12 @@ def pad_to(x: torch.Tensor, multiple: int) -> torch.Tensor:
     return F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
 
 
+def rgb8_of(x_hat: torch.Tensor, height: int, width: int) -> np.ndarray:
+    """A model's ``x_hat`` (1×3×H×W in [0, 1], padded) as the ``height × width`` RGB8 picture."""
+    out = x_hat[0, :, :height, :width].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0)
+    return np.ascontiguousarray(out.numpy())
+
+
 def psnr_rgb8(ref: np.ndarray, rec: np.ndarray) -> float:
     mse = float(np.mean((ref.astype(np.float64) - rec.astype(np.float64)) ** 2))
     return float("inf") if mse == 0 else 10.0 * math.log10(255.0**2 / mse)
@@ -116,9 +122,7 @@ def estimate(net: torch.nn.Module, images: dict[str, np.ndarray]) -> dict[str, d
         h, w = img.shape[:2]
         out = net(pad_to(to_tensor(img), 16))
         bits = sum(-torch.log2(lk).sum() for lk in out["likelihoods"].values())
-        rec = (
-            out["x_hat"][0, :, :h, :w].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
-        )
+        rec = rgb8_of(out["x_hat"], h, w)
         res[name] = {
             "est_bpp": round(float(bits) / (h * w), 4),
             "psnr": round(psnr_rgb8(img, rec), 3),
@@ -140,9 +144,7 @@ def evaluate(
         enc = net.compress(pad_to(to_tensor(img), multiple))
         dec = net.decompress(enc["strings"], enc["shape"])
         nbytes = sum(len(s) for group in enc["strings"] for s in group)
-        rec = (
-            dec["x_hat"][0, :, :h, :w].clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
-        )
+        rec = rgb8_of(dec["x_hat"], h, w)
         res[name] = {
             "height": h,
             "width": w,
@@ -184,6 +186,14 @@ def load_checkpoint(
     net.load_state_dict(state)
     net.update(force=True, update_quantiles=update_quantiles)
     return cast(torch.nn.Module, net.eval())
+
+
+def initial_state(path: Path, log: Callable[..., None]) -> dict[str, Any]:
+    """The state dict of the checkpoint ``--from`` names (as :func:`checkpoint_state_dict`
+    reads one), its path and BLAKE3 logged."""
+    state = checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    log("init_from", checkpoint=str(path), blake3=blake3.blake3(path.read_bytes()).hexdigest())
+    return state
 
 
 class RunLog:
@@ -234,9 +244,12 @@ def optimisers(
     return opt, torch.optim.Adam(aux_params, lr=args.aux_lr), others + density
 
 
-def options(ap: argparse.ArgumentParser, *, minutes: float, lr: float, batch: int) -> None:
-    """Both trainers' options (each adds its own)."""
+def options(
+    ap: argparse.ArgumentParser, *, minutes: float, lr: float, batch: int, start_from: str
+) -> None:
+    """Both trainers' options (each adds its own); ``start_from``: what ``--from`` loads."""
     ap.add_argument("--out", type=Path, required=True, help="output directory")
+    ap.add_argument("--from", dest="init_from", type=Path, metavar="CHECKPOINT", help=start_from)
     ap.add_argument("--minutes", type=float, default=minutes, help="training wall-time budget")
     ap.add_argument("--steps", type=int, default=0, help="fixed step count (overrides --minutes)")
     ap.add_argument("--seed", type=int, default=0)
@@ -362,17 +375,10 @@ def finish(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    options(ap, minutes=40.0, lr=5e-4, batch=8)
+    start_from = "continue training from this checkpoint (a state dict as this script saves it)"
+    options(ap, minutes=40.0, lr=5e-4, batch=8, start_from=start_from)
     ap.add_argument("--lmbda", type=float, default=0.025)
     ap.add_argument("--crop", type=int, default=96)
-    ap.add_argument(
-        "--from",
-        dest="init_from",
-        type=Path,
-        default=None,
-        metavar="CHECKPOINT",
-        help="continue training from this checkpoint (a state dict as this script saves it)",
-    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -392,15 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     net = factorized_prior(128, 192)
     if args.init_from is not None:
         # The weights only: the optimisers start afresh (Adam's moments are not stored).
-        init_state = checkpoint_state_dict(
-            torch.load(args.init_from, map_location="cpu", weights_only=True)
-        )
-        net.load_state_dict(init_state)
-        log(
-            "init_from",
-            checkpoint=str(args.init_from),
-            blake3=blake3.blake3(args.init_from.read_bytes()).hexdigest(),
-        )
+        net.load_state_dict(initial_state(args.init_from, log))
     net.train()
 
     def losses() -> tuple[torch.Tensor, dict[str, float]]:

@@ -29,6 +29,7 @@ from wai_dispatch.tools.train_bmshj2018 import (
     TRAIN_IMAGES,
     RunLog,
     finish,
+    initial_state,
     load_image,
     options,
     pad_to,
@@ -91,19 +92,12 @@ def estimate(net: Any, latents: dict[str, tuple[torch.Tensor, int]]) -> dict[str
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    options(ap, minutes=30.0, lr=1e-3, batch=16)
+    start_from = "start h_a, h_s and the bottleneck from this hyperprior checkpoint"
+    options(ap, minutes=30.0, lr=1e-3, batch=16, start_from=start_from)
     ap.add_argument(
         "--latent-crop", type=int, default=16, help="latent crop side (16 = a 256-pixel crop)"
     )
     ap.add_argument("--transforms", type=Path, default=FACTORIZED, help="factorized checkpoint")
-    ap.add_argument(
-        "--from",
-        dest="init_from",
-        type=Path,
-        default=None,
-        metavar="CHECKPOINT",
-        help="start h_a, h_s and the bottleneck from this hyperprior checkpoint",
-    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -128,22 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     missing = net.load_state_dict(transforms, strict=False)
     assert not missing.unexpected_keys, missing.unexpected_keys
     if args.init_from is not None:
-        earlier = checkpoint_state_dict(
-            torch.load(args.init_from, map_location="cpu", weights_only=True)
-        )
         # The learned weights only: the bounds are the architecture's constants (a float16
         # checkpoint holds the likelihood bound 1e-9 as 0) and the tables are rebuilt.
         hyper_state = {
             k: v
-            for k, v in earlier.items()
+            for k, v in initial_state(args.init_from, log).items()
             if not k.startswith(("g_a.", "g_s.")) and not k.endswith(".bound")
         }
         net.load_state_dict(hyper_state, strict=False)
-        log(
-            "init_from",
-            checkpoint=str(args.init_from),
-            blake3=blake3.blake3(args.init_from.read_bytes()).hexdigest(),
-        )
     for name, p in net.named_parameters():
         if name.startswith(("g_a.", "g_s.")):
             p.requires_grad_(False)

@@ -271,9 +271,14 @@ def write_set(
         "programs": programs,
     }
     manifest_doc = write_set_folder(
-        out, files, name=name, capability=CAPABILITY, version=SET_VERSION, facts=facts,
+        out,
+        files,
+        name=name,
+        capability=CAPABILITY,
+        version=SET_VERSION,
+        facts=facts,
         overwrite=overwrite,
-    )  # fmt: skip
+    )
     say(f"set {name}: {manifest_doc.digest} in {out}")
     return out
 

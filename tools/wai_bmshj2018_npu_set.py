@@ -201,12 +201,10 @@ def write_set(
     update_quantiles: bool = False,
     log: Callable[[str], None] | None = None,
     coreml: bool = True,
-    _perturb: Callable[[Any], None] | None = None,
 ) -> Path:
     """Write the set into ``out_dir`` (built in a temporary sibling, renamed into place at the
     end: a refusal or failure leaves ``out_dir`` as it was).  ``coreml=False`` leaves out the
-    Core ML program (a set for the other paths, written faster).  ``_perturb``, for tests only,
-    is applied to the plain synthesis before the bit-identity check."""
+    Core ML program (a set for the other paths, written faster)."""
 
     say = log or (lambda _msg: None)
     out = Path(out_dir).resolve()
@@ -225,9 +223,6 @@ def write_set(
     say(f"bmshj2018: weights loaded ({origin['kind']}); checking the plain synthesis")
     # The plain synthesis, bit-identical to g_s or refused (§6.1).
     plain = plain_synthesis(model)
-    if _perturb is not None:
-        with torch.no_grad():
-            _perturb(plain)
     check_plain_synthesis(model, plain, check_latents(model))
     say("plain synthesis: bit-identical to g_s on the check latents")
 
@@ -305,9 +300,14 @@ def write_set(
     }
 
     manifest_doc = write_set_folder(
-        out, files, name=name, capability=CAPABILITY, version=SET_VERSION, facts=facts,
+        out,
+        files,
+        name=name,
+        capability=CAPABILITY,
+        version=SET_VERSION,
+        facts=facts,
         overwrite=overwrite,
-    )  # fmt: skip
+    )
     say(f"set {name}: {manifest_doc.digest} in {out}")
     return out
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 FORMAT = "webnn-graph-json"
+_T = TypeVar("_T")
 #: The text's data types and GraphJson's.
 DTYPES = {
     "f32": "float32",
@@ -88,6 +89,17 @@ class _Tokens:
             return True
         return False
 
+    def each(self, close: str, item: Callable[[], _T]) -> list[_T]:
+        """``item()`` for each item up to the punctuation ``close``, the items comma separated
+        (a trailing comma allowed)."""
+        out: list[_T] = []
+        while not self.accept(close):
+            out.append(item())
+            if not self.accept(","):
+                self.take("punct", close)
+                break
+        return out
+
 
 def _string(tokens: _Tokens) -> str:
     value = json.loads(tokens.take("string"))
@@ -114,44 +126,33 @@ def _value(tokens: _Tokens) -> Any:
         tokens.i += 1
         return {"true": True, "false": False, "null": None}.get(text, text)
     if tokens.accept("["):
-        items: list[Any] = []
-        while not tokens.accept("]"):
-            items.append(_value(tokens))
-            if not tokens.accept(","):
-                tokens.take("punct", "]")
-                break
-        return items
+        return tokens.each("]", lambda: _value(tokens))
     if tokens.accept("{"):
-        obj: dict[str, Any] = {}
-        while not tokens.accept("}"):
-            key = _string(tokens) if tokens.peek()[0] == "string" else tokens.take("ident")
-            tokens.take("punct", ":")
-            obj[key] = _value(tokens)
-            if not tokens.accept(","):
-                tokens.take("punct", "}")
-                break
-        return obj
+        return dict(tokens.each("}", lambda: _member(tokens)))
     raise tokens.error("expected a value")
 
 
+def _member(tokens: _Tokens) -> tuple[str, Any]:
+    key = _string(tokens) if tokens.peek()[0] == "string" else tokens.take("ident")
+    tokens.take("punct", ":")
+    return key, _value(tokens)
+
+
 def _shape(tokens: _Tokens, *, dynamic: bool, what: str) -> list[Any]:
+    def dim() -> Any:
+        if tokens.peek()[1] != "dyn" or tokens.peek(1)[1] != "(":
+            return _int(tokens)
+        if not dynamic:
+            raise tokens.error(f"{what}: a dynamic dimension only in a v2 input")
+        tokens.i += 2
+        name = _string(tokens)
+        tokens.take("punct", ",")
+        size = _int(tokens)
+        tokens.take("punct", ")")
+        return {"name": name, "maxSize": size}
+
     tokens.take("punct", "[")
-    dims: list[Any] = []
-    while not tokens.accept("]"):
-        if tokens.peek()[1] == "dyn" and tokens.peek(1)[1] == "(":
-            if not dynamic:
-                raise tokens.error(f"{what}: a dynamic dimension only in a v2 input")
-            tokens.i += 2
-            name = _string(tokens)
-            tokens.take("punct", ",")
-            dims.append({"name": name, "maxSize": _int(tokens)})
-            tokens.take("punct", ")")
-        else:
-            dims.append(_int(tokens))
-        if not tokens.accept(","):
-            tokens.take("punct", "]")
-            break
-    return dims
+    return tokens.each("]", dim)
 
 
 def _dtype(tokens: _Tokens) -> str:
@@ -162,11 +163,12 @@ def _dtype(tokens: _Tokens) -> str:
     return DTYPES[text]
 
 
-def _declare(tokens: _Tokens, seen: set[str], name: str) -> None:
+def _declare(tokens: _Tokens, seen: set[str], name: str) -> str:
     if name in seen:
         tokens.i -= 1
         raise tokens.error(f"{name!r} is declared twice")
     seen.add(name)
+    return name
 
 
 def _block(tokens: _Tokens, graph: dict[str, Any], seen: set[str]) -> None:
@@ -180,20 +182,15 @@ def _block(tokens: _Tokens, graph: dict[str, Any], seen: set[str]) -> None:
     tokens.take("punct", "{")
     graph[block] = [] if block == "nodes" else {}
     while not tokens.accept("}"):
-        if block == "inputs":
-            name = tokens.take("ident")
-            _declare(tokens, seen, name)
+        if block in ("inputs", "consts"):
+            name = _declare(tokens, seen, tokens.take("ident"))
             tokens.take("punct", ":")
             dtype = _dtype(tokens)
-            shape = _shape(tokens, dynamic=graph["version"] >= 2, what=f"input {name}")
-            graph["inputs"][name] = {"dataType": dtype, "shape": shape}
-        elif block == "consts":
-            name = tokens.take("ident")
-            _declare(tokens, seen, name)
-            tokens.take("punct", ":")
-            dtype = _dtype(tokens)
-            shape = _shape(tokens, dynamic=False, what=f"const {name}")
-            graph["consts"][name] = {"dataType": dtype, "shape": shape, "init": _init(tokens, name)}
+            dynamic = block == "inputs" and graph["version"] >= 2
+            shape = _shape(tokens, dynamic=dynamic, what=f"{block[:-1]} {name}")
+            graph[block][name] = {"dataType": dtype, "shape": shape}
+            if block == "consts":
+                graph[block][name]["init"] = _init(tokens, name)
         elif block == "nodes":
             graph["nodes"].append(_node(tokens, seen))
         else:
@@ -232,26 +229,19 @@ def _init(tokens: _Tokens, name: str) -> dict[str, Any]:
 def _node(tokens: _Tokens, seen: set[str]) -> dict[str, Any]:
     outputs: list[str] | None = None
     if tokens.accept("["):
-        outputs = []
-        while not tokens.accept("]"):
-            name = tokens.take("ident")
-            _declare(tokens, seen, name)
-            outputs.append(name)
-            if not tokens.accept(","):
-                tokens.take("punct", "]")
-                break
+        outputs = tokens.each("]", lambda: _declare(tokens, seen, tokens.take("ident")))
         if not outputs:
             raise tokens.error("a node with no output")
         ident = outputs[0]
     else:
-        ident = tokens.take("ident")
-        _declare(tokens, seen, ident)
+        ident = _declare(tokens, seen, tokens.take("ident"))
     tokens.take("punct", "=")
     op = tokens.take("ident")
     tokens.take("punct", "(")
     inputs: list[str] = []
     options: dict[str, Any] = {}
-    while not tokens.accept(")"):
+
+    def argument() -> None:
         if tokens.peek()[0] == "ident" and tokens.peek(1)[1] == "=":
             key = tokens.take("ident")
             tokens.take("punct", "=")
@@ -262,9 +252,8 @@ def _node(tokens: _Tokens, seen: set[str]) -> dict[str, Any]:
             inputs.append(tokens.take("ident"))
         else:
             raise tokens.error("a positional literal (GraphJson's operands are names)")
-        if not tokens.accept(","):
-            tokens.take("punct", ")")
-            break
+
+    tokens.each(")", argument)
     return {"id": ident, "op": op, "inputs": inputs, "options": options, "outputs": outputs}
 
 
