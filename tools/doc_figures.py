@@ -290,6 +290,11 @@ FIGURES: dict[str, Callable[[], str]] = {
     "int_synth_retired.second_digit_read": partial(_second_digit, INT_RETIRED, read=True),
     **_bounds("int_synth", INT_SYNTH, ("deconv1", "deconv2", "deconv3", "deconv4")),
     **_bounds("h_s", HYPERPRIOR, ("deconv1", "deconv2", "conv3")),
+    "int_synth.igdn_product_max": lambda: f"{max(_program(INT_SYNTH).roots_products.values()):,}",
+    "int_synth.igdn_product_share": lambda: (
+        f"{100 * max(_program(INT_SYNTH).roots_products.values()) / 2**23:.1f}%"
+    ),
+    "h_s.products_per_mac": partial(_per_mac, HYPERPRIOR),
     "h_s.weight_max": lambda: f"{_weight_max(HYPERPRIOR):,}",
     "h_s.accumulator_max": lambda: _sci(max(_program(HYPERPRIOR).accumulators.values()), 3),
     "h_s.int8_bound": lambda: _sci(_int8(HYPERPRIOR).bound, 2),
