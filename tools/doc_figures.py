@@ -52,23 +52,27 @@ def _program(folder: str) -> Program:
 class _Int8:
     bound: int  # the largest recombination bound the int8 graph engine proves
     idle: dict[str, list[float]]  # per convolution, each phase's share its second digit skips
+    bounds: dict[str, int]  # per convolution, its largest recombination bound
+    pair: int  # the largest pair of u8×s8 products a ConvInteger's GEMM sums (int16 on AVX2)
+    raw: int  # the largest raw partial sum of a ConvInteger's GEMM
 
 
 @cache
 def _int8(folder: str) -> _Int8:
     """What the int8 graph engine works out building the program's graph: every
-    ``ConvInteger``'s weights and recombination bound (docs/wai-ops.md)."""
-    seen: list[tuple[str, np.ndarray]] = []
-    bounds: list[int] = []
+    ``ConvInteger``'s weights, planes and recombination bound (docs/wai-ops.md)."""
+    seen: list[tuple[str, np.ndarray, list[tuple[int, int]]]] = []
+    bounds: dict[str, int] = {}
     conv, bound = int8_graph._conv_integer, int8_digits.recombination_bound
 
     def conv_spy(g: Any, planes: Any, w: np.ndarray, *rest: Any) -> str:
-        seen.append((rest[-1], w))
+        seen.append((rest[-1].split(".phase")[0], w, rest[-2]))
         return conv(g, planes, w, *rest)
 
     def bound_spy(*args: Any) -> int:
-        bounds.append(bound(*args))
-        return bounds[-1]
+        got = bound(*args)
+        bounds[seen[-1][0]] = max(bounds.get(seen[-1][0], 0), got)
+        return got
 
     with (
         _LOCK,
@@ -77,12 +81,41 @@ def _int8(folder: str) -> _Int8:
     ):
         int8_graph.build_model(_program(folder))
     idle: dict[str, list[float]] = {}
-    for name, w in seen:
+    sums = [(0, 0)]
+    for name, w, ranges in seen:
         _, digits = weight_digits(w)
+        sums.append(int8_digits.gemm_sums(ranges, int(w[0].size)))
         if len(digits) > 1:
             read = np.flatnonzero(np.abs(digits[1]).sum(axis=(0, 2, 3))).size
-            idle.setdefault(name.split(".phase")[0], []).append(1 - read / w.shape[1])
-    return _Int8(max(bounds), idle)
+            idle.setdefault(name, []).append(1 - read / w.shape[1])
+    pair, raw = (max(v) for v in zip(*sums, strict=True))
+    return _Int8(max(bounds.values()), idle, bounds, pair, raw)
+
+
+@cache
+def _int8_engine_terms(folder: str) -> int:
+    """The most terms ``K`` of one ``MatMulInteger`` GEMM the int8 engine builds for the
+    program (each raw partial sum is at most ``127 · 127 · K``)."""
+    from wai_dispatch.paths.waiops import int8_engine
+
+    ks = [0]
+    gemm = int8_engine.Int8Engine._gemm
+
+    def gemm_spy(self: Any, name: str, w: np.ndarray, *rest: Any) -> Any:
+        ks.append(int(w.shape[0]))
+        return gemm(self, name, w, *rest)
+
+    with _LOCK, mock.patch.object(int8_engine.Int8Engine, "_gemm", gemm_spy):
+        int8_engine.Int8Engine(_program(folder))
+    return max(ks)
+
+
+def _int8_engine_sums(folder: str) -> tuple[int, int]:
+    """The int8 engine's pair of u8×s8 products and raw GEMM partial sum, at most."""
+    from wai_dispatch.paths.waiops.int8_engine import DIGIT_MAX, PLANE_BITS
+
+    top = (1 << PLANE_BITS) - 1
+    return 2 * top * DIGIT_MAX, top * DIGIT_MAX * _int8_engine_terms(folder)
 
 
 def _weights(folder: str, name: str) -> str:
@@ -188,6 +221,41 @@ def _range(lo: int, hi: int) -> str:
     return f"[{lo}, {hi}]"
 
 
+def _output(folder: str, name: str) -> str:
+    """An operation's output's proven range (the hull over its channels)."""
+    program = _program(folder)
+    (op,) = (op for op in program.operations if op.name == name)
+    lo, hi = program.bounds[op.output]
+    return _range(int(lo.min()), int(hi.max()))
+
+
+def _bounds(key: str, folder: str, convs: tuple[str, ...]) -> dict[str, Callable[[], str]]:
+    """What each engine's proof bounds in the program (docs/wai-ops.md, the exactness table):
+    its largest value (share of 2^24 and of 2^31), each convolution's accumulator bound, output
+    range after its requantisation and int8-graph recombination bound, and the pair and raw
+    GEMM sums of both int8 engines."""
+
+    def largest() -> int:
+        return _program(folder).largest
+
+    out: dict[str, Callable[[], str]] = {
+        f"{key}.largest": lambda: f"{largest():,}",
+        f"{key}.largest_of_2_24": lambda: f"{100 * largest() / 2**24:.1f}%",
+        f"{key}.largest_of_2_31": lambda: f"{100 * largest() / 2**31:.1f}%",
+        f"{key}.int8_graph_pair": lambda: f"{_int8(folder).pair:,}",
+        f"{key}.int8_graph_raw": lambda: f"{_int8(folder).raw:,}",
+        f"{key}.int8_engine_pair": lambda: f"{_int8_engine_sums(folder)[0]:,}",
+        f"{key}.int8_engine_raw": lambda: f"{_int8_engine_sums(folder)[1]:,}",
+    }
+    for name in convs:
+        out[f"{key}.accumulator.{name}"] = partial(
+            lambda n: f"{_program(folder).accumulators[n]:,}", name
+        )
+        out[f"{key}.int8_bounds.{name}"] = partial(lambda n: f"{_int8(folder).bounds[n]:,}", name)
+        out[f"{key}.outputs.{name}.requant"] = partial(_output, folder, f"{name}.requant")
+    return out
+
+
 #: Each figure's name and how it reads now.
 FIGURES: dict[str, Callable[[], str]] = {
     "int_synth.input_range": lambda: _range(*_program(INT_SYNTH).input_range),
@@ -220,6 +288,13 @@ FIGURES: dict[str, Callable[[], str]] = {
     },
     "int_synth_retired.second_digit_idle": partial(_second_digit, INT_RETIRED, read=False),
     "int_synth_retired.second_digit_read": partial(_second_digit, INT_RETIRED, read=True),
+    **_bounds("int_synth", INT_SYNTH, ("deconv1", "deconv2", "deconv3", "deconv4")),
+    **_bounds("h_s", HYPERPRIOR, ("deconv1", "deconv2", "conv3")),
+    "int_synth.igdn_product_max": lambda: f"{max(_program(INT_SYNTH).roots_products.values()):,}",
+    "int_synth.igdn_product_share": lambda: (
+        f"{100 * max(_program(INT_SYNTH).roots_products.values()) / 2**23:.1f}%"
+    ),
+    "h_s.products_per_mac": partial(_per_mac, HYPERPRIOR),
     "h_s.weight_max": lambda: f"{_weight_max(HYPERPRIOR):,}",
     "h_s.accumulator_max": lambda: _sci(max(_program(HYPERPRIOR).accumulators.values()), 3),
     "h_s.int8_bound": lambda: _sci(_int8(HYPERPRIOR).bound, 2),

@@ -75,6 +75,7 @@ def _prove(program: Program, rgb8_output: bool) -> Program:
         program.input_name: (np.full(c, lo0, dtype=object), np.full(c, hi0, dtype=object))
     }
     accs: dict[str, int] = {}
+    roots: dict[str, int] = {}
     _largest[0] = max(abs(lo0), abs(hi0))
     for op in program.operations:
         x = bounds[op.inputs[0]]
@@ -95,7 +96,7 @@ def _prove(program: Program, rgb8_output: bool) -> Program:
             _check(op, "x*multiplier plus the rounding half", plo, phi + half)
             out = _clamp(op, _round_shift(plo, s), _round_shift(phi, s))
         elif op.op == "igdn":
-            out = _igdn(op, x)
+            out, roots[op.name] = _igdn(op, x)
         elif op.op in ("add", "mul"):
             y = bounds[op.inputs[1]]
             out = (x[0] + y[0], x[1] + y[1]) if op.op == "add" else _ext(x[0], x[1], y[0], y[1])
@@ -114,7 +115,9 @@ def _prove(program: Program, rgb8_output: bool) -> Program:
         k: (np.asarray(v[0], dtype=np.int64), np.asarray(v[1], dtype=np.int64))
         for k, v in bounds.items()
     }
-    return dataclasses.replace(program, bounds=frozen, accumulators=accs, largest=_largest[0])
+    return dataclasses.replace(
+        program, bounds=frozen, accumulators=accs, largest=_largest[0], roots_products=roots
+    )
 
 
 def _clamp(op: Operation, lo: np.ndarray, hi: np.ndarray) -> Interval:
@@ -154,7 +157,8 @@ def _conv(op: Operation, x: Interval) -> tuple[Interval, int]:
     return (b + neg_o, b + pos_o), acc
 
 
-def _igdn(op: Operation, x: Interval) -> Interval:
+def _igdn(op: Operation, x: Interval) -> tuple[Interval, int]:
+    """The output interval, and the largest ``|x · r|`` (step 4's product)."""
     p = op.attrs["square_shift"]
     lo, hi = x
     big = np.maximum(np.abs(lo), np.abs(hi))
@@ -175,4 +179,5 @@ def _igdn(op: Operation, x: Interval) -> Interval:
     halves = np.array([(1 << (int(v) - 1)) if v else 0 for v in s], dtype=object)
     _check(op, "x*r", plo, phi)
     _check(op, "x*r plus the rounding half", plo, phi + halves)
-    return _clamp(op, _round_shift(plo, s), _round_shift(phi, s))
+    largest = max(-int(np.min(plo)), int(np.max(phi)))
+    return _clamp(op, _round_shift(plo, s), _round_shift(phi, s)), largest

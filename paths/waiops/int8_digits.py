@@ -47,6 +47,15 @@ def _ext_sum(w: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     return np.minimum(np.minimum(a, b), 0).sum(axis=1), np.maximum(np.maximum(a, b), 0).sum(axis=1)
 
 
+def gemm_sums(planes: list[tuple[int, int]], k: int) -> tuple[int, int]:
+    """What MLAS's u8×s8 kernels sum before the int32 accumulator, at most, for uint8 weight
+    digits ``b + z ≤ 255`` over ``k`` terms of planes in ``planes``: a pair of products (AVX2's
+    ``vpmaddubsw`` adds two into int16, saturating: it must stay within 32,767) and a GEMM's
+    raw partial sum ``Σ (b + z) · p`` (within int32)."""
+    top = max(max(-lo, hi) for lo, hi in planes)
+    return 2 * 255 * top, 255 * top * k
+
+
 def recombination_bound(
     digits: list[np.ndarray], planes: list[tuple[int, int]], bias: np.ndarray, bits: int
 ) -> int:
@@ -58,9 +67,7 @@ def recombination_bound(
     pos = np.maximum(bias, 0).astype(object)
     worst = 0
     for d, dig in enumerate(digits):
-        k = dig.shape[1]
-        top = max(max(-lo, hi) for lo, hi in planes)
-        worst = max(worst, 255 * top * k)  # MLAS's raw sums of (b + z) · p
+        worst = max(worst, gemm_sums(planes, dig.shape[1])[1])  # MLAS's raw sums
         for j, (plo, phi) in enumerate(planes):
             lo, hi = _ext_sum(dig, plo, phi)
             c = 256**d * (1 << (bits * j))

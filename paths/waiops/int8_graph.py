@@ -57,6 +57,7 @@ class _G:
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.ftype = ftype  # np.float32 or np.float64: the pointwise values' type
+        self.readers: dict[str, list[Operation]] = {}  # value → the operations reading it
         self._n = 0
 
     def const(self, value: np.ndarray | float, dtype: Any = None) -> str:
@@ -85,10 +86,11 @@ class _Value:
     value; 4, a stride-2 transposed convolution's output not yet woven, [1, 4·C, H, W] with
     channel ``c·4 + ry·2 + rx`` holding phase ``(ry, rx)`` of channel ``c`` (ONNX's CRD)."""
 
-    def __init__(self, name: str, phases: int = 1, channels: int = 0) -> None:
+    def __init__(self, name: str, phases: int = 1, channels: int = 0, plane: bool = False) -> None:
         self.name = name
         self.phases = phases
         self.channels = channels  # C, where phased
+        self.plane = plane  # already the one int8 plane a convolution reads (not float)
 
     def like(self, name: str) -> _Value:
         """Another value of the same layout (a pointwise operation's output)."""
@@ -206,7 +208,11 @@ def _conv(g: _G, program: Program, op: Operation, x: _Value, bias: np.ndarray) -
 
     lo, hi = program.bounds[op.inputs[0]]
     ranges = plane_ranges(int(lo.min()), int(hi.max()), g.bits)
-    planes = _planes(g, _weave(g, x).name, ranges)
+    if x.plane:
+        assert len(ranges) == 1 and x.phases == 1
+        planes = [x.name]
+    else:
+        planes = _planes(g, _weave(g, x).name, ranges)
     a, w = op.attrs, op.params["weight"].astype(np.int64)
     co = int(bias.shape[0])
     k, p = a["kernel"], a["padding"]
@@ -266,6 +272,40 @@ def _requant(g: _G, x: _Value, shift: np.ndarray, clamp: list[int] | None, half:
     return g.node("Clip", [v, g.const(clamp[0]), g.const(clamp[1])])
 
 
+def _igdn_to_plane(g: _G, program: Program, op: Operation) -> bool:
+    """Whether an inverse GDN's output can leave its step 4 as the int8 plane its readers
+    take (:func:`_round_to_plane`): a float32 graph, only convolutions read it, its clamp lies
+    in one plane, and ``|x · r| < 2^23``, so ``x · r + 1/2`` is a float32."""
+    lo, hi = op.attrs["clamp"]
+    readers = g.readers.get(op.output, [])
+    return (
+        g.ftype is np.float32
+        and op.output != program.output_name
+        and bool(readers)
+        and all(r.op in ("conv2d", "conv_transpose2d") for r in readers)
+        and len(plane_ranges(lo, hi, g.bits)) == 1
+        and program.roots_products[op.name] < 1 << 23
+    )
+
+
+def _round_to_plane(g: _G, v: str, shift: np.ndarray, clamp: list[int]) -> str:
+    """``clamp(round_shift(v, s), lo, hi)`` as int8 for integers ``|v| < 2^23`` (float32) in
+    two nodes where ``_requant`` and the plane's ``Cast`` take five: ``QuantizeLinear`` (ONNX:
+    ``v / 2^s`` rounded half to even, saturated to int8) of ``v + 1/2``. For ``s ≥ 1``,
+    ``(v + 1/2) / 2^s = (v + 2^(s−1)) / 2^s − 1/2 + 2^−(s+1)``: a multiple of ``2^−s`` less
+    ``1/2 − 2^−(s+1)``, never a tie, so the nearest integer is ``⌊(v + 2^(s−1)) / 2^s⌋``;
+    ``s = 0`` adds nothing (``v / 1`` is ``v``). Both sums and the division by a power of two
+    are exact in float32; the clamp lies inside int8, so saturating first changes nothing."""
+    c = shift.shape[0]
+    half = g.per_channel(np.where(shift > 0, 0.5, 0.0))
+    scale = g.const(np.exp2(shift.astype(np.float64)), np.float32)
+    zero = g.const(np.zeros(c), np.int8)
+    q = g.node("QuantizeLinear", [g.node("Add", [v, half]), scale, zero], axis=1)
+    return g.node(
+        "Clip", [q, g.const(np.array(clamp[0]), np.int8), g.const(np.array(clamp[1]), np.int8)]
+    )
+
+
 def _op(
     g: _G, program: Program, op: Operation, values: dict[str, _Value], fused: dict[str, Operation]
 ) -> _Value:
@@ -294,7 +334,10 @@ def _op(
         gamma = g.const(p["gamma"].reshape(c, c, 1, 1))
         n = g.node("Conv", [q, gamma, g.const(p["beta"])])
         r = g.node("Floor", [g.node("Sqrt", [n])])
-        out = _Value(_requant(g, _Value(g.node("Mul", [x.name, r])), p["shift"], a["clamp"], True))
+        xr = g.node("Mul", [x.name, r])
+        if _igdn_to_plane(g, program, op):
+            return _Value(_round_to_plane(g, xr, p["shift"], a["clamp"]), plane=True)
+        out = _Value(_requant(g, _Value(xr), p["shift"], a["clamp"], True))
     else:
         x, other = _weave(g, x), _weave(g, values[op.inputs[1]])
         out = _Value(g.node("Add" if op.op == "add" else "Mul", [x.name, other.name]))
@@ -311,6 +354,9 @@ def build_model(program: Program) -> tuple[bytes, dict[str, int]]:
     g = _G(ftype, PLANE_BITS)
     values = {program.input_name: _Value("symbols")}
     fused = requantize_readers(program)
+    for op in program.operations:
+        for v in op.inputs:
+            g.readers.setdefault(v, []).append(op)
     for op in program.operations:
         values[op.output] = _op(g, program, op, values, fused)
     out = _weave(g, values[program.output_name])

@@ -109,6 +109,7 @@ class Program:
     bounds: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     accumulators: Mapping[str, int] = field(default_factory=dict)
     largest: int = 0  # the largest |value|, |intermediate| or |partial sum| the rule proved
+    roots_products: Mapping[str, int] = field(default_factory=dict)  # igdn → its largest |x·r|
 
     @property
     def float32_exact(self) -> bool:

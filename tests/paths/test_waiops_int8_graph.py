@@ -147,6 +147,55 @@ def test_an_inverse_gdn_past_2_24_is_refused_and_the_chooser_falls_back() -> Non
     assert choose.engine_name(choose.build(program)) == "float32"  # 2.5 products a MAC
 
 
+def test_an_inverse_gdn_s_rounding_to_a_plane_is_exact_at_every_tie() -> None:
+    """``QuantizeLinear`` of ``v + 1/2`` (the inverse GDN's last step, when only convolutions
+    read it) is ``clamp(round_shift(v, s), −64, 64)`` for every shift, at and beside every tie,
+    for negatives, and at ``|v|`` up to 2^23 − 1."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    shift = np.arange(15)
+    rng = np.random.default_rng(4)
+    ties = [(k << s >> 1) + d for s in shift for k in range(-140, 141) for d in (-1, 0, 1)]
+    n = len(ties) // len(shift)
+    v = np.concatenate(
+        [
+            np.array(ties).reshape(len(shift), n),
+            rng.integers(-(1 << 23) + 1, 1 << 23, (len(shift), 4096)),
+        ],
+        axis=1,
+    )
+    g = int8_graph._G(np.float32, 7)
+    out = int8_graph._round_to_plane(g, "v", shift, [-64, 64])
+    graph = helper.make_graph(
+        g.nodes,
+        "round",
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, len(shift), None, 1])],
+        [helper.make_tensor_value_info(out, TensorProto.INT8, None)],
+        g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", int8_graph.OPSET)])
+    model.ir_version = 8
+    session = ort.InferenceSession(
+        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+    )
+    (got,) = session.run(None, {"v": v[None, :, :, None].astype(np.float32)})
+    half = np.where(shift > 0, 1 << np.maximum(shift - 1, 0), 0)[:, None]
+    want = np.clip((v + half) >> shift[:, None], -64, 64)
+    assert np.array_equal(np.asarray(got)[0, :, :, 0], want)
+
+
+def test_the_bundled_set_s_inverse_gdns_end_in_its_planes() -> None:
+    """Every inverse GDN of the int8-units set feeds a convolution one plane wide with
+    ``|x · r|`` below 2^23: each ends in ``QuantizeLinear``, the next ``ConvInteger``'s input."""
+    import onnx
+
+    units = _set_program(sets_dir() / "int-synth-int8-units-demo-q3")
+    assert max(units.roots_products.values()) < 1 << 23
+    model = onnx.load_from_string(int8_graph.build_model(units)[0])
+    assert sum(node.op_type == "QuantizeLinear" for node in model.graph.node) == 3
+
+
 def _set_program(folder: Path) -> Program:
     (program,) = folder.glob("*.wai-ops.json")
     weights = program.with_name(program.name.removesuffix(".wai-ops.json") + ".safetensors")
