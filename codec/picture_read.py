@@ -18,11 +18,6 @@ import numpy.typing as npt
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch.errors import TooLarge
 
-__all__ = [
-    "CONVERTED", "FORMATS", "SIXTEEN_BIT_GREY", "PictureInvalid", "PictureOverLimits",
-    "read_picture",
-]  # fmt: skip
-
 #: Pillow's names of the formats ``encode`` reads; any other is ``picture_invalid``.
 FORMATS = ("PNG", "JPEG", "PPM")
 

@@ -24,8 +24,6 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "StrictJSONError", "loads"]
-
 #: Nesting allowed by default: every document we define is far shallower.
 MAX_DEPTH = 64
 #: Digits an integer may have (its sign aside): uint64's largest has 20.

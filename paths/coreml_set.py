@@ -17,18 +17,6 @@ from wai_dispatch.dispatch import Placement
 from wai_dispatch.paths.job import SetFiles
 from wai_dispatch.setfacts.facts import SetFacts
 
-__all__ = [
-    "FACTS_KEY",
-    "SPEC_FILE",
-    "WEIGHTS_FILE",
-    "ProgramFiles",
-    "ProgramInput",
-    "placement_from_plan",
-    "program_shape",
-    "read_program_input",
-    "write_package",
-]
-
 #: §6.1: the two files a set holds a program for the runtime in, when its facts name none.
 SPEC_FILE = "decoder.mlmodel"
 WEIGHTS_FILE = "decoder.weight.bin"

@@ -23,7 +23,7 @@ from wai_dispatch.dispatch import (
     strictjson,
 )
 from wai_dispatch.dispatch.errors import InvalidArgument
-from wai_dispatch.paths.coreml import program_shape
+from wai_dispatch.paths.coreml_set import program_shape
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.registry import absent_reason
 from wai_dispatch.service.decoding.prepare import Machine

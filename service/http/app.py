@@ -67,8 +67,6 @@ from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
 
-__all__ = ["Service", "create_app", "error_body", "start"]
-
 log = logging.getLogger("wai_dispatch.service")
 
 

@@ -66,19 +66,6 @@ from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.request_errors import NO_ROUTE
 
-__all__ = [
-    "MAX_TEXT",
-    "BodyBudget",
-    "ReadTimeouts",
-    "RequestId",
-    "checked_text",
-    "error_code",
-    "incoming_id",
-    "read_timeouts",
-    "route_of",
-    "text_problem",
-]
-
 # --- text at the edge -------------------------------------------------------------------------
 
 #: The longest query or path parameter value (or name) the service reads, in characters; a

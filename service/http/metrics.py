@@ -19,7 +19,6 @@ import threading
 from collections.abc import Callable
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -32,8 +31,6 @@ from prometheus_client import (
 
 from wai_dispatch import __version__
 from wai_dispatch.service.usecase.decode import DecodeDone, NoPathFound
-
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics", "multiprocess_on"]
 
 _BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 

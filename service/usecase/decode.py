@@ -41,20 +41,6 @@ from wai_dispatch.service.decoding.prepare import Estimate, Prepared, estimate
 from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PartResult
 from wai_dispatch.service.store.records import ReportRecord, records_for, request_digest
 
-__all__ = [
-    "DecodeDone",
-    "DecodeRequest",
-    "Gate",
-    "Meter",
-    "NoPathFound",
-    "Outcome",
-    "RecordWriter",
-    "decode",
-    "decode_here",
-    "prepare",
-    "run",
-]
-
 log = logging.getLogger("wai_dispatch.decode")
 T = TypeVar("T")
 

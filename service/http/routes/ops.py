@@ -13,10 +13,10 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.service.http.deps import MetricsDep, ServiceDep
-from wai_dispatch.service.http.metrics import CONTENT_TYPE_LATEST
 
 router = APIRouter(tags=["operations"])
 
