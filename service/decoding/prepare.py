@@ -57,12 +57,22 @@ from wai_dispatch.dispatch import Adapter, Code, DispatchPath, Offer, Pin, Regis
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import LRU
-from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
+from wai_dispatch.paths.waiops.adapter import load_set_program, program_spec
 from wai_dispatch.service.decoding.errors import LatentOverLimit, MemoryOverBudget, TimeOverLimit
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import failure_text
 from wai_dispatch.setfacts.limits import Limits
+
+
+def check_programs(files: SetFiles) -> None:
+    """Raise the typed error of the first program of ``files`` that does not load, so that a
+    broken one is refused as its set loads instead of a later ``dispatch_backend_failed``. Only
+    exact, cheap checks run here: today ``wai-ops/1`` (format, weights, the bound rule); ONNX and
+    Core ML programs are read by their runtimes."""
+    if program_spec(files) is not None:
+        load_set_program(files)
+
 
 #: A decoder's synthesis job for a set's files, a latent and its symbols (``Decoder.job``: its
 #: tile budget, the ONNX path's cache folder and its wai-ops engine go with it).
