@@ -179,10 +179,14 @@ def log_failures(capability: str, failures: Mapping[DispatchPath, BaseException]
     logged with its path (a typed error as one line, anything else with its traceback)."""
     for path, exc in failures.items():
         log.warning(
-            "%s: path %s refused: %s: %s", capability, path, Code.BACKEND_FAILED,
-            failure_text(exc), exc_info=None if isinstance(exc, WaiError) else exc,
+            "%s: path %s refused: %s: %s",
+            capability,
+            path,
+            Code.BACKEND_FAILED,
+            failure_text(exc),
+            exc_info=None if isinstance(exc, WaiError) else exc,
             extra={"dispatch_path": str(path), "capability": capability},
-        )  # fmt: skip
+        )
 
 
 class OpenedSets:

@@ -169,8 +169,9 @@ def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetS
     )
     try:
         for folder, problem in sets.bootstrap().items():
-            log.warning("bundled set %s not installed: %s: %s", folder, problem.code,
-                        problem.message)  # fmt: skip
+            log.warning(
+                "bundled set %s not installed: %s: %s", folder, problem.code, problem.message
+            )
     except StoreDown as exc:
         # The sets are the cache's as last synced (the bundled ones, unless removed, on a
         # first start) until the sync's thread reaches the registry and bootstraps.
@@ -224,8 +225,11 @@ def _ensure_admin(store: ReportStore, settings: Settings) -> None:
     except SQLAlchemyError as exc:
         raise StoreDown(str(exc).splitlines()[0]) from exc
     if written is not None:
-        log.warning("first start: an admin token was written to %s", written, extra={
-            "admin_token_file": str(written)})  # fmt: skip
+        log.warning(
+            "first start: an admin token was written to %s",
+            written,
+            extra={"admin_token_file": str(written)},
+        )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

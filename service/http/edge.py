@@ -180,10 +180,13 @@ class RequestId:
             if scope["path"] not in ("/healthz", "/metrics"):
                 client = scope.get("client")
                 extra = {
-                    "request_id": rid, "method": scope["method"], "path": scope["path"],
-                    "status": status, "ms": round((time.perf_counter() - start) * 1000, 2),
+                    "request_id": rid,
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "ms": round((time.perf_counter() - start) * 1000, 2),
                     "client": f"{client[0]}:{client[1]}" if client else None,
-                }  # fmt: skip
+                }
                 who = state.get("principal")
                 if who is not None:
                     extra["sink" if who.role == Role.sink else "principal"] = who.name
@@ -199,8 +202,15 @@ def _note(scope: Scope, status: int, code: str, rid: str) -> None:
         return
     who = scope.get("state", {}).get("principal")
     sink = who.name if who is not None and who.role == Role.sink else None
-    errors.note(status, code, sink=sink, request_id=rid, method=scope["method"],
-                path=scope["path"], route=route_of(scope))  # fmt: skip
+    errors.note(
+        status,
+        code,
+        sink=sink,
+        request_id=rid,
+        method=scope["method"],
+        path=scope["path"],
+        route=route_of(scope),
+    )
 
 
 def route_of(scope: Scope) -> str:

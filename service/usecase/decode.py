@@ -251,8 +251,10 @@ def _log(request: DecodeRequest, outcome: DecodeDone | NoPathFound) -> None:
         log.info("decode", extra={**extra, "outcome": "no_path"})
         return
     last = outcome.records[-1]
-    log.info("decode", extra={**extra, "outcome": "decoded", "path": last.path_ran,
-                              "ms": last.duration_ms})  # fmt: skip
+    log.info(
+        "decode",
+        extra={**extra, "outcome": "decoded", "path": last.path_ran, "ms": last.duration_ms},
+    )
 
 
 def _records(

@@ -55,8 +55,9 @@ async def readyz(service: ServiceDep) -> JSONResponse:
     body["free_bytes"] = free
     low = [
         f"the {name} volume has {n} bytes free, under min_free_bytes={floor}"
-        for name, n in free.items() if n is not None and n < floor
-    ]  # fmt: skip
+        for name, n in free.items()
+        if n is not None and n < floor
+    ]
     # Ready: this replica can decode every set the registry listed at its last sync (each in
     # the cache and whole); before the registry was first read (down since the start), the
     # cache's sets as last synced, at least one
