@@ -276,7 +276,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def _count(request: Request, code: str, status: int) -> None:
+def _count(request: Request, code: str) -> None:
     """Count an error answer in ``/metrics`` (every 4xx answered, whoever answered it, is noted
     for the dashboard by the request-id middleware: service/http/edge.py)."""
     service = getattr(request.app.state, "service", None)
@@ -299,7 +299,7 @@ def _respond(request: Request, error: WaiError, status: int | None = None) -> JS
     """The answer to ``error``: its status (its class's unless given), its code and message,
     its headers (``Retry-After`` included), counted in ``/metrics``."""
     status = status_of(type(error)) if status is None else status
-    _count(request, error.code, status)
+    _count(request, error.code)
     body = error_body(request, error.code, error.message)
     return JSONResponse(body, status, headers=headers_of(error) or None)
 
