@@ -227,9 +227,9 @@ class OpenedSets:
         check_pin(opened.files.manifest, pin)
         return opened
 
-    def loaded(self, digest: str, pin: Pin | None = None) -> LoadedSet:
+    def loaded(self, digest: str) -> LoadedSet:
         """The installed set ``digest`` (or a unique prefix), verified once and kept."""
-        return self.get(self.store.resolve(digest), pin).files
+        return self.get(self.store.resolve(digest), None).files
 
     def for_part(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
         """A part's set: the one it names, else the store's default for its capability; its

@@ -231,10 +231,10 @@ def decode_here(
     return outcome
 
 
-def local_request(body: bytes, *, sink: str = "local") -> DecodeRequest:
-    """A request for a decode in this process (the CLI's): the format told from the bytes,
-    a fresh request id."""
-    return DecodeRequest(body, None, sink, str(uuid.uuid4()))
+def local_request(body: bytes) -> DecodeRequest:
+    """A request for a decode in this process (the CLI's), filed under the sink ``local``: the
+    format told from the bytes, a fresh request id."""
+    return DecodeRequest(body, None, "local", str(uuid.uuid4()))
 
 
 def _parse(decoder: Decoder, request: DecodeRequest) -> Envelope:
