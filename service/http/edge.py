@@ -258,8 +258,8 @@ def _settings() -> Settings:
 
 class ReadTimeouts(H11Protocol):
     """uvicorn's h11 protocol with a header and a body read deadline per request (the
-    process's settings ``header_timeout_s`` and ``body_timeout_s`` unless a subclass says,
-    :func:`read_timeouts`)."""
+    process's settings ``header_timeout_s`` and ``body_timeout_s`` unless a subclass sets
+    these class attributes: tests/service/http/test_slow_clients.py)."""
 
     header_timeout_s: ClassVar[float | None] = None
     body_timeout_s: ClassVar[float | None] = None
@@ -331,15 +331,6 @@ class ReadTimeouts(H11Protocol):
                 b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
             )
         self.transport.close()
-
-
-def read_timeouts(header_timeout_s: float, body_timeout_s: float) -> type[ReadTimeouts]:
-    """:class:`ReadTimeouts` with these deadlines (an in-process server, a test)."""
-    return type(
-        "ReadTimeoutsOf",
-        (ReadTimeouts,),
-        {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s},
-    )
 
 
 class BodyBudget:
