@@ -10,7 +10,6 @@ With :mod:`service.settings`, the one other module that reads a ``WAI_*`` variab
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 TOKEN_ENV = "WAI_TOKEN"
@@ -22,13 +21,13 @@ class ClientSettingsInvalid(ValueError):
     """The ``WAI_CONFIG`` file does not read, or holds a token that is not a string."""
 
 
-def _environ(environ: Mapping[str, str], name: str) -> str | None:
-    found = [value for key, value in environ.items() if key.upper() == name]
+def _environ(name: str) -> str | None:
+    found = [value for key, value in os.environ.items() if key.upper() == name]
     return found[-1] if found else None
 
 
-def _config(environ: Mapping[str, str]) -> dict[str, object]:
-    path = environ.get(CONFIG_ENV)
+def _config() -> dict[str, object]:
+    path = os.environ.get(CONFIG_ENV)
     if not path:
         return {}
     import tomllib  # only when a WAI_CONFIG file is named (~5 ms: the client's start-up)
@@ -41,16 +40,12 @@ def _config(environ: Mapping[str, str]) -> dict[str, object]:
         ) from None
 
 
-def bearer(
-    token: str | None = None,
-    token_file: Path | str | None = None,
-    environ: Mapping[str, str] = os.environ,
-) -> str | None:
+def bearer(token: str | None = None, token_file: Path | str | None = None) -> str | None:
     """The client's bearer token: ``token`` (the flag, else ``WAI_TOKEN``, else the config
     file's ``token``), stripped, when not blank; else the contents of ``token_file`` (the flag,
     ``WAI_TOKEN_FILE``, the file's ``token_file``), stripped; else ``None``."""
-    config = _config(environ)
-    chosen = token if token is not None else _environ(environ, TOKEN_ENV)
+    config = _config()
+    chosen = token if token is not None else _environ(TOKEN_ENV)
     in_file = config.get("token")
     if chosen is None and in_file is not None:
         if not isinstance(in_file, str):
@@ -58,7 +53,7 @@ def bearer(
         chosen = in_file
     if chosen and chosen.strip():
         return chosen.strip()
-    where = token_file if token_file is not None else _environ(environ, TOKEN_FILE_ENV)
+    where = token_file if token_file is not None else _environ(TOKEN_FILE_ENV)
     if where is None and config.get("token_file") is not None:
         where = str(config["token_file"])
     return Path(where).read_text().strip() if where else None

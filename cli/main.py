@@ -20,8 +20,6 @@ TYPE_CHECKING = False  # typing's own costs ~4 ms of the sink client's start-up
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["build_parser", "main"]
-
 
 class _Version(argparse.Action):
     """``--version``: the installed distribution's version, looked up only when asked."""

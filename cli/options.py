@@ -11,8 +11,6 @@ from typing import Any
 
 from wai_dispatch.service.settings import Settings, load
 
-__all__ = ["emit", "overrides", "settings"]
-
 
 def _warn(line: str) -> None:
     print(f"wai-dispatch: warning: {line}", file=sys.stderr)

@@ -17,8 +17,6 @@ from wai_dispatch.cli.remote import verdict_text
 from wai_dispatch.codec.files import FileError
 from wai_dispatch.service.governance import judge, load_policy, loads_run_report
 
-EXIT_REFUSED = EXIT_NO
-
 
 def _history(args: argparse.Namespace) -> Any:
     """The policy's versions in the report store (migrated first, as ``serve`` would). The
@@ -75,4 +73,4 @@ def run_check(args: argparse.Namespace) -> int:
     verdict = judge(run, policy, policy_version=number)
     doc = verdict.to_json()
     emit(args, doc, verdict_text(doc))
-    return 0 if verdict.accepted else EXIT_REFUSED
+    return 0 if verdict.accepted else EXIT_NO  # refused: a negative answer

@@ -95,11 +95,11 @@ class _Above(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def spinner(label: str, stream: TextIO | None = None) -> Iterator[Bar]:
+def spinner(label: str) -> Iterator[Bar]:
     """Work of unknown length: on a terminal, a line with the time taken, redrawn every
     quarter second, the work's own stderr lines printed above it; elsewhere nothing at all
     (the work's lines pass through as they are)."""
-    under = sys.stderr if stream is None else stream
+    under = sys.stderr
     shown = Bar(label, None, under)
     if not shown.enabled:
         yield shown

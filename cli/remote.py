@@ -86,24 +86,6 @@ class RemoteInvalid(RemoteUnreachable):
     code = "remote_invalid"
 
 
-#: Every code this module gives its errors (tests/cli/test_cli_remote.py: all in the registry).
-CODES = frozenset(
-    {
-        "io_failed",
-        "remote_error",
-        "remote_unreachable",
-        "remote_invalid",
-        "settings_invalid",
-        "file_unreadable",
-        "file_not_regular",
-        "file_unwritable",
-        "output_is_input",
-        "envelope_too_large",
-        "file_too_large",
-    }
-)
-
-
 def call(
     url: str,
     route: str,

@@ -8,8 +8,6 @@ import os
 import time
 from collections.abc import Callable
 
-__all__ = ["RETRY_STATUSES", "backoff", "http_date", "retry_after"]
-
 #: Statuses worth another attempt: the service is busy or a proxy lost it for a moment.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 BACKOFF_BASE_S = 0.5

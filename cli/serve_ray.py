@@ -18,8 +18,6 @@ from typing import Any
 from wai_dispatch.cli.errors import RayMissing, RayUnreachable, UsageError
 from wai_dispatch.service.settings import HANDOVER_ENV, Settings, handed_over
 
-__all__ = ["IMPORT_PATH", "deploy", "plan_args", "reachable", "run_ray"]
-
 #: The application builder (service/rayserve/deployment.py), as ``serve run`` names it.
 IMPORT_PATH = "wai_dispatch.service.rayserve.deployment:build"
 APP_NAME = "wai-dispatch"

@@ -67,7 +67,10 @@ class OutputIsInput(FileError):
     code = "output_is_input"
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` is, in words, when it is not a regular file."""
+    if stat.S_ISLNK(mode):
+        return "a link"
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -101,7 +104,7 @@ def read_regular(
     except OSError as exc:
         raise FileError(f"cannot read {what} {path}: {_why(exc)}") from None
     if not stat.S_ISREG(before.st_mode):
-        raise FileNotRegular(f"{what} {path} is {_kind(before.st_mode)}, not a regular file")
+        raise FileNotRegular(f"{what} {path} is {file_kind(before.st_mode)}, not a regular file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
@@ -109,7 +112,7 @@ def read_regular(
     try:
         after = os.fstat(fd)
         if not stat.S_ISREG(after.st_mode):
-            raise FileNotRegular(f"{what} {path} is {_kind(after.st_mode)}, not a regular file")
+            raise FileNotRegular(f"{what} {path} is {file_kind(after.st_mode)}, not a regular file")
         if after.st_size > limit:
             raise too_large(f"{what} {path}: {after.st_size} bytes, over the limit of {limit}")
         chunks: list[bytes] = []
@@ -146,7 +149,7 @@ def check_output(path: Path, *, inputs: Iterable[Path] = ()) -> None:
         raise FileUnwritable(f"cannot write {path}: {_why(exc)}") from None
     if target is not None:
         if not stat.S_ISREG(target.st_mode):
-            raise FileUnwritable(f"cannot write {path}: it is {_kind(target.st_mode)}")
+            raise FileUnwritable(f"cannot write {path}: it is {file_kind(target.st_mode)}")
         for source in inputs:
             try:
                 same = _same_file(target, os.stat(source))

@@ -19,34 +19,20 @@ from wai_dispatch.codec import picture_size
 from wai_dispatch.codec.errors import (
     CodecError,
     PayloadEscapeInvalid,
-    PayloadMagic,
-    PayloadTrailing,
-    PayloadVersion,
-    ShapeOverLimits,
-)
-from wai_dispatch.codec.payload import (
     PayloadFormatError,
     PayloadLengthError,
     PayloadLimitError,
+    PayloadMagic,
     PayloadStreamError,
     PayloadTablesMismatch,
+    PayloadTrailing,
+    PayloadVersion,
+    ShapeOverLimits,
     SymbolsError,
 )
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.codec.varints import read_varints, write_varints
 from wai_dispatch.setfacts.limits import Limits
-
-__all__ = [
-    "HEADER_SIZE",
-    "MAGIC",
-    "UPSAMPLING",
-    "HyperHeader",
-    "decode_y",
-    "decode_z",
-    "encode",
-    "read_header",
-    "symbols_digest",
-]
 
 _DEFAULT_LIMITS: Final = Limits()
 MAGIC = b"WAIH"

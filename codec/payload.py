@@ -18,7 +18,6 @@ import numpy.typing as npt
 from wai_dispatch.codec import picture_size
 from wai_dispatch.codec.errors import (
     CodecError,
-    PayloadError,
     PayloadEscapeInvalid,
     PayloadFormatError,
     PayloadLengthError,
@@ -34,28 +33,6 @@ from wai_dispatch.codec.errors import (
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.codec.varints import MAX_VARINT_BYTES, read_varints, write_varints
 from wai_dispatch.setfacts.limits import Limits
-
-__all__ = [
-    "HEADER_SIZE",
-    "MAGIC",
-    "PICTURE_VERSION",
-    "VERSION",
-    "EntropyResult",
-    "Header",
-    "PayloadError",
-    "PayloadFormatError",
-    "PayloadLengthError",
-    "PayloadLimitError",
-    "PayloadStreamError",
-    "PayloadTablesMismatch",
-    "SymbolsError",
-    "decode",
-    "encode",
-    "entropy_stage",
-    "latent",
-    "read_header",
-    "symbols_digest",
-]
 
 _DEFAULT_LIMITS: Final = Limits()
 MAGIC = b"WAIP"

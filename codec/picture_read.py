@@ -18,11 +18,6 @@ import numpy.typing as npt
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.dispatch.errors import TooLarge
 
-__all__ = [
-    "CONVERTED", "FORMATS", "SIXTEEN_BIT_GREY", "PictureInvalid", "PictureOverLimits",
-    "read_picture",
-]  # fmt: skip
-
 #: Pillow's names of the formats ``encode`` reads; any other is ``picture_invalid``.
 FORMATS = ("PNG", "JPEG", "PPM")
 
@@ -42,8 +37,9 @@ class PictureOverLimits(TooLarge, CodecError):
 
 #: Modes Pillow converts to RGB8 itself: bilevel (0 or 255), grey, palette, RGB; an alpha or
 #: padding channel is dropped (not composited); CMYK and YCbCr by Pillow's conversion.
-CONVERTED = frozenset({"1", "L", "LA", "La", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK",
-                       "YCbCr"})  # fmt: skip
+CONVERTED = frozenset(
+    {"1", "L", "LA", "La", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr"}
+)
 #: 16-bit grey (PNG's, and PGM's over 255 as Pillow's mode I): scaled like 16-bit RGB,
 #: ``round(v × 255 / 65535)``, into each of R, G and B. Pillow's own conversion clips them.
 SIXTEEN_BIT_GREY = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})

@@ -9,8 +9,6 @@ import struct
 
 from wai_dispatch.codec.errors import PayloadFormatError, SymbolsError
 
-__all__ = ["FIELD", "read", "to_bytes"]
-
 #: The field: width, then height.
 FIELD = struct.Struct("<II")
 

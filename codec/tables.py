@@ -20,8 +20,6 @@ from wai_dispatch.codec.sets.loaded import LoadedSet
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.setfacts.limits import Limits
 
-__all__ = ["FORMAT", "EntropyTables", "TablesError", "laplacian_tables", "tables_of"]
-
 _DEFAULT_LIMITS: Final = Limits()
 FORMAT = "wai-entropy-tables/1"
 # constriction's default ANS coder works at 24-bit precision; a 16-bit table is exact there as

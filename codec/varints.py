@@ -9,8 +9,6 @@ import numpy.typing as npt
 
 from wai_dispatch.codec.errors import PayloadEscapeInvalid
 
-__all__ = ["MAX_VARINT_BYTES", "read_varints", "write_varints"]
-
 MAX_VARINT_BYTES = 5  # 7 * 5 = 35 bits hold every escape of an int32 symbol
 
 

@@ -9,7 +9,7 @@ Refused, each with a :class:`StrictJSONError` (a ``ValueError``) that says why:
 - the constants ``NaN``, ``Infinity`` and ``-Infinity``, and a float that overflows to ±inf;
 - an integer of more than :data:`MAX_INT_DIGITS` digits (nothing we store is wider than 64 bits;
   a 5,000-digit number is refused before Python converts it);
-- nesting deeper than ``max_depth`` (default :data:`MAX_DEPTH`), checked before the parser
+- nesting deeper than :data:`MAX_DEPTH`, checked before the parser
   recurses, so a 100,000-deep body never reaches Python's recursion limit;
 - a text longer than ``max_bytes`` when given.
 
@@ -23,8 +23,6 @@ import json
 import math
 import re
 from typing import Any
-
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "StrictJSONError", "loads"]
 
 #: Nesting allowed by default: every document we define is far shallower.
 MAX_DEPTH = 64
@@ -42,7 +40,6 @@ class StrictJSONError(ValueError):
 def loads(
     data: str | bytes | bytearray | memoryview,
     *,
-    max_depth: int = MAX_DEPTH,
     max_bytes: int | None = None,
 ) -> Any:
     """Parse ``data`` as strict JSON (see the module's list of what is refused)."""
@@ -59,7 +56,7 @@ def loads(
             raise StrictJSONError(f"not UTF-8 (byte {exc.start})") from None
     if max_bytes is not None and len(raw) > max_bytes:
         raise StrictJSONError(f"{len(raw)} bytes, over the limit of {max_bytes}")
-    _check_depth(raw, max_depth)
+    _check_depth(raw)
     value = json.loads(
         text,
         object_pairs_hook=_no_duplicates,
@@ -72,16 +69,16 @@ def loads(
     return value
 
 
-def _check_depth(raw: bytes, max_depth: int) -> None:
-    if raw.count(b"[") + raw.count(b"{") <= max_depth:
+def _check_depth(raw: bytes) -> None:
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
         return  # too few brackets to nest that deep (the common case: one C pass)
     depth = 0
     for match in _TOKENS.finditer(raw):
         token = match.group()
         if token in (b"[", b"{"):
             depth += 1
-            if depth > max_depth:
-                raise StrictJSONError(f"nested deeper than {max_depth}")
+            if depth > MAX_DEPTH:
+                raise StrictJSONError(f"nested deeper than {MAX_DEPTH}")
         elif token in (b"]", b"}"):
             depth -= 1
 

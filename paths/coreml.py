@@ -25,9 +25,6 @@ import numpy as np
 
 from wai_dispatch.dispatch import NPU_MODEL_RUNTIME, BackendFailed, DispatchPath, Placement
 from wai_dispatch.paths.coreml_set import (
-    FACTS_KEY,
-    SPEC_FILE,
-    WEIGHTS_FILE,
     ProgramFiles,
     ProgramInput,
     placement_from_plan,
@@ -37,25 +34,6 @@ from wai_dispatch.paths.coreml_set import (
 )
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import DEFAULT_PROGRAM_BYTES, LRU, Programs, program_bytes
-
-__all__ = [
-    "FACTS_KEY",
-    "MIN_MACOS",
-    "SPEC_FILE",
-    "WEIGHTS_FILE",
-    "CoreMLAdapter",
-    "CoreMLRuntime",
-    "NativeCoreML",
-    "ProgramFiles",
-    "ProgramInput",
-    "ScriptedCoreML",
-    "coreml_absent_reason",
-    "placement_from_plan",
-    "program_shape",
-    "read_program_input",
-    "write_package",
-]
-
 
 # --- the adapter ------------------------------------------------------------------------------
 

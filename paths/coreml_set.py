@@ -17,18 +17,6 @@ from wai_dispatch.dispatch import Placement
 from wai_dispatch.paths.job import SetFiles
 from wai_dispatch.setfacts.facts import SetFacts
 
-__all__ = [
-    "FACTS_KEY",
-    "SPEC_FILE",
-    "WEIGHTS_FILE",
-    "ProgramFiles",
-    "ProgramInput",
-    "placement_from_plan",
-    "program_shape",
-    "read_program_input",
-    "write_package",
-]
-
 #: §6.1: the two files a set holds a program for the runtime in, when its facts name none.
 SPEC_FILE = "decoder.mlmodel"
 WEIGHTS_FILE = "decoder.weight.bin"
@@ -180,13 +168,11 @@ def program_shape(set_files: SetFiles) -> tuple[int, ...] | None:
 # --- the package the sink places the set's bytes in (§6.1) ----------------------------------
 
 
-def write_package(
-    directory: str | Path, spec_bytes: bytes, weight_bytes: bytes, name: str = "decoder"
-) -> Path:
-    """Write ``<directory>/<name>.mlpackage`` holding exactly these bytes, laid out as
+def write_package(directory: str | Path, spec_bytes: bytes, weight_bytes: bytes) -> Path:
+    """Write ``<directory>/decoder.mlpackage`` holding exactly these bytes, laid out as
     coremltools saves a package (the specification, and the weight file where the program's
     ``@model_path/weights/weight.bin`` references resolve), and return its path."""
-    package = Path(directory) / f"{name}.mlpackage"
+    package = Path(directory) / "decoder.mlpackage"
     data = package / "Data" / "com.apple.CoreML"
     (data / "weights").mkdir(parents=True)
     (data / "model.mlmodel").write_bytes(spec_bytes)

@@ -12,8 +12,6 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
-__all__ = ["DEFAULT_PROGRAM_BYTES", "LRU", "Programs", "program_bytes"]
-
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 

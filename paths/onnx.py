@@ -48,19 +48,6 @@ from wai_dispatch.paths.onnx_placement import (
 from wai_dispatch.paths.onnx_rewrite import rewrite_model
 from wai_dispatch.paths.tiling import Reach, onnx_layers, plan, reach, run_tiled
 
-__all__ = [
-    "PROGRAM_KEY",
-    "SHRINK_ARENA_ABOVE",
-    "OnnxRuntimeAdapter",
-    "arena_shrink_options",
-    "configure_thread_pool",
-    "placement_from_trace",
-    "placement_of_program",
-    "program_operations",
-    "request_thread_pool",
-    "shared_session_options",
-]
-
 #: The key of this backend's program in a set's ``programs`` fact.
 PROGRAM_KEY = "onnx-runtime"
 

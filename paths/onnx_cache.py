@@ -23,8 +23,6 @@ import blake3
 from wai_dispatch.dispatch import strictjson
 from wai_dispatch.paths.tiling import Reach
 
-__all__ = ["FORMAT", "Prepared", "cache_dir", "load", "store"]
-
 #: Bumped whenever the rewrite or the facts change what they produce.
 FORMAT = "onnx-prepared-1"
 

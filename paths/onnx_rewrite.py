@@ -19,19 +19,6 @@ if TYPE_CHECKING:  # annotations only: onnx itself loads when a session build re
     import onnx
     from onnx import TensorProto
 
-__all__ = [
-    "GLUES",
-    "SPLIT_MIN_CHANNELS",
-    "Phases",
-    "initializer_array",
-    "phase_split_weights",
-    "phase_weights",
-    "phase_window",
-    "phases",
-    "rewrite_model",
-    "shuffle_weights",
-]
-
 
 @dataclass(frozen=True)
 class Phases:

@@ -37,19 +37,16 @@ def _coreml(programs: Programs) -> Adapter:
 
 
 def _wai_ops(programs: Programs) -> Adapter:
-    adapter: Adapter = WaiOpsAdapter(programs)
-    return adapter
+    return WaiOpsAdapter(programs)
 
 
 def _wgsl(programs: Programs) -> Adapter:
-    adapter: Adapter = WgslAdapter(programs=programs)
-    return adapter
+    return WgslAdapter(programs=programs)
 
 
 def _onnx(unit: Unit) -> Callable[[Programs], Adapter]:
     def build(programs: Programs) -> Adapter:
-        adapter: Adapter = OnnxRuntimeAdapter(unit=unit, programs=programs)
-        return adapter
+        return OnnxRuntimeAdapter(unit=unit, programs=programs)
 
     return build
 

@@ -18,19 +18,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "DEFAULT_TILE_BYTES",
-    "POINTWISE_ONNX",
-    "Layer",
-    "Reach",
-    "Tile",
-    "onnx_layers",
-    "plan",
-    "reach",
-    "run_tiled",
-    "waiops_layers",
-]
-
 MiB = 1024 * 1024
 #: One tile's activations at most, by default (the ``tile_bytes`` setting). The budget of a
 #: decode is its job's (:attr:`paths.job.SynthesisJob.tile_bytes`, the decoder's setting): no

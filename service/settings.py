@@ -433,8 +433,9 @@ def load(warn: Callable[[str], None] | None = None, **overrides: Any) -> Setting
     handed = os.environ.get(HANDOVER_ENV)
     if handed:
         try:
-            return Settings.model_validate({**Settings.model_validate_json(handed).model_dump(),
-                                            **given})  # fmt: skip
+            return Settings.model_validate(
+                {**Settings.model_validate_json(handed).model_dump(), **given}
+            )
         except ValidationError as exc:
             raise SettingsInvalid(_problem(e) for e in exc.errors()) from None
     for line in unknown_variables(os.environ):

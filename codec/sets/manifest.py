@@ -28,7 +28,6 @@ from wai_dispatch.codec.sets.errors import (
     ManifestInvalid,
     SetDigestInvalid,
     SetFileUnexpected,
-    SetTooLarge,
     SetUnsafeEntry,
     one_line,
 )
@@ -147,7 +146,7 @@ def hash_bytes(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
 
 
-def hash_file(path: Path, *, limit: int | None = None) -> tuple[str, int]:
+def hash_file(path: Path) -> tuple[str, int]:
     """BLAKE3 and size of a regular file, read without following a link (a FIFO or a device
     is :class:`codec.files.NotRegularFile`, never opened)."""
     hasher = blake3.blake3()
@@ -155,8 +154,6 @@ def hash_file(path: Path, *, limit: int | None = None) -> tuple[str, int]:
     with open_regular(path) as fh:
         while chunk := fh.read(_CHUNK):
             size += len(chunk)
-            if limit is not None and size > limit:
-                raise SetTooLarge(f"{path.name}: over the limit of {limit} bytes")
             hasher.update(chunk)
     return hasher.hexdigest(), size
 

@@ -12,25 +12,13 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
+from wai_dispatch.codec.files import file_kind
+
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 class NotRegularFile(OSError):
     """The path names a FIFO, a socket, a device, a directory or a link, not a regular file."""
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
 
 
 def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
@@ -43,7 +31,7 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     """
     before = os.lstat(path)
     if not stat.S_ISREG(before.st_mode):
-        raise NotRegularFile(errno.EINVAL, f"{_kind(before.st_mode)}, not a file", str(path))
+        raise NotRegularFile(errno.EINVAL, f"{file_kind(before.st_mode)}, not a file", str(path))
     try:
         fd = os.open(path, _FLAGS)
     except OSError as exc:

@@ -332,10 +332,10 @@ class SetStore:
 
     # -- internals
 
-    def _sweep(self, max_age_s: float = 3600.0) -> None:
+    def _sweep(self) -> None:
         # An install or removal killed midway (power loss, SIGKILL) leaves its dot-folder;
         # one untouched for an hour is no live operation's.
-        cutoff = time.time() - max_age_s
+        cutoff = time.time() - 3600.0
         for prefix in (".install-", ".remove-"):
             for leftover in self.root.glob(prefix + "*"):
                 try:

@@ -26,7 +26,7 @@ from wai_dispatch.paths.waiops import adapter as waiops_adapter
 from wai_dispatch.paths.waiops.run import check_input
 from wai_dispatch.paths.wgsl.descriptor import ShapeRefused
 from wai_dispatch.paths.wgsl.execute import plan_program, run_program
-from wai_dispatch.paths.wgsl.runner import GPU_TYPES, Runner, UnitAbsent
+from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
 
 
 @dataclass
@@ -166,6 +166,3 @@ class WgslAdapter:
             loaded = _Loaded(program, program_bytes(job.set_files.read(n) for n in names))
             self._programs.put(key, loaded, loaded.nbytes)
             return loaded
-
-
-__all__ = ["GPU_TYPES", "WgslAdapter"]

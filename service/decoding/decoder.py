@@ -184,10 +184,17 @@ class Decoder:
         if adapters is None:
             programs, adapters = path_registry.adapters_for(program_cache_bytes)
         return cls(
-            store, decoder_offer(offer, adapters), adapters, limits=limits, bundled=found,
-            programs=programs, png_level=png_level, tile_bytes=tile_bytes,
-            cache_dir=onnx_cache.cache_dir(data_dir), waiops_engine=waiops_engine,
-        )  # fmt: skip
+            store,
+            decoder_offer(offer, adapters),
+            adapters,
+            limits=limits,
+            bundled=found,
+            programs=programs,
+            png_level=png_level,
+            tile_bytes=tile_bytes,
+            cache_dir=onnx_cache.cache_dir(data_dir),
+            waiops_engine=waiops_engine,
+        )
 
     # -- decoding
 

@@ -33,8 +33,6 @@ from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 from wai_dispatch.setfacts.limits import Limits
 
-__all__ = ["FACT", "HyperStage", "hyper_facts", "scale_indexes"]
-
 FACT = "hyperprior"
 _MEMBERS = ("z_tables", "y_tables", "scale_index", "program", "weights")
 

@@ -23,7 +23,7 @@ from wai_dispatch.dispatch import (
     strictjson,
 )
 from wai_dispatch.dispatch.errors import InvalidArgument
-from wai_dispatch.paths.coreml import program_shape
+from wai_dispatch.paths.coreml_set import program_shape
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.registry import absent_reason
 from wai_dispatch.service.decoding.prepare import Machine
@@ -79,8 +79,13 @@ def _runtime_nodes(adapter: Any, job: SynthesisJob, path: DispatchPath) -> Place
     try:
         counts = nodes(job)
     except Exception as exc:  # the placement was answered; a statement beside it is optional
-        log.warning("path %s: the runtime's node counts not read: %s", path, failure_text(exc),
-                    exc_info=exc, extra={"dispatch_path": str(path)})  # fmt: skip
+        log.warning(
+            "path %s: the runtime's node counts not read: %s",
+            path,
+            failure_text(exc),
+            exc_info=exc,
+            extra={"dispatch_path": str(path)},
+        )
         return None
     return counts if isinstance(counts, Placement) else None
 
@@ -96,8 +101,12 @@ def _stated_shape(adapter: Adapter | None, files: LoadedSet, path: DispatchPath)
             shape = program_shape(files)
         except ValueError as exc:
             # the adapter says what is wrong with the program, as its refusal
-            log.info("path %s: the program states no input shape: %s", path, exc,
-                     extra={"dispatch_path": str(path)})  # fmt: skip
+            log.info(
+                "path %s: the program states no input shape: %s",
+                path,
+                exc,
+                extra={"dispatch_path": str(path)},
+            )
             shape = None
         if shape is not None:
             return shape

@@ -57,12 +57,22 @@ from wai_dispatch.dispatch import Adapter, Code, DispatchPath, Offer, Pin, Regis
 from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.lru import LRU
-from wai_dispatch.paths.programs import check_programs
 from wai_dispatch.paths.tiling import DEFAULT_TILE_BYTES
+from wai_dispatch.paths.waiops.adapter import load_set_program, program_spec
 from wai_dispatch.service.decoding.errors import LatentOverLimit, MemoryOverBudget, TimeOverLimit
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import failure_text
 from wai_dispatch.setfacts.limits import Limits
+
+
+def check_programs(files: SetFiles) -> None:
+    """Raise the typed error of the first program of ``files`` that does not load, so that a
+    broken one is refused as its set loads instead of a later ``dispatch_backend_failed``. Only
+    exact, cheap checks run here: today ``wai-ops/1`` (format, weights, the bound rule); ONNX and
+    Core ML programs are read by their runtimes."""
+    if program_spec(files) is not None:
+        load_set_program(files)
+
 
 #: A decoder's synthesis job for a set's files, a latent and its symbols (``Decoder.job``: its
 #: tile budget, the ONNX path's cache folder and its wai-ops engine go with it).
@@ -169,10 +179,14 @@ def log_failures(capability: str, failures: Mapping[DispatchPath, BaseException]
     logged with its path (a typed error as one line, anything else with its traceback)."""
     for path, exc in failures.items():
         log.warning(
-            "%s: path %s refused: %s: %s", capability, path, Code.BACKEND_FAILED,
-            failure_text(exc), exc_info=None if isinstance(exc, WaiError) else exc,
+            "%s: path %s refused: %s: %s",
+            capability,
+            path,
+            Code.BACKEND_FAILED,
+            failure_text(exc),
+            exc_info=None if isinstance(exc, WaiError) else exc,
             extra={"dispatch_path": str(path), "capability": capability},
-        )  # fmt: skip
+        )
 
 
 class OpenedSets:
@@ -213,9 +227,9 @@ class OpenedSets:
         check_pin(opened.files.manifest, pin)
         return opened
 
-    def loaded(self, digest: str, pin: Pin | None = None) -> LoadedSet:
+    def loaded(self, digest: str) -> LoadedSet:
         """The installed set ``digest`` (or a unique prefix), verified once and kept."""
-        return self.get(self.store.resolve(digest), pin).files
+        return self.get(self.store.resolve(digest), None).files
 
     def for_part(self, given: str | None, capability: str, pin: Pin | None) -> OpenedSet:
         """A part's set: the one it names, else the store's default for its capability; its

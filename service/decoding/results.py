@@ -21,8 +21,8 @@ import numpy as np
 from wai_dispatch.codec import hyperprior_payload as waih
 from wai_dispatch.codec import payload as waip
 from wai_dispatch.codec import picture_size
+from wai_dispatch.codec.errors import PayloadFormatError
 from wai_dispatch.codec.layout import DEFAULT_PNG_LEVEL
-from wai_dispatch.codec.payload import PayloadFormatError
 from wai_dispatch.codec.sets.errors import SetNotInstalled
 from wai_dispatch.dispatch import Code, DispatchPath, Placement, Report, WaiError
 from wai_dispatch.dispatch.errors import InvalidInput, UnknownCapability

@@ -46,7 +46,7 @@ from wai_dispatch.dispatch.errors import UnknownCapability, WaiError
 from wai_dispatch.paths.job import SetFiles, SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter
 from wai_dispatch.paths.waiops import choose as engines
-from wai_dispatch.paths.waiops.adapter import CPU_WAI_OPS_NAME, WaiOpsAdapter, load_set_program
+from wai_dispatch.paths.waiops.adapter import CPU_WAI_OPS_NAME, load_set_program
 from wai_dispatch.service.decoding.errors import SetPayloadInfoInvalid
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.prepare import Machine, OpenedSets
@@ -218,7 +218,6 @@ def verify_integer_set(
     set_files: SetFiles,
     tables: Any,
     corpora: Iterable[Path],
-    adapter: WaiOpsAdapter | None = None,
     waiops_engine: str = "auto",
 ) -> list[dict[str, Any]]:
     """One row per check: ``check``, ``ok`` and what was compared; the corpus runs on the

@@ -24,8 +24,6 @@ from wai_dispatch.dispatch.errors import WaiError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 
-__all__ = ["SIDE", "Warmed", "Warmup"]
-
 log = logging.getLogger("wai_dispatch.warm")
 
 #: The latent's height and width in a warming decode.

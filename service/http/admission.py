@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from wai_dispatch.service.decoding.errors import LatentOverLimit, MemoryOverBudget, TimeOverLimit
-from wai_dispatch.service.decoding.prepare import SECONDS_PER_PIXEL, Estimate, estimate
+from wai_dispatch.service.decoding.prepare import SECONDS_PER_PIXEL, Estimate
 from wai_dispatch.service.http.errors import (
     DecodeTimeout,
     MemoryBusy,
@@ -39,8 +39,6 @@ from wai_dispatch.service.http.errors import (
 )
 
 T = TypeVar("T")
-
-__all__ = ["Admission", "Estimate", "estimate", "resident_bytes"]
 
 #: The smallest decode whose running time calibrates the time estimate.
 CALIBRATE_MIN_PIXELS = 256 * 256

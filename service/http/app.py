@@ -67,8 +67,6 @@ from wai_dispatch.service.store.spool_volume import SpoolVolume, default_replica
 from wai_dispatch.service.web import dashboard as dashboard_app
 from wai_dispatch.service.web import page as api_page
 
-__all__ = ["Service", "create_app", "error_body", "start"]
-
 log = logging.getLogger("wai_dispatch.service")
 
 
@@ -171,8 +169,9 @@ def _sync_sets(store: ReportStore, decoder: Decoder, settings: Settings) -> SetS
     )
     try:
         for folder, problem in sets.bootstrap().items():
-            log.warning("bundled set %s not installed: %s: %s", folder, problem.code,
-                        problem.message)  # fmt: skip
+            log.warning(
+                "bundled set %s not installed: %s: %s", folder, problem.code, problem.message
+            )
     except StoreDown as exc:
         # The sets are the cache's as last synced (the bundled ones, unless removed, on a
         # first start) until the sync's thread reaches the registry and bootstraps.
@@ -226,8 +225,11 @@ def _ensure_admin(store: ReportStore, settings: Settings) -> None:
     except SQLAlchemyError as exc:
         raise StoreDown(str(exc).splitlines()[0]) from exc
     if written is not None:
-        log.warning("first start: an admin token was written to %s", written, extra={
-            "admin_token_file": str(written)})  # fmt: skip
+        log.warning(
+            "first start: an admin token was written to %s",
+            written,
+            extra={"admin_token_file": str(written)},
+        )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -274,7 +276,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def _count(request: Request, code: str, status: int) -> None:
+def _count(request: Request, code: str) -> None:
     """Count an error answer in ``/metrics`` (every 4xx answered, whoever answered it, is noted
     for the dashboard by the request-id middleware: service/http/edge.py)."""
     service = getattr(request.app.state, "service", None)
@@ -297,7 +299,7 @@ def _respond(request: Request, error: WaiError, status: int | None = None) -> JS
     """The answer to ``error``: its status (its class's unless given), its code and message,
     its headers (``Retry-After`` included), counted in ``/metrics``."""
     status = status_of(type(error)) if status is None else status
-    _count(request, error.code, status)
+    _count(request, error.code)
     body = error_body(request, error.code, error.message)
     return JSONResponse(body, status, headers=headers_of(error) or None)
 

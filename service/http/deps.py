@@ -35,18 +35,6 @@ from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.service.store.retention import Pruner
 from wai_dispatch.service.store.setsync import SetSync
 
-__all__ = [
-    "DecoderDep",
-    "MetricsDep",
-    "PoliciesDep",
-    "ReportStoreDep",
-    "Service",
-    "ServiceDep",
-    "SetsDep",
-    "TokensDep",
-    "require",
-]
-
 
 @dataclass
 class Service:

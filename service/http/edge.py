@@ -66,19 +66,6 @@ from wai_dispatch.service.settings import Settings
 from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.request_errors import NO_ROUTE
 
-__all__ = [
-    "MAX_TEXT",
-    "BodyBudget",
-    "ReadTimeouts",
-    "RequestId",
-    "checked_text",
-    "error_code",
-    "incoming_id",
-    "read_timeouts",
-    "route_of",
-    "text_problem",
-]
-
 # --- text at the edge -------------------------------------------------------------------------
 
 #: The longest query or path parameter value (or name) the service reads, in characters; a
@@ -193,10 +180,13 @@ class RequestId:
             if scope["path"] not in ("/healthz", "/metrics"):
                 client = scope.get("client")
                 extra = {
-                    "request_id": rid, "method": scope["method"], "path": scope["path"],
-                    "status": status, "ms": round((time.perf_counter() - start) * 1000, 2),
+                    "request_id": rid,
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "ms": round((time.perf_counter() - start) * 1000, 2),
                     "client": f"{client[0]}:{client[1]}" if client else None,
-                }  # fmt: skip
+                }
                 who = state.get("principal")
                 if who is not None:
                     extra["sink" if who.role == Role.sink else "principal"] = who.name
@@ -212,8 +202,15 @@ def _note(scope: Scope, status: int, code: str, rid: str) -> None:
         return
     who = scope.get("state", {}).get("principal")
     sink = who.name if who is not None and who.role == Role.sink else None
-    errors.note(status, code, sink=sink, request_id=rid, method=scope["method"],
-                path=scope["path"], route=route_of(scope))  # fmt: skip
+    errors.note(
+        status,
+        code,
+        sink=sink,
+        request_id=rid,
+        method=scope["method"],
+        path=scope["path"],
+        route=route_of(scope),
+    )
 
 
 def route_of(scope: Scope) -> str:
@@ -261,8 +258,8 @@ def _settings() -> Settings:
 
 class ReadTimeouts(H11Protocol):
     """uvicorn's h11 protocol with a header and a body read deadline per request (the
-    process's settings ``header_timeout_s`` and ``body_timeout_s`` unless a subclass says,
-    :func:`read_timeouts`)."""
+    process's settings ``header_timeout_s`` and ``body_timeout_s`` unless a subclass sets
+    these class attributes: tests/service/http/test_slow_clients.py)."""
 
     header_timeout_s: ClassVar[float | None] = None
     body_timeout_s: ClassVar[float | None] = None
@@ -334,15 +331,6 @@ class ReadTimeouts(H11Protocol):
                 b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
             )
         self.transport.close()
-
-
-def read_timeouts(header_timeout_s: float, body_timeout_s: float) -> type[ReadTimeouts]:
-    """:class:`ReadTimeouts` with these deadlines (an in-process server, a test)."""
-    return type(
-        "ReadTimeoutsOf",
-        (ReadTimeouts,),
-        {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s},
-    )
 
 
 class BodyBudget:

@@ -11,8 +11,10 @@ import time
 from typing import Any
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message", "asctime", "color_message",
-}  # fmt: skip
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):

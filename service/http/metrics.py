@@ -19,7 +19,6 @@ import threading
 from collections.abc import Callable
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -33,9 +32,44 @@ from prometheus_client import (
 from wai_dispatch import __version__
 from wai_dispatch.service.usecase.decode import DecodeDone, NoPathFound
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics", "multiprocess_on"]
-
 _BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+#: The gauges sampled from the service's parts (:meth:`Metrics.bind`), by the name the app binds
+#: them under: the metric, its help, and how multiprocess mode joins the processes' values.
+_SAMPLED_GAUGES = {
+    "queue_depth": ("wai_queue_depth", "Decodes admitted, waiting", "livesum"),
+    "running": ("wai_decodes_running", "Decodes running", "livesum"),
+    "spool_bytes": ("wai_spool_bytes", "Bytes of reports spooled", "livemax"),
+    "store_up": ("wai_store_up", "1 when the report store answers", "livemin"),
+    "inbox_reports": (
+        "wai_rollup_inbox_reports",
+        "Reports stored but not yet folded into the roll-ups (the report inbox's depth)",
+        "livemax",
+    ),
+    "inbox_oldest_seconds": (
+        "wai_rollup_inbox_oldest_seconds",
+        "Age of the oldest report not yet folded into the roll-ups (0: none)",
+        "livemax",
+    ),
+    "seconds_per_pixel": (
+        "wai_decode_seconds_per_pixel",
+        "Decode time per output pixel measured here; calibrates the time estimate",
+        "livemostrecent",
+    ),
+    "memory_held": (
+        "wai_memory_held_bytes",
+        "Bytes admission counts against the memory budget (estimates or resident growth)",
+        "livesum",
+    ),
+    "cache_bytes": ("wai_program_cache_bytes", "Bytes of programs held", "livesum"),
+}
+#: The counters sampled from a monotonic source (:meth:`Metrics.bind_counter`): the metric and
+#: its help.
+_SAMPLED_COUNTERS = {
+    "cache_hits": ("wai_program_cache_hits", "Program cache hits"),
+    "cache_misses": ("wai_program_cache_misses", "Program cache misses"),
+    "cache_evictions": ("wai_program_cache_evictions", "Programs evicted for the byte budget"),
+}
 
 
 def multiprocess_on() -> bool:
@@ -79,38 +113,10 @@ class Metrics:
             buckets=_BUCKETS,
             registry=r,
         )
-        self.queue_depth = self._gauge("wai_queue_depth", "Decodes admitted, waiting", "livesum")
-        self.running = self._gauge("wai_decodes_running", "Decodes running", "livesum")
-        self.spool_bytes = self._gauge("wai_spool_bytes", "Bytes of reports spooled", "livemax")
-        self.store_up = self._gauge("wai_store_up", "1 when the report store answers", "livemin")
-        self.inbox_reports = self._gauge(
-            "wai_rollup_inbox_reports",
-            "Reports stored but not yet folded into the roll-ups (the report inbox's depth)",
-            "livemax",
-        )
-        self.inbox_oldest_seconds = self._gauge(
-            "wai_rollup_inbox_oldest_seconds",
-            "Age of the oldest report not yet folded into the roll-ups (0: none)",
-            "livemax",
-        )
-        self.seconds_per_pixel = self._gauge(
-            "wai_decode_seconds_per_pixel",
-            "Decode time per output pixel measured here; calibrates the time estimate",
-            "livemostrecent",
-        )
-        self.memory_held = self._gauge(
-            "wai_memory_held_bytes",
-            "Bytes admission counts against the memory budget (estimates or resident growth)",
-            "livesum",
-        )
-        self.cache_bytes = self._gauge(
-            "wai_program_cache_bytes", "Bytes of programs held", "livesum"
-        )
-        self.cache_hits = Counter("wai_program_cache_hits", "Program cache hits", registry=r)
-        self.cache_misses = Counter("wai_program_cache_misses", "Program cache misses", registry=r)
-        self.cache_evictions = Counter(
-            "wai_program_cache_evictions", "Programs evicted for the byte budget", registry=r
-        )
+        self._sampled_gauges = {name: self._gauge(*spec) for name, spec in _SAMPLED_GAUGES.items()}
+        self._sampled_counters = {
+            name: Counter(*spec, registry=r) for name, spec in _SAMPLED_COUNTERS.items()
+        }
         build = self._gauge(
             "wai_build_info", "The running build (always 1)", "max", ["version", "python"]
         )
@@ -152,24 +158,24 @@ class Metrics:
     def bind(self, name: str, fn: Callable[[], float]) -> None:
         """Sample gauge ``name`` from ``fn`` (at each scrape, and each second in
         multiprocess mode)."""
-        if not isinstance(getattr(self, name), Gauge):
-            raise TypeError(f"{name} is not a gauge")
+        if name not in self._sampled_gauges:
+            raise TypeError(f"{name} is not a sampled gauge")
         self._gauges[name] = fn
 
     def bind_counter(self, name: str, fn: Callable[[], float]) -> None:
         """Add to counter ``name`` what the monotonic ``fn`` gained since the last sample."""
-        if not isinstance(getattr(self, name), Counter):
-            raise TypeError(f"{name} is not a counter")
+        if name not in self._sampled_counters:
+            raise TypeError(f"{name} is not a sampled counter")
         self._counters[name] = (fn, [0.0])
 
     def sample(self) -> None:
         with self._lock:
             for name, fn in self._gauges.items():
-                getattr(self, name).set(fn())
+                self._sampled_gauges[name].set(fn())
             for name, (fn, last) in self._counters.items():
                 now = fn()
                 if now > last[0]:
-                    getattr(self, name).inc(now - last[0])
+                    self._sampled_counters[name].inc(now - last[0])
                 last[0] = max(last[0], now)
 
     def _sampler(self) -> None:

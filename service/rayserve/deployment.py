@@ -50,16 +50,6 @@ from wai_dispatch.service.http.app import create_app
 from wai_dispatch.service.rayserve.plan import Plan, check_store, warn_unplaceable
 from wai_dispatch.service.settings import Settings
 
-__all__ = [
-    "APP_NAME",
-    "DEPLOYMENT",
-    "IMPORT_PATH",
-    "ReplicaHeader",
-    "build",
-    "replica_app",
-    "replica_id_of",
-]
-
 log = logging.getLogger("wai_dispatch.rayserve")
 
 #: The Serve application's name and its one deployment's.

@@ -18,15 +18,6 @@ from wai_dispatch.dispatch.errors import InvalidInput
 from wai_dispatch.service.decoding.errors import SettingsInvalid
 from wai_dispatch.service.settings import Settings
 
-__all__ = [
-    "Plan",
-    "PlanInvalid",
-    "StoreNotShared",
-    "check_store",
-    "placement_problem",
-    "warn_unplaceable",
-]
-
 log = logging.getLogger("wai_dispatch.rayserve")
 
 

@@ -41,20 +41,6 @@ from wai_dispatch.service.decoding.prepare import Estimate, Prepared, estimate
 from wai_dispatch.service.decoding.results import DecodeResult, NoPath, PartResult
 from wai_dispatch.service.store.records import ReportRecord, records_for, request_digest
 
-__all__ = [
-    "DecodeDone",
-    "DecodeRequest",
-    "Gate",
-    "Meter",
-    "NoPathFound",
-    "Outcome",
-    "RecordWriter",
-    "decode",
-    "decode_here",
-    "prepare",
-    "run",
-]
-
 log = logging.getLogger("wai_dispatch.decode")
 T = TypeVar("T")
 
@@ -245,10 +231,10 @@ def decode_here(
     return outcome
 
 
-def local_request(body: bytes, *, sink: str = "local") -> DecodeRequest:
-    """A request for a decode in this process (the CLI's): the format told from the bytes,
-    a fresh request id."""
-    return DecodeRequest(body, None, sink, str(uuid.uuid4()))
+def local_request(body: bytes) -> DecodeRequest:
+    """A request for a decode in this process (the CLI's), filed under the sink ``local``: the
+    format told from the bytes, a fresh request id."""
+    return DecodeRequest(body, None, "local", str(uuid.uuid4()))
 
 
 def _parse(decoder: Decoder, request: DecodeRequest) -> Envelope:
@@ -265,8 +251,10 @@ def _log(request: DecodeRequest, outcome: DecodeDone | NoPathFound) -> None:
         log.info("decode", extra={**extra, "outcome": "no_path"})
         return
     last = outcome.records[-1]
-    log.info("decode", extra={**extra, "outcome": "decoded", "path": last.path_ran,
-                              "ms": last.duration_ms})  # fmt: skip
+    log.info(
+        "decode",
+        extra={**extra, "outcome": "decoded", "path": last.path_ran, "ms": last.duration_ms},
+    )
 
 
 def _records(

@@ -16,8 +16,6 @@ from fastapi.responses import RedirectResponse, Response
 from wai_dispatch.service.http.errors import RouteNotFound
 from wai_dispatch.service.web.static import WebAssets
 
-__all__ = ["SENT_AS", "dashboard_dir", "install", "url_limits"]
-
 #: Each key of a dashboard URL that is sent to the API as is → the parameters it is sent as
 #: (dashboard.js); the menus' keys (range, sort, …) are checked against the page's own menus.
 SENT_AS: dict[str, tuple[str, ...]] = {

@@ -25,8 +25,6 @@ from wai_dispatch.service.web.page_data import PageData, media_type
 from wai_dispatch.service.web.page_wgsl import read_limits, read_shape
 from wai_dispatch.service.web.static import HEADERS, WebAssets
 
-__all__ = ["install", "page_dir", "router"]
-
 #: Every data route: a bearer token of the sink role or above (anyone who may decode), checked
 #: before the route reads its parameters or does any work.
 router = APIRouter(

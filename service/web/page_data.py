@@ -33,8 +33,6 @@ from wai_dispatch.service.decoding.results import NoPath, rgb_digest
 from wai_dispatch.service.web.errors import PageNotFound
 from wai_dispatch.service.web.page_wgsl import WgslPrograms
 
-__all__ = ["PageData"]
-
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 

@@ -13,8 +13,6 @@ from starlette.types import Message, Receive, Scope, Send
 
 from wai_dispatch.dispatch.errors import WaiError
 
-__all__ = ["CSP", "HEADERS", "WebAssets"]
-
 #: A page of this service reaches nothing but this service: its own scripts, styles and routes.
 CSP = (
     "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; "

@@ -12,9 +12,8 @@ import blake3
 import numpy as np
 import pytest
 
-from wai_dispatch.codec.errors import CodecError
-from wai_dispatch.codec.payload import (
-    HEADER_SIZE,
+from wai_dispatch.codec.errors import (
+    CodecError,
     PayloadError,
     PayloadFormatError,
     PayloadLengthError,
@@ -22,6 +21,9 @@ from wai_dispatch.codec.payload import (
     PayloadStreamError,
     PayloadTablesMismatch,
     SymbolsError,
+)
+from wai_dispatch.codec.payload import (
+    HEADER_SIZE,
     decode,
     encode,
     latent,

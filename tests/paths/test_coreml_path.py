@@ -30,10 +30,8 @@ from wai_dispatch.paths.coreml import (
     ScriptedCoreML,
     _Compiled,
     coreml_absent_reason,
-    placement_from_plan,
-    program_shape,
-    write_package,
 )
+from wai_dispatch.paths.coreml_set import placement_from_plan, program_shape, write_package
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import LRU, Programs
 

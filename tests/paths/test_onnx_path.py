@@ -30,12 +30,11 @@ from wai_dispatch.dispatch import (
 )
 from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.lru import LRU, Programs
-from wai_dispatch.paths.onnx import (
-    OnnxRuntimeAdapter,
+from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, shared_session_options
+from wai_dispatch.paths.onnx_placement import (
     placement_from_trace,
     placement_of_program,
     program_operations,
-    shared_session_options,
 )
 from wai_dispatch.paths.onnx_rewrite import (
     SPLIT_MIN_CHANNELS,

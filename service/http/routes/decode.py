@@ -135,15 +135,22 @@ async def decode(
     kind = _answer_kind(request.headers.get("accept", ""))
     body = await read_body(request, service.settings.max_body_bytes)
     asked = DecodeRequest(
-        body, _format(request.headers.get("content-type", "")), principal.name,
-        request.scope["state"]["request_id"], "rgb" if kind == "rgb" else "png",
-    )  # fmt: skip
+        body,
+        _format(request.headers.get("content-type", "")),
+        principal.name,
+        request.scope["state"]["request_id"],
+        "rgb" if kind == "rgb" else "png",
+    )
     recorder = service.recorder
     with recorder.claim(asked.sink, asked.request_id, lambda: asked.digest):  # one at a time
         outcome = await usecase.decode(
-            service.decoder, asked, gate=service.admission, recorder=recorder,
-            meter=service.metrics, vet=_vet(request, recorder),
-        )  # fmt: skip
+            service.decoder,
+            asked,
+            gate=service.admission,
+            recorder=recorder,
+            meter=service.metrics,
+            vet=_vet(request, recorder),
+        )
     if isinstance(outcome, NoPathFound):
         return JSONResponse(_no_path(request, outcome), status_of(type(outcome.error)))
     return _decoded(kind, asked.request_id, outcome)
@@ -159,10 +166,14 @@ def _vet(request: Request, recorder: Recorder) -> Callable[[DecodeRequest], None
 
 def _no_path(request: Request, outcome: NoPathFound) -> dict[str, Any]:
     return error_body(
-        request, outcome.code, outcome.error.message, reports=outcome.reports,
-        report_ids=outcome.report_ids, symbols_digest=outcome.symbols_digest,
+        request,
+        outcome.code,
+        outcome.error.message,
+        reports=outcome.reports,
+        report_ids=outcome.report_ids,
+        symbols_digest=outcome.symbols_digest,
         undecodable=[u.to_json() for u in outcome.error.undecodable],
-    )  # fmt: skip
+    )
 
 
 def _decoded(kind: str, request_id: str, outcome: DecodeDone) -> Response:

@@ -61,10 +61,16 @@ async def run_reports_summary(
 ) -> dict[str, Any]:
     return await run_in_threadpool(
         lambda: governance_summary(
-            store, policies, since_ms=since_ms, until_ms=until_ms,
-            sink_class=sink_class, sink=sink, latest=limit, after=after,
+            store,
+            policies,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            sink_class=sink_class,
+            sink=sink,
+            latest=limit,
+            after=after,
         )
-    )  # fmt: skip
+    )
 
 
 @router.get("/v1/run-reports/{run_id}", summary="One run report, as submitted, with its verdict")

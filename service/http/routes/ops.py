@@ -13,10 +13,10 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from wai_dispatch.codec.sets import SetStore
 from wai_dispatch.service.http.deps import MetricsDep, ServiceDep
-from wai_dispatch.service.http.metrics import CONTENT_TYPE_LATEST
 
 router = APIRouter(tags=["operations"])
 
@@ -55,8 +55,9 @@ async def readyz(service: ServiceDep) -> JSONResponse:
     body["free_bytes"] = free
     low = [
         f"the {name} volume has {n} bytes free, under min_free_bytes={floor}"
-        for name, n in free.items() if n is not None and n < floor
-    ]  # fmt: skip
+        for name, n in free.items()
+        if n is not None and n < floor
+    ]
     # Ready: this replica can decode every set the registry listed at its last sync (each in
     # the cache and whole); before the registry was first read (down since the start), the
     # cache's sets as last synced, at least one

@@ -59,9 +59,19 @@ def filters(
     if sink_class:
         sinks = sinks_of_class(policies, sink_class)
     return Filters(
-        capability, path, reason, tier, sink, set, outcome, request_id, since_ms, until_ms, sinks,
+        capability,
+        path,
+        reason,
+        tier,
+        sink,
+        set,
+        outcome,
+        request_id,
+        since_ms,
+        until_ms,
+        sinks,
         run_report,
-    )  # fmt: skip
+    )
 
 
 @router.get("/v1/reports", summary="Reports, newest first")

@@ -18,8 +18,8 @@ from _svc import SAMPLE_JSON, envelope_of_latent, in_process, serve
 from wai_dispatch.codec.envelope import parse_json
 from wai_dispatch.dispatch.errors import TooLarge
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.decoding.prepare import SECONDS_PER_PIXEL, estimate_of
-from wai_dispatch.service.http.admission import Admission, Estimate, estimate, resident_bytes
+from wai_dispatch.service.decoding.prepare import SECONDS_PER_PIXEL, Estimate, estimate, estimate_of
+from wai_dispatch.service.http.admission import Admission, resident_bytes
 from wai_dispatch.service.http.errors import ServiceError, headers_of
 
 

@@ -16,12 +16,21 @@ import httpx
 import uvicorn
 from _svc import _lock, _prepared, _taken, free_port
 
-from wai_dispatch.service.http.edge import ReadTimeouts, read_timeouts
+from wai_dispatch.service.http.edge import ReadTimeouts
 
 HEADER_S, BODY_S = 1.0, 1.5
 # How late a cut may be seen: the poll loop below is coarse on 2 shared, busy cores.
 SLACK_S = 2.0
 MiB = 1024 * 1024
+
+
+def read_timeouts(header_timeout_s: float, body_timeout_s: float) -> type[ReadTimeouts]:
+    """:class:`ReadTimeouts` with these deadlines (a subclass, as a deployment could make)."""
+    return type(
+        "ReadTimeoutsOf",
+        (ReadTimeouts,),
+        {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s},
+    )
 
 
 @contextlib.contextmanager
