@@ -21,7 +21,8 @@ sinks only, capped per sink and hour; ``request_error_samples``: per hour and si
 seen and the rows kept (service/store/request_errors.py). ``sink_hours`` and ``sink_days``:
 per hour and per UTC day, per sink (every set together), the reports, the no-path ones, the
 decodes (a decode's first report: role ``primary``) and the latest's time
-(service/store/rollups.py).
+(service/store/rollups.py). ``rollup_horizon``: the first hour the report roll-ups may hold
+(service/store/rollups.py, service/store/retention.py).
 """
 
 from __future__ import annotations
@@ -415,6 +416,18 @@ class SinkDayRow(_SinkActivityColumns, Base):
 
 Index("ix_sink_hours_sink_start", SinkHourRow.sink, SinkHourRow.start_ms)
 Index("ix_sink_days_sink_start", SinkDayRow.sink, SinkDayRow.start_ms)
+
+
+class HorizonRow(Base):
+    """The report roll-ups' horizon: the first hour they may hold (service/store/retention.py
+    moves it when it prunes roll-ups; 0: none pruned). One row: a fold reads it (``FOR SHARE``
+    on PostgreSQL) and counts no report of an hour before it, so a late report never brings a
+    pruned hour back (service/store/rollups.py)."""
+
+    __tablename__ = "rollup_horizon"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # 1
+    before_ms: Mapped[int] = mapped_column(BigInteger)
 
 
 class InboxRow(Base):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select
+from sqlalchemy import case, delete, select, update
 
 from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
@@ -29,6 +29,7 @@ from wai_dispatch.service.store.rollups import (
     DAY_MS,
     DAYS,
     FLEET,
+    HORIZON,
     HOUR_MS,
     HOURS,
     INBOX,
@@ -96,13 +97,20 @@ def prune_reports(
 
 def prune_rollups(store: ReportStore, before_ms: int, *, hours: int = 24) -> int:
     """Delete the roll-ups of the hours before ``before_ms``, ``hours`` hours a transaction;
-    returns how many hours went."""
+    returns how many hours went. Each transaction first moves the roll-ups' horizon up to the
+    hours it deletes (``rollup_horizon``, rollups.horizon_of): it waits for a fold under way
+    (PostgreSQL: the horizon's row, which a fold reads ``FOR SHARE``; SQLite: the one writer),
+    and no fold after it counts a report of those hours, so a report that arrives late for a
+    pruned hour (a sink's run report, a spool replayed) brings no row of it back."""
     total = 0
     while True:
         with as_store_down(), store.engine.begin() as conn:
             first = select(FLEET.c.hour_ms).where(FLEET.c.hour_ms < before_ms).distinct()
             found = list(conn.execute(first.order_by(FLEET.c.hour_ms).limit(hours)).scalars())
             upto = found[-1] + HOUR_MS if len(found) == hours else before_ms
+            moved = update(HORIZON).where(HORIZON.c.id == 1)
+            later = case((HORIZON.c.before_ms < upto, upto), else_=HORIZON.c.before_ms)
+            conn.execute(moved.values(before_ms=later))
             conn.execute(delete(FLEET).where(FLEET.c.hour_ms < upto))
             conn.execute(delete(SINK).where(SINK.c.hour_ms < upto))
             conn.execute(delete(HOURS).where(HOURS.c.start_ms < upto))

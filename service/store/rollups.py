@@ -31,8 +31,10 @@ the inbox for the next. What a report counts for is :func:`keyed`, read by the f
 and by :func:`current`, what every reader reads: the roll-ups plus the reports still in the
 inbox, so every count is exact at any instant, however far the fold lags. Pruning reports
 (service/store/retention.py) leaves the roll-ups as they are (and a report in the inbox until
-it is folded). Every upsert writes its rows in key order: two folds on PostgreSQL lock the rows
-they share in the same order, so they wait, never deadlock.
+it is folded); pruning roll-ups moves their horizon (:func:`horizon_of`), and no report of an
+hour before it is counted in any (a late report never brings a pruned hour back). Every
+upsert writes its rows in key order: two folds on PostgreSQL lock the rows they share in the
+same order, so they wait, never deadlock.
 
 tools/seed_reports.py, loading reports in bulk, adds their counts itself with :func:`add_counts`,
 :func:`add_activity` and :func:`add_sink_activity`."""
@@ -67,6 +69,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store.models import (
+    HorizonRow,
     InboxRow,
     RefusalRow,
     ReportRow,
@@ -93,6 +96,7 @@ SINK_HOURS: Table = SinkHourRow.__table__  # type: ignore[assignment]
 SINK_DAYS: Table = SinkDayRow.__table__  # type: ignore[assignment]
 RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
 INBOX: Table = InboxRow.__table__  # type: ignore[assignment]
+HORIZON: Table = HorizonRow.__table__  # type: ignore[assignment]
 SUMS = ("n", *(f"placement_{u}" for u in UNITS))
 #: The key parts shared by both report roll-ups, in their primary keys' order.
 KEY = ("hour_ms", "capability", "set_digest", "path", "tier", "outcome", "codes")
@@ -304,7 +308,9 @@ def run_counts(
 Which = Callable[[Any], list[ColumnElement[bool]]]
 
 
-def keyed(conn: Connection, which: Which | None = None, *, fenced: bool = False) -> Subquery:
+def keyed(
+    conn: Connection, which: Which | None = None, *, fenced: bool = False, horizon: Any = None
+) -> Subquery:
     """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
     it adds: the one definition of what a report counts for in every report roll-up, read by
     :func:`fold`, :func:`rebuild`, :func:`rebuild_activity`, :func:`rebuild_sinks` and
@@ -313,7 +319,8 @@ def keyed(conn: Connection, which: Which | None = None, *, fenced: bool = False)
     ``group_concat`` over rows already in code order, the order it concatenates in), its hour
     and UTC day, ``""`` for a key part it lacks, ``no_path`` 1 when it was refused,
     ``decodes`` 1 when it is a decode's first report (:data:`DECODES`), and its time as
-    ``last_ms``."""
+    ``last_ms``. ``horizon`` (a value or a scalar subquery; ``None``: none): only the reports
+    of that hour or later, the hours the roll-ups may hold (:func:`horizon_of`)."""
     f = RefusalRow.__table__.c
     mine = [] if which is None else which(f.report_seq)
     if conn.dialect.name == "postgresql":
@@ -352,6 +359,9 @@ def keyed(conn: Connection, which: Which | None = None, *, fenced: bool = False)
         )
         .select_from(source)
         .where(*([] if which is None else which(R.seq)))
+        # its hour, not its time: a term no planner reads ``reports`` by (``created_ms >= 0``
+        # would be every report, where the inbox finds a few)
+        .where(*([] if horizon is None else [hour >= horizon]))
         # ``fenced``: ``OFFSET 0``, so neither planner pushes a reader's conditions into it
         # (they would walk an index of ``reports`` and test each row against the inbox): its
         # reports are found from the inbox's few rows, by their seq
@@ -436,6 +446,7 @@ def fold(conn: Connection, limit: int | None = None) -> int:
     the inbox's first ``limit`` rows, counted, then deleted. ``None``: :data:`FOLD_BATCH`."""
     limit = FOLD_BATCH.get(conn.dialect.name, 1000) if limit is None else limit
     i = INBOX.c
+    since = horizon_of(conn, lock=True)
     if conn.dialect.name == "postgresql":
         pick = select(i.seq).order_by(i.seq).limit(limit).with_for_update(skip_locked=True)
         taken = delete(INBOX).where(i.seq.in_(pick.scalar_subquery())).returning(i.seq)
@@ -443,7 +454,7 @@ def fold(conn: Connection, limit: int | None = None) -> int:
         if not seqs:
             return 0
         arr = bindparam("taken", seqs, type_=postgresql.ARRAY(BigInteger))
-        k = keyed(conn, lambda seq: [seq == any_(arr)])
+        k = keyed(conn, lambda seq: [seq == any_(arr)], horizon=since)
         for table in TABLES:
             _count_into(conn, table, k)
         return len(seqs)
@@ -451,10 +462,29 @@ def fold(conn: Connection, limit: int | None = None) -> int:
     hi = conn.execute(select(func.max(first.c.seq))).scalar()
     if hi is None:
         return 0
-    k = keyed(conn, lambda seq: [seq.in_(select(i.seq).where(i.seq <= hi))])
+    k = keyed(conn, lambda seq: [seq.in_(select(i.seq).where(i.seq <= hi))], horizon=since)
     for table in TABLES:
         _count_into(conn, table, k)
     return int(conn.execute(delete(INBOX).where(i.seq <= hi)).rowcount)
+
+
+def horizon_of(conn: Connection, *, lock: bool = False) -> int:
+    """The roll-ups' horizon: the first hour they may hold (``rollup_horizon``; 0: none pruned,
+    or a schema before it, migration 0015). Retention moves it forward in the transaction that
+    prunes the roll-ups before it (service/store/retention.py); every fold, rebuild and
+    :func:`current` counts only the reports of its hour or later, so a report that arrives
+    (or is folded) after its hour was pruned brings no row of that hour back: it is counted
+    in no roll-up, as if it had been pruned with them. ``lock``: on PostgreSQL, read it ``FOR
+    SHARE``, so a fold and retention's move of it take turns (a fold that began before the move
+    counts before retention deletes; one after reads the new horizon); SQLite's fold and
+    retention already take turns (one writer)."""
+    if not inspect(conn).has_table(HORIZON.name):
+        return 0
+    query = select(HORIZON.c.before_ms).where(HORIZON.c.id == 1)
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update(read=True)
+    found = conn.execute(query).scalar()
+    return 0 if found is None else int(found)
 
 
 def begin_fold(conn: Connection) -> None:
@@ -484,9 +514,11 @@ def current(conn: Connection, table: Table) -> Subquery:
     beside them, the reports still in the inbox grouped the same way (:func:`grouped`); a key
     may have a row of each, so a reader sums (``n``, the placements) or takes the greatest
     (``last_ms``), as every reader of the roll-ups does. Read in one statement (one snapshot),
-    it is exact whatever a fold does meanwhile: a report is in the inbox or in the roll-up. The
-    columns are ``table``'s, by name."""
-    pending = keyed(conn, lambda seq: [seq.in_(select(INBOX.c.seq))], fenced=True)
+    it is exact whatever a fold does meanwhile: a report is in the inbox or in the roll-up. A
+    report in the inbox of an hour before the horizon (:func:`horizon_of`) is left out, as the
+    fold leaves it. The columns are ``table``'s, by name."""
+    h = select(func.coalesce(func.max(HORIZON.c.before_ms), 0)).scalar_subquery()
+    pending = keyed(conn, lambda seq: [seq.in_(select(INBOX.c.seq))], fenced=True, horizon=h)
     return union_all(select(*table.c), grouped(conn, table, pending)).subquery(f"{table.name}_now")
 
 
@@ -502,7 +534,7 @@ def rebuild(conn: Connection) -> int:
     """Recompute both report roll-ups from the stored reports, in the caller's transaction
     (whatever they held is replaced; the reports in the inbox are left to the fold); returns
     the fleet table's rows."""
-    k = keyed(conn, _folded(conn))
+    k = keyed(conn, _folded(conn), horizon=horizon_of(conn))
     for table in (SINK, FLEET):
         conn.execute(delete(table))
         conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
@@ -512,7 +544,7 @@ def rebuild(conn: Connection) -> int:
 def rebuild_activity(conn: Connection) -> None:
     """Recompute the hours and the days from the stored reports, in the caller's transaction
     (the reports in the inbox are left to the fold)."""
-    k = keyed(conn, _folded(conn))
+    k = keyed(conn, _folded(conn), horizon=horizon_of(conn))
     for table in (HOURS, DAYS):
         conn.execute(delete(table))
         conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
@@ -522,7 +554,7 @@ def rebuild_sinks(conn: Connection) -> None:
     """Recompute ``sink_hours`` and ``sink_days`` from the stored reports, in the caller's
     transaction, as the fold counts them (:func:`keyed`; the decodes: :data:`DECODES`; the
     reports in the inbox are left to the fold)."""
-    k = keyed(conn, _folded(conn))
+    k = keyed(conn, _folded(conn), horizon=horizon_of(conn))
     for table in (SINK_HOURS, SINK_DAYS):
         conn.execute(delete(table))
         conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))

@@ -5,7 +5,8 @@ commit, leaves the inbox as it was, and the next fold makes the roll-ups (``sink
 reports themselves, and to their rebuild; a fold in another process skips the batch one
 holds (PostgreSQL); every reader is exact while the inbox holds reports, folded in part or not
 at all; 64 writers through group commit beside a folding aggregator spool nothing on SQLite;
-``/metrics`` gives the inbox's depth and its oldest report's age."""
+``/metrics`` gives the inbox's depth and its oldest report's age; retention moves the roll-ups'
+horizon only between folds (PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from wai_dispatch.service.store.recorder import Recorder
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, count, summary
+from wai_dispatch.service.store.retention import cutoff, prune_rollups
 from wai_dispatch.service.store.spool import Spool
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -282,3 +284,41 @@ def test_a_readers_conditions_never_walk_the_reports_for_the_inbox(
             on_reports = [p for p in plan if " reports " in f"{p} "]
             assert on_reports == ["SEARCH reports USING INTEGER PRIMARY KEY (rowid=?)"], plan
             assert any(p.startswith(f"SEARCH {table.name} ") for p in plan), plan
+
+
+@pytest.mark.slow
+def test_retention_moves_the_horizon_only_between_folds(store: ReportStore) -> None:
+    """PostgreSQL: a pass that prunes roll-ups waits for a fold under way (it holds the
+    horizon ``FOR SHARE``) before it moves the horizon, and the folds after it count no report
+    of a pruned hour. (SQLite's fold holds the one writer lock: the pass cannot start.)"""
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite's fold and retention take the one writer lock in turn")
+    rng = random.Random(5)
+    records = [draw(rng, i, span_ms=40 * DAY) for i in range(300)]
+    store.insert(records)
+    horizon = cutoff(35, NOW)
+    assert horizon is not None
+    child = held_fold(store, 10_000)  # its writes made, not committed
+    moved = threading.Event()
+
+    def prune_pass() -> None:
+        prune_rollups(store, horizon)
+        moved.set()
+
+    pass_ = threading.Thread(target=prune_pass)
+    pass_.start()
+    try:
+        assert not moved.wait(2), "the pass moved the horizon under a fold"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        assert child.stdout is not None
+        child.stdout.close()
+    pass_.join(30)
+    assert moved.is_set()
+    Aggregator(store, start=False).drain()  # the killed fold's reports, folded after the move
+    with store.engine.connect() as conn:
+        assert rollups.horizon_of(conn) == horizon
+    kept = [r for r in records if rollups.hour_of(r.created_ms) >= horizon]
+    assert len(kept) < len(records)
+    assert tables(store) == expected(kept)

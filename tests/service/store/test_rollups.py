@@ -3,7 +3,7 @@
 reports, windows, buckets and filters; a replayed report is counted once; the roll-ups rebuilt
 from the reports equal the ones written as they arrived (the migration that adds them fills
 them so); pruning deletes reports in batches, whole hours, never a roll-up, without holding up
-inserts."""
+inserts; a report late for an hour whose roll-ups were pruned brings none of them back."""
 
 from __future__ import annotations
 
@@ -220,6 +220,59 @@ def test_pruning_deletes_whole_hours_of_reports_in_batches_and_keeps_rollups(
         first_day = conn.execute(select(func.min(rollups.SINK_DAYS.c.start_ms))).scalar_one()
     assert first_hour >= cutoff(35, NOW) and first_day + DAY > cutoff(35, NOW)
     assert prune(store, report_days=0, rollup_days=0, now_ms=NOW).reports_before_ms is None
+
+
+def every_rollup(store: ReportStore) -> dict[str, list[tuple[Any, ...]]]:
+    """Every report roll-up as stored (the inbox not folded)."""
+    with store.engine.connect() as conn:
+        return {t.name: sorted(tuple(r) for r in conn.execute(select(t))) for t in rollups.TABLES}
+
+
+def hour_total(store: ReportStore, hour_ms: int) -> int:
+    """The reports the fleet roll-up holds for the hour starting at ``hour_ms``."""
+    with store.engine.connect() as conn:
+        q = select(func.coalesce(func.sum(rollups.FLEET.c.n), 0))
+        return int(conn.execute(q.where(rollups.FLEET.c.hour_ms == hour_ms)).scalar_one())
+
+
+def test_a_report_late_for_a_pruned_hour_brings_no_rollup_of_it_back(store: ReportStore) -> None:
+    """Pruning roll-ups moves their horizon to the first hour kept; a report of an earlier hour
+    stored after that (a sink's late run report, a spool replayed) is counted in no roll-up,
+    neither while it waits in the inbox (the readers leave it out, as the fold will) nor once
+    folded; a late report of an hour kept is counted as any other."""
+    rng = random.Random(9)
+    records = [draw(rng, i, span_ms=40 * DAY) for i in range(300)]
+    store.insert(records)
+    horizon = cutoff(35, NOW)
+    assert horizon is not None
+    with store.engine.connect() as conn:
+        assert rollups.horizon_of(conn) == 0  # none pruned yet
+    pruned = prune(store, report_days=30, rollup_days=35, now_ms=NOW)
+    assert pruned.rollup_hours > 0
+    with store.engine.connect() as conn:
+        assert rollups.horizon_of(conn) == horizon
+    kept = every_rollup(store)
+    whole = summary(store, Filters(), bucket_s=86400)
+    late = replace(draw(rng, 1000), created_ms=horizon - 5 * HOUR + 17)
+    store.insert([late])
+    assert summary(store, Filters(), bucket_s=86400) == whole  # in the inbox: left out
+    with store.engine.begin() as conn:
+        assert rollups.fold_all(conn) == 1
+    assert every_rollup(store) == kept  # folded: no row of its hour came back
+    for table in rollups.TABLES:
+        start = table.c.get("hour_ms", table.c.get("start_ms"))
+        if start is not None and table.name.endswith(("hours", "rollups", "rollups_sink")):
+            with store.engine.connect() as conn:
+                first = conn.execute(select(func.min(start))).scalar_one()
+            assert first is None or first >= horizon, table.name
+    # the same report an hour after the horizon: counted
+    on_time = replace(late, id="00000000-0000-4000-8000-000000009999", request_id="req-on-time")
+    before = hour_total(store, horizon + HOUR)
+    store.insert([replace(on_time, created_ms=horizon + HOUR + 17)])
+    with store.engine.begin() as conn:
+        assert rollups.fold_all(conn) == 1
+    assert summary(store, Filters(), bucket_s=86400) != whole
+    assert hour_total(store, horizon + HOUR) == before + 1
 
 
 def _bulk(store: ReportStore, n: int, *, days_ago: int) -> None:
