@@ -20,8 +20,9 @@ import numpy as np
 from blake3 import blake3
 
 from wai_dispatch.codec.sets.bundled import bundled_digest, bundled_folders
-from wai_dispatch.paths.waiops import choose, int8_digits, int8_graph
+from wai_dispatch.paths.waiops import choose, int8_digits, int8_engine, int8_graph
 from wai_dispatch.paths.waiops.int8_digits import weight_digits
+from wai_dispatch.paths.waiops.int8_engine import DIGIT_MAX, PLANE_BITS
 from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.program import Program
 
@@ -96,8 +97,6 @@ def _int8(folder: str) -> _Int8:
 def _int8_engine_terms(folder: str) -> int:
     """The most terms ``K`` of one ``MatMulInteger`` GEMM the int8 engine builds for the
     program (each raw partial sum is at most ``127 · 127 · K``)."""
-    from wai_dispatch.paths.waiops import int8_engine
-
     ks = [0]
     gemm = int8_engine.Int8Engine._gemm
 
@@ -112,8 +111,6 @@ def _int8_engine_terms(folder: str) -> int:
 
 def _int8_engine_sums(folder: str) -> tuple[int, int]:
     """The int8 engine's pair of u8×s8 products and raw GEMM partial sum, at most."""
-    from wai_dispatch.paths.waiops.int8_engine import DIGIT_MAX, PLANE_BITS
-
     top = (1 << PLANE_BITS) - 1
     return 2 * top * DIGIT_MAX, top * DIGIT_MAX * _int8_engine_terms(folder)
 
