@@ -154,14 +154,21 @@ class ErrorLog:
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Write what was noted so far now; ``True`` when nothing is left pending (tests,
-        shutdown; ``False`` while the store is down)."""
-        if not self._writing.acquire(timeout=timeout_s):
-            return False
-        try:
-            self._write()
-        finally:
-            self._writing.release()
-        return self.pending == 0
+        shutdown). ``False`` at once while the store is down or not migrated; while another
+        writer holds SQLite's lock (busy), tried again until ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self._writing.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                return False
+            try:
+                busy = self._write()
+            finally:
+                self._writing.release()
+            if self.pending == 0:
+                return True
+            if not busy or time.monotonic() + 0.1 > deadline:
+                return False
+            time.sleep(0.1)
 
     def _run(self) -> None:
         while True:
@@ -208,10 +215,12 @@ class ErrorLog:
             room = MAX_PENDING_ROWS - len(self._rows)
             self._rows[:0] = rows[:room]
 
-    def _write(self) -> None:
+    def _write(self) -> bool:
+        """Write what is pending; ``True`` when it was held back because another writer held
+        SQLite's lock (busy: worth trying again at once), else ``False``."""
         counts, seen, rows = self._take()
         if not counts and not seen:
-            return
+            return False
         try:
             with self.store.engine.begin() as conn:
                 kept = self._store(conn, counts, seen, rows)
@@ -222,12 +231,13 @@ class ErrorLog:
                 log.warning(
                     "request errors held until the store returns: %s", str(exc).splitlines()[0]
                 )
-                return
+                return "database is locked" in str(exc)
             kept = self._piecewise(counts, seen, rows, exc)
         else:
             self.counted += sum(n for n, _ in counts.values())
         self.written += kept
         self.dropped += sum(seen.values()) - kept
+        return False
 
     def _piecewise(
         self,

@@ -6,6 +6,8 @@ reports, and dropped (counted, never raised) when the store is down."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from pathlib import Path
 
 from _reports import report
@@ -16,7 +18,7 @@ from wai_dispatch.service.store.bearer import Role
 from wai_dispatch.service.store.fleet import set_table, sink_table
 from wai_dispatch.service.store.models import SetRow
 from wai_dispatch.service.store.records import ReportRecord
-from wai_dispatch.service.store.report_store import ReportStore
+from wai_dispatch.service.store.report_store import SQLITE_BUSY_TIMEOUT_S, ReportStore
 from wai_dispatch.service.store.reports import Filters
 from wai_dispatch.service.store.request_error_views import list_errors
 from wai_dispatch.service.store.request_errors import ErrorLog
@@ -245,6 +247,31 @@ def test_request_errors_wait_while_the_store_is_down(tmp_path: Path) -> None:
     finally:
         errors.close()
         down.dispose()
+
+
+def test_request_errors_flush_waits_out_a_busy_store(tmp_path: Path) -> None:
+    """Another process's writer holds SQLite's lock past two busy timeouts (the log's own
+    thread's try and flush's first): the write is held
+    back ("database is locked"), and ``flush`` tries again while the store answers, instead of
+    reporting what is merely late as not written (the dashboard's suite read that as lost)."""
+    path = tmp_path / "busy.db"
+    busy = ReportStore(f"sqlite:///{path}")
+    busy.migrate()
+    errors = ErrorLog(busy)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        errors.note(404, "not_found", sink=None, request_id="r", method="GET", path="/x")
+        other.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(2 * SQLITE_BUSY_TIMEOUT_S + 0.5, other.rollback)
+        release.start()
+        assert errors.flush(timeout_s=10)
+        release.join()
+        assert (errors.counted, errors.pending) == (1, 0)
+        assert list_errors(busy)["total"] == 1
+    finally:
+        other.close()
+        errors.close()
+        busy.dispose()
 
 
 def test_activity_rollups_equal_a_recount_over_days(store: ReportStore) -> None:
