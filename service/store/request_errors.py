@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
+from wai_dispatch.service.store import report_store
 from wai_dispatch.service.store.models import (
     RequestErrorRollupRow,
     RequestErrorRow,
@@ -40,6 +41,12 @@ NO_ROUTE = "(no route)"
 MAX_PENDING_ROWS = 10_000
 #: Count keys held in memory at most (codes × routes × sinks an interval: never near it).
 MAX_PENDING_KEYS = 100_000
+
+
+def flush_wait_s() -> float:
+    """How long :meth:`ErrorLog.flush` waits by default: two writes, each waiting its longest
+    for the store's lock (this process's other writers, then SQLite's busy timeout)."""
+    return 2 * (report_store.SQLITE_WRITERS_WAIT_S + report_store.SQLITE_BUSY_TIMEOUT_S)
 
 
 def clean(text: object, limit: int) -> str:
@@ -152,11 +159,14 @@ class ErrorLog:
         with self._lock:
             return sum(n for n, _ in self._counts.values())
 
-    def flush(self, timeout_s: float = 5.0) -> bool:
+    def flush(self, timeout_s: float | None = None) -> bool:
         """Write what was noted so far now; ``True`` when nothing is left pending (tests,
         shutdown). ``False`` at once while the store is down or not migrated; while another
-        writer holds SQLite's lock (busy), tried again until ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
+        writer holds SQLite's lock (busy), tried again until ``timeout_s``. Its default,
+        :func:`flush_wait_s`, outlasts the log's own thread's write (which may wait that long
+        for the store's lock) and a write of its own: a flush never gives up on a write that
+        is merely queued."""
+        deadline = time.monotonic() + (flush_wait_s() if timeout_s is None else timeout_s)
         while True:
             if not self._writing.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 return False
