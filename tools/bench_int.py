@@ -5,7 +5,6 @@ the same run; then where the time goes, and peak memory."""
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import json
 import os
@@ -209,7 +208,7 @@ def _op_seconds(engine: Int8Engine, symbols: np.ndarray) -> dict[str, float]:
     return seconds
 
 
-def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
+def int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
     """ONNX Runtime MatMulInteger (uint8 × int8 → int32), n³ MACs: this CPU's int8 GEMM rate."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
@@ -237,7 +236,7 @@ def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
     return {"gops": 2 * n**3 / t / 1e9, "seconds": t}
 
 
-def _rss_worker(kind: str) -> dict[str, Any]:
+def rss_worker(kind: str) -> dict[str, Any]:
     """VmHWM after one 768×512 decode on one path, in a fresh process."""
 
     int_job, float_job = _jobs(CASES[1][1])
@@ -250,34 +249,13 @@ def _rss_worker(kind: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("int", __doc__)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--quick", action="store_true", help="256×256 only, 1 repeat (smoke)")
+    p = parser("int", __doc__, threads=2, repeats=7, quick="256×256 only, 1 repeat (smoke)")
     p.add_argument("--int-set", type=Path, default=INT_SET, help="the integer set's folder")
-    p.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
         args.repeats = 1
-    if args.worker:
-        kind = args.worker[0]
-        if kind == "int8":
-            result = _int8_worker(args.threads, args.repeats)
-        else:
-            result = _rss_worker(args.worker[1])
-        print(json.dumps(result))
-        return 0
-
     configure_thread_pool(args.threads)
-    int8 = fresh(
-        "bench_int",
-        "--threads",
-        str(args.threads),
-        "--repeats",
-        str(args.repeats),
-        "--worker",
-        "int8",
-    )
+    int8 = fresh(int8_worker, args.threads, args.repeats)
     f32 = gemm_rate(args.threads, args.repeats, clean_env=True)
     print(
         f"peaks, same run: int8 MatMulInteger 2048² {int8['gops']:.0f} GOP/s; "
@@ -338,8 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = _jobs(CASES[0][1], int_set=args.int_set)[0]
     print(graph_profile(first, wai))
     print(int8_profile(first, wai))
-    rss_int = fresh("bench_int", "--worker", "rss", "integer")
-    rss_float = fresh("bench_int", "--worker", "rss", "float")
+    rss_int, rss_float = fresh(rss_worker, "integer"), fresh(rss_worker, "float")
     print(
         f"peak memory, one 768×512 decode in a fresh process (VmHWM): integer "
         f"{rss_int['vmhwm_mib']:.0f} MiB, float {rss_float['vmhwm_mib']:.0f} MiB"
