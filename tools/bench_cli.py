@@ -37,9 +37,7 @@ def fastest_run(argv: list[str], repeats: int) -> tuple[float, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("cli", __doc__)
-    p.add_argument("--repeats", type=int, default=5)
-    args = p.parse_args(argv)
+    args = parser("cli", __doc__, repeats=5).parse_args(argv)
     cli = [sys.executable, "-m", "wai_dispatch.cli"]
     anchor, anchor_cpu = fastest_run([sys.executable, "-c", "pass"], args.repeats)
     print(loadavg())

@@ -95,10 +95,7 @@ def op_profile(files: Any, latent: np.ndarray, repeats: int) -> dict[str, float]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("profile", __doc__)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="64×64, one run (a smoke run)")
+    p = parser("profile", __doc__, threads=2, repeats=3, quick="64×64, one run (a smoke run)")
     args = p.parse_args(argv)
     if args.quick:
         args.repeats = 1
@@ -128,7 +125,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for op, us in sorted(ops.items(), key=lambda kv: -kv[1]):
                 print(f"    {op:22} {us / 1e3:8.1f} ms {us / total:6.1%}")
-    print(f"after the run: {loadavg()}")
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import socket
@@ -53,6 +54,14 @@ def parser(
     if quick is not None:
         p.add_argument("--quick", action="store_true", help=quick)
     return p
+
+
+def missing(name: str, module: str, what: str) -> bool:
+    """Whether ``module`` is not installed; if so, says the bench ``name`` skipped."""
+    if importlib.util.find_spec(module) is not None:
+        return False
+    print(f"{name}: skipped ({what} is not installed)")
+    return True
 
 
 def met(ok: bool) -> str:
@@ -252,14 +261,26 @@ def postgres(args: argparse.Namespace) -> str | None:
         return None
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
+def timings(fn: Callable[[], object], repeats: int) -> list[float]:
+    """The seconds of each of ``repeats`` calls of ``fn``, in order (no warm-up)."""
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return times
+
+
+def first_and_best(fn: Callable[[], object], repeats: int) -> dict[str, float | None]:
+    """The first call's seconds (a cold start: loading, building) and the best of ``repeats``
+    more (``None`` for none)."""
+    times = timings(fn, 1 + repeats)
+    return {"first": times[0], "then": min(times[1:], default=None)}
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    return min(timings(fn, repeats))
 
 
 def best_of_interleaved(fns: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, float]:
