@@ -6,8 +6,6 @@ the same run; then where the time goes, and peak memory."""
 from __future__ import annotations
 
 import cProfile
-import json
-import os
 import pstats
 import sys
 import time
@@ -39,6 +37,7 @@ from wai_dispatch.tools.harness import (
     best_of_interleaved,
     fresh,
     gemm_rate,
+    kernel_times,
     loadavg,
     memory_kib,
     parser,
@@ -126,25 +125,14 @@ def graph_products(program: Any, engine: Int8GraphEngine, h: int, w: int) -> int
 def graph_profile(int_job: Any, wai: WaiOpsAdapter, runs: int = 5) -> str:
     """Where one 256×256 run of the int8 graph engine spends its time, by ONNX operator:
     ONNX Runtime's own profile over ``runs`` runs, each node's fastest run, summed by op."""
-    import onnxruntime as ort
-
     engine = Int8GraphEngine(wai.program(int_job))
     so = shared_session_options()  # the process's pool (--threads)
-    so.enable_profiling = True
-    so.profile_file_prefix = str(Path(os.environ.get("TMPDIR", "/tmp")) / "wai-int8-graph")
-    session = ort.InferenceSession(engine.model, so, providers=["CPUExecutionProvider"])
-    x = int_job.symbols.astype(np.float32)
-    for _ in range(runs):
-        session.run(None, {"symbols": x})
-    path = Path(session.end_profiling())
-    events = json.loads(path.read_text())
-    path.unlink()
+    feeds = {"symbols": int_job.symbols.astype(np.float32)}
     fastest: dict[str, float] = {}
     kind: dict[str, str] = {}
-    for e in events:
-        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
-            fastest[e["name"]] = min(fastest.get(e["name"], 1e18), float(e["dur"]))
-            kind[e["name"]] = e["args"]["op_name"]
+    for node, op, us in kernel_times(engine.model, so, feeds, runs):
+        fastest[node] = min(fastest.get(node, 1e18), us)
+        kind[node] = op
     by: dict[str, float] = {}
     for name, dur in fastest.items():
         by[kind[name]] = by.get(kind[name], 0.0) + dur

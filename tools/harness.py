@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -295,6 +296,28 @@ def best_of_interleaved(fns: Mapping[str, Callable[[], object]], repeats: int) -
             fn()
             best[name] = min(best[name], time.perf_counter() - t)
     return best
+
+
+def kernel_times(
+    model: bytes, so: Any, feeds: Mapping[str, Any], runs: int
+) -> list[tuple[str, str, float]]:
+    """ONNX Runtime's own profile of ``runs`` runs of ``model`` on the CPU (session options
+    ``so``, profiling turned on here): each node's kernel time in each run, as (node, operator
+    type, microseconds)."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        so.enable_profiling = True
+        so.profile_file_prefix = str(Path(tmp) / "profile")
+        session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        for _ in range(runs):
+            session.run(None, dict(feeds))
+        events = json.loads(Path(session.end_profiling()).read_text())
+    return [
+        (e["name"], e["args"]["op_name"], float(e["dur"]))
+        for e in events
+        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")
+    ]
 
 
 def gemm_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
