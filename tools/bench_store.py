@@ -37,8 +37,8 @@ from wai_dispatch.service.store.spool import Spool
 from wai_dispatch.tools.harness import (
     database,
     for_seconds,
+    latencies,
     parser,
-    percentile,
     postgres,
     postgres_options,
 )
@@ -129,9 +129,8 @@ def measure(
     aggregator.drain()  # the next run starts with the inbox empty, not folding this one's
     if spool.size():
         print(f"    warning: {spool.size()} bytes spooled (the store did not take them)")
-    flat = [x * 1000 for xs in lat for x in xs] or [0.0]
-    n = sum(map(len, lat))
-    return n / took, percentile(flat, 0.5), percentile(flat, 0.99), batches if group else n
+    n, ms = sum(map(len, lat)), latencies([x for xs in lat for x in xs])
+    return n / took, ms["p50_ms"], ms["p99_ms"], batches if group else n
 
 
 def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool) -> float:

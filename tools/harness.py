@@ -102,6 +102,16 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def latencies(seconds: Sequence[float]) -> dict[str, float]:
+    """The median, 99th-percentile and mean of ``seconds``, in ms."""
+    ms = [t * 1e3 for t in seconds] or [0.0]
+    return {
+        "p50_ms": percentile(ms, 0.5),
+        "p99_ms": percentile(ms, 0.99),
+        "mean_ms": sum(ms) / len(ms),
+    }
+
+
 def memory_kib(pid: int | str = "self") -> dict[str, int]:
     """A process's resident memory now (``VmRSS``) and at its peak (``VmHWM``), in KiB."""
     fields = {}
