@@ -117,10 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{engine} engine, on the int8 one and on the NumPy one) vs CompressAI (C++ rANS, float "
         "h_s); goal ≤ 1.0"
     )
-    columns = ("picture", "entropy_ms", "entropy_int8_ms", "entropy_numpy_ms")
+    entropy = ("picture", "entropy_ms", "entropy_int8_ms", "entropy_numpy_ms")
     table(
         ["picture", "ours ms", "h_s on int8 ms", "h_s on NumPy ms", "CompressAI ms", "ratio"],
-        ([r[k] for k in (*columns, "compressai_entropy_ms", "entropy_ratio")] for r in rows),
+        ([r[k] for k in (*entropy, "compressai_entropy_ms", "entropy_ratio")] for r in rows),
         "- .1f .1f .1f .1f .2f",
     )
     return 0

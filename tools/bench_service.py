@@ -250,8 +250,8 @@ def route(requests: int, concurrency: int) -> None:
     steps["rest of the app (middleware, routing, hops)"] = rest
     steps["outside the app (uvicorn, socket, client)"] = wall - app
     steps["the request, as the client saw it"] = wall
-    rows = ([step, ms, ms / wall] for step, ms in steps.items())
-    table(["step", "ms/request", "of the request"], rows, "- .2f .1%")
+    shares = ([step, ms, ms / wall] for step, ms in steps.items())
+    table(["step", "ms/request", "of the request"], shares, "- .2f .1%")
     hops = clock["n"].get("sync dependencies (each a thread hop)", 0) / n
     commit = clock["ns"].get("(the commit itself, in the committer's thread)", 0) / n / 1e6
     print(

@@ -59,7 +59,8 @@ def decode_worker(data_dir: str, set_name: str, height: int, width: int) -> dict
     result = decoder.decode(big)
     png = result.png()
     took = time.perf_counter() - t0
-    path = str(result.reports[-1].ran.path)
+    ran = result.reports[-1].ran
+    path = str(ran.path) if ran is not None else None
     peak = memory_kib()["VmHWM"] * 1024
     return {"base": base, "peak": peak, "seconds": took, "path": path, "png": len(png)}
 
