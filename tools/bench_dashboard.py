@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +70,12 @@ def _replay(base: str, token: str, urls: list[str], repeat: int) -> dict[str, fl
     out = {}
     with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=300) as client:
         for url in urls:
-            client.get(url).raise_for_status()  # warm
-            out[url] = statistics.median(timings(partial(client.get, url), repeat)) * 1000
+
+            def get(url: str = url) -> object:
+                return client.get(url).raise_for_status()
+
+            get()  # warm
+            out[url] = statistics.median(timings(get, repeat)) * 1000
     return out
 
 
