@@ -213,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="instead: autoscale 1:2 meeting --clients for --seconds",
     )
     args = parser.parse_args(argv)
-    if missing("ray", "ray", "the ray extra (pip install 'wai-dispatch[ray]')"):
+    if missing("ray", "ray", "the ray extra, wai-dispatch[ray],"):
         return 0
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-ray-") as folder,
