@@ -19,7 +19,7 @@ from wai_dispatch.codec.envelope import parse
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_tiles import envelope_of
-from wai_dispatch.tools.harness import loadavg, parser
+from wai_dispatch.tools.harness import loadavg, parser, table
 
 
 def _png(level: int, optimize: bool = False) -> Callable[[Any], bytes]:
@@ -82,18 +82,20 @@ def run(repeat: int) -> list[tuple[str, float, dict[str, tuple[float, int]]]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("answer", __doc__)
+    p = parser("answer", __doc__, quick="two repeats (smoke)")
     p.add_argument("--repeat", type=int, default=7)
-    p.add_argument("--quick", action="store_true", help="two repeats (smoke)")
     args = p.parse_args(argv)
     repeat = 2 if args.quick else args.repeat
     rows = run(repeat)
     print(f"{loadavg()}; medians of {repeat}")
     for name, decode_s, answers in rows:
         print(f"\n{name}: the decode (envelope → RGB8, warm) {decode_s * 1e3:.1f} ms")
-        print(f"  {'answer':28} {'ms':>7} {'of decode':>9} {'KiB':>8}")
-        for key, (secs, size) in answers.items():
-            print(f"  {key:28} {secs * 1e3:7.2f} {secs / decode_s:9.1%} {size / 1024:8.0f}")
+        table(
+            ["answer", "ms", "of decode", "KiB"],
+            ([k, secs * 1e3, secs / decode_s, size / 1024] for k, (secs, size) in answers.items()),
+            "- .2f .1% .0f",
+            indent="  ",
+        )
     return 0
 
 

@@ -25,7 +25,7 @@ from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.request_errors import ErrorLog
 from wai_dispatch.tools._service import serve
 from wai_dispatch.tools.dashboard_shots import report
-from wai_dispatch.tools.harness import database, free_port, loadavg
+from wai_dispatch.tools.harness import database, free_port, loadavg, timings, wait_until
 from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.seed_reports import seed
 
@@ -70,29 +70,19 @@ def _replay(base: str, token: str, urls: list[str], repeat: int) -> dict[str, fl
     out = {}
     with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=300) as client:
         for url in urls:
-            client.get(url).raise_for_status()  # warm
-            times = []
-            for _ in range(repeat):
-                t0 = time.perf_counter()
-                client.get(url).raise_for_status()
-                times.append((time.perf_counter() - t0) * 1000)
-            out[url] = statistics.median(times)
+
+            def get(url: str = url) -> object:
+                return client.get(url).raise_for_status()
+
+            get()  # warm
+            out[url] = statistics.median(timings(get, repeat)) * 1000
     return out
-
-
-def _wait(page: Any, expression: str, timeout_s: float = 60) -> None:
-    """Poll ``expression`` (page.evaluate runs under the page's CSP, unlike wait_for_function,
-    which needs eval)."""
-    deadline = time.monotonic() + timeout_s
-    while not page.evaluate(expression):
-        if time.monotonic() > deadline:
-            raise TimeoutError(expression)
-        time.sleep(0.01)
 
 
 #: The dashboard's views measured: the default (last 24 hours), one sink, the last 30 days.
 VIEWS = {"default view": "", "one sink": "?sink=sink-003", "30-day range": "?range=2592000"}
 
+_RENDERED = "performance.getEntriesByName('dashboard-rendered').length > 0"
 _RESOURCES = """performance.getEntriesByType('resource')
   .filter((e) => e.name.includes('/v1/'))
   .map((e) => [e.name, e.duration])"""
@@ -136,7 +126,8 @@ def _paint(base: str, token: str, loads: int) -> dict[str, View]:
             view = out[name] = View()
             for i in range(loads + 1):
                 page.goto(f"{base}/dashboard/{query}")
-                _wait(page, "performance.getEntriesByName('dashboard-rendered').length > 0")
+                # polled: page.evaluate runs under the page's CSP (wait_for_function needs eval)
+                wait_until(lambda: page.evaluate(_RENDERED), 60, _RENDERED, every=0.01)
                 if i == 0:
                     continue
                 view.fcp.append(
@@ -225,11 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=100_000, help="reports seeded")
     parser.add_argument("--sinks", type=int, default=1000, help="sinks they come from")
     parser.add_argument("--days", type=float, default=30.0, help="days they are spread over")
-    parser.add_argument(
-        "--postgres",
-        metavar="ADMIN_URL",
-        help="also measure on PostgreSQL (an admin URL)",
-    )
+    parser.add_argument("--postgres", metavar="ADMIN_URL", help="also PostgreSQL (admin URL)")
     parser.add_argument("--repeat", type=int, default=10, help="each request again, alone")
     parser.add_argument("--loads", type=int, default=5, help="page loads measured")
     args = parser.parse_args(argv)

@@ -4,8 +4,6 @@ thread count), in the same run, at 256×256 and 768×512; and the peak memory of
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,10 +18,19 @@ from wai_dispatch.paths.job import SynthesisJob
 from wai_dispatch.paths.onnx import OnnxRuntimeAdapter, configure_thread_pool
 from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.tools.bmshj2018_model import load_model
-from wai_dispatch.tools.harness import best_of_interleaved, fresh, loadavg, memory_kib, parser
+from wai_dispatch.tools.harness import (
+    best_of_interleaved,
+    fresh,
+    loadavg,
+    memory_kib,
+    met,
+    parser,
+    table,
+)
 from wai_dispatch.tools.onnx_synthesis import g_s_layers, memory_set, random_layers
 
 SIZES = ((256, 256), (512, 768))  # (height, width)
+GOAL = 0.35
 
 
 def _picture(height: int, width: int) -> np.ndarray:
@@ -95,7 +102,7 @@ def run(
     return {"threads": threads, "repeats": repeats, "rows": rows}
 
 
-def _peak_worker(checkpoint: str | None) -> dict[str, Any]:
+def peak_worker() -> dict[str, Any]:
     """One 768×512 decode in a fresh process; its peak resident memory (VmHWM)."""
 
     set_files = memory_set(random_layers())
@@ -109,33 +116,26 @@ def _peak_worker(checkpoint: str | None) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("decode", __doc__)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=7)
+    p = parser("decode", __doc__, threads=2, repeats=7, quick="64×64, 1 repeat (a smoke run)")
     p.add_argument("--checkpoint", help="a CompressAI state dict (default: the demo one)")
-    p.add_argument("--quick", action="store_true", help="64×64, 1 repeat (a smoke run)")
-    p.add_argument("--peak-worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
         args.repeats = 1
-    if args.peak_worker:
-        print(json.dumps(_peak_worker(args.checkpoint)))
-        return 0
     result = run(args.threads, args.repeats, args.checkpoint, ((64, 64),) if args.quick else SIZES)
     print(
         f"decode payload → RGB8, bmshj2018-factorized q3 (demo weights), {args.threads} "
         f"threads, best of {args.repeats}, interleaved; {loadavg()}"
     )
-    print("ratio: ours ÷ CompressAI, in time (below 1: faster); goal ≤ 0.35× (issue 18)")
-    print(f"{'picture':>9} | {'ours (ORT cpu)':>15} | {'CompressAI':>12} | {'ratio':>6} | goal")
-    for r in result["rows"]:
-        goal = 0.35
-        met = "met" if r["ratio"] <= goal else "NOT met"
-        print(
-            f"{r['picture']:>9} | {r['ours_ms']:12.1f} ms | {r['compressai_ms']:9.1f} ms | "
-            f"{r['ratio']:6.2f} | ≤ {goal} {met}"
-        )
-    mem = fresh("bench_decode", "--peak-worker")
+    print(f"ratio: ours ÷ CompressAI, in time (below 1: faster); goal ≤ {GOAL}× (issue 18)")
+    table(
+        ["picture", "ours (ORT cpu) ms", "CompressAI ms", "ratio", "goal"],
+        (
+            [r["picture"], r["ours_ms"], r["compressai_ms"], r["ratio"], met(r["ratio"] <= GOAL)]
+            for r in result["rows"]
+        ),
+        "- .1f .1f .2f",
+    )
+    mem = fresh(peak_worker)
     print(
         f"peak memory of one 768×512 decode in a fresh process: {mem['peak_kib'] / 1024:.0f} "
         f"MiB VmHWM (after imports: {mem['before_kib'] / 1024:.0f} MiB)"

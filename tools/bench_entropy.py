@@ -10,8 +10,7 @@ import numpy as np
 
 from wai_dispatch.codec.payload import decode, encode, latent, symbols_digest
 from wai_dispatch.codec.tables import EntropyTables, laplacian_tables
-from wai_dispatch.tools.harness import best_of
-from wai_dispatch.tools.harness import parser as harness_parser
+from wai_dispatch.tools.harness import best_of, met, parser, table
 
 SHAPE = (1, 192, 16, 16)
 
@@ -39,11 +38,10 @@ def _compressai_tables() -> tuple[EntropyTables, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = harness_parser("entropy", __doc__)
-    parser.add_argument("--repeats", type=int, default=200)
-    parser.add_argument("--tables", choices=["laplacian", "compressai"], default="laplacian")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    p = parser("entropy", __doc__, repeats=200)
+    p.add_argument("--tables", choices=["laplacian", "compressai"], default="laplacian")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
 
     if args.tables == "compressai":
         tables, _ = _compressai_tables()
@@ -58,7 +56,6 @@ def main(argv: list[str] | None = None) -> int:
     assert np.array_equal(decode(payload, tables), symbols)
 
     reps = args.repeats
-    rows: list[tuple[str, float, float | None]] = []
     ours_decode = _ms(lambda: decode(payload, tables), reps)
     ours_encode = _ms(lambda: encode(symbols, tables), max(10, reps // 10))
     digest = _ms(lambda: symbols_digest(symbols), reps)
@@ -90,23 +87,23 @@ def main(argv: list[str] | None = None) -> int:
         )
         note = f"CompressAI stream {len(string)} bytes"
 
-    rows.append(("decode (payload -> symbols)", ours_decode, theirs_decode))
-    rows.append(("encode (symbols -> payload)", ours_encode, theirs_encode))
-    rows.append(("symbols_digest (BLAKE3)", digest, None))
-    rows.append(("stage (payload -> latent + digest)", stage, None))
-
     print(
         f"entropy stage, {symbols.size} symbols {SHAPE}, {args.tables} tables, "
         f"best of {reps}; payload {len(payload)} bytes; {note}"
     )
-    print(f"{'':36} {'ours ms':>9} {'CompressAI ms':>14} {'ratio':>7}")
-    for name, ours, theirs in rows:
-        other = f"{theirs:14.3f}" if theirs is not None else f"{'-':>14}"
-        ratio = f"{ours / theirs:7.2f}" if theirs else f"{'-':>7}"
-        print(f"{name:36} {ours:9.3f} {other} {ratio}")
+    rows = [
+        ("decode (payload -> symbols)", ours_decode, theirs_decode),
+        ("encode (symbols -> payload)", ours_encode, theirs_encode),
+        ("symbols_digest (BLAKE3)", digest, None),
+        ("stage (payload -> latent + digest)", stage, None),
+    ]
+    table(
+        ["", "ours ms", "CompressAI ms", "ratio"],
+        ([n, ours, theirs or "-", ours / theirs if theirs else "-"] for n, ours, theirs in rows),
+        "- .3f .3f .2f",
+    )
     if theirs_decode:
-        verdict = "met" if ours_decode <= 0.6 * theirs_decode else "NOT met"
-        print(f"goal decode <= 0.6 x CompressAI: {verdict}")
+        print(f"goal decode <= 0.6 x CompressAI: {met(ours_decode <= 0.6 * theirs_decode)}")
     return 0
 
 

@@ -29,7 +29,7 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.tools.bench_decode import _model, picture_latent
-from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, met, parser, table
 
 SET = "bmshj2018-demo-q3"
 SIZES = ((256, 256), (512, 768))  # (height, width)
@@ -169,11 +169,8 @@ def cold(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("envelope", __doc__)
-    p.add_argument("--threads", type=int, default=2, help="ONNX Runtime's and torch's (2)")
-    p.add_argument("--repeats", type=int, default=7, help="warm: best of N (7)")
+    p = parser("envelope", __doc__, threads=2, repeats=7, quick="64×64, one repetition (smoke)")
     p.add_argument("--cold", type=int, default=3, help="cold: best of N fresh processes (3)")
-    p.add_argument("--quick", action="store_true", help="64×64, one repetition (a smoke run)")
     args = p.parse_args(argv)
     if args.quick:
         args.repeats, args.cold = 1, 1
@@ -192,20 +189,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{loadavg()}"
     )
     print(f"ratio: ours ÷ CompressAI, in time (below 1: faster); goal warm ≤ {GOAL}×")
-    print(
-        f"{'picture':>9} {'envelope':>9} | {'warm ours':>10} {'CompressAI':>10} {'ratio':>6} "
-        f"{'goal':>7} | {'cold ours':>10} {'CompressAI':>10} {'ratio':>6} | mean |Δ| vs theirs"
-    )
+    table_rows = []
     for h, c in zip(hot, fresh, strict=True):
-        ratio = h["ours"] / h["compressai"]
-        met = "met" if ratio <= GOAL else "NOT met"
-        cr = c["ours"][0] / c["compressai"][0]
-        print(
-            f"{h['picture']:>9} {h['bytes']:>7} B | {h['ours'] * 1e3:7.1f} ms "
-            f"{h['compressai'] * 1e3:7.1f} ms {ratio:6.2f} {met:>7} | "
-            f"{c['ours'][0]:8.2f} s {c['compressai'][0]:8.2f} s {cr:6.2f} | "
-            f"{h['mean_abs_diff']:.2f}"
-        )
+        w, k = h["ours"] / h["compressai"], c["ours"][0] / c["compressai"][0]
+        table_rows.append([h["picture"], str(h["bytes"]), h["ours"] * 1e3, h["compressai"] * 1e3])
+        table_rows[-1] += [w, met(w <= GOAL), c["ours"][0], c["compressai"][0], k]
+        table_rows[-1].append(h["mean_abs_diff"])
+    head = ["picture", "envelope B", "warm ours ms", "CompressAI ms", "ratio", "goal"]
+    head += ["cold ours s", "CompressAI s", "ratio", "mean |Δ| vs theirs"]
+    table(head, table_rows, "- - .1f .1f .2f - .2f .2f .2f .2f")
     print("cold, inside the process (start: imports and open/load; then the first decode):")
     for c in fresh:
         print(
@@ -213,7 +205,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{c['ours'][2] * 1e3:.0f} ms; CompressAI start {c['compressai'][1]:.2f} s + "
             f"first decode {c['compressai'][2] * 1e3:.0f} ms"
         )
-    print(f"after the run: {loadavg()}")
     return 0
 
 

@@ -18,7 +18,7 @@ from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.bench_decode import SIZES, _picture
-from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser, table
 from wai_dispatch.tools.hyperprior_encode import (
     DEMO_CHECKPOINT,
     HyperAnalysis,
@@ -85,52 +85,44 @@ def run(threads: int, repeats: int) -> tuple[str, list[dict[str, Any]]]:
             },
             repeats,
         )
+        ms = {f"{name}_ms": seconds * 1e3 for name, seconds in best.items()}
+        theirs_bytes = sum(len(s) for g in out["strings"] for s in g)
         rows.append(
             {
                 "picture": f"{width}×{height}",
-                **{f"{name}_ms": seconds * 1e3 for name, seconds in best.items()},
-                "payload_bytes": len(body),
-                "compressai_bytes": sum(len(s) for g in out["strings"] for s in g),
+                **ms,
+                "ratio": best["ours"] / best["compressai"],  # bytes: ours / CompressAI
+                "entropy_ratio": best["entropy"] / best["compressai_entropy"],
+                "bytes": f"{len(body)} / {theirs_bytes}",
             }
         )
     return choose.engine_name(stage.engines.runner()), rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("hyperprior", __doc__)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=5)
-    args = p.parse_args(argv)
+    args = parser("hyperprior", __doc__, threads=2, repeats=5).parse_args(argv)
     engine, rows = run(args.threads, args.repeats)
     print(
         f"hyperprior decode WAIH → RGB8, bmshj2018-hyperprior q3 (demo weights), {args.threads} "
         f"threads, best of {args.repeats}, interleaved; {loadavg()}"
     )
-    print(
-        f"{'picture':>9} | {'ours (ORT cpu)':>15} | {'of it: entropy':>15} | "
-        f"{'CompressAI':>12} | {'ratio':>6} | bytes ours / CompressAI"
+    columns = ("picture", "ours_ms", "entropy_ms", "compressai_ms", "ratio", "bytes")
+    table(
+        ["picture", "ours (ORT cpu) ms", "of it: entropy ms", "CompressAI ms", "ratio", "bytes"],
+        ([r[k] for k in columns] for r in rows),
+        "- .1f .1f .1f .2f",
     )
-    for r in rows:
-        print(
-            f"{r['picture']:>9} | {r['ours_ms']:12.1f} ms | {r['entropy_ms']:12.1f} ms | "
-            f"{r['compressai_ms']:9.1f} ms | {r['ours_ms'] / r['compressai_ms']:6.2f} | "
-            f"{r['payload_bytes']} / {r['compressai_bytes']}"
-        )
     print(
         "entropy stage (z, hyper-synthesis, indexes, y): ours (integers; h_s on the "
         f"{engine} engine, on the int8 one and on the NumPy one) vs CompressAI (C++ rANS, float "
         "h_s); goal ≤ 1.0"
     )
-    print(
-        f"{'picture':>9} | {'ours':>12} | {'h_s on int8':>12} | {'h_s on NumPy':>12} | "
-        f"{'CompressAI':>12} | {'ratio':>6}"
+    entropy = ("picture", "entropy_ms", "entropy_int8_ms", "entropy_numpy_ms")
+    table(
+        ["picture", "ours ms", "h_s on int8 ms", "h_s on NumPy ms", "CompressAI ms", "ratio"],
+        ([r[k] for k in (*entropy, "compressai_entropy_ms", "entropy_ratio")] for r in rows),
+        "- .1f .1f .1f .1f .2f",
     )
-    for r in rows:
-        print(
-            f"{r['picture']:>9} | {r['entropy_ms']:9.1f} ms | {r['entropy_int8_ms']:9.1f} ms | "
-            f"{r['entropy_numpy_ms']:9.1f} ms | {r['compressai_entropy_ms']:9.1f} ms | "
-            f"{r['entropy_ms'] / r['compressai_entropy_ms']:6.2f}"
-        )
     return 0
 
 

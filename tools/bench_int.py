@@ -5,10 +5,7 @@ the same run; then where the time goes, and peak memory."""
 
 from __future__ import annotations
 
-import argparse
 import cProfile
-import json
-import os
 import pstats
 import sys
 import time
@@ -40,6 +37,7 @@ from wai_dispatch.tools.harness import (
     best_of_interleaved,
     fresh,
     gemm_rate,
+    kernel_times,
     loadavg,
     memory_kib,
     parser,
@@ -127,25 +125,14 @@ def graph_products(program: Any, engine: Int8GraphEngine, h: int, w: int) -> int
 def graph_profile(int_job: Any, wai: WaiOpsAdapter, runs: int = 5) -> str:
     """Where one 256×256 run of the int8 graph engine spends its time, by ONNX operator:
     ONNX Runtime's own profile over ``runs`` runs, each node's fastest run, summed by op."""
-    import onnxruntime as ort
-
     engine = Int8GraphEngine(wai.program(int_job))
     so = shared_session_options()  # the process's pool (--threads)
-    so.enable_profiling = True
-    so.profile_file_prefix = str(Path(os.environ.get("TMPDIR", "/tmp")) / "wai-int8-graph")
-    session = ort.InferenceSession(engine.model, so, providers=["CPUExecutionProvider"])
-    x = int_job.symbols.astype(np.float32)
-    for _ in range(runs):
-        session.run(None, {"symbols": x})
-    path = Path(session.end_profiling())
-    events = json.loads(path.read_text())
-    path.unlink()
+    feeds = {"symbols": int_job.symbols.astype(np.float32)}
     fastest: dict[str, float] = {}
     kind: dict[str, str] = {}
-    for e in events:
-        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
-            fastest[e["name"]] = min(fastest.get(e["name"], 1e18), float(e["dur"]))
-            kind[e["name"]] = e["args"]["op_name"]
+    for node, op, us in kernel_times(engine.model, so, feeds, runs):
+        fastest[node] = min(fastest.get(node, 1e18), us)
+        kind[node] = op
     by: dict[str, float] = {}
     for name, dur in fastest.items():
         by[kind[name]] = by.get(kind[name], 0.0) + dur
@@ -209,7 +196,7 @@ def _op_seconds(engine: Int8Engine, symbols: np.ndarray) -> dict[str, float]:
     return seconds
 
 
-def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
+def int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
     """ONNX Runtime MatMulInteger (uint8 × int8 → int32), n³ MACs: this CPU's int8 GEMM rate."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
@@ -237,7 +224,7 @@ def _int8_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
     return {"gops": 2 * n**3 / t / 1e9, "seconds": t}
 
 
-def _rss_worker(kind: str) -> dict[str, Any]:
+def rss_worker(kind: str) -> dict[str, Any]:
     """VmHWM after one 768×512 decode on one path, in a fresh process."""
 
     int_job, float_job = _jobs(CASES[1][1])
@@ -250,34 +237,13 @@ def _rss_worker(kind: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("int", __doc__)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--quick", action="store_true", help="256×256 only, 1 repeat (smoke)")
+    p = parser("int", __doc__, threads=2, repeats=7, quick="256×256 only, 1 repeat (smoke)")
     p.add_argument("--int-set", type=Path, default=INT_SET, help="the integer set's folder")
-    p.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
         args.repeats = 1
-    if args.worker:
-        kind = args.worker[0]
-        if kind == "int8":
-            result = _int8_worker(args.threads, args.repeats)
-        else:
-            result = _rss_worker(args.worker[1])
-        print(json.dumps(result))
-        return 0
-
     configure_thread_pool(args.threads)
-    int8 = fresh(
-        "bench_int",
-        "--threads",
-        str(args.threads),
-        "--repeats",
-        str(args.repeats),
-        "--worker",
-        "int8",
-    )
+    int8 = fresh(int8_worker, args.threads, args.repeats)
     f32 = gemm_rate(args.threads, args.repeats, clean_env=True)
     print(
         f"peaks, same run: int8 MatMulInteger 2048² {int8['gops']:.0f} GOP/s; "
@@ -338,8 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = _jobs(CASES[0][1], int_set=args.int_set)[0]
     print(graph_profile(first, wai))
     print(int8_profile(first, wai))
-    rss_int = fresh("bench_int", "--worker", "rss", "integer")
-    rss_float = fresh("bench_int", "--worker", "rss", "float")
+    rss_int, rss_float = fresh(rss_worker, "integer"), fresh(rss_worker, "float")
     print(
         f"peak memory, one 768×512 decode in a fresh process (VmHWM): integer "
         f"{rss_int['vmhwm_mib']:.0f} MiB, float {rss_float['vmhwm_mib']:.0f} MiB"

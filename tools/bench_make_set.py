@@ -90,9 +90,7 @@ def quick() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("make-set", __doc__)
-    p.add_argument("--quick", action="store_true", help="small fresh models, a smoke run")
-    args = p.parse_args(argv)
+    args = parser("make-set", __doc__, quick="small fresh models, a smoke run").parse_args(argv)
     return quick() if args.quick else full()
 
 

@@ -3,7 +3,6 @@ sub-pixel rewrite beside torch, each as a fraction of this machine's float32 GEM
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -28,6 +27,7 @@ from wai_dispatch.tools.harness import (
     loadavg,
     memory_kib,
     parser,
+    table,
 )
 from wai_dispatch.tools.onnx_synthesis import (
     g_s_layers,
@@ -52,7 +52,7 @@ def _read_dir(path: str) -> dict[str, bytes]:
     return {file.name: file.read_bytes() for file in Path(path).iterdir()}
 
 
-def _threads_worker(config: str, threads: int, repeats: int, set_dir: str) -> dict[str, Any]:
+def threads_worker(config: str, threads: int, repeats: int, set_dir: str) -> dict[str, Any]:
     """Time the rewritten synthesis under one thread configuration (one per process: the
     global pool is process-wide)."""
     import onnxruntime as ort
@@ -77,7 +77,7 @@ def _threads_worker(config: str, threads: int, repeats: int, set_dir: str) -> di
     return out
 
 
-def _rss_worker(set_dir: str) -> dict[str, Any]:
+def rss_worker(set_dir: str) -> dict[str, Any]:
     """Peak memory of one 768×512 synthesis through the adapter, in a fresh process: VmHWM
     (``ru_maxrss`` keeps the launching process's peak across exec on Linux)."""
 
@@ -94,29 +94,14 @@ def _rss_worker(set_dir: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("onnx", __doc__)
-    p.add_argument("--repeats", type=int, default=7, help="best of N (default 7)")
-    p.add_argument("--threads", type=int, default=2, help="threads for every runtime (2)")
+    p = parser("onnx", __doc__, threads=2, repeats=7, quick="64×64, random weights, 1 repeat")
     p.add_argument("--sweep", action="store_true", help="also compare thread configurations")
     p.add_argument("--random", action="store_true", help="random weights (no torch needed)")
     p.add_argument("--set", metavar="DIR", help="a written set's directory (set.json and files)")
-    p.add_argument("--quick", action="store_true", help="64×64, random weights, 1 repeat (smoke)")
-    p.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     sizes = ((64, 64),) if args.quick else SIZES
     if args.quick:
         args.repeats, args.random = 1, True
-
-    if args.worker:
-        kind, *rest = args.worker
-        if kind == "threads":
-            result = _threads_worker(rest[0], args.threads, args.repeats, rest[1])
-        elif kind == "rss":
-            result = _rss_worker(rest[0])
-        else:
-            raise SystemExit(f"unknown worker {kind}")
-        print(json.dumps(result))
-        return 0
 
     import onnxruntime as ort
 
@@ -185,25 +170,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = {k: os.environ.get(k) for k in BLAS_ENV}
     print(f"  (with this shell's {shown}: {gemm_env['gflops']:.0f} GFLOP/s, {blas_env})")
     print()
-    header = f"{'picture':>9} {'GFLOP':>6} | {'ORT plain':>14} | {'ORT rewritten':>14} |"
-    header += f" {'torch g_s':>14} | {'plain/rewr':>10} {'torch/rewr':>10}"
-    print(header)
-    for size, flops, t in rows:
-        t_plain, t_rewr, t_torch = t["plain"], t["rewritten"], t.get("torch", float("nan"))
 
-        def cell(t: float, flops: int = flops) -> str:
-            return f"{t * 1e3:7.1f} ms {flops / t / 1e9 / gemm['gflops']:4.0%}"
+    def cell(t: float, flops: int) -> str:
+        return f"{t * 1e3:.1f} ms {flops / t / 1e9 / gemm['gflops']:4.0%}"
 
-        print(
-            f"{size[0]:>4}×{size[1]:<4} {flops / 1e9:6.2f} | {cell(t_plain)} | {cell(t_rewr)} |"
-            f" {cell(t_torch)} | {t_plain / t_rewr:10.2f} {t_torch / t_rewr:10.2f}"
-        )
+    head = ["picture", "GFLOP", "ORT plain", "ORT rewritten", "torch g_s", "plain/rewr"]
+    table(
+        [*head, "torch/rewr"],
+        (
+            [f"{w}×{h}", f"{flops / 1e9:.2f}"]
+            + [cell(t.get(k, float("nan")), flops) for k in ("plain", "rewritten", "torch")]
+            + [f"{t.get(k, float('nan')) / t['rewritten']:.2f}" for k in ("plain", "torch")]
+            for (w, h), flops, t in rows
+        ),
+    )
     print("(% = the synthesis' useful FLOP rate as a fraction of the GEMM rate above)")
 
     with tempfile.TemporaryDirectory() as set_dir:
         for name, data in (("decoder.onnx", model), ("decoder.weights", weights)):
             (Path(set_dir) / name).write_bytes(data)
-        rss = fresh("bench_onnx", "--worker", "rss", set_dir)
+        rss = fresh(rss_worker, set_dir)
         print(
             f"\npeak RSS, one 768×512 synthesis through OnnxRuntimeAdapter in a fresh process: "
             f"{rss['vmhwm_mib']:.0f} MiB VmHWM (imports and set read: {rss['before_mib']:.0f} "
@@ -224,17 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             best: dict[tuple[str, int], dict[str, float]] = {}
             for _ in range(rounds):
                 for config, threads in configs:
-                    r = fresh(
-                        "bench_onnx",
-                        "--worker",
-                        "threads",
-                        config,
-                        set_dir,
-                        "--threads",
-                        str(threads),
-                        "--repeats",
-                        str(per),
-                    )
+                    r = fresh(threads_worker, config, threads, per, set_dir)
                     old = best.setdefault((config, threads), r)
                     best[(config, threads)] = {k: min(v, old[k]) for k, v in r.items()}
             for (config, threads), r in best.items():

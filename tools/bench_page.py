@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from wai_dispatch.conformance import envelopes_dir
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.tools.harness import parser as harness_parser
+from wai_dispatch.tools.harness import first_and_best, missing, parser, table
 from wai_dispatch.tools.verify_page import TOKEN_KEY, serve_page
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -58,12 +58,6 @@ RUN_WEBGPU_ADAPTER = """async (name) => {
 }"""
 
 
-def _timed(page: Any, expression: str, *arg: Any) -> float:
-    start = time.perf_counter()
-    page.evaluate(expression, *arg)
-    return time.perf_counter() - start
-
-
 def _page_times(url: str, token: str, args: list[str], path: str, repeats: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright  # lazy: the test extra
 
@@ -79,14 +73,14 @@ def _page_times(url: str, token: str, args: list[str], path: str, repeats: int) 
             page.goto(url)
             page.wait_for_function("() => window.waiPage && window.waiPage.ready === true")
             for name in SAMPLES[:1] if path == "quick" else SAMPLES:
-                times = []
-                for _ in range(1 + repeats):
+
+                def decode(name: str = name) -> object:
                     if path == "webgpu-swiftshader":
-                        times.append(_timed(page, RUN_WEBGPU_ADAPTER, name))
-                    else:
-                        page.select_option("#sample", name)
-                        times.append(_timed(page, "window.waiPage.decodeSample()"))
-                out[name] = {"first": times[0], "then": min(times[1:], default=None)}
+                        return page.evaluate(RUN_WEBGPU_ADAPTER, name)
+                    page.select_option("#sample", name)
+                    return page.evaluate("window.waiPage.decodeSample()")
+
+                out[name] = first_and_best(decode, repeats)
         finally:
             browser.close()
     return out
@@ -99,24 +93,14 @@ def _native_times(repeats: int) -> dict[str, Any]:
         decoder = Decoder.assemble(Path(tmp))
         for name in SAMPLES:
             body = (envelopes_dir() / name).read_bytes()
-            times = []
-            for _ in range(1 + repeats):
-                start = time.perf_counter()
-                decoder.decode(body)
-                times.append(time.perf_counter() - start)
-            out[name] = {"first": times[0], "then": min(times[1:], default=None)}
+            out[name] = first_and_best(partial(decoder.decode, body), repeats)
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = harness_parser("page", __doc__)
-    parser.add_argument("--quick", action="store_true", help="one sample, WebAssembly only")
-    parser.add_argument("--repeats", type=int, default=2, help="decodes after the first")
-    args = parser.parse_args(list(argv or []))
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        print("page: skipped (Playwright is not installed: the test extra)")
+    p = parser("page", __doc__, repeats=2, quick="one sample, WebAssembly only")
+    args = p.parse_args(list(argv or []))
+    if missing("page", "playwright", "Playwright, the test extra,"):
         return 0
     if not CHROMIUM.exists():
         print(f"page: skipped ({CHROMIUM} is not installed)")
@@ -125,18 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = 1 if args.quick else args.repeats
     native = _native_times(repeats)
     routes = {"wasm": []} if args.quick else {"wasm": [], "webgpu-swiftshader": SWIFTSHADER}
-    print(f"{'path':20} {'sample':34} {'first s':>8} {'then s':>8} {'native s':>9} {'ratio':>7}")
+    rows = []
     with serve_page() as (url, token):
         for path, extra in routes.items():
             got = _page_times(url, token, extra, "quick" if args.quick else path, repeats)
             for name, t in got.items():
                 then, anchor = t["then"], native[name]["then"]
-                ratio = f"{then / anchor:7.1f}" if then and anchor else "      —"
-                print(
-                    f"{path:20} {name:34} {t['first']:8.2f} {then or 0:8.2f} "
-                    f"{anchor or 0:9.3f} {ratio}",
-                    flush=True,
-                )
+                ratio = then / anchor if then and anchor else "—"
+                rows.append([path, name, t["first"], then or 0, anchor or 0, ratio])
+    table(["path", "sample", "first s", "then s", "native s", "ratio"], rows, "- - .2f .2f .3f .1f")
     return 0
 
 

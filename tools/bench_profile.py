@@ -4,7 +4,6 @@ and 768×512; each share is of the same run's decode (the anchor)."""
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from wai_dispatch.paths.onnx import (
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.results import to_rgb8
 from wai_dispatch.tools.bench_tiles import envelope_of
-from wai_dispatch.tools.harness import loadavg, parser
+from wai_dispatch.tools.harness import kernel_times, loadavg, parser
 from wai_dispatch.tools.onnx_synthesis import rewritten_model
 
 SET = "bmshj2018-demo-q3"
@@ -67,38 +66,22 @@ def stages(decoder: Any, body: bytes, repeats: int) -> dict[str, float]:
 
 def op_profile(files: Any, latent: np.ndarray, repeats: int) -> dict[str, float]:
     """ONNX Runtime's profile of the set's rewritten graph: microseconds by operator type,
-    summed over ``repeats`` runs, divided by the runs."""
-    import onnxruntime as ort
-
+    summed over ``repeats`` runs and a first, divided by the runs."""
     spec = files.facts.program("onnx-runtime")
     model, weights = files.read(spec.file), files.read(spec.weights)
-    with tempfile.TemporaryDirectory() as tmp:
-        so = shared_session_options()
-        so.add_external_initializers_from_files_in_memory(
-            ["decoder.weights"], [weights], [len(weights)]
-        )
-        so.enable_profiling = True
-        so.profile_file_prefix = str(Path(tmp) / "synthesis")
-        session = ort.InferenceSession(
-            rewritten_model(model, weights), so, providers=["CPUExecutionProvider"]
-        )
-        name = session.get_inputs()[0].name
-        session.run(None, {name: latent})
-        for _ in range(repeats):
-            session.run(None, {name: latent})
-        trace = json.loads(Path(session.end_profiling()).read_text())
+    so = shared_session_options()
+    so.add_external_initializers_from_files_in_memory(
+        ["decoder.weights"], [weights], [len(weights)]
+    )
     by_op: dict[str, float] = defaultdict(float)
-    for event in trace:
-        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
-            by_op[event["args"]["op_name"]] += event["dur"] / (repeats + 1)
+    feeds = {"latent": latent}
+    for _, op, us in kernel_times(rewritten_model(model, weights), so, feeds, repeats + 1):
+        by_op[op] += us / (repeats + 1)
     return dict(by_op)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("profile", __doc__)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="64×64, one run (a smoke run)")
+    p = parser("profile", __doc__, threads=2, repeats=3, quick="64×64, one run (a smoke run)")
     args = p.parse_args(argv)
     if args.quick:
         args.repeats = 1
@@ -128,7 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for op, us in sorted(ops.items(), key=lambda kv: -kv[1]):
                 print(f"    {op:22} {us / 1e3:8.1f} ms {us / total:6.1%}")
-    print(f"after the run: {loadavg()}")
     return 0
 
 

@@ -18,14 +18,23 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
 import httpx
 
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.tools.harness import LOCAL_PG, database, decode_headers, loadavg, ready
+from wai_dispatch.tools.harness import (
+    LOCAL_PG,
+    database,
+    decode_headers,
+    for_seconds,
+    loadavg,
+    missing,
+    ready,
+    wait_until,
+)
 from wai_dispatch.tools.harness import parser as harness_parser
 from wai_dispatch.tools.ray_cluster import LocalCluster, deploy, local_cluster, replica_rss_mib
 
@@ -42,14 +51,12 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
     headers = decode_headers(token, Connection="close")
     ok = [0] * clients
     bad = [0] * clients
-    start = threading.Barrier(clients + 1)
-    stop = threading.Event()
 
-    def one(i: int) -> None:
+    def one(i: int, go: Callable[[], object], stop: threading.Event) -> None:
         with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
             for _ in range(2):
                 c.post("/v1/decode", content=body)
-            start.wait()
+            go()
             while not stop.is_set():
                 r = c.post("/v1/decode", content=body)
                 if stop.is_set():
@@ -59,16 +66,7 @@ def rate(url: str, token: str, seconds: float, clients: int) -> tuple[float, int
                 else:
                     bad[i] += 1
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    took = time.perf_counter() - t0
-    for t in threads:
-        t.join()
+    took = for_seconds(one, clients, seconds)
     return sum(ok) / took, sum(ok), sum(bad)
 
 
@@ -197,13 +195,11 @@ def burst(
     )
 
 
-def _ready(cluster: LocalCluster, url: str, replicas: int, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if len(cluster.replicas()) == replicas and ready(url):
-            return
-        time.sleep(1)
-    raise RuntimeError(f"{replicas} replica(s) not ready within {timeout_s} s")
+def _ready(cluster: LocalCluster, url: str, replicas: int) -> None:
+    def done() -> bool:
+        return len(cluster.replicas()) == replicas and ready(url)
+
+    wait_until(done, 300, f"{replicas} replica(s) ready", every=1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -217,12 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="instead: autoscale 1:2 meeting --clients for --seconds",
     )
     args = parser.parse_args(argv)
-    try:
-        import ray  # noqa: F401  (the ray extra: only its presence is checked here)
-    except ImportError:
-        print(
-            "bench ray: skipped: the ray extra is not installed (pip install 'wai-dispatch[ray]')"
-        )
+    if missing("ray", "ray", "the ray extra, wai-dispatch[ray],"):
         return 0
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-ray-") as folder,

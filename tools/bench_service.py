@@ -11,10 +11,10 @@ in this process."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import threading
@@ -33,11 +33,14 @@ from wai_dispatch.tools.harness import (
     decode_headers,
     free_port,
     in_threads,
+    latencies,
     loadavg,
     memory_kib,
+    met,
     parser,
-    percentile,
     service,
+    table,
+    wait_until,
 )
 
 #: The service's settings here (beside the defaults): a queue that takes concurrency 8.
@@ -103,8 +106,7 @@ def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str,
     total = time.perf_counter() - start
     return {
         "per_s": n / total,
-        "p50_ms": percentile(times, 0.5) * 1e3,
-        "p99_ms": percentile(times, 0.99) * 1e3,
+        **latencies(times),
         "decode_ms": (sum(times) - sum(pngs)) / n * 1e3,
         "png_ms": sum(pngs) / n * 1e3,
         "cpu_ms": (cpu_s()[0] - cpu) / n * 1e3,
@@ -147,9 +149,7 @@ def over_http(
         "client_cpu_ms": client / len(times) * 1e3,
         "n": len(times),
         "per_s": ok / total,
-        "p50_ms": percentile(times, 0.5) * 1e3,
-        "p99_ms": percentile(times, 0.99) * 1e3,
-        "mean_ms": statistics.fmean(times) * 1e3,
+        **latencies(times),
         "non_200": len(statuses) - ok,
     }
 
@@ -225,9 +225,8 @@ def route(requests: int, concurrency: int) -> None:
             if driven["non_200"]:
                 raise RuntimeError(f"{driven['non_200']} answers were not 200")
             os.kill(served.proc.pid, signal.SIGUSR2)
-            deadline = time.monotonic() + 30
-            while not out.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
+            with contextlib.suppress(TimeoutError):  # none: said below, with the server's log
+                wait_until(out.exists, 30, "clock", every=0.1)
             time.sleep(0.2)  # written whole
             decoder = Decoder.assemble(Path(tmp) / "anchor")
             decoder.decode(parse(body)).png()  # warm
@@ -245,43 +244,33 @@ def route(requests: int, concurrency: int) -> None:
         f"POST /v1/decode, 256×256 sample, JSON answer, concurrency {concurrency}: {n} "
         f"requests, {driven['per_s']:.2f} decodes/s; {load} → {after}"
     )
-    print(f"{'step':44} {'ms/request':>10} {'of the request':>15}")
-    accounted = 0.0
-    for step in STEPS:
-        ms = clock["ns"].get(step, 0) / n / 1e6
-        # the bearer token is looked up inside its dependency's hop: counted there
-        accounted += 0 if step == "bearer token" else ms
-        print(f"{step:44} {ms:10.2f} {ms / wall:15.1%}")
+    steps = {step: clock["ns"].get(step, 0) / n / 1e6 for step in STEPS}
+    # the bearer token is looked up inside its dependency's hop: counted there
+    rest = app - sum(ms for step, ms in steps.items() if step != "bearer token")
+    steps["rest of the app (middleware, routing, hops)"] = rest
+    steps["outside the app (uvicorn, socket, client)"] = wall - app
+    steps["the request, as the client saw it"] = wall
+    shares = ([step, ms, ms / wall] for step, ms in steps.items())
+    table(["step", "ms/request", "of the request"], shares, "- .2f .1%")
     hops = clock["n"].get("sync dependencies (each a thread hop)", 0) / n
     commit = clock["ns"].get("(the commit itself, in the committer's thread)", 0) / n / 1e6
     print(
         f"  ({hops:.0f} sync dependency hops a request; the commit itself, overlapped in the "
         f"committer's thread: {commit:.2f} ms a request)"
     )
-    rest = app - accounted
-    print(f"{'rest of the app (middleware, routing, hops)':44} {rest:10.2f} {rest / wall:15.1%}")
-    print(
-        f"{'outside the app (uvicorn, socket, client)':44} {wall - app:10.2f} "
-        f"{(wall - app) / wall:15.1%}"
-    )
-    print(f"{'the request, as the client saw it':44} {wall:10.2f} {1:15.1%}")
     print(
         f"in this process, the same decodes from {concurrency} threads (the server idle): "
         f"{anchor['per_s']:.2f} decodes/s, decode {anchor['decode_ms']:.2f} ms, PNG "
         f"{anchor['png_ms']:.2f} ms; HTTP ÷ in-process {driven['per_s'] / anchor['per_s']:.0%}"
     )
     used = {name: s * 1e3 / n for name, s in clock["cpu_s"].items() if s > 0}
-    server = sum(used.values())
+    server, client = sum(used.values()), driven["client_cpu_ms"]
     print("\nCPU ms a request by thread (the load stretches CPU time far less than the wall):")
-    for name, ms in sorted(used.items(), key=lambda kv: -kv[1]):
-        print(f"  server: {name:36} {ms:10.2f}")
-    print(f"  {'server, all of it':44} {server:10.2f}")
-    print(f"  {'the HTTP clients (httpx, this process)':44} {driven['client_cpu_ms']:10.2f}")
-    inside = anchor["cpu_ms"]
-    print(f"  {'in process: parse, decode, PNG':44} {inside:10.2f}")
-    print(
-        f"  in-process CPU ÷ (server + clients): {inside / (server + driven['client_cpu_ms']):.0%}"
-    )
+    rows = [[f"server: {name}", ms] for name, ms in sorted(used.items(), key=lambda kv: -kv[1])]
+    rows += [["server, all of it", server], ["the HTTP clients (httpx, this process)", client]]
+    rows += [["in process: parse, decode, PNG", anchor["cpu_ms"]]]
+    table(["thread", "CPU ms"], rows, "- .2f", indent="  ")
+    print(f"  in-process CPU ÷ (server + clients): {anchor['cpu_ms'] / (server + client):.0%}")
 
 
 def _cpu_table(anchor: dict[str, float], http: dict[str, float]) -> None:
@@ -299,8 +288,7 @@ def _cpu_table(anchor: dict[str, float], http: dict[str, float]) -> None:
         ("the HTTP clients (httpx, this process)", client),
     )
     print("\nCPU ms a decode (the rows above' medians):")
-    for name, ms in rows:
-        print(f"  {name:44} {ms:8.2f}")
+    table(["", "CPU ms"], rows, "- .2f", indent="  ")
     print(f"  in-process CPU ÷ (server + client CPU): {inside / (server + client):.0%}")
 
 
@@ -347,22 +335,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"256×256 sample; {n} decodes per row, median of {args.rounds} interleaved rounds; "
         f"{loadavg()}, shared with the client"
     )
-    print(f"{'':26} {'decodes/s':>10} {'vs loop':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99/p50':>8}")
-    for name, row in rows.items():
-        note = f"  ({row['non_200']} not 200)" if row.get("non_200") else ""
-        print(
-            f"{name:26} {row['per_s']:10.2f} {row['per_s'] / anchor:8.0%} "
-            f"{row['p50_ms']:8.1f} {row['p99_ms']:8.1f} "
-            f"{row['p99_ms'] / row['p50_ms']:8.2f}{note}"
-        )
+    table(
+        ["", "decodes/s", "vs loop", "p50 ms", "p99 ms", "p99/p50", "not 200"],
+        (
+            [
+                name,
+                r["per_s"],
+                r["per_s"] / anchor,
+                *(r[k] for k in ("p50_ms", "p99_ms")),
+                r["p99_ms"] / r["p50_ms"],
+                str(r.get("non_200", "")),
+            ]
+            for name, r in rows.items()
+        ),
+        "- .2f .0% .1f .1f .2f",
+    )
     ratio = rows["HTTP, concurrency 2"]["per_s"] / rows["in-process, 2 threads"]["per_s"]
-    met = "met" if ratio >= 0.95 else "NOT met"
-    print(f"HTTP at concurrency 2 ÷ in-process from 2 threads: {ratio:.0%} (goal ≥ 95%: {met})")
+    goal = f"goal ≥ 95%: {met(ratio >= 0.95)}"
+    print(f"HTTP at concurrency 2 ÷ in-process from 2 threads: {ratio:.0%} ({goal})")
     _cpu_table(rows["in-process, 2 threads"], rows["HTTP, concurrency 2"])
     png_kb = costs.pop("png_bytes") / 1024
     print(f"\nper-request costs that differ by form (best of 200; the PNG is {png_kb:.0f} KiB):")
-    for name, us in costs.items():
-        print(f"  {name:28} {us:9.0f} µs")
+    table(["", "µs"], costs.items(), "- .0f", indent="  ")
     print(
         f"\nserver resident memory: {idle['VmRSS'] >> 10} MB after warm-up (the 1 bundled set "
         f"loaded), {loaded['VmRSS'] >> 10} MB after the runs, peak {loaded['VmHWM'] >> 10} MB"
@@ -370,12 +364,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sizes:
         print("\none decode's memory by picture size (fresh warm process each; VmHWM reset")
         print("before the decode; B/pixel: the decode's MB over output pixels):")
-        print(f"  {'picture':>11} {'+decode MB':>10} {'peak MB':>8} {'seconds':>8} {'B/pixel':>8}")
-        for side, extra, peak, secs in sizes:
-            print(
-                f"  {f'{side}×{side}':>11} {extra:10.0f} {peak:8.0f} {secs:8.2f} "
-                f"{extra * 2**20 / side**2:8.0f}"
-            )
+        table(
+            ["picture", "+decode MB", "peak MB", "seconds", "B/pixel"],
+            ([f"{d}×{d}", extra, peak, s, extra * 2**20 / d**2] for d, extra, peak, s in sizes),
+            "- .0f .0f .2f .0f",
+            indent="  ",
+        )
     return 0
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import statistics
 import tempfile
 import threading
 import time
@@ -35,7 +34,14 @@ from wai_dispatch.service.store.recorder import PG_COMMITTERS, Recorder
 from wai_dispatch.service.store.records import ReportRecord, records_for
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.spool import Spool
-from wai_dispatch.tools.harness import database, parser, postgres, postgres_options
+from wai_dispatch.tools.harness import (
+    database,
+    for_seconds,
+    latencies,
+    parser,
+    postgres,
+    postgres_options,
+)
 
 REPORT = Report.from_json(
     {
@@ -89,27 +95,6 @@ def _one(sink: str) -> list[ReportRecord]:
     )
 
 
-def _run(
-    writer: Callable[[int], None],
-    writers: int,
-    seconds: float,
-    start: threading.Barrier,
-    stop: threading.Event,
-) -> float:
-    """``writers`` threads of ``writer``, released together at ``start`` and stopped after
-    ``seconds``; the seconds they ran, from the release to the last one's end."""
-    threads = [threading.Thread(target=writer, args=(k,), daemon=True) for k in range(writers)]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - t0
-
-
 def measure(
     store: ReportStore, folder: Path, writers: int, seconds: float, group: bool
 ) -> tuple[float, float, float, int]:
@@ -124,13 +109,11 @@ def measure(
         commit_window_s=WINDOW_S if group else None,
         commit_max=MAX_RECORDS,
     )
-    start = threading.Barrier(writers + 1)
-    stop = threading.Event()
     lat: list[list[float]] = [[] for _ in range(writers)]
 
-    def writer(k: int) -> None:
+    def writer(k: int, go: Callable[[], object], stop: threading.Event) -> None:
         mine = lat[k]
-        start.wait()
+        go()
         n = 0
         while not stop.is_set():
             records = _one(f"sink-{(k * 7919 + n) % 1000:04d}")
@@ -139,18 +122,15 @@ def measure(
             mine.append(time.perf_counter() - t0)
             n += 1
 
-    took = _run(writer, writers, seconds, start, stop)
+    took = for_seconds(writer, writers, seconds)
     batches = recorder.group.batches if recorder.group else 0
     recorder.close()
     aggregator.close()
     aggregator.drain()  # the next run starts with the inbox empty, not folding this one's
     if spool.size():
         print(f"    warning: {spool.size()} bytes spooled (the store did not take them)")
-    flat = sorted(x for xs in lat for x in xs)
-    n = len(flat)
-    p50 = statistics.median(flat) * 1000 if flat else 0.0
-    p99 = flat[min(n - 1, int(n * 0.99))] * 1000 if flat else 0.0
-    return n / took, p50, p99, batches if group else n
+    n, ms = sum(map(len, lat)), latencies([x for xs in lat for x in xs])
+    return n / took, ms["p50_ms"], ms["p99_ms"], batches if group else n
 
 
 def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool) -> float:
@@ -160,20 +140,13 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool
     into ``report_inbox`` too, as the project's writers add it."""
     like = _one("sink-0000")[0]
     engine = create_engine(store.engine.url, poolclass=NullPool)
-    start = threading.Barrier(writers + 1)
-    stop = threading.Event()
     done = [0] * writers
 
-    def writer(k: int) -> None:
-        try:
-            conn = engine.connect()
-        except BaseException:
-            start.abort()
-            raise
-        with conn:
+    def writer(k: int, go: Callable[[], object], stop: threading.Event) -> None:
+        with engine.connect() as conn:
             raw = conn.connection.driver_connection
             assert raw is not None
-            start.wait()
+            go()
             while not stop.is_set():
                 seq = (1 << 40) + next(_BLOCKS) * COPY_BATCH
                 now = int(time.time() * 1000)
@@ -204,7 +177,7 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool
                                 cp.write_row((seq + i,))
                 done[k] += COPY_BATCH
 
-    took = _run(writer, writers, seconds, start, stop)
+    took = for_seconds(writer, writers, seconds)
     engine.dispose()
     return sum(done) / took
 

@@ -105,9 +105,8 @@ def run(count: int, admin_url: str | None, repeat: int, raw_repeat: int) -> bool
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("summary", __doc__)
+    p = parser("summary", __doc__, quick="100,000 reports (a smoke run)")
     p.add_argument("--count", type=int, default=1_000_000)
-    p.add_argument("--quick", action="store_true", help="100,000 reports (a smoke run)")
     postgres_options(p)
     p.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
     p.add_argument("--repeat", type=int, default=20, help="roll-up summaries timed per view")

@@ -6,7 +6,6 @@ beside 2 runs of one (the decoder batches nothing; this measures whether it woul
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pickle
@@ -27,11 +26,11 @@ from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.settings import load
 from wai_dispatch.tools.bench_decode import _model
 from wai_dispatch.tools.bench_envelope import pictures, rgb8
-from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser
+from wai_dispatch.tools.harness import best_of_interleaved, loadavg, parser, table, worker_argv
 from wai_dispatch.tools.onnx_synthesis import ort_session, rewritten_model
 
 
-def _worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -> dict[str, Any]:
+def worker(kind: str, data_dir: str, data_file: str, seconds: float, go: str) -> dict[str, Any]:
     """One process, one thread: warm, say ready, wait for ``go`` to exist, decode for
     ``seconds``; its count and its start and end (``time.time()``)."""
 
@@ -74,17 +73,7 @@ def per_core(kind: str, processes: int, data_dir: Path, data_file: Path, seconds
         "WAI_ORT_THREADS": "1",
         "OMP_NUM_THREADS": "1",
     }
-    argv = [
-        sys.executable,
-        "-m",
-        "wai_dispatch.tools.bench_throughput",
-        "--worker",
-        kind,
-        str(data_dir),
-        str(data_file),
-        str(seconds),
-        str(go),
-    ]
+    argv = worker_argv(worker, kind, str(data_dir), str(data_file), seconds, str(go))
     procs = [
         subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) for _ in range(processes)
     ]
@@ -144,16 +133,9 @@ def batching(data_dir: Path, body: bytes, repeats: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("throughput", __doc__)
+    p = parser("throughput", __doc__, repeats=5, quick="64×64, short runs (a smoke run)")
     p.add_argument("--seconds", type=float, default=6.0, help="each in-process window (6)")
-    p.add_argument("--repeats", type=int, default=5, help="batching: best of N (5)")
-    p.add_argument("--quick", action="store_true", help="64×64, short runs (a smoke run)")
-    p.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.worker:
-        kind, data_dir, data_file, seconds, go = args.worker
-        print(json.dumps(_worker(kind, data_dir, data_file, float(seconds), go)))
-        return 0
     if args.quick:
         args.seconds, args.repeats = 0.2, 1
 
@@ -178,17 +160,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"decodes/s per core, in-process, one thread a process, {args.seconds:g} s windows "
         f"(ratio: ours ÷ CompressAI, in rate: above 1, ours does more)"
     )
-    print(f"  {'processes':>9} {'ours':>8} {'CompressAI':>10} {'ratio':>6} {'2 vs 1 proc':>12}")
-    for n in (1, 2):
-        ours, theirs = rates[("ours", n)], rates[("theirs", n)]
-        scale = ours / rates[("ours", 1)]
-        print(f"  {n:>9} {ours:8.2f} {theirs:10.2f} {ours / theirs:6.2f} {scale:11.0%}")
+    o, t = ({n: rates[kind, n] for n in (1, 2)} for kind in ("ours", "theirs"))
+    table(
+        ["processes", "ours", "CompressAI", "ratio", "2 vs 1 proc"],
+        ([str(n), o[n], t[n], o[n] / t[n], o[n] / o[1]] for n in (1, 2)),
+        "- .2f .2f .2f .0%",
+        indent="  ",
+    )
     print(
         f"batching 2 same-shaped latents in one ONNX run: {batch['pair'] * 1e3:.1f} ms vs "
         f"2 single runs {batch['singles'] * 1e3:.1f} ms; ratio {batch['batch']:.2f} "
         f"(below 1: batching helps); batched output identical: {batch['same']}"
     )
-    print(f"after the run: {loadavg()}")
     return 0
 
 

@@ -8,7 +8,6 @@ Untiled only up to ``--untiled-max``: its memory grows with the picture."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -26,35 +25,11 @@ from wai_dispatch.codec.sets import Manifest
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.settings import Settings
-from wai_dispatch.tools.harness import decode_headers, loadavg, memory_kib, parser, service
+from wai_dispatch.service.settings import Settings, load
+from wai_dispatch.tools.harness import decode_headers, fresh, loadavg, memory_kib, parser, service
 
 SETS = {"float": "bmshj2018-demo-q3", "integer": "int-synth-int8-units-demo-q3"}
 UNTILED = str(1 << 50)
-
-_SCRIPT = """
-import json, sys, time
-from pathlib import Path
-from wai_dispatch.tools.bench_tiles import envelope_of
-from wai_dispatch.service.decoding.decoder import Decoder
-from wai_dispatch.service.settings import load
-from wai_dispatch.tools.harness import memory_kib
-def status():
-    return {key: kib * 1024 for key, kib in memory_kib().items()}
-data_dir, set_name, h, w = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-decoder = Decoder.assemble(**load(data_dir=data_dir).decoder_args())
-small = envelope_of(decoder.set_store, set_name, 4, 4)
-big = envelope_of(decoder.set_store, set_name, h, w)
-decoder.decode(small).png()  # the session is built and warm
-Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
-base = status()["VmRSS"]
-t0 = time.perf_counter()
-result = decoder.decode(big)
-png = result.png()
-took = time.perf_counter() - t0
-print(json.dumps({"base": base, "peak": status()["VmHWM"], "seconds": took,
-                  "path": str(result.reports[-1].ran.path), "png": len(png)}))
-"""
 
 
 def envelope_of(store: Any, set_name: str, height: int, width: int) -> Any:
@@ -71,21 +46,30 @@ def envelope_of(store: Any, set_name: str, height: int, width: int) -> Any:
     return Envelope(capability=manifest.capability, payload=body, set=manifest.digest)
 
 
+def decode_worker(data_dir: str, set_name: str, height: int, width: int) -> dict[str, Any]:
+    """One decode of a ``height × width`` latent in this process, on a warm session with the
+    high-water mark reset: the resident bytes before, the peak, the seconds."""
+    decoder = Decoder.assemble(**load(data_dir=data_dir).decoder_args())
+    small = envelope_of(decoder.set_store, set_name, 4, 4)
+    big = envelope_of(decoder.set_store, set_name, height, width)
+    decoder.decode(small).png()  # the session is built and warm
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+    base = memory_kib()["VmRSS"] * 1024
+    t0 = time.perf_counter()
+    result = decoder.decode(big)
+    png = result.png()
+    took = time.perf_counter() - t0
+    ran = result.reports[-1].ran
+    path = str(ran.path) if ran is not None else None
+    peak = memory_kib()["VmHWM"] * 1024
+    return {"base": base, "peak": peak, "seconds": took, "path": path, "png": len(png)}
+
+
 def in_process(data_dir: Path, kind: str, side: int, tile_bytes: str | None) -> dict[str, Any]:
     """One decode of a ``side × side`` latent in a fresh process; its memory and time."""
-    env = dict(os.environ)
-    env.pop("WAI_TILE_BYTES", None)
-    if tile_bytes is not None:
-        env["WAI_TILE_BYTES"] = tile_bytes
-    out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(data_dir), SETS[kind], str(side), str(side)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    ).stdout
-    row: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return row
+    env = {k: v for k, v in os.environ.items() if k != "WAI_TILE_BYTES"}
+    env |= {"WAI_TILE_BYTES": tile_bytes} if tile_bytes is not None else {}
+    return fresh(decode_worker, str(data_dir), SETS[kind], side, side, env=env)
 
 
 def cli_4096(data_dir: Path, kind: str, side: int) -> dict[str, Any]:
@@ -98,18 +82,9 @@ def cli_4096(data_dir: Path, kind: str, side: int) -> dict[str, Any]:
     png = data_dir / f"{kind}-{side}.png"
     env = {k: v for k, v in os.environ.items() if k != "WAI_TILE_BYTES"}
     t0 = time.perf_counter()
+    decode = ["-m", "wai_dispatch", "decode", str(path), "-o", str(png), "--data-dir"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wai_dispatch",
-            "decode",
-            str(path),
-            "-o",
-            str(png),
-            "--data-dir",
-            str(data_dir),
-        ],
+        [sys.executable, *decode, str(data_dir)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=env,
@@ -158,32 +133,14 @@ def service_4096(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser("tiles", __doc__)
-    p.add_argument(
-        "--sides",
-        type=int,
-        nargs="*",
-        default=[16, 32, 64, 128],
-        help="latent sides (the picture is 16× that)",
-    )
+    p = parser("tiles", __doc__, quick="one small size per path (smoke)")
+    p.add_argument("--sides", type=int, nargs="*", default=[16, 32, 64, 128], help="latent sides")
     p.add_argument("--untiled-max", type=int, default=64, help="largest latent side untiled")
-    p.add_argument(
-        "--no-big",
-        dest="big",
-        action="store_false",
-        help="skip 4096×4096 through the CLI and the service",
-    )
-    p.add_argument("--quick", action="store_true", help="one small size per path (smoke)")
+    p.add_argument("--no-big", dest="big", action="store_false", help="skip 4096² CLI, service")
     p.add_argument("--kinds", nargs="*", default=list(SETS), choices=list(SETS))
-    p.add_argument(
-        "--decode-timeout",
-        type=float,
-        default=None,
-        help="the service's decode_timeout_s for --big (default: the setting's)",
-    )
+    p.add_argument("--decode-timeout", type=float, help="the service's decode_timeout_s (--big)")
     args = p.parse_args(argv)
     sides = [16] if args.quick else args.sides
-    print(loadavg())
     print("one decode's peak memory (VmHWM, fresh warm process; MB over the warm process and")
     print("total) by picture size, tiled (the default WAI_TILE_BYTES) and untiled:")
     print(

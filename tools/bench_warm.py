@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from wai_dispatch.conformance import envelopes_dir
-from wai_dispatch.tools.harness import decode_headers, loadavg, parser, service
+from wai_dispatch.tools.harness import decode_headers, loadavg, parser, service, table, timings
 
 SAMPLES = ("bmshj2018-demo-q3.json", "int-synth-int8-units-demo-q3.json")
 
@@ -23,15 +23,11 @@ def one_run(warm: bool, body: bytes, n: int) -> dict[str, float]:
         started = time.perf_counter()
         with service(Path(tmp), {"WAI_WARM": str(warm).lower()}) as served:
             ready = time.perf_counter() - started
-            times = []
             headers = decode_headers(served.token)
             with httpx.Client(base_url=served.url, headers=headers, timeout=120) as c:
-                for _ in range(n + 1):
-                    t0 = time.perf_counter()
-                    r = c.post("/v1/decode", content=body)
-                    times.append(time.perf_counter() - t0)
-                    if r.status_code != 200:
-                        raise RuntimeError(r.text)
+                times = timings(
+                    lambda: c.post("/v1/decode", content=body).raise_for_status(), n + 1
+                )
     return {
         "ready_s": ready,
         "first_ms": times[0] * 1e3,
@@ -40,23 +36,19 @@ def one_run(warm: bool, body: bytes, n: int) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = parser("warm", __doc__)
-    ap.add_argument("--quick", action="store_true", help="3 warm decodes, not 10")
-    args = ap.parse_args(argv)
+    args = parser("warm", __doc__, quick="3 warm decodes, not 10").parse_args(argv)
     n = 3 if args.quick else 10
     print(f"{loadavg()}; first decode after ready vs the warm median")
-    print(f"{'envelope':<26} {'warming':<8} {'start→ready':>12} {'first':>9} {'warm':>9} ratio")
+    rows = []
     for name in SAMPLES:
         body = (envelopes_dir() / name).read_bytes()
         for warm in (True, False):
             r = one_run(warm, body, n)
-            ratio = r["first_ms"] / r["warm_ms"]
-            goal = " (goal ≤ 2)" if warm else ""
-            print(
-                f"{name:<26} {'on' if warm else 'off':<8} {r['ready_s']:>10.2f} s"
-                f" {r['first_ms']:>7.1f}ms {r['warm_ms']:>7.1f}ms {ratio:.2f}×{goal}",
-                flush=True,
-            )
+            ratio = f"{r['first_ms'] / r['warm_ms']:.2f}×" + (" (goal ≤ 2)" if warm else "")
+            rows.append([name, "on" if warm else "off", r["ready_s"], r["first_ms"], r["warm_ms"]])
+            rows[-1].append(ratio)
+    head = ["envelope", "warming", "start→ready s", "first ms", "warm ms", "ratio"]
+    table(head, rows, "- - .2f .1f .1f")
     return 0
 
 

@@ -1,21 +1,26 @@
-"""The benchmarks' one harness: command line, load average, timing (best of N, variants taking
-turns so that other load falls on each alike), memory, a ``wai-dispatch serve`` to drive, a
-database for the run, and the float32 GEMM rate anchor, measured in a fresh process.
+"""The benchmarks' one harness: the command line and its common options, timing (best of N,
+variants taking turns so that other load falls on each alike; threads for a span), a function
+run in a fresh process (:func:`fresh`), memory, tables, a ``wai-dispatch serve`` to drive, a
+database for the run, and the float32 GEMM rate anchor. The driver (tools/bench.py) prints the
+load average before and after each bench.
 
-    python -m wai_dispatch.tools.harness [--threads 2] [--repeats 7]   # one GEMM rate, JSON"""
+    python -m wai_dispatch.tools.harness MODULE:FUNCTION '[ARGS…]'   # what fresh() runs"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -29,12 +34,58 @@ LOCAL_PG = "postgresql://postgres@127.0.0.1:5432/test"
 SERVE = ("-m", "wai_dispatch", "serve")
 
 
-def parser(name: str, doc: str | None = None) -> argparse.ArgumentParser:
-    """The command line of the benchmark ``name`` (``bench NAME --help`` prints it)."""
+def parser(
+    name: str,
+    doc: str | None = None,
+    *,
+    threads: int | None = None,
+    repeats: int | None = None,
+    quick: str | None = None,
+) -> argparse.ArgumentParser:
+    """The command line of the benchmark ``name`` (``bench NAME --help`` prints it), with the
+    common options given a default (``quick``: what ``--quick``, the smoke run, does)."""
     about = doc.split("\n\n")[0] if doc else None
-    return argparse.ArgumentParser(
+    p = argparse.ArgumentParser(
         prog=f"python -m wai_dispatch.tools.bench {name}", description=about
     )
+    if threads is not None:
+        p.add_argument("--threads", type=int, default=threads, help=f"threads ({threads})")
+    if repeats is not None:
+        p.add_argument("--repeats", type=int, default=repeats, help=f"best of N ({repeats})")
+    if quick is not None:
+        p.add_argument("--quick", action="store_true", help=quick)
+    return p
+
+
+def missing(name: str, module: str, what: str) -> bool:
+    """Whether ``module`` is not installed; if so, says the bench ``name`` skipped."""
+    if importlib.util.find_spec(module) is not None:
+        return False
+    print(f"{name}: skipped ({what} is not installed)")
+    return True
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def table(
+    head: Sequence[str], rows: Iterable[Sequence[object]], formats: str = "", indent: str = ""
+) -> None:
+    """``rows`` under ``head``, each column as wide as its widest cell: the first to the left,
+    the others to the right; ``formats``, one spec a column separated by spaces (``-``: none),
+    formats the cells that are not strings."""
+    specs = [f.strip("-") for f in formats.split()] + [""] * len(head)
+    cells = [list(head)]
+    for row in rows:
+        cells.append(
+            [c if isinstance(c, str) else format(c, f) for c, f in zip(row, specs, strict=False)]
+        )
+    widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
+    for row in cells:
+        line = [c.rjust(w) for c, w in zip(row, widths, strict=True)]
+        line[0] = row[0].ljust(widths[0])
+        print(indent + "  ".join(line).rstrip(), flush=True)
 
 
 def loadavg() -> str:
@@ -51,6 +102,16 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def latencies(seconds: Sequence[float]) -> dict[str, float]:
+    """The median, 99th-percentile and mean of ``seconds``, in ms."""
+    ms = [t * 1e3 for t in seconds] or [0.0]
+    return {
+        "p50_ms": percentile(ms, 0.5),
+        "p99_ms": percentile(ms, 0.99),
+        "mean_ms": sum(ms) / len(ms),
+    }
+
+
 def memory_kib(pid: int | str = "self") -> dict[str, int]:
     """A process's resident memory now (``VmRSS``) and at its peak (``VmHWM``), in KiB."""
     fields = {}
@@ -59,6 +120,34 @@ def memory_kib(pid: int | str = "self") -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0])
     return fields
+
+
+def for_seconds(
+    work: Callable[[int, Callable[[], object], threading.Event], object], count: int, seconds: float
+) -> float:
+    """``work(k, go, stop)`` in ``count`` threads: each readies itself, calls ``go()`` to wait
+    for the others, and runs until ``stop`` is set, ``seconds`` after they are all released;
+    the seconds from the release to the last one's end."""
+    start = threading.Barrier(count + 1)
+    stop = threading.Event()
+
+    def run(k: int) -> None:
+        try:
+            work(k, start.wait, stop)
+        except BaseException:
+            start.abort()  # the release fails rather than waits for a thread that is gone
+            raise
+
+    threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(count)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - t0
 
 
 def in_threads(count: int, work: Callable[[], object]) -> float:
@@ -111,15 +200,25 @@ def service(
     proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while not ready(url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the service did not become ready (exit {proc.poll()})")
-            time.sleep(0.05)
+        wait_until(lambda: proc.poll() is not None or ready(url), 120, "the service's /readyz")
+        if proc.poll() is not None:
+            raise RuntimeError(f"the service did not become ready (exit {proc.poll()})")
         yield Served(proc, url, (data_dir / "admin-token").read_text().strip())
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def wait_until(
+    done: Callable[[], object], timeout_s: float, what: str, every: float = 0.05
+) -> None:
+    """Poll ``done()`` every ``every`` seconds until it is true; :class:`TimeoutError` (naming
+    ``what``) after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} within {timeout_s:g} s")
+        time.sleep(every)
 
 
 def ready(url: str) -> bool:
@@ -173,14 +272,26 @@ def postgres(args: argparse.Namespace) -> str | None:
         return None
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
+def timings(fn: Callable[[], object], repeats: int) -> list[float]:
+    """The seconds of each of ``repeats`` calls of ``fn``, in order (no warm-up)."""
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return times
+
+
+def first_and_best(fn: Callable[[], object], repeats: int) -> dict[str, float | None]:
+    """The first call's seconds (a cold start: loading, building) and the best of ``repeats``
+    more (``None`` for none)."""
+    times = timings(fn, 1 + repeats)
+    return {"first": times[0], "then": min(times[1:], default=None)}
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    return min(timings(fn, repeats))
 
 
 def best_of_interleaved(fns: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -197,13 +308,34 @@ def best_of_interleaved(fns: Mapping[str, Callable[[], object]], repeats: int) -
     return best
 
 
-def _gemm_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
+def kernel_times(
+    model: bytes, so: Any, feeds: Mapping[str, Any], runs: int
+) -> list[tuple[str, str, float]]:
+    """ONNX Runtime's own profile of ``runs`` runs of ``model`` on the CPU (session options
+    ``so``, profiling turned on here): each node's kernel time in each run, as (node, operator
+    type, microseconds)."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        so.enable_profiling = True
+        so.profile_file_prefix = str(Path(tmp) / "profile")
+        session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        for _ in range(runs):
+            session.run(None, dict(feeds))
+        events = json.loads(Path(session.end_profiling()).read_text())
+    return [
+        (e["name"], e["args"]["op_name"], float(e["dur"]))
+        for e in events
+        if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")
+    ]
+
+
+def gemm_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
+    """This process's float32 GEMM rate (n × n), on ``threads`` BLAS threads where
+    threadpoolctl can set them; and the BLAS it ran on."""
     info: list[dict[str, Any]] = []
     try:
-        from threadpoolctl import (
-            threadpool_info,
-            threadpool_limits,
-        )
+        from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:
         limits: Any = None
     else:
@@ -224,33 +356,37 @@ def _gemm_worker(threads: int, repeats: int, n: int = 2048) -> dict[str, Any]:
 
 
 def gemm_rate(threads: int, repeats: int, *, clean_env: bool) -> dict[str, Any]:
-    """The float32 GEMM rate in a subprocess; ``clean_env`` unsets OPENBLAS_CORETYPE and
+    """The float32 GEMM rate in a fresh process; ``clean_env`` unsets OPENBLAS_CORETYPE and
     OPENBLAS_L2_SIZE for that command only (``env -u``)."""
-    env = dict(os.environ)
-    if clean_env:
-        for key in BLAS_ENV:
-            env.pop(key, None)
-    return fresh("harness", "--threads", str(threads), "--repeats", str(repeats), env=env)
+    env = {k: v for k, v in os.environ.items() if not (clean_env and k in BLAS_ENV)}
+    return fresh(gemm_worker, threads, repeats, env=env)
 
 
-def fresh(module: str, *args: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``python -m wai_dispatch.tools.MODULE ARGS…`` in a fresh process (its own thread pools
-    and memory high-water mark): the JSON object it prints last."""
-    argv = [sys.executable, "-m", f"wai_dispatch.tools.{module}", *args]
-    out = subprocess.run(argv, env=env, capture_output=True, text=True)
+def worker_argv(worker: Callable[..., object], *args: Any) -> list[str]:
+    """The command that calls ``worker(*args)`` (arguments and answer in JSON) in a fresh
+    interpreter: this module's :func:`main`."""
+    module = sys.modules[worker.__module__]
+    name = module.__spec__.name if module.__spec__ else worker.__module__  # also as __main__
+    target = f"{name}:{worker.__qualname__}"
+    return [sys.executable, "-m", "wai_dispatch.tools.harness", target, json.dumps(args)]
+
+
+def fresh(
+    worker: Callable[..., object], *args: Any, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """``worker(*args)`` in a fresh process (its own thread pools and memory high-water mark):
+    the JSON object it returned."""
+    out = subprocess.run(worker_argv(worker, *args), env=env, capture_output=True, text=True)
     if out.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{out.stderr}")
+        raise RuntimeError(f"{worker.__qualname__}{args} failed:\n{out.stderr}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    prog = "python -m wai_dispatch.tools.harness"
-    p = argparse.ArgumentParser(prog=prog, description=__doc__)
-    p.add_argument("--threads", type=int, default=2, help="BLAS threads (default 2)")
-    p.add_argument("--repeats", type=int, default=7, help="best of N (default 7)")
-    args = p.parse_args(argv)
-    print(json.dumps(_gemm_worker(args.threads, args.repeats)))
+    target, args = argv if argv is not None else sys.argv[1:]
+    module, _, name = target.partition(":")
+    print(json.dumps(getattr(importlib.import_module(module), name)(*json.loads(args))))
     return 0
 
 
