@@ -231,9 +231,9 @@ def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
             size = int(
                 conn.execute(
                     text(
-                        "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree("
-                        "'reports') + pg_total_relation_size('report_refusals') + "
-                        "pg_total_relation_size('report_keys')"
+                        "SELECT (SELECT sum(pg_total_relation_size(relid)) FROM "
+                        "pg_partition_tree('reports')) + pg_total_relation_size("
+                        "'report_refusals') + pg_total_relation_size('report_keys')"
                     )
                 ).scalar_one()
             )
