@@ -126,7 +126,8 @@ def ensure(conn: Connection, now_ms: int, ahead: int = AHEAD) -> list[str]:
     the caller's transaction; returns those made (none: nothing locked, one catalog read)."""
     first = now_ms // DAY_MS
     wanted = [first + k for k in range(ahead + 1)]
-    if all(day_name(d) in (have := attached(conn)) for d in wanted):
+    have = attached(conn)
+    if all(day_name(d) in have for d in wanted):
         return []
     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK})
     have = attached(conn)  # another writer may have made them meanwhile
