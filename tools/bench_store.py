@@ -9,9 +9,10 @@ bytes a report adds. The report is a decode on ``cpu/onnx-runtime/float`` with t
 
 On PostgreSQL, in the same run and database, the anchor is PostgreSQL's own ``COPY`` (binary) of
 the same rows into the same migrated tables: each writer its own connection, :data:`COPY_BATCH`
-reports (and their refusals) a transaction, alone ("COPY") and with what the project's writers
-add beside them, a ``report_inbox`` row a report ("COPY+inbox"); the last line gives group
-commit at the most writers as a fraction of ``COPY`` alone."""
+reports (their keys, ``report_keys``, and their refusals) a transaction, alone ("COPY") and
+with what the project's writers add beside them, a ``report_inbox`` row a report
+("COPY+inbox"); the last line gives group commit at the most writers as a fraction of ``COPY``
+alone."""
 
 from __future__ import annotations
 
@@ -79,6 +80,10 @@ _COPY_REFUSALS = (
     "COPY report_refusals (report_seq, position, path, code) FROM STDIN (FORMAT BINARY)"
 )
 _COPY_INBOX = "COPY report_inbox (seq) FROM STDIN (FORMAT BINARY)"
+# reports is partitioned by day on PostgreSQL, its unique keys in report_keys (migration 0017)
+_COPY_KEYS = (
+    "COPY report_keys (id, request_id, sink, ordinal, created_ms) FROM STDIN (FORMAT BINARY)"
+)
 _BLOCKS = itertools.count(1)  # COPY's seq blocks, above any the sequence hands out here
 
 
@@ -165,6 +170,12 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool
                         cp.set_types(["bigint", *(t for _, t in bulk_pg.COLS)])
                         for i, row in enumerate(bulk_pg.columns(recs)):
                             cp.write_row((seq + i, *row))
+                    with cur.copy(_COPY_KEYS) as cp:
+                        cp.set_types(["text", "text", "text", "integer", "bigint"])
+                        for rec in recs:
+                            cp.write_row(
+                                (rec.id, rec.request_id, rec.sink, rec.ordinal, rec.created_ms)
+                            )
                     with cur.copy(_COPY_REFUSALS) as cp:
                         cp.set_types(["bigint", "integer", "text", "text"])
                         for i, rec in enumerate(recs):
@@ -183,17 +194,19 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool
 
 
 def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
-    """Rows (reports and refusals) and bytes (tables and indexes; SQLite: the file, its WAL
-    checkpointed) per stored report."""
+    """Rows (reports, refusals; on PostgreSQL, keys) and bytes (tables and indexes; SQLite:
+    the file, its WAL checkpointed) per stored report."""
     with store.engine.connect() as conn:
         reports = int(conn.execute(text("SELECT count(*) FROM reports")).scalar_one())
         refusals = int(conn.execute(text("SELECT count(*) FROM report_refusals")).scalar_one())
         if store.dialect == "postgresql":
+            refusals += int(conn.execute(text("SELECT count(*) FROM report_keys")).scalar_one())
             size = int(
                 conn.execute(
                     text(
-                        "SELECT pg_total_relation_size('reports') + "
-                        "pg_total_relation_size('report_refusals')"
+                        "SELECT (SELECT sum(pg_total_relation_size(relid)) FROM "
+                        "pg_partition_tree('reports')) + pg_total_relation_size("
+                        "'report_refusals') + pg_total_relation_size('report_keys')"
                     )
                 ).scalar_one()
             )
@@ -241,7 +254,9 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
         rows, size = footprint(store, path)
         print(f"  rows a report: {rows:.1f}; bytes a report (tables and indexes): {size:,.0f}")
         if pg:
-            print(f"  COPY: binary, {COPY_BATCH} reports and their refusals a transaction")
+            print(
+                f"  COPY: binary, {COPY_BATCH} reports, their keys and their refusals a transaction"
+            )
         store.dispose()
         return last
 

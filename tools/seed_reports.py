@@ -209,7 +209,11 @@ def _per_sink(acts: dict[tuple[str, str, int], list[int]]) -> dict[tuple[str, in
 def _bulk_insert(store: ReportStore, rows: list[tuple[Any, ...]], refusals: list[Any]) -> None:
     """One transaction of rows through the driver itself: ``COPY … FROM STDIN`` on PostgreSQL
     (psycopg 3), ``executemany`` on SQLite."""
-    tables = (("reports", _REPORT_COLUMNS, rows), ("report_refusals", _REFUSAL_COLUMNS, refusals))
+    tables = [("reports", _REPORT_COLUMNS, rows), ("report_refusals", _REFUSAL_COLUMNS, refusals)]
+    if store.dialect == "postgresql":  # reports' unique keys (migration 0017)
+        at = [_REPORT_COLUMNS.index(c) for c in ("id", "request_id", "sink", "created_ms")]
+        keys = [(row[at[0]], row[at[1]], row[at[2]], 0, row[at[3]]) for row in rows]
+        tables.append(("report_keys", ("id", "request_id", "sink", "ordinal", "created_ms"), keys))
     raw = store.engine.raw_connection()
     try:
         cur: Any = raw.cursor()
@@ -256,6 +260,8 @@ def seed(
     # kept up to date row by row (the unique id stays, so a repeated id still fails).
     tables: list[Table] = [ReportRow.__table__, RefusalRow.__table__]  # type: ignore[list-item]
     indexes = [index for table in tables for index in table.indexes]
+    if store.dialect == "postgresql":  # reports' unique keys are report_keys' there (0017)
+        indexes = [i for i in indexes if not (i.unique and i.table is ReportRow.__table__)]
     with store.engine.begin() as conn:
         for index in indexes:
             index.drop(conn)

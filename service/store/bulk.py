@@ -10,20 +10,23 @@ through :func:`insert_records`, inside the caller's transaction.
 
 A report is skipped, not stored again, when its id or its identity ``(sink, request_id,
 ordinal)`` is stored already (a spool line replayed twice; a retried request): both are unique
-in ``reports``, and ``ON CONFLICT DO NOTHING`` without a target skips a row that conflicts
-with either. Only the reports actually inserted go into the inbox, so into the roll-ups.
+in ``reports`` on SQLite (in ``report_keys`` on PostgreSQL, whose ``reports`` is partitioned
+by day: service/store/partitions.py), and ``ON CONFLICT DO NOTHING`` without a target skips a
+row that conflicts with either. Only the reports actually inserted go into the inbox, so into
+the roll-ups.
 :func:`stored_ids` then names, for each report, the id the store holds for its identity, so a
 retried request answers with the first decode's report ids."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
-from wai_dispatch.service.store import bulk_pg, rollups
+from wai_dispatch.service.store import bulk_pg, partitions, rollups
 from wai_dispatch.service.store.models import InboxRow, RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
 
@@ -53,6 +56,7 @@ def insert_records(
     if not records:
         return []
     if conn.dialect.name == "postgresql":
+        partitions.ready(conn, int(time.time() * 1000))  # today's partitions: once a day
         seqs = bulk_pg.insert(conn, records, rows)
         return [rec for rec in records if seqs.pop(rec.id, None) is not None]
     stmt = (

@@ -6,7 +6,13 @@ the same statement. What :func:`service.store.bulk.insert_records` does on SQLit
 statements, with the same rows: a report skipped (its id or identity stored, or earlier in the
 batch) adds no refusal and no inbox row.
 
-The reports go in by identity order, ``COLLATE "C"`` (code-point order, Python's), so two
+``reports`` is partitioned by day (service/store/partitions.py), and a partitioned table holds
+no unique key without its partition key: the id and the identity are unique in
+``report_keys``, whose insert (``ON CONFLICT DO NOTHING``) comes first in the statement; a
+report is inserted only when its key went in, so a report sent again is skipped whatever day
+it carries.
+
+The keys go in by identity order, ``COLLATE "C"`` (code-point order, Python's), so two
 transactions that insert the same identity lock it in the same order. The statement's text does
 not depend on the number of reports, so psycopg prepares it once a connection and the server
 plans it once: a batch of a thousand reports costs the server its rows, not a thousand bound
@@ -53,10 +59,14 @@ SQL = f"""
 WITH src AS (
   SELECT * FROM unnest({", ".join(f"%b::{t}[]" for _, t in COLS)})
     WITH ORDINALITY AS s({_NAMES}, at)
-), ins AS (
-  INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src
+), keys AS (
+  INSERT INTO report_keys (id, request_id, sink, ordinal, created_ms)
+  SELECT id, request_id, sink, ordinal, created_ms FROM src
   ORDER BY sink COLLATE "C", request_id COLLATE "C", ordinal, at  -- a twin: the first
   ON CONFLICT DO NOTHING
+  RETURNING id
+), ins AS (
+  INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src JOIN keys USING (id)
   RETURNING seq, id
 ), refusals AS (
   INSERT INTO report_refusals (report_seq, position, path, code)

@@ -5,6 +5,9 @@ them; this module is their one description, read by queries and by the migration
 with the columns an operator filters and aggregates on indexed; ``source`` says whether the
 service decoded it or a fleet sink reported it in a run report (``run_report``, its id); its
 identity, ``(sink, request_id, ordinal)``, is unique (one report per request and index).
+On PostgreSQL ``reports`` is partitioned by day and its two unique keys are ``report_keys``'
+(migration 0017, service/store/partitions.py): this module describes SQLite's shape, and
+PostgreSQL's but for those (tests/service/store/test_service_store.py names the difference).
 ``report_refusals``: one row per refused path of a report, so SQL counts refusals by code.
 ``report_rollups`` and ``report_rollups_sink``: per-hour counts of reports (by capability, set,
 path, tier, outcome and the report's refusal codes; the second also by sink), written in the

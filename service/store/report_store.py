@@ -11,6 +11,7 @@ import importlib.util
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from wai_dispatch.service.store import bulk, bulk_pg
+from wai_dispatch.service.store import bulk, bulk_pg, partitions
 from wai_dispatch.service.store.errors import DriverMissing
 from wai_dispatch.service.store.models import ReportRow
 from wai_dispatch.service.store.records import ReportRecord
@@ -173,7 +174,9 @@ class ReportStore:
         self.dialect = self.engine.dialect.name
 
     def migrate(self) -> None:
-        """Bring the schema to the newest revision (Alembic; a no-op when it is there)."""
+        """Bring the schema to the newest revision (Alembic; a no-op when it is there); on
+        PostgreSQL, make today's and the next days' partitions of ``reports``
+        (service/store/partitions.py)."""
         from alembic import command
         from alembic.config import Config
 
@@ -184,6 +187,8 @@ class ReportStore:
                 conn.execute(text("SELECT pg_advisory_xact_lock(74201)"))
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+            if self.dialect == "postgresql":  # today's and the next days' partitions
+                partitions.ensure(conn, int(time.time() * 1000))
 
     def ping(self) -> bool:
         try:

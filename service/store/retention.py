@@ -9,7 +9,14 @@ refusals, found by ``ix_reports_summary``, time first), so a decode's insert wai
 one batch (SQLite has one writer; on PostgreSQL the rows are disjoint, and a batch another
 replica is deleting is skipped: ``FOR UPDATE SKIP LOCKED``). The cut-off is the start of an
 hour, so the reports kept are whole hours, and the roll-ups, which pruning never touches, still
-count every report."""
+count every report.
+
+On PostgreSQL, ``reports`` is partitioned by UTC day (service/store/partitions.py): the cut-off
+is the start of a day (up to a day more is kept than on SQLite), each partition whose day ends
+by then is dropped whole, with its refusals and keys, and only the reports left before the
+cut-off, those of the default partition (a day without a partition of its own), go in batches
+as above. :func:`prune_reports` with any cut-off answers as on SQLite: whole partitions
+before it dropped, the rest before it deleted in batches."""
 
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import case, delete, select, update
 
+from wai_dispatch.service.store import partitions
 from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown, as_store_down
@@ -73,8 +81,16 @@ def prune_reports(
     stop: Callable[[], bool] = lambda: False,
 ) -> int:
     """Delete the reports created before ``before_ms`` (and their refusals), ``batch`` a
-    transaction, ``pause_s`` between transactions; returns how many went."""
+    transaction, ``pause_s`` between transactions; returns how many went. On PostgreSQL the
+    partitions whose day ends by ``before_ms`` are dropped whole first
+    (:func:`service.store.partitions.drop_before`), and the reports of one it had to leave
+    for the next pass, and after it, wait for that pass."""
     total = 0
+    if store.dialect == "postgresql":
+        with as_store_down():
+            total, left = partitions.drop_before(store.engine, before_ms)
+        # a partition left for the next pass is not deleted row by row meanwhile
+        before_ms = min(before_ms, left)
     # a report still in the inbox stays until the aggregator has counted it (a sink's report
     # may arrive older than the cut-off)
     kept = R.seq.not_in(select(INBOX.c.seq))
@@ -86,7 +102,13 @@ def prune_reports(
             seqs = list(conn.execute(pick).scalars())
             if seqs:
                 conn.execute(delete(RefusalRow).where(F.report_seq.in_(seqs)))
-                conn.execute(delete(ReportRow).where(R.seq.in_(seqs)))
+                # the time too: PostgreSQL reads only the partitions before the cut-off
+                gone = delete(ReportRow).where(R.seq.in_(seqs), R.created_ms < before_ms)
+                if store.dialect == "postgresql":  # and their keys (report_keys, 0017)
+                    ids = list(conn.execute(gone.returning(R.id)).scalars())
+                    conn.execute(delete(partitions.KEYS).where(partitions.KEYS.c.id.in_(ids)))
+                else:
+                    conn.execute(gone)
         total += len(seqs)
         if len(seqs) < batch:
             break
@@ -135,6 +157,8 @@ def prune(
     """One pass of retention at ``now_ms`` (default now)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     reports_before = cutoff(report_days, now)
+    if reports_before is not None and store.dialect == "postgresql":  # whole partitions
+        reports_before -= reports_before % partitions.DAY_MS
     rollups_before = cutoff(rollup_days, now)
     n = errors = 0
     if reports_before is not None:

@@ -309,7 +309,12 @@ Which = Callable[[Any], list[ColumnElement[bool]]]
 
 
 def keyed(
-    conn: Connection, which: Which | None = None, *, fenced: bool = False, horizon: Any = None
+    conn: Connection,
+    which: Which | None = None,
+    *,
+    fenced: bool = False,
+    horizon: Any = None,
+    within: tuple[int, int] | None = None,
 ) -> Subquery:
     """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
     it adds: the one definition of what a report counts for in every report roll-up, read by
@@ -320,7 +325,9 @@ def keyed(
     and UTC day, ``""`` for a key part it lacks, ``no_path`` 1 when it was refused,
     ``decodes`` 1 when it is a decode's first report (:data:`DECODES`), and its time as
     ``last_ms``. ``horizon`` (a value or a scalar subquery; ``None``: none): only the reports
-    of that hour or later, the hours the roll-ups may hold (:func:`horizon_of`)."""
+    of that hour or later, the hours the roll-ups may hold (:func:`horizon_of`). ``within``:
+    the first and last ``created_ms`` of the reports ``which`` selects, when known (a fold on
+    PostgreSQL, whose ``reports`` is partitioned by day: the partitions outside are not read)."""
     f = RefusalRow.__table__.c
     mine = [] if which is None else which(f.report_seq)
     if conn.dialect.name == "postgresql":
@@ -362,6 +369,7 @@ def keyed(
         # its hour, not its time: a term no planner reads ``reports`` by (``created_ms >= 0``
         # would be every report, where the inbox finds a few)
         .where(*([] if horizon is None else [hour >= horizon]))
+        .where(*([] if within is None else [R.created_ms.between(*within)]))
         # ``fenced``: ``OFFSET 0``, so neither planner pushes a reader's conditions into it
         # (they would walk an index of ``reports`` and test each row against the inbox): its
         # reports are found from the inbox's few rows, by their seq
@@ -454,7 +462,14 @@ def fold(conn: Connection, limit: int | None = None) -> int:
         if not seqs:
             return 0
         arr = bindparam("taken", seqs, type_=postgresql.ARRAY(BigInteger))
-        k = keyed(conn, lambda seq: [seq == any_(arr)], horizon=since)
+        # the batch's span of time, read once: each table's statement then reads only the
+        # partitions of ``reports`` (one a day, service/store/partitions.py) that hold it,
+        # not every partition's index for each seq
+        lo, hi = conn.execute(
+            select(func.min(R.created_ms), func.max(R.created_ms)).where(R.seq == any_(arr))
+        ).one()
+        span = None if lo is None else (int(lo), int(hi))
+        k = keyed(conn, lambda seq: [seq == any_(arr)], horizon=since, within=span)
         for table in TABLES:
             _count_into(conn, table, k)
         return len(seqs)

@@ -26,7 +26,7 @@ def test_store_bench_prints_group_commit_beside_copy(
     assert head[-3:] == ["COPY/s", "COPY+inbox/s", "group/COPY"]
     rows = [lines[at + 2].split(), lines[at + 3].split()]
     assert [r[0] for r in rows] == ["1", "2"] and all(len(r) == 10 for r in rows)
-    assert "  COPY: binary, 1000 reports and their refusals a transaction" in lines
+    assert "  COPY: binary, 1000 reports, their keys and their refusals a transaction" in lines
     got = LAST.fullmatch(lines[-1])
     assert got is not None, lines[-1]
     n, writers, r, m = got.groups()
