@@ -314,7 +314,7 @@ def keyed(
     *,
     fenced: bool = False,
     horizon: Any = None,
-    within: tuple[int, int] | None = None,
+    within: tuple[Any, Any] | None = None,
 ) -> Subquery:
     """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
     it adds: the one definition of what a report counts for in every report roll-up, read by
@@ -421,6 +421,11 @@ def grouped(conn: Connection, table: Table, k: Subquery, *, ordered: bool = Fals
 def _count_into(conn: Connection, table: Table, k: Subquery) -> None:
     """Add the reports of ``k`` to ``table``: one ``INSERT … SELECT … GROUP BY … ON CONFLICT DO
     UPDATE`` (sums added, the later ``last_ms`` kept)."""
+    conn.execute(_counted(conn, table, k))
+
+
+def _counted(conn: Connection, table: Table, k: Subquery) -> Any:
+    """:func:`_count_into`'s statement."""
     keys = [c.name for c in table.primary_key.columns]
     ins = upsert_of(conn, table).from_select(
         [c.name for c in table.c], grouped(conn, table, k, ordered=True)
@@ -434,7 +439,7 @@ def _count_into(conn: Connection, table: Table, k: Subquery) -> None:
             put[c.name] = (func.greatest if pg else func.max)(c, ins.excluded[c.name])
         else:
             put[c.name] = c + ins.excluded[c.name]
-    conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=put))
+    return ins.on_conflict_do_update(index_elements=keys, set_=put)
 
 
 #: Reports a fold takes at most, per dialect: SQLite's fold holds its one writer lock, which the
@@ -455,6 +460,7 @@ def fold(conn: Connection, limit: int | None = None) -> int:
     limit = FOLD_BATCH.get(conn.dialect.name, 1000) if limit is None else limit
     i = INBOX.c
     since = horizon_of(conn, lock=True)
+    counts = _fold_statements(conn)
     if conn.dialect.name == "postgresql":
         pick = select(i.seq).order_by(i.seq).limit(limit).with_for_update(skip_locked=True)
         taken = delete(INBOX).where(i.seq.in_(pick.scalar_subquery())).returning(i.seq)
@@ -468,19 +474,42 @@ def fold(conn: Connection, limit: int | None = None) -> int:
         lo, hi = conn.execute(
             select(func.min(R.created_ms), func.max(R.created_ms)).where(R.seq == any_(arr))
         ).one()
-        span = None if lo is None else (int(lo), int(hi))
-        k = keyed(conn, lambda seq: [seq == any_(arr)], horizon=since, within=span)
-        for table in TABLES:
-            _count_into(conn, table, k)
+        span = {"from_ms": 0, "to_ms": -1} if lo is None else {"from_ms": int(lo), "to_ms": int(hi)}
+        for statement in counts:
+            conn.execute(statement, {"taken": seqs, "horizon": since, **span})
         return len(seqs)
     first = select(i.seq).order_by(i.seq).limit(limit).subquery()
     hi = conn.execute(select(func.max(first.c.seq))).scalar()
     if hi is None:
         return 0
-    k = keyed(conn, lambda seq: [seq.in_(select(i.seq).where(i.seq <= hi))], horizon=since)
-    for table in TABLES:
-        _count_into(conn, table, k)
+    for statement in counts:
+        conn.execute(statement, {"hi": hi, "horizon": since})
     return int(conn.execute(delete(INBOX).where(i.seq <= hi)).rowcount)
+
+
+#: :func:`fold`'s upserts by dialect (one a table of :data:`TABLES`), built once with the batch
+#: (``taken``: its seqs, and ``from_ms``/``to_ms``: their span of time, PostgreSQL; ``hi``: its
+#: last seq, SQLite) and the ``horizon`` bound at
+#: each fold: built anew, a fold of a few reports spent most of its CPU making them again.
+_FOLDS: dict[str, tuple[Any, ...]] = {}
+
+
+def _fold_statements(conn: Connection) -> tuple[Any, ...]:
+    name = conn.dialect.name
+    if name not in _FOLDS:
+        horizon = bindparam("horizon", type_=BigInteger)
+        which: Which
+        if name == "postgresql":
+            arr = bindparam("taken", type_=postgresql.ARRAY(BigInteger))
+            which = lambda seq: [seq == any_(arr)]  # noqa: E731
+            span = (bindparam("from_ms", type_=BigInteger), bindparam("to_ms", type_=BigInteger))
+        else:
+            hi = bindparam("hi", type_=BigInteger)
+            which = lambda seq: [seq.in_(select(INBOX.c.seq).where(INBOX.c.seq <= hi))]  # noqa: E731
+            span = None
+        k = keyed(conn, which, horizon=horizon, within=span)
+        _FOLDS[name] = tuple(_counted(conn, table, k) for table in TABLES)
+    return _FOLDS[name]
 
 
 def horizon_of(conn: Connection, *, lock: bool = False) -> int:
