@@ -7,16 +7,16 @@ service's :class:`Pruner` thread (every ``WAI_PRUNE_INTERVAL_S``) and
 Reports go in batches, each its own short transaction (at most ``batch`` reports and their
 refusals, found by ``ix_reports_summary``, time first), so a decode's insert waits for at most
 one batch (SQLite has one writer; on PostgreSQL the rows are disjoint, and a batch another
-replica is deleting is skipped: ``FOR UPDATE SKIP LOCKED``). The cut-off is the start of an
-hour, so the reports kept are whole hours, and the roll-ups, which pruning never touches, still
-count every report.
+replica is deleting is skipped: ``FOR UPDATE SKIP LOCKED``). The reports' cut-off is the start
+of a UTC day on every store (:func:`report_cutoff`), so the reports kept are whole days, the
+same on SQLite and PostgreSQL, and the roll-ups, which pruning never touches, still count every
+report.
 
-On PostgreSQL, ``reports`` is partitioned by UTC day (service/store/partitions.py): the cut-off
-is the start of a day (up to a day more is kept than on SQLite), each partition whose day ends
-by then is dropped whole, with its refusals and keys, and only the reports left before the
-cut-off, those of the default partition (a day without a partition of its own), go in batches
-as above. :func:`prune_reports` with any cut-off answers as on SQLite: whole partitions
-before it dropped, the rest before it deleted in batches."""
+On PostgreSQL, ``reports`` is partitioned by UTC day (service/store/partitions.py): each
+partition whose day ends by the cut-off is dropped whole, with its refusals and keys, and only
+the reports left before the cut-off, those of the default partition (a day without a partition
+of its own), go in batches as above. :func:`prune_reports` with any cut-off answers as on
+SQLite: whole partitions before it dropped, the rest before it deleted in batches."""
 
 from __future__ import annotations
 
@@ -70,6 +70,14 @@ def cutoff(days: int, now_ms: int) -> int | None:
     """The first millisecond kept when ``days`` are kept at ``now_ms`` (an hour's start);
     ``None`` when ``days`` is 0 (kept forever)."""
     return None if days <= 0 else hour_of(now_ms - days * DAY_MS)
+
+
+def report_cutoff(days: int, now_ms: int) -> int | None:
+    """The first millisecond of the reports kept when ``days`` are kept at ``now_ms``: the start
+    of the UTC day :func:`cutoff` falls in (whole days, a partition each on PostgreSQL);
+    ``None`` when ``days`` is 0."""
+    hour = cutoff(days, now_ms)
+    return None if hour is None else hour - hour % DAY_MS
 
 
 def prune_reports(
@@ -156,9 +164,7 @@ def prune(
 ) -> Pruned:
     """One pass of retention at ``now_ms`` (default now)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    reports_before = cutoff(report_days, now)
-    if reports_before is not None and store.dialect == "postgresql":  # whole partitions
-        reports_before -= reports_before % partitions.DAY_MS
+    reports_before = report_cutoff(report_days, now)
     rollups_before = cutoff(rollup_days, now)
     n = errors = 0
     if reports_before is not None:

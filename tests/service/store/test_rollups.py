@@ -24,7 +24,7 @@ from wai_dispatch.service.store.models import RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, RecordedRefusal, ReportRecord
 from wai_dispatch.service.store.report_store import MIGRATIONS, ReportStore
 from wai_dispatch.service.store.reports import Filters, list_reports, summary
-from wai_dispatch.service.store.retention import BATCH, Pruner, cutoff, prune
+from wai_dispatch.service.store.retention import BATCH, Pruner, cutoff, prune, report_cutoff
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -182,7 +182,7 @@ def test_the_migration_fills_rollups_from_the_reports_stored(store: ReportStore)
     assert rollup_tables(store) == want
 
 
-def test_pruning_deletes_whole_hours_of_reports_in_batches_and_keeps_rollups(
+def test_pruning_deletes_whole_days_of_reports_in_batches_and_keeps_rollups(
     store: ReportStore,
 ) -> None:
     rng = random.Random(3)
@@ -190,10 +190,8 @@ def test_pruning_deletes_whole_hours_of_reports_in_batches_and_keeps_rollups(
     store.insert(records)
     whole = summary(store, Filters(), bucket_s=86400)
     written = rollup_tables(store)
-    before = cutoff(30, NOW)
-    assert before == (NOW - 30 * DAY) - (NOW - 30 * DAY) % HOUR
-    if store.dialect == "postgresql":  # whole days: a partition a day (partitions.py)
-        before -= before % DAY
+    before = report_cutoff(30, NOW)
+    assert before == (NOW - 30 * DAY) - (NOW - 30 * DAY) % DAY  # whole days on every store
     old = [r for r in records if r.created_ms < before]
     assert len(old) > 50
     done = prune(store, report_days=30, rollup_days=0, now_ms=NOW, batch=7)
