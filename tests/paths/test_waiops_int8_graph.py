@@ -185,6 +185,64 @@ def test_an_inverse_gdn_s_rounding_to_a_plane_is_exact_at_every_tie() -> None:
     assert np.array_equal(np.asarray(got)[0, :, :, 0], want)
 
 
+def test_a_fused_requantize_s_dequantize_is_exact_at_every_tie() -> None:
+    """``Floor(DequantizeLinear(acc, 2^−s) + (bias + half) · 2^−s)`` (a convolution's int32
+    accumulator read by its requantize) is ``round_shift(acc + bias, s)`` for every shift, at
+    and beside every tie, for negatives, and with ``|acc + bias + half|`` up to 2^24 − 1."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    shift = np.arange(15)
+    rng = np.random.default_rng(5)
+    half = np.where(shift > 0, 1 << np.maximum(shift - 1, 0), 0)
+    bias = rng.integers(-(1 << 20), 1 << 20, len(shift)) + half
+    ties = [
+        (k << s) - b + d
+        for s, b in zip(shift, bias, strict=True)
+        for k in range(-140, 141)
+        for d in (-1, 0, 1)
+    ]
+    n = len(ties) // len(shift)
+    top = (1 << 24) - 1 - np.abs(bias)[:, None]
+    acc = np.concatenate(
+        [np.array(ties).reshape(len(shift), n), rng.integers(-top, top + 1, (len(shift), 4096))],
+        axis=1,
+    )
+    acc[:, :2] = np.concatenate([-top, top], axis=1)  # the ends: |acc + bias| at 2^24 - 1
+    g = int8_graph._G(np.float32, 7)
+    out = g.node("Floor", [int8_graph._dequantize(g, "acc", bias.astype(np.float64), shift)])
+    graph = helper.make_graph(
+        g.nodes,
+        "dequantize",
+        [helper.make_tensor_value_info("acc", TensorProto.INT32, [1, len(shift), None, 1])],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+        g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", int8_graph.OPSET)])
+    model.ir_version = 8
+    session = ort.InferenceSession(
+        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+    )
+    (got,) = session.run(None, {"acc": acc[None, :, :, None].astype(np.int32)})
+    want = (acc + bias[:, None]) >> shift[:, None]
+    assert np.array_equal(np.asarray(got)[0, :, :, 0], want)
+
+
+def test_the_bundled_set_s_phases_are_woven_once_on_the_int8_plane() -> None:
+    """The int8-units set's transposed convolutions leave their phases side by side (rows
+    woven by a ``Concat``), the glue and the inverse GDN run on them so, and the columns are
+    woven on the int8 plane the next ``ConvInteger`` reads: no float weave (``ConvTranspose``
+    only for ``deconv4``'s scatter, no ``DepthToSpace``), and each requantize's shift is in its
+    convolution's ``DequantizeLinear``."""
+    import onnx
+
+    units = _set_program(sets_dir() / "int-synth-int8-units-demo-q3")
+    model = onnx.load_from_string(int8_graph.build_model(units)[0])
+    ops = [node.op_type for node in model.graph.node]
+    assert ops.count("ConvTranspose") == 1 and "DepthToSpace" not in ops
+    assert ops.count("DequantizeLinear") == 3 and ops.count("Split") == 3
+
+
 def test_the_bundled_set_s_inverse_gdns_end_in_its_planes() -> None:
     """Every inverse GDN of the int8-units set feeds a convolution one plane wide with
     ``|x · r|`` below 2^23: each ends in ``QuantizeLinear``, the next ``ConvInteger``'s input."""
