@@ -56,6 +56,7 @@ class _G:
         self.floats: set[str] = set()  # accumulators already in the float type
         self.scaled: set[str] = set()  # accumulators already times their requantize's 2^-s
         self.woven: dict[str, _Value] = {}  # a phased value → its woven one
+        self.halves: set[str] = set()  # phased values already split in their two halves
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.ftype = ftype  # np.float32 or np.float64: the pointwise values' type
@@ -114,16 +115,14 @@ def _weave(g: _G, x: _Value) -> _Value:
     side again (``Concat``): a copy, exact in any type (used on int8 planes). CRD channels
     (phases 4): in float32 the 0/1 grouped ``ConvTranspose`` of the float path (each output is
     ``1 · x + 0 · y + …``, exactly ``x``), in float64 ``DepthToSpace``."""
-    from onnx import helper
 
     if x.phases == 1:
         return x
     if x.name in g.woven:
         return g.woven[x.name]
     if x.phases == 2:
-        halves = [f"{x.name}_rx0", f"{x.name}_rx1"]
-        g.nodes.append(helper.make_node("Split", [x.name], halves, name=f"{x.name}_split", axis=3))
         axis = g.const(np.array([4]), np.int64)
+        halves = _column_halves(g, x.name)
         cols = g.node("Concat", [g.node("Unsqueeze", [h, axis]) for h in halves], axis=4)
         flat = g.node("Reshape", [cols, g.const(np.array([0, 0, 0, -1]), np.int64)])
         g.woven[x.name] = _Value(flat, plane=x.plane)
@@ -134,6 +133,18 @@ def _weave(g: _G, x: _Value) -> _Value:
     w = g.const(shuffle_weights(c, 2))
     y = g.node("ConvTranspose", [x.name, w], group=c, kernel_shape=[2, 2], strides=[2, 2])
     return _Value(y)
+
+
+def _column_halves(g: _G, x: str) -> tuple[str, str]:
+    """The even and the odd columns of a value whose columns lie side by side (phases 2):
+    ``Split`` in two along the width, once per value."""
+    from onnx import helper
+
+    halves = (f"{x}_rx0", f"{x}_rx1")
+    if x not in g.halves:
+        g.nodes.append(helper.make_node("Split", [x], list(halves), name=f"{x}_split", axis=3))
+        g.halves.add(x)
+    return halves
 
 
 def _planes(g: _G, x: str, ranges: list[tuple[int, int]]) -> list[str]:
@@ -161,9 +172,11 @@ def _conv_integer(
     pads: list[int],
     ranges: list[tuple[int, int]],
     name: str,
+    parts: int = 1,
 ) -> str:
     """``Σ w · x`` of one stride-1 convolution by integer weights ``w`` [Co, Ci, kh, kw] over
-    the planes of ``x``, recombined in int32: [1, Co, H, W]."""
+    the planes of ``x``, recombined in int32: [1, Co, H, W] (over ``1/parts`` of the input's
+    positions, for the count of products)."""
     co, ci, kh, kw = w.shape
     z, digits = weight_digits(w)
     flat = [d.reshape(co, -1) for d in digits]
@@ -183,7 +196,8 @@ def _conv_integer(
             srcs = [g.node("Gather", [p, index], axis=1) for p in planes]
         wd = g.const((d[:, used] + z).astype(np.uint8), np.uint8)
         op_name = name.split(".phase")[0]
-        g.products[op_name] = g.products.get(op_name, 0) + co * used.size * kh * kw * len(srcs)
+        made = co * used.size * kh * kw * len(srcs) // parts
+        g.products[op_name] = g.products.get(op_name, 0) + made
         for j, src in enumerate(srcs):
             y = g.node("ConvInteger", [src, wd, "", zp], kernel_shape=[kh, kw], pads=pads)
             scale = 256**i * (1 << (g.bits * j))
@@ -194,30 +208,63 @@ def _conv_integer(
 
 
 def _scatter(
-    g: _G, planes: list[str], w: np.ndarray, ranges: list[tuple[int, int]], name: str, a: Any
+    g: _G,
+    planes: list[str],
+    w: np.ndarray,
+    ranges: list[tuple[int, int]],
+    name: str,
+    a: Any,
+    halves: bool = False,
 ) -> str:
     """A transposed convolution with few output channels (float32 programs): every tap's
     ``Σ_i w · x`` at every input position as one 1×1 ``ConvInteger`` (no im2col; ``Co·k²``
     rows), recombined in int32, then summed into place by a grouped float ``ConvTranspose``
     whose weights are 0 and 1 (each output: its taps' sums, each a part of the convolution's
-    accumulation, so every partial sum is inside the accumulator bound, below 2^24)."""
+    accumulation, so every partial sum is inside the accumulator bound, below 2^24). With
+    ``halves`` the input's columns lie side by side (phases 2) and are never woven: input column
+    ``u = 2j + c`` lands on output column ``2s·j + s·c − p + kx``, so each half is a transposed
+    convolution of stride ``2s`` along the width with the begin pad ``p − s·c``, its own
+    ``ConvInteger`` and ``ConvTranspose``; the two sums (each of a part of the terms) are
+    added, exact for the same reason."""
     from onnx import TensorProto
 
     ci, co, k, _ = w.shape
+    s, p, q = a["stride"], a["padding"], a["output_padding"]
     taps = np.ascontiguousarray(w.transpose(1, 2, 3, 0)).reshape(co * k * k, ci, 1, 1)
-    acc = _conv_integer(g, planes, taps, [0, 0, 0, 0], ranges, name)
     one = np.zeros((co, k * k, 1, k, k))
     for t in range(k * k):
         one[:, t, 0, t // k, t % k] = 1.0
-    y = g.node(
-        "ConvTranspose",
-        [g.node("Cast", [acc], to=TensorProto.FLOAT), g.const(one.reshape(co * k * k, 1, k, k))],
-        group=co,
-        kernel_shape=[k, k],
-        strides=[a["stride"]] * 2,
-        pads=[a["padding"]] * 4,
-        output_padding=[a["output_padding"]] * 2,
-    )
+    ones = g.const(one.reshape(co * k * k, 1, k, k))
+    if not halves:
+        acc = _conv_integer(g, planes, taps, [0, 0, 0, 0], ranges, name)
+        y = g.node(
+            "ConvTranspose",
+            [g.node("Cast", [acc], to=TensorProto.FLOAT), ones],
+            group=co,
+            kernel_shape=[k, k],
+            strides=[s, s],
+            pads=[p] * 4,
+            output_padding=[q, q],
+        )
+        g.floats.add(y)
+        return y
+    parts = []
+    for c in range(2):  # input column u = 2j + c lands on 2s·j + s·c − p + kx
+        half = [_column_halves(g, plane)[c] for plane in planes]
+        acc = _conv_integer(g, half, taps, [0, 0, 0, 0], ranges, name, parts=2)
+        v = s - p + q - s * c  # output_padding − end pad, for the picture's width
+        parts.append(
+            g.node(
+                "ConvTranspose",
+                [g.node("Cast", [acc], to=TensorProto.FLOAT), ones],
+                group=co,
+                kernel_shape=[k, k],
+                strides=[s, 2 * s],
+                pads=[p, p - s * c, p, max(-v, 0)],
+                output_padding=[q, max(v, 0)],
+            )
+        )
+    y = g.node("Add", parts)
     g.floats.add(y)
     return y
 
@@ -239,15 +286,20 @@ def _conv(
     ranges = plane_ranges(int(lo.min()), int(hi.max()), g.bits)
     if x.plane:
         assert len(ranges) == 1 and x.phases != 4
-        planes = [_weave(g, x).name]
-    elif x.phases == 2:  # the planes of the phased value, each woven (int8: a quarter of float)
-        planes = [_weave(g, _Value(q, 2)).name for q in _planes(g, x.name, ranges)]
+        planes = [x.name]
+    elif x.phases == 2:  # the planes of the phased value, woven below (int8: a quarter of float)
+        planes = _planes(g, x.name, ranges)
     else:
         planes = _planes(g, _weave(g, x).name, ranges)
     a, w = op.attrs, op.params["weight"].astype(np.int64)
     co = int(bias.shape[0])
     k, p = a["kernel"], a["padding"]
     n_phases = 1
+    scatter = op.op == "conv_transpose2d" and a["stride"] == 2 and co < SPLIT_MIN_CHANNELS
+    scatter = scatter and g.ftype is np.float32
+    halves = scatter and x.phases == 2 and p >= a["stride"]  # the scatter reads them unwoven
+    if x.phases == 2 and not halves:
+        planes = [_weave(g, _Value(q, 2)).name for q in planes]
     if op.op == "conv2d":
         acc = _conv_integer(g, planes, w, [p] * 4, ranges, op.name)
     elif a["stride"] == 1:  # the correlation with the flipped kernel
@@ -260,8 +312,8 @@ def _conv(
             raise NotGraphExact(f"{op.name}: no exact phase split ({e})") from e
         split = [phase_weights(w, py, py, ry, rx) for ry in range(2) for rx in range(2)]
         n_phases = 4
-        if co < SPLIT_MIN_CHANNELS and g.ftype is np.float32:
-            acc = _scatter(g, planes, w, ranges, op.name, a)
+        if scatter:
+            acc = _scatter(g, planes, w, ranges, op.name, a, halves)
             n_phases = 1
         elif co < SPLIT_MIN_CHANNELS or any(s is None for s in split):
             merged, _ = phase_split_weights(w, None, py, py, "CRD")

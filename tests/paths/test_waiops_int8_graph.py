@@ -107,6 +107,38 @@ def test_every_form_of_a_convolution_equals_the_reference(co: int, stride: int, 
     assert np.array_equal(Int8GraphEngine(program).run(x), reference.run(program, x))
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["one-plane", "two-planes"])
+def test_a_scatter_after_split_phases_reads_their_columns_unwoven(wide: bool) -> None:
+    """A transposed convolution with few outputs (the scatter) reading a split one's phases
+    (columns side by side): each half of the columns runs its own stride-(2, 4) scatter, and
+    the picture is the reference's, at odd sizes, the input at its range's ends and 0; its
+    input's one plane (or two) is split, never woven."""
+    import onnx
+
+    rng = np.random.default_rng(7 + wide)
+    b = ProgramBuilder("x", 20, (-60, 60))
+    attrs = {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1}
+    w = rng.integers(-127, 127, (20, 24, 5, 5)).astype(np.int8)
+    b.add(
+        "conv_transpose2d", "d1", ["x"], "a", attrs, {"weight": w, "bias": np.zeros(24, np.int32)}
+    )
+    m, s = np.ones(24, np.int32), np.full(24, 9, np.int32)
+    clamp = [-500, 500] if wide else [-64, 64]
+    b.add("requantize", "r1", ["a"], "y", {"clamp": clamp}, {"multiplier": m, "shift": s})
+    w2 = rng.integers(-127, 127, (24, 3, 5, 5)).astype(np.int8)
+    bias = rng.integers(-999, 999, 3).astype(np.int32)
+    b.add("conv_transpose2d", "d2", ["y"], "o", attrs, {"weight": w2, "bias": bias})
+    program = load_program(b.program_json("o", 3), b.weights())
+    assert program.float32_exact
+    engine = Int8GraphEngine(program)
+    ops = [node.op_type for node in onnx.load_from_string(engine.model).graph.node]
+    assert ops.count("ConvTranspose") == 2 and ops.count("Split") == 1 + wide
+    assert "Unsqueeze" not in ops  # no column weave
+    for h, w_ in ((5, 7), (6, 4), (1, 1)):
+        x = rng.choice(np.array([-60, 60, 0, 1, -1]), (1, 20, h, w_)).astype(np.int32)
+        assert np.array_equal(engine.run(x), reference.run(program, x))
+
+
 def test_the_16_bit_edge_layer_is_exact_with_7_bit_planes() -> None:
     program, x = int8_check.graph_edge_program(7)
     assert np.array_equal(Int8GraphEngine(program).run(x), reference.run(program, x))
@@ -231,16 +263,18 @@ def test_a_fused_requantize_s_dequantize_is_exact_at_every_tie() -> None:
 def test_the_bundled_set_s_phases_are_woven_once_on_the_int8_plane() -> None:
     """The int8-units set's transposed convolutions leave their phases side by side (rows
     woven by a ``Concat``), the glue and the inverse GDN run on them so, and the columns are
-    woven on the int8 plane the next ``ConvInteger`` reads: no float weave (``ConvTranspose``
-    only for ``deconv4``'s scatter, no ``DepthToSpace``), and each requantize's shift is in its
-    convolution's ``DequantizeLinear``."""
+    woven on the int8 plane the next ``ConvInteger`` reads, or, for ``deconv4``'s scatter, not
+    at all (its two column halves, a ``ConvTranspose`` each): no float weave, no
+    ``DepthToSpace``, and each requantize's shift is in its convolution's
+    ``DequantizeLinear``."""
     import onnx
 
     units = _set_program(sets_dir() / "int-synth-int8-units-demo-q3")
     model = onnx.load_from_string(int8_graph.build_model(units)[0])
     ops = [node.op_type for node in model.graph.node]
-    assert ops.count("ConvTranspose") == 1 and "DepthToSpace" not in ops
+    assert ops.count("ConvTranspose") == 2 and "DepthToSpace" not in ops
     assert ops.count("DequantizeLinear") == 3 and ops.count("Split") == 3
+    assert ops.count("Unsqueeze") == 4  # the columns of deconv2's and deconv3's inputs
 
 
 def test_the_bundled_set_s_inverse_gdns_end_in_its_planes() -> None:
