@@ -66,9 +66,9 @@ def _int8(folder: str) -> _Int8:
     bounds: dict[str, int] = {}
     conv, bound = int8_graph._conv_integer, int8_digits.recombination_bound
 
-    def conv_spy(g: Any, planes: Any, w: np.ndarray, *rest: Any) -> str:
+    def conv_spy(g: Any, planes: Any, w: np.ndarray, *rest: Any, **parts: Any) -> str:
         seen.append((rest[-1].split(".phase")[0], w, rest[-2]))
-        return conv(g, planes, w, *rest)
+        return conv(g, planes, w, *rest, **parts)
 
     def bound_spy(*args: Any) -> int:
         got = bound(*args)

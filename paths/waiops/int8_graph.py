@@ -54,6 +54,9 @@ class _G:
         self.bits = bits
         self.products: dict[str, int] = {}  # conv → its int8 products per input position
         self.floats: set[str] = set()  # accumulators already in the float type
+        self.scaled: set[str] = set()  # accumulators already times their requantize's 2^-s
+        self.woven: dict[str, _Value] = {}  # a phased value → its woven one
+        self.halves: set[str] = set()  # phased values already split in their two halves
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.ftype = ftype  # np.float32 or np.float64: the pointwise values' type
@@ -83,8 +86,13 @@ class _G:
 
 class _Value:
     """A value of the graph: its tensor name, and its phases: 1, an ordinary [1, C, H, W]
-    value; 4, a stride-2 transposed convolution's output not yet woven, [1, 4·C, H, W] with
-    channel ``c·4 + ry·2 + rx`` holding phase ``(ry, rx)`` of channel ``c`` (ONNX's CRD)."""
+    value; 2, a stride-2 transposed convolution's output with its rows woven and its columns
+    not, [1, C, 2H, 2W] with ``(2h + ry, rx·W + w)`` holding output ``(2h + ry, 2w + rx)``:
+    the four phases side by side in one tensor, so that the pointwise glue and the inverse
+    GDN's 1×1 convolution run on it as on the picture, and the columns are woven once, on the
+    int8 plane the next convolution reads (:func:`_weave`); 4, a merged phase convolution's
+    output, [1, 4·C, H, W] with channel ``c·4 + ry·2 + rx`` holding phase ``(ry, rx)`` of
+    channel ``c`` (ONNX's CRD)."""
 
     def __init__(self, name: str, phases: int = 1, channels: int = 0, plane: bool = False) -> None:
         self.name = name
@@ -98,21 +106,45 @@ class _Value:
 
 
 def _per_channel(g: _G, v: np.ndarray, x: _Value) -> str:
-    return g.per_channel(np.repeat(np.asarray(v, dtype=np.float64), x.phases))
+    return g.per_channel(np.repeat(np.asarray(v, dtype=np.float64), 4 if x.phases == 4 else 1))
 
 
 def _weave(g: _G, x: _Value) -> _Value:
-    """A phased value woven into the picture, [1, C, 2H, 2W]: in float32 the 0/1 grouped
-    ``ConvTranspose`` of the float path (each output is ``1 · x + 0 · y + …``, exactly ``x``),
-    in float64 ``DepthToSpace``."""
+    """A phased value woven into the picture, [1, C, 2H, 2W]. Columns side by side (phases
+    2): split in the even and odd halves, each a column of its own (``Unsqueeze``), put side by
+    side again (``Concat``): a copy, exact in any type (used on int8 planes). CRD channels
+    (phases 4): in float32 the 0/1 grouped ``ConvTranspose`` of the float path (each output is
+    ``1 · x + 0 · y + …``, exactly ``x``), in float64 ``DepthToSpace``."""
+
     if x.phases == 1:
         return x
+    if x.name in g.woven:
+        return g.woven[x.name]
+    if x.phases == 2:
+        axis = g.const(np.array([4]), np.int64)
+        halves = _column_halves(g, x.name)
+        cols = g.node("Concat", [g.node("Unsqueeze", [h, axis]) for h in halves], axis=4)
+        flat = g.node("Reshape", [cols, g.const(np.array([0, 0, 0, -1]), np.int64)])
+        g.woven[x.name] = _Value(flat, plane=x.plane)
+        return g.woven[x.name]
     if g.ftype is not np.float32:
         return _Value(g.node("DepthToSpace", [x.name], blocksize=2, mode="CRD"))
     c = x.channels
     w = g.const(shuffle_weights(c, 2))
     y = g.node("ConvTranspose", [x.name, w], group=c, kernel_shape=[2, 2], strides=[2, 2])
     return _Value(y)
+
+
+def _column_halves(g: _G, x: str) -> tuple[str, str]:
+    """The even and the odd columns of a value whose columns lie side by side (phases 2):
+    ``Split`` in two along the width, once per value."""
+    from onnx import helper
+
+    halves = (f"{x}_rx0", f"{x}_rx1")
+    if x not in g.halves:
+        g.nodes.append(helper.make_node("Split", [x], list(halves), name=f"{x}_split", axis=3))
+        g.halves.add(x)
+    return halves
 
 
 def _planes(g: _G, x: str, ranges: list[tuple[int, int]]) -> list[str]:
@@ -140,9 +172,11 @@ def _conv_integer(
     pads: list[int],
     ranges: list[tuple[int, int]],
     name: str,
+    parts: int = 1,
 ) -> str:
     """``Σ w · x`` of one stride-1 convolution by integer weights ``w`` [Co, Ci, kh, kw] over
-    the planes of ``x``, recombined in int32: [1, Co, H, W]."""
+    the planes of ``x``, recombined in int32: [1, Co, H, W] (over ``1/parts`` of the input's
+    positions, for the count of products)."""
     co, ci, kh, kw = w.shape
     z, digits = weight_digits(w)
     flat = [d.reshape(co, -1) for d in digits]
@@ -162,7 +196,8 @@ def _conv_integer(
             srcs = [g.node("Gather", [p, index], axis=1) for p in planes]
         wd = g.const((d[:, used] + z).astype(np.uint8), np.uint8)
         op_name = name.split(".phase")[0]
-        g.products[op_name] = g.products.get(op_name, 0) + co * used.size * kh * kw * len(srcs)
+        made = co * used.size * kh * kw * len(srcs) // parts
+        g.products[op_name] = g.products.get(op_name, 0) + made
         for j, src in enumerate(srcs):
             y = g.node("ConvInteger", [src, wd, "", zp], kernel_shape=[kh, kw], pads=pads)
             scale = 256**i * (1 << (g.bits * j))
@@ -173,50 +208,98 @@ def _conv_integer(
 
 
 def _scatter(
-    g: _G, planes: list[str], w: np.ndarray, ranges: list[tuple[int, int]], name: str, a: Any
+    g: _G,
+    planes: list[str],
+    w: np.ndarray,
+    ranges: list[tuple[int, int]],
+    name: str,
+    a: Any,
+    halves: bool = False,
 ) -> str:
     """A transposed convolution with few output channels (float32 programs): every tap's
     ``Σ_i w · x`` at every input position as one 1×1 ``ConvInteger`` (no im2col; ``Co·k²``
     rows), recombined in int32, then summed into place by a grouped float ``ConvTranspose``
     whose weights are 0 and 1 (each output: its taps' sums, each a part of the convolution's
-    accumulation, so every partial sum is inside the accumulator bound, below 2^24)."""
+    accumulation, so every partial sum is inside the accumulator bound, below 2^24). With
+    ``halves`` the input's columns lie side by side (phases 2) and are never woven: input column
+    ``u = 2j + c`` lands on output column ``2s·j + s·c − p + kx``, so each half is a transposed
+    convolution of stride ``2s`` along the width with the begin pad ``p − s·c``, its own
+    ``ConvInteger`` and ``ConvTranspose``; the two sums (each of a part of the terms) are
+    added, exact for the same reason."""
     from onnx import TensorProto
 
     ci, co, k, _ = w.shape
+    s, p, q = a["stride"], a["padding"], a["output_padding"]
     taps = np.ascontiguousarray(w.transpose(1, 2, 3, 0)).reshape(co * k * k, ci, 1, 1)
-    acc = _conv_integer(g, planes, taps, [0, 0, 0, 0], ranges, name)
     one = np.zeros((co, k * k, 1, k, k))
     for t in range(k * k):
         one[:, t, 0, t // k, t % k] = 1.0
-    y = g.node(
-        "ConvTranspose",
-        [g.node("Cast", [acc], to=TensorProto.FLOAT), g.const(one.reshape(co * k * k, 1, k, k))],
-        group=co,
-        kernel_shape=[k, k],
-        strides=[a["stride"]] * 2,
-        pads=[a["padding"]] * 4,
-        output_padding=[a["output_padding"]] * 2,
-    )
+    ones = g.const(one.reshape(co * k * k, 1, k, k))
+    if not halves:
+        acc = _conv_integer(g, planes, taps, [0, 0, 0, 0], ranges, name)
+        y = g.node(
+            "ConvTranspose",
+            [g.node("Cast", [acc], to=TensorProto.FLOAT), ones],
+            group=co,
+            kernel_shape=[k, k],
+            strides=[s, s],
+            pads=[p] * 4,
+            output_padding=[q, q],
+        )
+        g.floats.add(y)
+        return y
+    parts = []
+    for c in range(2):  # input column u = 2j + c lands on 2s·j + s·c − p + kx
+        half = [_column_halves(g, plane)[c] for plane in planes]
+        acc = _conv_integer(g, half, taps, [0, 0, 0, 0], ranges, name, parts=2)
+        v = s - p + q - s * c  # output_padding − end pad, for the picture's width
+        parts.append(
+            g.node(
+                "ConvTranspose",
+                [g.node("Cast", [acc], to=TensorProto.FLOAT), ones],
+                group=co,
+                kernel_shape=[k, k],
+                strides=[s, 2 * s],
+                pads=[p, p - s * c, p, max(-v, 0)],
+                output_padding=[q, max(v, 0)],
+            )
+        )
+    y = g.node("Add", parts)
     g.floats.add(y)
     return y
 
 
-def _conv(g: _G, program: Program, op: Operation, x: _Value, bias: np.ndarray) -> _Value:
-    """A convolution or transposed convolution: ``bias + Σ w · x`` in the graph's float type;
-    a stride-2 transposed one phased (CRD), its phases woven by the next reader."""
+def _conv(
+    g: _G,
+    program: Program,
+    op: Operation,
+    x: _Value,
+    bias: np.ndarray,
+    shift: np.ndarray | None = None,
+) -> _Value:
+    """A convolution or transposed convolution: ``bias + Σ w · x`` in the graph's float type
+    (times ``2^−shift``, where the requantize reading it is fused: :func:`_dequantize`); a
+    stride-2 transposed one phased, its phases woven by the next reader."""
     from onnx import TensorProto
 
     lo, hi = program.bounds[op.inputs[0]]
     ranges = plane_ranges(int(lo.min()), int(hi.max()), g.bits)
     if x.plane:
-        assert len(ranges) == 1 and x.phases == 1
+        assert len(ranges) == 1 and x.phases != 4
         planes = [x.name]
+    elif x.phases == 2:  # the planes of the phased value, woven below (int8: a quarter of float)
+        planes = _planes(g, x.name, ranges)
     else:
         planes = _planes(g, _weave(g, x).name, ranges)
     a, w = op.attrs, op.params["weight"].astype(np.int64)
     co = int(bias.shape[0])
     k, p = a["kernel"], a["padding"]
     n_phases = 1
+    scatter = op.op == "conv_transpose2d" and a["stride"] == 2 and co < SPLIT_MIN_CHANNELS
+    scatter = scatter and g.ftype is np.float32
+    halves = scatter and x.phases == 2 and p >= a["stride"]  # the scatter reads them unwoven
+    if x.phases == 2 and not halves:
+        planes = [_weave(g, _Value(q, 2)).name for q in planes]
     if op.op == "conv2d":
         acc = _conv_integer(g, planes, w, [p] * 4, ranges, op.name)
     elif a["stride"] == 1:  # the correlation with the flipped kernel
@@ -229,31 +312,57 @@ def _conv(g: _G, program: Program, op: Operation, x: _Value, bias: np.ndarray) -
             raise NotGraphExact(f"{op.name}: no exact phase split ({e})") from e
         split = [phase_weights(w, py, py, ry, rx) for ry in range(2) for rx in range(2)]
         n_phases = 4
-        if co < SPLIT_MIN_CHANNELS and g.ftype is np.float32:
-            acc = _scatter(g, planes, w, ranges, op.name, a)
+        if scatter:
+            acc = _scatter(g, planes, w, ranges, op.name, a, halves)
             n_phases = 1
         elif co < SPLIT_MIN_CHANNELS or any(s is None for s in split):
             merged, _ = phase_split_weights(w, None, py, py, "CRD")
             pads = [py.pad_begin, py.pad_begin, py.pad_end, py.pad_end]
             acc = _conv_integer(g, planes, merged, pads, ranges, op.name)
-        else:
-            flats = []
-            shape = g.const(np.array([1, co, 1, -1]), np.int64)
+        else:  # phases (0,0), (0,1), (1,0), (1,1) side by side: row h is row 2h's two halves
+            # then row 2h + 1's, so [1, Co, H, 4W] read as [1, Co, 2H, 2W] has its rows woven
+            ys = []
             for i, ph in enumerate(split):
                 assert ph is not None
-                y = _conv_integer(g, planes, ph[0], ph[1], ranges, f"{op.name}.phase{i}")
-                flats.append(g.node("Reshape", [y, shape]))
-                if i == 0:
-                    four = g.const(np.array([1, 4, 1, 1]), np.int64)
-                    size = g.node("Mul", [g.node("Shape", [y]), four])
-            acc = g.node("Reshape", [g.node("Concat", flats, axis=2), size])
+                ys.append(_conv_integer(g, planes, ph[0], ph[1], ranges, f"{op.name}.phase{i}"))
+            size = g.node(
+                "Mul", [g.node("Shape", [ys[0]]), g.const(np.array([1, 1, 2, 2]), np.int64)]
+            )
+            acc = g.node("Reshape", [g.node("Concat", ys, axis=3), size])
+            n_phases = 2
     ftype = TensorProto.FLOAT if g.ftype is np.float32 else TensorProto.DOUBLE
+    if acc not in g.floats and shift is not None and n_phases != 4 and _dequantizes(g, bias):
+        g.scaled.add(op.output)
+        return _Value(_dequantize(g, acc, bias, shift), n_phases, co)
     if acc not in g.floats:
         acc = g.node("Cast", [acc], to=ftype)
     out = _Value(acc, n_phases, co)
     if np.any(bias):
         out = out.like(g.node("Add", [out.name, _per_channel(g, bias, out)]))
     return out
+
+
+def _dequantize(g: _G, acc: str, bias: np.ndarray, shift: np.ndarray) -> str:
+    """``(acc + bias) · 2^−shift`` (float32) of an int32 accumulator ``acc`` [1, C, …] in two
+    nodes where ``Cast``, ``Add`` and ``Mul`` take three (``bias`` holds the requantize's half:
+    ``Floor`` of it is the requantize's rounding); exact where :func:`_dequantizes`."""
+    scale = np.exp2(-shift.astype(np.float64))
+    zero = g.const(np.zeros(shift.shape[0]), np.int32)
+    y = g.node("DequantizeLinear", [acc, g.const(scale, np.float32), zero], axis=1)
+    return g.node("Add", [y, g.per_channel(bias * scale)]) if np.any(bias) else y
+
+
+def _dequantizes(g: _G, bias: np.ndarray) -> bool:
+    """Whether a convolution's int32 accumulator, read by a fused requantize, can leave as
+    ``DequantizeLinear(acc, 2^−s) + (bias + 2^(s−1)) · 2^−s`` (:func:`_dequantize`): in a
+    float32 graph every partial sum (``acc`` among them) and the requantize's intermediate
+    ``acc + bias + 2^(s−1)`` are integers below 2^24 (``Program.float32_exact``), so
+    ``acc · 2^−s`` is exact (``DequantizeLinear`` of int32 is ``float(acc − 0) · scale``: an
+    integer below 2^24 times a power of two), ``(bias + 2^(s−1)) · 2^−s`` is exact where
+    ``|bias + 2^(s−1)| < 2^24`` (checked here), and their sum ``(acc + bias + 2^(s−1)) · 2^−s``
+    is a multiple of 2^−s below 2^24 · 2^−s, a float32, which IEEE 754's addition returns
+    exactly: ``Floor`` of it is the requantize's ``⌊(acc + bias + 2^(s−1)) / 2^s⌋``."""
+    return g.ftype is np.float32 and bool(np.all(np.abs(bias) < 1 << 24))
 
 
 def _halves(shift: np.ndarray) -> np.ndarray:
@@ -315,7 +424,8 @@ def _op(
         bias = p["bias"].astype(np.float64)
         if op.name in fused:  # bias + the half: the sum is the requantize's own intermediate
             bias = bias + _halves(fused[op.name].params["shift"])
-        return _conv(g, program, op, x, bias)
+        shift = fused[op.name].params["shift"] if op.name in fused else None
+        return _conv(g, program, op, x, bias, shift)
     if op.op == "channel_affine":
         y = g.node("Mul", [x.name, _per_channel(g, p["scale"], x)])
         out = x.like(g.node("Add", [y, _per_channel(g, p["offset"], x)]))
@@ -323,21 +433,27 @@ def _op(
         half = not any(f is op for f in fused.values())
         if np.any(p["multiplier"] != 1):
             x = x.like(g.node("Mul", [x.name, _per_channel(g, p["multiplier"], x)]))
-        out = x.like(_requant(g, x, p["shift"], a["clamp"], half))
+        if op.inputs[0] in g.scaled:  # the convolution's DequantizeLinear scaled it already
+            y = g.node("Floor", [x.name])
+            out = x.like(g.node("Clip", [y, g.const(a["clamp"][0]), g.const(a["clamp"][1])]))
+        else:
+            out = x.like(_requant(g, x, p["shift"], a["clamp"], half))
     elif op.op == "igdn":
         if g.ftype is not np.float32:
             raise NotGraphExact(f"{op.name}: an inverse GDN outside a float32-exact program")
-        x = _weave(g, x)
-        c = p["beta"].shape[0]
-        sq = _Value(g.node("Mul", [x.name, x.name]))
+        if x.phases == 4:
+            x = _weave(g, x)
+        c = p["beta"].shape[0]  # the 1×1 convolution and the rest run phased or not alike
+        sq = x.like(g.node("Mul", [x.name, x.name]))
         q = _requant(g, sq, np.full(c, a["square_shift"]), None, True)
         gamma = g.const(p["gamma"].reshape(c, c, 1, 1))
         n = g.node("Conv", [q, gamma, g.const(p["beta"])])
         r = g.node("Floor", [g.node("Sqrt", [n])])
         xr = g.node("Mul", [x.name, r])
         if _igdn_to_plane(g, program, op):
-            return _Value(_round_to_plane(g, xr, p["shift"], a["clamp"]), plane=True)
-        out = _Value(_requant(g, _Value(xr), p["shift"], a["clamp"], True))
+            plane = _round_to_plane(g, xr, p["shift"], a["clamp"])
+            return _Value(plane, x.phases, x.channels, plane=True)
+        out = x.like(_requant(g, x.like(xr), p["shift"], a["clamp"], True))
     else:
         x, other = _weave(g, x), _weave(g, values[op.inputs[1]])
         out = _Value(g.node("Add" if op.op == "add" else "Mul", [x.name, other.name]))

@@ -107,6 +107,38 @@ def test_every_form_of_a_convolution_equals_the_reference(co: int, stride: int, 
     assert np.array_equal(Int8GraphEngine(program).run(x), reference.run(program, x))
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["one-plane", "two-planes"])
+def test_a_scatter_after_split_phases_reads_their_columns_unwoven(wide: bool) -> None:
+    """A transposed convolution with few outputs (the scatter) reading a split one's phases
+    (columns side by side): each half of the columns runs its own stride-(2, 4) scatter, and
+    the picture is the reference's, at odd sizes, the input at its range's ends and 0; its
+    input's one plane (or two) is split, never woven."""
+    import onnx
+
+    rng = np.random.default_rng(7 + wide)
+    b = ProgramBuilder("x", 20, (-60, 60))
+    attrs = {"kernel": 5, "stride": 2, "padding": 2, "output_padding": 1}
+    w = rng.integers(-127, 127, (20, 24, 5, 5)).astype(np.int8)
+    b.add(
+        "conv_transpose2d", "d1", ["x"], "a", attrs, {"weight": w, "bias": np.zeros(24, np.int32)}
+    )
+    m, s = np.ones(24, np.int32), np.full(24, 9, np.int32)
+    clamp = [-500, 500] if wide else [-64, 64]
+    b.add("requantize", "r1", ["a"], "y", {"clamp": clamp}, {"multiplier": m, "shift": s})
+    w2 = rng.integers(-127, 127, (24, 3, 5, 5)).astype(np.int8)
+    bias = rng.integers(-999, 999, 3).astype(np.int32)
+    b.add("conv_transpose2d", "d2", ["y"], "o", attrs, {"weight": w2, "bias": bias})
+    program = load_program(b.program_json("o", 3), b.weights())
+    assert program.float32_exact
+    engine = Int8GraphEngine(program)
+    ops = [node.op_type for node in onnx.load_from_string(engine.model).graph.node]
+    assert ops.count("ConvTranspose") == 2 and ops.count("Split") == 1 + wide
+    assert "Unsqueeze" not in ops  # no column weave
+    for h, w_ in ((5, 7), (6, 4), (1, 1)):
+        x = rng.choice(np.array([-60, 60, 0, 1, -1]), (1, 20, h, w_)).astype(np.int32)
+        assert np.array_equal(engine.run(x), reference.run(program, x))
+
+
 def test_the_16_bit_edge_layer_is_exact_with_7_bit_planes() -> None:
     program, x = int8_check.graph_edge_program(7)
     assert np.array_equal(Int8GraphEngine(program).run(x), reference.run(program, x))
@@ -183,6 +215,66 @@ def test_an_inverse_gdn_s_rounding_to_a_plane_is_exact_at_every_tie() -> None:
     half = np.where(shift > 0, 1 << np.maximum(shift - 1, 0), 0)[:, None]
     want = np.clip((v + half) >> shift[:, None], -64, 64)
     assert np.array_equal(np.asarray(got)[0, :, :, 0], want)
+
+
+def test_a_fused_requantize_s_dequantize_is_exact_at_every_tie() -> None:
+    """``Floor(DequantizeLinear(acc, 2^−s) + (bias + half) · 2^−s)`` (a convolution's int32
+    accumulator read by its requantize) is ``round_shift(acc + bias, s)`` for every shift, at
+    and beside every tie, for negatives, and with ``|acc + bias + half|`` up to 2^24 − 1."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    shift = np.arange(15)
+    rng = np.random.default_rng(5)
+    half = np.where(shift > 0, 1 << np.maximum(shift - 1, 0), 0)
+    bias = rng.integers(-(1 << 20), 1 << 20, len(shift)) + half
+    ties = [
+        (k << s) - b + d
+        for s, b in zip(shift, bias, strict=True)
+        for k in range(-140, 141)
+        for d in (-1, 0, 1)
+    ]
+    n = len(ties) // len(shift)
+    top = (1 << 24) - 1 - np.abs(bias)[:, None]
+    acc = np.concatenate(
+        [np.array(ties).reshape(len(shift), n), rng.integers(-top, top + 1, (len(shift), 4096))],
+        axis=1,
+    )
+    acc[:, :2] = np.concatenate([-top, top], axis=1)  # the ends: |acc + bias| at 2^24 - 1
+    g = int8_graph._G(np.float32, 7)
+    out = g.node("Floor", [int8_graph._dequantize(g, "acc", bias.astype(np.float64), shift)])
+    graph = helper.make_graph(
+        g.nodes,
+        "dequantize",
+        [helper.make_tensor_value_info("acc", TensorProto.INT32, [1, len(shift), None, 1])],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+        g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", int8_graph.OPSET)])
+    model.ir_version = 8
+    session = ort.InferenceSession(
+        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+    )
+    (got,) = session.run(None, {"acc": acc[None, :, :, None].astype(np.int32)})
+    want = (acc + bias[:, None]) >> shift[:, None]
+    assert np.array_equal(np.asarray(got)[0, :, :, 0], want)
+
+
+def test_the_bundled_set_s_phases_are_woven_once_on_the_int8_plane() -> None:
+    """The int8-units set's transposed convolutions leave their phases side by side (rows
+    woven by a ``Concat``), the glue and the inverse GDN run on them so, and the columns are
+    woven on the int8 plane the next ``ConvInteger`` reads, or, for ``deconv4``'s scatter, not
+    at all (its two column halves, a ``ConvTranspose`` each): no float weave, no
+    ``DepthToSpace``, and each requantize's shift is in its convolution's
+    ``DequantizeLinear``."""
+    import onnx
+
+    units = _set_program(sets_dir() / "int-synth-int8-units-demo-q3")
+    model = onnx.load_from_string(int8_graph.build_model(units)[0])
+    ops = [node.op_type for node in model.graph.node]
+    assert ops.count("ConvTranspose") == 2 and "DepthToSpace" not in ops
+    assert ops.count("DequantizeLinear") == 3 and ops.count("Split") == 3
+    assert ops.count("Unsqueeze") == 4  # the columns of deconv2's and deconv3's inputs
 
 
 def test_the_bundled_set_s_inverse_gdns_end_in_its_planes() -> None:
