@@ -16,6 +16,11 @@ the rows themselves (:func:`cut`).
   (:data:`DECODES`: a decode's first report): what the sinks table reads when no set is asked
   (a month is thirty rows a sink) and the decodes per sink class (service/store/class_decodes.py);
   folded like the others (:data:`TABLES`), read through :func:`current`.
+- ``exact_days`` and ``exact_groups``: the exact tier's decodes (a report that ran at
+  ``decode-equivalence`` with a set and a symbols digest) per set and symbols digest, per UTC
+  day with the RGB digest, sink and request digest (``""``: none), and every day together with
+  the least and greatest RGB digest reported, so a group whose decodes ever disagreed is
+  flagged when it is folded; what the exact tier's table reads (service/store/fleet.py).
 - ``run_report_rollups``: run reports per hour, sink, class and verdict, what the dashboard's
   run-report counts read (service/store/policies.py, service/store/fleet.py), counted
   (:func:`add_run`) in the transaction that inserts the run report, only when its row went in.
@@ -69,6 +74,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store.models import (
+    ExactDayRow,
+    ExactGroupRow,
     HorizonRow,
     InboxRow,
     RefusalRow,
@@ -95,6 +102,8 @@ PAIRS: Table = SinkSetRow.__table__  # type: ignore[assignment]
 SINK_HOURS: Table = SinkHourRow.__table__  # type: ignore[assignment]
 SINK_DAYS: Table = SinkDayRow.__table__  # type: ignore[assignment]
 RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
+EXACT_DAYS: Table = ExactDayRow.__table__  # type: ignore[assignment]
+EXACT_GROUPS: Table = ExactGroupRow.__table__  # type: ignore[assignment]
 INBOX: Table = InboxRow.__table__  # type: ignore[assignment]
 HORIZON: Table = HorizonRow.__table__  # type: ignore[assignment]
 SUMS = ("n", *(f"placement_{u}" for u in UNITS))
@@ -309,7 +318,12 @@ Which = Callable[[Any], list[ColumnElement[bool]]]
 
 
 def keyed(
-    conn: Connection, which: Which | None = None, *, fenced: bool = False, horizon: Any = None
+    conn: Connection,
+    which: Which | None = None,
+    *,
+    fenced: bool = False,
+    horizon: Any = None,
+    exact: bool = False,
 ) -> Subquery:
     """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
     it adds: the one definition of what a report counts for in every report roll-up, read by
@@ -320,7 +334,10 @@ def keyed(
     and UTC day, ``""`` for a key part it lacks, ``no_path`` 1 when it was refused,
     ``decodes`` 1 when it is a decode's first report (:data:`DECODES`), and its time as
     ``last_ms``. ``horizon`` (a value or a scalar subquery; ``None``: none): only the reports
-    of that hour or later, the hours the roll-ups may hold (:func:`horizon_of`)."""
+    of that hour or later, the hours the roll-ups may hold (:func:`horizon_of`). ``exact``: with
+    the exact tier's key parts too (its symbols, RGB and request digests, ``""`` for none, and
+    the RGB digest as reported, for its least and greatest), which a schema before migration
+    0010 lacks (its rebuilds read without)."""
     f = RefusalRow.__table__.c
     mine = [] if which is None else which(f.report_seq)
     if conn.dialect.name == "postgresql":
@@ -356,6 +373,16 @@ def keyed(
             case((R.outcome == "refused", 1), else_=0).label("no_path"),
             case((DECODES, 1), else_=0).label("decodes"),
             R.created_ms.label("last_ms"),
+            *(
+                [
+                    func.coalesce(R.symbols_digest, "").label("symbols_digest"),
+                    func.coalesce(R.rgb_digest, "").label("rgb_digest"),
+                    R.rgb_digest.label("rgb_known"),
+                    func.coalesce(R.request_digest, "").label("request_digest"),
+                ]
+                if exact
+                else []
+            ),
         )
         .select_from(source)
         .where(*([] if which is None else which(R.seq)))
@@ -371,14 +398,29 @@ def keyed(
 
 
 #: The roll-up tables :func:`fold` counts reports into, in the order it writes them.
-TABLES = (FLEET, SINK, HOURS, DAYS, PAIRS, SINK_HOURS, SINK_DAYS)
+TABLES = (FLEET, SINK, HOURS, DAYS, PAIRS, SINK_HOURS, SINK_DAYS, EXACT_DAYS, EXACT_GROUPS)
 #: The column of :func:`keyed` a table's ``start_ms`` is.
 _START = {
     "sink_set_hours": "hour_ms",
     "sink_set_days": "day_ms",
     "sink_hours": "hour_ms",
     "sink_days": "day_ms",
+    "exact_days": "day_ms",
 }
+#: The reports a table counts (every report where none is named): the exact tier's roll-ups
+#: count the reports that ran at ``decode-equivalence`` with a set and a symbols digest (the
+#: decodes fleet.exact_table groups; a report has a tier only when a path ran).
+_ONLY: dict[str, Callable[[Subquery], list[ColumnElement[bool]]]] = {
+    name: lambda k: [
+        k.c.tier == "decode-equivalence",
+        k.c.set_digest != "",
+        k.c.symbols_digest != "",
+    ]
+    for name in ("exact_days", "exact_groups")
+}
+#: A column that is neither a sum nor ``last_ms``: how it is aggregated, and from which column
+#: of :func:`keyed` (the least and greatest RGB digest reported: ``NULL`` for none).
+_EXTREMES = {"rgb_least": ("min", "rgb_known"), "rgb_greatest": ("max", "rgb_known")}
 
 
 def grouped(conn: Connection, table: Table, k: Subquery, *, ordered: bool = False) -> Select[Any]:
@@ -398,9 +440,13 @@ def grouped(conn: Connection, table: Table, k: Subquery, *, ordered: bool = Fals
             cols.append(func.count().label("n"))
         elif c.name == "last_ms":
             cols.append(func.max(k.c.last_ms).label("last_ms"))
+        elif c.name in _EXTREMES:
+            how, of = _EXTREMES[c.name]
+            cols.append(getattr(func, how)(k.c[of]).label(c.name))
         else:
             cols.append(func.sum(k.c[c.name]).label(c.name))
-    query = select(*cols).where(true()).group_by(*source.values())
+    only = _ONLY.get(table.name, lambda _: [])(k)
+    query = select(*cols).where(true(), *only).group_by(*source.values())
     if ordered:
         order = [
             v.collate("C") if pg and isinstance(table.c[c].type, String) else v
@@ -424,6 +470,10 @@ def _count_into(conn: Connection, table: Table, k: Subquery) -> None:
             continue
         if c.name == "last_ms":
             put[c.name] = (func.greatest if pg else func.max)(c, ins.excluded[c.name])
+        elif c.name in _EXTREMES:  # either may be NULL (none reported): the other then
+            pick = {"min": func.least if pg else func.min, "max": func.greatest if pg else func.max}
+            new = ins.excluded[c.name]
+            put[c.name] = pick[_EXTREMES[c.name][0]](func.coalesce(c, new), func.coalesce(new, c))
         else:
             put[c.name] = c + ins.excluded[c.name]
     conn.execute(ins.on_conflict_do_update(index_elements=keys, set_=put))
@@ -454,7 +504,7 @@ def fold(conn: Connection, limit: int | None = None) -> int:
         if not seqs:
             return 0
         arr = bindparam("taken", seqs, type_=postgresql.ARRAY(BigInteger))
-        k = keyed(conn, lambda seq: [seq == any_(arr)], horizon=since)
+        k = keyed(conn, lambda seq: [seq == any_(arr)], horizon=since, exact=True)
         for table in TABLES:
             _count_into(conn, table, k)
         return len(seqs)
@@ -462,7 +512,8 @@ def fold(conn: Connection, limit: int | None = None) -> int:
     hi = conn.execute(select(func.max(first.c.seq))).scalar()
     if hi is None:
         return 0
-    k = keyed(conn, lambda seq: [seq.in_(select(i.seq).where(i.seq <= hi))], horizon=since)
+    which: Which = lambda seq: [seq.in_(select(i.seq).where(i.seq <= hi))]  # noqa: E731
+    k = keyed(conn, which, horizon=since, exact=True)
     for table in TABLES:
         _count_into(conn, table, k)
     return int(conn.execute(delete(INBOX).where(i.seq <= hi)).rowcount)
@@ -518,7 +569,8 @@ def current(conn: Connection, table: Table) -> Subquery:
     report in the inbox of an hour before the horizon (:func:`horizon_of`) is left out, as the
     fold leaves it. The columns are ``table``'s, by name."""
     h = select(func.coalesce(func.max(HORIZON.c.before_ms), 0)).scalar_subquery()
-    pending = keyed(conn, lambda seq: [seq.in_(select(INBOX.c.seq))], fenced=True, horizon=h)
+    inbox: Which = lambda seq: [seq.in_(select(INBOX.c.seq))]  # noqa: E731
+    pending = keyed(conn, inbox, fenced=True, horizon=h, exact=table.name in _ONLY)
     return union_all(select(*table.c), grouped(conn, table, pending)).subquery(f"{table.name}_now")
 
 
@@ -556,6 +608,16 @@ def rebuild_sinks(conn: Connection) -> None:
     reports in the inbox are left to the fold)."""
     k = keyed(conn, _folded(conn), horizon=horizon_of(conn))
     for table in (SINK_HOURS, SINK_DAYS):
+        conn.execute(delete(table))
+        conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
+
+
+def rebuild_exact(conn: Connection) -> None:
+    """Recompute ``exact_days`` and ``exact_groups`` from the stored reports, in the caller's
+    transaction, as the fold counts them (:func:`keyed`; the reports in the inbox are left to
+    the fold)."""
+    k = keyed(conn, _folded(conn), horizon=horizon_of(conn), exact=True)
+    for table in (EXACT_DAYS, EXACT_GROUPS):
         conn.execute(delete(table))
         conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
 
