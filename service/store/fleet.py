@@ -63,7 +63,6 @@ from wai_dispatch.service.store.rollups import (
     FLEET,
     HOUR_MS,
     HOURS,
-    INBOX,
     PAIRS,
     RR,
     RUNS,
@@ -74,9 +73,8 @@ from wai_dispatch.service.store.rollups import (
     between,
     current,
     cut,
-    grouped,
     horizon_of,
-    keyed,
+    pending,
     within,
 )
 
@@ -504,7 +502,8 @@ def exact_groups(filters: Filters, *, disagree: bool = False) -> Any:
     )
 
 
-#: The filters the exact tier's roll-ups answer (a tier or outcome asked is the exact tier's).
+#: The filters the exact tier's roll-ups answer (a tier or an outcome asked is left out, as
+#: :func:`exact_groups` leaves it: the view is the exact tier's decodes).
 _EXACT_ROLLED = {"since_ms", "until_ms", "set", "tier", "outcome"}
 #: Groups whose window is counted one by one (the inbox's, those seen at or after the window's
 #: end, those that ever disagreed) at most; beyond, the reports are read.
@@ -612,8 +611,6 @@ def _exact_rolled(
     in the listing's order by ``exact_groups``' key, so a page reads a page of rows."""
     if {k for k, v in vars(filters).items() if v is not None} - _EXACT_ROLLED:
         return None
-    if filters.tier not in (None, "decode-equivalence") or filters.outcome not in (None, "decoded"):
-        return None
     since, until = filters.since_ms, filters.until_ms
     edges, days = cut(since, until, DAY_MS)
     horizon = horizon_of(conn)
@@ -627,10 +624,7 @@ def _exact_rolled(
         special |= {(str(a), str(b)) for a, b in conn.execute(late.limit(_SPECIAL_MAX + 1))}
     disagreeing = select(g.set_digest, g.symbols_digest).where(DISAGREE, *mine)
     special |= {(str(a), str(b)) for a, b in conn.execute(disagreeing.limit(_SPECIAL_MAX + 1))}
-    pending = keyed(
-        conn, lambda seq: [seq.in_(select(INBOX.c.seq))], fenced=True, horizon=horizon, exact=True
-    )
-    p = grouped(conn, EXACT_GROUPS, pending).subquery()
+    p = pending(conn, EXACT_GROUPS).subquery()
     inbox = select(p.c.set_digest, p.c.symbols_digest)
     inbox = inbox.where(*([] if filters.set is None else [p.c.set_digest == filters.set]))
     special |= {(str(a), str(b)) for a, b in conn.execute(inbox.limit(_SPECIAL_MAX + 1))}
@@ -724,7 +718,7 @@ def exact_table(
     cursor = None
     if after is not None:
         n, digest, symbols = keyset.decode("exact", after, [keyset.INT, keyset.STR, keyset.STR])
-        cursor = (int(n), str(digest), str(symbols))
+        cursor = (n if isinstance(n, int) else 0, str(digest), str(symbols))  # an int (INT)
     with store.engine.connect() as conn:
         rolled = _exact_rolled(conn, filters, disagree=disagree, limit=limit, after=cursor)
         if rolled is not None:

@@ -465,7 +465,7 @@ class ExactGroupRow(Base):
 #: A group whose decodes gave two RGB digests or more (the partial index's own WHERE).
 DISAGREE = text("rgb_least < rgb_greatest")
 Index("ix_exact_days_start", ExactDayRow.start_ms)
-Index("ix_exact_groups_last", ExactGroupRow.last_ms, ExactGroupRow.set_digest)
+Index("ix_exact_groups_last", ExactGroupRow.last_ms)
 Index(
     "ix_exact_groups_disagree",
     ExactGroupRow.set_digest,

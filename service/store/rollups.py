@@ -445,7 +445,7 @@ def grouped(conn: Connection, table: Table, k: Subquery, *, ordered: bool = Fals
             cols.append(getattr(func, how)(k.c[of]).label(c.name))
         else:
             cols.append(func.sum(k.c[c.name]).label(c.name))
-    only = _ONLY.get(table.name, lambda _: [])(k)
+    only = _ONLY[table.name](k) if table.name in _ONLY else []
     query = select(*cols).where(true(), *only).group_by(*source.values())
     if ordered:
         order = [
@@ -568,10 +568,26 @@ def current(conn: Connection, table: Table) -> Subquery:
     it is exact whatever a fold does meanwhile: a report is in the inbox or in the roll-up. A
     report in the inbox of an hour before the horizon (:func:`horizon_of`) is left out, as the
     fold leaves it. The columns are ``table``'s, by name."""
-    h = select(func.coalesce(func.max(HORIZON.c.before_ms), 0)).scalar_subquery()
-    inbox: Which = lambda seq: [seq.in_(select(INBOX.c.seq))]  # noqa: E731
-    pending = keyed(conn, inbox, fenced=True, horizon=h, exact=table.name in _ONLY)
-    return union_all(select(*table.c), grouped(conn, table, pending)).subquery(f"{table.name}_now")
+    return union_all(select(*table.c), pending(conn, table)).subquery(f"{table.name}_now")
+
+
+#: :func:`pending`'s statements, per dialect and table: built once (they have no value of a
+#: call's own), so a reader builds only its own conditions around them.
+_PENDING: dict[tuple[str, str], Select[Any]] = {}
+
+
+def pending(conn: Connection, table: Table) -> Select[Any]:
+    """The reports still in the inbox as ``table``'s rows (:func:`grouped`), those of an hour
+    before the horizon left out: :func:`current`'s second part, which a reader of the inbox
+    alone also reads. One statement per dialect and table, built on its first use."""
+    key = (conn.dialect.name, table.name)
+    found = _PENDING.get(key)
+    if found is None:
+        h = select(func.coalesce(func.max(HORIZON.c.before_ms), 0)).scalar_subquery()
+        inbox: Which = lambda seq: [seq.in_(select(INBOX.c.seq))]  # noqa: E731
+        rows = keyed(conn, inbox, fenced=True, horizon=h, exact=table.name in _ONLY)
+        found = _PENDING[key] = grouped(conn, table, rows)
+    return found
 
 
 def _folded(conn: Connection) -> Which | None:

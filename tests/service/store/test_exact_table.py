@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, select, text
 
 from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.errors import CursorInvalid
@@ -19,6 +19,8 @@ from wai_dispatch.service.store.fleet import _exact_rolled, exact_groups, exact_
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters
+from wai_dispatch.service.store.retention import prune_rollups
+from wai_dispatch.service.store.rollups import EXACT_DAYS, EXACT_GROUPS
 
 T0 = 1_796_000_000_000
 A, B = "ab" * 32, "cd" * 32
@@ -353,3 +355,34 @@ def test_the_roll_up_reads_use_their_indexes(
     assert re.search(named, got), f"{name}:\n{sql}\n{got}"
     assert not whole, f"{name}:\n{sql}\n{got}"
     assert not (sorted_ and sort), f"{name}:\n{sql}\n{got}"
+
+
+def test_pruned_roll_ups_keep_the_days_after_the_horizon(store: ReportStore) -> None:
+    """Retention's pruning of the roll-ups (retention.prune_rollups) takes the exact tier's days
+    wholly before the horizon and the groups whose latest decode is before the horizon's day;
+    a window from the horizon on still reads as the records count it, and a report of a pruned
+    hour folded later brings nothing back (the horizon)."""
+    rng = random.Random(11)
+    end = T0 + 10 * DAY
+    records = drawn(rng, 300, end)
+    store.insert(records)
+    Aggregator(store, start=False).drain()
+    cut = end - 2 * DAY - 7 * 3_600_000  # an hour's start, within a day
+    prune_rollups(store, cut)
+    with store.engine.connect() as conn:
+        days = conn.execute(select(EXACT_DAYS.c.start_ms)).scalars().all()
+        lasts = conn.execute(select(EXACT_GROUPS.c.last_ms)).scalars().all()
+    assert days and min(days) + DAY > cut
+    assert lasts and min(lasts) >= cut - cut % DAY
+    late = rec(9999, "a", symbols="77" * 32, payload=P3, t=cut - T0 - 3_600_000)
+    store.insert([late])  # of a pruned hour: counted in no roll-up
+    Aggregator(store, start=False).drain()
+    with store.engine.connect() as conn:
+        groups = conn.execute(select(EXACT_GROUPS.c.symbols_digest)).scalars().all()
+        assert "77" * 32 not in groups
+    for f in (Filters(since_ms=cut), Filters(since_ms=cut - cut % DAY + DAY, until_ms=end)):
+        with store.engine.connect() as conn:
+            assert _exact_rolled(conn, f, disagree=False, limit=1, after=None) is not None
+        want = recount(records, f)
+        got, total = pages(store, f, False, 7)
+        assert (got, total) == (want, len(want)), f

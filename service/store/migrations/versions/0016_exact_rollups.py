@@ -60,7 +60,7 @@ def upgrade() -> None:
         sa.Column("rgb_greatest", sa.String(64), nullable=True),
         sa.PrimaryKeyConstraint("set_digest", "symbols_digest", name="pk_exact_groups"),
     )
-    op.create_index("ix_exact_groups_last", "exact_groups", ["last_ms", "set_digest"])
+    op.create_index("ix_exact_groups_last", "exact_groups", ["last_ms"])
     where = sa.text("rgb_least < rgb_greatest")
     op.create_index(
         "ix_exact_groups_disagree",
