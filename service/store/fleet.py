@@ -474,7 +474,7 @@ def _rank(rgbs: Any) -> Any:
 def exact_groups(filters: Filters, *, disagree: bool = False) -> Any:
     """The statement of :func:`exact_table`'s groups read from the reports (one row each,
     ``total`` beside), read from ``ix_reports_exact`` alone (tests/service/store/test_exact_table.py
-    shows the plan): a window that holds no whole UTC day, or filters the roll-ups lack."""
+    shows the plan): a window shorter than a day, or filters the roll-ups lack."""
     # ix_reports_exact's own WHERE, as written there: the planners read that index (a partial
     # one) only for a query whose terms imply its own, and bound values do not; a report has a
     # tier only when a path ran (decoded)
@@ -512,7 +512,7 @@ Group = tuple[str, str]
 
 
 def _group_stats(
-    conn: Connection, keys: set[Group], days: Range, edges: list[Range]
+    conn: Connection, keys: set[Group], days: Range | None, edges: list[Range]
 ) -> dict[Group, dict[str, Any]]:
     """The window's counts of each group of ``keys`` that had a decode in it: its whole days
     from ``exact_days`` as it stands with the inbox (rollups.current), the partial days at its
@@ -523,11 +523,9 @@ def _group_stats(
     sets = sorted({k[0] for k in keys})
     syms = sorted({k[1] for k in keys})
     d = current(conn, EXACT_DAYS).c
-    parts = [
-        select(
-            d.set_digest, d.symbols_digest, d.rgb_digest, d.sink, d.request_digest, d.n, d.last_ms
-        ).where(d.set_digest.in_(sets), d.symbols_digest.in_(syms), *within(d.start_ms, [days]))
-    ]
+    cols = (d.set_digest, d.symbols_digest, d.rgb_digest, d.sink, d.request_digest, d.n, d.last_ms)
+    mine = [d.set_digest.in_(sets), d.symbols_digest.in_(syms)]
+    parts = [] if days is None else [select(*cols).where(*mine, *within(d.start_ms, [days]))]
     if edges:
         parts.append(
             select(
@@ -599,8 +597,9 @@ def _exact_rolled(
     after: tuple[int, str, str] | None,
 ) -> tuple[list[dict[str, Any]], int, bool] | None:
     """:func:`exact_table`'s page (its items, the total, whether more follow) from the exact
-    tier's roll-ups, for a window that holds a whole UTC day and filters no more than
-    :data:`_EXACT_ROLLED`; ``None`` otherwise, or where the reports answer it better.
+    tier's roll-ups, for a window of a day or more, from the roll-ups' horizon on, that filters
+    no more than :data:`_EXACT_ROLLED`; ``None`` otherwise, or where the reports answer it
+    better.
 
     The groups of the window are those of ``exact_groups`` whose latest decode is in it (exact
     for a group with none at or after the window's end), less and plus the special groups,
@@ -614,7 +613,10 @@ def _exact_rolled(
     since, until = filters.since_ms, filters.until_ms
     edges, days = cut(since, until, DAY_MS)
     horizon = horizon_of(conn)
-    if days is None or (horizon and (since is None or since < horizon)):
+    # a day or more (an open end: unbounded): a shorter window holds few decodes, read from the
+    # reports; from the horizon on, what the roll-ups hold
+    short = since is not None and until is not None and until - since < DAY_MS
+    if short or (horizon and (since is None or since < horizon)):
         return None
     g = EXACT_GROUPS.c
     mine = [] if filters.set is None else [g.set_digest == filters.set]
@@ -712,8 +714,8 @@ def exact_table(
     and last seen. The symbols digest is what the payload gives through the integer entropy
     stage, so one row's decodes are one payload's: ``agree`` is at most one RGB digest
     (``decode-equivalence``'s promise). Disagreeing rows first (the most RGB digests first),
-    then by set and symbols digest; ``disagree``: only those. Paged by keyset. A window that
-    holds a whole UTC day is read from the exact tier's roll-ups (:func:`_exact_rolled`), any
+    then by set and symbols digest; ``disagree``: only those. Paged by keyset. A window of a
+    day or more is read from the exact tier's roll-ups (:func:`_exact_rolled`), any
     other from the reports, grouped, counted and paged in SQL (:func:`exact_groups`)."""
     cursor = None
     if after is not None:

@@ -249,10 +249,11 @@ def pages(store: ReportStore, f: Filters, disagree: bool, limit: int) -> tuple[l
 
 @pytest.mark.slow
 def test_the_roll_ups_answer_as_a_recount(store: ReportStore) -> None:
-    """A window of whole days (and partial ones at its edges) is read from the exact tier's
-    roll-ups (fleet._exact_rolled): every group, count and page as counted in Python from the
-    records, with reports folded, in the inbox, or both, a window ending before decodes that
-    follow it, and the "disagree" filter; the total beside each page."""
+    """A window of a day or more (whole UTC days, partial ones at its edges, or none whole) is
+    read from the exact tier's roll-ups (fleet._exact_rolled): every group, count and page as
+    counted in Python from the records, with reports folded, in the inbox, or both, a window
+    ending before decodes that follow it, and the "disagree" filter; the total beside each
+    page."""
     rng = random.Random(37)
     end = T0 + 10 * DAY
     records = drawn(rng, 400, end)
@@ -266,6 +267,7 @@ def test_the_roll_ups_answer_as_a_recount(store: ReportStore) -> None:
         Filters(since_ms=end - 3 * DAY - DAY % 7, until_ms=end - DAY - 777),
         Filters(since_ms=end - 4 * DAY, set=A),
         Filters(until_ms=end - 2 * DAY + 1),
+        Filters(since_ms=end - DAY - 1_234, until_ms=end - 1_000),  # a day, no whole UTC day
     ]
     for folded in (False, True):
         for f in windows:
