@@ -2,7 +2,8 @@
 synthetic but valid reports spread over sinks, capabilities, sets, paths and time, for the
 dashboard's tests and benchmarks; deterministic for a ``--seed``. Rows go in through the driver
 in bulk, :data:`CHUNK` a transaction, in time order with their ``seq`` chosen here, counted into
-the roll-ups chunk by chunk (memory stays flat); on PostgreSQL the sequence is then moved past
+the roll-ups chunk by chunk (memory stays flat; the exact tier's, which the SQL groups, once
+at the end: rollups.rebuild_exact); on PostgreSQL the sequence is then moved past
 them, so the service's own inserts follow."""
 
 from __future__ import annotations
@@ -283,6 +284,8 @@ def seed(
     with store.engine.begin() as conn:
         for index in indexes:
             index.create(conn)
+    with store.engine.begin() as conn:  # the exact tier's roll-ups, from the rows loaded
+        rollups.rebuild_exact(conn)
     if store.dialect == "postgresql":
         with store.engine.begin() as conn:
             conn.execute(
@@ -296,7 +299,8 @@ def seed(
             conn.execute(
                 text(
                     "VACUUM ANALYZE reports, report_refusals, report_rollups, "
-                    "report_rollups_sink, sink_set_hours, sink_set_days, sink_hours, sink_days"
+                    "report_rollups_sink, sink_set_hours, sink_set_days, sink_hours, sink_days, "
+                    "exact_days, exact_groups"
                 )
             )
     else:

@@ -51,13 +51,15 @@ from sqlalchemy import (
 
 from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.bearer import Role
-from wai_dispatch.service.store.models import EXACT, SetRow, TokenRow
+from wai_dispatch.service.store.models import DISAGREE, EXACT, SetRow, TokenRow
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters, R, rollup_where, set_versions, split
 from wai_dispatch.service.store.request_error_views import errors_by_sink
 from wai_dispatch.service.store.rollups import (
     DAY_MS,
     DAYS,
+    EXACT_DAYS,
+    EXACT_GROUPS,
     FLEET,
     HOUR_MS,
     HOURS,
@@ -71,6 +73,8 @@ from wai_dispatch.service.store.rollups import (
     between,
     current,
     cut,
+    horizon_of,
+    pending,
     within,
 )
 
@@ -461,9 +465,16 @@ def set_table(
     return _page(rows, sort, desc, "set", limit, after)
 
 
+def _rank(rgbs: Any) -> Any:
+    """A group's place in the exact tier's order: its distinct RGB digests when they disagree
+    (two or more, the most first), 0 otherwise (then by set and symbols digest)."""
+    return case((rgbs > 1, rgbs), else_=0)
+
+
 def exact_groups(filters: Filters, *, disagree: bool = False) -> Any:
-    """The statement of :func:`exact_table`'s groups (one row each, ``total`` beside), read from
-    ``ix_reports_exact`` alone (tests/service/store/test_exact_table.py shows the plan)."""
+    """The statement of :func:`exact_table`'s groups read from the reports (one row each,
+    ``total`` beside), read from ``ix_reports_exact`` alone (tests/service/store/test_exact_table.py
+    shows the plan): a window shorter than a day, or filters the roll-ups lack."""
     # ix_reports_exact's own WHERE, as written there: the planners read that index (a partial
     # one) only for a query whose terms imply its own, and bound values do not; a report has a
     # tier only when a path ran (decoded)
@@ -482,12 +493,210 @@ def exact_groups(filters: Filters, *, disagree: bool = False) -> Any:
             func.count(distinct(R.request_digest)).label("payloads"),
             func.count(distinct(R.sink)).label("sinks"),
             func.max(R.created_ms).label("last_seen_ms"),
+            _rank(rgbs).label("rank"),
             func.count().over().label("total"),
         )
         .where(*where)
         .group_by(R.set_digest, R.symbols_digest)
         .having(*([rgbs > 1] if disagree else []))
     )
+
+
+#: The filters the exact tier's roll-ups answer (a tier or an outcome asked is left out, as
+#: :func:`exact_groups` leaves it: the view is the exact tier's decodes).
+_EXACT_ROLLED = {"since_ms", "until_ms", "set", "tier", "outcome"}
+#: Groups whose window is counted one by one (the inbox's, those seen at or after the window's
+#: end, those that ever disagreed) at most; beyond, the reports are read.
+_SPECIAL_MAX = 2000
+Group = tuple[str, str]
+
+
+def _group_stats(
+    conn: Connection, keys: set[Group], days: Range | None, edges: list[Range]
+) -> dict[Group, dict[str, Any]]:
+    """The window's counts of each group of ``keys`` that had a decode in it: its whole days
+    from ``exact_days`` as it stands with the inbox (rollups.current), the partial days at its
+    edges from the reports (``ix_reports_exact``; the window starts at the roll-ups' horizon
+    or later, :func:`_exact_rolled`, so every report there is one they may count)."""
+    if not keys:
+        return {}
+    sets = sorted({k[0] for k in keys})
+    syms = sorted({k[1] for k in keys})
+    d = current(conn, EXACT_DAYS).c
+    cols = (d.set_digest, d.symbols_digest, d.rgb_digest, d.sink, d.request_digest, d.n, d.last_ms)
+    mine = [d.set_digest.in_(sets), d.symbols_digest.in_(syms)]
+    parts = [] if days is None else [select(*cols).where(*mine, *within(d.start_ms, [days]))]
+    if edges:
+        parts.append(
+            select(
+                R.set_digest,
+                R.symbols_digest,
+                func.coalesce(R.rgb_digest, ""),
+                R.sink,
+                func.coalesce(R.request_digest, ""),
+                literal(1, BigInteger),
+                R.created_ms,
+            ).where(
+                EXACT,
+                *within(R.created_ms, edges),
+                R.set_digest.in_(sets),
+                R.symbols_digest.in_(syms),
+            )
+        )
+    out: dict[Group, dict[str, Any]] = {}
+    for digest, symbols, rgb, sink, payload, n, last in conn.execute(union_all(*parts)):
+        key = (str(digest), str(symbols))
+        if key not in keys:
+            continue
+        g = out.setdefault(
+            key,
+            {
+                "decodes": 0,
+                "rgb": set(),
+                "unknown": 0,
+                "payloads": set(),
+                "sinks": set(),
+                "last": 0,
+            },
+        )
+        g["decodes"] += int(n)
+        if rgb:
+            g["rgb"].add(rgb)
+        else:
+            g["unknown"] += int(n)
+        if payload:
+            g["payloads"].add(payload)
+        g["sinks"].add(sink)
+        g["last"] = max(g["last"], int(last))
+    return out
+
+
+def _item(key: Group, g: dict[str, Any]) -> dict[str, Any]:
+    rgb = sorted(g["rgb"])
+    return {
+        "set": key[0],
+        "symbols_digest": key[1],
+        "decodes": g["decodes"],
+        "rgb_digests": len(rgb),
+        "rgb_least": rgb[0] if rgb else None,
+        "rgb_greatest": rgb[-1] if rgb else None,
+        "rgb_unknown": g["unknown"],
+        "payloads": len(g["payloads"]),
+        "sinks": len(g["sinks"]),
+        "last_seen_ms": g["last"],
+        "rank": len(rgb) if len(rgb) > 1 else 0,
+    }
+
+
+def _exact_rolled(
+    conn: Connection,
+    filters: Filters,
+    *,
+    disagree: bool,
+    limit: int,
+    after: tuple[int, str, str] | None,
+) -> tuple[list[dict[str, Any]], int, bool] | None:
+    """:func:`exact_table`'s page (its items, the total, whether more follow) from the exact
+    tier's roll-ups, for a window of a day or more, from the roll-ups' horizon on, that filters
+    no more than :data:`_EXACT_ROLLED`; ``None`` otherwise, or where the reports answer it
+    better.
+
+    The groups of the window are those of ``exact_groups`` whose latest decode is in it (exact
+    for a group with none at or after the window's end), less and plus the special groups,
+    each counted one by one from ``exact_days`` (:func:`_group_stats`): the groups with
+    reports in the inbox, those whose latest decode is at or after the window's end, and those
+    whose decodes ever disagreed (flagged at fold time: the least RGB digest below the
+    greatest). Only a special group can disagree in the window; every other group is walked
+    in the listing's order by ``exact_groups``' key, so a page reads a page of rows."""
+    if {k for k, v in vars(filters).items() if v is not None} - _EXACT_ROLLED:
+        return None
+    since, until = filters.since_ms, filters.until_ms
+    edges, days = cut(since, until, DAY_MS)
+    horizon = horizon_of(conn)
+    # a day or more (an open end: unbounded): a shorter window holds few decodes, read from the
+    # reports; from the horizon on, what the roll-ups hold
+    short = since is not None and until is not None and until - since < DAY_MS
+    if short or (horizon and (since is None or since < horizon)):
+        return None
+    g = EXACT_GROUPS.c
+    mine = [] if filters.set is None else [g.set_digest == filters.set]
+    special: set[Group] = set()
+    if until is not None:  # the groups seen at or after the window's end
+        late = select(g.set_digest, g.symbols_digest).where(g.last_ms >= until, *mine)
+        special |= {(str(a), str(b)) for a, b in conn.execute(late.limit(_SPECIAL_MAX + 1))}
+    disagreeing = select(g.set_digest, g.symbols_digest).where(DISAGREE, *mine)
+    special |= {(str(a), str(b)) for a, b in conn.execute(disagreeing.limit(_SPECIAL_MAX + 1))}
+    p = pending(conn, EXACT_GROUPS).subquery()
+    inbox = select(p.c.set_digest, p.c.symbols_digest)
+    inbox = inbox.where(*([] if filters.set is None else [p.c.set_digest == filters.set]))
+    special |= {(str(a), str(b)) for a, b in conn.execute(inbox.limit(_SPECIAL_MAX + 1))}
+    if len(special) > _SPECIAL_MAX:
+        return None
+    stats = _group_stats(conn, special, days, edges)
+    found = {k: _item(k, v) for k, v in stats.items()}
+    top = sorted(
+        (r for r in found.values() if r["rank"]),
+        key=lambda r: (-r["rank"], r["set"], r["symbols_digest"]),
+    )
+    in_range = [*between(g.last_ms, since, until), *mine]
+    if disagree:
+        items, total = top, len(top)
+        rest: list[dict[str, Any]] = []
+    else:
+        counted = conn.execute(
+            select(func.count()).select_from(EXACT_GROUPS).where(*in_range)
+        ).scalar_one()
+        if special:  # the special groups' rows in range were counted as members: recount them
+            rows = select(g.set_digest, g.symbols_digest).where(
+                *in_range,
+                g.set_digest.in_(sorted({k[0] for k in special})),
+                g.symbols_digest.in_(sorted({k[1] for k in special})),
+            )
+            counted -= sum((str(a), str(b)) in special for a, b in conn.execute(rows))
+        total = int(counted) + len(found)
+        items = top
+        rest = [r for r in found.values() if not r["rank"]]
+    if after is not None:
+        rank, digest, symbols = after
+        if rank:
+            items = [
+                r
+                for r in items
+                if (-r["rank"], r["set"], r["symbols_digest"]) > (-rank, digest, symbols)
+            ]
+        else:
+            items = []
+            rest = [r for r in rest if (r["set"], r["symbols_digest"]) > (digest, symbols)]
+    if disagree or len(items) > limit:
+        return items[: limit + 1], total, len(items) > limit
+    # the groups that agree, in key order: walked by exact_groups' key (``last_ms + 0``: not by
+    # its index of the latest time, which would sort every group of the window)
+    walk = select(g.set_digest, g.symbols_digest).where(
+        *between(g.last_ms + 0, since, until), *mine
+    )
+    if after is not None and not after[0]:
+        digest, symbols = after[1], after[2]
+        walk = walk.where(
+            or_(g.set_digest > digest, and_(g.set_digest == digest, g.symbols_digest > symbols))
+        )
+    want = limit + 1 - len(items)
+    walk = walk.order_by(g.set_digest, g.symbols_digest).limit(want + len(special))
+    keys = [(str(a), str(b)) for a, b in conn.execute(walk)]
+    keys = [k for k in keys if k not in special]
+    rest = sorted(
+        [*rest, *({"set": a, "symbols_digest": b} for a, b in keys)],
+        key=lambda r: (r["set"], r["symbols_digest"]),
+    )[:want]
+    needed = {(r["set"], r["symbols_digest"]) for r in rest if "decodes" not in r}
+    more = _group_stats(conn, needed, days, edges)
+    rest = [
+        r
+        if "decodes" in r
+        else _item((r["set"], r["symbols_digest"]), more[(r["set"], r["symbols_digest"])])
+        for r in rest
+    ]
+    items = [*items, *rest]
+    return items, total, len(items) > limit
 
 
 def exact_table(
@@ -504,45 +713,66 @@ def exact_table(
     report states none), its payloads (distinct request digests, the service's decodes), sinks
     and last seen. The symbols digest is what the payload gives through the integer entropy
     stage, so one row's decodes are one payload's: ``agree`` is at most one RGB digest
-    (``decode-equivalence``'s promise). Disagreeing rows first, then by set and symbols digest;
-    ``disagree``: only those. Grouped, counted and paged in SQL (keyset)."""
-    grouped = exact_groups(filters, disagree=disagree).subquery()
-    g = grouped.c
+    (``decode-equivalence``'s promise). Disagreeing rows first (the most RGB digests first),
+    then by set and symbols digest; ``disagree``: only those. Paged by keyset. A window of a
+    day or more is read from the exact tier's roll-ups (:func:`_exact_rolled`), any
+    other from the reports, grouped, counted and paged in SQL (:func:`exact_groups`)."""
+    cursor = None
+    if after is not None:
+        n, digest, symbols = keyset.decode("exact", after, [keyset.INT, keyset.STR, keyset.STR])
+        cursor = (n if isinstance(n, int) else 0, str(digest), str(symbols))  # an int (INT)
     with store.engine.connect() as conn:
-        pg = conn.dialect.name == "postgresql"
-        dset, dsym = (
-            (g.set.collate("C"), g.symbols_digest.collate("C")) if pg else (g.set, g.symbols_digest)
-        )
-        page = select(grouped).order_by(g.rgb_digests.desc(), dset, dsym)
-        if after is not None:
-            n, digest, symbols = keyset.decode("exact", after, [keyset.INT, keyset.STR, keyset.STR])
-            page = page.where(
-                or_(
-                    g.rgb_digests < n,
-                    and_(
-                        g.rgb_digests == n, or_(dset > digest, and_(dset == digest, dsym > symbols))
-                    ),
-                )
-            )
-        found = conn.execute(page.limit(limit + 1)).mappings().all()
-        total = found[0]["total"] if found else None
-        if total is None:  # past the last row: counted without the page
-            total = conn.execute(select(func.count()).select_from(grouped)).scalar_one()
+        rolled = _exact_rolled(conn, filters, disagree=disagree, limit=limit, after=cursor)
+        if rolled is not None:
+            found, total, _ = rolled
+        else:
+            found, total = _exact_raw(conn, filters, disagree=disagree, limit=limit, after=cursor)
         versions = set_versions(conn, (r["set"] for r in found[:limit]))
     items = [
         {
-            **{k: v for k, v in r.items() if k != "total"},
+            **{k: v for k, v in r.items() if k not in ("total", "rank")},
             "set_version": versions.get(r["set"]),
             "agree": r["rgb_digests"] <= 1,
         }
         for r in found[:limit]
     ]
-    last = items[-1] if len(found) > limit else None
+    last = found[limit - 1] if len(found) > limit else None
     return {
         "total": int(total),
         "limit": limit,
         "items": items,
         "next": None
         if last is None
-        else keyset.encode("exact", [last["rgb_digests"], last["set"], last["symbols_digest"]]),
+        else keyset.encode("exact", [last["rank"], last["set"], last["symbols_digest"]]),
     }
+
+
+def _exact_raw(
+    conn: Connection,
+    filters: Filters,
+    *,
+    disagree: bool,
+    limit: int,
+    after: tuple[int, str, str] | None,
+) -> tuple[list[dict[str, Any]], int]:
+    """:func:`exact_table`'s page (up to ``limit + 1`` groups) and total from the reports."""
+    grouped_ = exact_groups(filters, disagree=disagree).subquery()
+    g = grouped_.c
+    pg = conn.dialect.name == "postgresql"
+    dset, dsym = (
+        (g.set.collate("C"), g.symbols_digest.collate("C")) if pg else (g.set, g.symbols_digest)
+    )
+    page = select(grouped_).order_by(g.rank.desc(), dset, dsym)
+    if after is not None:
+        n, digest, symbols = after
+        page = page.where(
+            or_(
+                g.rank < n,
+                and_(g.rank == n, or_(dset > digest, and_(dset == digest, dsym > symbols))),
+            )
+        )
+    found = [dict(r) for r in conn.execute(page.limit(limit + 1)).mappings().all()]
+    total = found[0]["total"] if found else None
+    if total is None:  # past the last row: counted without the page
+        total = conn.execute(select(func.count()).select_from(grouped_)).scalar_one()
+    return found, int(total)

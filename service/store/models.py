@@ -25,7 +25,10 @@ seen and the rows kept (service/store/request_errors.py). ``sink_hours`` and ``s
 per hour and per UTC day, per sink (every set together), the reports, the no-path ones, the
 decodes (a decode's first report: role ``primary``) and the latest's time
 (service/store/rollups.py). ``rollup_horizon``: the first hour the report roll-ups may hold
-(service/store/rollups.py, service/store/retention.py).
+(service/store/rollups.py, service/store/retention.py). ``exact_days`` and ``exact_groups``:
+the exact tier's decodes per set and symbols digest, per day with their RGB digest, sink and
+request digest, and every day together with the least and greatest RGB digest
+(service/store/rollups.py; what service/store/fleet.py's exact tier table reads).
 """
 
 from __future__ import annotations
@@ -419,6 +422,60 @@ class SinkDayRow(_SinkActivityColumns, Base):
 
 Index("ix_sink_hours_sink_start", SinkHourRow.sink, SinkHourRow.start_ms)
 Index("ix_sink_days_sink_start", SinkDayRow.sink, SinkDayRow.start_ms)
+
+
+#: A digest compared in code-point order on both stores (PostgreSQL: ``COLLATE "C"``), so an
+#: index on it walks the exact tier's pages in the order they are listed.
+_DIGEST = String(64).with_variant(String(64, collation="C"), "postgresql")
+
+
+class ExactDayRow(Base):
+    """The exact tier's decodes per UTC day (service/store/rollups.py): per set, symbols digest,
+    RGB digest (``""``: not reported), sink and request digest (``""``: none), the reports that
+    ran at ``decode-equivalence`` and the latest one's time; what the exact tier's table counts
+    a group's decodes, distinct RGB digests, payloads and sinks of a window from
+    (service/store/fleet.py). Its key starts with the group, so a page's groups are read by it."""
+
+    __tablename__ = "exact_days"
+
+    set_digest: Mapped[str] = mapped_column(_DIGEST, primary_key=True)
+    symbols_digest: Mapped[str] = mapped_column(_DIGEST, primary_key=True)
+    start_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # the day's first ms
+    rgb_digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sink: Mapped[str] = mapped_column(String(128), primary_key=True)
+    request_digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)  # decodes (reports at the exact tier)
+    last_ms: Mapped[int] = mapped_column(BigInteger)  # the latest one's time
+
+
+class ExactGroupRow(Base):
+    """The exact tier per set and symbols digest, every day together (service/store/rollups.py):
+    its decodes, the latest one's time, and the least and greatest RGB digest reported
+    (``None``: none), so a group whose decodes ever disagreed is found at fold time (the least
+    below the greatest: ``ix_exact_groups_disagree``), and a window's groups are walked in the
+    listing's order (the key) and counted by their latest time (``ix_exact_groups_last``)."""
+
+    __tablename__ = "exact_groups"
+
+    set_digest: Mapped[str] = mapped_column(_DIGEST, primary_key=True)
+    symbols_digest: Mapped[str] = mapped_column(_DIGEST, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+    last_ms: Mapped[int] = mapped_column(BigInteger)
+    rgb_least: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    rgb_greatest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+#: A group whose decodes gave two RGB digests or more (the partial index's own WHERE).
+DISAGREE = text("rgb_least < rgb_greatest")
+Index("ix_exact_days_start", ExactDayRow.start_ms)
+Index("ix_exact_groups_last", ExactGroupRow.last_ms)
+Index(
+    "ix_exact_groups_disagree",
+    ExactGroupRow.set_digest,
+    ExactGroupRow.symbols_digest,
+    sqlite_where=DISAGREE,
+    postgresql_where=DISAGREE,
+)
 
 
 class HorizonRow(Base):

@@ -36,6 +36,8 @@ from wai_dispatch.service.store.request_error_views import prune_errors
 from wai_dispatch.service.store.rollups import (
     DAY_MS,
     DAYS,
+    EXACT_DAYS,
+    EXACT_GROUPS,
     FLEET,
     HORIZON,
     HOUR_MS,
@@ -147,6 +149,10 @@ def prune_rollups(store: ReportStore, before_ms: int, *, hours: int = 24) -> int
             conn.execute(delete(DAYS).where(DAYS.c.start_ms + DAY_MS <= upto))
             conn.execute(delete(SINK_HOURS).where(SINK_HOURS.c.start_ms < upto))
             conn.execute(delete(SINK_DAYS).where(SINK_DAYS.c.start_ms + DAY_MS <= upto))
+            conn.execute(delete(EXACT_DAYS).where(EXACT_DAYS.c.start_ms + DAY_MS <= upto))
+            # a group goes with its last day: one with a day still kept keeps its row
+            kept_from = upto - upto % DAY_MS
+            conn.execute(delete(EXACT_GROUPS).where(EXACT_GROUPS.c.last_ms < kept_from))
         total += len(found)
         if upto >= before_ms:
             return total

@@ -16,6 +16,11 @@ the rows themselves (:func:`cut`).
   (:data:`DECODES`: a decode's first report): what the sinks table reads when no set is asked
   (a month is thirty rows a sink) and the decodes per sink class (service/store/class_decodes.py);
   folded like the others (:data:`TABLES`), read through :func:`current`.
+- ``exact_days`` and ``exact_groups``: the exact tier's decodes (a report that ran at
+  ``decode-equivalence`` with a set and a symbols digest) per set and symbols digest, per UTC
+  day with the RGB digest, sink and request digest (``""``: none), and every day together with
+  the least and greatest RGB digest reported, so a group whose decodes ever disagreed is
+  flagged when it is folded; what the exact tier's table reads (service/store/fleet.py).
 - ``run_report_rollups``: run reports per hour, sink, class and verdict, what the dashboard's
   run-report counts read (service/store/policies.py, service/store/fleet.py), counted
   (:func:`add_run`) in the transaction that inserts the run report, only when its row went in.
@@ -69,6 +74,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store.models import (
+    ExactDayRow,
+    ExactGroupRow,
     HorizonRow,
     InboxRow,
     RefusalRow,
@@ -95,6 +102,8 @@ PAIRS: Table = SinkSetRow.__table__  # type: ignore[assignment]
 SINK_HOURS: Table = SinkHourRow.__table__  # type: ignore[assignment]
 SINK_DAYS: Table = SinkDayRow.__table__  # type: ignore[assignment]
 RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
+EXACT_DAYS: Table = ExactDayRow.__table__  # type: ignore[assignment]
+EXACT_GROUPS: Table = ExactGroupRow.__table__  # type: ignore[assignment]
 INBOX: Table = InboxRow.__table__  # type: ignore[assignment]
 HORIZON: Table = HorizonRow.__table__  # type: ignore[assignment]
 SUMS = ("n", *(f"placement_{u}" for u in UNITS))
@@ -315,6 +324,7 @@ def keyed(
     fenced: bool = False,
     horizon: Any = None,
     within: tuple[Any, Any] | None = None,
+    exact: bool = False,
 ) -> Subquery:
     """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
     it adds: the one definition of what a report counts for in every report roll-up, read by
@@ -327,7 +337,10 @@ def keyed(
     ``last_ms``. ``horizon`` (a value or a scalar subquery; ``None``: none): only the reports
     of that hour or later, the hours the roll-ups may hold (:func:`horizon_of`). ``within``:
     the first and last ``created_ms`` of the reports ``which`` selects, when known (a fold on
-    PostgreSQL, whose ``reports`` is partitioned by day: the partitions outside are not read)."""
+    PostgreSQL, whose ``reports`` is partitioned by day: the partitions outside are not read).
+    ``exact``: with the exact tier's key parts too (its symbols, RGB and request digests, ``""``
+    for none, and the RGB digest as reported, for its least and greatest), which a schema
+    before migration 0010 lacks (its rebuilds read without)."""
     f = RefusalRow.__table__.c
     mine = [] if which is None else which(f.report_seq)
     if conn.dialect.name == "postgresql":
@@ -363,6 +376,16 @@ def keyed(
             case((R.outcome == "refused", 1), else_=0).label("no_path"),
             case((DECODES, 1), else_=0).label("decodes"),
             R.created_ms.label("last_ms"),
+            *(
+                [
+                    func.coalesce(R.symbols_digest, "").label("symbols_digest"),
+                    func.coalesce(R.rgb_digest, "").label("rgb_digest"),
+                    R.rgb_digest.label("rgb_known"),
+                    func.coalesce(R.request_digest, "").label("request_digest"),
+                ]
+                if exact
+                else []
+            ),
         )
         .select_from(source)
         .where(*([] if which is None else which(R.seq)))
@@ -379,14 +402,29 @@ def keyed(
 
 
 #: The roll-up tables :func:`fold` counts reports into, in the order it writes them.
-TABLES = (FLEET, SINK, HOURS, DAYS, PAIRS, SINK_HOURS, SINK_DAYS)
+TABLES = (FLEET, SINK, HOURS, DAYS, PAIRS, SINK_HOURS, SINK_DAYS, EXACT_DAYS, EXACT_GROUPS)
 #: The column of :func:`keyed` a table's ``start_ms`` is.
 _START = {
     "sink_set_hours": "hour_ms",
     "sink_set_days": "day_ms",
     "sink_hours": "hour_ms",
     "sink_days": "day_ms",
+    "exact_days": "day_ms",
 }
+#: The reports a table counts (every report where none is named): the exact tier's roll-ups
+#: count the reports that ran at ``decode-equivalence`` with a set and a symbols digest (the
+#: decodes fleet.exact_table groups; a report has a tier only when a path ran).
+_ONLY: dict[str, Callable[[Subquery], list[ColumnElement[bool]]]] = {
+    name: lambda k: [
+        k.c.tier == "decode-equivalence",
+        k.c.set_digest != "",
+        k.c.symbols_digest != "",
+    ]
+    for name in ("exact_days", "exact_groups")
+}
+#: A column that is neither a sum nor ``last_ms``: how it is aggregated, and from which column
+#: of :func:`keyed` (the least and greatest RGB digest reported: ``NULL`` for none).
+_EXTREMES = {"rgb_least": ("min", "rgb_known"), "rgb_greatest": ("max", "rgb_known")}
 
 
 def grouped(conn: Connection, table: Table, k: Subquery, *, ordered: bool = False) -> Select[Any]:
@@ -406,9 +444,13 @@ def grouped(conn: Connection, table: Table, k: Subquery, *, ordered: bool = Fals
             cols.append(func.count().label("n"))
         elif c.name == "last_ms":
             cols.append(func.max(k.c.last_ms).label("last_ms"))
+        elif c.name in _EXTREMES:
+            how, of = _EXTREMES[c.name]
+            cols.append(getattr(func, how)(k.c[of]).label(c.name))
         else:
             cols.append(func.sum(k.c[c.name]).label(c.name))
-    query = select(*cols).where(true()).group_by(*source.values())
+    only = _ONLY[table.name](k) if table.name in _ONLY else []
+    query = select(*cols).where(true(), *only).group_by(*source.values())
     if ordered:
         order = [
             v.collate("C") if pg and isinstance(table.c[c].type, String) else v
@@ -437,6 +479,10 @@ def _counted(conn: Connection, table: Table, k: Subquery) -> Any:
             continue
         if c.name == "last_ms":
             put[c.name] = (func.greatest if pg else func.max)(c, ins.excluded[c.name])
+        elif c.name in _EXTREMES:  # either may be NULL (none reported): the other then
+            pick = {"min": func.least if pg else func.min, "max": func.greatest if pg else func.max}
+            new = ins.excluded[c.name]
+            put[c.name] = pick[_EXTREMES[c.name][0]](func.coalesce(c, new), func.coalesce(new, c))
         else:
             put[c.name] = c + ins.excluded[c.name]
     return ins.on_conflict_do_update(index_elements=keys, set_=put)
@@ -507,7 +553,7 @@ def _fold_statements(conn: Connection) -> tuple[Any, ...]:
             hi = bindparam("hi", type_=BigInteger)
             which = lambda seq: [seq.in_(select(INBOX.c.seq).where(INBOX.c.seq <= hi))]  # noqa: E731
             span = None
-        k = keyed(conn, which, horizon=horizon, within=span)
+        k = keyed(conn, which, horizon=horizon, within=span, exact=True)
         _FOLDS[name] = tuple(_counted(conn, table, k) for table in TABLES)
     return _FOLDS[name]
 
@@ -561,9 +607,26 @@ def current(conn: Connection, table: Table) -> Subquery:
     it is exact whatever a fold does meanwhile: a report is in the inbox or in the roll-up. A
     report in the inbox of an hour before the horizon (:func:`horizon_of`) is left out, as the
     fold leaves it. The columns are ``table``'s, by name."""
-    h = select(func.coalesce(func.max(HORIZON.c.before_ms), 0)).scalar_subquery()
-    pending = keyed(conn, lambda seq: [seq.in_(select(INBOX.c.seq))], fenced=True, horizon=h)
-    return union_all(select(*table.c), grouped(conn, table, pending)).subquery(f"{table.name}_now")
+    return union_all(select(*table.c), pending(conn, table)).subquery(f"{table.name}_now")
+
+
+#: :func:`pending`'s statements, per dialect and table: built once (they have no value of a
+#: call's own), so a reader builds only its own conditions around them.
+_PENDING: dict[tuple[str, str], Select[Any]] = {}
+
+
+def pending(conn: Connection, table: Table) -> Select[Any]:
+    """The reports still in the inbox as ``table``'s rows (:func:`grouped`), those of an hour
+    before the horizon left out: :func:`current`'s second part, which a reader of the inbox
+    alone also reads. One statement per dialect and table, built on its first use."""
+    key = (conn.dialect.name, table.name)
+    found = _PENDING.get(key)
+    if found is None:
+        h = select(func.coalesce(func.max(HORIZON.c.before_ms), 0)).scalar_subquery()
+        inbox: Which = lambda seq: [seq.in_(select(INBOX.c.seq))]  # noqa: E731
+        rows = keyed(conn, inbox, fenced=True, horizon=h, exact=table.name in _ONLY)
+        found = _PENDING[key] = grouped(conn, table, rows)
+    return found
 
 
 def _folded(conn: Connection) -> Which | None:
@@ -600,6 +663,16 @@ def rebuild_sinks(conn: Connection) -> None:
     reports in the inbox are left to the fold)."""
     k = keyed(conn, _folded(conn), horizon=horizon_of(conn))
     for table in (SINK_HOURS, SINK_DAYS):
+        conn.execute(delete(table))
+        conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
+
+
+def rebuild_exact(conn: Connection) -> None:
+    """Recompute ``exact_days`` and ``exact_groups`` from the stored reports, in the caller's
+    transaction, as the fold counts them (:func:`keyed`; the reports in the inbox are left to
+    the fold)."""
+    k = keyed(conn, _folded(conn), horizon=horizon_of(conn), exact=True)
+    for table in (EXACT_DAYS, EXACT_GROUPS):
         conn.execute(delete(table))
         conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
 

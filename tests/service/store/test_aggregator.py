@@ -85,6 +85,8 @@ def expected(records: list[ReportRecord]) -> dict[str, list[tuple[Any, ...]]]:
     pairs: dict[tuple[Any, ...], list[int]] = {}
     sink_hours: dict[tuple[Any, ...], list[int]] = {}
     sink_days: dict[tuple[Any, ...], list[int]] = {}
+    exact_days: dict[tuple[Any, ...], list[int]] = {}
+    exact_groups: dict[tuple[Any, ...], list[Any]] = {}
     for r in records:
         key = (
             r.sink,
@@ -116,7 +118,21 @@ def expected(records: list[ReportRecord]) -> dict[str, list[tuple[Any, ...]]]:
             slot[1] += r.outcome == "refused"
             slot[2] += r.role == "primary"
             slot[3] = max(slot[3], r.created_ms)
-    every = (fleet, per_sink, hours, days, pairs, sink_hours, sink_days)
+        # the exact tier: its decodes with a set and a symbols digest, per group and day
+        if r.tier != "decode-equivalence" or not r.set_digest or not r.symbols_digest:
+            continue
+        group = (r.set_digest, r.symbols_digest)
+        day = (rollups.day_of(r.created_ms), r.rgb_digest or "", r.sink, r.request_digest or "")
+        slot = exact_days.setdefault((*group, *day), [0, 0])
+        slot[0] += 1
+        slot[1] = max(slot[1], r.created_ms)
+        both = exact_groups.setdefault(group, [0, 0, None, None])
+        both[0] += 1
+        both[1] = max(both[1], r.created_ms)
+        if r.rgb_digest:
+            both[2] = min(both[2] or r.rgb_digest, r.rgb_digest)
+            both[3] = max(both[3] or r.rgb_digest, r.rgb_digest)
+    every = (fleet, per_sink, hours, days, pairs, sink_hours, sink_days, exact_days, exact_groups)
     return {
         t.name: sorted((*k, *v) for k, v in got.items())
         for t, got in zip(rollups.TABLES, every, strict=True)
@@ -183,6 +199,7 @@ def test_a_fold_killed_midway_rolls_back_and_the_next_counts_every_report_once(
         rollups.rebuild_activity(conn)
         rollups.rebuild_pairs(conn)
         rollups.rebuild_sinks(conn)
+        rollups.rebuild_exact(conn)
     assert tables(store) == expected(records)
 
 
@@ -276,7 +293,9 @@ def test_a_readers_conditions_never_walk_the_reports_for_the_inbox(
             query = (
                 select(func.count()).where(c.sink == "s1", time_col >= 5)
                 if "sink" in c
-                else (select(func.count()).where(time_col >= 5, c.capability == "x"))
+                else select(func.count()).where(time_col >= 5, c.capability == "x")
+                if "capability" in c
+                else select(func.count()).where(time_col >= 5, c.set_digest == "x")
             )
             comp = query.compile(conn)
             params = tuple(comp.params[k] for k in comp.positiontup or ())

@@ -6,16 +6,21 @@ statement reads ``ix_reports_exact`` (its plan, on each store)."""
 
 from __future__ import annotations
 
+import random
 import re
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, select, text
 
+from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.errors import CursorInvalid
-from wai_dispatch.service.store.fleet import exact_groups, exact_table
+from wai_dispatch.service.store.fleet import _exact_rolled, exact_groups, exact_table
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters
+from wai_dispatch.service.store.retention import prune_rollups
+from wai_dispatch.service.store.rollups import EXACT_DAYS, EXACT_GROUPS
 
 T0 = 1_796_000_000_000
 A, B = "ab" * 32, "cd" * 32
@@ -176,3 +181,222 @@ def test_a_set_digest_comes_with_its_version(store: ReportStore) -> None:
     assert get_report(store, one["id"], None)["set_version"] is None
     one = next(r for r in listed if r["set"] == A)
     assert get_report(store, one["id"], None)["set_version"] == "2.1"
+
+
+DAY = 86_400_000
+
+
+def recount(records: list[ReportRecord], f: Filters, disagree: bool = False) -> list[Any]:
+    """The exact tier's groups of ``f``'s window, counted in Python from the records, in the
+    table's order (the most RGB digests first where they disagree, then set and symbols)."""
+    groups: dict[tuple[str, str], list[ReportRecord]] = {}
+    for r in records:
+        if r.tier != "decode-equivalence" or r.set_digest is None or r.symbols_digest is None:
+            continue
+        if f.set is not None and r.set_digest != f.set:
+            continue
+        if f.since_ms is not None and r.created_ms < f.since_ms:
+            continue
+        if f.until_ms is not None and r.created_ms >= f.until_ms:
+            continue
+        groups.setdefault((r.set_digest, r.symbols_digest), []).append(r)
+    out = []
+    for (digest, symbols), rs in groups.items():
+        rgb = sorted({r.rgb_digest for r in rs if r.rgb_digest})
+        if disagree and len(rgb) < 2:
+            continue
+        out.append(
+            {
+                "set": digest,
+                "symbols_digest": symbols,
+                "decodes": len(rs),
+                "rgb_digests": len(rgb),
+                "rgb_least": rgb[0] if rgb else None,
+                "rgb_greatest": rgb[-1] if rgb else None,
+                "rgb_unknown": sum(r.rgb_digest is None for r in rs),
+                "payloads": len({r.request_digest for r in rs if r.request_digest}),
+                "sinks": len({r.sink for r in rs}),
+                "last_seen_ms": max(r.created_ms for r in rs),
+                "set_version": None,
+                "agree": len(rgb) <= 1,
+            }
+        )
+    rank = lambda r: r["rgb_digests"] if r["rgb_digests"] > 1 else 0  # noqa: E731
+    return sorted(out, key=lambda r: (-rank(r), r["set"], r["symbols_digest"]))
+
+
+def drawn(rng: random.Random, n: int, end_ms: int) -> list[ReportRecord]:
+    """``n`` decodes over the 4 days before ``end_ms`` (a few at or after it), mostly at the
+    exact tier: few payloads, some decoded to another RGB digest, some RGB unknown."""
+    out = []
+    for i in range(n):
+        symbols = rng.choice((S1, S2, "33" * 32, "44" * 32, "55" * 32, "66" * 32))
+        rgb = rng.choice((X, X, X, None, Y)) if symbols in (S2, "33" * 32) else X
+        out.append(
+            rec(
+                i + 100,
+                rng.choice(("a", "b", "c")),
+                set_digest=rng.choice((A, B)),
+                symbols=symbols,
+                rgb=rgb if rng.random() > 0.2 else None,
+                exact=rng.random() > 0.15,
+                ran=rng.random() > 0.05,
+                payload=rng.choice((P1, P2, None)),
+                t=end_ms - T0 - rng.randrange(4 * DAY) + rng.choice((0, 0, 0, 0, 0, 2 * DAY)),
+            )
+        )
+    return out
+
+
+def pages(store: ReportStore, f: Filters, disagree: bool, limit: int) -> tuple[list[Any], int]:
+    seen: list[Any] = []
+    after = None
+    while True:
+        page = exact_table(store, f, disagree=disagree, limit=limit, after=after)
+        seen += page["items"]
+        after = page["next"]
+        if after is None:
+            return seen, page["total"]
+
+
+@pytest.mark.slow
+def test_the_roll_ups_answer_as_a_recount(store: ReportStore) -> None:
+    """A window of a day or more (whole UTC days, partial ones at its edges, or none whole) is
+    read from the exact tier's roll-ups (fleet._exact_rolled): every group, count and page as
+    counted in Python from the records, with reports folded, in the inbox, or both, a window
+    ending before decodes that follow it, and the "disagree" filter; the total beside each
+    page."""
+    rng = random.Random(37)
+    end = T0 + 10 * DAY
+    records = drawn(rng, 400, end)
+    store.insert(records[:250])
+    Aggregator(store, start=False).drain()
+    store.insert(records[250:])  # in the inbox
+    windows = [
+        Filters(),
+        Filters(since_ms=end - 4 * DAY),
+        Filters(since_ms=end - 3 * DAY - 12_345, until_ms=end - 5_000),
+        Filters(since_ms=end - 3 * DAY - DAY % 7, until_ms=end - DAY - 777),
+        Filters(since_ms=end - 4 * DAY, set=A),
+        Filters(until_ms=end - 2 * DAY + 1),
+        Filters(since_ms=end - DAY - 1_234, until_ms=end - 1_000),  # a day, no whole UTC day
+    ]
+    for folded in (False, True):
+        for f in windows:
+            with store.engine.connect() as conn:  # read from the roll-ups, not the reports
+                assert _exact_rolled(conn, f, disagree=False, limit=1, after=None) is not None
+            for disagree in (False, True):
+                want = recount(records, f, disagree)
+                for limit in (1, 3, 50):
+                    got, total = pages(store, f, disagree, limit)
+                    assert total == len(want), (f, disagree, folded)
+                    assert got == want, (f, disagree, limit, folded)
+        Aggregator(store, start=False).drain()
+
+
+#: The exact tier's roll-up reads of a window of whole days (fleet._exact_rolled): a piece of
+#: each statement, the index its plan must name (a regular expression; SQLite names a primary
+#: key ``sqlite_autoindex_<table>_1``), and whether it must sort nothing (the walk in key order).
+ROLLED_READS = [
+    (
+        "the window's groups, counted",
+        r"SELECT count\(\*\) AS count_1\s+FROM exact_groups",
+        "ix_exact_groups_last",
+        False,
+    ),
+    (
+        "the groups that ever disagreed",
+        r"WHERE rgb_least < rgb_greatest",
+        "ix_exact_groups_disagree",
+        False,
+    ),
+    ("a page's groups, in key order", r"last_ms \+ ", "pk_exact_groups", True),
+    (
+        "a page's groups' days",
+        r"exact_days_now\.symbols_digest IN",
+        "(pk_exact_days|ix_exact_days_start)",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "statement", "index", "sorted_"), ROLLED_READS, ids=[r[0] for r in ROLLED_READS]
+)
+def test_the_roll_up_reads_use_their_indexes(
+    store: ReportStore, name: str, statement: str, index: str, sorted_: bool
+) -> None:
+    """Each statement of a page read from the exact tier's roll-ups names its index in its
+    plan (no scan of a whole roll-up, and the walk in key order sorts nothing): SQLite's
+    planner by its own rules, PostgreSQL's with sequential scans priced out (a small table is
+    read whole otherwise), after ``VACUUM ANALYZE``."""
+    rng = random.Random(5)
+    end = T0 + 10 * DAY
+    store.insert(drawn(rng, 300, end))
+    Aggregator(store, start=False).drain()
+    if store.dialect == "postgresql":
+        with store.engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+                "VACUUM ANALYZE exact_groups, exact_days"
+            )
+    seen: list[tuple[str, Any]] = []
+
+    def note(conn: Any, cursor: Any, sql: str, params: Any, *_: Any) -> None:
+        seen.append((sql, params))
+
+    event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        exact_table(store, Filters(since_ms=end - 3 * DAY - 5_000, until_ms=end - 5_000))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", note)
+    picked = [(sql, p) for sql, p in seen if re.search(statement, sql, re.S)]
+    assert picked, f"{name}: none sent: {[s for s, _ in seen]}"
+    sql, params = picked[0]
+    with store.engine.connect() as conn, conn.begin():
+        if store.dialect == "sqlite":
+            rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params).all()
+            got = "\n".join(str(r[-1]) for r in rows)
+            named = re.sub(r"pk_(exact_\w+)", r"sqlite_autoindex_\1_1", index)
+            sort = "TEMP B-TREE" in got
+            whole = re.search(r"SCAN exact_(days|groups)$", got, re.M)
+        else:
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            rows = conn.exec_driver_sql("EXPLAIN " + sql, params).all()
+            got = "\n".join(str(r[0]) for r in rows)
+            named = index
+            sort = re.search(r"^\s*(->\s*)?Sort\b", got, re.M)
+            whole = re.search(r"Seq Scan on exact_", got)
+    assert re.search(named, got), f"{name}:\n{sql}\n{got}"
+    assert not whole, f"{name}:\n{sql}\n{got}"
+    assert not (sorted_ and sort), f"{name}:\n{sql}\n{got}"
+
+
+def test_pruned_roll_ups_keep_the_days_after_the_horizon(store: ReportStore) -> None:
+    """Retention's pruning of the roll-ups (retention.prune_rollups) takes the exact tier's days
+    wholly before the horizon and the groups whose latest decode is before the horizon's day;
+    a window from the horizon on still reads as the records count it, and a report of a pruned
+    hour folded later brings nothing back (the horizon)."""
+    rng = random.Random(11)
+    end = T0 + 10 * DAY
+    records = drawn(rng, 300, end)
+    store.insert(records)
+    Aggregator(store, start=False).drain()
+    cut = end - 2 * DAY - 7 * 3_600_000  # an hour's start, within a day
+    prune_rollups(store, cut)
+    with store.engine.connect() as conn:
+        days = conn.execute(select(EXACT_DAYS.c.start_ms)).scalars().all()
+        lasts = conn.execute(select(EXACT_GROUPS.c.last_ms)).scalars().all()
+    assert days and min(days) + DAY > cut
+    assert lasts and min(lasts) >= cut - cut % DAY
+    late = rec(9999, "a", symbols="77" * 32, payload=P3, t=cut - T0 - 3_600_000)
+    store.insert([late])  # of a pruned hour: counted in no roll-up
+    Aggregator(store, start=False).drain()
+    with store.engine.connect() as conn:
+        groups = conn.execute(select(EXACT_GROUPS.c.symbols_digest)).scalars().all()
+        assert "77" * 32 not in groups
+    for f in (Filters(since_ms=cut), Filters(since_ms=cut - cut % DAY + DAY, until_ms=end)):
+        with store.engine.connect() as conn:
+            assert _exact_rolled(conn, f, disagree=False, limit=1, after=None) is not None
+        want = recount(records, f)
+        got, total = pages(store, f, False, 7)
+        assert (got, total) == (want, len(want)), f

@@ -38,6 +38,7 @@ from wai_dispatch.service.store.retention import prune_reports
 
 T0 = 1_796_000_000_000
 HOUR = 3_600_000
+DAY = 86_400_000
 ROWS = 3000
 SET, SYMBOLS, RGB = "ab" * 32, "11" * 32, "e1" * 32
 REFUSED = "dispatch_unit_absent"
@@ -151,9 +152,14 @@ READS: dict[str, list[Read]] = {
     ],
     "ix_reports_exact": [
         Read(
-            "the exact tier's table (GET /v1/fleet/exact: fleet.exact_table)",
-            lambda s: exact_table(s, Filters(since_ms=T0)),
+            "the exact tier's table of a window with no whole day (fleet.exact_table's reports)",
+            lambda s: exact_table(s, WINDOW),
             r"count\(DISTINCT reports\.rgb_digest\)",
+        ),
+        Read(
+            "the exact tier's table of whole days: its partial days (fleet.exact_table)",
+            lambda s: exact_table(s, Filters(since_ms=T0 - DAY - HOUR, until_ms=T0 + HOUR)),
+            r"FROM reports\s+WHERE tier = 'decode-equivalence'",
         ),
     ],
     "ix_reports_summary": [

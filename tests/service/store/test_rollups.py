@@ -46,8 +46,11 @@ def draw(rng: random.Random, i: int, *, span_ms: int = 3 * DAY, end_ms: int = NO
         role="primary",
         capability=rng.choice(("wai.neural.bmshj2018", "wai.neural.int_synth")),
         set_digest=rng.choice(SETS),
-        symbols_digest=None,
-        rgb_digest=None,
+        # the exact tier's key parts, from ``i`` (the draws above stay as they were): a few
+        # payloads, some decoded to two RGB digests, some RGB unknown
+        symbols_digest=f"{i % 5:064x}" if path else None,
+        rgb_digest=f"{i * 7 % 3:064x}" if path and i % 4 else None,
+        request_digest=f"{i % 3:064x}" if i % 2 else None,
         needed="none",
         path_ran=path,
         tier=rng.choice(("none", "decode-equivalence")) if path else None,

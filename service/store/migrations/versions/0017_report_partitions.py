@@ -14,10 +14,10 @@ retention deletes a partition's refusals itself.
 The upgrade converts a populated table: the old one renamed, a partition made for each day
 its reports have, today's and the next days', and the default partition, the rows and their
 keys copied, the old table dropped, the indexes built once over the copied rows. The downgrade
-copies them back into one table with the unique keys and the foreign key of revision 0015.
+copies them back into one table with the unique keys and the foreign key of revision 0016.
 
 Revision ID: 0017
-Revises: 0015
+Revises: 0016
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from alembic import op
 from sqlalchemy import text
 
 revision = "0017"
-down_revision = "0015"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
