@@ -179,12 +179,34 @@ def test_an_inverse_gdn_past_2_24_is_refused_and_the_chooser_falls_back() -> Non
     assert choose.engine_name(choose.build(program)) == "float32"  # 2.5 products a MAC
 
 
+def _run_nodes(g: int8_graph._G, name: str, x: np.ndarray, out: str, out_type: int) -> np.ndarray:
+    """The nodes of ``g`` as one ONNX Runtime session, ``x`` (channels × values) fed to input
+    ``name`` as ``[1, C, N, 1]``; its output ``out`` (of ONNX type ``out_type``) as C × N."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    kind = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32}
+    graph = helper.make_graph(
+        g.nodes,
+        "nodes",
+        [helper.make_tensor_value_info(name, kind[x.dtype], [1, x.shape[0], None, 1])],
+        [helper.make_tensor_value_info(out, out_type, None)],
+        g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", int8_graph.OPSET)])
+    model.ir_version = 8
+    session = ort.InferenceSession(
+        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
+    )
+    (got,) = session.run(None, {name: x[None, :, :, None]})
+    return np.asarray(got)[0, :, :, 0]
+
+
 def test_an_inverse_gdn_s_rounding_to_a_plane_is_exact_at_every_tie() -> None:
     """``QuantizeLinear`` of ``v + 1/2`` (the inverse GDN's last step, when only convolutions
     read it) is ``clamp(round_shift(v, s), −64, 64)`` for every shift, at and beside every tie,
     for negatives, and at ``|v|`` up to 2^23 − 1."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
+    from onnx import TensorProto
 
     shift = np.arange(15)
     rng = np.random.default_rng(4)
@@ -199,30 +221,17 @@ def test_an_inverse_gdn_s_rounding_to_a_plane_is_exact_at_every_tie() -> None:
     )
     g = int8_graph._G(np.float32, 7)
     out = int8_graph._round_to_plane(g, "v", shift, [-64, 64])
-    graph = helper.make_graph(
-        g.nodes,
-        "round",
-        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, len(shift), None, 1])],
-        [helper.make_tensor_value_info(out, TensorProto.INT8, None)],
-        g.inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", int8_graph.OPSET)])
-    model.ir_version = 8
-    session = ort.InferenceSession(
-        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
-    )
-    (got,) = session.run(None, {"v": v[None, :, :, None].astype(np.float32)})
+    got = _run_nodes(g, "v", v.astype(np.float32), out, TensorProto.INT8)
     half = np.where(shift > 0, 1 << np.maximum(shift - 1, 0), 0)[:, None]
     want = np.clip((v + half) >> shift[:, None], -64, 64)
-    assert np.array_equal(np.asarray(got)[0, :, :, 0], want)
+    assert np.array_equal(got, want)
 
 
 def test_a_fused_requantize_s_dequantize_is_exact_at_every_tie() -> None:
     """``Floor(DequantizeLinear(acc, 2^−s) + (bias + half) · 2^−s)`` (a convolution's int32
     accumulator read by its requantize) is ``round_shift(acc + bias, s)`` for every shift, at
     and beside every tie, for negatives, and with ``|acc + bias + half|`` up to 2^24 − 1."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
+    from onnx import TensorProto
 
     shift = np.arange(15)
     rng = np.random.default_rng(5)
@@ -243,21 +252,9 @@ def test_a_fused_requantize_s_dequantize_is_exact_at_every_tie() -> None:
     acc[:, :2] = np.concatenate([-top, top], axis=1)  # the ends: |acc + bias| at 2^24 - 1
     g = int8_graph._G(np.float32, 7)
     out = g.node("Floor", [int8_graph._dequantize(g, "acc", bias.astype(np.float64), shift)])
-    graph = helper.make_graph(
-        g.nodes,
-        "dequantize",
-        [helper.make_tensor_value_info("acc", TensorProto.INT32, [1, len(shift), None, 1])],
-        [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
-        g.inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", int8_graph.OPSET)])
-    model.ir_version = 8
-    session = ort.InferenceSession(
-        model.SerializeToString(), shared_session_options(), providers=["CPUExecutionProvider"]
-    )
-    (got,) = session.run(None, {"acc": acc[None, :, :, None].astype(np.int32)})
+    got = _run_nodes(g, "acc", acc.astype(np.int32), out, TensorProto.FLOAT)
     want = (acc + bias[:, None]) >> shift[:, None]
-    assert np.array_equal(np.asarray(got)[0, :, :, 0], want)
+    assert np.array_equal(got, want)
 
 
 def test_the_bundled_set_s_phases_are_woven_once_on_the_int8_plane() -> None:

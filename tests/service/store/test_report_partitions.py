@@ -12,13 +12,14 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from _reports import report
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import func, select, text
 
 from wai_dispatch.service.store import partitions, rollups
 from wai_dispatch.service.store.models import RefusalRow
-from wai_dispatch.service.store.records import RecordedRefusal, ReportRecord
+from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import MIGRATIONS, ReportStore
 from wai_dispatch.service.store.reports import Filters, list_reports, summary
 from wai_dispatch.service.store.retention import prune_reports
@@ -28,28 +29,11 @@ D0 = 20_400 * DAY  # a UTC day's start (2025-11-07): days D0 .. D0 + 3 DAY are s
 
 
 def rec(i: int, created_ms: int, *, request_id: str | None = None) -> ReportRecord:
+    """Report ``i`` of sink ``s{i % 3}``; every fourth one refused (one refusal, none ran)."""
     ran = i % 4 != 0
-    return ReportRecord(
-        id=f"00000000-0000-4000-8000-{i:012d}",
-        request_id=request_id or f"req-{i}",
-        created_ms=created_ms,
-        sink=f"s{i % 3}",
-        role="primary",
-        capability="wai.neural.bmshj2018",
-        set_digest="ab" * 32,
-        symbols_digest=None,
-        rgb_digest=None,
-        needed="none",
-        path_ran="cpu/onnx-runtime/float" if ran else None,
-        tier="none" if ran else None,
-        outcome="decoded" if ran else "refused",
-        duration_ms=1.0,
-        placement={"npu": 0, "gpu": 0, "cpu": 3, "unknown": 0} if ran else {},
-        refusals=()
-        if ran
-        else (RecordedRefusal("npu/model-runtime/float", "dispatch_unit_absent"),),
-        report={"i": i},
-    )
+    refused = [] if ran else [{"path": "npu/model-runtime/float", "code": "dispatch_unit_absent"}]
+    asked = {} if request_id is None else {"request_id": request_id}
+    return report(i, f"s{i % 3}", created_ms, ran=ran, refusals=refused, **asked)
 
 
 def seeded() -> list[ReportRecord]:
