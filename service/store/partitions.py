@@ -43,11 +43,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import OperationalError
 
-__all__ = ["AHEAD", "DAY_MS", "DEFAULT", "KEYS", "day_name", "drop_before", "ensure", "ready"]
+from wai_dispatch.service.store.rollups import DAY_MS
+
+__all__ = ["AHEAD", "DEFAULT", "KEYS", "day_name", "drop_before", "ensure", "ready"]
 
 log = logging.getLogger("wai_dispatch.service.retention")
 
-DAY_MS = 86_400_000
 #: How long retention waits for the exclusive lock that detaches a partition (the writers
 #: queue behind it meanwhile); not had in time, the partition waits for the next pass.
 LOCK_WAIT = "2s"

@@ -24,7 +24,7 @@ from wai_dispatch.service.store.report_store import MIGRATIONS, ReportStore
 from wai_dispatch.service.store.reports import Filters, list_reports, summary
 from wai_dispatch.service.store.retention import prune_reports
 
-DAY = partitions.DAY_MS
+DAY = rollups.DAY_MS
 D0 = 20_400 * DAY  # a UTC day's start (2025-11-07): days D0 .. D0 + 3 DAY are seeded
 
 
