@@ -11,7 +11,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -28,17 +27,13 @@ from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
 from wai_dispatch.paths.wgsl.execute import run_program
 from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
 from wai_dispatch.service.decoding.results import rgb_digest
+from wai_dispatch.tools.harness import timings
 from wai_dispatch.tools.neural_conformance import program_rgb8
 
 
 def _timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
     out = fn()  # warm-up: pipelines, weight buffers, ONNX sessions
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return out, statistics.median(times)
+    return out, statistics.median(timings(fn, repeat))
 
 
 def _interpreter(program: Any) -> Any:
