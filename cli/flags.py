@@ -144,16 +144,24 @@ def add_offer(
         setting_flags(parser, "offer")
 
 
-def add_data_dir(parser: argparse.ArgumentParser) -> None:
-    """``--data-dir DIR``: where the set store lives. Kept as text, so that an empty value is
+DATA_DIR_HELP = "where the set store lives (default: WAI_DATA_DIR or XDG's)"
+
+
+def add_data_dir(parser: argparse.ArgumentParser, help: str = DATA_DIR_HELP) -> None:
+    """``--data-dir DIR``: the data directory. Kept as text, so that an empty value is
     refused (``settings_invalid``) rather than read as the working directory."""
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="where the set store lives (default: WAI_DATA_DIR or XDG's)",
-    )
+    parser.add_argument("--data-dir", metavar="DIR", help=help)
     setting_flags(parser, "data_dir")
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def verb_options(data_dir_help: str = DATA_DIR_HELP) -> argparse.ArgumentParser:
+    """The options every verb of a command with verbs (``sets``, ``policy``, ``tokens``) takes,
+    as a parent parser: ``--json`` and ``--data-dir``."""
+    common = argparse.ArgumentParser(add_help=False)
+    add_json(common)
+    add_data_dir(common, data_dir_help)
+    return common

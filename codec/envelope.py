@@ -402,10 +402,6 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
-def schema_text() -> str:
-    return json.dumps(json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
 def parse(data: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> Envelope:
     """Either form: JSON when the first non-whitespace byte is ``{`` or ``[``, else CBOR (a
     CBOR envelope starts with a map or tag 55799, never with either). A file that is empty or

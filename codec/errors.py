@@ -99,8 +99,8 @@ class SymbolsError(CodecError):
 
 def check_latent_shape(shape: tuple[int, ...], limits: Limits, *, what: str = "latent") -> None:
     """Refuse a latent shape (N×C×H×W, or C×H×W) over ``limits`` before anything of that size
-    is allocated (the CompressAI import and a plan ask this; the payload reader checks the same
-    bounds on its header)."""
+    is allocated (both payload readers ask this of their header, as do the CompressAI import
+    and a plan)."""
     dims = tuple(shape)
     if len(dims) == 4:
         dims = dims[1:] if dims[0] == 1 else (dims[0] * dims[1], *dims[2:])

@@ -27,8 +27,8 @@ from wai_dispatch.codec.errors import (
     PayloadTablesMismatch,
     PayloadTrailing,
     PayloadVersion,
-    ShapeOverLimits,
     SymbolsError,
+    check_latent_shape,
 )
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.codec.varints import read_varints, write_varints
@@ -110,16 +110,8 @@ def read_header(payload: bytes, *, limits: Limits = _DEFAULT_LIMITS) -> HyperHea
         raise PayloadLengthError(f"payload: the side latent's {z_bytes} bytes are not all present")
     z = waip.read_header(bytes(payload[head : head + z_bytes]), limits=limits)
     header = HyperHeader(channels, z_bytes, words, esc_count, esc_bytes, z, picture)
+    check_latent_shape(header.y_shape, limits, what="payload: latent")
     _, c, h, w = header.y_shape
-    if (
-        c > limits.max_channels
-        or h > limits.max_latent_height
-        or w > limits.max_latent_width
-        or (c * h * w > limits.max_symbols)
-    ):
-        raise ShapeOverLimits(
-            f"payload: latent shape {header.y_shape} exceeds the limits",
-        )
     if esc_count > c * h * w or not esc_count <= esc_bytes <= 5 * esc_count:
         raise PayloadFormatError(f"payload: {esc_count} escapes in {esc_bytes} bytes")
     total = head + z_bytes + 4 * words + esc_bytes

@@ -27,8 +27,8 @@ from wai_dispatch.codec.errors import (
     PayloadTablesMismatch,
     PayloadTrailing,
     PayloadVersion,
-    ShapeOverLimits,
     SymbolsError,
+    check_latent_shape,
 )
 from wai_dispatch.codec.tables import EntropyTables
 from wai_dispatch.codec.varints import MAX_VARINT_BYTES, read_varints, write_varints
@@ -131,17 +131,7 @@ def _check_claims(header: Header, size: int, limits: Limits) -> None:
     esc_count, esc_bytes = header.escape_count, header.escape_bytes
     if channels == 0 or height == 0 or width == 0:
         raise PayloadFormatError(f"payload: empty latent shape {header.shape}")
-    if (
-        channels > limits.max_channels
-        or height > limits.max_latent_height
-        or width > limits.max_latent_width
-        or header.symbols > limits.max_symbols
-    ):
-        raise ShapeOverLimits(
-            f"payload: latent shape {header.shape} exceeds the limits "
-            f"({limits.max_channels} channels, {limits.max_latent_height} x "
-            f"{limits.max_latent_width}, {limits.max_symbols} symbols)",
-        )
+    check_latent_shape(header.shape, limits, what="payload: latent")
     # Each escape is one to five bytes (docs/payload.md); a header claiming otherwise lies.
     if esc_count > header.symbols or not esc_count <= esc_bytes <= MAX_VARINT_BYTES * esc_count:
         raise PayloadFormatError(

@@ -32,33 +32,14 @@ from wai_dispatch.paths.wgsl.adapter import WgslAdapter
 NO_ADAPTER = "no adapter in this build"
 
 
-def _coreml(programs: Programs) -> Adapter:
-    return CoreMLAdapter(programs=programs)
-
-
-def _wai_ops(programs: Programs) -> Adapter:
-    return WaiOpsAdapter(programs)
-
-
-def _wgsl(programs: Programs) -> Adapter:
-    return WgslAdapter(programs=programs)
-
-
-def _onnx(unit: Unit) -> Callable[[Programs], Adapter]:
-    def build(programs: Programs) -> Adapter:
-        return OnnxRuntimeAdapter(unit=unit, programs=programs)
-
-    return build
-
-
 #: DispatchPath → the function that builds its adapter around a program cache. Order is irrelevant:
 #: the offer orders paths.
 BUILDERS: Mapping[DispatchPath, Callable[[Programs], Adapter]] = {
-    NPU_MODEL_RUNTIME: _coreml,
-    CPU_ONNX_RUNTIME: _onnx(Unit.CPU),
-    GPU_ONNX_RUNTIME: _onnx(Unit.GPU),
-    CPU_WAI_OPS: _wai_ops,
-    GPU_WGSL: _wgsl,
+    NPU_MODEL_RUNTIME: lambda programs: CoreMLAdapter(programs=programs),
+    CPU_ONNX_RUNTIME: lambda programs: OnnxRuntimeAdapter(Unit.CPU, programs=programs),
+    GPU_ONNX_RUNTIME: lambda programs: OnnxRuntimeAdapter(Unit.GPU, programs=programs),
+    CPU_WAI_OPS: WaiOpsAdapter,
+    GPU_WGSL: lambda programs: WgslAdapter(programs=programs),
 }
 
 

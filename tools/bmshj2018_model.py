@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-import blake3
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from wai_dispatch.codec.sets.manifest import hash_file
 from wai_dispatch.tools._compressai import checkpoint_state_dict, factorized_prior
 from wai_dispatch.tools.errors import SetWriterRefused
 
@@ -54,10 +54,6 @@ def model_architecture(model: Any) -> tuple[int, int]:
     """(N, M) of a loaded bmshj2018 model (factorized or hyperprior), from its ``g_s``."""
     first = model.g_s[0]
     return int(first.out_channels), int(first.in_channels)
-
-
-def _blake3_file(path: Path) -> str:
-    return blake3.blake3(path.read_bytes()).hexdigest()
 
 
 #: How the tables were cut, as the set records it: CompressAI's ``update(force=True)`` states
@@ -110,8 +106,8 @@ def load_model(
                 f"(quality {quality}): {_one_line(exc)}"
             ) from exc
         what = f"checkpoint {path}"
-        digest = _blake3_file(path)
-        demo = DEMO_CHECKPOINT.is_file() and digest == _blake3_file(DEMO_CHECKPOINT)
+        digest = hash_file(path)[0]
+        demo = DEMO_CHECKPOINT.is_file() and digest == hash_file(DEMO_CHECKPOINT)[0]
         origin = {"kind": "demo" if demo else "checkpoint", "file": path.name, "blake3": digest}
     model = model.eval()
     update_tables(model, state, what, update_quantiles=update_quantiles)

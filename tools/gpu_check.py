@@ -11,7 +11,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -19,26 +18,22 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.sets import Manifest
-from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.codec.sets import load
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
+from wai_dispatch.paths.waiops.adapter import load_set_program
 from wai_dispatch.paths.waiops.engine import Engine
-from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.paths.waiops.onnx_engine import OnnxEngine
 from wai_dispatch.paths.wgsl.execute import run_program
 from wai_dispatch.paths.wgsl.runner import Runner, UnitAbsent
 from wai_dispatch.service.decoding.results import rgb_digest
+from wai_dispatch.tools.harness import timings
 from wai_dispatch.tools.neural_conformance import program_rgb8
 
 
 def _timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
     out = fn()  # warm-up: pipelines, weight buffers, ONNX sessions
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return out, statistics.median(times)
+    return out, statistics.median(timings(fn, repeat))
 
 
 def _interpreter(program: Any) -> Any:
@@ -57,14 +52,8 @@ def check(repeat: int = 3, skip: Sequence[str] = ()) -> dict[str, Any]:
 
     corpus = neural_conformance_dir()
     doc = json.loads((corpus / "corpus.json").read_bytes())
-    folder = sets_dir() / doc["set_name"]
-    manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
-    spec = manifest.facts.program("wai-ops")
-    assert spec is not None and spec.file and spec.weights and manifest.facts.tables
-    program = load_program(
-        (folder / spec.file).read_bytes(), (folder / spec.weights).read_bytes(), rgb8_output=True
-    )
-    tables = EntropyTables.from_json((folder / manifest.facts.tables).read_bytes())
+    files = load(sets_dir() / doc["set_name"], doc["set"])
+    program, tables = load_set_program(files), tables_of(files)
     runner = Runner.acquire()
     interpreter = _interpreter(program)
     constants: dict[tuple[str, str], Any] = {}

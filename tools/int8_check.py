@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.sets import Manifest
-from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.codec.sets import load
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.onnx import configure_thread_pool
 from wai_dispatch.paths.waiops import int8_engine, int8_graph, reference
+from wai_dispatch.paths.waiops.adapter import load_set_program
 from wai_dispatch.paths.waiops.build import ProgramBuilder
 from wai_dispatch.paths.waiops.choose import int8_units
 from wai_dispatch.paths.waiops.load import load_program
@@ -104,15 +105,8 @@ def run(payloads: Sequence[str], hyper: bool = True, engine_name: str = "int8") 
     checks["edge-16-bit-pairs"] = bool(np.array_equal(got, reference.run(program, x)))
     corpus = neural_conformance_dir()
     doc = json.loads((corpus / "corpus.json").read_bytes())
-    folder = sets_dir() / doc["set_name"]
-    manifest = Manifest.from_bytes((folder / "set.json").read_bytes())
-    spec = manifest.facts.to_json()["programs"]["wai-ops"]
-    synth = load_program(
-        (folder / spec["file"]).read_bytes(),
-        (folder / spec["weights"]).read_bytes(),
-        rgb8_output=True,
-    )
-    tables = EntropyTables.from_json((folder / str(manifest.facts.tables)).read_bytes())
+    files = load(sets_dir() / doc["set_name"], doc["set"])
+    synth, tables = load_set_program(files), tables_of(files)
     engine = _engine(engine_name, synth) if payloads else None
     for case in doc["payloads"]:
         if case["name"] not in payloads or engine is None:

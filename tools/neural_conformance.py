@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from wai_dispatch.codec import payload as codec_payload
-from wai_dispatch.codec.sets import Manifest
-from wai_dispatch.codec.tables import EntropyTables
+from wai_dispatch.codec.sets import Manifest, load
+from wai_dispatch.codec.tables import tables_of
 from wai_dispatch.conformance import neural_conformance_dir, sets_dir
 from wai_dispatch.paths.waiops import reference
+from wai_dispatch.paths.waiops.adapter import load_set_program
 from wai_dispatch.paths.waiops.engine import Engine
-from wai_dispatch.paths.waiops.load import load_program
 from wai_dispatch.service.decoding.results import rgb_digest
 from wai_dispatch.tools.bmshj2018_model import load_model
 from wai_dispatch.tools.bmshj2018_symbols import encode_symbols
@@ -92,17 +92,9 @@ def write_index(out: Path, made_for: Any, payloads: list[dict[str, Any]]) -> dic
 
 
 def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
-    manifest = Manifest.from_bytes((set_dir / "set.json").read_bytes())
-    spec = manifest.facts.to_json()["programs"]["wai-ops"]
-    program = load_program(
-        (set_dir / spec["file"]).read_bytes(),
-        (set_dir / spec["weights"]).read_bytes(),
-        rgb8_output=True,
-    )
-    tables = EntropyTables.from_json((set_dir / str(manifest.facts.tables)).read_bytes())
-    model, _ = load_model(
-        checkpoint=None, pretrained=False, quality=int(manifest.facts.quality or 3)
-    )
+    files = load(set_dir, Manifest.from_bytes((set_dir / "set.json").read_bytes()).digest)
+    program, tables = load_set_program(files), tables_of(files)
+    model, _ = load_model(checkpoint=None, pretrained=False, quality=int(files.facts.quality or 3))
     engine = Engine(program)
     lo, hi = program.input_range
     cases: list[tuple[str, np.ndarray, str]] = []
@@ -140,7 +132,7 @@ def write_corpus(out: Path, set_dir: Path, log: Callable[[str], None] = print) -
             }
         )
         log(f"{name}: {len(body)} bytes, {fast.shape[1]}×{fast.shape[0]}")
-    return write_index(out, manifest, entries)
+    return write_index(out, files, entries)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

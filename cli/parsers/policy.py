@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from wai_dispatch.cli.flags import STDIO, Sub, add_json, command, runs, setting_flags
+from wai_dispatch.cli.flags import STDIO, Sub, command, runs, verb_options
 
 
 def add(sub: Sub) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    add_json(common)
-    common.add_argument(
-        "--data-dir", type=Path, help="the data directory, whose report store keeps the policy"
-    )
-    setting_flags(common, "data_dir")
+    common = verb_options("the data directory, whose report store keeps the policy")
     p = command(
         sub,
         "policy",

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
-from wai_dispatch.cli.flags import Sub, add_json, command, runs, setting_flags
+from wai_dispatch.cli.flags import Sub, add_data_dir, command, runs, setting_flags, verb_options
 
 
 def add(sub: Sub) -> None:
@@ -23,8 +20,8 @@ def _add_serve(sub: Sub) -> None:
     p.add_argument("--host", help="address to listen on (WAI_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (WAI_PORT, default 8080)")
     p.add_argument("--workers", type=int, help="server processes (WAI_WORKERS, default 1)")
-    p.add_argument("--data-dir", type=Path, help="sets, report store, spool (WAI_DATA_DIR)")
-    setting_flags(p, "host", "port", "workers", "data_dir")
+    add_data_dir(p, "sets, report store, spool (WAI_DATA_DIR)")
+    setting_flags(p, "host", "port", "workers")
     ray = p.add_argument_group("on a Ray cluster (the ray extra; docs/ray.md)")
     ray.add_argument(
         "--ray",
@@ -52,10 +49,7 @@ def _add_serve(sub: Sub) -> None:
 def _add_tokens(sub: Sub) -> None:
     t = command(sub, "tokens", "wai-dispatch tokens create kiosk-01\nwai-dispatch tokens list")
     verbs = t.add_subparsers(dest="verb", metavar="VERB", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", type=Path, help="the data directory (WAI_DATA_DIR)")
-    setting_flags(common, "data_dir")
-    add_json(common)
+    common = verb_options("the data directory (WAI_DATA_DIR)")
     v = command(
         verbs,
         "create",

@@ -6,13 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wai_dispatch.cli.flags import Sub, add_data_dir, add_json, command, runs
+from wai_dispatch.cli.flags import Sub, command, runs, verb_options
 
 
 def add(sub: Sub) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    add_json(common)
-    add_data_dir(common)
+    common = verb_options()
     p = command(
         sub,
         "sets",

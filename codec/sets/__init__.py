@@ -15,7 +15,6 @@ The names most callers need are re-exported here.
 from wai_dispatch.codec.sets.bundled import (
     bundled_digest,
     bundled_folders,
-    ensure_bundled,
     install_bundled,
 )
 from wai_dispatch.codec.sets.errors import (
@@ -55,7 +54,6 @@ __all__ = [
     "bundled_digest",
     "bundled_folders",
     "canonical_json",
-    "ensure_bundled",
     "install_bundled",
     "load",
     "write_manifest",

@@ -62,8 +62,3 @@ def install_bundled(
             continue
         out.installed.append(installed)
     return out
-
-
-def ensure_bundled(store: SetStore, directory: Path | None) -> list[InstalledSet]:
-    """:func:`install_bundled`'s installed sets (the problems left out)."""
-    return install_bundled(store, directory).installed

@@ -21,7 +21,7 @@ from wai_dispatch.codec.sets import (
     SetLimits,
     SetStore,
     canonical_json,
-    ensure_bundled,
+    install_bundled,
     write_manifest,
 )
 from wai_dispatch.codec.sets import errors as set_errors
@@ -431,15 +431,15 @@ def test_default_set(store: SetStore, tmp_path: Path) -> None:
     assert store.default_for(CAP) == first
 
 
-def test_ensure_bundled(source: Path, store: SetStore, tmp_path: Path) -> None:
+def test_install_bundled_installed(source: Path, store: SetStore, tmp_path: Path) -> None:
     bundled = tmp_path / "bundled"
     (bundled / "demo").mkdir(parents=True)
     make_set(bundled / "demo")
     (bundled / "not-a-set").mkdir()
-    installed = ensure_bundled(store, bundled)
+    installed = install_bundled(store, bundled).installed
     assert [s.name for s in installed] == ["demo"]
-    assert ensure_bundled(store, bundled) == installed  # cheap the second time
-    assert ensure_bundled(store, tmp_path / "none") == []
+    assert install_bundled(store, bundled).installed == installed  # cheap the second time
+    assert install_bundled(store, tmp_path / "none").installed == []
 
 
 # --- config and CLI -------------------------------------------------------------------------
@@ -467,7 +467,7 @@ def test_cli_list_on_an_empty_data_dir(
     from wai_dispatch.conformance import sets_dir as bundled_dir
 
     store = SetStore(tmp_path / "data" / "sets")
-    bundled = {s.name for s in ensure_bundled(store, Path(bundled_dir()))}
+    bundled = {s.name for s in install_bundled(store, Path(bundled_dir())).installed}
     assert {r["name"] for r in rows} == bundled  # [] until a bundled set exists
 
 

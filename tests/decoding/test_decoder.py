@@ -179,7 +179,6 @@ def test_plan_and_paths(decoder: Decoder) -> None:
 
 ASSEMBLY = {
     "SetStore",
-    "ensure_bundled",
     "install_bundled",
     "known_adapters",
     "default_offer",
