@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select
+from sqlalchemy import Connection, and_, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -245,10 +245,6 @@ def governance_summary(
     the cursor ``next``; their total is ``refused_total``), each with its first reasons and how
     many more it has."""
     where = _run_filters(since_ms, until_ms, sink_class, sink)
-    page = []
-    if after is not None:
-        ms, seq = keyset.decode("rr", after, [keyset.INT, keyset.INT])
-        page.append((RR.received_ms < ms) | ((RR.received_ms == ms) & (RR.seq < seq)))
     current = _current(policies)
     members = {} if current is None else _members(policies.parsed(current))
     with store.engine.connect() as conn:
@@ -266,15 +262,7 @@ def governance_summary(
                 sink=sink,
             ).items()
         ]
-        refused = conn.execute(
-            select(
-                RR.seq, RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version, RR.verdict
-            )
-            .where(and_(RR.accepted.is_(False), *where, *page))
-            .order_by(RR.received_ms.desc(), RR.seq.desc())
-            .limit(latest + 1)
-        ).all()
-    more, refused = len(refused) > latest, refused[:latest]
+        refused, cursor = _refused_page(conn, where, latest=latest, after=after)
     classes = _class_tally(policies, current, sink_class, counts, decodes)
     return {
         "policy": None if current is None else current.to_json(with_text=False),
@@ -282,12 +270,29 @@ def governance_summary(
         "latest_refused": [_refused_row(r) for r in refused],
         "refused_total": sum(int(n) for _, accepted, n in counts if not accepted),
         "limit": latest,
-        "next": (
-            keyset.encode("rr", [refused[-1].received_ms, refused[-1].seq])
-            if more and refused
-            else None
-        ),
+        "next": cursor,
     }
+
+
+def _refused_page(
+    conn: Connection, where: list[ColumnElement[bool]], *, latest: int, after: str | None
+) -> tuple[list[Any], str | None]:
+    """The refused runs of the window, latest first: ``latest`` of them ``after`` the keyset
+    cursor, and the cursor of the next page (None on the last)."""
+    page = []
+    if after is not None:
+        ms, seq = keyset.decode("rr", after, [keyset.INT, keyset.INT])
+        page.append((RR.received_ms < ms) | ((RR.received_ms == ms) & (RR.seq < seq)))
+    rows = conn.execute(
+        select(RR.seq, RR.id, RR.sink, RR.sink_class, RR.received_ms, RR.policy_version, RR.verdict)
+        .where(and_(RR.accepted.is_(False), *where, *page))
+        .order_by(RR.received_ms.desc(), RR.seq.desc())
+        .limit(latest + 1)
+    ).all()
+    if len(rows) <= latest:
+        return list(rows), None
+    rows = rows[:latest]
+    return list(rows), keyset.encode("rr", [rows[-1].received_ms, rows[-1].seq])
 
 
 def _run_filters(
