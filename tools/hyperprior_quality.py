@@ -2,7 +2,10 @@
 anchor (docs/bmshj2018-hyperprior-set.md, "Quality"): on the held-out photographs, bpp and RGB8
 PSNR of our coding beside CompressAI's own float ``ScaleHyperprior`` with the same weights, both
 on the picture padded to 64. Our reconstruction runs CompressAI's ``g_s`` on our latent, so the
-rows differ only by the entropy stage.
+rows differ only by the entropy stage. ``--against DIR``: the same pictures coded with another
+hyperprior set of the same weights too (today's, against the ``int8-units`` profile's), its bytes
+and bpp beside ours and the rate change between them (their y symbols, hence PSNR, are the
+same: only the scales ``h_s`` gives, and so the code lengths, differ).
 """
 
 from __future__ import annotations
@@ -40,10 +43,13 @@ SET_NAME = "bmshj2018-hyperprior-demo-q3"
 
 
 @torch.no_grad()
-def measure(set_dir: Path, checkpoint: Path, images: Sequence[str]) -> list[dict[str, Any]]:
+def measure(
+    set_dir: Path, checkpoint: Path, images: Sequence[str], against: Path | None = None
+) -> list[dict[str, Any]]:
     files = open_folder(set_dir)
     stage = HyperStage.of(files)
     assert stage is not None
+    other = HyperStage.of(open_folder(against)) if against is not None else None
     net = load_hyper_model(checkpoint, files.facts.quality or 3)
     analysis = HyperAnalysis(net)
     rows = []
@@ -70,6 +76,13 @@ def measure(set_dir: Path, checkpoint: Path, images: Sequence[str]) -> list[dict
         }
         row["rate_change_pct"] = round(100 * (row["ours_bytes"] / nbytes - 1), 2)
         row["psnr_change_db"] = round(row["ours_psnr"] - row["compressai_psnr"], 3)
+        if other is not None:
+            theirs_payload = encode_with(analysis, other, padded)
+            mine = other.run(theirs_payload, limits=Limits()).latent
+            row["against_bytes"] = len(theirs_payload)
+            row["against_bpp"] = round(len(theirs_payload) * 8 / (h * w), 4)
+            row["against_same_latent"] = bool((mine == result.latent).all())
+            row["rate_vs_against_pct"] = round(100 * (len(payload) / len(theirs_payload) - 1), 2)
         rows.append(row)
     return rows
 
@@ -78,10 +91,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.hyperprior_quality")
     parser.add_argument("--set", type=Path, default=sets_dir() / SET_NAME)
     parser.add_argument("--checkpoint", type=Path, default=DEMO_CHECKPOINT)
+    parser.add_argument("--against", type=Path, help="another hyperprior set (same weights)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    for row in measure(args.set, args.checkpoint, HELD_OUT_IMAGES):
+    rows = measure(args.set, args.checkpoint, HELD_OUT_IMAGES, args.against)
+    for row in rows:
         print(json.dumps(row))
+    if args.against is not None:
+        ours, theirs = sum(r["ours_bytes"] for r in rows), sum(r["against_bytes"] for r in rows)
+        pixels = sum(r["height"] * r["width"] for r in rows)
+        print(
+            json.dumps(
+                {
+                    "pictures": len(rows),
+                    "ours_bpp": round(ours * 8 / pixels, 4),
+                    "against_bpp": round(theirs * 8 / pixels, 4),
+                    "rate_vs_against_pct": round(100 * (ours / theirs - 1), 2),
+                }
+            )
+        )
     return 0
 
 
