@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,8 @@ def run(
             header = waih.read_header(coded, limits=limits)
             z = waih.decode_z(coded, header, each.z_tables)
             runner = each.engines.runner()
-            fns[f"entropy{i}"] = lambda s=each, b=coded: s.run(b, limits=limits)
-            fns[f"h_s{i}"] = lambda r=runner, z=z: r.run(z, limits)
+            fns[f"entropy{i}"] = partial(each.run, coded, limits=limits)
+            fns[f"h_s{i}"] = partial(runner.run, z, limits)
         best = best_of_interleaved(fns, repeats)
         ms = {f"{name}_ms": seconds * 1e3 for name, seconds in best.items()}
         theirs_bytes = sum(len(s) for g in out["strings"] for s in g)

@@ -5,7 +5,10 @@ on the picture padded to 64. Our reconstruction runs CompressAI's ``g_s`` on our
 rows differ only by the entropy stage. ``--against DIR``: the same pictures coded with another
 hyperprior set of the same weights too (today's, against the ``int8-units`` profile's), its bytes
 and bpp beside ours and the rate change between them (their y symbols, hence PSNR, are the
-same: only the scales ``h_s`` gives, and so the code lengths, differ).
+same: only the scales ``h_s`` gives, and so the code lengths, differ). Then, per set, each of
+``h_s``'s convolutions as the int8 graph engine runs it: its input's and weights' ranges, its
+7-bit planes × base-256 digits and int8 products a multiply-accumulate, each kernel's verdict
+(``int_synth_quality``'s count).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import torch
 
 from wai_dispatch.conformance import sets_dir
+from wai_dispatch.paths.waiops.int8_graph import build_model, products_per_mac
 from wai_dispatch.service.decoding.hyperprior import HyperStage
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.encoder import pad
@@ -30,6 +34,7 @@ from wai_dispatch.tools.hyperprior_encode import (
     load_hyper_model,
     open_folder,
 )
+from wai_dispatch.tools.int_synth_quality import int8_units
 from wai_dispatch.tools.train_bmshj2018 import (
     HELD_OUT_IMAGES,
     load_image,
@@ -87,6 +92,28 @@ def measure(
     return rows
 
 
+def units(set_dir: Path) -> list[dict[str, Any]]:
+    """``h_s`` of the set in ``set_dir`` as the int8 graph engine runs it: one row a convolution
+    and one for the whole program."""
+    stage = HyperStage.of(open_folder(set_dir))
+    assert stage is not None
+    program = stage.program
+    rows: list[dict[str, Any]] = [
+        {"set": set_dir.name, **vars(u), "per_mac": round(u.per_mac, 3)}
+        for u in int8_units(program)
+    ]
+    per_mac = products_per_mac(program, build_model(program)[1])
+    rows.append(
+        {
+            "set": set_dir.name,
+            "largest": program.largest,
+            "float32_exact": program.float32_exact,
+            "per_mac": round(per_mac, 3),
+        }
+    )
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wai_dispatch.tools.hyperprior_quality")
     parser.add_argument("--set", type=Path, default=sets_dir() / SET_NAME)
@@ -110,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
             )
         )
+    for folder in (args.set, *([args.against] if args.against is not None else [])):
+        for row in units(folder):
+            print(json.dumps(row))
     return 0
 
 
