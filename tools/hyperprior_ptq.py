@@ -2,15 +2,20 @@
 ``wai-ops/1`` program (docs/bmshj2018-hyperprior-set.md): z's symbols in, the Gaussian scales out
 as integers of 2^-SCALE_FRAC, so the scale-index table is one integer threshold per table scale.
 Each ReLU is a ``requantize``'s clamp; interior activations are ACT-bounded with calibrated
-per-channel scales. The arithmetic is that of tools/int_synth_ptq.py (same bits on every CPU)."""
+per-channel scales. The arithmetic is that of tools/int_synth_ptq.py (same bits on every CPU);
+a :class:`Profile` sets the bit widths (``default``, the bundled set's; ``int8-units``, one int8
+digit per weight and one 7-bit plane per convolution input past the first, for the int8 graph
+engine, as tools/int_synth_ptq.py's profile of the same name)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from wai_dispatch.paths.waiops.build import ProgramBuilder
+from wai_dispatch.tools import int_synth_ptq
 from wai_dispatch.tools.int_synth_ptq import DECONV, conv_layer, latent_input
 
 #: Interior activations: 13-bit unsigned after the ReLU, [0, 4095].
@@ -21,6 +26,30 @@ SCALE_FRAC = 8
 SCALE_MAX = 65535
 #: Largest accumulator the quantiser aims at (the bound rule's limit is 2^31 - 1).
 BUDGET = 1 << 30
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The bit widths of a quantisation of ``h_s``: ``act``, the largest value after each
+    interior ReLU (the input of ``deconv2`` and ``conv3``); ``weight_max``, of an integer weight;
+    ``budget``, the largest accumulator the quantiser aims at. The side latent enters at 1/16
+    either way (medians to 1/32): at 1/1 their rounding alone costs 9% of the rate."""
+
+    act: int = ACT
+    weight_max: int = int_synth_ptq.WEIGHT_MAX
+    budget: int = BUDGET
+
+
+#: ``default``: today's set (13-bit activations, int16 weights, accumulators up to 2^30: the
+#: pointwise steps need float64). ``int8-units``: weights within one int8 digit (±127) and
+#: every ReLU's output within one balanced 7-bit plane (``[0, 64]``: a u8×s8 pair ≤ 2·255·64 <
+#: 2^15, exact on AVX2's saturating ``vpmaddubsw``, docs/wai-ops.md), every accumulator below
+#: int_synth_ptq's float32 budget, so the program is float32-exact; the side latent keeps its
+#: two planes (``deconv1``, 7% of h_s's multiply-accumulates).
+PROFILES = {
+    "default": Profile(),
+    "int8-units": Profile(act=64, weight_max=127, budget=int_synth_ptq.BUDGET),
+}
 
 #: (name, op, attrs) of h_s's three convolutions, in order.
 LAYERS: tuple[tuple[str, str, dict[str, int]], ...] = (
@@ -35,12 +64,14 @@ def quantise(
     stats: Mapping[str, np.ndarray],
     medians: np.ndarray,
     symbol_range: tuple[int, int],
+    profile: Profile = PROFILES["default"],
 ) -> tuple[ProgramBuilder, dict[str, object]]:
-    """The program and what was chosen per layer. ``weights``: ``deconv1``/``deconv2``
-    (``[Ci, Co, 5, 5]``) and ``conv3`` (``[Co, Ci, 3, 3]``) ``.weight``/``.bias``, float;
-    ``stats``: per-channel largest activation of ``a1`` and ``a2`` (after the ReLU) over the
-    calibration set; ``medians``: the side latent's medians; ``symbol_range``: the program's
-    declared input range."""
+    """The program and what was chosen per layer, at ``profile``'s bit widths.
+
+    ``weights``: ``deconv1``/``deconv2`` (``[Ci, Co, 5, 5]``) and ``conv3`` (``[Co, Ci, 3,
+    3]``) ``.weight``/``.bias``, float; ``stats``: per-channel largest activation of ``a1`` and
+    ``a2`` (after the ReLU) over the calibration set; ``medians``: the side latent's medians;
+    ``symbol_range``: the program's declared input range."""
     b, s_in, amax = latent_input("z_symbols", "z_hat", medians, symbol_range)
     value = "t"
     report: dict[str, object] = {}
@@ -53,11 +84,20 @@ def quantise(
             # A channel calibration never saw active gets the scale of 1/1024 of the layer's
             # largest, not a vanishing one (its weights would not fit otherwise).
             peak = stats[f"a{i + 1}"].astype(np.float64)
-            s_out = np.maximum(peak, np.ldexp(float(peak.max()), -10)) / ACT
-            clamp = [0, ACT]
+            s_out = np.maximum(peak, np.ldexp(float(peak.max()), -10)) / profile.act
+            clamp = [0, profile.act]
         scales = (s_in, s_out, amax)
         value, s_out, report[name] = conv_layer(
-            b, weights, (name, op, attrs), i + 1, value, scales, clamp, BUDGET, coarsen=True
+            b,
+            weights,
+            (name, op, attrs),
+            i + 1,
+            value,
+            scales,
+            clamp,
+            profile.budget,
+            coarsen=True,
+            weight_max=profile.weight_max,
         )
         s_in = s_out
         amax = np.full(co, clamp[1], dtype=np.int64)

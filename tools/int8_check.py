@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,16 +87,26 @@ def _engine(name: str, program: Program) -> Any:
     return int8_engine.Int8Engine(program)
 
 
-def hyper_program() -> Program:
-    folder = sets_dir() / "bmshj2018-hyperprior-demo-q3"
+HYPER_SET = "bmshj2018-hyperprior-demo-q3"
+
+
+def hyper_program(folder: Path | None = None) -> Program:
+    """The hyper-synthesis of the hyperprior set in ``folder`` (the bundled one by default)."""
+    folder = folder if folder is not None else sets_dir() / HYPER_SET
     facts = json.loads((folder / "set.json").read_bytes())["facts"]["hyperprior"]
     return load_program(
         (folder / facts["program"]).read_bytes(), (folder / facts["weights"]).read_bytes()
     )
 
 
-def run(payloads: Sequence[str], hyper: bool = True, engine_name: str = "int8") -> dict[str, Any]:
-    """Every check as ``{"name": ok}`` with the CPU's int8 units."""
+def run(
+    payloads: Sequence[str],
+    hyper: bool = True,
+    engine_name: str = "int8",
+    hyper_set: Path | None = None,
+) -> dict[str, Any]:
+    """Every check as ``{"name": ok}`` with the CPU's int8 units (``h_s`` from the hyperprior
+    set in ``hyper_set``, the bundled one by default)."""
     graph = engine_name == "int8-graph"
     bits = int8_graph.PLANE_BITS if graph else int8_engine.PLANE_BITS
     out: dict[str, Any] = {"cpu": int8_units(), "plane_bits": bits, "engine": engine_name}
@@ -115,7 +126,7 @@ def run(payloads: Sequence[str], hyper: bool = True, engine_name: str = "int8") 
         rgb = engine.run(symbols)[0].transpose(1, 2, 0).astype(np.uint8)
         checks[case["name"]] = rgb_digest(rgb) == case["rgb8_blake3"]
     if hyper:
-        h = hyper_program()
+        h = hyper_program(hyper_set)
         z = np.random.default_rng(5).choice(np.array(h.input_range), (1, h.input_channels, 3, 2))
         z = z.astype(np.int32)
         got = _engine(engine_name, h).run(z)
@@ -131,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every payload of the corpus")
     parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime's pool size")
     parser.add_argument("--no-hyper", action="store_true")
+    parser.add_argument("--hyper-set", type=Path, help="the hyperprior set whose h_s to check")
     parser.add_argument("--plane-bits", type=int, default=None, help="7, the engines' own")
     parser.add_argument("--engine", choices=("int8", "int8-graph"), default="int8")
     args = parser.parse_args(argv)
@@ -142,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.all:
         doc = json.loads((neural_conformance_dir() / "corpus.json").read_bytes())
         payloads = [p["name"] for p in doc["payloads"]]
-    result = run(payloads, hyper=not args.no_hyper, engine_name=args.engine)
+    result = run(payloads, not args.no_hyper, args.engine, args.hyper_set)
     result["threads"] = threads
     print(json.dumps(result, sort_keys=True))
     return 0 if result["ok"] else 1

@@ -104,6 +104,14 @@ def hyperprior_parser(
     )
     parser.add_argument("--licence", help="the weights' SPDX licence, for wai-usage.json")
     parser.add_argument("--name", help="the set's name")
+    parser.add_argument(
+        "--profile",
+        choices=("default", "int8-units"),
+        default="default",
+        help="the hyper-synthesis' bit widths: default (13-bit activations, int16 weights), or "
+        "int8-units (int8 weights, 7-bit inputs to every convolution past the first; "
+        "docs/bmshj2018-hyperprior-set.md)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing set")
     _update_quantiles(parser)
     return parser

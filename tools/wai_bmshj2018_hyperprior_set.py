@@ -130,10 +130,13 @@ def write_set(
     overwrite: bool = False,
     update_quantiles: bool = False,
     coreml: bool = True,
+    profile: str = "default",
     log: Callable[[str], None] | None = None,
 ) -> Path:
-    """Write the set into ``out_dir`` (built in a temporary sibling, renamed into place)."""
+    """Write the set into ``out_dir`` (built in a temporary sibling, renamed into place), its
+    hyper-synthesis at ``profile``'s bit widths (:data:`hyperprior_ptq.PROFILES`)."""
     say = log or (lambda _msg: None)
+    bits = hyperprior_ptq.PROFILES[profile]
     out = Path(out_dir).resolve()
     if out.exists() and not overwrite and any(out.iterdir()):
         raise SetWriterError(f"{out} exists and is not empty (pass --force to replace it)")
@@ -159,9 +162,8 @@ def write_set(
         and digest == blake3.blake3(DEMO_CHECKPOINT.read_bytes()).hexdigest()
     )
     origin = {"kind": "demo" if demo else "checkpoint", "file": path.name, "blake3": digest}
-    name = name or (
-        f"bmshj2018-hyperprior-demo-q{quality}" if demo else f"bmshj2018-hyperprior-q{quality}"
-    )
+    stem = "bmshj2018-hyperprior" if profile == "default" else f"bmshj2018-hyperprior-{profile}"
+    name = name or (f"{stem}-demo-q{quality}" if demo else f"{stem}-q{quality}")
 
     # The entropy stage's tables.
     eb, gc = model.entropy_bottleneck, model.gaussian_conditional
@@ -186,7 +188,7 @@ def write_set(
     weights = hs_weights(model)
     say(f"hyperprior: {origin['file']} loaded; calibrating the hyper-synthesis (exact arithmetic)")
     stats, ys = calibrate(analysis, weights, z_range)
-    builder, chosen = hyperprior_ptq.quantise(weights, stats, analysis.z_medians, z_range)
+    builder, chosen = hyperprior_ptq.quantise(weights, stats, analysis.z_medians, z_range, bits)
     program_json = builder.program_json("x3", m)
     program_weights = builder.weights()
     try:
@@ -256,7 +258,7 @@ def write_set(
             "weights": WEIGHTS_FILE,
             "operations": program.operation_count,
             "quantisation": {
-                "activation_max": hyperprior_ptq.ACT,
+                "activation_max": bits.act,
                 "scale_fraction_bits": hyperprior_ptq.SCALE_FRAC,
                 "weight_dtype": "int16",
                 "calibration": {
@@ -266,7 +268,8 @@ def write_set(
                     "seed": CALIBRATION_SEED,
                 },
                 "layers": chosen,
-            },
+            }
+            | ({} if profile == "default" else {"profile": {profile: vars(bits)}}),
         },
         "programs": programs,
     }
