@@ -306,30 +306,9 @@ def _conv(
         flipped = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
         acc = _conv_integer(g, planes, flipped, [k - 1 - p] * 4, ranges, op.name)
     else:
-        try:
-            py = phases(k, a["stride"], p, p, a["output_padding"])
-        except ValueError as e:
-            raise NotGraphExact(f"{op.name}: no exact phase split ({e})") from e
-        split = [phase_weights(w, py, py, ry, rx) for ry in range(2) for rx in range(2)]
-        n_phases = 4
-        if scatter:
-            acc = _scatter(g, planes, w, ranges, op.name, a, halves)
-            n_phases = 1
-        elif co < SPLIT_MIN_CHANNELS or any(s is None for s in split):
-            merged, _ = phase_split_weights(w, None, py, py, "CRD")
-            pads = [py.pad_begin, py.pad_begin, py.pad_end, py.pad_end]
-            acc = _conv_integer(g, planes, merged, pads, ranges, op.name)
-        else:  # phases (0,0), (0,1), (1,0), (1,1) side by side: row h is row 2h's two halves
-            # then row 2h + 1's, so [1, Co, H, 4W] read as [1, Co, 2H, 2W] has its rows woven
-            ys = []
-            for i, ph in enumerate(split):
-                assert ph is not None
-                ys.append(_conv_integer(g, planes, ph[0], ph[1], ranges, f"{op.name}.phase{i}"))
-            size = g.node(
-                "Mul", [g.node("Shape", [ys[0]]), g.const(np.array([1, 1, 2, 2]), np.int64)]
-            )
-            acc = g.node("Reshape", [g.node("Concat", ys, axis=3), size])
-            n_phases = 2
+        acc, n_phases = _conv_transpose2(
+            g, planes, w, ranges, op, co=co, scatter=scatter, halves=halves
+        )
     ftype = TensorProto.FLOAT if g.ftype is np.float32 else TensorProto.DOUBLE
     if acc not in g.floats and shift is not None and n_phases != 4 and _dequantizes(g, bias):
         g.scaled.add(op.output)
@@ -340,6 +319,43 @@ def _conv(
     if np.any(bias):
         out = out.like(g.node("Add", [out.name, _per_channel(g, bias, out)]))
     return out
+
+
+def _conv_transpose2(
+    g: _G,
+    planes: list[str],
+    w: np.ndarray,
+    ranges: list[tuple[int, int]],
+    op: Operation,
+    *,
+    co: int,
+    scatter: bool,
+    halves: bool,
+) -> tuple[str, int]:
+    """A stride-2 transposed convolution's accumulator and its phases: scattered (one), its
+    four phases merged into one convolution's channels (four), or side by side with their rows
+    woven (two, the columns woven by the next reader)."""
+    a = op.attrs
+    k, p = a["kernel"], a["padding"]
+    try:
+        py = phases(k, a["stride"], p, p, a["output_padding"])
+    except ValueError as e:
+        raise NotGraphExact(f"{op.name}: no exact phase split ({e})") from e
+    split = [phase_weights(w, py, py, ry, rx) for ry in range(2) for rx in range(2)]
+    if scatter:
+        return _scatter(g, planes, w, ranges, op.name, a, halves), 1
+    if co < SPLIT_MIN_CHANNELS or any(s is None for s in split):
+        merged, _ = phase_split_weights(w, None, py, py, "CRD")
+        pads = [py.pad_begin, py.pad_begin, py.pad_end, py.pad_end]
+        return _conv_integer(g, planes, merged, pads, ranges, op.name), 4
+    # phases (0,0), (0,1), (1,0), (1,1) side by side: row h is row 2h's two halves then row
+    # 2h + 1's, so [1, Co, H, 4W] read as [1, Co, 2H, 2W] has its rows woven
+    ys = []
+    for i, ph in enumerate(split):
+        assert ph is not None
+        ys.append(_conv_integer(g, planes, ph[0], ph[1], ranges, f"{op.name}.phase{i}"))
+    size = g.node("Mul", [g.node("Shape", [ys[0]]), g.const(np.array([1, 1, 2, 2]), np.int64)])
+    return g.node("Reshape", [g.node("Concat", ys, axis=3), size]), 2
 
 
 def _dequantize(g: _G, acc: str, bias: np.ndarray, shift: np.ndarray) -> str:
