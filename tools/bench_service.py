@@ -131,9 +131,9 @@ def over_http(
     the clients (this process's).
 
     Each client is one kept-alive ``http.client`` connection, as a sink's SDK holds one: the
-    clients share this process's cores with the server, so their CPU counts against the ratio
-    (httpx's costs about 4.5 ms a request here, ``http.client``'s under 1: the 140 KB answer
-    read in one piece)."""
+    clients share the server's cores, so their CPU counts against the ratio (2026-12-08, load
+    7–11: httpx's 4.6 ms a request against the h11 server, ``http.client``'s 2.5 there and 0.7
+    against httptools; docs/performance.md)."""
     host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
     headers = decode_headers(token, Accept="application/json")
     times: list[float] = []
