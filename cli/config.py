@@ -4,7 +4,9 @@ one :func:`service.settings.load`; secrets are shown as set or not, never printe
 
 A setting whose default stands for a value worked out when it is used (``decode_threads`` 0:
 the CPUs, shared among ``workers``; no ``database_url``: the SQLite file in the data directory;
-…) shows that value, as ``serve`` and :data:`DERIVED` work it out, with the source ``default``."""
+``http`` and ``event_loop`` ``auto``: the parser and the loop ``serve`` runs on, those
+installed, as ``auto: httptools``; …) shows that value, as ``serve`` and :data:`DERIVED` work
+it out, with the source ``default``."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ DERIVED: dict[str, Callable[[Settings], Any]] = {
     "spool_dir": lambda s: str(s.spool_volume),
     "replica_id": lambda s: default_replica_id(),
     "ort_threads": lambda s: len(os.sched_getaffinity(0)),  # paths/onnx.py: "else the CPUs"
+    # what `serve` runs on: the parser and loop that are installed
+    "http": lambda s: f"auto: {s.http_parser}",
+    "event_loop": lambda s: f"auto: {s.loop_impl}",
 }
 
 
@@ -40,7 +45,7 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     where = sources(**overrides(args))
     out = []
     for name, value in chosen.model_dump(mode="json").items():
-        unset = value is None or (name == "decode_threads" and value == 0)
+        unset = value in (None, "auto") or (name == "decode_threads" and value == 0)
         if name in DERIVED and unset:
             value = DERIVED[name](chosen)
         elif name in SECRET:

@@ -142,6 +142,14 @@ def banner(chosen: Settings) -> list[str]:
     return lines
 
 
+#: The protocol ``serve`` hands uvicorn for each HTTP/1.1 parser (the ``http`` setting): uvicorn's
+#: own with the read deadlines (service/http/edge.py), as import strings (uvicorn imports them).
+PROTOCOLS = {
+    "h11": "wai_dispatch.service.http.edge:ReadTimeouts",
+    "httptools": "wai_dispatch.service.http.edge_httptools:ReadTimeoutsHttptools",
+}
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -177,9 +185,11 @@ def run_serve(args: argparse.Namespace) -> int:
         forwarded_allow_ips=chosen.forwarded_allow_ips,
         access_log=False,
         # connection limits (docs/service.md): header and body read deadlines per request
-        # (the protocol, named as uvicorn names its own), idle keep-alive, open connections,
-        # header bytes; the in-flight body budget is the app's (service/http/edge.py)
-        http="wai_dispatch.service.http.edge:ReadTimeouts",
+        # (the protocol on the parser the settings chose, named as uvicorn names its own),
+        # idle keep-alive, open connections, header bytes (h11's own bound; the httptools
+        # protocol's is its own); the in-flight body budget is the app's (service/http/edge.py)
+        http=PROTOCOLS[chosen.http_parser],
+        loop=chosen.loop_impl,
         timeout_keep_alive=chosen.keep_alive_s,
         limit_concurrency=chosen.max_connections,
         h11_max_incomplete_event_size=chosen.max_header_bytes,

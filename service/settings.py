@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
+import importlib.util
 import logging
 import os
 import tomllib
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -45,6 +46,14 @@ PREFIX = "WAI_"
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
     "wai_config_file", default=None
 )
+
+
+_HTTP_FALLBACK: Literal["h11"] = "h11"
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported here (found, not imported)."""
+    return importlib.util.find_spec(module) is not None
 
 
 class DecoderArgs(TypedDict):
@@ -229,6 +238,17 @@ class Settings(BaseSettings):
         description="idle keep-alive, seconds: longer than the clients' pools keep an idle "
         "connection (docs/operations.md, Keep-alive)",
     )
+    http: Literal["auto", "httptools", "h11"] = Field(
+        default="auto",
+        description="the HTTP/1.1 parser `serve` runs on, both with the read deadlines and the "
+        "head bound (service/http/edge.py): httptools (llhttp, in C) or h11 (pure Python); "
+        "auto: httptools when it is installed, else h11",
+    )
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto",
+        description="the event loop `serve` runs on: uvloop (libuv) or the standard library's "
+        "asyncio; auto: uvloop when it is installed, else asyncio",
+    )
     max_connections: int = Field(
         default=1000, ge=1, le=1_000_000, description="open connections; more: 503"
     )
@@ -263,6 +283,18 @@ class Settings(BaseSettings):
     @classmethod
     def _waiops_engine(cls, value: Any) -> Any:
         return (value.strip().lower() or "auto") if isinstance(value, str) else value
+
+    @field_validator("http", "event_loop", mode="before")
+    @classmethod
+    def _installed(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str):
+            value = value.strip().lower() or "auto"
+            if value in ("httptools", "uvloop") and not installed(value):
+                raise ValueError(
+                    f"{value} is not installed (pip install {value}); "
+                    f"auto runs on {_HTTP_FALLBACK if info.field_name == 'http' else 'asyncio'}"
+                )
+        return value
 
     @field_validator("replica_id")
     @classmethod
@@ -321,6 +353,20 @@ class Settings(BaseSettings):
         if path is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
+
+    @property
+    def http_parser(self) -> Literal["httptools", "h11"]:
+        """The HTTP/1.1 parser ``serve`` runs on: :attr:`http`, ``auto`` worked out."""
+        if self.http != "auto":
+            return self.http
+        return "httptools" if installed("httptools") else _HTTP_FALLBACK
+
+    @property
+    def loop_impl(self) -> Literal["uvloop", "asyncio"]:
+        """The event loop ``serve`` runs on: :attr:`event_loop`, ``auto`` worked out."""
+        if self.event_loop != "auto":
+            return self.event_loop
+        return "uvloop" if installed("uvloop") else "asyncio"
 
     @property
     def decode_workers(self) -> int:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from wai_dispatch.cli.serve import PROTOCOLS
 from wai_dispatch.service.settings import Settings, handed_over
 
 APP = "wai_dispatch.service.http.app:create_app"
@@ -27,6 +28,8 @@ def serve(settings: Settings) -> Iterator[str]:
         port=settings.port,
         log_config=None,
         access_log=False,
+        http=PROTOCOLS[settings.http_parser],  # the parser and loop `serve` runs on
+        loop=settings.loop_impl,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -66,18 +68,26 @@ STEPS = (
 )
 
 
-def cpu_s(pid: int | None = None) -> tuple[float, float]:
-    """A process's CPU seconds (user and system) so far (this one's: ``None``): all its threads'
-    (those that ended included), and its first thread's (the service's: the event loop,
-    uvicorn, FastAPI and the route's own Python)."""
-    pid = pid or os.getpid()
-    tick = os.sysconf("SC_CLK_TCK")
+def threads_cpu(pid: int) -> dict[int, float]:
+    """Each live thread's CPU seconds so far, by thread id: the scheduler's nanoseconds
+    (``schedstat``), where ``/proc/PID/stat`` counts 10 ms clock ticks, more than a request's
+    few milliseconds on the event loop."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            out[int(task.name)] = int((task / "schedstat").read_text().split()[0]) / 1e9
+    return out
 
-    def of(stat: Path) -> float:
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / tick
 
-    return of(Path(f"/proc/{pid}/stat")), of(Path(f"/proc/{pid}/task/{pid}/stat"))
+def cpu_s(pid: int | None = None, since: dict[int, float] | None = None) -> tuple[float, float]:
+    """The CPU seconds (user and system) of a process's threads (this one's: ``None``, all of
+    them, ``process_time``), and of its first thread (the service's: the event loop, uvicorn,
+    FastAPI and the route's own Python), from :func:`threads_cpu` read at ``since`` (the
+    threads that ended in between are not counted: the service's live on)."""
+    if pid is None:
+        return time.process_time(), 0.0
+    now, since = threads_cpu(pid), since or {}
+    return sum(s - since.get(tid, 0.0) for tid, s in now.items()), now[pid] - since.get(pid, 0.0)
 
 
 def in_process(decoder: Any, body: bytes, n: int, threads: int = 1) -> dict[str, float]:
@@ -118,9 +128,13 @@ def over_http(
 ) -> Any:
     """``n`` decodes of the JSON envelope ``body`` from ``concurrency`` clients, JSON answers;
     with the server's ``pid``, the CPU ms a request of the server, of its event loop, and of
-    the clients (this process's)."""
-    import httpx
+    the clients (this process's).
 
+    Each client is one kept-alive ``http.client`` connection, as a sink's SDK holds one: the
+    clients share the server's cores, so their CPU counts against the ratio (2026-12-08, load
+    7–11: httpx's 4.6 ms a request against the h11 server, ``http.client``'s 2.5 there and 0.7
+    against httptools; docs/performance.md)."""
+    host, port = urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port
     headers = decode_headers(token, Accept="application/json")
     times: list[float] = []
     statuses: list[int] = []
@@ -128,19 +142,22 @@ def over_http(
     per_worker = max(1, n // concurrency)
 
     def worker() -> None:
-        with httpx.Client(base_url=url, timeout=120) as c:
+        conn = http.client.HTTPConnection(host or "127.0.0.1", port, timeout=120)
+        try:
             for _ in range(per_worker):
                 t = time.perf_counter()
-                r = c.post("/v1/decode", content=body, headers=headers)
+                conn.request("POST", "/v1/decode", body, headers)
+                answer = conn.getresponse()
+                answer.read()
                 with lock:
                     times.append(time.perf_counter() - t)
-                    statuses.append(r.status_code)
+                    statuses.append(answer.status)
+        finally:
+            conn.close()
 
-    (server, loop), client = cpu_s(pid) if pid else (0.0, 0.0), cpu_s()[0]
+    before, client = threads_cpu(pid) if pid else {}, cpu_s()[0]
     total = in_threads(concurrency, worker)
-    if pid:
-        now = cpu_s(pid)
-        server, loop = now[0] - server, now[1] - loop
+    server, loop = cpu_s(pid, before) if pid else (0.0, 0.0)
     client = cpu_s()[0] - client
     ok = sum(1 for s in statuses if s == 200)
     return {
@@ -267,7 +284,10 @@ def route(requests: int, concurrency: int) -> None:
     server, client = sum(used.values()), driven["client_cpu_ms"]
     print("\nCPU ms a request by thread (the load stretches CPU time far less than the wall):")
     rows = [[f"server: {name}", ms] for name, ms in sorted(used.items(), key=lambda kv: -kv[1])]
-    rows += [["server, all of it", server], ["the HTTP clients (httpx, this process)", client]]
+    rows += [
+        ["server, all of it", server],
+        ["the HTTP clients (http.client, this process)", client],
+    ]
     rows += [["in process: parse, decode, PNG", anchor["cpu_ms"]]]
     table(["thread", "CPU ms"], rows, "- .2f", indent="  ")
     print(f"  in-process CPU ÷ (server + clients): {anchor['cpu_ms'] / (server + client):.0%}")
@@ -285,7 +305,7 @@ def _cpu_table(anchor: dict[str, float], http: dict[str, float]) -> None:
         ("  its event loop (uvicorn, FastAPI, route)", loop),
         ("  its other threads (decodes, commits)", server - loop),
         ("  beyond the in-process decode", server - inside),
-        ("the HTTP clients (httpx, this process)", client),
+        ("the HTTP clients (http.client, this process)", client),
     )
     print("\nCPU ms a decode (the rows above' medians):")
     table(["", "CPU ms"], rows, "- .2f", indent="  ")

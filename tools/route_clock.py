@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi.dependencies import utils as fastapi_deps
 
+from wai_dispatch.cli.serve import PROTOCOLS
 from wai_dispatch.codec import envelope
 from wai_dispatch.service import settings as settings_mod
 from wai_dispatch.service.decoding.decoder import Decoder
@@ -178,7 +179,8 @@ def serve(data_dir: Path, port: int, out: Path) -> None:
 
     clock = _Clock()
     _instrument(clock)
-    app = create_app(settings_mod.load(data_dir=data_dir, queue=64))
+    chosen = settings_mod.load(data_dir=data_dir, queue=64)
+    app = create_app(chosen)
 
     async def timed_app(scope: Any, receive: Any, send: Any) -> None:
         t = time.perf_counter_ns()
@@ -209,7 +211,8 @@ def serve(data_dir: Path, port: int, out: Path) -> None:
             log_config=None,
             access_log=False,
             lifespan="on",
-            http="wai_dispatch.service.http.edge:ReadTimeouts",
+            http=PROTOCOLS[chosen.http_parser],  # as `serve` runs
+            loop=chosen.loop_impl,
         )
     )
     server.run()

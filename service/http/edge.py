@@ -252,27 +252,73 @@ def incoming_id(headers: list[tuple[bytes, bytes]]) -> str | None:
 
 
 @functools.cache
-def _settings() -> Settings:
+def edge_settings() -> Settings:
+    """The process's settings, read once, at the first connection (the protocols' limits)."""
     return settings_mod.load()
 
 
-class ReadTimeouts(H11Protocol):
-    """uvicorn's h11 protocol with a header and a body read deadline per request (the
-    process's settings ``header_timeout_s`` and ``body_timeout_s`` unless a subclass sets
-    these class attributes: tests/service/http/test_slow_clients.py)."""
+class ReadDeadlines:
+    """A connection's two read deadlines (see the module), whichever parser reads it: the
+    protocol arms ``headers`` when a request's first byte arrives (the connection's, for its
+    first request), ``body`` once its headers are read and a body is due, and disarms once the
+    request is read; past either, :meth:`_expired`. The deadlines are the process's settings
+    ``header_timeout_s`` and ``body_timeout_s`` unless a subclass sets these class attributes
+    (tests/service/http/test_slow_clients.py)."""
 
     header_timeout_s: ClassVar[float | None] = None
     body_timeout_s: ClassVar[float | None] = None
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        chosen = _settings() if None in (self.header_timeout_s, self.body_timeout_s) else None
+    def _init_deadlines(self) -> None:
+        chosen = edge_settings() if None in (self.header_timeout_s, self.body_timeout_s) else None
         self._limits = {
             "headers": self.header_timeout_s or (chosen and chosen.header_timeout_s) or 10.0,
             "body": self.body_timeout_s or (chosen and chosen.body_timeout_s) or 30.0,
         }
         self._deadline: asyncio.TimerHandle | None = None
         self._reading = ""
+
+    def _answer_started(self) -> bool:
+        raise NotImplementedError
+
+    def _arm(self, what: str) -> None:
+        self._disarm()
+        self._reading = what
+        self._deadline = self.loop.call_later(self._limits[what], self._expired, what)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = None
+        self._reading = ""
+
+    def _expired(self, what: str) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if not (what == "body" and self._answer_started()):
+            name = "header_timeout_s" if what == "headers" else "body_timeout_s"
+            message = f"the request's {what} did not arrive within {name}={self._limits[what]:g}"
+            error = RequestTimeout(message).to_json()
+            body = json.dumps({"error": error}).encode()
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+        self.transport.close()
+
+
+class ReadTimeouts(ReadDeadlines, H11Protocol):
+    """uvicorn's h11 protocol (pure Python) with the read deadlines of :class:`ReadDeadlines`;
+    uvicorn's ``h11_max_incomplete_event_size`` bounds a request's head."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_deadlines()
+
+    def _answer_started(self) -> bool:
+        return self.cycle is not None and self.cycle.response_started
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
@@ -304,33 +350,6 @@ class ReadTimeouts(H11Protocol):
                 self._arm("body")
         else:
             self._disarm()
-
-    def _arm(self, what: str) -> None:
-        self._disarm()
-        self._reading = what
-        self._deadline = self.loop.call_later(self._limits[what], self._expired, what)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-        self._deadline = None
-        self._reading = ""
-
-    def _expired(self, what: str) -> None:
-        self._deadline = None
-        if self.transport.is_closing():
-            return
-        answered = what == "body" and self.cycle is not None and self.cycle.response_started
-        if not answered:
-            name = "header_timeout_s" if what == "headers" else "body_timeout_s"
-            message = f"the request's {what} did not arrive within {name}={self._limits[what]:g}"
-            error = RequestTimeout(message).to_json()
-            body = json.dumps({"error": error}).encode()
-            self.transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
-            )
-        self.transport.close()
 
 
 class BodyBudget:

@@ -353,3 +353,29 @@ def test_a_hand_over_for_a_block_leaves_this_processs_settings_as_they_were(
         assert load().queue == 99
     assert HANDOVER_ENV not in os.environ
     assert load().queue == 3
+
+
+def test_the_http_parser_and_loop_are_settings_worked_out_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37, item 3: `serve` runs on httptools and uvloop where they are installed, else on
+    h11 and asyncio; naming one that is not installed is refused before anything starts, and
+    `config` prints what `auto` runs on."""
+    monkeypatch.delenv(HANDOVER_ENV, raising=False)
+    monkeypatch.setenv("WAI_DATA_DIR", str(tmp_path))
+    named = load(data_dir=tmp_path, http="H11", event_loop="asyncio")
+    assert (named.http_parser, named.loop_impl) == ("h11", "asyncio")
+    for present in (True, False):
+        monkeypatch.setattr(settings_mod, "installed", lambda module, p=present: p)
+        auto = load(data_dir=tmp_path)
+        assert (auto.http, auto.event_loop) == ("auto", "auto")
+        assert auto.http_parser == ("httptools" if present else "h11")
+        assert auto.loop_impl == ("uvloop" if present else "asyncio")
+        assert main(["config", "--json"]) == 0
+        shown = {r["name"]: r["value"] for r in json.loads(capsys.readouterr().out)["settings"]}
+        assert shown["http"] == f"auto: {auto.http_parser}"
+        assert shown["event_loop"] == f"auto: {auto.loop_impl}"
+    with pytest.raises(SettingsInvalid) as refused:
+        load(data_dir=tmp_path, http="httptools", event_loop="uvloop")
+    assert len(refused.value.problems) == 2
+    assert "httptools is not installed" in str(refused.value.problems)

@@ -11,6 +11,7 @@ gap at the pool's expiry, where the race was; every request must be answered."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import random
 import threading
 import time
@@ -20,6 +21,7 @@ import httpx
 import pytest
 from _svc import _prepared, free_port
 
+from wai_dispatch.cli.serve import PROTOCOLS
 from wai_dispatch.service.settings import Settings, load
 
 pytestmark = pytest.mark.slow
@@ -34,14 +36,26 @@ def test_the_server_keeps_an_idle_connection_longer_than_client_pools() -> None:
     assert default > max(CLIENT_POOL_EXPIRY_S.values())
 
 
-def test_a_pooled_client_sees_no_transport_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "parser",
+    [
+        "h11",
+        pytest.param(
+            "httptools",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("httptools") is None, reason="httptools is not installed"
+            ),
+        ),
+    ],
+)
+def test_a_pooled_client_sees_no_transport_error(tmp_path: Path, parser: str) -> None:
     import uvicorn
 
     port = free_port()
     app, _ = _prepared(tmp_path / "data", port)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_config=None, access_log=False,
-        http="wai_dispatch.service.http.edge:ReadTimeouts",
+        http=PROTOCOLS[parser],  # serve's, on each parser
         timeout_keep_alive=load(data_dir=tmp_path / "data").keep_alive_s,  # serve's
     )  # fmt: skip
     server = uvicorn.Server(config)
