@@ -80,9 +80,10 @@ _COPY_REFUSALS = (
     "COPY report_refusals (report_seq, position, path, code) FROM STDIN (FORMAT BINARY)"
 )
 _COPY_INBOX = "COPY report_inbox (seq) FROM STDIN (FORMAT BINARY)"
-# reports is partitioned by day on PostgreSQL, its unique keys in report_keys (migration 0017)
+# reports is partitioned by day on PostgreSQL, its unique keys in report_keys (migration 0017),
+# with each report's seq (0019)
 _COPY_KEYS = (
-    "COPY report_keys (id, request_id, sink, ordinal, created_ms) FROM STDIN (FORMAT BINARY)"
+    "COPY report_keys (id, request_id, sink, ordinal, created_ms, seq) FROM STDIN (FORMAT BINARY)"
 )
 _BLOCKS = itertools.count(1)  # COPY's seq blocks, above any the sequence hands out here
 
@@ -171,11 +172,10 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool
                         for i, row in enumerate(bulk_pg.columns(recs)):
                             cp.write_row((seq + i, *row))
                     with cur.copy(_COPY_KEYS) as cp:
-                        cp.set_types(["text", "text", "text", "integer", "bigint"])
-                        for rec in recs:
-                            cp.write_row(
-                                (rec.id, rec.request_id, rec.sink, rec.ordinal, rec.created_ms)
-                            )
+                        cp.set_types(["text", "text", "text", "integer", "bigint", "bigint"])
+                        for i, rec in enumerate(recs):
+                            key = (rec.id, rec.request_id, rec.sink, rec.ordinal, rec.created_ms)
+                            cp.write_row((*key, seq + i))
                     with cur.copy(_COPY_REFUSALS) as cp:
                         cp.set_types(["bigint", "integer", "text", "text"])
                         for i, rec in enumerate(recs):

@@ -29,10 +29,12 @@ from sqlalchemy import Connection, insert, select
 from wai_dispatch.service.store import bulk_pg, partitions, rollups
 from wai_dispatch.service.store.models import InboxRow, RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
+from wai_dispatch.service.store.report_keys import KEYS
 
 __all__ = ["insert_records", "record", "row_of", "stored_ids"]
 
 R = ReportRow.__table__.c
+K = KEYS.c
 
 
 def row_of(rec: ReportRecord) -> dict[str, Any]:
@@ -87,12 +89,13 @@ Identity = tuple[str, str, int]
 
 
 def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[Identity, str]:
-    """The id the store holds for each identity of ``records`` (those it holds)."""
+    """The id the store holds for each identity of ``records`` (those it holds), read from
+    their keys (service/store/report_keys.py)."""
     wanted = {r.identity for r in records}
     if not wanted:
         return {}
-    query = select(R.sink, R.request_id, R.ordinal, R.id).where(
-        R.request_id.in_(sorted({r.request_id for r in records}))
+    query = select(K.sink, K.request_id, K.ordinal, K.id).where(
+        K.request_id.in_(sorted({r.request_id for r in records}))
     )
     out: dict[Identity, str] = {}
     for sink, request_id, ordinal, rid in conn.execute(query):

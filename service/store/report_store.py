@@ -23,6 +23,7 @@ from wai_dispatch.service.store import bulk, bulk_pg, partitions
 from wai_dispatch.service.store.errors import DriverMissing
 from wai_dispatch.service.store.models import ReportRow
 from wai_dispatch.service.store.records import ReportRecord
+from wai_dispatch.service.store.report_keys import by_request
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -224,7 +225,7 @@ class ReportStore:
         report of it is stored, or none kept its digest)."""
         c = ReportRow.__table__.c
         query = select(c.request_digest).where(
-            c.sink == sink, c.request_id == request_id, c.request_digest.is_not(None)
+            by_request(request_id, sink), c.request_digest.is_not(None)
         )
         with as_store_down(), self.engine.connect() as conn:
             return conn.execute(query.limit(1)).scalar()
