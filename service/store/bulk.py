@@ -47,18 +47,24 @@ def row_of(rec: ReportRecord) -> dict[str, Any]:
 
 
 def insert_records(
-    conn: Connection, records: Iterable[ReportRecord], rows: Sequence[bulk_pg.Row] | None = None
+    conn: Connection,
+    records: Iterable[ReportRecord],
+    rows: Sequence[bulk_pg.Row] | None = None,
+    *,
+    ready: bool = True,
 ) -> list[ReportRecord]:
     """Insert ``records`` inside the caller's transaction in one multi-row statement, skipping
     each whose id or identity is stored (or comes earlier in ``records``); their refusals and
     inbox rows go in with them. Returns the records inserted, in their order. On
     PostgreSQL all of it is one statement (service/store/bulk_pg.py; ``rows``: the records'
-    :func:`~service.store.bulk_pg.columns`, when made already)."""
+    :func:`~service.store.bulk_pg.columns`, when made already; ``ready``: today's partitions
+    made first, once a day a connection, unless the caller has made them)."""
     records = list(records)
     if not records:
         return []
     if conn.dialect.name == "postgresql":
-        partitions.ready(conn, int(time.time() * 1000))  # today's partitions: once a day
+        if ready:
+            partitions.ready(conn, int(time.time() * 1000))  # today's partitions: once a day
         seqs = bulk_pg.insert(conn, records, rows)
         return [rec for rec in records if seqs.pop(rec.id, None) is not None]
     stmt = (
@@ -106,12 +112,16 @@ def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[Identi
 
 
 def record(
-    conn: Connection, records: Sequence[ReportRecord], rows: Sequence[bulk_pg.Row] | None = None
+    conn: Connection,
+    records: Sequence[ReportRecord],
+    rows: Sequence[bulk_pg.Row] | None = None,
+    *,
+    ready: bool = True,
 ) -> list[str]:
     """Insert ``records`` (:func:`insert_records`) and return, for each, the id its identity
     is stored under: its own when it went in, the first decode's when its request was stored
     before."""
-    inserted = {r.id for r in insert_records(conn, records, rows)}
+    inserted = {r.id for r in insert_records(conn, records, rows, ready=ready)}
     skipped = [r for r in records if r.id not in inserted]
     if not skipped:
         return [r.id for r in records]

@@ -204,11 +204,14 @@ def captured(store: ReportStore) -> Iterator[list[tuple[str, Any]]]:
     def note(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
         seen.append((statement, params))
 
-    event.listen(store.engine, "before_cursor_execute", note)
+    engines = [store.engine] if store.write_engine is None else [store.engine, store.write_engine]
+    for engine in engines:  # the reports' writes go through their own engine on PostgreSQL
+        event.listen(engine, "before_cursor_execute", note)
     try:
         yield seen
     finally:
-        event.remove(store.engine, "before_cursor_execute", note)
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", note)
 
 
 def plan(store: ReportStore, statement: str, params: Any) -> str:
