@@ -17,6 +17,8 @@ alone."""
 from __future__ import annotations
 
 import itertools
+import multiprocessing as mp
+import multiprocessing.queues
 import os
 import tempfile
 import threading
@@ -25,6 +27,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import NullPool, create_engine, text
 
@@ -80,9 +83,10 @@ _COPY_REFUSALS = (
     "COPY report_refusals (report_seq, position, path, code) FROM STDIN (FORMAT BINARY)"
 )
 _COPY_INBOX = "COPY report_inbox (seq) FROM STDIN (FORMAT BINARY)"
-# reports is partitioned by day on PostgreSQL, its unique keys in report_keys (migration 0017)
+# reports is partitioned by day on PostgreSQL, its unique keys in report_keys (migration 0017),
+# with each report's seq (0019)
 _COPY_KEYS = (
-    "COPY report_keys (id, request_id, sink, ordinal, created_ms) FROM STDIN (FORMAT BINARY)"
+    "COPY report_keys (id, request_id, sink, ordinal, created_ms, seq) FROM STDIN (FORMAT BINARY)"
 )
 _BLOCKS = itertools.count(1)  # COPY's seq blocks, above any the sequence hands out here
 
@@ -101,10 +105,25 @@ def _one(sink: str) -> list[ReportRecord]:
 
 
 def measure(
-    store: ReportStore, folder: Path, writers: int, seconds: float, group: bool
+    store: ReportStore, folder: Path, writers: int, seconds: float, group: bool, processes: int = 1
 ) -> tuple[float, float, float, int]:
     """Reports/s acknowledged, median and p99 ``record`` ms, and transactions (group commit's
-    batches; with it off, one a report)."""
+    batches; with it off, one a report); with ``processes`` above 1, ``writers`` shared by that
+    many processes at once (:func:`_in_processes`), their reports summed."""
+    if min(processes, writers) > 1:  # at least one writer a process
+        procs = min(processes, writers)
+        n, took, lat, batches = _in_processes(store.url, folder, writers, seconds, group, procs)
+    else:
+        n, took, lat, batches = _record_for(store, folder, writers, seconds, group)
+    ms = latencies(lat)
+    return n / took, ms["p50_ms"], ms["p99_ms"], batches if group else n
+
+
+def _record_for(
+    store: ReportStore, folder: Path, writers: int, seconds: float, group: bool
+) -> tuple[int, float, list[float], int]:
+    """``writers`` threads recording for ``seconds``: the reports acknowledged, the seconds
+    taken, each ``record``'s seconds, and group commit's batches."""
     spool = Spool(folder / f"spool-{writers}-{int(group)}", max_bytes=1 << 30)
     aggregator = Aggregator(store)  # the roll-ups folded meanwhile, as in the service
     recorder = Recorder(
@@ -134,8 +153,56 @@ def measure(
     aggregator.drain()  # the next run starts with the inbox empty, not folding this one's
     if spool.size():
         print(f"    warning: {spool.size()} bytes spooled (the store did not take them)")
-    n, ms = sum(map(len, lat)), latencies([x for xs in lat for x in xs])
-    return n / took, ms["p50_ms"], ms["p99_ms"], batches if group else n
+    return sum(map(len, lat)), took, [x for xs in lat for x in xs], batches
+
+
+def _in_processes(
+    url: str, folder: Path, writers: int, seconds: float, group: bool, processes: int
+) -> tuple[int, float, list[float], int]:
+    """:func:`_record_for` in ``processes`` processes at once against the database at ``url``
+    (as a service's worker processes or replicas write to one PostgreSQL), ``writers`` shared
+    among them: the reports summed, the longest run's seconds, every
+    ``record``'s seconds, the batches summed."""
+    ctx = mp.get_context("spawn")  # no fork of a process running threads
+    ready = ctx.Barrier(processes)
+    out: mp.queues.Queue[tuple[int, float, list[float], int]] = ctx.Queue()
+    each = [writers // processes + (i < writers % processes) for i in range(processes)]
+    procs = [
+        ctx.Process(
+            target=_child,
+            args=(url, folder / f"process-{i}", w, seconds, group, ready, out),
+            daemon=True,
+        )
+        for i, w in enumerate(each)
+    ]
+    for proc in procs:
+        proc.start()
+    got = [out.get(timeout=seconds + 120) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return (
+        sum(g[0] for g in got),
+        max(g[1] for g in got),
+        [x for g in got for x in g[2]],
+        sum(g[3] for g in got),
+    )
+
+
+def _child(
+    url: str,
+    folder: Path,
+    writers: int,
+    seconds: float,
+    group: bool,
+    ready: Any,
+    out: Any,
+) -> None:
+    """One process of :func:`_in_processes`: its own store, recorder and aggregator."""
+    folder.mkdir(parents=True, exist_ok=True)
+    store = ReportStore(url)
+    ready.wait()  # every process ready: their measurements overlap
+    out.put(_record_for(store, folder, writers, seconds, group))
+    store.dispose()
 
 
 def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool) -> float:
@@ -171,11 +238,10 @@ def copy_rate(store: ReportStore, writers: int, seconds: float, with_inbox: bool
                         for i, row in enumerate(bulk_pg.columns(recs)):
                             cp.write_row((seq + i, *row))
                     with cur.copy(_COPY_KEYS) as cp:
-                        cp.set_types(["text", "text", "text", "integer", "bigint"])
-                        for rec in recs:
-                            cp.write_row(
-                                (rec.id, rec.request_id, rec.sink, rec.ordinal, rec.created_ms)
-                            )
+                        cp.set_types(["text", "text", "text", "integer", "bigint", "bigint"])
+                        for i, rec in enumerate(recs):
+                            key = (rec.id, rec.request_id, rec.sink, rec.ordinal, rec.created_ms)
+                            cp.write_row((*key, seq + i))
                     with cur.copy(_COPY_REFUSALS) as cp:
                         cp.set_types(["bigint", "integer", "text", "text"])
                         for i, rec in enumerate(recs):
@@ -217,9 +283,12 @@ def footprint(store: ReportStore, path: Path | None) -> tuple[float, float]:
     return (reports + refusals) / max(reports, 1), size / max(reports, 1)
 
 
-def run(name: str, admin_url: str | None, writers: list[int], seconds: float) -> list[float]:
+def run(
+    name: str, admin_url: str | None, writers: list[int], seconds: float, processes: int = 1
+) -> list[float]:
     """Prints the table of ``name``; returns group commit's and ``COPY``'s reports/s at the
-    most writers (PostgreSQL; none on SQLite)."""
+    most writers (PostgreSQL; none on SQLite). ``processes``: the writers shared by that many
+    recording processes (PostgreSQL; SQLite's writers take one file lock, so one)."""
     with (
         tempfile.TemporaryDirectory(prefix="wai-bench-store-") as tmp,
         database(admin_url, Path(tmp)) as url,
@@ -227,6 +296,7 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
         store = ReportStore(url)
         store.migrate()
         pg = admin_url is not None
+        procs = processes if pg else 1
         print(f"\n{name}: reports/s acknowledged through Recorder.record, {seconds:g} s each")
         head = ["writers", "single/s", "group/s", "ratio", "single p50/p99 ms"]
         head += ["group p50/p99 ms", "reports/tx"]
@@ -237,8 +307,8 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
         print("  " + "  ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True)))
         last: list[float] = []
         for n in writers:
-            single, s50, s99, _ = measure(store, Path(tmp), n, seconds, group=False)
-            grouped, g50, g99, batches = measure(store, Path(tmp), n, seconds, group=True)
+            single, s50, s99, _ = measure(store, Path(tmp), n, seconds, False, procs)
+            grouped, g50, g99, batches = measure(store, Path(tmp), n, seconds, True, procs)
             per_tx = grouped * seconds / max(batches, 1)
             line = (
                 f"  {n:>7}  {single:>9.0f}  {grouped:>9.0f}  {grouped / single:>5.1f}×  "
@@ -252,6 +322,9 @@ def run(name: str, admin_url: str | None, writers: list[int], seconds: float) ->
             print(line, flush=True)
         path = None if pg else Path(tmp) / "reports.db"
         rows, size = footprint(store, path)
+        print(
+            f"  recording processes: {procs} (the writers shared among them, their reports summed)"
+        )
         print(f"  rows a report: {rows:.1f}; bytes a report (tables and indexes): {size:,.0f}")
         if pg:
             print(
@@ -265,6 +338,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = parser("store", __doc__)
     p.add_argument("--seconds", type=float, default=3.0, help="each measurement's length")
     p.add_argument("--writers", default="1,8,64", help="concurrent writers, comma-separated")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="recording processes the writers are shared by, on PostgreSQL (a service's "
+        "worker processes or replicas); their acknowledged reports are summed",
+    )
     postgres_options(p)
     args = p.parse_args(argv)
     writers = [int(w) for w in args.writers.split(",")]
@@ -273,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{PG_COMMITTERS} committers on PostgreSQL (one statement a batch), one on SQLite"
     )
     pg = postgres(args)
-    last = run("postgresql", pg, writers, args.seconds) if pg is not None else []
+    last = run("postgresql", pg, writers, args.seconds, args.processes) if pg is not None else []
     run("sqlite (WAL)", None, writers, args.seconds)
     if not last:
         print("store: the COPY anchor needs PostgreSQL (none measured)")

@@ -212,9 +212,10 @@ def _bulk_insert(store: ReportStore, rows: list[tuple[Any, ...]], refusals: list
     (psycopg 3), ``executemany`` on SQLite."""
     tables = [("reports", _REPORT_COLUMNS, rows), ("report_refusals", _REFUSAL_COLUMNS, refusals)]
     if store.dialect == "postgresql":  # reports' unique keys (migration 0017)
-        at = [_REPORT_COLUMNS.index(c) for c in ("id", "request_id", "sink", "created_ms")]
-        keys = [(row[at[0]], row[at[1]], row[at[2]], 0, row[at[3]]) for row in rows]
-        tables.append(("report_keys", ("id", "request_id", "sink", "ordinal", "created_ms"), keys))
+        at = [_REPORT_COLUMNS.index(c) for c in ("id", "request_id", "sink", "created_ms", "seq")]
+        keys = [(row[at[0]], row[at[1]], row[at[2]], 0, row[at[3]], row[at[4]]) for row in rows]
+        key_columns = ("id", "request_id", "sink", "ordinal", "created_ms", "seq")  # seq: 0019
+        tables.append(("report_keys", key_columns, keys))
     raw = store.engine.raw_connection()
     try:
         cur: Any = raw.cursor()

@@ -29,10 +29,12 @@ from sqlalchemy import Connection, insert, select
 from wai_dispatch.service.store import bulk_pg, partitions, rollups
 from wai_dispatch.service.store.models import InboxRow, RefusalRow, ReportRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
+from wai_dispatch.service.store.report_keys import KEYS
 
 __all__ = ["insert_records", "record", "row_of", "stored_ids"]
 
 R = ReportRow.__table__.c
+K = KEYS.c
 
 
 def row_of(rec: ReportRecord) -> dict[str, Any]:
@@ -45,18 +47,24 @@ def row_of(rec: ReportRecord) -> dict[str, Any]:
 
 
 def insert_records(
-    conn: Connection, records: Iterable[ReportRecord], rows: Sequence[bulk_pg.Row] | None = None
+    conn: Connection,
+    records: Iterable[ReportRecord],
+    rows: Sequence[bulk_pg.Row] | None = None,
+    *,
+    ready: bool = True,
 ) -> list[ReportRecord]:
     """Insert ``records`` inside the caller's transaction in one multi-row statement, skipping
     each whose id or identity is stored (or comes earlier in ``records``); their refusals and
     inbox rows go in with them. Returns the records inserted, in their order. On
     PostgreSQL all of it is one statement (service/store/bulk_pg.py; ``rows``: the records'
-    :func:`~service.store.bulk_pg.columns`, when made already)."""
+    :func:`~service.store.bulk_pg.columns`, when made already; ``ready``: today's partitions
+    made first, once a day a connection, unless the caller has made them)."""
     records = list(records)
     if not records:
         return []
     if conn.dialect.name == "postgresql":
-        partitions.ready(conn, int(time.time() * 1000))  # today's partitions: once a day
+        if ready:
+            partitions.ready(conn, int(time.time() * 1000))  # today's partitions: once a day
         seqs = bulk_pg.insert(conn, records, rows)
         return [rec for rec in records if seqs.pop(rec.id, None) is not None]
     stmt = (
@@ -87,12 +95,13 @@ Identity = tuple[str, str, int]
 
 
 def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[Identity, str]:
-    """The id the store holds for each identity of ``records`` (those it holds)."""
+    """The id the store holds for each identity of ``records`` (those it holds), read from
+    their keys (service/store/report_keys.py)."""
     wanted = {r.identity for r in records}
     if not wanted:
         return {}
-    query = select(R.sink, R.request_id, R.ordinal, R.id).where(
-        R.request_id.in_(sorted({r.request_id for r in records}))
+    query = select(K.sink, K.request_id, K.ordinal, K.id).where(
+        K.request_id.in_(sorted({r.request_id for r in records}))
     )
     out: dict[Identity, str] = {}
     for sink, request_id, ordinal, rid in conn.execute(query):
@@ -103,12 +112,16 @@ def stored_ids(conn: Connection, records: Sequence[ReportRecord]) -> dict[Identi
 
 
 def record(
-    conn: Connection, records: Sequence[ReportRecord], rows: Sequence[bulk_pg.Row] | None = None
+    conn: Connection,
+    records: Sequence[ReportRecord],
+    rows: Sequence[bulk_pg.Row] | None = None,
+    *,
+    ready: bool = True,
 ) -> list[str]:
     """Insert ``records`` (:func:`insert_records`) and return, for each, the id its identity
     is stored under: its own when it went in, the first decode's when its request was stored
     before."""
-    inserted = {r.id for r in insert_records(conn, records, rows)}
+    inserted = {r.id for r in insert_records(conn, records, rows, ready=ready)}
     skipped = [r for r in records if r.id not in inserted]
     if not skipped:
         return [r.id for r in records]

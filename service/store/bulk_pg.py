@@ -10,7 +10,8 @@ batch) adds no refusal and no inbox row.
 no unique key without its partition key: the id and the identity are unique in
 ``report_keys``, whose insert (``ON CONFLICT DO NOTHING``) comes first in the statement; a
 report is inserted only when its key went in, so a report sent again is skipped whatever day
-it carries.
+it carries. The key holds the report's ``seq`` too (taken from the sequence as the key goes
+in), by which the reads find the report (service/store/report_keys.py).
 
 The keys go in by identity order, ``COLLATE "C"`` (code-point order, Python's), so two
 transactions that insert the same identity lock it in the same order. The statement's text does
@@ -60,13 +61,13 @@ WITH src AS (
   SELECT * FROM unnest({", ".join(f"%b::{t}[]" for _, t in COLS)})
     WITH ORDINALITY AS s({_NAMES}, at)
 ), keys AS (
-  INSERT INTO report_keys (id, request_id, sink, ordinal, created_ms)
-  SELECT id, request_id, sink, ordinal, created_ms FROM src
+  INSERT INTO report_keys (id, request_id, sink, ordinal, created_ms, seq)
+  SELECT id, request_id, sink, ordinal, created_ms, nextval('reports_seq_seq') FROM src
   ORDER BY sink COLLATE "C", request_id COLLATE "C", ordinal, at  -- a twin: the first
   ON CONFLICT DO NOTHING
-  RETURNING id
+  RETURNING id, seq
 ), ins AS (
-  INSERT INTO reports ({_NAMES}) SELECT {_NAMES} FROM src JOIN keys USING (id)
+  INSERT INTO reports (seq, {_NAMES}) SELECT seq, {_NAMES} FROM src JOIN keys USING (id)
   RETURNING seq, id
 ), refusals AS (
   INSERT INTO report_refusals (report_seq, position, path, code)

@@ -11,7 +11,8 @@ partition already gets its partition with them moved in, in the same transaction
 
 A unique key on a partitioned table must hold the partition key, so the report's id and its
 identity ``(request_id, sink, ordinal)`` are unique in ``report_keys`` instead (the id its
-primary key, the identity a unique index, ``created_ms`` to find the report's partition): the
+primary key, the identity a unique index, ``created_ms`` and ``seq`` to find the report by
+``reports``' primary key, service/store/report_keys.py): the
 writers' one statement inserts a report's key first, ``ON CONFLICT DO NOTHING``, and the report
 only when its key went in (service/store/bulk_pg.py), so exactly-once does not depend on which
 partition a report lands in.
@@ -31,38 +32,21 @@ import logging
 import re
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
     Connection,
     Engine,
-    Integer,
-    MetaData,
-    String,
-    Table,
     text,
 )
 from sqlalchemy.exc import OperationalError
 
 from wai_dispatch.service.store.rollups import DAY_MS
 
-__all__ = ["AHEAD", "DEFAULT", "KEYS", "day_name", "drop_before", "ensure", "ready"]
+__all__ = ["AHEAD", "DEFAULT", "day_name", "drop_before", "ensure", "ready"]
 
 log = logging.getLogger("wai_dispatch.service.retention")
 
 #: How long retention waits for the exclusive lock that detaches a partition (the writers
 #: queue behind it meanwhile); not had in time, the partition waits for the next pass.
 LOCK_WAIT = "2s"
-#: ``report_keys`` (PostgreSQL only, so not among the models: service/store/models.py is
-#: SQLite's shape and PostgreSQL's but for this and ``reports``' unique keys).
-KEYS = Table(
-    "report_keys",
-    MetaData(),
-    Column("id", String(36), primary_key=True),
-    Column("request_id", String(36), nullable=False),
-    Column("sink", String(128), nullable=False),
-    Column("ordinal", Integer, nullable=False),
-    Column("created_ms", BigInteger, nullable=False),
-)
 #: Days after today whose partitions :func:`ensure` makes ready.
 AHEAD = 3
 DEFAULT = "reports_default"

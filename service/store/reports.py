@@ -17,6 +17,7 @@ from wai_dispatch.service.store import keyset
 from wai_dispatch.service.store.errors import ReportNotFound
 from wai_dispatch.service.store.models import RefusalRow, ReportRow, SetRow
 from wai_dispatch.service.store.records import UNITS, ReportRecord
+from wai_dispatch.service.store.report_keys import by_id, by_request
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.rollups import (
     FLEET,
@@ -59,11 +60,12 @@ class Filters:
             (R.sink, self.sink),
             (R.set_digest, self.set),
             (R.outcome, self.outcome),
-            (R.request_id, self.request_id),
             (R.run_report, self.run_report),
         ):
             if value is not None:
                 out.append(column == value)
+        if self.request_id is not None:  # by its keys (service/store/report_keys.py)
+            out.append(by_request(self.request_id))
         if self.path is not None:
             out.append(R.path_ran.is_(None) if self.path == "none" else R.path_ran == self.path)
         if self.reason is not None:
@@ -179,7 +181,7 @@ def count(conn: Connection, filters: Filters) -> int:
 
 
 def get_report(store: ReportStore, report_id: str, sink: str | None) -> dict[str, Any]:
-    query = select(ReportRow.__table__).where(R.id == report_id)
+    query = select(ReportRow.__table__).where(by_id(report_id))
     if sink is not None:
         query = query.where(R.sink == sink)
     with store.engine.connect() as conn:

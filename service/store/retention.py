@@ -31,6 +31,7 @@ from sqlalchemy import case, delete, select, update
 from wai_dispatch.service.store import partitions
 from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.models import RefusalRow, ReportRow
+from wai_dispatch.service.store.report_keys import KEYS
 from wai_dispatch.service.store.report_store import ReportStore, StoreDown, as_store_down
 from wai_dispatch.service.store.request_error_views import prune_errors
 from wai_dispatch.service.store.rollups import (
@@ -116,7 +117,7 @@ def prune_reports(
                 gone = delete(ReportRow).where(R.seq.in_(seqs), R.created_ms < before_ms)
                 if store.dialect == "postgresql":  # and their keys (report_keys, 0017)
                     ids = list(conn.execute(gone.returning(R.id)).scalars())
-                    conn.execute(delete(partitions.KEYS).where(partitions.KEYS.c.id.in_(ids)))
+                    conn.execute(delete(KEYS).where(KEYS.c.id.in_(ids)))
                 else:
                     conn.execute(gone)
         total += len(seqs)

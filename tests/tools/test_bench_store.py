@@ -1,6 +1,7 @@
 """``bench store`` briefly on PostgreSQL: the side-by-side table (group commit beside
-PostgreSQL's own ``COPY`` into the same tables) and its last line's exact form; without
-PostgreSQL, the ``COPY`` anchor says it needs it. Its rates are never asserted."""
+PostgreSQL's own ``COPY`` into the same tables) and its last line's exact form, with the writers
+in one process and shared by two; without PostgreSQL, the ``COPY`` anchor says it needs it. Its
+rates are never asserted."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ LAST = re.compile(
 )
 
 
+@pytest.mark.parametrize("processes", [1, 2])
 def test_store_bench_prints_group_commit_beside_copy(
-    postgres: str, capsys: pytest.CaptureFixture[str]
+    postgres: str, capsys: pytest.CaptureFixture[str], processes: int
 ) -> None:
-    assert bench_store.main(["--postgres", postgres, "--seconds", "0.2", "--writers", "1,2"]) == 0
+    argv = ["--postgres", postgres, "--seconds", "0.2", "--writers", "1,2"]
+    assert bench_store.main([*argv, "--processes", str(processes)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     at = lines.index("postgresql: reports/s acknowledged through Recorder.record, 0.2 s each")
     head = lines[at + 1].split()
@@ -27,6 +30,8 @@ def test_store_bench_prints_group_commit_beside_copy(
     rows = [lines[at + 2].split(), lines[at + 3].split()]
     assert [r[0] for r in rows] == ["1", "2"] and all(len(r) == 10 for r in rows)
     assert "  COPY: binary, 1000 reports, their keys and their refusals a transaction" in lines
+    shared = f"  recording processes: {processes} (the writers shared among them, their reports"
+    assert any(line.startswith(shared) for line in lines)
     got = LAST.fullmatch(lines[-1])
     assert got is not None, lines[-1]
     n, writers, r, m = got.groups()
