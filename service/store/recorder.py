@@ -530,8 +530,11 @@ class GroupCommit:
                     pending.error = exc
                     pending.finish()
                 return
-            _commit_log.warning("group commit: a batch of %d requests failed (%s); storing each on "
-                        "its own", len(batch), exc)  # fmt: skip
+            _commit_log.warning(
+                "group commit: a batch of %d requests failed (%s); storing each on its own",
+                len(batch),
+                exc,
+            )
             for pending in batch:
                 try:
                     pending.ids = self._commit(pending.records, pending.rows)
