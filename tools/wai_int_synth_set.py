@@ -191,9 +191,14 @@ def write_set(
         },
     }
     manifest = write_set_folder(
-        out, files, name=name, capability=CAPABILITY, version=SET_VERSION, facts=new_facts,
+        out,
+        files,
+        name=name,
+        capability=CAPABILITY,
+        version=SET_VERSION,
+        facts=new_facts,
         overwrite=True,
-    )  # fmt: skip
+    )
     say(f"set {name}: {manifest.digest} in {out}")
     return out
 
