@@ -34,7 +34,7 @@ from wai_dispatch.tools.hyperprior_encode import (
     open_folder,
 )
 
-SET_NAME = "bmshj2018-hyperprior-demo-q3"
+SET_NAME = "bmshj2018-hyperprior-int8-units-demo-q3"
 
 
 def _per_mac(runner: object) -> str:

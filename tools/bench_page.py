@@ -22,7 +22,7 @@ from wai_dispatch.tools.harness import first_and_best, missing, parser, table
 from wai_dispatch.tools.verify_page import TOKEN_KEY, serve_page
 
 CHROMIUM = Path("/usr/bin/chromium")
-SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
+SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-int8-units-demo-q3.json"]
 BASE_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update"]
 #: Chromium's flags for WebGPU on SwiftShader, the only adapter on a machine without a GPU (the
 #: page's WebGPU tests start their browsers with these too).

@@ -31,7 +31,8 @@ RETIRED = SETS.parent / "retired"  # sets a bundled one replaced (conformance/re
 ORT_WEB = SETS.parents[1] / "service" / "web" / "page_files" / "vendor" / "onnxruntime_web"
 INT_SYNTH = "int-synth-int8-units-demo-q3"
 INT_RETIRED = "int-synth-demo-q3"  # the bundled integer set before INT_SYNTH
-HYPERPRIOR = "bmshj2018-hyperprior-demo-q3"
+HYPERPRIOR = "bmshj2018-hyperprior-int8-units-demo-q3"
+HYPER_RETIRED = "bmshj2018-hyperprior-demo-q3"  # the bundled hyperprior set before HYPERPRIOR
 _MARK = re.compile(r"<!-- fig ([\w.-]+) -->")
 _LOCK = threading.Lock()
 
@@ -293,9 +294,22 @@ FIGURES: dict[str, Callable[[], str]] = {
     ),
     "h_s.products_per_mac": partial(_per_mac, HYPERPRIOR),
     "h_s.weight_max": lambda: f"{_weight_max(HYPERPRIOR):,}",
-    "h_s.accumulator_max": lambda: _sci(max(_program(HYPERPRIOR).accumulators.values()), 3),
+    **{
+        f"h_s.{what}.{name}": partial(read, HYPERPRIOR, name)
+        for what, read in (("inputs", _input), ("weights", _weights))
+        for name in ("deconv1", "deconv2", "conv3")
+    },
+    "h_s.accumulator_max": lambda: f"{max(_program(HYPERPRIOR).accumulators.values()):,}",
     "h_s.int8_bound": lambda: _sci(_int8(HYPERPRIOR).bound, 2),
     "h_s.int8_bound_share": lambda: f"{100 * _int8(HYPERPRIOR).bound / 2**31:.1f}%",
+    **_bounds("h_s_retired", HYPER_RETIRED, ("deconv1", "deconv2", "conv3")),
+    "h_s_retired.products_per_mac": partial(_per_mac, HYPER_RETIRED),
+    "h_s_retired.weight_max": lambda: f"{_weight_max(HYPER_RETIRED):,}",
+    "h_s_retired.accumulator_max": lambda: _sci(
+        max(_program(HYPER_RETIRED).accumulators.values()), 3
+    ),
+    "h_s_retired.int8_bound": lambda: _sci(_int8(HYPER_RETIRED).bound, 2),
+    "h_s_retired.int8_bound_share": lambda: f"{100 * _int8(HYPER_RETIRED).bound / 2**31:.1f}%",
     **_per_set(),
 }
 #: A digest's short forms: ``NAME.short`` is ``09c6186a…5c44``, ``NAME.prefix`` ``847953aa…``.

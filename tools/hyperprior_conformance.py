@@ -1,9 +1,9 @@
 """``python -m wai_dispatch.tools.hyperprior_conformance``: write the hyperprior capability's
 conformance corpus (``conformance/neural-conformance/bmshj2018-hyperprior/``; its README says
 what it holds): ``WAIH`` payloads of several sizes coded by :func:`encode_hyperprior` against the
-bundled ``bmshj2018-hyperprior-demo-q3`` set, each with its symbols digest (z then y), which
-every machine's entropy stage must reproduce (§3, entropy-consistency). The payloads are pure
-functions of the pictures, the demo checkpoint and the set (exact analysis)."""
+bundled ``bmshj2018-hyperprior-int8-units-demo-q3`` set, each with its symbols digest (z then
+y), which every machine's entropy stage must reproduce (§3, entropy-consistency). The payloads
+are pure functions of the pictures, the demo checkpoint and the set (exact analysis)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from wai_dispatch.tools.hyperprior_encode import encode_hyperprior, open_folder
 from wai_dispatch.tools.neural_conformance import write_index
 from wai_dispatch.tools.train_bmshj2018 import load_image
 
-SET_NAME = "bmshj2018-hyperprior-demo-q3"
+SET_NAME = "bmshj2018-hyperprior-int8-units-demo-q3"
 FOLDER = "bmshj2018-hyperprior"
 SYMBOLS_SEED = 20261201
 

@@ -44,7 +44,7 @@ from wai_dispatch.tools.train_bmshj2018 import (
     to_tensor,
 )
 
-SET_NAME = "bmshj2018-hyperprior-demo-q3"
+SET_NAME = "bmshj2018-hyperprior-int8-units-demo-q3"
 
 
 @torch.no_grad()

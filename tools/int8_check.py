@@ -87,7 +87,7 @@ def _engine(name: str, program: Program) -> Any:
     return int8_engine.Int8Engine(program)
 
 
-HYPER_SET = "bmshj2018-hyperprior-demo-q3"
+HYPER_SET = "bmshj2018-hyperprior-int8-units-demo-q3"
 
 
 def hyper_program(folder: Path | None = None) -> Program:

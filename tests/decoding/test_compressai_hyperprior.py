@@ -65,7 +65,7 @@ def test_import_compressai_refuses_it_with_one_line(
         else:
             from wai_dispatch.conformance import sets_dir
 
-            extra = ["--set", _digest(sets_dir() / "bmshj2018-hyperprior-demo-q3")]
+            extra = ["--set", _digest(sets_dir() / "bmshj2018-hyperprior-int8-units-demo-q3")]
     argv = ["import-compressai", str(path), "-o", str(tmp_path / "e.json"), "--data-dir", str(data)]
     status = main(argv + extra)
     err = capsys.readouterr().err

@@ -15,7 +15,7 @@ from wai_dispatch.conformance import sets_dir
 from wai_dispatch.paths import onnx as onnx_path
 
 FLOAT_SET = sets_dir() / "bmshj2018-demo-q3"
-HYPER_SET = sets_dir() / "bmshj2018-hyperprior-demo-q3"
+HYPER_SET = sets_dir() / "bmshj2018-hyperprior-int8-units-demo-q3"
 INT_SET = sets_dir() / "int-synth-int8-units-demo-q3"
 SYMBOLS = "09c6186a09fd0e7b795a2c99c0594dbfaafadfc0f47af871a26e32bfdfbe5c44"
 

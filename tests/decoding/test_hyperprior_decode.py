@@ -3,7 +3,9 @@ decodes its sample at entropy-consistency on the float paths with one symbols di
 path runs the synthesis (ONNX Runtime, the scripted neural processor with a float16 synthesis),
 the hyper-synthesis on the integer engines and the WGSL kernels gives the same indexes, a float
 hyper-synthesis gives other symbols, ``intent: replicate`` leaves no path, a program that breaks
-the bound rule is refused when the set loads, and the corpus's digests hold."""
+the bound rule is refused when the set loads, and the corpus's digests hold; an envelope written for
+the retired set (the bundled set before the ``int8-units`` one) decodes to the same symbols
+where that set is installed, and is answered ``set_not_installed`` where it is not."""
 
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ import numpy as np
 import pytest
 
 from wai_dispatch.codec import hyperprior_payload as waih
-from wai_dispatch.codec.envelope import Envelope
+from wai_dispatch.codec.envelope import Envelope, parse
 from wai_dispatch.codec.errors import CodecError
 from wai_dispatch.codec.sets import Manifest, SetStore, write_manifest
-from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir, sets_dir
+from wai_dispatch.conformance import envelopes_dir, neural_conformance_dir, retired_dir, sets_dir
 from wai_dispatch.dispatch import (
     CPU_ONNX_RUNTIME,
     NPU_MODEL_RUNTIME,
@@ -37,12 +39,15 @@ from wai_dispatch.paths.waiops import choose, reference
 from wai_dispatch.paths.waiops.errors import WaiOpsError
 from wai_dispatch.service.decoding.decoder import Decoder
 from wai_dispatch.service.decoding.hyperprior import HyperStage, scale_indexes
-from wai_dispatch.service.decoding.results import NoPath
+from wai_dispatch.service.decoding.results import NoPath, SetMissing
 from wai_dispatch.service.decoding.verify import verify_set
 from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.hyperprior_encode import open_folder
 
-SET = sets_dir() / "bmshj2018-hyperprior-demo-q3"
+SET = sets_dir() / "bmshj2018-hyperprior-int8-units-demo-q3"
+#: The set the bundled one replaced (conformance/retired/README.md) and its digest.
+RETIRED = retired_dir() / "bmshj2018-hyperprior-demo-q3"
+RETIRED_DIGEST = "f7fd2510e2bb823a542fe248fc188012a9fc8e737ea4e1f03c6454c60ddfe2ad"
 MANIFEST = Manifest.from_bytes((SET / "set.json").read_bytes())
 PINNED = json.loads((SET / "payload.json").read_bytes())["symbols_digest"]
 CORPUS_DIR = neural_conformance_dir() / "bmshj2018-hyperprior"
@@ -83,6 +88,39 @@ def test_the_sample_decodes_at_entropy_consistency_on_onnx_runtime(onnx_result: 
     assert report.ran.tier is Tier.ENTROPY_CONSISTENCY
     assert result.part.symbols_digest == PINNED
     assert result.rgb.shape == (256, 256, 3)
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "bmshj2018-hyperprior-demo-q3.json",
+        "bmshj2018-hyperprior-demo-q3.cbor",
+        "bmshj2018-hyperprior-demo-q3-replicate.json",
+    ],
+)
+def test_an_envelope_for_the_retired_set_decodes_where_it_is_installed(
+    tmp_path: Path, sample: str
+) -> None:
+    store = SetStore(tmp_path / "sets")
+    store.install(SET)
+    envelope = parse((retired_dir() / sample).read_bytes())
+    assert envelope.set == RETIRED_DIGEST != MANIFEST.digest
+    decoder = Decoder(store, REFERENCE_OFFER, known_adapters())
+    with pytest.raises(SetMissing) as info:
+        decoder.decode(envelope)
+    assert info.value.code == "set_not_installed" and RETIRED_DIGEST in info.value.message
+    assert store.install(RETIRED).digest == RETIRED_DIGEST
+    # other payload bytes (other scale indexes code y), the same symbols
+    assert envelope.payload != (SET / "payload.bin").read_bytes()
+    if envelope.intent == "replicate":
+        with pytest.raises(NoPath) as err:
+            decoder.decode(envelope)
+        assert err.value.parts[0].symbols_digest == PINNED
+        return
+    result = decoder.decode(envelope)
+    (report,) = result.reports
+    assert report.ran is not None and report.ran.path == CPU_ONNX_RUNTIME
+    assert result.part.symbols_digest == PINNED
 
 
 def test_replicate_leaves_no_path(store: SetStore) -> None:
@@ -129,7 +167,7 @@ def test_onnx_runtime_one_and_two_threads_give_one_digest(tmp_path: Path) -> Non
                 "-m",
                 "wai_dispatch",
                 "decode",
-                str(envelopes_dir() / "bmshj2018-hyperprior-demo-q3.json"),
+                str(envelopes_dir() / "bmshj2018-hyperprior-int8-units-demo-q3.json"),
                 "-o",
                 str(tmp_path / f"{threads}.png"),
                 "--json",
@@ -193,8 +231,12 @@ def test_a_float_hyper_synthesis_makes_the_symbols_diverge(stage: HyperStage) ->
     with torch.no_grad():
         scales = net.h_s(torch.from_numpy(z).float() + medians)
         theirs = net.gaussian_conditional.build_indexes(scales).numpy()
-    differ = int((theirs != ours).sum())
-    assert 0 < differ < ours.size // 10  # close, and not the same
+    # close, and not the same: the int8-units h_s (one int8 digit a weight, 7-bit ReLU outputs)
+    # moves 23% of the indexes by one or a few steps (the retired set's 7.4%, by at most 2), at
+    # +0.06% of the rate (docs/bmshj2018-hyperprior-set.md)
+    steps = np.abs(theirs.astype(np.int64) - ours)
+    assert 0 < int((steps > 0).sum()) < ours.size // 4
+    assert float(steps.mean()) < 0.5
     y = waih.decode_y(payload, header, ours, stage.y_tables)
     assert waih.symbols_digest(z, y) == next(
         c["symbols_digest"] for c in CORPUS["payloads"] if c["name"] == "hubble-512x384"

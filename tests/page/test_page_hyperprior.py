@@ -29,9 +29,9 @@ from wai_dispatch.setfacts.limits import Limits
 from wai_dispatch.tools.hyperprior_encode import open_folder
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
-SET = ROOT / "conformance" / "sets" / "bmshj2018-hyperprior-demo-q3"
+SET = ROOT / "conformance" / "sets" / "bmshj2018-hyperprior-int8-units-demo-q3"
 CORPUS = ROOT / "conformance" / "neural-conformance" / "bmshj2018-hyperprior"
-SAMPLE = "bmshj2018-hyperprior-demo-q3.json"
+SAMPLE = "bmshj2018-hyperprior-int8-units-demo-q3.json"
 SAMPLE_DIGEST = "90830c3f5aa82cf41a6d9d47f770344a219136618f22ece725c1ab7d6aa7b6df"
 OFFER = PAGE_OFFER  # js/app.js
 #: the small corpus payloads: 1×1 side latent; and 2×3 with escapes in z's and y's streams

@@ -27,7 +27,7 @@ from wai_dispatch.dispatch.report import Placement
 from wai_dispatch.tools.bench_page import SWIFTSHADER
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
-FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
+FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-int8-units-demo-q3.json"]
 OFFER = PAGE_OFFER  # js/app.js
 RUNTIME = "/vendor/onnxruntime_web/"
 WEBGPU_BUILD = "ort.webgpu.min.mjs"

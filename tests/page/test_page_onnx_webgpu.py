@@ -32,7 +32,7 @@ from wai_dispatch.tools.bench_page import RUN_WEBGPU_ADAPTER as RUN_ADAPTER
 from wai_dispatch.tools.bench_page import SWIFTSHADER
 
 ENVELOPES = ROOT / "conformance" / "envelopes"
-FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-demo-q3.json"]
+FLOAT_SAMPLES = ["bmshj2018-demo-q3.json", "bmshj2018-hyperprior-int8-units-demo-q3.json"]
 OFFER = PAGE_OFFER  # js/app.js
 WEBGPU_BUILD = ("ort.webgpu.min.mjs", "ort-wasm-simd-threaded.asyncify.mjs")
 WEBGPU_WASM = "ort-wasm-simd-threaded.asyncify.wasm"

@@ -38,14 +38,18 @@ def test_no_webnn_context_verifies_nothing(served: tuple[str, str]) -> None:
     # the hyperprior's samples: the page runs their entropy stage (the integer hyper-synthesis)
     hyper = {k: rows.pop(k) for k in list(rows) if k.startswith("bmshj2018-hyperprior-")}
     assert set(hyper) == {
-        "bmshj2018-hyperprior-demo-q3.json",
-        "bmshj2018-hyperprior-demo-q3-replicate.json",
+        "bmshj2018-hyperprior-int8-units-demo-q3.json",
+        "bmshj2018-hyperprior-int8-units-demo-q3-replicate.json",
     }
     for row in hyper.values():
         assert row["symbols"] == {"page": HYPER_DIGEST, "native": HYPER_DIGEST}
-    assert hyper["bmshj2018-hyperprior-demo-q3.json"]["verdict"] == "absent"
-    assert hyper["bmshj2018-hyperprior-demo-q3.json"]["contexts"] == ["npu", "gpu", "cpu"]
-    replicated = hyper["bmshj2018-hyperprior-demo-q3-replicate.json"]
+    assert hyper["bmshj2018-hyperprior-int8-units-demo-q3.json"]["verdict"] == "absent"
+    assert hyper["bmshj2018-hyperprior-int8-units-demo-q3.json"]["contexts"] == [
+        "npu",
+        "gpu",
+        "cpu",
+    ]
+    replicated = hyper["bmshj2018-hyperprior-int8-units-demo-q3-replicate.json"]
     assert replicated["verdict"] == "pass" and replicated["contexts"] == []
     assert {"bmshj2018-demo-q3-replicate.json", "bmshj2018-demo-q3.json"} <= set(rows)
     for row in rows.values():
@@ -78,7 +82,7 @@ def test_reference_context_passes(served: tuple[str, str]) -> None:
     assert plain["psnr"] >= 40.0
     assert plain["report"]["ran"]["placement"] is None
     # the hyperprior's synthesis on the stand-in, at the tier its class needs (§3)
-    hyper = by_sample(summary)["bmshj2018-hyperprior-demo-q3.json"]
+    hyper = by_sample(summary)["bmshj2018-hyperprior-int8-units-demo-q3.json"]
     assert hyper["ran"] == "npu/webnn/float" and hyper["psnr"] >= 40.0
     assert hyper["report"]["ran"]["tier"] == "entropy-consistency"
 

@@ -16,7 +16,7 @@ from wai_dispatch.tools.hyperprior_encode import open_folder
 
 pytest.importorskip("wgpu", reason="wgpu (wgpu-py) is not installed: pip install wgpu")
 
-SET = sets_dir() / "bmshj2018-hyperprior-demo-q3"
+SET = sets_dir() / "bmshj2018-hyperprior-int8-units-demo-q3"
 PINNED = json.loads((SET / "payload.json").read_bytes())["symbols_digest"]
 
 

@@ -130,7 +130,7 @@ def test_make_image_runs_the_check_outside_ci() -> None:
     assert len(digests) == 4 and all(d in pinned for d in digests)
     for sample in (
         "bmshj2018-demo-q3",
-        "bmshj2018-hyperprior-demo-q3",
+        "bmshj2018-hyperprior-int8-units-demo-q3",
         "int-synth-int8-units-demo-q3",
     ):
         assert f"decode {sample} " in SCRIPT

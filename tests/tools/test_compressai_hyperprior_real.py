@@ -101,7 +101,7 @@ def test_y_strings_alone_name_the_hyperprior_when_they_do_not_decode(
 def test_a_payload_coded_with_the_float_h_s_tables_names_that_cause(
     net: Any, picture: np.ndarray
 ) -> None:
-    files = open_folder(sets_dir() / "bmshj2018-hyperprior-demo-q3")
+    files = open_folder(sets_dir() / "bmshj2018-hyperprior-int8-units-demo-q3")
     stage = HyperStage.of(files)
     assert stage is not None
     y, z_frac = HyperAnalysis(net).latents(picture)
@@ -112,7 +112,8 @@ def test_a_payload_coded_with_the_float_h_s_tables_names_that_cause(
         scales = net.h_s(torch.from_numpy(z).float() + medians)
         theirs = net.gaussian_conditional.build_indexes(scales).numpy().astype(np.int32)
     ours = stage.indexes(z, Limits())
-    assert 0 < int((theirs != ours).sum()) < ours.size // 10  # a few positions differ
+    # some positions differ (about a fifth with the int8-units h_s, by a step mostly)
+    assert 0 < int((theirs != ours).sum()) < ours.size // 4
     symbols = np.rint(y).astype(np.int32)
     payload = waih.encode(z, symbols, theirs, stage.z_tables, stage.y_tables)
     with pytest.raises(CodecError) as err:

@@ -1,7 +1,8 @@
-"""The hyperprior set writer (tools/wai_bmshj2018_hyperprior_set.py) and its corpus writer: they
-reproduce the bundled ``bmshj2018-hyperprior-demo-q3`` set and the corpus byte for byte (the
-written things are pure functions of their inputs), and the hyper-synthesis program holds the
-bound rule."""
+"""The hyperprior set writer (tools/wai_bmshj2018_hyperprior_set.py): with the default profile it
+reproduces the retired ``bmshj2018-hyperprior-demo-q3`` set byte for byte (conformance/retired/;
+the bundled set and its corpus are the ``int8-units`` profile's:
+tests/tools/test_hyperprior_units.py), the written things being pure functions of their inputs;
+the encoder refuses bad input with a typed error and codes the bundled set's own payload."""
 
 from __future__ import annotations
 
@@ -21,13 +22,13 @@ import_or_skip(
 
 import numpy as np  # noqa: E402
 
-from wai_dispatch.conformance import sets_dir  # noqa: E402
+from wai_dispatch.conformance import retired_dir, sets_dir  # noqa: E402
 from wai_dispatch.dispatch.errors import WaiError  # noqa: E402
-from wai_dispatch.tools import hyperprior_conformance  # noqa: E402
 from wai_dispatch.tools import wai_bmshj2018_hyperprior_set as writer  # noqa: E402
 from wai_dispatch.tools.hyperprior_encode import encode_hyperprior  # noqa: E402
 
-BUNDLED = sets_dir() / "bmshj2018-hyperprior-demo-q3"
+BUNDLED = sets_dir() / "bmshj2018-hyperprior-int8-units-demo-q3"
+RETIRED = retired_dir() / "bmshj2018-hyperprior-demo-q3"
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -35,25 +36,20 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_writer_reproduces_the_bundled_set_and_the_corpus(tmp_path: Path) -> None:
+def test_writer_reproduces_the_retired_set(tmp_path: Path) -> None:
     out = writer.write_set(tmp_path / "set")
-    got, want = _files(out), _files(BUNDLED)
+    got, want = _files(out), _files(RETIRED)
     assert sorted(got) == sorted(want)
     differ = [name for name in want if got[name] != want[name]]
-    assert differ == [], f"files differ from the bundled set: {differ}"
-    corpus = hyperprior_conformance.write_corpus(tmp_path / "corpus", out, log=lambda _m: None)
-    bundled = _files(hyperprior_conformance.corpus_dir())
-    bundled.pop("README.md")
-    assert _files(tmp_path / "corpus") == bundled
-    assert len(corpus["payloads"]) >= 4
+    assert differ == [], f"files differ from the retired set: {differ}"
 
 
 @pytest.mark.parametrize(
     ("folder", "picture", "code"),
     [
-        ("bmshj2018-hyperprior-demo-q3", np.zeros((64, 100, 3), np.uint8), "invalid_argument"),
-        ("bmshj2018-hyperprior-demo-q3", np.zeros((64, 64), np.uint8), "invalid_argument"),
-        ("bmshj2018-hyperprior-demo-q3", np.zeros((64, 64, 3), np.float32), "invalid_argument"),
+        (BUNDLED.name, np.zeros((64, 100, 3), np.uint8), "invalid_argument"),
+        (BUNDLED.name, np.zeros((64, 64), np.uint8), "invalid_argument"),
+        (BUNDLED.name, np.zeros((64, 64, 3), np.float32), "invalid_argument"),
         ("bmshj2018-demo-q3", np.zeros((64, 64, 3), np.uint8), "set_capability_mismatch"),
     ],
 )
