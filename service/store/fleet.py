@@ -61,6 +61,7 @@ from wai_dispatch.service.store.rollups import (
     EXACT_DAYS,
     EXACT_GROUPS,
     FLEET,
+    GROUP_DAYS,
     HOUR_MS,
     HOURS,
     PAIRS,
@@ -588,6 +589,22 @@ def _item(key: Group, g: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _groups_in(conn: Connection, since: int | None, until: int | None, digest: str | None) -> int:
+    """The groups of ``exact_groups`` (of the set ``digest``; ``None``: every set) whose latest
+    decode is in ``[since, until)``: the whole days' from ``exact_group_days`` (a row a set and
+    day), the partial days' at the window's edges counted by ``ix_exact_groups_last``."""
+    edges, days = cut(since, until, DAY_MS)
+    g, d = EXACT_GROUPS.c, GROUP_DAYS.c
+    parts: list[Any] = []
+    if days is not None:
+        mine = [] if digest is None else [d.set_digest == digest]
+        parts.append(select(func.sum(d.n)).where(*within(d.start_ms, [days]), *mine))
+    for lo, hi in edges:
+        mine = [] if digest is None else [g.set_digest == digest]
+        parts.append(select(func.count()).where(*between(g.last_ms, lo, hi), *mine))
+    return sum(int(conn.execute(part).scalar() or 0) for part in parts)
+
+
 def _exact_rolled(
     conn: Connection,
     filters: Filters,
@@ -643,9 +660,7 @@ def _exact_rolled(
         items, total = top, len(top)
         rest: list[dict[str, Any]] = []
     else:
-        counted = conn.execute(
-            select(func.count()).select_from(EXACT_GROUPS).where(*in_range)
-        ).scalar_one()
+        counted = _groups_in(conn, since, until, filters.set)
         if special:  # the special groups' rows in range were counted as members: recount them
             rows = select(g.set_digest, g.symbols_digest).where(
                 *in_range,

@@ -21,6 +21,9 @@ the rows themselves (:func:`cut`).
   day with the RGB digest, sink and request digest (``""``: none), and every day together with
   the least and greatest RGB digest reported, so a group whose decodes ever disagreed is
   flagged when it is folded; what the exact tier's table reads (service/store/fleet.py).
+  ``exact_group_days``: per set and UTC day, the groups whose latest decode is of that day,
+  moved by the fold as it moves a group's latest time (:func:`_group_days`); the exact tier
+  table's total of a window is its rows' sum for the whole days.
 - ``run_report_rollups``: run reports per hour, sink, class and verdict, what the dashboard's
   run-report counts read (service/store/policies.py, service/store/fleet.py), counted
   (:func:`add_run`) in the transaction that inserts the run report, only when its row went in.
@@ -75,6 +78,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store.models import (
     ExactDayRow,
+    ExactGroupDayRow,
     ExactGroupRow,
     HorizonRow,
     InboxRow,
@@ -104,6 +108,7 @@ SINK_DAYS: Table = SinkDayRow.__table__  # type: ignore[assignment]
 RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
 EXACT_DAYS: Table = ExactDayRow.__table__  # type: ignore[assignment]
 EXACT_GROUPS: Table = ExactGroupRow.__table__  # type: ignore[assignment]
+GROUP_DAYS: Table = ExactGroupDayRow.__table__  # type: ignore[assignment]
 INBOX: Table = InboxRow.__table__  # type: ignore[assignment]
 HORIZON: Table = HorizonRow.__table__  # type: ignore[assignment]
 SUMS = ("n", *(f"placement_{u}" for u in UNITS))
@@ -554,8 +559,55 @@ def _fold_statements(conn: Connection) -> tuple[Any, ...]:
             which = lambda seq: [seq.in_(select(INBOX.c.seq).where(INBOX.c.seq <= hi))]  # noqa: E731
             span = None
         k = keyed(conn, which, horizon=horizon, within=span, exact=True)
-        _FOLDS[name] = tuple(_counted(conn, table, k) for table in TABLES)
+        statements: list[Any] = []
+        for table in TABLES:  # the groups' days moved before the groups' latest times
+            statements += _group_days(conn, k) if table is EXACT_GROUPS else []
+            statements.append(_counted(conn, table, k))
+        _FOLDS[name] = tuple(statements)
     return _FOLDS[name]
+
+
+#: The transaction lock (``pg_advisory_xact_lock``) PostgreSQL's folds take before they move the
+#: groups' days: a fold reads a group's latest time and then moves it, and another process's
+#: fold of the same group in between would move it from the same day twice.
+GROUP_DAYS_LOCK = 0x5741_1D18
+
+
+def _group_days(conn: Connection, k: Subquery) -> list[Any]:
+    """The fold's statements that move ``exact_group_days`` for the reports of ``k`` (run before
+    ``exact_groups``' upsert, which they read as it stands): each group of the batch counts on
+    the day of its new latest time (the later of its stored one and the batch's) and no longer
+    on its stored one's; a day left with none is deleted. On PostgreSQL, under
+    :data:`GROUP_DAYS_LOCK` (held to the commit: concurrent folds take turns from here to their
+    end, the groups' upsert being their last statement); SQLite's fold is the one writer."""
+    pg = conn.dialect.name == "postgresql"
+    batch = grouped(conn, EXACT_GROUPS, k).subquery("batch")
+    b, g = batch.c, EXACT_GROUPS.c
+    joined = batch.outerjoin(
+        EXACT_GROUPS, and_(g.set_digest == b.set_digest, g.symbols_digest == b.symbols_digest)
+    )
+    later = (func.greatest if pg else func.max)(b.last_ms, func.coalesce(g.last_ms, b.last_ms))
+    plus = select(b.set_digest, (later - later % DAY_MS).label("start_ms"), literal(1).label("d"))
+    minus = select(b.set_digest, g.last_ms - g.last_ms % DAY_MS, literal(-1))
+    moved = union_all(
+        plus.select_from(joined), minus.select_from(joined).where(g.last_ms.is_not(None))
+    ).subquery("moved")
+    m = moved.c
+    digest = m.set_digest.collate("C") if pg else m.set_digest
+    sums = (
+        select(m.set_digest, m.start_ms, func.sum(m.d))
+        .where(true())
+        .group_by(m.set_digest, m.start_ms)
+        .having(func.sum(m.d) != 0)
+        .order_by(digest, m.start_ms)  # key order: see upsert
+    )
+    ins = upsert_of(conn, GROUP_DAYS).from_select(["set_digest", "start_ms", "n"], sums)
+    up = ins.on_conflict_do_update(
+        index_elements=["set_digest", "start_ms"], set_={"n": GROUP_DAYS.c.n + ins.excluded.n}
+    )
+    gone = delete(GROUP_DAYS).where(GROUP_DAYS.c.n == 0)
+    lock = [select(func.pg_advisory_xact_lock(GROUP_DAYS_LOCK))] if pg else []
+    return [*lock, up, gone]
 
 
 def horizon_of(conn: Connection, *, lock: bool = False) -> int:
@@ -675,6 +727,17 @@ def rebuild_exact(conn: Connection) -> None:
     for table in (EXACT_DAYS, EXACT_GROUPS):
         conn.execute(delete(table))
         conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
+
+
+def rebuild_group_days(conn: Connection) -> None:
+    """Recompute ``exact_group_days`` from ``exact_groups`` (after :func:`rebuild_exact`;
+    migration 0018 fills it, and tools/seed_reports.py after its load), in the caller's
+    transaction."""
+    g = EXACT_GROUPS.c
+    day = (g.last_ms - g.last_ms % DAY_MS).label("start_ms")
+    conn.execute(delete(GROUP_DAYS))
+    counts = select(g.set_digest, day, func.count()).group_by(g.set_digest, day)
+    conn.execute(insert(GROUP_DAYS).from_select(["set_digest", "start_ms", "n"], counts))
 
 
 def rebuild_pairs(conn: Connection) -> None:
