@@ -483,6 +483,8 @@ class ExactGroupDayRow(Base):
 #: A group whose decodes gave two RGB digests or more (the partial index's own WHERE).
 DISAGREE = text("rgb_least < rgb_greatest")
 Index("ix_exact_days_start", ExactDayRow.start_ms)
+#: One sink's rows of a window (migration 0018): the exact tier table filtered by a sink.
+Index("ix_exact_days_sink", ExactDayRow.sink, ExactDayRow.start_ms)
 Index("ix_exact_groups_last", ExactGroupRow.last_ms)
 Index(
     "ix_exact_groups_disagree",
