@@ -2,9 +2,10 @@
 synthetic but valid reports spread over sinks, capabilities, sets, paths and time, for the
 dashboard's tests and benchmarks; deterministic for a ``--seed``. Rows go in through the driver
 in bulk, :data:`CHUNK` a transaction, in time order with their ``seq`` chosen here, counted into
-the roll-ups chunk by chunk (memory stays flat; the exact tier's, which the SQL groups, once
-at the end: rollups.rebuild_exact); on PostgreSQL the sequence is then moved past
-them, so the service's own inserts follow."""
+every report roll-up chunk by chunk in the same transaction (counted here, each table's rows
+upserted through the driver: memory stays flat and no statement groups the reports; the exact
+tier's groups by day once at the end, rollups.rebuild_group_days); on PostgreSQL the sequence
+is then moved past them, so the service's own inserts follow."""
 
 from __future__ import annotations
 
@@ -348,9 +349,9 @@ def seed(
     now_ms: int | None = None,
 ) -> int:
     """Insert ``count`` reports spread over the ``days`` before ``now_ms``, in time order (as
-    they would arrive), in bulk (:func:`_bulk_insert`), and count them into the per-hour
-    roll-ups (:func:`service.store.rollups.add_counts`, what inserting them one by one would
-    have added); returns how many were inserted."""
+    they would arrive), in bulk (:func:`_bulk_insert`), and count them into the roll-ups
+    (:func:`_rollup_rows`, what folding them would have added); returns how many were
+    inserted."""
     rng = random.Random(seed_value)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     span = int(days * 86_400_000)

@@ -529,7 +529,8 @@ def sink_groups(conn: Connection, filters: Filters, *, disagree: bool = False) -
     if days is not None:
         parts.append(select(*cols).where(*where, *within(d.start_ms, [days])))
     if edges:
-        raw = [R.sink.in_(names), EXACT, R.set_digest.is_not(None), R.symbols_digest.is_not(None)]
+        raw: list[Any] = [R.sink.in_(names), EXACT]
+        raw += [R.set_digest.is_not(None), R.symbols_digest.is_not(None)]
         raw += [] if filters.set is None else [R.set_digest == filters.set]
         parts.append(
             select(

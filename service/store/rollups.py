@@ -44,8 +44,8 @@ hour before it is counted in any (a late report never brings a pruned hour back)
 upsert writes its rows in key order: two folds on PostgreSQL lock the rows they share in the
 same order, so they wait, never deadlock.
 
-tools/seed_reports.py, loading reports in bulk, adds their counts itself with :func:`add_counts`,
-:func:`add_activity` and :func:`add_sink_activity`."""
+tools/seed_reports.py, loading reports in bulk, upserts each chunk's counts itself, through the
+driver."""
 
 from __future__ import annotations
 
@@ -197,76 +197,9 @@ class Key(NamedTuple):
     codes: str
 
 
-#: The columns of ``sink_set_hours`` and ``sink_set_days``.
-ACTIVITY = ("start_ms", "sink", "set_digest", "n", "no_path", "last_ms")
-#: Per sink and set: (sink, set digest or "", hour's first ms) -> [reports, no-path, latest ms]
-Activity = Mapping[tuple[str, str, int], Sequence[int]]
-
-
 #: A report that counts as a decode: a decode's first report (the service's primary, ordinal 0;
 #: each decode of a run report), so each decode counts once however many reports it has.
 DECODES = R.role == "primary"
-#: The columns of ``sink_hours`` and ``sink_days``.
-SINK_ACTIVITY = ("start_ms", "sink", "n", "no_path", "decodes", "last_ms")
-#: Per sink: (sink, hour's first ms) -> [reports, no-path, decodes, latest ms]
-SinkActivity = Mapping[tuple[str, int], Sequence[int]]
-
-
-def add_counts(conn: Connection, deltas: Mapping[Key, Sequence[int]]) -> None:
-    """Add ``deltas`` (per key: the report count and the placement sums, :data:`SUMS`) to the
-    fleet's and the sinks' roll-ups: one upsert statement per table."""
-    if not deltas:
-        return
-    fleet: dict[tuple[Any, ...], list[int]] = {}
-    for key, sums in deltas.items():
-        into = fleet.setdefault(key[1:], [0] * len(SUMS))
-        for i, v in enumerate(sums):
-            into[i] += v
-    for table, counts, names in ((FLEET, fleet, KEY), (SINK, deltas, ("sink", *KEY))):
-        rows = [
-            {**dict(zip(names, key, strict=True)), **dict(zip(SUMS, sums, strict=True))}
-            for key, sums in sorted(counts.items())
-        ]
-        upsert(conn, table, rows, [c.name for c in table.primary_key.columns], SUMS)
-
-
-def add_activity(conn: Connection, deltas: Activity) -> None:
-    """Add ``deltas`` to the hours and the days, and move their pairs' latest times: one
-    upsert a table."""
-    if not deltas:
-        return
-    days: dict[tuple[int, str, str], list[int]] = {}
-    for (sink, digest, hour), (n, no_path, last) in deltas.items():
-        slot = days.setdefault((day_of(hour), sink, digest), [0, 0, last])
-        slot[0] += n
-        slot[1] += no_path
-        slot[2] = max(slot[2], last)
-    hours = {(hour, sink, digest): list(v) for (sink, digest, hour), v in deltas.items()}
-    for table, counts in ((HOURS, hours), (DAYS, days)):
-        rows = [dict(zip(ACTIVITY, (*k, *v), strict=True)) for k, v in sorted(counts.items())]
-        upsert(conn, table, rows, ["start_ms", "sink", "set_digest"], ["n", "no_path"], "last_ms")
-    pairs: dict[tuple[str, str], int] = {}
-    for (sink, digest, _), (_, _, last) in deltas.items():
-        pairs[(sink, digest)] = max(last, pairs.get((sink, digest), last))
-    rows = [{"sink": k[0], "set_digest": k[1], "last_ms": v} for k, v in sorted(pairs.items())]
-    upsert(conn, PAIRS, rows, ["sink", "set_digest"], latest="last_ms")
-
-
-def add_sink_activity(conn: Connection, deltas: SinkActivity) -> None:
-    """Add ``deltas`` to ``sink_hours`` and ``sink_days``: one upsert a table, in key order."""
-    if not deltas:
-        return
-    days: dict[tuple[int, str], list[int]] = {}
-    for (sink, hour), (n, no_path, decodes, last) in deltas.items():
-        slot = days.setdefault((day_of(hour), sink), [0, 0, 0, last])
-        slot[0] += n
-        slot[1] += no_path
-        slot[2] += decodes
-        slot[3] = max(slot[3], last)
-    hours = {(hour, sink): list(v) for (sink, hour), v in deltas.items()}
-    for table, counts in ((SINK_HOURS, hours), (SINK_DAYS, days)):
-        rows = [dict(zip(SINK_ACTIVITY, (*k, *v), strict=True)) for k, v in sorted(counts.items())]
-        upsert(conn, table, rows, ["start_ms", "sink"], ["n", "no_path", "decodes"], "last_ms")
 
 
 def add_run(
