@@ -111,9 +111,6 @@ EXACT_GROUPS: Table = ExactGroupRow.__table__  # type: ignore[assignment]
 GROUP_DAYS: Table = ExactGroupDayRow.__table__  # type: ignore[assignment]
 INBOX: Table = InboxRow.__table__  # type: ignore[assignment]
 HORIZON: Table = HorizonRow.__table__  # type: ignore[assignment]
-SUMS = ("n", *(f"placement_{u}" for u in UNITS))
-#: The key parts shared by both report roll-ups, in their primary keys' order.
-KEY = ("hour_ms", "capability", "set_digest", "path", "tier", "outcome", "codes")
 #: A time range ``[from, to)``; a ``None`` end: unbounded.
 Range = tuple[int | None, int | None]
 R = ReportRow.__table__.c
