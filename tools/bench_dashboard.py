@@ -3,7 +3,9 @@ Seeds ``--count`` reports (tools/seed_reports.py), run reports and request error
 and loads three views in Chromium: each one's first paint, all panels drawn (the page's
 ``dashboard-rendered`` mark), and each API request's time in the page and alone (p50 of
 ``--repeat``). On SQLite, and on PostgreSQL with ``--postgres`` (an admin URL: a database is
-made for the run and dropped after). Goals: all panels ≤ 1 s, each request ≤ 100 ms."""
+made for the run and dropped after); ``--store URL`` measures a store seeded before
+(``python -m wai_dispatch.tools.seed_reports``, ten million reports take a while), migrated,
+nothing seeded or dropped. Goals: all panels ≤ 1 s, each request ≤ 100 ms."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import text
 
 from wai_dispatch.service.governance import parse_run_report
 from wai_dispatch.service.settings import load
@@ -181,6 +185,29 @@ def _seed_errors(store: ReportStore, n: int, sinks: int) -> None:
         log.close()
 
 
+def measure(url: str, data_dir: Path, repeat: int, loads: int) -> None:
+    """Serve the store at ``url`` and load the views (:func:`_paint`), then replay each request
+    the page made alone (:func:`_replay`)."""
+    with _serve(data_dir, url) as (base, token):
+        views = _paint(base, token, loads)
+        urls = sorted({u for v in views.values() for u in v.urls.values()})
+        alone = _replay(base, token, urls, repeat)
+        _report(views, alone, loads)
+    print(f"  {loadavg()}", flush=True)
+
+
+def run_seeded(url: str, repeat: int, loads: int) -> None:
+    """:func:`measure` a store seeded before, migrated first."""
+    store = ReportStore(url)
+    store.migrate()
+    with store.engine.connect() as conn:
+        n = conn.execute(text("SELECT count(*) FROM reports")).scalar_one()
+    print(f"{store.dialect}: {n:,} reports stored; {loadavg()}", flush=True)
+    store.dispose()
+    with tempfile.TemporaryDirectory(prefix="wai-bench-") as tmp:
+        measure(url, Path(tmp), repeat, loads)
+
+
 def run(
     count: int, admin_url: str | None, repeat: int, loads: int, sinks: int, days: float
 ) -> None:
@@ -203,12 +230,7 @@ def run(
             f"{loadavg()}"
         )
         store.dispose()
-        with _serve(Path(tmp), url) as (base, token):
-            views = _paint(base, token, loads)
-            urls = sorted({u for v in views.values() for u in v.urls.values()})
-            alone = _replay(base, token, urls, repeat)
-            _report(views, alone, loads)
-        print(f"  {loadavg()}", flush=True)
+        measure(url, Path(tmp), repeat, loads)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -219,7 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--postgres", metavar="ADMIN_URL", help="also PostgreSQL (admin URL)")
     parser.add_argument("--repeat", type=int, default=10, help="each request again, alone")
     parser.add_argument("--loads", type=int, default=5, help="page loads measured")
+    parser.add_argument("--store", metavar="URL", help="only this store, seeded before")
     args = parser.parse_args(argv)
+    if args.store:
+        run_seeded(args.store, args.repeat, args.loads)
+        return 0
     run(args.count, None, args.repeat, args.loads, args.sinks, args.days)
     if args.postgres:
         run(args.count, args.postgres, args.repeat, args.loads, args.sinks, args.days)

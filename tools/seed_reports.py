@@ -2,9 +2,10 @@
 synthetic but valid reports spread over sinks, capabilities, sets, paths and time, for the
 dashboard's tests and benchmarks; deterministic for a ``--seed``. Rows go in through the driver
 in bulk, :data:`CHUNK` a transaction, in time order with their ``seq`` chosen here, counted into
-the roll-ups chunk by chunk (memory stays flat; the exact tier's, which the SQL groups, once
-at the end: rollups.rebuild_exact); on PostgreSQL the sequence is then moved past
-them, so the service's own inserts follow."""
+every report roll-up chunk by chunk in the same transaction (counted here, each table's rows
+upserted through the driver: memory stays flat and no statement groups the reports; the exact
+tier's groups by day once at the end, rollups.rebuild_group_days); on PostgreSQL the sequence
+is then moved past them, so the service's own inserts follow."""
 
 from __future__ import annotations
 
@@ -133,9 +134,11 @@ def _rows(
     sets: dict[str, list[str]],
     counts: dict[rollups.Key, list[int]],
     acts: dict[tuple[str, str, int], list[int]],
+    exact: dict[tuple[str, str, int, str], list[int]],
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Rows for reports created at ``times`` (in order), their refusals; each counted into
-    ``counts`` (the roll-ups' deltas)."""
+    ``counts`` (per roll-up key), ``acts`` (per sink, set and hour) and ``exact`` (the exact
+    tier's decodes per set, symbols digest, day and sink): the roll-ups' deltas."""
     rows: list[tuple[Any, ...]] = []
     refusals: list[tuple[Any, ...]] = []
     for k, created in enumerate(times):
@@ -143,6 +146,7 @@ def _rows(
         d = rng.choice(pool)
         sink = rng.choice(sink_names)
         digest = rng.choice(sets[d.capability])
+        symbols = f"{rng.getrandbits(256):064x}"
         rows.append(
             (
                 seq,
@@ -153,7 +157,7 @@ def _rows(
                 "primary",
                 d.capability,
                 digest,
-                f"{rng.getrandbits(256):064x}",
+                symbols,
                 None,
                 d.needed,
                 d.path,
@@ -167,6 +171,13 @@ def _rows(
             )
         )
         refusals += [(seq, i, path, code) for i, (path, code) in enumerate(d.refused)]
+        if d.tier == "decode-equivalence":  # no RGB digest, no request digest: ""
+            one = exact.get((digest, symbols, rollups.day_of(created), sink))
+            if one is None:
+                exact[(digest, symbols, rollups.day_of(created), sink)] = [1, created]
+            else:
+                one[0] += 1
+                one[1] = created
         key = rollups.Key(
             sink,
             rollups.hour_of(created),
@@ -194,42 +205,135 @@ def _rows(
     return rows, refusals
 
 
-def _per_sink(acts: dict[tuple[str, str, int], list[int]]) -> dict[tuple[str, int], list[int]]:
-    """``acts`` (per sink, set and hour) per sink and hour, for ``sink_hours`` and
-    ``sink_days``: every seeded report is a decode's first (role ``primary``)."""
-    out: dict[tuple[str, int], list[int]] = {}
-    for (sink, _, hour), (n, no_path, last) in acts.items():
-        slot = out.setdefault((sink, hour), [0, 0, 0, last])
+Rows = list[tuple[Any, ...]]
+
+
+def _rollup_rows(
+    counts: dict[rollups.Key, list[int]],
+    acts: dict[tuple[str, str, int], list[int]],
+    exact: dict[tuple[str, str, int, str], list[int]],
+) -> list[tuple[Table, Rows]]:
+    """The deltas of one chunk as each report roll-up's rows (:data:`rollups.TABLES`), in its
+    columns' order: what the fold would have added for these reports (every seeded report is
+    a decode's first, role ``primary``; none names an RGB or request digest)."""
+    fleet: dict[tuple[Any, ...], list[int]] = {}
+    for key, sums in counts.items():
+        into = fleet.setdefault(key[1:], [0] * len(sums))
+        for i, v in enumerate(sums):
+            into[i] += v
+    set_days: dict[tuple[int, str, str], list[int]] = {}
+    pairs: dict[tuple[str, str], int] = {}
+    sink_hours: dict[tuple[int, str], list[int]] = {}
+    for (sink, digest, hour), (n, no_path, last) in acts.items():
+        slot = set_days.setdefault((rollups.day_of(hour), sink, digest), [0, 0, last])
         slot[0] += n
         slot[1] += no_path
-        slot[2] += n
+        slot[2] = max(slot[2], last)
+        pairs[(sink, digest)] = max(last, pairs.get((sink, digest), last))
+        hourly = sink_hours.setdefault((hour, sink), [0, 0, 0, last])
+        hourly[0] += n
+        hourly[1] += no_path
+        hourly[2] += n
+        hourly[3] = max(hourly[3], last)
+    sink_days: dict[tuple[int, str], list[int]] = {}
+    for (hour, sink), (n, no_path, decodes, last) in sink_hours.items():
+        slot = sink_days.setdefault((rollups.day_of(hour), sink), [0, 0, 0, last])
+        slot[0] += n
+        slot[1] += no_path
+        slot[2] += decodes
         slot[3] = max(slot[3], last)
-    return out
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for (digest, symbols, _, _), (n, last) in exact.items():
+        slot = groups.setdefault((digest, symbols), [0, last, None, None])
+        slot[0] += n
+        slot[1] = max(slot[1], last)
+    return [
+        (rollups.FLEET, [(*k, *v) for k, v in fleet.items()]),
+        (rollups.SINK, [(*k, *v) for k, v in counts.items()]),
+        (rollups.HOURS, [(h, sink, d, *v) for (sink, d, h), v in acts.items()]),
+        (rollups.DAYS, [(*k, *v) for k, v in set_days.items()]),
+        (rollups.PAIRS, [(*k, v) for k, v in pairs.items()]),
+        (rollups.SINK_HOURS, [(*k, *v) for k, v in sink_hours.items()]),
+        (rollups.SINK_DAYS, [(*k, *v) for k, v in sink_days.items()]),
+        (
+            rollups.EXACT_DAYS,
+            [(d, sy, day, "", sink, "", *v) for (d, sy, day, sink), v in exact.items()],
+        ),
+        (rollups.EXACT_GROUPS, [(*k, *v) for k, v in groups.items()]),
+    ]
 
 
-def _bulk_insert(store: ReportStore, rows: list[tuple[Any, ...]], refusals: list[Any]) -> None:
+def _upsert_sql(table: Table, into: str, source: str | None, pg: bool) -> str:
+    """``INSERT … ON CONFLICT DO UPDATE`` into ``table`` (named ``into``) of the rows of
+    ``source`` (a table; ``None``: one row of bound values): a row whose key is stored adds its
+    counts, keeps the later ``last_ms`` and the least and greatest RGB digest."""
+    names = [c.name for c in table.c]
+    keys = [c.name for c in table.primary_key.columns]
+    greatest, least = ("GREATEST", "LEAST") if pg else ("max", "min")
+    put = []
+    for c in names:
+        if c in keys:
+            continue
+        new, old = f"excluded.{c}", f"{into}.{c}"
+        if c == "last_ms":
+            put.append(f"{c} = {greatest}({old}, {new})")
+        elif c in ("rgb_least", "rgb_greatest"):
+            pick = least if c == "rgb_least" else greatest
+            put.append(f"{c} = {pick}(coalesce({old}, {new}), coalesce({new}, {old}))")
+        else:
+            put.append(f"{c} = {old} + {new}")
+    rows = f"SELECT * FROM {source}" if source else "VALUES (" + ", ".join("?" * len(names)) + ")"
+    return (
+        f"INSERT INTO {into} ({', '.join(names)}) {rows} "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {', '.join(put)}"
+    )
+
+
+def _bulk_insert(
+    store: ReportStore,
+    rows: list[tuple[Any, ...]],
+    refusals: list[Any],
+    rolled: list[tuple[Table, Rows]],
+) -> None:
     """One transaction of rows through the driver itself: ``COPY … FROM STDIN`` on PostgreSQL
-    (psycopg 3), ``executemany`` on SQLite."""
+    (psycopg 3; the roll-ups' rows copied into a temporary table, then upserted from it),
+    ``executemany`` on SQLite (the roll-ups' rows upserted)."""
     tables = [("reports", _REPORT_COLUMNS, rows), ("report_refusals", _REFUSAL_COLUMNS, refusals)]
-    if store.dialect == "postgresql":  # reports' unique keys (migration 0017)
+    pg = store.dialect == "postgresql"
+    if pg:  # reports' unique keys (migration 0017), with each report's seq (0019)
         at = [_REPORT_COLUMNS.index(c) for c in ("id", "request_id", "sink", "created_ms", "seq")]
         keys = [(row[at[0]], row[at[1]], row[at[2]], 0, row[at[3]], row[at[4]]) for row in rows]
-        key_columns = ("id", "request_id", "sink", "ordinal", "created_ms", "seq")  # seq: 0019
+        key_columns = ("id", "request_id", "sink", "ordinal", "created_ms", "seq")
         tables.append(("report_keys", key_columns, keys))
     raw = store.engine.raw_connection()
     try:
         cur: Any = raw.cursor()
-        if store.dialect == "sqlite":  # index pages stay in memory across the bulk statements
+        if not pg:  # index pages stay in memory across the bulk statements
             cur.execute("PRAGMA cache_size = -262144")
         for table, columns, data in tables:
             names = ", ".join(columns)
-            if store.dialect == "postgresql":
+            if pg:
                 with cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
                     for row in data:
                         copy.write_row(row)
             else:
                 marks = ", ".join("?" * len(columns))
                 cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", data)
+        for rollup, data in rolled:
+            if not data:
+                continue
+            if pg:
+                temp = f"seed_{rollup.name}"
+                cur.execute(
+                    f"CREATE TEMP TABLE {temp} (LIKE {rollup.name} INCLUDING DEFAULTS) "
+                    "ON COMMIT DROP"
+                )
+                with cur.copy(f"COPY {temp} FROM STDIN") as copy:
+                    for row in data:
+                        copy.write_row(row)
+                cur.execute(_upsert_sql(rollup, rollup.name, temp, pg=True))
+            else:
+                cur.executemany(_upsert_sql(rollup, rollup.name, None, pg=False), data)
         cur.close()
         raw.commit()
     finally:
@@ -246,9 +350,9 @@ def seed(
     now_ms: int | None = None,
 ) -> int:
     """Insert ``count`` reports spread over the ``days`` before ``now_ms``, in time order (as
-    they would arrive), in bulk (:func:`_bulk_insert`), and count them into the per-hour
-    roll-ups (:func:`service.store.rollups.add_counts`, what inserting them one by one would
-    have added); returns how many were inserted."""
+    they would arrive), in bulk (:func:`_bulk_insert`), and count them into the roll-ups
+    (:func:`_rollup_rows`, what folding them would have added); returns how many were
+    inserted."""
     rng = random.Random(seed_value)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     span = int(days * 86_400_000)
@@ -257,7 +361,6 @@ def seed(
     pool = _pool(rng)
     with store.engine.begin() as conn:
         start = int(conn.execute(select(func.coalesce(func.max(ReportRow.seq), 0))).scalar_one())
-    counts: dict[rollups.Key, list[int]] = {}
     # The secondary indexes are built once after the load, as a bulk loader does, rather than
     # kept up to date row by row (the unique id stays, so a repeated id still fails).
     tables: list[Table] = [ReportRow.__table__, RefusalRow.__table__]  # type: ignore[list-item]
@@ -273,20 +376,18 @@ def seed(
         # this chunk's slice of the span, times sorted: created in (now - span, now]
         lo, hi = done * span // count, (done + n) * span // count
         times = sorted(now - span + 1 + lo + rng.randrange(max(1, hi - lo)) for _ in range(n))
+        counts: dict[rollups.Key, list[int]] = {}
         acts: dict[tuple[str, str, int], list[int]] = {}
-        rows, refusals = _rows(rng, pool, start + done + 1, times, sink_names, sets, counts, acts)
-        _bulk_insert(store, rows, refusals)
-        with store.engine.begin() as conn:
-            rollups.add_counts(conn, counts)
-            rollups.add_activity(conn, acts)
-            rollups.add_sink_activity(conn, _per_sink(acts))
-        counts = {}
+        exact: dict[tuple[str, str, int, str], list[int]] = {}
+        rows, refusals = _rows(
+            rng, pool, start + done + 1, times, sink_names, sets, counts, acts, exact
+        )
+        _bulk_insert(store, rows, refusals, _rollup_rows(counts, acts, exact))
         done += n
     with store.engine.begin() as conn:
         for index in indexes:
             index.create(conn)
-    with store.engine.begin() as conn:  # the exact tier's roll-ups, from the rows loaded
-        rollups.rebuild_exact(conn)
+        rollups.rebuild_group_days(conn)  # from the exact tier's groups the chunks added
     if store.dialect == "postgresql":
         with store.engine.begin() as conn:
             conn.execute(

@@ -61,6 +61,7 @@ from wai_dispatch.service.store.rollups import (
     EXACT_DAYS,
     EXACT_GROUPS,
     FLEET,
+    GROUP_DAYS,
     HOUR_MS,
     HOURS,
     PAIRS,
@@ -471,6 +472,82 @@ def _rank(rgbs: Any) -> Any:
     return case((rgbs > 1, rgbs), else_=0)
 
 
+def _grouped_exact(rows: Any, *, disagree: bool) -> Any:
+    """:func:`exact_groups`' columns over ``rows`` (a subquery of ``set_digest,
+    symbols_digest, rgb_digest, sink, request_digest`` (``""``: none), ``n``, ``last_ms``):
+    one row a group, ``total`` beside."""
+    c = rows.c
+    rgb = func.nullif(c.rgb_digest, "")
+    rgbs = func.count(distinct(rgb))
+    return (
+        select(
+            c.set_digest.label("set"),
+            c.symbols_digest.label("symbols_digest"),
+            cast(func.sum(c.n), BigInteger).label("decodes"),
+            rgbs.label("rgb_digests"),
+            func.min(rgb).label("rgb_least"),
+            func.max(rgb).label("rgb_greatest"),
+            cast(func.sum(case((c.rgb_digest == "", c.n), else_=0)), BigInteger).label(
+                "rgb_unknown"
+            ),
+            func.count(distinct(func.nullif(c.request_digest, ""))).label("payloads"),
+            func.count(distinct(c.sink)).label("sinks"),
+            func.max(c.last_ms).label("last_seen_ms"),
+            _rank(rgbs).label("rank"),
+            func.count().over().label("total"),
+        )
+        .group_by(c.set_digest, c.symbols_digest)
+        .having(*([rgbs > 1] if disagree else []))
+    )
+
+
+#: The filters the exact tier table of some sinks reads from their rows (:func:`sink_groups`).
+_EXACT_SINKS = {"sink", "sinks", "since_ms", "until_ms", "set", "tier", "outcome"}
+
+
+def sink_groups(conn: Connection, filters: Filters, *, disagree: bool = False) -> Any | None:
+    """:func:`exact_groups`' statement for a sink (or a class's sinks) from that sink's rows
+    only: the window's whole days from ``exact_days`` as it stands with the inbox
+    (``ix_exact_days_sink``, rollups.current), its partial days from the sink's reports
+    (``ix_reports_sink_created``); its cost grows with that sink's decodes, not the fleet's.
+    ``None`` when the filters are not only sinks, a set and the window, or the window starts
+    before the roll-ups' horizon."""
+    asked = {k for k, v in vars(filters).items() if v is not None}
+    if asked - _EXACT_SINKS or not asked & {"sink", "sinks"}:
+        return None
+    since, until = filters.since_ms, filters.until_ms
+    horizon = horizon_of(conn)
+    if horizon and (since is None or since < horizon):
+        return None
+    edges, days = cut(since, until, DAY_MS)
+    mine = [] if filters.sink is None else [filters.sink]
+    names = mine if filters.sinks is None else [s for s in filters.sinks if s in mine or not mine]
+    d = current(conn, EXACT_DAYS).c
+    cols = (d.set_digest, d.symbols_digest, d.rgb_digest, d.sink, d.request_digest, d.n, d.last_ms)
+    where = [d.sink.in_(names), *([] if filters.set is None else [d.set_digest == filters.set])]
+    parts: list[Any] = []
+    if days is not None:
+        parts.append(select(*cols).where(*where, *within(d.start_ms, [days])))
+    if edges:
+        raw: list[Any] = [R.sink.in_(names), EXACT]
+        raw += [R.set_digest.is_not(None), R.symbols_digest.is_not(None)]
+        raw += [] if filters.set is None else [R.set_digest == filters.set]
+        parts.append(
+            select(
+                R.set_digest,
+                R.symbols_digest,
+                func.coalesce(R.rgb_digest, "").label("rgb_digest"),
+                R.sink,
+                func.coalesce(R.request_digest, "").label("request_digest"),
+                literal(1, BigInteger).label("n"),
+                R.created_ms.label("last_ms"),
+            ).where(*raw, *within(R.created_ms, edges))
+        )
+    if not parts or not names:
+        parts = [select(*cols).where(false())]
+    return _grouped_exact(union_all(*parts).subquery("sink_rows"), disagree=disagree)
+
+
 def exact_groups(filters: Filters, *, disagree: bool = False) -> Any:
     """The statement of :func:`exact_table`'s groups read from the reports (one row each,
     ``total`` beside), read from ``ix_reports_exact`` alone (tests/service/store/test_exact_table.py
@@ -588,6 +665,22 @@ def _item(key: Group, g: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _groups_in(conn: Connection, since: int | None, until: int | None, digest: str | None) -> int:
+    """The groups of ``exact_groups`` (of the set ``digest``; ``None``: every set) whose latest
+    decode is in ``[since, until)``: the whole days' from ``exact_group_days`` (a row a set and
+    day), the partial days' at the window's edges counted by ``ix_exact_groups_last``."""
+    edges, days = cut(since, until, DAY_MS)
+    g, d = EXACT_GROUPS.c, GROUP_DAYS.c
+    parts: list[Any] = []
+    if days is not None:
+        mine = [] if digest is None else [d.set_digest == digest]
+        parts.append(select(func.sum(d.n)).where(*within(d.start_ms, [days]), *mine))
+    for lo, hi in edges:
+        mine = [] if digest is None else [g.set_digest == digest]
+        parts.append(select(func.count()).where(*between(g.last_ms, lo, hi), *mine))
+    return sum(int(conn.execute(part).scalar() or 0) for part in parts)
+
+
 def _exact_rolled(
     conn: Connection,
     filters: Filters,
@@ -643,9 +736,7 @@ def _exact_rolled(
         items, total = top, len(top)
         rest: list[dict[str, Any]] = []
     else:
-        counted = conn.execute(
-            select(func.count()).select_from(EXACT_GROUPS).where(*in_range)
-        ).scalar_one()
+        counted = _groups_in(conn, since, until, filters.set)
         if special:  # the special groups' rows in range were counted as members: recount them
             rows = select(g.set_digest, g.symbols_digest).where(
                 *in_range,
@@ -715,8 +806,9 @@ def exact_table(
     stage, so one row's decodes are one payload's: ``agree`` is at most one RGB digest
     (``decode-equivalence``'s promise). Disagreeing rows first (the most RGB digests first),
     then by set and symbols digest; ``disagree``: only those. Paged by keyset. A window of a
-    day or more is read from the exact tier's roll-ups (:func:`_exact_rolled`), any
-    other from the reports, grouped, counted and paged in SQL (:func:`exact_groups`)."""
+    day or more is read from the exact tier's roll-ups (:func:`_exact_rolled`), a sink's (or a
+    class's) from that sink's rows (:func:`sink_groups`), any other from the reports, grouped,
+    counted and paged in SQL (:func:`exact_groups`)."""
     cursor = None
     if after is not None:
         n, digest, symbols = keyset.decode("exact", after, [keyset.INT, keyset.STR, keyset.STR])
@@ -726,7 +818,10 @@ def exact_table(
         if rolled is not None:
             found, total, _ = rolled
         else:
-            found, total = _exact_raw(conn, filters, disagree=disagree, limit=limit, after=cursor)
+            grouped_ = sink_groups(conn, filters, disagree=disagree)
+            if grouped_ is None:
+                grouped_ = exact_groups(filters, disagree=disagree)
+            found, total = _exact_raw(conn, grouped_, limit=limit, after=cursor)
         versions = set_versions(conn, (r["set"] for r in found[:limit]))
     items = [
         {
@@ -749,14 +844,14 @@ def exact_table(
 
 def _exact_raw(
     conn: Connection,
-    filters: Filters,
+    groups: Any,
     *,
-    disagree: bool,
     limit: int,
     after: tuple[int, str, str] | None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """:func:`exact_table`'s page (up to ``limit + 1`` groups) and total from the reports."""
-    grouped_ = exact_groups(filters, disagree=disagree).subquery()
+    """:func:`exact_table`'s page (up to ``limit + 1`` groups) and total of ``groups`` (the
+    statement of :func:`exact_groups` or :func:`sink_groups`), in the listing's order."""
+    grouped_ = groups.subquery()
     g = grouped_.c
     pg = conn.dialect.name == "postgresql"
     dset, dsym = (

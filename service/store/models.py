@@ -28,7 +28,9 @@ decodes (a decode's first report: role ``primary``) and the latest's time
 (service/store/rollups.py, service/store/retention.py). ``exact_days`` and ``exact_groups``:
 the exact tier's decodes per set and symbols digest, per day with their RGB digest, sink and
 request digest, and every day together with the least and greatest RGB digest
-(service/store/rollups.py; what service/store/fleet.py's exact tier table reads).
+(service/store/rollups.py; what service/store/fleet.py's exact tier table reads);
+``exact_group_days``: per set and UTC day, the groups whose latest decode is of that day (the
+exact tier table's total).
 """
 
 from __future__ import annotations
@@ -465,9 +467,24 @@ class ExactGroupRow(Base):
     rgb_greatest: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
+class ExactGroupDayRow(Base):
+    """Per set and UTC day, the groups of ``exact_groups`` whose latest decode is of that day
+    (migration 0018): kept by the fold as it moves a group's latest time (service/store/
+    rollups.py), so the exact tier table counts a window's groups from a row a set and day, not
+    a row a group (service/store/fleet.py). A day with none has no row."""
+
+    __tablename__ = "exact_group_days"
+
+    set_digest: Mapped[str] = mapped_column(_DIGEST, primary_key=True)
+    start_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # the day's first ms
+    n: Mapped[int] = mapped_column(BigInteger)  # groups
+
+
 #: A group whose decodes gave two RGB digests or more (the partial index's own WHERE).
 DISAGREE = text("rgb_least < rgb_greatest")
 Index("ix_exact_days_start", ExactDayRow.start_ms)
+#: One sink's rows of a window (migration 0018): the exact tier table filtered by a sink.
+Index("ix_exact_days_sink", ExactDayRow.sink, ExactDayRow.start_ms)
 Index("ix_exact_groups_last", ExactGroupRow.last_ms)
 Index(
     "ix_exact_groups_disagree",

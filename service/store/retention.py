@@ -40,6 +40,7 @@ from wai_dispatch.service.store.rollups import (
     EXACT_DAYS,
     EXACT_GROUPS,
     FLEET,
+    GROUP_DAYS,
     HORIZON,
     HOUR_MS,
     HOURS,
@@ -154,6 +155,7 @@ def prune_rollups(store: ReportStore, before_ms: int, *, hours: int = 24) -> int
             # a group goes with its last day: one with a day still kept keeps its row
             kept_from = upto - upto % DAY_MS
             conn.execute(delete(EXACT_GROUPS).where(EXACT_GROUPS.c.last_ms < kept_from))
+            conn.execute(delete(GROUP_DAYS).where(GROUP_DAYS.c.start_ms < kept_from))
         total += len(found)
         if upto >= before_ms:
             return total

@@ -21,6 +21,9 @@ the rows themselves (:func:`cut`).
   day with the RGB digest, sink and request digest (``""``: none), and every day together with
   the least and greatest RGB digest reported, so a group whose decodes ever disagreed is
   flagged when it is folded; what the exact tier's table reads (service/store/fleet.py).
+  ``exact_group_days``: per set and UTC day, the groups whose latest decode is of that day,
+  moved by the fold as it moves a group's latest time (:func:`_group_days`); the exact tier
+  table's total of a window is its rows' sum for the whole days.
 - ``run_report_rollups``: run reports per hour, sink, class and verdict, what the dashboard's
   run-report counts read (service/store/policies.py, service/store/fleet.py), counted
   (:func:`add_run`) in the transaction that inserts the run report, only when its row went in.
@@ -41,8 +44,8 @@ hour before it is counted in any (a late report never brings a pruned hour back)
 upsert writes its rows in key order: two folds on PostgreSQL lock the rows they share in the
 same order, so they wait, never deadlock.
 
-tools/seed_reports.py, loading reports in bulk, adds their counts itself with :func:`add_counts`,
-:func:`add_activity` and :func:`add_sink_activity`."""
+tools/seed_reports.py, loading reports in bulk, upserts each chunk's counts itself, through the
+driver."""
 
 from __future__ import annotations
 
@@ -75,6 +78,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from wai_dispatch.service.store.models import (
     ExactDayRow,
+    ExactGroupDayRow,
     ExactGroupRow,
     HorizonRow,
     InboxRow,
@@ -104,11 +108,9 @@ SINK_DAYS: Table = SinkDayRow.__table__  # type: ignore[assignment]
 RUNS: Table = RunReportRollupRow.__table__  # type: ignore[assignment]
 EXACT_DAYS: Table = ExactDayRow.__table__  # type: ignore[assignment]
 EXACT_GROUPS: Table = ExactGroupRow.__table__  # type: ignore[assignment]
+GROUP_DAYS: Table = ExactGroupDayRow.__table__  # type: ignore[assignment]
 INBOX: Table = InboxRow.__table__  # type: ignore[assignment]
 HORIZON: Table = HorizonRow.__table__  # type: ignore[assignment]
-SUMS = ("n", *(f"placement_{u}" for u in UNITS))
-#: The key parts shared by both report roll-ups, in their primary keys' order.
-KEY = ("hour_ms", "capability", "set_digest", "path", "tier", "outcome", "codes")
 #: A time range ``[from, to)``; a ``None`` end: unbounded.
 Range = tuple[int | None, int | None]
 R = ReportRow.__table__.c
@@ -192,76 +194,9 @@ class Key(NamedTuple):
     codes: str
 
 
-#: The columns of ``sink_set_hours`` and ``sink_set_days``.
-ACTIVITY = ("start_ms", "sink", "set_digest", "n", "no_path", "last_ms")
-#: Per sink and set: (sink, set digest or "", hour's first ms) -> [reports, no-path, latest ms]
-Activity = Mapping[tuple[str, str, int], Sequence[int]]
-
-
 #: A report that counts as a decode: a decode's first report (the service's primary, ordinal 0;
 #: each decode of a run report), so each decode counts once however many reports it has.
 DECODES = R.role == "primary"
-#: The columns of ``sink_hours`` and ``sink_days``.
-SINK_ACTIVITY = ("start_ms", "sink", "n", "no_path", "decodes", "last_ms")
-#: Per sink: (sink, hour's first ms) -> [reports, no-path, decodes, latest ms]
-SinkActivity = Mapping[tuple[str, int], Sequence[int]]
-
-
-def add_counts(conn: Connection, deltas: Mapping[Key, Sequence[int]]) -> None:
-    """Add ``deltas`` (per key: the report count and the placement sums, :data:`SUMS`) to the
-    fleet's and the sinks' roll-ups: one upsert statement per table."""
-    if not deltas:
-        return
-    fleet: dict[tuple[Any, ...], list[int]] = {}
-    for key, sums in deltas.items():
-        into = fleet.setdefault(key[1:], [0] * len(SUMS))
-        for i, v in enumerate(sums):
-            into[i] += v
-    for table, counts, names in ((FLEET, fleet, KEY), (SINK, deltas, ("sink", *KEY))):
-        rows = [
-            {**dict(zip(names, key, strict=True)), **dict(zip(SUMS, sums, strict=True))}
-            for key, sums in sorted(counts.items())
-        ]
-        upsert(conn, table, rows, [c.name for c in table.primary_key.columns], SUMS)
-
-
-def add_activity(conn: Connection, deltas: Activity) -> None:
-    """Add ``deltas`` to the hours and the days, and move their pairs' latest times: one
-    upsert a table."""
-    if not deltas:
-        return
-    days: dict[tuple[int, str, str], list[int]] = {}
-    for (sink, digest, hour), (n, no_path, last) in deltas.items():
-        slot = days.setdefault((day_of(hour), sink, digest), [0, 0, last])
-        slot[0] += n
-        slot[1] += no_path
-        slot[2] = max(slot[2], last)
-    hours = {(hour, sink, digest): list(v) for (sink, digest, hour), v in deltas.items()}
-    for table, counts in ((HOURS, hours), (DAYS, days)):
-        rows = [dict(zip(ACTIVITY, (*k, *v), strict=True)) for k, v in sorted(counts.items())]
-        upsert(conn, table, rows, ["start_ms", "sink", "set_digest"], ["n", "no_path"], "last_ms")
-    pairs: dict[tuple[str, str], int] = {}
-    for (sink, digest, _), (_, _, last) in deltas.items():
-        pairs[(sink, digest)] = max(last, pairs.get((sink, digest), last))
-    rows = [{"sink": k[0], "set_digest": k[1], "last_ms": v} for k, v in sorted(pairs.items())]
-    upsert(conn, PAIRS, rows, ["sink", "set_digest"], latest="last_ms")
-
-
-def add_sink_activity(conn: Connection, deltas: SinkActivity) -> None:
-    """Add ``deltas`` to ``sink_hours`` and ``sink_days``: one upsert a table, in key order."""
-    if not deltas:
-        return
-    days: dict[tuple[int, str], list[int]] = {}
-    for (sink, hour), (n, no_path, decodes, last) in deltas.items():
-        slot = days.setdefault((day_of(hour), sink), [0, 0, 0, last])
-        slot[0] += n
-        slot[1] += no_path
-        slot[2] += decodes
-        slot[3] = max(slot[3], last)
-    hours = {(hour, sink): list(v) for (sink, hour), v in deltas.items()}
-    for table, counts in ((SINK_HOURS, hours), (SINK_DAYS, days)):
-        rows = [dict(zip(SINK_ACTIVITY, (*k, *v), strict=True)) for k, v in sorted(counts.items())]
-        upsert(conn, table, rows, ["start_ms", "sink"], ["n", "no_path", "decodes"], "last_ms")
 
 
 def add_run(
@@ -554,8 +489,55 @@ def _fold_statements(conn: Connection) -> tuple[Any, ...]:
             which = lambda seq: [seq.in_(select(INBOX.c.seq).where(INBOX.c.seq <= hi))]  # noqa: E731
             span = None
         k = keyed(conn, which, horizon=horizon, within=span, exact=True)
-        _FOLDS[name] = tuple(_counted(conn, table, k) for table in TABLES)
+        statements: list[Any] = []
+        for table in TABLES:  # the groups' days moved before the groups' latest times
+            statements += _group_days(conn, k) if table is EXACT_GROUPS else []
+            statements.append(_counted(conn, table, k))
+        _FOLDS[name] = tuple(statements)
     return _FOLDS[name]
+
+
+#: The transaction lock (``pg_advisory_xact_lock``) PostgreSQL's folds take before they move the
+#: groups' days: a fold reads a group's latest time and then moves it, and another process's
+#: fold of the same group in between would move it from the same day twice.
+GROUP_DAYS_LOCK = 0x5741_1D18
+
+
+def _group_days(conn: Connection, k: Subquery) -> list[Any]:
+    """The fold's statements that move ``exact_group_days`` for the reports of ``k`` (run before
+    ``exact_groups``' upsert, which they read as it stands): each group of the batch counts on
+    the day of its new latest time (the later of its stored one and the batch's) and no longer
+    on its stored one's; a day left with none is deleted. On PostgreSQL, under
+    :data:`GROUP_DAYS_LOCK` (held to the commit: concurrent folds take turns from here to their
+    end, the groups' upsert being their last statement); SQLite's fold is the one writer."""
+    pg = conn.dialect.name == "postgresql"
+    batch = grouped(conn, EXACT_GROUPS, k).subquery("batch")
+    b, g = batch.c, EXACT_GROUPS.c
+    joined = batch.outerjoin(
+        EXACT_GROUPS, and_(g.set_digest == b.set_digest, g.symbols_digest == b.symbols_digest)
+    )
+    later = (func.greatest if pg else func.max)(b.last_ms, func.coalesce(g.last_ms, b.last_ms))
+    plus = select(b.set_digest, (later - later % DAY_MS).label("start_ms"), literal(1).label("d"))
+    minus = select(b.set_digest, g.last_ms - g.last_ms % DAY_MS, literal(-1))
+    moved = union_all(
+        plus.select_from(joined), minus.select_from(joined).where(g.last_ms.is_not(None))
+    ).subquery("moved")
+    m = moved.c
+    digest = m.set_digest.collate("C") if pg else m.set_digest
+    sums = (
+        select(m.set_digest, m.start_ms, func.sum(m.d))
+        .where(true())
+        .group_by(m.set_digest, m.start_ms)
+        .having(func.sum(m.d) != 0)
+        .order_by(digest, m.start_ms)  # key order: see upsert
+    )
+    ins = upsert_of(conn, GROUP_DAYS).from_select(["set_digest", "start_ms", "n"], sums)
+    up = ins.on_conflict_do_update(
+        index_elements=["set_digest", "start_ms"], set_={"n": GROUP_DAYS.c.n + ins.excluded.n}
+    )
+    gone = delete(GROUP_DAYS).where(GROUP_DAYS.c.n == 0)
+    lock = [select(func.pg_advisory_xact_lock(GROUP_DAYS_LOCK))] if pg else []
+    return [*lock, up, gone]
 
 
 def horizon_of(conn: Connection, *, lock: bool = False) -> int:
@@ -675,6 +657,17 @@ def rebuild_exact(conn: Connection) -> None:
     for table in (EXACT_DAYS, EXACT_GROUPS):
         conn.execute(delete(table))
         conn.execute(insert(table).from_select([c.name for c in table.c], grouped(conn, table, k)))
+
+
+def rebuild_group_days(conn: Connection) -> None:
+    """Recompute ``exact_group_days`` from ``exact_groups`` (after :func:`rebuild_exact`;
+    migration 0018 fills it, and tools/seed_reports.py after its load), in the caller's
+    transaction."""
+    g = EXACT_GROUPS.c
+    day = (g.last_ms - g.last_ms % DAY_MS).label("start_ms")
+    conn.execute(delete(GROUP_DAYS))
+    counts = select(g.set_digest, day, func.count()).group_by(g.set_digest, day)
+    conn.execute(insert(GROUP_DAYS).from_select(["set_digest", "start_ms", "n"], counts))
 
 
 def rebuild_pairs(conn: Connection) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import event, select, text
 
 from wai_dispatch.service.store.aggregator import Aggregator
 from wai_dispatch.service.store.errors import CursorInvalid
-from wai_dispatch.service.store.fleet import _exact_rolled, exact_groups, exact_table
+from wai_dispatch.service.store.fleet import _exact_rolled, exact_groups, exact_table, sink_groups
 from wai_dispatch.service.store.records import ReportRecord
 from wai_dispatch.service.store.report_store import ReportStore
 from wai_dispatch.service.store.reports import Filters
@@ -195,6 +195,8 @@ def recount(records: list[ReportRecord], f: Filters, disagree: bool = False) -> 
             continue
         if f.set is not None and r.set_digest != f.set:
             continue
+        if (f.sink is not None and r.sink != f.sink) or (f.sinks and r.sink not in f.sinks):
+            continue
         if f.since_ms is not None and r.created_ms < f.since_ms:
             continue
         if f.until_ms is not None and r.created_ms >= f.until_ms:
@@ -294,12 +296,73 @@ def test_the_roll_ups_answer_as_a_recount(store: ReportStore) -> None:
         Aggregator(store, start=False).drain()
 
 
+@pytest.mark.slow
+def test_a_sinks_rows_answer_as_a_recount(store: ReportStore) -> None:
+    """The table filtered by a sink or a class's sinks is read from their rows alone
+    (fleet.sink_groups: ``exact_days`` by ``ix_exact_days_sink`` for the whole days, their
+    reports for the partial days): every group, count and page as counted in Python, folded,
+    in the inbox or both, the "disagree" filter too."""
+    rng = random.Random(38)
+    end = T0 + 10 * DAY
+    records = drawn(rng, 400, end)
+    store.insert(records[:250])
+    Aggregator(store, start=False).drain()
+    store.insert(records[250:])  # in the inbox
+    windows = [
+        Filters(sink="a"),
+        Filters(sink="b", since_ms=end - 3 * DAY - 12_345, until_ms=end - 5_000),
+        Filters(sinks=("a", "c"), since_ms=end - 4 * DAY, set=A),
+        Filters(sink="c", since_ms=end - DAY + 1_234, until_ms=end - 1_000),  # no whole day
+        Filters(sink="a", sinks=("b", "c")),  # none
+    ]
+    for folded in (False, True):
+        for f in windows:
+            with store.engine.connect() as conn:
+                assert sink_groups(conn, f) is not None
+            for disagree in (False, True):
+                want = recount(records, f, disagree)
+                for limit in (1, 3, 50):
+                    got, total = pages(store, f, disagree, limit)
+                    assert total == len(want), (f, disagree, folded)
+                    assert got == want, (f, disagree, limit, folded)
+        Aggregator(store, start=False).drain()
+
+
+def test_a_sinks_days_are_read_by_their_index(store: ReportStore) -> None:
+    """One sink's whole days are found by ``ix_exact_days_sink`` (SQLite's planner by its
+    rules; PostgreSQL's with sequential scans priced out), not a scan of ``exact_days``."""
+    store.insert(drawn(random.Random(6), 300, T0 + 10 * DAY))
+    Aggregator(store, start=False).drain()
+    seen: list[tuple[str, Any]] = []
+
+    def note(conn: Any, cursor: Any, sql: str, params: Any, *_: Any) -> None:
+        seen.append((sql, params))
+
+    event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        exact_table(store, Filters(sink="a", since_ms=T0 + 6 * DAY - 5_000))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", note)
+    sql, params = next((q, p) for q, p in seen if "sink_rows" in q)
+    with store.engine.connect() as conn, conn.begin():
+        if store.dialect == "sqlite":
+            rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params).all()
+            plan = " ".join(str(r[-1]) for r in rows)
+        else:
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            plan = " ".join(str(r[0]) for r in conn.exec_driver_sql("EXPLAIN " + sql, params))
+    assert "ix_exact_days_sink" in plan, plan
+    assert not re.search(r"SCAN exact_days\b(?! USING)|Seq Scan on exact_days", plan), plan
+
+
 #: The exact tier's roll-up reads of a window of whole days (fleet._exact_rolled): a piece of
 #: each statement, the index its plan must name (a regular expression; SQLite names a primary
 #: key ``sqlite_autoindex_<table>_1``), and whether it must sort nothing (the walk in key order).
+#: The groups of the whole days are summed from ``exact_group_days``, read whole (a row a set
+#: and day).
 ROLLED_READS = [
     (
-        "the window's groups, counted",
+        "the groups of its partial days, counted",
         r"SELECT count\(\*\) AS count_1\s+FROM exact_groups",
         "ix_exact_groups_last",
         False,

@@ -55,7 +55,7 @@ def _to(store: ReportStore, revision: str) -> None:
 
 def test_the_reads_by_key_answer_after_the_migration_down_and_up(store: ReportStore) -> None:
     store.insert([rec(i) for i in range(20)])
-    _to(store, "0017")
+    _to(store, "0018")
     with store.engine.connect() as conn:
         if store.dialect == "postgresql":
             names = {i["name"] for i in inspect(conn).get_indexes("reports")}
