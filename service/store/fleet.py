@@ -33,9 +33,13 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    ColumnElement,
     Connection,
     Float,
+    RowMapping,
+    Select,
     String,
+    Subquery,
     and_,
     case,
     cast,
@@ -362,13 +366,7 @@ def sink_table(
         seen = [select(t.c.sink) for t in (counts, errors, runs)]
         names = union(*_known(conn, list(classes)), *seen).subquery()
         n = names.c.sink
-        where = [n != ""]
-        where += [] if filters.sink is None else [n == filters.sink]
-        where += [] if filters.sinks is None else [n.in_(filters.sinks)]
-        # ASCII letters fold on both stores (SQLite's lower() folds only those; PostgreSQL's
-        # follows its locale, so it folds by translate): one answer whatever the store
-        folded = func.translate(n, _UPPER, _UPPER.lower()) if pg else func.lower(n)
-        where += [folded.contains(search.translate(_FOLD), autoescape=True)] if search else []
+        where = _sink_names(n, filters, search, pg)
         reports = func.coalesce(counts.c.reports, 0)
         no_path = func.coalesce(counts.c.no_path, 0)
         where += [reports == no_path] if decoded_nothing else []
@@ -389,34 +387,70 @@ def sink_table(
             .where(*where)
             .subquery()
         )
-        key = rows.c.sink.collate("C") if pg else rows.c.sink  # code-point order on both
-        col = key if sort == "sink" else rows.c[sort]
-        page = select(rows).order_by(col.is_(None), col.desc() if desc else col, key)
         tag = f"sink:{sort}:{int(desc)}"
-        if after is not None:
-            value, name = keyset.decode(tag, after, [_KINDS.get(sort, keyset.INT), keyset.STR])
-            if value is None:  # a row with no value: only such rows follow it, by name
-                page = page.where(col.is_(None), key > name)
-            else:
-                later = col < value if desc else col > value
-                page = page.where(or_(col.is_(None), later, and_(col == value, key > name)))
+        page = _sink_page(rows, sort, desc, tag, after, pg)
         found = conn.execute(page.limit(limit + 1)).mappings().all()
         total = found[0]["total"] if found else None
         if total is None:  # past the last row: counted without the page
             total = conn.execute(select(func.count()).select_from(rows)).scalar_one()
+    return _sink_answer(found, int(total), classes, limit=limit, sort=sort, desc=desc, tag=tag)
+
+
+def _sink_answer(
+    found: Sequence[RowMapping],
+    total: int,
+    classes: dict[str, str],
+    *,
+    limit: int,
+    sort: str,
+    desc: bool,
+    tag: str,
+) -> dict[str, Any]:
+    """The sinks table's answer: the page of ``found`` (``limit`` rows and one more when a page
+    follows) with each sink's class, and the cursor of the next page."""
     items = [
         {**{k: v for k, v in r.items() if k != "total"}, "class": classes.get(r["sink"])}
         for r in found[:limit]
     ]
     last = items[-1] if len(found) > limit else None
     return {
-        "total": int(total),
+        "total": total,
         "limit": limit,
         "sort": sort,
         "desc": desc,
         "items": items,
         "next": None if last is None else keyset.encode(tag, [last[sort], last["sink"]]),
     }
+
+
+def _sink_names(
+    n: Any, filters: Filters, search: str | None, pg: bool
+) -> list[ColumnElement[bool]]:
+    """The conditions on a sink's name ``n``: not empty, the filters' sink or sinks, and
+    ``search`` in it, ASCII letters in any case (SQLite's lower() folds only those; PostgreSQL's
+    follows its locale, so it folds by translate): one answer whatever the store."""
+    where = [n != ""]
+    where += [] if filters.sink is None else [n == filters.sink]
+    where += [] if filters.sinks is None else [n.in_(filters.sinks)]
+    folded = func.translate(n, _UPPER, _UPPER.lower()) if pg else func.lower(n)
+    return where + ([folded.contains(search.translate(_FOLD), autoescape=True)] if search else [])
+
+
+def _sink_page(
+    rows: Subquery, sort: str, desc: bool, tag: str, after: str | None, pg: bool
+) -> Select[Any]:
+    """The sinks table's rows in ``sort`` order (ties and the rows without a value by name, in
+    code-point order on both stores), from the keyset cursor ``after`` (of ``tag``) on."""
+    key = rows.c.sink.collate("C") if pg else rows.c.sink
+    col = key if sort == "sink" else rows.c[sort]
+    page = select(rows).order_by(col.is_(None), col.desc() if desc else col, key)
+    if after is None:
+        return page
+    value, name = keyset.decode(tag, after, [_KINDS.get(sort, keyset.INT), keyset.STR])
+    if value is None:  # a row with no value: only such rows follow it, by name
+        return page.where(col.is_(None), key > name)
+    later = col < value if desc else col > value
+    return page.where(or_(col.is_(None), later, and_(col == value, key > name)))
 
 
 def set_table(
@@ -695,12 +729,11 @@ def _exact_rolled(
     better.
 
     The groups of the window are those of ``exact_groups`` whose latest decode is in it (exact
-    for a group with none at or after the window's end), less and plus the special groups,
-    each counted one by one from ``exact_days`` (:func:`_group_stats`): the groups with
-    reports in the inbox, those whose latest decode is at or after the window's end, and those
-    whose decodes ever disagreed (flagged at fold time: the least RGB digest below the
-    greatest). Only a special group can disagree in the window; every other group is walked
-    in the listing's order by ``exact_groups``' key, so a page reads a page of rows."""
+    for a group with none at or after the window's end), less and plus the special groups
+    (:func:`_special_groups`: disagreeing ones are flagged at fold time, the least RGB digest
+    below the greatest), each counted one by one from ``exact_days`` (:func:`_group_stats`).
+    Only a special group can disagree in the window; every other group is walked in the
+    listing's order by ``exact_groups``' key (:func:`_agreeing`): a page reads a page of rows."""
     if {k for k, v in vars(filters).items() if v is not None} - _EXACT_ROLLED:
         return None
     since, until = filters.since_ms, filters.until_ms
@@ -711,18 +744,7 @@ def _exact_rolled(
     short = since is not None and until is not None and until - since < DAY_MS
     if short or (horizon and (since is None or since < horizon)):
         return None
-    g = EXACT_GROUPS.c
-    mine = [] if filters.set is None else [g.set_digest == filters.set]
-    special: set[Group] = set()
-    if until is not None:  # the groups seen at or after the window's end
-        late = select(g.set_digest, g.symbols_digest).where(g.last_ms >= until, *mine)
-        special |= {(str(a), str(b)) for a, b in conn.execute(late.limit(_SPECIAL_MAX + 1))}
-    disagreeing = select(g.set_digest, g.symbols_digest).where(DISAGREE, *mine)
-    special |= {(str(a), str(b)) for a, b in conn.execute(disagreeing.limit(_SPECIAL_MAX + 1))}
-    p = pending(conn, EXACT_GROUPS).subquery()
-    inbox = select(p.c.set_digest, p.c.symbols_digest)
-    inbox = inbox.where(*([] if filters.set is None else [p.c.set_digest == filters.set]))
-    special |= {(str(a), str(b)) for a, b in conn.execute(inbox.limit(_SPECIAL_MAX + 1))}
+    special = _special_groups(conn, filters.set, until)
     if len(special) > _SPECIAL_MAX:
         return None
     stats = _group_stats(conn, special, days, edges)
@@ -731,21 +753,11 @@ def _exact_rolled(
         (r for r in found.values() if r["rank"]),
         key=lambda r: (-r["rank"], r["set"], r["symbols_digest"]),
     )
-    in_range = [*between(g.last_ms, since, until), *mine]
+    items = top
     if disagree:
-        items, total = top, len(top)
-        rest: list[dict[str, Any]] = []
+        total, rest = len(top), []
     else:
-        counted = _groups_in(conn, since, until, filters.set)
-        if special:  # the special groups' rows in range were counted as members: recount them
-            rows = select(g.set_digest, g.symbols_digest).where(
-                *in_range,
-                g.set_digest.in_(sorted({k[0] for k in special})),
-                g.symbols_digest.in_(sorted({k[1] for k in special})),
-            )
-            counted -= sum((str(a), str(b)) in special for a, b in conn.execute(rows))
-        total = int(counted) + len(found)
-        items = top
+        total = _groups_total(conn, special, filters) + len(found)
         rest = [r for r in found.values() if not r["rank"]]
     if after is not None:
         rank, digest, symbols = after
@@ -760,8 +772,64 @@ def _exact_rolled(
             rest = [r for r in rest if (r["set"], r["symbols_digest"]) > (digest, symbols)]
     if disagree or len(items) > limit:
         return items[: limit + 1], total, len(items) > limit
-    # the groups that agree, in key order: walked by exact_groups' key (``last_ms + 0``: not by
-    # its index of the latest time, which would sort every group of the window)
+    want = limit + 1 - len(items)
+    items = [*items, *_agreeing(conn, rest, special, filters, after, want, days, edges)]
+    return items, total, len(items) > limit
+
+
+def _groups_total(conn: Connection, special: set[Group], filters: Filters) -> int:
+    """The exact tier's groups of the window other than the ``special`` ones (counted one by
+    one by :func:`_exact_rolled`): all of them (:func:`_groups_in`), less the special groups'
+    rows in range, which were counted as members."""
+    g = EXACT_GROUPS.c
+    since, until = filters.since_ms, filters.until_ms
+    counted = int(_groups_in(conn, since, until, filters.set))
+    if not special:
+        return counted
+    rows = select(g.set_digest, g.symbols_digest).where(
+        *between(g.last_ms, since, until),
+        *([] if filters.set is None else [g.set_digest == filters.set]),
+        g.set_digest.in_(sorted({k[0] for k in special})),
+        g.symbols_digest.in_(sorted({k[1] for k in special})),
+    )
+    return counted - sum((str(a), str(b)) in special for a, b in conn.execute(rows))
+
+
+def _special_groups(conn: Connection, set_digest: str | None, until: int | None) -> set[Group]:
+    """The exact tier's groups :func:`_exact_rolled` counts one by one (at most
+    :data:`_SPECIAL_MAX` and one more): those seen at or after the window's end ``until``,
+    those whose decodes ever disagreed, and those with reports in the inbox."""
+    g = EXACT_GROUPS.c
+    mine = [] if set_digest is None else [g.set_digest == set_digest]
+    special: set[Group] = set()
+    if until is not None:
+        late = select(g.set_digest, g.symbols_digest).where(g.last_ms >= until, *mine)
+        special |= {(str(a), str(b)) for a, b in conn.execute(late.limit(_SPECIAL_MAX + 1))}
+    disagreeing = select(g.set_digest, g.symbols_digest).where(DISAGREE, *mine)
+    special |= {(str(a), str(b)) for a, b in conn.execute(disagreeing.limit(_SPECIAL_MAX + 1))}
+    p = pending(conn, EXACT_GROUPS).subquery()
+    inbox = select(p.c.set_digest, p.c.symbols_digest)
+    inbox = inbox.where(*([] if set_digest is None else [p.c.set_digest == set_digest]))
+    return special | {(str(a), str(b)) for a, b in conn.execute(inbox.limit(_SPECIAL_MAX + 1))}
+
+
+def _agreeing(
+    conn: Connection,
+    rest: list[dict[str, Any]],
+    special: set[Group],
+    filters: Filters,
+    after: tuple[int, str, str] | None,
+    want: int,
+    days: Any,
+    edges: Any,
+) -> list[dict[str, Any]]:
+    """The next ``want`` groups of :func:`_exact_rolled`'s window that agree, in key order, each
+    with its counts: ``rest`` (the special ones that agree) merged with those walked by
+    ``exact_groups``' key (``last_ms + 0``: not by its index of the latest time, which would
+    sort every group of the window), from the cursor ``after`` on."""
+    g = EXACT_GROUPS.c
+    since, until = filters.since_ms, filters.until_ms
+    mine = [] if filters.set is None else [g.set_digest == filters.set]
     walk = select(g.set_digest, g.symbols_digest).where(
         *between(g.last_ms + 0, since, until), *mine
     )
@@ -770,7 +838,6 @@ def _exact_rolled(
         walk = walk.where(
             or_(g.set_digest > digest, and_(g.set_digest == digest, g.symbols_digest > symbols))
         )
-    want = limit + 1 - len(items)
     walk = walk.order_by(g.set_digest, g.symbols_digest).limit(want + len(special))
     keys = [(str(a), str(b)) for a, b in conn.execute(walk)]
     keys = [k for k in keys if k not in special]
@@ -786,8 +853,7 @@ def _exact_rolled(
         else _item((r["set"], r["symbols_digest"]), more[(r["set"], r["symbols_digest"])])
         for r in rest
     ]
-    items = [*items, *rest]
-    return items, total, len(items) > limit
+    return rest
 
 
 def exact_table(

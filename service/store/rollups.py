@@ -264,35 +264,16 @@ def keyed(
     """The reports ``which`` selects (all: ``None``), each as its roll-up keys and the sums
     it adds: the one definition of what a report counts for in every report roll-up, read by
     :func:`fold`, :func:`rebuild`, :func:`rebuild_activity`, :func:`rebuild_sinks` and
-    :func:`current`. Its refusal
-    codes sorted and joined (PostgreSQL's ``string_agg … ORDER BY``; SQLite's
-    ``group_concat`` over rows already in code order, the order it concatenates in), its hour
+    :func:`current`. Its refusal codes sorted and joined (:func:`_codes_per_report`), its hour
     and UTC day, ``""`` for a key part it lacks, ``no_path`` 1 when it was refused,
     ``decodes`` 1 when it is a decode's first report (:data:`DECODES`), and its time as
     ``last_ms``. ``horizon`` (a value or a scalar subquery; ``None``: none): only the reports
     of that hour or later, the hours the roll-ups may hold (:func:`horizon_of`). ``within``:
     the first and last ``created_ms`` of the reports ``which`` selects, when known (a fold on
     PostgreSQL, whose ``reports`` is partitioned by day: the partitions outside are not read).
-    ``exact``: with the exact tier's key parts too (its symbols, RGB and request digests, ``""``
-    for none, and the RGB digest as reported, for its least and greatest), which a schema
+    ``exact``: with the exact tier's key parts too (:func:`_exact_parts`), which a schema
     before migration 0010 lacks (its rebuilds read without)."""
-    f = RefusalRow.__table__.c
-    mine = [] if which is None else which(f.report_seq)
-    if conn.dialect.name == "postgresql":
-        in_order = postgresql.aggregate_order_by(literal(" "), f.code)
-        per_report = (
-            select(f.report_seq, func.string_agg(f.code, in_order).label("codes"))
-            .where(*mine)
-            .group_by(f.report_seq)
-            .subquery()
-        )
-    else:
-        o = select(f.report_seq, f.code).where(*mine).order_by(f.report_seq, f.code).subquery()
-        per_report = (
-            select(o.c.report_seq, func.group_concat(o.c.code, literal(" ")).label("codes"))
-            .group_by(o.c.report_seq)
-            .subquery()
-        )
+    per_report = _codes_per_report(conn, which)
     hour = R.created_ms - R.created_ms % HOUR_MS
     source = ReportRow.__table__.outerjoin(per_report, per_report.c.report_seq == R.seq)
 
@@ -311,16 +292,7 @@ def keyed(
             case((R.outcome == "refused", 1), else_=0).label("no_path"),
             case((DECODES, 1), else_=0).label("decodes"),
             R.created_ms.label("last_ms"),
-            *(
-                [
-                    func.coalesce(R.symbols_digest, "").label("symbols_digest"),
-                    func.coalesce(R.rgb_digest, "").label("rgb_digest"),
-                    R.rgb_digest.label("rgb_known"),
-                    func.coalesce(R.request_digest, "").label("request_digest"),
-                ]
-                if exact
-                else []
-            ),
+            *(_exact_parts() if exact else []),
         )
         .select_from(source)
         .where(*([] if which is None else which(R.seq)))
@@ -333,6 +305,39 @@ def keyed(
         # reports are found from the inbox's few rows, by their seq
         .offset(0 if fenced else None)
         .subquery("keyed")
+    )
+
+
+def _exact_parts() -> list[Any]:
+    """The exact tier's key parts of a report, for :func:`keyed`: its symbols, RGB and request
+    digests (``""`` for none) and the RGB digest as reported (for the least and greatest)."""
+    return [
+        func.coalesce(R.symbols_digest, "").label("symbols_digest"),
+        func.coalesce(R.rgb_digest, "").label("rgb_digest"),
+        R.rgb_digest.label("rgb_known"),
+        func.coalesce(R.request_digest, "").label("request_digest"),
+    ]
+
+
+def _codes_per_report(conn: Connection, which: Which | None) -> Subquery:
+    """Each report's refusal codes (of the reports ``which`` selects) sorted and joined by a
+    space, as ``codes`` beside its ``report_seq``: PostgreSQL's ``string_agg … ORDER BY``;
+    SQLite's ``group_concat`` over rows already in code order, the order it concatenates in."""
+    f = RefusalRow.__table__.c
+    mine = [] if which is None else which(f.report_seq)
+    if conn.dialect.name == "postgresql":
+        in_order = postgresql.aggregate_order_by(literal(" "), f.code)
+        return (
+            select(f.report_seq, func.string_agg(f.code, in_order).label("codes"))
+            .where(*mine)
+            .group_by(f.report_seq)
+            .subquery()
+        )
+    o = select(f.report_seq, f.code).where(*mine).order_by(f.report_seq, f.code).subquery()
+    return (
+        select(o.c.report_seq, func.group_concat(o.c.code, literal(" ")).label("codes"))
+        .group_by(o.c.report_seq)
+        .subquery()
     )
 
 
