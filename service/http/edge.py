@@ -269,6 +269,7 @@ class ReadDeadlines:
     body_timeout_s: ClassVar[float | None] = None
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
+    cycle: Any  # uvicorn's request cycle of the request being answered (None between them)
 
     def _init_deadlines(self) -> None:
         chosen = edge_settings() if None in (self.header_timeout_s, self.body_timeout_s) else None
@@ -280,7 +281,9 @@ class ReadDeadlines:
         self._reading = ""
 
     def _answer_started(self) -> bool:
-        raise NotImplementedError
+        """Whether the answer to the request being read has begun (a body deadline past then
+        closes the connection without a 408)."""
+        return self.cycle is not None and bool(self.cycle.response_started)
 
     def _arm(self, what: str) -> None:
         self._disarm()
@@ -316,9 +319,6 @@ class ReadTimeouts(ReadDeadlines, H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._init_deadlines()
-
-    def _answer_started(self) -> bool:
-        return self.cycle is not None and self.cycle.response_started
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]

@@ -30,9 +30,6 @@ class ReadTimeoutsHttptools(ReadDeadlines, HttpToolsProtocol):
         self._phase = "idle"  # "headers" (begun), "body" (head read, body due), "idle"
         self._head = 0  # bytes of the head being read
 
-    def _answer_started(self) -> bool:
-        return self.cycle is not None and self.cycle.response_started
-
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
         self._arm("headers")

@@ -261,6 +261,16 @@ def pages(store: ReportStore, f: Filters, disagree: bool, limit: int) -> tuple[l
             return seen, page["total"]
 
 
+def half_folded(store: ReportStore, seed: int) -> tuple[list[ReportRecord], int]:
+    """400 drawn records over ten days to ``end``, 250 of them folded, the rest in the inbox."""
+    end = T0 + 10 * DAY
+    records = drawn(random.Random(seed), 400, end)
+    store.insert(records[:250])
+    Aggregator(store, start=False).drain()
+    store.insert(records[250:])
+    return records, end
+
+
 @pytest.mark.slow
 def test_the_roll_ups_answer_as_a_recount(store: ReportStore) -> None:
     """A window of a day or more (whole UTC days, partial ones at its edges, or none whole) is
@@ -268,12 +278,7 @@ def test_the_roll_ups_answer_as_a_recount(store: ReportStore) -> None:
     counted in Python from the records, with reports folded, in the inbox, or both, a window
     ending before decodes that follow it, and the "disagree" filter; the total beside each
     page."""
-    rng = random.Random(37)
-    end = T0 + 10 * DAY
-    records = drawn(rng, 400, end)
-    store.insert(records[:250])
-    Aggregator(store, start=False).drain()
-    store.insert(records[250:])  # in the inbox
+    records, end = half_folded(store, 37)
     windows = [
         Filters(),
         Filters(since_ms=end - 4 * DAY),
@@ -302,12 +307,7 @@ def test_a_sinks_rows_answer_as_a_recount(store: ReportStore) -> None:
     (fleet.sink_groups: ``exact_days`` by ``ix_exact_days_sink`` for the whole days, their
     reports for the partial days): every group, count and page as counted in Python, folded,
     in the inbox or both, the "disagree" filter too."""
-    rng = random.Random(38)
-    end = T0 + 10 * DAY
-    records = drawn(rng, 400, end)
-    store.insert(records[:250])
-    Aggregator(store, start=False).drain()
-    store.insert(records[250:])  # in the inbox
+    records, end = half_folded(store, 38)
     windows = [
         Filters(sink="a"),
         Filters(sink="b", since_ms=end - 3 * DAY - 12_345, until_ms=end - 5_000),
