@@ -151,7 +151,8 @@ def test_the_store_down_sends_each_request_to_the_spool(
             t.join(30)
         assert len(done) == 4 and not recorder.store_up
         files = [tmp_path / "spool" / n for n in ("reports.draining.jsonl", "reports.jsonl")]
-        lines = [line for f in files if f.exists() for line in f.read_bytes().splitlines()]
+        with spool._locked():  # the lock the replay renames the first file to the second under
+            lines = [line for f in files if f.exists() for line in f.read_bytes().splitlines()]
         spooled = sorted(r["request_id"] for line in lines for r in json.loads(line))
         assert spooled == sorted(f"down-{i}" for i in range(4) for _ in range(2))
         monkeypatch.undo()  # back: the recorder's thread replays the spool into the store
