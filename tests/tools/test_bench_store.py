@@ -17,7 +17,7 @@ LAST = re.compile(
 )
 
 
-@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_store_bench_prints_group_commit_beside_copy(
     postgres: str, capsys: pytest.CaptureFixture[str], processes: int
 ) -> None:
