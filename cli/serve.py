@@ -146,7 +146,7 @@ def banner(chosen: Settings) -> list[str]:
 #: own with the read deadlines (service/http/edge.py), as import strings (uvicorn imports them).
 PROTOCOLS = {
     "h11": "wai_dispatch.service.http.edge:ReadTimeouts",
-    "httptools": "wai_dispatch.service.http.edge_httptools:ReadTimeoutsHttptools",
+    "httptools": "wai_dispatch.service.http.edge:ReadTimeoutsHttptools",
 }
 
 

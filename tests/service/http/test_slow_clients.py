@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import importlib.util
 import socket
 import threading
 import time
@@ -19,26 +18,14 @@ import pytest
 import uvicorn
 from _svc import _lock, _prepared, _taken, free_port
 
-from wai_dispatch.service.http.edge import ReadDeadlines, ReadTimeouts
+from wai_dispatch.service.http.edge import ReadDeadlines, ReadTimeouts, ReadTimeoutsHttptools
 
 #: The protocols ``serve`` may run on (the ``http`` setting): each keeps the deadlines.
-PARSERS = [
-    "h11",
-    pytest.param(
-        "httptools",
-        marks=pytest.mark.skipif(
-            importlib.util.find_spec("httptools") is None, reason="httptools is not installed"
-        ),
-    ),
-]
+PARSERS = ["h11", "httptools"]
 
 
 def protocol(parser: str) -> type[ReadDeadlines]:
-    if parser == "h11":
-        return ReadTimeouts
-    from wai_dispatch.service.http.edge_httptools import ReadTimeoutsHttptools
-
-    return ReadTimeoutsHttptools
+    return ReadTimeouts if parser == "h11" else ReadTimeoutsHttptools
 
 
 HEADER_S, BODY_S = 1.0, 1.5
