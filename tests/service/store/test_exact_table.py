@@ -271,6 +271,19 @@ def half_folded(store: ReportStore, seed: int) -> tuple[list[ReportRecord], int]
     return records, end
 
 
+def answers_as_counted(
+    store: ReportStore, records: list[ReportRecord], f: Filters, folded: bool
+) -> None:
+    """Every page (1, 3 and 50 a page) and total of the window ``f``, with and without the
+    "disagree" filter, as counted in Python from ``records``."""
+    for disagree in (False, True):
+        want = recount(records, f, disagree)
+        for limit in (1, 3, 50):
+            got, total = pages(store, f, disagree, limit)
+            assert total == len(want), (f, disagree, folded)
+            assert got == want, (f, disagree, limit, folded)
+
+
 @pytest.mark.slow
 def test_the_roll_ups_answer_as_a_recount(store: ReportStore) -> None:
     """A window of a day or more (whole UTC days, partial ones at its edges, or none whole) is
@@ -292,12 +305,7 @@ def test_the_roll_ups_answer_as_a_recount(store: ReportStore) -> None:
         for f in windows:
             with store.engine.connect() as conn:  # read from the roll-ups, not the reports
                 assert _exact_rolled(conn, f, disagree=False, limit=1, after=None) is not None
-            for disagree in (False, True):
-                want = recount(records, f, disagree)
-                for limit in (1, 3, 50):
-                    got, total = pages(store, f, disagree, limit)
-                    assert total == len(want), (f, disagree, folded)
-                    assert got == want, (f, disagree, limit, folded)
+            answers_as_counted(store, records, f, folded)
         Aggregator(store, start=False).drain()
 
 
@@ -319,12 +327,7 @@ def test_a_sinks_rows_answer_as_a_recount(store: ReportStore) -> None:
         for f in windows:
             with store.engine.connect() as conn:
                 assert sink_groups(conn, f) is not None
-            for disagree in (False, True):
-                want = recount(records, f, disagree)
-                for limit in (1, 3, 50):
-                    got, total = pages(store, f, disagree, limit)
-                    assert total == len(want), (f, disagree, folded)
-                    assert got == want, (f, disagree, limit, folded)
+            answers_as_counted(store, records, f, folded)
         Aggregator(store, start=False).drain()
 
 
